@@ -1,0 +1,236 @@
+"""The one pattern matcher: MindFormers' ``\\.``-segment fullmatch, and the cell walk built on it.
+
+MindFormers never matches a recompute/swap pattern against a whole dotted path. It splits the
+pattern on the two characters ``\\.`` and walks the layer's cell tree one segment at a time:
+every non-last segment is fullmatched against the names of the current cell's sub-cells (insertion
+order) and the walk recurses into each match; the last segment is fullmatched first against
+``dir(cell)`` (sorted: primitives and plain attributes) and then against the sub-cell names. What
+it logs is *not* the list of everything it touched: at the leaf only the last match survives
+(a cell match overrides a primitive match), while matches of inner segments are joined with
+``", "``. A pattern that matches nothing contributes nothing and no line at all.
+
+Everything in swapwatch that matches patterns goes through this module: the runtime hooks (walking
+real MindSpore cells), ``explain`` (walking the model layout described as data), and ``verify``
+(matching logged paths such as ``feed_forward.w1.activation.silu`` back to patterns). User patterns
+are matched with the ``regex`` package and a timeout, as newer MindFormers does, so a pathological
+pattern cannot hang the tool; a timeout counts as no match and is reported.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, List, Optional, Sequence, Tuple
+
+import regex
+
+SEGMENT_SEP = "\\."
+#: Seconds one segment match may take before it counts as "no match" (MindFormers uses 1).
+MATCH_TIMEOUT = 1.0
+
+
+class PatternError(ValueError):
+    """A user pattern that is not a valid regular expression."""
+
+
+# Timeouts seen while matching, as (pattern segment, subject) pairs; callers report them.
+timeouts: List[Tuple[str, str]] = []
+
+
+def split_pattern(pattern: str) -> List[str]:
+    """Split a pattern into segments exactly as MindFormers does (on the literal two chars ``\\.``)."""
+    return pattern.split(SEGMENT_SEP)
+
+
+def segment_fullmatch(segment: str, name: str, timeout: float = MATCH_TIMEOUT) -> bool:
+    """True when ``segment`` fullmatches ``name``; a timeout is recorded and counts as no match."""
+    try:
+        return regex.fullmatch(segment, name, timeout=timeout) is not None
+    except TimeoutError:
+        timeouts.append((segment, name))
+        return False
+    except regex.error as exc:
+        raise PatternError(f"invalid pattern segment {segment!r}: {exc}") from None
+
+
+def validate(pattern: str) -> Optional[str]:
+    """Return why ``pattern`` cannot be compiled, or None when every segment is a valid regex."""
+    for seg in split_pattern(pattern):
+        try:
+            regex.compile(seg)
+        except regex.error as exc:
+            return f"segment {seg!r}: {exc}"
+    return None
+
+
+def path_matches(pattern: str, path: str) -> bool:
+    """True when a dotted cell/op path (as MindFormers logs it) is matched by ``pattern``.
+
+    Same number of segments, and each path segment is fullmatched by the pattern segment at the
+    same position: the very test the cell walk performs along that path.
+    """
+    segs = split_pattern(pattern)
+    names = path.split(".")
+    if len(segs) != len(names):
+        return False
+    return all(segment_fullmatch(s, n) for s, n in zip(segs, names))
+
+
+def patterns_overlap(exclude: str, select: str) -> bool:
+    """MindFormers' exclude-vs-select conflict test: same segment count, and every segment pair
+    fullmatches in either direction (``feed_forward\\.m.l`` overlaps ``feed_forward\\.mul``)."""
+    a, b = split_pattern(exclude), split_pattern(select)
+    if len(a) != len(b):
+        return False
+    return all(segment_fullmatch(x, y) or segment_fullmatch(y, x) for x, y in zip(a, b))
+
+
+# --------------------------------------------------------------------------------------------
+# The cell walk
+# --------------------------------------------------------------------------------------------
+
+@dataclass
+class Target:
+    """One thing a pattern reached: a primitive (``kind='prim'``) or a cell (``kind='cell'``)."""
+
+    path: str          # dotted, relative to the layer, no leading dot: "feed_forward.w1.activation.silu"
+    kind: str          # "prim" | "cell"
+    obj: Any = None    # the real MindSpore object (hooks) or the layout node (explain)
+
+
+@dataclass
+class WalkResult:
+    """What one pattern does on one layer.
+
+    ``targets`` is everything the action is applied to (in MindFormers' order); ``raw_log`` is the
+    text MindFormers builds for the log line before its caller trims it (see :func:`log_item`);
+    ``skipped_cells`` are cell matches that exclude/comm actions ignore (MindFormers logs an INFO
+    line "... is expected to be operation but got cell ..." for each).
+    """
+
+    targets: List[Target] = field(default_factory=list)
+    raw_log: str = ""
+    skipped_cells: List[str] = field(default_factory=list)
+
+    @property
+    def matched(self) -> bool:
+        return bool(self.raw_log)
+
+
+class TreeAdapter:
+    """How to see a cell tree. Subclass for real MindSpore cells or for layout data."""
+
+    def children(self, node: Any) -> Iterable[Tuple[str, Any]]:
+        """Sub-cells as (name, node) in insertion order (``Cell._cells``)."""
+        raise NotImplementedError
+
+    def leaf_attrs(self, node: Any) -> Iterable[Tuple[str, Any]]:
+        """Leaf candidates that are not sub-cells, as (name, obj) in ``dir()`` (sorted) order.
+
+        Only objects the action can take count: primitives (they have ``recompute``,
+        ``add_prim_attr`` and ``_offload``).
+        """
+        raise NotImplementedError
+
+
+def walk(adapter: TreeAdapter, layer: Any, pattern: str, mode: str) -> WalkResult:
+    """Walk ``pattern`` over ``layer`` the way MindFormers' LayerSetting does.
+
+    ``mode`` decides what a leaf *cell* match means, as in MindFormers:
+      * ``"recompute"`` / ``"swap"``: the cell is taken (``cell.recompute()`` / ``cell.offload()``);
+      * ``"exclude"`` / ``"comm"`` / ``"comm_exclude"``: primitives only; a cell match is skipped
+        and reported in ``skipped_cells``.
+    """
+    result = WalkResult()
+    result.raw_log = _walk(adapter, layer, split_pattern(pattern), "", mode, result)
+    return result
+
+
+def _walk(adapter: TreeAdapter, node: Any, segs: Sequence[str], info: str, mode: str,
+          result: WalkResult) -> str:
+    seg, rest = segs[0], segs[1:]
+    if rest:
+        items: List[str] = []
+        for name, child in adapter.children(node):
+            if segment_fullmatch(seg, name):
+                sub = _walk(adapter, child, rest, f"{info}.{name}", mode, result)
+                if sub:
+                    items.append(sub[1:])
+        return " " + ", ".join(items) if items else ""
+    log = ""
+    for name, obj in adapter.leaf_attrs(node):
+        if segment_fullmatch(seg, name):
+            result.targets.append(Target(f"{info}.{name}"[1:], "prim", obj))
+            log = f"{info}.{name}"
+    for name, child in adapter.children(node):
+        if segment_fullmatch(seg, name):
+            if mode in ("exclude", "comm", "comm_exclude"):
+                result.skipped_cells.append(f"{info}.{name}"[1:])
+                continue
+            result.targets.append(Target(f"{info}.{name}"[1:], "cell", child))
+            log = f"{info}.{name}"
+    return log
+
+
+def log_item(raw_log: str, mode: str) -> str:
+    """The text one pattern contributes to its ``Set ...`` line.
+
+    Recompute lines drop the first character of the walk's text (a dot or the leading space), so
+    they read ``feed_forward.mul`` and, for a 1-segment pattern, ``feed_forward``. ``Set op_swap``
+    keeps it: ``.attention`` for a 1-segment pattern, `` attention.flash_attention`` (leading
+    space, hence the double space after the colon) for a multi-segment one.
+    """
+    return raw_log if mode == "swap" else raw_log[1:]
+
+
+def logged_paths(raw_log: str) -> List[str]:
+    """The dotted paths inside a walk's log text (normalised: no leading dot or space)."""
+    return [p.strip().lstrip(".") for p in raw_log.split(",") if p.strip()]
+
+
+# --------------------------------------------------------------------------------------------
+# Layout data (a model family's layer tree, see swapwatch/models/*.yaml)
+# --------------------------------------------------------------------------------------------
+
+@dataclass
+class LayoutNode:
+    """A cell of a model layout: its primitives (leaf names) and its sub-cells in order."""
+
+    name: str
+    prims: List[str] = field(default_factory=list)
+    cells: List["LayoutNode"] = field(default_factory=list)
+
+    @classmethod
+    def from_data(cls, name: str, data: Any) -> "LayoutNode":
+        """Build from YAML data: ``{prims: [...], cells: {name: {...}, ...}}`` (cells ordered)."""
+        data = data or {}
+        node = cls(name, list(data.get("prims") or []))
+        for child_name, child in (data.get("cells") or {}).items():
+            node.cells.append(cls.from_data(child_name, child))
+        return node
+
+    def paths(self, prefix: str = "") -> List[Tuple[str, str]]:
+        """Every (path, kind) below this node, prims and cells, in walk order."""
+        out: List[Tuple[str, str]] = []
+        for p in sorted(self.prims):
+            out.append((f"{prefix}{p}", "prim"))
+        for c in self.cells:
+            out.append((f"{prefix}{c.name}", "cell"))
+            out.extend(c.paths(f"{prefix}{c.name}."))
+        return out
+
+
+class LayoutAdapter(TreeAdapter):
+    """Walk a :class:`LayoutNode` tree as if it were a MindSpore cell."""
+
+    def children(self, node: LayoutNode):
+        return [(c.name, c) for c in node.cells]
+
+    def leaf_attrs(self, node: LayoutNode):
+        return [(p, p) for p in sorted(node.prims)]
+
+
+def walk_layout(layout: LayoutNode, pattern: str, mode: str) -> WalkResult:
+    """:func:`walk` over a model layout (no MindSpore needed)."""
+    return walk(LayoutAdapter(), layout, pattern, mode)
+
+
+MatchFn = Callable[[str, str], bool]
