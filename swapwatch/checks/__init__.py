@@ -57,26 +57,55 @@ class Rule:
 
 
 REGISTRY: Dict[str, Rule] = {}
+#: Every registered rule by code and then by ``needs``. One code may have one variant per kind of
+#: evidence (SW104 is decided from the model layout at config time and from the logs at run time);
+#: :data:`REGISTRY` keeps the first one registered, for listings.
+VARIANTS: Dict[str, Dict[str, Rule]] = {}
+#: Evidence ranks: when several variants of one code are wanted, only the best-informed one runs.
+EVIDENCE = ("config", "run", "ir")
 
 
 def register(cls: Type[Rule]) -> Type[Rule]:
-    """Class decorator: add one instance of the rule to the registry (codes must be unique)."""
-    if cls.code in REGISTRY:
+    """Class decorator: add one instance of the rule to the registry.
+
+    A code is unique per ``needs``: registering the same code twice for the same evidence is an
+    error; a run-time variant of a config-time rule (same code and meaning) is allowed.
+    """
+    if cls.needs in VARIANTS.get(cls.code, {}):
         raise ValueError(f"rule code {cls.code} registered twice")
-    REGISTRY[cls.code] = cls()
+    rule = cls()
+    VARIANTS.setdefault(cls.code, {})[cls.needs] = rule
+    REGISTRY.setdefault(cls.code, rule)
     return cls
+
+
+def rule_variants(code: str) -> List[Rule]:
+    """Every registered variant of ``code`` (config-time first), empty when unknown."""
+    _load_all()
+    found = VARIANTS.get(code, {})
+    return [found[n] for n in sorted(found, key=_evidence_rank)]
+
+
+def _evidence_rank(needs: str) -> int:
+    return EVIDENCE.index(needs) if needs in EVIDENCE else len(EVIDENCE)
 
 
 def run_rules(ctx: CheckContext, needs: Iterable[str] = ("config",),
               ignore: Iterable[str] = ()) -> List[Finding]:
-    """Run every registered rule whose ``needs`` is in ``needs``, minus ``ignore``d codes."""
+    """Run every registered rule whose ``needs`` is in ``needs``, minus ``ignore``d codes.
+
+    When a code has several wanted variants, only the one with the most evidence runs (the logs
+    know better than a layout guess whether a pattern matched anything).
+    """
     _load_all()
     wanted, skip = set(needs), set(ignore)
     out: List[Finding] = []
-    for code in sorted(REGISTRY):
-        rule = REGISTRY[code]
-        if rule.needs in wanted and code not in skip:
-            out.extend(rule.check(ctx))
+    for code in sorted(VARIANTS):
+        if code in skip:
+            continue
+        usable = [n for n in VARIANTS[code] if n in wanted]
+        if usable:
+            out.extend(VARIANTS[code][max(usable, key=_evidence_rank)].check(ctx))
     return out
 
 
