@@ -1,0 +1,362 @@
+"""Configured vs logged, per rank, per layer, per action: the one comparison the run-time rules share.
+
+SW101 (missing), SW102 (unasked), SW103 (prefetch differs), SW104 (pattern matched nothing in any
+log), SW106 (incomplete logs) and the ``verify`` table all read the :class:`RankDiff` built here, so
+the matching is done once and every rule sees the same answer.
+
+What MindFormers logs is *not* everything it applies (reference §2.5, §3.3, §3.5, §5): a leaf
+pattern that matches several siblings logs only the last; a pattern that matches nothing logs
+nothing; in swap mode ``recompute: True`` recomputes every layer without a line; exclude and comm
+patterns skip cells silently. So the comparison works per *pattern*, never per literal text:
+a configured pattern counts as applied on a layer when at least one path logged for that action on
+that layer is matched by it (the shared matcher, :func:`swapwatch.patterns.path_matches`), and a
+logged path counts as asked for when some pattern applied there matches it. The per-layer
+decisions themselves come from the :class:`~swapwatch.strategy.Plan` (strategy.py is the one place
+for those semantics); this module only knows which of them leave a line in the log.
+"""
+from __future__ import annotations
+
+import functools
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
+
+from .. import patterns
+from ..events import ACTIONS
+
+#: Actions whose items are pattern-driven paths (the rest are whole-layer actions).
+PATTERN_ACTIONS = (
+    "select_recompute",
+    "select_comm_recompute",
+    "select_recompute_exclude",
+    "select_comm_recompute_exclude",
+    "op_swap",
+)
+#: How the cell walk treats a leaf cell for each action (patterns.walk ``mode``).
+WALK_MODE = {
+    "select_recompute": "recompute",
+    "select_comm_recompute": "comm",
+    "select_recompute_exclude": "exclude",
+    "select_comm_recompute_exclude": "comm_exclude",
+    "op_swap": "swap",
+}
+#: Short names for tables and messages.
+LABEL = {
+    "full_recompute": "full recompute",
+    "select_recompute": "select recompute",
+    "select_comm_recompute": "select comm recompute",
+    "select_recompute_exclude": "select recompute exclude",
+    "select_comm_recompute_exclude": "select comm recompute exclude",
+    "layer_swap": "layer swap",
+    "op_swap": "op swap",
+}
+
+
+@dataclass
+class Expected:
+    """One thing the plan applies at one layer, and whether MindFormers leaves a line for it."""
+
+    layer: int
+    action: str
+    pattern: Optional[str] = None       # None for full_recompute / layer_swap
+    value: Any = None                   # prefetch for swaps
+    paths: List[str] = field(default_factory=list)   # what the layout says the line will name
+    logged: bool = True                 # False: applied without a log line (swap-mode recompute: True)
+
+    @property
+    def op(self) -> Optional[str]:
+        """The op to name in a finding: the expected logged path(s), else the pattern."""
+        if self.pattern is None:
+            return None
+        return ", ".join(self.paths) if self.paths else self.pattern
+
+
+@dataclass
+class Seen:
+    """One item of one logged action: a path (None for whole-layer actions) and its value."""
+
+    layer: int
+    action: str
+    path: Optional[str]
+    value: Any
+    source: str
+
+
+@dataclass
+class RankDiff:
+    """Everything one rank did differently from the plan."""
+
+    rank: int
+    missing: List[Expected] = field(default_factory=list)
+    extra: List[Seen] = field(default_factory=list)
+    value_diffs: List[Tuple[Expected, Seen]] = field(default_factory=list)
+    #: (action, pattern) -> layers where a logged path matched it
+    matched: Dict[Tuple[str, str], Set[int]] = field(default_factory=lambda: defaultdict(set))
+    #: layers whose absence cannot be judged (the log stops before them)
+    cut_layers: Set[int] = field(default_factory=set)
+    seen: Dict[int, List[Seen]] = field(default_factory=lambda: defaultdict(list))
+    has_strategy_lines: bool = False
+
+
+@dataclass
+class Comparison:
+    """The per-rank diffs of one run, plus what the run as a whole says about each pattern."""
+
+    expected: Dict[int, List[Expected]]
+    ranks: Dict[int, RankDiff]
+    layout_trusted: bool
+    #: (action, pattern) matched by a logged path on any rank
+    seen_anywhere: Set[Tuple[str, str]]
+    #: (action, pattern) the layout says will log something
+    layout_matches: Set[Tuple[str, str]]
+
+
+# ---------------------------------------------------------------------------------------------
+# What the plan makes MindFormers log
+# ---------------------------------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=4096)
+def _matches(pattern: str, path: str) -> bool:
+    try:
+        return patterns.path_matches(pattern, path)
+    except patterns.PatternError:
+        return False
+
+
+@functools.lru_cache(maxsize=1024)
+def _layout_walk(family: str, pattern: str, mode: str) -> Tuple[str, ...]:
+    """The dotted paths the layout says a pattern's log item names (empty: it logs nothing)."""
+    from ..models import load_layout
+
+    try:
+        result = patterns.walk_layout(load_layout(family), pattern, mode)
+    except patterns.PatternError:
+        return ()
+    return tuple(patterns.logged_paths(result.raw_log))
+
+
+@functools.lru_cache(maxsize=8)
+def layout_paths(family: str = "llama") -> frozenset:
+    """Every path (cell or prim) of the family's layer layout."""
+    from ..models import load_layout
+
+    return frozenset(p for p, _ in load_layout(family).paths())
+
+
+def silent_full_recompute(plan: Any) -> bool:
+    """Swap mode with ``recompute: True``: every layer is recomputed and no line says so (§3.3)."""
+    formative = getattr(plan, "formative", None) or {}
+    return bool(getattr(plan, "swap", False)) and formative.get("layer_recompute") is True
+
+
+def expected_actions(plan: Any, family: str = "llama") -> Dict[int, List[Expected]]:
+    """Per layer, what the plan applies, in MindFormers' per-layer order, with the expected paths."""
+    silent_full = silent_full_recompute(plan)
+    out: Dict[int, List[Expected]] = {}
+    for lp in plan.layers:
+        items: List[Expected] = []
+        if lp.full_recompute:
+            items.append(Expected(lp.layer, "full_recompute", logged=not silent_full))
+        for action in PATTERN_ACTIONS[:4]:
+            for pat in getattr(lp, action) or []:
+                items.append(Expected(lp.layer, action, pat, True,
+                                      list(_layout_walk(family, pat, WALK_MODE[action]))))
+        if lp.layer_swap is not None:
+            items.append(Expected(lp.layer, "layer_swap", value=lp.layer_swap))
+        for pat, prefetch in (lp.op_swap or {}).items():
+            items.append(Expected(lp.layer, "op_swap", pat, prefetch,
+                                  list(_layout_walk(family, pat, "swap"))))
+        out[lp.layer] = items
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# What a rank logged
+# ---------------------------------------------------------------------------------------------
+
+def seen_items(rank_log: Any) -> Dict[int, List[Seen]]:
+    """The rank's logged actions as items, deduplicated (MTP repeats layer num_layers-1; a
+    SWAPWATCH ``apply`` event and its MindFormers text line say the same thing twice)."""
+    out: Dict[int, List[Seen]] = defaultdict(list)
+    done: Set[Tuple[int, str, Optional[str], str]] = set()
+    # authoritative SWAPWATCH events first, so their source is the one reported
+    acts = sorted(rank_log.actions, key=lambda a: 0 if a.origin == "swapwatch" else 1)
+    for a in acts:
+        if a.action in ("full_recompute",):
+            items = [(None, True)]
+        elif a.action == "layer_swap":
+            items = [(None, a.value)]
+        elif a.action == "op_swap":
+            vals = dict(a.values or {})
+            items = [(p, vals.get(p, a.value)) for p in (a.paths or list(vals))]
+        else:
+            items = [(p, True) for p in a.paths]
+        for path, value in items:
+            key = (a.layer, a.action, path, norm_value(value))
+            if key in done:
+                continue
+            done.add(key)
+            out[a.layer].append(Seen(a.layer, a.action, path, value, a.source))
+    return out
+
+
+def norm_value(value: Any) -> str:
+    """Prefetch values compare as text: ``10`` == ``"10"``; ``"Auto"`` stays ``"Auto"``."""
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return str(value).strip()
+
+
+# ---------------------------------------------------------------------------------------------
+# The comparison
+# ---------------------------------------------------------------------------------------------
+
+def compare(plan: Any, runlog: Any, family: str = "llama") -> Comparison:
+    """Compare every rank of ``runlog`` with ``plan``."""
+    expected = expected_actions(plan, family)
+    known = layout_paths(family)
+    seen_by_rank = {r: seen_items(rl) for r, rl in sorted(runlog.ranks.items())}
+    logged_paths = {s.path for seen in seen_by_rank.values() for items in seen.values()
+                    for s in items if s.path is not None}
+    layout_trusted = logged_paths <= known
+
+    layout_matches = {(e.action, e.pattern) for items in expected.values() for e in items
+                      if e.pattern is not None and e.paths}
+    ranks: Dict[int, RankDiff] = {}
+    seen_anywhere: Set[Tuple[str, str]] = set()
+    for r, seen in seen_by_rank.items():
+        diff = _compare_rank(r, runlog.ranks[r], expected, seen)
+        ranks[r] = diff
+        for key, layers in diff.matched.items():
+            if layers:
+                seen_anywhere.add(key)
+    return Comparison(expected, ranks, layout_trusted, seen_anywhere, layout_matches)
+
+
+def _compare_rank(rank: int, rank_log: Any, expected: Dict[int, List[Expected]],
+                  seen: Dict[int, List[Seen]]) -> RankDiff:
+    diff = RankDiff(rank)
+    diff.seen = seen
+    diff.has_strategy_lines = any(seen.values())
+    diff.cut_layers = _cut_layers(rank_log, seen, expected)
+    for layer in sorted(set(expected) | set(seen)):
+        exp = expected.get(layer, [])
+        got = seen.get(layer, [])
+        for action in ACTIONS:
+            e_act = [e for e in exp if e.action == action]
+            s_act = [s for s in got if s.action == action]
+            if not e_act and not s_act:
+                continue
+            if action in PATTERN_ACTIONS:
+                _compare_patterns(diff, layer, e_act, s_act)
+            else:
+                _compare_whole_layer(diff, layer, e_act, s_act)
+    return diff
+
+
+def _compare_whole_layer(diff: RankDiff, layer: int, exp: List[Expected], got: List[Seen]) -> None:
+    if exp and not got:
+        if exp[0].logged and layer not in diff.cut_layers:
+            diff.missing.append(exp[0])
+        return
+    if got and not exp:
+        diff.extra.extend(got)
+        return
+    e = exp[0]
+    if e.action == "layer_swap":
+        values = {norm_value(s.value) for s in got}
+        if norm_value(e.value) not in values or len(values) > 1:
+            bad = next(s for s in got if norm_value(s.value) != norm_value(e.value))
+            diff.value_diffs.append((e, bad))
+
+
+def _compare_patterns(diff: RankDiff, layer: int, exp: List[Expected], got: List[Seen]) -> None:
+    for e in exp:
+        hits = [s for s in got if _matches(e.pattern, s.path)]
+        if hits:
+            diff.matched[(e.action, e.pattern)].add(layer)
+        elif e.logged and layer not in diff.cut_layers:
+            diff.missing.append(e)
+    for s in got:
+        owners = [e for e in exp if _matches(e.pattern, s.path)]
+        if not owners:
+            diff.extra.append(s)
+        elif s.action == "op_swap" and norm_value(s.value) not in {norm_value(e.value) for e in owners}:
+            diff.value_diffs.append((owners[0], s))
+
+
+def _cut_layers(rank_log: Any, seen: Dict[int, List[Seen]],
+                expected: Dict[int, List[Expected]]) -> Set[int]:
+    """Layers the log cannot speak for: everything from the last logged layer on when the log is
+    cut off (the file is truncated, or the process died inside the strategy block). The last
+    logged layer itself is included: its later lines may be what was cut."""
+    if not is_cut(rank_log):
+        return set()
+    last = max((layer for layer, items in seen.items() if items), default=-1)
+    return {layer for layer in expected if layer >= last}
+
+
+#: Notices that mean the process stopped with an error.
+FATAL_NOTICES = ("traceback", "config_error")
+
+
+def is_cut(rank_log: Any) -> bool:
+    """True when the rank's strategy block may be cut short: the parser says the file is
+    truncated, or a traceback / config error / failing exit comes after the last action line."""
+    if getattr(rank_log, "truncated", False):
+        return True
+    return fatal_after_actions(rank_log) is not None
+
+
+def fatal_after_actions(rank_log: Any) -> Optional[Any]:
+    """The first fatal event (traceback, config error, non-zero exit) after the last action line."""
+    events = list(getattr(rank_log, "events", []))
+    last_action = max((i for i, e in enumerate(events) if e.kind == "action"), default=-1)
+    for e in events[last_action + 1:]:
+        if e.kind == "step":       # training started: the strategy block was finished
+            return None
+        if e.kind == "notice" and getattr(e, "what", "") in FATAL_NOTICES:
+            return e
+        if e.kind == "exit" and getattr(e, "code", 0):
+            return e
+    return None
+
+
+def comparison(ctx: Any, family: str = "llama") -> Optional[Comparison]:
+    """The comparison for a check context, computed once and shared by every rule."""
+    if ctx.runlog is None or ctx.plan is None:
+        return None
+    cache = ctx.__dict__.setdefault("_swapwatch_cache", {})
+    key = ("compare", family)
+    if key not in cache:
+        cache[key] = compare(ctx.plan, ctx.runlog, family)
+    return cache[key]
+
+
+def first_source(items: Iterable[Seen]) -> Optional[str]:
+    for s in items:
+        return s.source
+    return None
+
+
+def near_source(diff: RankDiff, layer: int, rank_log: Any = None) -> Optional[str]:
+    """Where to look for a missing line: a line of the same layer, else the last line before it,
+    else the first line after it, else the rank's first file."""
+    same = diff.seen.get(layer) or []
+    if same:
+        return same[0].source
+    before = [s for lay in sorted(diff.seen) if lay < layer for s in diff.seen[lay]]
+    if before:
+        return before[-1].source
+    after = [s for lay in sorted(diff.seen) if lay > layer for s in diff.seen[lay]]
+    if after:
+        return after[0].source
+    files = getattr(rank_log, "files", None) or []
+    return files[0] if files else None
+
+
+def describe(action: str, op: Optional[str] = None) -> str:
+    """``select recompute feed_forward.mul`` / ``full recompute``: for messages."""
+    return f"{LABEL.get(action, action)} {op}" if op else LABEL.get(action, action)

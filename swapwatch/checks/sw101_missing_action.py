@@ -1,0 +1,68 @@
+"""SW101: a configured action is missing from the log."""
+from __future__ import annotations
+
+from typing import Iterable
+
+from . import CheckContext, Finding, Rule, register
+from ._compare import comparison, describe, near_source
+
+
+@register
+class MissingAction(Rule):
+    """A configured action is missing from a rank's log.
+
+    **What it means.** The config (through MindFormers' own per-layer rules, see ``swapwatch
+    explain``) applies something at a layer — a full recompute, a select / comm recompute or
+    exclude pattern, a layer swap or an op swap — but the rank's log has no line that shows it.
+    A pattern counts as shown when any path in that layer's ``Set ...`` line for the action
+    matches it segment by segment, so MindFormers' habit of logging only the last of several
+    sibling matches does not cause this finding, and neither do actions MindFormers applies
+    without a line (``recompute: True`` in swap mode) or layers a truncated log never reached
+    (that is SW106). A pattern that no rank logged anywhere is SW104 instead, unless the model
+    layout shows it must match.
+
+    **Why it matters.** The run did not do what the YAML says: either it ran with another
+    config than the one you think (check SW107), the model's cell names differ on this layer,
+    or the log was edited or filtered.
+
+    **How to fix it.** Compare ``swapwatch explain CONFIG`` with the log's ``Set ...`` lines for
+    the layer named. If the run really used another config, verify against that one. If the
+    pattern does not reach the op on this model, fix the pattern, e.g.::
+
+        recompute_config:
+          select_recompute:
+            'feed_forward\\.w1\\.activation\\.silu': True   # not 'feed_forward\\.activation\\.silu'
+    """
+
+    code = "SW101"
+    severity = "error"
+    title = "configured action missing from the log"
+    needs = "run"
+
+    def check(self, ctx: CheckContext) -> Iterable[Finding]:
+        comp = comparison(ctx)
+        if comp is None:
+            return
+        for rank, diff in comp.ranks.items():
+            if not diff.has_strategy_lines:
+                continue            # no strategy lines at all: SW106 / SW108 say why, once
+            rank_log = ctx.runlog.ranks[rank]
+            for e in diff.missing:
+                key = (e.action, e.pattern)
+                if e.pattern is not None and key not in comp.seen_anywhere and not (
+                        comp.layout_trusted and key in comp.layout_matches):
+                    continue        # matched nothing anywhere and nothing says it should: SW104
+                what = describe(e.action, e.op)
+                pat = f" (pattern {e.pattern!r})" if e.pattern and e.op != e.pattern else ""
+                yield self.finding(
+                    f"rank {rank} layer {e.layer}: {what}{pat} is configured but the log has no "
+                    f"line for it",
+                    rank=rank, layer=e.layer, op=e.op or e.action,
+                    expected=_expected(e), actual="(not logged)",
+                    source=near_source(diff, e.layer, rank_log))
+
+
+def _expected(e) -> object:
+    if e.action in ("layer_swap", "op_swap"):
+        return e.value
+    return e.op or e.action

@@ -1,0 +1,53 @@
+"""SW102: the log shows an action the config does not ask for."""
+from __future__ import annotations
+
+from typing import Iterable
+
+from . import CheckContext, Finding, Rule, register
+from ._compare import comparison, describe
+
+
+@register
+class UnaskedAction(Rule):
+    """The log shows an action at a layer where the config does not ask for it.
+
+    **What it means.** A ``Set full recompute`` / ``Set select ... recompute`` / ``Set layer
+    swap`` / ``Set op_swap`` line names a layer (or an op path) that no applied pattern of the
+    config covers at that layer. Typical causes: the run used another config (a different
+    ``recompute`` count, another pipeline split so layers moved between stages, swap mode on or
+    off — swap turns per-stage *counts* into layer *ids*), or the config you verify against is
+    not the one deployed.
+
+    **Why it matters.** Recomputation and swap cost step time; an unasked full recompute can make
+    a run 30 % slower, an unasked swap can starve host bandwidth. And it means the config you
+    are reading is not the one that ran.
+
+    **How to fix it.** Verify against the config the job really used (``swapwatch verify LOGS``
+    without ``--config`` uses the config printed in the log). Remember that in swap mode lists
+    are layer ids::
+
+        swap_config: {swap: True}
+        recompute_config:
+          recompute: [0, 1]      # layers 0 and 1, not "0 layers in stage 0, 1 in stage 1"
+    """
+
+    code = "SW102"
+    severity = "error"
+    title = "action in the log that the config does not ask for"
+    needs = "run"
+
+    def check(self, ctx: CheckContext) -> Iterable[Finding]:
+        comp = comparison(ctx)
+        if comp is None:
+            return
+        for rank, diff in comp.ranks.items():
+            for s in diff.extra:
+                what = describe(s.action, s.path)
+                value = f" (value {s.value})" if s.action in ("layer_swap", "op_swap") else ""
+                yield self.finding(
+                    f"rank {rank} layer {s.layer}: the log shows {what}{value}, which the config "
+                    f"does not apply at this layer",
+                    rank=rank, layer=s.layer, op=s.path or s.action,
+                    expected="(not configured)",
+                    actual=s.value if s.action in ("layer_swap", "op_swap") else (s.path or s.action),
+                    source=s.source)

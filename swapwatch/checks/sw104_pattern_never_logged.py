@@ -1,0 +1,66 @@
+"""SW104 (run time): a configured pattern matched nothing in any rank's log."""
+from __future__ import annotations
+
+from typing import Iterable
+
+from . import CheckContext, Finding, Rule, register
+from ._compare import LABEL, comparison
+
+
+@register
+class PatternNeverLogged(Rule):
+    """A configured pattern matched nothing on any layer of any rank: a silent no-op.
+
+    **What it means.** The plan applies this pattern on some layers, yet no rank logged a single
+    path it matches for that action. MindFormers logs nothing at all for a pattern that matches
+    no cell or primitive, so a typo (``'attention\\.flash attention'``), a pattern written for
+    another model (``feed_forward\\.w1\\...`` on a ``qkv_concat: True`` model whose cells are
+    ``w_gate_hidden``), or an exclude / comm pattern that names a *cell* (they only take
+    primitives) looks exactly like this. At config time (``swapwatch explain``) the same code is
+    decided from the model layout; with logs, the logs decide, so other model families are
+    judged by what they really logged.
+
+    **Why it matters.** You believe an activation is recomputed or swapped and it is not: the
+    memory you planned for is not saved.
+
+    **How to fix it.** Write the path as the model names it (``swapwatch explain`` shows what
+    each pattern reaches on the Llama layout; the log's ``Set ...`` lines show real names)::
+
+        recompute_config:
+          select_recompute:
+            'attention\\.flash_attention': True     # was 'attention\\.flash attention'
+    """
+
+    code = "SW104"
+    severity = "warning"
+    title = "a configured pattern matched nothing on any layer (silent no-op)"
+    needs = "run"
+
+    def check(self, ctx: CheckContext) -> Iterable[Finding]:
+        comp = comparison(ctx)
+        if comp is None or not any(d.has_strategy_lines for d in comp.ranks.values()):
+            return
+        done = set()
+        for layer in sorted(comp.expected):
+            for e in comp.expected[layer]:
+                key = (e.action, e.pattern)
+                if e.pattern is None or not e.logged or key in done:
+                    continue
+                done.add(key)
+                if key in comp.seen_anywhere:
+                    continue
+                if comp.layout_trusted and key in comp.layout_matches:
+                    continue        # the layout says it must log: the missing lines are SW101
+                layers = [lay for lay in sorted(comp.expected)
+                          if any((x.action, x.pattern) == key for x in comp.expected[lay])]
+                yield self.finding(
+                    f"{LABEL[e.action]} pattern {e.pattern!r} is applied on {len(layers)} layer(s) "
+                    f"(first {layers[0]}) but no rank logged any path it matches: it does nothing",
+                    layer=layers[0], op=e.pattern, expected=f"a matching path on layers {_span(layers)}",
+                    actual="(no matching path logged)")
+
+
+def _span(layers) -> str:
+    if len(layers) > 6:
+        return f"{layers[0]}..{layers[-1]} ({len(layers)} layers)"
+    return ", ".join(map(str, layers))

@@ -1,0 +1,192 @@
+"""SW106 / SW108: logs that cannot show the whole strategy (cut short, or silent)."""
+from __future__ import annotations
+
+from typing import Any, Iterable, List, Optional, Set
+
+from . import CheckContext, Finding, Rule, register
+from ._compare import comparison, fatal_after_actions, is_cut
+
+#: Event kinds that only MindFormers' own logger produces (a rank with none of them printed nothing).
+MINDFORMERS_KINDS = ("geometry", "formative", "initial_config", "action", "step")
+
+
+def _expects_lines(comp) -> bool:
+    return any(e.logged for items in comp.expected.values() for e in items)
+
+
+def _printed_mindformers(rank_log: Any) -> bool:
+    return any(e.kind in MINDFORMERS_KINDS for e in rank_log.events)
+
+
+def _fatal(rank_log: Any) -> Optional[Any]:
+    for e in rank_log.events:
+        if e.kind == "notice" and getattr(e, "what", "") in ("traceback", "config_error"):
+            return e
+        if e.kind == "exit" and getattr(e, "code", 0):
+            return e
+    return None
+
+
+def stdout_devices(env: dict) -> Optional[Set[int]]:
+    """Ranks allowed to print by ``STDOUT_DEVICES`` (``(0,1)``, ``[0]``, ``0,1``), None if unset."""
+    raw = (env or {}).get("STDOUT_DEVICES")
+    if raw is None:
+        return None
+    out: Set[int] = set()
+    for tok in str(raw).replace("(", " ").replace(")", " ").replace("[", " ").replace("]", " ") \
+            .replace(",", " ").split():
+        if tok.isdigit():
+            out.add(int(tok))
+    return out
+
+
+@register
+class IncompleteLog(Rule):
+    """A rank's log is incomplete: it is cut off, or it has no strategy lines at all.
+
+    **What it means.** Either the file ends (or the process dies with a traceback) before the
+    per-layer ``Set ...`` lines reach the last layer, or the log holds MindFormers output but no
+    strategy line although the config makes MindFormers print some. Layers after the cut are
+    not reported as SW101: the log cannot speak for them, and this finding says so once.
+
+    **Why it matters.** A verification of half a log is not a verification. A crash inside
+    ``LayerSetting`` (e.g. an ``IndexError`` from a 2-D ``recompute`` with too few rows) also
+    lands here, with the traceback's location.
+
+    **How to fix it.** Verify the complete ``worker_N.log`` (msrun keeps the whole file; logs
+    copied from a console are often cut). If the run crashed while building layers, fix the
+    config the traceback names, e.g. give a 2-D ``recompute`` one row per interleave::
+
+        model:
+          model_config: {num_layers: 8, pp_interleave_num: 2}
+        recompute_config:
+          recompute: [[1, 1], [1, 0]]     # 2 rows for pp_interleave_num 2
+    """
+
+    code = "SW106"
+    severity = "error"
+    title = "the log is incomplete (layers missing, truncated, no strategy lines at all)"
+    needs = "run"
+
+    def check(self, ctx: CheckContext) -> Iterable[Finding]:
+        comp = comparison(ctx)
+        if comp is None:
+            return
+        expects = _expects_lines(comp)
+        silent = [r for r, rl in ctx.runlog.ranks.items() if not _printed_mindformers(rl)]
+        for rank, diff in comp.ranks.items():
+            rank_log = ctx.runlog.ranks[rank]
+            src = rank_log.files[0] if rank_log.files else None
+            if diff.has_strategy_lines:
+                if is_cut(rank_log):
+                    yield self._cut(rank, diff, rank_log, comp)
+                continue
+            if not expects:
+                continue
+            fatal = _fatal(rank_log)
+            if fatal is not None:
+                yield self.finding(
+                    f"rank {rank}: no strategy lines at all; the process failed before them "
+                    f"({_what(fatal)})",
+                    rank=rank, expected="Set ... lines for the configured strategy",
+                    actual="(none; the run failed)", source=fatal.source)
+            elif getattr(rank_log, "truncated", False):
+                yield self.finding(
+                    f"rank {rank}: the log is truncated before any strategy line",
+                    rank=rank, expected="Set ... lines for the configured strategy",
+                    actual="(none; truncated)", source=src)
+            elif _printed_mindformers(rank_log):
+                yield self.finding(
+                    f"rank {rank}: MindFormers printed to this log but no strategy line at all, "
+                    f"though the config makes it log {sum(len(v) for v in comp.expected.values())} "
+                    f"actions",
+                    rank=rank, expected="Set ... lines for the configured strategy",
+                    actual="(none)", source=src)
+            elif len(silent) == len(ctx.runlog.ranks):
+                yield self.finding(
+                    f"rank {rank}: no MindFormers line at all (no strategy, no steps); nothing "
+                    f"could be verified (is this a worker log of a MindFormers job?)",
+                    rank=rank, expected="MindFormers log lines", actual="(none)", source=src)
+            # else: a silent rank while others printed: SW108
+
+    def _cut(self, rank: int, diff, rank_log, comp) -> Finding:
+        fatal = fatal_after_actions(rank_log)
+        last = max((lay for lay, items in diff.seen.items() if items), default=-1)
+        unseen: List[int] = sorted(lay for lay in diff.cut_layers
+                                   if lay > last and any(e.logged for e in comp.expected.get(lay, [])))
+        why = f"the process failed ({_what(fatal)})" if fatal is not None else "the file is truncated"
+        tail = f"; layers {_span(unseen)} have no lines" if unseen else ""
+        src = fatal.source if fatal is not None else _last_source(diff)
+        return self.finding(
+            f"rank {rank}: the strategy block stops at layer {last}: {why}{tail}",
+            rank=rank, layer=last if last >= 0 else None,
+            expected=f"lines up to layer {max(comp.expected) if comp.expected else '?'}",
+            actual=f"lines up to layer {last}", source=src)
+
+
+@register
+class SilentRank(Rule):
+    """A rank's log has no MindFormers line at all, while other ranks' logs do.
+
+    **What it means.** MindFormers prints its INFO lines to stdout only on the ranks listed in
+    ``STDOUT_DEVICES`` (or ``stdout_devices``); the other ranks' ``worker_N.log`` hold only
+    MindSpore's own lines, and their MindFormers output goes to ``output/log/rank_N/info.log``.
+    Such a rank cannot be verified from its worker log, so it is reported, not failed. With the
+    run's environment known (``swapwatch run`` records it, or ``--env STDOUT_DEVICES=(0,1)``) a
+    rank that was deliberately silenced is reported at info level.
+
+    **Why it matters.** A verdict that covers rank 0 only says nothing about the other ranks.
+
+    **How to fix it.** Verify the file-handler logs instead (``output/log/rank_*/info.log``), or
+    let every rank print::
+
+        # unset STDOUT_DEVICES, or in the YAML:
+        stdout_devices: null
+    """
+
+    code = "SW108"
+    severity = "warning"
+    title = "a rank's log has no MindFormers lines (STDOUT_DEVICES?): it cannot be verified"
+    needs = "run"
+
+    def check(self, ctx: CheckContext) -> Iterable[Finding]:
+        if ctx.runlog is None:
+            return
+        ranks = ctx.runlog.ranks
+        loud = [r for r, rl in ranks.items() if _printed_mindformers(rl)]
+        if not loud:
+            return              # nobody printed: SW106 reports it as an error
+        allowed = stdout_devices(ctx.env)
+        for rank, rank_log in sorted(ranks.items()):
+            if _printed_mindformers(rank_log) or _fatal(rank_log) is not None:
+                continue
+            src = rank_log.files[0] if rank_log.files else None
+            if allowed is not None and rank not in allowed:
+                yield Finding(self.code, "info",
+                              f"rank {rank}: not verified; STDOUT_DEVICES={ctx.env['STDOUT_DEVICES']} "
+                              f"keeps MindFormers lines out of its worker log",
+                              rank=rank, source=src)
+                continue
+            yield self.finding(
+                f"rank {rank}: its log has no MindFormers line at all while rank {loud[0]}'s has; "
+                f"it cannot be verified (STDOUT_DEVICES limits which ranks print)",
+                rank=rank, expected="MindFormers log lines", actual="(none)", source=src)
+
+
+def _what(event: Any) -> str:
+    if event.kind == "exit":
+        return f"exit code {event.code} at {event.source}"
+    text = (getattr(event, "data", {}) or {}).get("text") or getattr(event, "what", "")
+    text = " ".join(str(text).split())
+    return f"{text[:120]} at {event.source}" if text else f"error at {event.source}"
+
+
+def _last_source(diff) -> Optional[str]:
+    items = [s for lay in sorted(diff.seen) for s in diff.seen[lay]]
+    return items[-1].source if items else None
+
+
+def _span(layers) -> str:
+    if len(layers) > 4 and layers == list(range(layers[0], layers[-1] + 1)):
+        return f"{layers[0]}-{layers[-1]}"
+    return ", ".join(map(str, layers))

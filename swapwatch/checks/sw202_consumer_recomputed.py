@@ -1,0 +1,154 @@
+"""SW202: a swapped op whose consumer is recomputed (the swap cannot help)."""
+from __future__ import annotations
+
+import functools
+from typing import Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
+
+from . import CheckContext, Finding, Rule, register
+from .. import patterns
+from ..models import load_flows, load_layout
+
+WHOLE_LAYER = "(whole layer)"
+
+
+@register
+class ConsumerRecomputed(Rule):
+    """A swapped activation feeds an op that is recomputed, so the swap saves nothing.
+
+    **What it means.** MindFormers' SWAP documentation: when recompute and swap are both on,
+    recompute wins, and *swapping an op whose output feeds a recomputed op has no effect*. This
+    rule follows the model family's producer -> consumer data (``flows`` in
+    ``swapwatch/models/<family>.yaml``: flash_attention -> wo, w1 -> activation -> mul, w3 -> mul,
+    mul -> w2, the norms -> their projections, w2 -> the next layer's attention_norm) for every op a
+    swap reaches (an ``op_swap`` cell covers every op inside it; a ``layer_swap`` covers the whole
+    layer) and reports the ones whose consumer is recomputed: by ``select_recompute`` on the same
+    layer, or because the consuming layer is fully recomputed (the last op of a swapped layer
+    feeds the next layer). An op that is itself recomputed is SW201, not this rule.
+
+    **Why it matters.** Host-device copies cost bandwidth and can stall the step; here they buy
+    no memory.
+
+    **How to fix it.** Swap a different op, or stop recomputing the consumer on those layers::
+
+        swap_config:
+          swap: True
+          op_swap:
+            - {op_name: 'feed_forward\\.w3', backward_prefetch: 1, layers: [2, 3]}
+        recompute_config:
+          select_recompute:
+            'feed_forward\\.mul': [0, 1]      # not on 2, 3, where w3 (mul's input) is swapped
+    """
+
+    code = "SW202"
+    severity = "error"
+    title = "swap ineffective: the swapped op's consumer is recomputed"
+    needs = "config"
+    family = "llama"
+
+    def check(self, ctx: CheckContext) -> Iterable[Finding]:
+        plan = ctx.plan
+        if plan is None or not getattr(plan, "swap", False):
+            return
+        graph = _Graph.of(self.family)
+        layers = {lp.layer: lp for lp in plan.layers}
+        recomputed = {i: _recompute_targets(lp, self.family) for i, lp in layers.items()}
+        for i, lp in sorted(layers.items()):
+            swaps: List[Tuple[str, object, FrozenSet[str]]] = []
+            if lp.layer_swap is not None:
+                swaps.append((WHOLE_LAYER, lp.layer_swap, graph.nodes))
+            for pat, prefetch in (lp.op_swap or {}).items():
+                members: Set[str] = set()
+                for target in _swap_targets(pat, self.family):
+                    members |= graph.members(target)
+                swaps.append((pat, prefetch, frozenset(members)))
+            for what, prefetch, members in swaps:
+                pairs = []
+                for x in sorted(members):
+                    if graph.recomputed(x, lp, recomputed[i]):
+                        continue                      # the op itself is recomputed: SW201
+                    for c in graph.flows.get(x, ()):
+                        if graph.recomputed(c, lp, recomputed[i]):
+                            pairs.append(f"{x} -> {c}")
+                    if x in graph.sinks and i + 1 in layers:
+                        nxt = layers[i + 1]
+                        for c in sorted(graph.sources):
+                            if graph.recomputed(c, nxt, recomputed[i + 1]):
+                                pairs.append(f"{x} -> layer {i + 1} {c}")
+                if pairs:
+                    shown = "; ".join(pairs[:6]) + (f"; ... ({len(pairs)} in all)" if len(pairs) > 6 else "")
+                    kind = "layer swap" if what == WHOLE_LAYER else f"op swap {what!r}"
+                    yield self.finding(
+                        f"layer {i}: {kind} (prefetch {prefetch}) offloads activations whose "
+                        f"consumer is recomputed, so the swap saves nothing: {shown}",
+                        layer=i, op=what, expected="consumer kept (not recomputed)",
+                        actual=f"recomputed consumer: {pairs[0].split(' -> ', 1)[1]}")
+
+
+class _Graph:
+    """The family's producer -> consumer flows, with containment questions answered."""
+
+    def __init__(self, family: str):
+        self.flows: Dict[str, List[str]] = {k: list(v or []) for k, v in load_flows(family).items()}
+        consumers = {c for cs in self.flows.values() for c in cs}
+        self.nodes: FrozenSet[str] = frozenset(set(self.flows) | consumers)
+        self.sinks = frozenset(n for n in self.nodes if not self.flows.get(n))
+        self.sources = frozenset(n for n in self.nodes if n not in consumers)
+
+    @classmethod
+    @functools.lru_cache(maxsize=8)
+    def of(cls, family: str) -> "_Graph":
+        return cls(family)
+
+    def owner(self, path: str) -> Optional[str]:
+        """The most specific flow node that contains ``path`` (a prim or cell of the layer)."""
+        best = None
+        for n in self.nodes:
+            if _within(path, n) and (best is None or len(n) > len(best)):
+                best = n
+        return best
+
+    def members(self, target: str) -> Set[str]:
+        """The flow nodes a swap of ``target`` covers: every node inside it, else its owner."""
+        inside = {n for n in self.nodes if _within(n, target)}
+        if inside:
+            return inside
+        own = self.owner(target)
+        return {own} if own else set()
+
+    def recomputed(self, node: str, lp, targets: FrozenSet[str]) -> bool:
+        """Is ``node`` recomputed on the layer of ``lp``: full recompute, or a select-recompute
+        target that contains the node or lies in the node's own ops (not in a sub-node)."""
+        if lp.full_recompute:
+            return True
+        for t in targets:
+            if _within(node, t) or (_within(t, node) and self.owner(t) == node):
+                return True
+        return False
+
+
+def _within(path: str, container: str) -> bool:
+    return path == container or path.startswith(container + ".")
+
+
+@functools.lru_cache(maxsize=1024)
+def _swap_targets(pattern: str, family: str) -> Tuple[str, ...]:
+    try:
+        return tuple(t.path for t in patterns.walk_layout(load_layout(family), pattern, "swap").targets)
+    except patterns.PatternError:
+        return ()
+
+
+@functools.lru_cache(maxsize=1024)
+def _select_targets(pattern: str, family: str) -> Tuple[str, ...]:
+    try:
+        return tuple(t.path for t in patterns.walk_layout(load_layout(family), pattern, "recompute").targets)
+    except patterns.PatternError:
+        return ()
+
+
+def _recompute_targets(lp, family: str) -> FrozenSet[str]:
+    """Everything select_recompute reaches on this layer (all matches, not only the logged one)."""
+    out: Set[str] = set()
+    for pat in lp.select_recompute or []:
+        out.update(_select_targets(pat, family))
+    return frozenset(out)

@@ -1,0 +1,156 @@
+"""SW401: ranks of one run that logged different strategies."""
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
+
+from . import CheckContext, Finding, Rule, register
+from ._compare import LABEL, comparison, norm_value, seen_items
+
+Item = Tuple[Optional[str], str]          # (path, value)
+
+
+@register
+class RanksDisagree(Rule):
+    """Ranks of one run logged different strategies.
+
+    **What it means.** In MindFormers' semi-auto-parallel graph mode every rank builds every
+    layer, so every ``worker_N.log`` carries the same per-layer ``Set ...`` lines and the same
+    ``Formative`` / ``initial ... from dict`` values. This rule takes, per layer and action, what
+    most ranks logged, and reports each rank that logged something else (layers a truncated log
+    never reached are left to SW106). It needs no config, so it also catches a bad node when you
+    verify without ``--config``.
+
+    **Why it matters.** Ranks that disagree run different graphs: at best one node has more
+    memory pressure than the others, at worst collective communication hangs or the job mixes
+    code versions. The usual cause is one node with a different YAML, MindFormers version or
+    environment.
+
+    **How to fix it.** Diff the config and MindFormers version on the node of the rank named;
+    launch every node from the same files::
+
+        # every node: the same YAML and code
+        bash scripts/msrun_launcher.sh "run_mindformer.py --config /shared/llama.yaml" 16 8 ...
+    """
+
+    code = "SW401"
+    severity = "error"
+    title = "ranks disagree on the applied strategy"
+    needs = "run"
+
+    def check(self, ctx: CheckContext) -> Iterable[Finding]:
+        runlog = ctx.runlog
+        if runlog is None or len(runlog.ranks) < 2:
+            return
+        comp = comparison(ctx)
+        per_rank: Dict[int, Dict[Tuple[int, str], FrozenSet[Item]]] = {}
+        sources: Dict[int, Dict[Tuple[int, str], str]] = {}
+        limits: Dict[int, Optional[int]] = {}
+        for rank, rank_log in sorted(runlog.ranks.items()):
+            seen = comp.ranks[rank].seen if comp is not None else seen_items(rank_log)
+            if not any(seen.values()):
+                continue                        # silent or failed rank: SW106 / SW108
+            sig: Dict[Tuple[int, str], Set[Item]] = {}
+            src: Dict[Tuple[int, str], str] = {}
+            for layer, items in seen.items():
+                for s in items:
+                    sig.setdefault((layer, s.action), set()).add((s.path, norm_value(s.value)))
+                    src.setdefault((layer, s.action), s.source)
+            per_rank[rank] = {k: frozenset(v) for k, v in sig.items()}
+            sources[rank] = src
+            cut = comp.ranks[rank].cut_layers if comp is not None else set()
+            limits[rank] = min(cut) if cut else None
+        if len(per_rank) < 2:
+            return
+        keys = sorted({k for sig in per_rank.values() for k in sig})
+        for key in keys:
+            layer = key[0]
+            votes = Counter(per_rank[r].get(key, frozenset()) for r in per_rank
+                            if limits[r] is None or layer < limits[r])
+            if len(votes) < 2:
+                continue
+            majority, _ = max(votes.items(), key=lambda kv: (kv[1], -_first_rank(per_rank, key, kv[0])))
+            ref = _first_rank(per_rank, key, majority)
+            for rank in sorted(per_rank):
+                if limits[rank] is not None and layer >= limits[rank]:
+                    continue
+                mine = per_rank[rank].get(key, frozenset())
+                if mine == majority:
+                    continue
+                src = sources[rank].get(key) or _nearest(sources[rank], layer)
+                yield self.finding(
+                    f"rank {rank} layer {layer}: {LABEL.get(key[1], key[1])} is "
+                    f"{_show(mine)} but rank {ref} (and {votes[majority] - 1} other rank(s)) logged "
+                    f"{_show(majority)}",
+                    rank=rank, layer=layer, op=_op(mine, majority, key[1]),
+                    expected=_show(majority), actual=_show(mine), source=src)
+        yield from self._config_lines(runlog, set(per_rank))
+
+    def _config_lines(self, runlog, ranks: Set[int]) -> Iterable[Finding]:
+        """The logged ``initial ... from dict`` and ``Formative`` values must agree too."""
+        for label, getter in (("initial config", lambda rl: rl.initial_config()),
+                              ("Formative values", lambda rl: rl.formative())):
+            values = {r: getter(runlog.ranks[r]) for r in sorted(ranks)}
+            values = {r: v for r, v in values.items() if v}
+            if len(values) < 2:
+                continue
+            counts = Counter(repr(_canon(v)) for v in values.values())
+            if len(counts) < 2:
+                continue
+            major = counts.most_common(1)[0][0]
+            ref = next(r for r, v in values.items() if repr(_canon(v)) == major)
+            for r, v in values.items():
+                if repr(_canon(v)) == major:
+                    continue
+                diff = sorted(k for k in set(v) | set(values[ref])
+                              if repr(_canon(v.get(k))) != repr(_canon(values[ref].get(k))))
+                yield self.finding(
+                    f"rank {r}: logged {label} differ from rank {ref}'s in {', '.join(diff)}",
+                    rank=r, op=", ".join(diff),
+                    expected={k: values[ref].get(k) for k in diff},
+                    actual={k: v.get(k) for k in diff},
+                    source=_source_of(runlog.ranks[r], label))
+
+
+def _first_rank(per_rank, key, sig) -> int:
+    return min(r for r in per_rank if per_rank[r].get(key, frozenset()) == sig)
+
+
+def _show(items: FrozenSet[Item]) -> str:
+    if not items:
+        return "(nothing)"
+    parts = []
+    for path, value in sorted(items, key=lambda x: (x[0] or "", x[1])):
+        if path is None:
+            parts.append("on" if value == "True" else f"value {value}")
+        else:
+            parts.append(path if value == "True" else f"{path}={value}")
+    return ", ".join(parts)
+
+
+def _op(mine, majority, action) -> str:
+    paths = sorted({p for p, _ in (mine ^ majority) if p})
+    return ", ".join(paths) if paths else action
+
+
+def _nearest(sources: Dict[Tuple[int, str], str], layer: int) -> Optional[str]:
+    best = sorted(sources.items(), key=lambda kv: abs(kv[0][0] - layer))
+    return best[0][1] if best else None
+
+
+def _canon(v: Any) -> Any:
+    if isinstance(v, dict):
+        return {str(k): _canon(x) for k, x in sorted(v.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(v, (list, tuple)):
+        return [_canon(x) for x in v]
+    if hasattr(v, "tolist"):
+        return _canon(v.tolist())
+    return v
+
+
+def _source_of(rank_log, label: str) -> Optional[str]:
+    kind = "initial_config" if label.startswith("initial") else "formative"
+    for e in rank_log.events:
+        if e.kind == kind:
+            return e.source
+    return rank_log.files[0] if rank_log.files else None

@@ -1,0 +1,61 @@
+"""SW402: ranks of the run whose logs are missing."""
+from __future__ import annotations
+
+from typing import Iterable, List, Tuple
+
+from . import CheckContext, Finding, Rule, register
+
+
+@register
+class MissingRanks(Rule):
+    """Logs of some ranks of the run are missing.
+
+    **What it means.** The run had more ranks than the logs given: msrun's worker count, the
+    ``world_size`` that ``swapwatch run`` recorded, or gaps in the ``worker_N.log`` numbers (logs
+    0, 1 and 3 mean rank 2 is missing). Multi-node jobs write each node's logs on that node.
+
+    **Why it matters.** A pass over some ranks says nothing about the others, and a crashed rank
+    often leaves its log on a node you did not collect.
+
+    **How to fix it.** Collect every node's ``--log_dir`` and pass them all::
+
+        swapwatch verify node0/output/msrun_log node1/output/msrun_log --config llama.yaml
+    """
+
+    code = "SW402"
+    severity = "warning"
+    title = "expected rank logs are missing"
+    needs = "run"
+
+    def check(self, ctx: CheckContext) -> Iterable[Finding]:
+        runlog = ctx.runlog
+        if runlog is None or not runlog.ranks:
+            return
+        present = set(runlog.ranks)
+        expected, why = _expected_ranks(runlog)
+        for rank in sorted(set(expected) - present):
+            yield self.finding(
+                f"rank {rank}: no log found ({why}; found ranks {_ranges(sorted(present))})",
+                rank=rank, expected="a worker log", actual="(missing)")
+
+
+def _expected_ranks(runlog) -> Tuple[List[int], str]:
+    if runlog.expected_ranks:
+        return list(runlog.expected_ranks), f"the launch had {len(runlog.expected_ranks)} ranks"
+    info = runlog.run_info or {}
+    world = info.get("world_size") or info.get("worker_num")
+    if isinstance(world, int) and world > 0:
+        return list(range(world)), f"the run recorded world_size {world}"
+    top = max(runlog.ranks)
+    return list(range(top + 1)), f"ranks 0..{top} are numbered"
+
+
+def _ranges(ranks: List[int]) -> str:
+    out, start = [], None
+    for i, r in enumerate(ranks):
+        if start is None:
+            start = r
+        if i + 1 == len(ranks) or ranks[i + 1] != r + 1:
+            out.append(f"{start}" if start == r else f"{start}-{r}")
+            start = None
+    return ", ".join(out)
