@@ -46,6 +46,28 @@ def main(argv=None) -> None:
 
 # ---- run -----------------------------------------------------------------------------------
 
+@cli.command("run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--config", "config", type=click.Path(dir_okay=False), default=None,
+              help="The training YAML (decides the environment; verify checks the run against it).")
+@click.option("--run-dir", "run_dir", default=None,
+              help="Run directory to create (must not exist). Default: runs/<timestamp>-<name>.")
+@click.option("--no-verify", "no_verify", is_flag=True, help="Do not verify the run directory at the end.")
+@click.option("--ir", "ir", is_flag=True, help="Dump the add_recomputation/validate IR into <run-dir>/ir.")
+@click.option("--mindformers-shim", "shim", is_flag=True,
+              help="Make MindFormers' own LayerSetting emit SWAPWATCH events (no code change).")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
+def run_cmd(config, run_dir, no_verify, ir, shim, command):
+    """Run COMMAND (msrun, msrun_launcher.sh, python ...) with the environment the strategy needs,
+    keep its output and logs in a run directory, and verify the run.
+
+    Exit code: the command's failure code (the worker's real code under msrun), else verify's."""
+    from .runner import run as run_command
+
+    result = run_command(list(command), config=config, run_dir=run_dir, verify=not no_verify, ir=ir,
+                         mindformers_shim=shim)
+    return result.exit_code
+
+
 # ---- plot ----------------------------------------------------------------------------------
 
 

@@ -1,0 +1,183 @@
+"""Train the tiny Llama for a few steps on CPU with a recompute/swap strategy applied through the hooks.
+
+    python -m swapwatch.examples.train --config X.yaml [--steps N] [--layers N]
+    msrun --worker_num=2 --local_worker_num=2 --join=True swapwatch/examples/train.py --config X.yaml
+
+Why: it is the smallest real MindSpore job that exercises the whole swapwatch loop. It logs what a
+MindFormers job logs (``initial ... from dict`` lines, LayerSetting lines, ``{ Epoch:[...], step:[...]``
+lines, all with MindFormers' stdout prefix) plus SWAPWATCH ``plan``/``apply``/``step``/``memory``/``run``
+events, so ``swapwatch verify`` and ``plot`` read its logs exactly as they read a real job's.
+
+Under msrun (``MS_ROLE`` set) it calls ``init()`` and trains data-parallel; msrun's scheduler process
+also runs this script and leaves inside ``init()``. Without ``--config`` it trains with no strategy
+(the baseline). A bad config or argument is one line on stderr and exit code 2.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+# msrun starts workers as `python <this file>`: make the package importable from a checkout too.
+if __package__ in (None, ""):
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+from swapwatch.errors import InputError  # noqa: E402
+
+#: MindFormers' template defaults, in its key order (reference §1.1, §1.2), for the
+#: ``initial ... from dict`` lines: the intended config, readable from the worker log alone.
+RECOMPUTE_DEFAULTS = {
+    "recompute": False, "select_recompute": False, "parallel_optimizer_comm_recompute": False,
+    "select_comm_recompute": False, "mp_comm_recompute": True, "recompute_slice_activation": False,
+    "select_recompute_exclude": False, "select_comm_recompute_exclude": False,
+}
+SWAP_DEFAULTS = {"swap": False, "default_prefetch": 1, "layer_swap": None, "op_swap": None}
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m swapwatch.examples.train", description=__doc__.split("\n\n")[0])
+    p.add_argument("--config", help="training YAML with recompute_config / swap_config (omit: no strategy)")
+    p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--layers", type=int, default=None, help="decoder layers (default: the config's num_layers, else 4)")
+    p.add_argument("--hidden", type=int, default=64)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--ffn", type=int, default=172)
+    p.add_argument("--seq", type=int, default=32)
+    p.add_argument("--batch", type=int, default=2)
+    p.add_argument("--vocab", type=int, default=128)
+    p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument("--quirks", action="store_true", help="log MindFormers' exact whitespace quirks")
+    p.add_argument("--sleep", type=float, default=0.0, help="seconds to sleep after each step (tests)")
+    p.add_argument("--exit-code", type=int, default=0, help="exit with this code after training (tests)")
+    a = p.parse_args(argv)
+    if a.steps < 1:
+        p.error("--steps must be >= 1")
+    return a
+
+
+def read_sections(path: str):
+    """The raw ``recompute_config`` / ``swap_config`` sections (top level or under ``parallel_config``)."""
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = yaml.safe_load(fh)
+    except OSError as exc:
+        raise InputError(f"cannot read config: {exc.strerror}", file=path) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise InputError(f"not valid YAML: {getattr(exc, 'problem', exc)}", file=path,
+                         line=mark.line + 1 if mark else None) from None
+    if not isinstance(data, dict):
+        raise InputError("expected a YAML mapping at the top level", file=path)
+    pc = data.get("parallel_config") if isinstance(data.get("parallel_config"), dict) else {}
+    out = {}
+    for key, defaults in (("swap_config", SWAP_DEFAULTS), ("recompute_config", RECOMPUTE_DEFAULTS)):
+        sec = data.get(key, pc.get(key))
+        merged = dict(defaults)
+        if isinstance(sec, dict):
+            merged.update(sec)
+        out[key] = merged
+    return out
+
+
+def main(argv=None) -> int:
+    a = parse_args(argv)
+    from swapwatch.hooks.apply import apply, get_logger, _resolve_plan
+    from swapwatch.hooks.memory import record_step
+    from swapwatch.events import format_event
+
+    log = get_logger()
+    plan = sha = None
+    if a.config:
+        sections = read_sections(a.config)
+        for key in ("swap_config", "recompute_config"):
+            log.info(f"initial {key} from dict: {sections[key]!r}")
+        plan, sha = _resolve_plan(a.config)
+    layers = a.layers or (plan.geometry.num_layers if plan else 4)
+    if plan and layers != plan.geometry.num_layers:
+        raise InputError(f"--layers {layers} differs from the config's num_layers {plan.geometry.num_layers}",
+                         file=a.config)
+
+    import numpy as np
+    import mindspore as ms
+    from mindspore import nn
+    from swapwatch.examples.tinyllama import TinyLlama, WithLoss, make_data
+
+    ms.set_context(mode=ms.GRAPH_MODE)
+    ms.set_device("CPU")
+    rank, size = 0, 1
+    if os.environ.get("MS_ROLE"):
+        from mindspore.communication import get_group_size, get_rank, init
+
+        init()          # msrun's scheduler process serves the cluster in here and then exits
+        rank, size = get_rank(), get_group_size()
+        ms.set_auto_parallel_context(parallel_mode="data_parallel", gradients_mean=True, device_num=size)
+    print(format_event("run", rank, phase="start", world_size=size, pid=os.getpid()), flush=True)
+    ms.set_seed(1)
+    np.random.seed(1)
+
+    net = TinyLlama(vocab=a.vocab, dim=a.hidden, n_layers=layers, n_heads=a.heads, ffn_hidden=a.ffn, seq=a.seq)
+    if plan is not None:
+        apply(net.layers, plan, rank=rank, quirks=a.quirks, config_sha256=sha)
+    loss_net = WithLoss(net, a.vocab)
+    opt = nn.SGD(net.trainable_params(), learning_rate=a.lr)
+    step_cell = train_step_class()(loss_net, opt)
+    step_cell.set_train()
+    data = make_data(a.batch, a.seq, a.vocab, steps=a.steps, seed=rank)
+    for i, (x, y) in enumerate(data, start=1):
+        t0 = time.perf_counter()
+        loss, gnorm = step_cell(x, y)
+        lv, gv = float(loss.asnumpy()), float(gnorm.asnumpy())
+        dt = (time.perf_counter() - t0) * 1000
+        log.info(step_line(i, a.steps, lv, dt, a.lr, gv))
+        record_step(i, lv, dt, epoch=1, rank=rank)
+        if a.sleep:
+            time.sleep(a.sleep)
+    print(format_event("run", rank, phase="end", exit_code=a.exit_code, world_size=size), flush=True)
+    return a.exit_code
+
+
+def step_line(step: int, steps: int, loss: float, ms: float, lr: float, gnorm: float) -> str:
+    """MindFormers' MFLossMonitor line (newer loss format, reference §7)."""
+    import numpy as np
+
+    return (f"{{ Epoch:[{1:3d}/{1:3d}], step:[{step:5d}/{steps:5d}], loss: {loss:5.6f}, "
+            f"per_step_time: {int(ms)}ms, lr: {lr}, overflow cond: False, loss_scale: 1.0, "
+            f"global_norm: {np.array([gnorm], np.float32)}")
+
+
+def train_step_class():
+    from mindspore import nn, ops
+
+    class TrainStep(nn.TrainOneStepCell):
+        """TrainOneStepCell that also returns the global gradient norm (for the step line)."""
+
+        def construct(self, *inputs):
+            loss = self.network(*inputs)
+            sens = ops.fill(loss.dtype, loss.shape, self.sens)
+            grads = self.grad(self.network, self.weights)(*inputs, sens)
+            grads = self.grad_reducer(grads)
+            sq = ops.zeros((), loss.dtype)
+            for g in grads:
+                sq = sq + ops.reduce_sum(g * g)
+            loss = ops.depend(loss, self.optimizer(grads))
+            return loss, ops.sqrt(sq)
+
+    return TrainStep
+
+
+def run(argv=None) -> None:
+    """Entry point: exit 2 with one line on bad input, never a traceback."""
+    try:
+        code = main(argv)
+    except InputError as exc:
+        print(f"swapwatch.examples.train: error: {exc.one_line()}", file=sys.stderr, flush=True)
+        code = 2
+    sys.stdout.flush()
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,372 @@
+"""Apply a swapwatch Plan to a MindSpore network's decoder layers, the way MindFormers does, and say so.
+
+Why this exists: the only way to know what a recompute/swap config *really* does is to make the
+same MindSpore calls MindFormers' ``LayerSetting`` makes, in the same order, on the same cell
+names, and to record every call. :func:`apply` does exactly that for a :class:`~swapwatch.strategy.Plan`
+(the one engine decides *what*; this module only decides *how*):
+
+* per layer, non-swap mode: full recompute, else select recompute ``on`` then comm recompute
+  ``on``; then always select ``exclude`` and comm ``exclude`` (reference §2.4);
+* per layer, swap mode: full recompute, else select then comm (no ``on``/``exclude`` wording),
+  then the layer swap, then the op swaps (reference §3.3, §3.5);
+* patterns are walked with :func:`swapwatch.patterns.walk` over the real cells (sub-cells in
+  ``_cells`` order, primitives in ``dir()`` order), so what is touched is what MindFormers touches.
+
+It logs the text lines MindFormers logs (``Set full recompute at layer 3`` ...), through a Python
+logger with MindFormers' stdout prefix, so existing greps and the text parsers keep working; with
+``quirks=True`` the lines keep MindFormers' whitespace runs and leading dots byte for byte. Next to
+each line it logs one ``SWAPWATCH`` ``apply`` event carrying *every* path reached (MindFormers'
+text keeps only the last leaf match), plus one ``plan`` event first. It returns what it applied.
+
+MindSpore lets ``Cell.recompute()`` be configured once per cell (and not under a configured
+parent); a config that asks twice fails there, as it would in MindFormers. Here the failure is an
+:class:`ApplyError` naming the layer, the pattern and the path instead of a C++ stack.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+from .. import patterns
+from ..errors import InputError
+from ..events import format_event
+
+#: MindFormers' stdout format (reference §6.1): existing greps and prefix regexes keep working.
+MF_FORMAT = "%(asctime)s - %(name)s[%(filepath)s:%(lineno)d] - %(levelname)s - %(message)s"
+LOGGER_NAME = "swapwatch"
+
+#: Whitespace runs MindFormers' f-string continuations put into ``Set layer swap`` (reference §3.5).
+_LAYER_SWAP_GAP = {True: 33, False: 29}
+
+
+class ApplyError(InputError):
+    """The plan cannot be applied to this network (e.g. a cell would be recomputed twice)."""
+
+
+# --------------------------------------------------------------------------------------------
+# Logging
+# --------------------------------------------------------------------------------------------
+
+class _FilepathFilter(logging.Filter):
+    """Give every record the ``filepath`` field MindFormers' format needs (path from the last
+    ``swapwatch`` in the caller's absolute path, as MindFormers does with ``mindformers``)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not hasattr(record, "filepath"):
+            path = record.pathname.replace(os.sep, "/")
+            at = path.rfind("swapwatch/")
+            record.filepath = path[at:] if at >= 0 else os.path.basename(path)
+        return True
+
+
+def get_logger(stream=None) -> logging.Logger:
+    """The ``swapwatch`` logger: INFO to stdout with MindFormers' prefix, flushed per line.
+
+    ``propagate`` is off (like MindFormers) so a user's root logging config neither duplicates
+    nor silences these lines. A second call reuses the handler.
+    """
+    logger = logging.getLogger(LOGGER_NAME)
+    if not any(getattr(h, "_swapwatch", False) for h in logger.handlers):
+        handler = logging.StreamHandler(stream or sys.stdout)
+        handler.setFormatter(logging.Formatter(MF_FORMAT))
+        handler.addFilter(_FilepathFilter())
+        handler._swapwatch = True  # type: ignore[attr-defined]
+        logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    return logger
+
+
+# --------------------------------------------------------------------------------------------
+# Walking real cells
+# --------------------------------------------------------------------------------------------
+
+class CellAdapter(patterns.TreeAdapter):
+    """See a MindSpore Cell as MindFormers does: sub-cells from ``_cells`` (insertion order), leaf
+    candidates = the primitives among ``dir(cell)`` (sorted)."""
+
+    def children(self, node):
+        return list(node._cells.items())
+
+    def leaf_attrs(self, node):
+        from mindspore.ops import Primitive
+
+        prims = getattr(node, "_primitives", None) or {}
+        out = []
+        for name in dir(node):            # sorted, as MindFormers' walk sees it
+            obj = prims.get(name)
+            if isinstance(obj, Primitive):
+                out.append((name, obj))
+        return out
+
+
+# --------------------------------------------------------------------------------------------
+# Results
+# --------------------------------------------------------------------------------------------
+
+@dataclass
+class Action:
+    """One thing apply() did on one layer (the payload of one ``apply`` event)."""
+
+    layer: int
+    action: str                      # one of swapwatch.events.ACTIONS
+    pattern: Optional[str]
+    paths: List[str]                 # every path reached, prims and cells
+    value: Any                       # True/False for recompute marks, the prefetch for swaps
+    cells: List[str] = field(default_factory=list)   # the subset of paths that are cells
+    skipped_cells: List[str] = field(default_factory=list)
+
+
+@dataclass
+class Applied:
+    """What :func:`apply` did: the actions, the text lines (messages only) and the event lines."""
+
+    rank: int
+    actions: List[Action] = field(default_factory=list)
+    lines: List[str] = field(default_factory=list)
+    events: List[str] = field(default_factory=list)
+
+    def on_layer(self, layer: int) -> List[Action]:
+        return [a for a in self.actions if a.layer == layer]
+
+
+# --------------------------------------------------------------------------------------------
+# apply()
+# --------------------------------------------------------------------------------------------
+
+def apply(layers: Iterable[Any], plan_or_config: Any, rank: Optional[int] = None, *,
+          quirks: bool = False, logger: Optional[logging.Logger] = None,
+          config_sha256: Optional[str] = None) -> Applied:
+    """Apply ``plan_or_config`` to ``layers`` (decoder layers in global layer-id order).
+
+    ``plan_or_config`` is a :class:`~swapwatch.strategy.Plan`, a path to a training YAML, or a
+    loaded config (both go through ``swapwatch.strategy.plan``). ``rank`` defaults to the
+    ``RANK_ID`` msrun exports (else 0). ``quirks=True`` reproduces MindFormers' whitespace runs
+    and leading dots in the text lines. Raises :class:`ApplyError` when the network does not fit
+    the plan.
+    """
+    plan, sha = _resolve_plan(plan_or_config)
+    layers = list(layers)
+    rank = _default_rank() if rank is None else int(rank)
+    log = logger or get_logger()
+    out = Applied(rank=rank)
+    if len(layers) != len(plan.layers):
+        raise ApplyError(f"the network has {len(layers)} decoder layers but the plan has "
+                         f"{len(plan.layers)} (num_layers in the config)")
+
+    def info(msg: str, level: int = logging.INFO) -> None:
+        log.log(level, msg)
+        out.lines.append(msg)
+
+    def event(kind: str, **fields: Any) -> None:
+        line = format_event(kind, rank, **fields)
+        log.info(line)
+        out.events.append(line)
+
+    geo = plan.geometry
+    event("plan", num_layers=geo.num_layers, pipeline_stage=geo.pipeline_stage,
+          pp_interleave_num=geo.pp_interleave_num, swap=bool(plan.swap),
+          config_sha256=config_sha256 or sha, source="swapwatch")
+    for msg in _init_lines(plan):
+        info(msg)
+    adapter = CellAdapter()
+    layer_swap_all = _layer_swap_all_layers(plan)
+    recompute_all = plan.formative.get("layer_recompute") is True if isinstance(plan.formative, dict) else False
+    for lp, cell in zip(plan.layers, layers):
+        _apply_layer(adapter, cell, lp, plan.swap, quirks, info, event, out,
+                     silent_full=bool(plan.swap and recompute_all), layer_swap_all=layer_swap_all)
+    return out
+
+
+def _apply_layer(adapter, cell, lp, swap: bool, quirks: bool, info, event, out: Applied,
+                 silent_full: bool, layer_swap_all: bool) -> None:
+    i = lp.layer
+
+    def record(action: Action) -> None:
+        out.actions.append(action)
+        event("apply", layer=i, action=action.action, pattern=action.pattern, paths=action.paths,
+              value=action.value, **({"cells": action.cells} if action.cells else {}),
+              **({"skipped_cells": action.skipped_cells} if action.skipped_cells else {}))
+
+    if lp.full_recompute:
+        _call(lambda: cell.recompute(), i, None, "<layer>", "full recompute")
+        if not silent_full:        # swap mode + `recompute: True` logs nothing (reference §3.3)
+            info(f"Set full recompute at layer {i}")
+        record(Action(i, "full_recompute", None, [], True))
+    else:
+        word = "" if swap else " on"
+        _select(adapter, cell, lp, lp.select_recompute, "recompute", "select_recompute", True,
+                f"Set select recompute{word} at layer {i}: ", quirks, info, record)
+        _select(adapter, cell, lp, lp.select_comm_recompute, "comm", "select_comm_recompute", True,
+                f"Set select comm recompute{word} at layer {i}: ", quirks, info, record)
+    if not swap:
+        _select(adapter, cell, lp, lp.select_recompute_exclude, "exclude", "select_recompute_exclude", False,
+                f"Set select recompute exclude at layer {i}: ", quirks, info, record)
+        _select(adapter, cell, lp, lp.select_comm_recompute_exclude, "comm_exclude",
+                "select_comm_recompute_exclude", False,
+                f"Set select comm recompute exclude at layer {i}: ", quirks, info, record)
+        return
+    if lp.layer_swap is not None:
+        p = lp.layer_swap
+        _call(lambda: cell.offload(backward_prefetch=p), i, None, "<layer>", "layer swap")
+        gap = " " * _LAYER_SWAP_GAP[layer_swap_all] if quirks else " "
+        info(f"Set layer swap at layer {i}{gap}and value is: {p}")
+        record(Action(i, "layer_swap", None, [], p))
+    items = []
+    for pattern, p in (lp.op_swap or {}).items():
+        res = patterns.walk(adapter, cell, pattern, "swap")
+        for t in res.targets:
+            if t.kind == "prim":
+                _call(lambda: t.obj._offload(backward_prefetch=p), i, pattern, t.path, "op swap")
+            else:
+                _call(lambda: t.obj.offload(backward_prefetch=p), i, pattern, t.path, "op swap")
+        if res.matched:
+            text = patterns.log_item(res.raw_log, "swap")
+            items.append(f"{text if quirks else _norm_item(text)}, value={p}")
+            record(Action(i, "op_swap", pattern, [t.path for t in res.targets], p,
+                          cells=[t.path for t in res.targets if t.kind == "cell"]))
+    if items:
+        info(f"Set op_swap at layer {i}: " + ", ".join(items))
+
+
+def _select(adapter, cell, lp, pats: Sequence[str], mode: str, action: str, on: bool, head: str,
+            quirks: bool, info, record) -> None:
+    """One select pass (on / comm on / exclude / comm exclude): at most one text line."""
+    items = []
+    for pattern in pats or ():
+        res = patterns.walk(adapter, cell, pattern, mode)
+        for t in res.targets:
+            _mark(t, mode, on, lp.layer, pattern)
+        for path in res.skipped_cells:
+            shown = f".{path}" if quirks and len(patterns.split_pattern(pattern)) == 1 else path
+            if mode == "comm":
+                info(f"For communication recompute, {shown} is expected to be operation but got cell, "
+                     "this configuration will not be effective.")
+            else:
+                info(f"For select recompute/comm_recompute exclude, {shown} is expected to be operation "
+                     "but got cell, this configuration will not be effective.")
+        if res.matched:
+            items.append(patterns.log_item(res.raw_log, mode))
+        if res.targets:      # a skipped cell did nothing: its INFO line says so, no event
+            record(Action(lp.layer, action, pattern, [t.path for t in res.targets], on,
+                          cells=[t.path for t in res.targets if t.kind == "cell"],
+                          skipped_cells=list(res.skipped_cells)))
+    if items:
+        info(head + ", ".join(items))
+
+
+def _mark(target: patterns.Target, mode: str, on: bool, layer: int, pattern: str) -> None:
+    """The one MindSpore call a select pass makes on one target."""
+    obj = target.obj
+    if mode in ("comm", "comm_exclude"):
+        _call(lambda: obj.add_prim_attr("recompute_comm_op", on), layer, pattern, target.path, "comm recompute")
+    elif target.kind == "cell":
+        _call(lambda: obj.recompute(), layer, pattern, target.path, "select recompute")
+    else:
+        _call(lambda: obj.recompute(on), layer, pattern, target.path, "select recompute")
+
+
+def _call(fn, layer: int, pattern: Optional[str], path: str, what: str) -> None:
+    try:
+        fn()
+    except (RuntimeError, TypeError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        where = f"pattern {pattern!r} -> {path}" if pattern else "the whole layer"
+        raise ApplyError(f"layer {layer}: {what} on {where} failed in MindSpore: {first}") from None
+
+
+def _norm_item(text: str) -> str:
+    """``" attention.flash_attention"`` / ``".attention"`` -> plain dotted paths."""
+    return ", ".join(patterns.logged_paths(text))
+
+
+# --------------------------------------------------------------------------------------------
+# The init block: geometry and Formative lines
+# --------------------------------------------------------------------------------------------
+
+_FORMATIVE_ORDER = (
+    ("layer_recompute", "layer_recompute"),
+    (None, "The configuration of select_recompute_exclude and select_comm_recompute_exclude have the highest priority."),
+    ("select_recompute", "select_recompute"),
+    ("select_comm_recompute", "select_comm_recompute"),
+    ("select_recompute_exclude", "select_recompute_exclude"),
+    ("select_comm_recompute_exclude", "select_comm_recompute_exclude"),
+)
+
+
+def _init_lines(plan) -> List[str]:
+    """The lines LayerSetting logs once at construction (reference §2.1 step 7, §2.2, §3.4)."""
+    g = plan.geometry
+    lines = [f"num_layers per stage: {g.layer_list}",
+             f"Accumulated num_layers per stage: {g.layer_accu}",
+             f"Pipeline id list with start_stage: {[p + g.start_stage for p in g.pp_ids]}",
+             f"Interleave id list: {list(g.interleave_ids)}"]
+    form = plan.formative if isinstance(plan.formative, dict) else {}
+    for key, label in _FORMATIVE_ORDER:
+        if key is None:
+            lines.append(label)
+        elif key in form:
+            lines.append(f"Formative {label}: {form[key]!r}")
+    if plan.swap:
+        for key, label in (("layer_swap", "layer swap"), ("op_swap", "op swap")):
+            if key in form:
+                lines.append(f"Formative {label}: {form[key]!r}")
+    return lines
+
+
+def _layer_swap_all_layers(plan) -> bool:
+    """True when the layer swap is ``layers: True`` (MindFormers then logs 33 spaces, not 29)."""
+    form = plan.formative if isinstance(plan.formative, dict) else {}
+    ls = form.get("layer_swap")
+    return bool(ls) and isinstance(ls, list) and isinstance(ls[0], dict) and ls[0].get("layers") is True
+
+
+# --------------------------------------------------------------------------------------------
+# Plan resolution
+# --------------------------------------------------------------------------------------------
+
+def _resolve_plan(obj: Any) -> Tuple[Any, Optional[str]]:
+    """A Plan as is; a YAML path or a loaded config through the one strategy engine."""
+    from ..strategy import Plan
+
+    if isinstance(obj, Plan):
+        return obj, None
+    sha = None
+    cfg = obj
+    if isinstance(obj, (str, os.PathLike)):
+        path = os.fspath(obj)
+        try:
+            with open(path, "rb") as fh:
+                sha = hashlib.sha256(fh.read()).hexdigest()
+        except OSError as exc:
+            raise InputError(f"cannot read config: {exc.strerror}", file=path) from None
+        cfg = _load_config(path)
+    return _plan(cfg), sha
+
+
+def _load_config(path: str) -> Any:
+    try:
+        from ..config import load_config
+    except ImportError:
+        raise InputError("swapwatch.config is not available yet: pass a strategy.Plan", file=path) from None
+    return load_config(path)
+
+
+def _plan(cfg: Any) -> Any:
+    from .. import strategy
+
+    fn = getattr(strategy, "plan", None)
+    if fn is None:
+        raise InputError("the strategy engine (swapwatch.strategy.plan) is not available yet: pass a Plan")
+    return fn(cfg)
+
+
+def _default_rank() -> int:
+    try:
+        return int(os.environ.get("RANK_ID", "0"))
+    except ValueError:
+        return 0

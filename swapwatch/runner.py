@@ -1,0 +1,519 @@
+"""``swapwatch run``: launch a training command with the environment its strategy needs, keep
+everything it says, stop it cleanly, and verify what it did.
+
+Why a runner at all: the evidence of a recompute/swap run is scattered and fragile. msrun truncates
+its worker logs on the next run, collapses every worker exit code to 1, and leaves its workers
+running when it gets SIGTERM; CPU memory figures only appear with the right GLOG settings; swap
+silently needs ``ENABLE_LAZY_INLINE_NO_PIPELINE=1`` without pipeline parallel. The runner fixes
+each of these once:
+
+* environment: sets what the strategy needs, never overriding a value the user set (both are
+  recorded in ``run.json``); the interpreter's ``bin`` goes first on ``PATH`` so msrun's bare
+  ``python`` is the right one;
+* the command runs in its own session/process group, its stdout+stderr stream byte for byte to the
+  terminal and to ``<run-dir>/console.log``;
+* SIGINT/SIGTERM stop the whole tree: descendants are snapshotted *before* signalling (msrun's
+  workers are session leaders, out of reach of the process group), then SIGINT to the group (msrun
+  kills its workers on SIGINT, not on SIGTERM), a grace period, then SIGKILL for whatever is left;
+* msrun's ``--log_dir`` (or msrun_launcher.sh's positional LOG_DIR) is copied into
+  ``<run-dir>/msrun_log`` (a copy, because the next msrun run truncates the originals);
+* ``run.json`` is written at start and rewritten at the end, also on crash or interrupt;
+* exit code: the child's failure code (the worker's real code from msrun's ``Error code: N.`` line
+  when msrun only says 1), else ``swapwatch verify``'s code on the run directory.
+
+Run directory layout: ``run.json``, ``console.log`` (the launcher's own output; under msrun
+``--join=True`` it also contains ``tail -f`` copies of the worker logs), ``msrun_log/worker_N.log``
+and ``scheduler.log`` (per-rank logs), ``ir/`` (with ``--ir``), ``verify.txt``.
+"""
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import hashlib
+import io
+import json
+import os
+import re
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from .errors import InputError
+
+#: Passes whose IR dumps show recompute clones and offload marks (reference §2d).
+IR_PASSES = "add_recomputation,validate"
+#: Seconds between SIGINT to the child's group and SIGKILL for what is left.
+GRACE_SECONDS = 20.0
+SHIM_DIR = Path(__file__).resolve().parent / "hooks" / "sitecustomize_dir"
+_ERROR_CODE = re.compile(rb"Worker process (\d+) exit with exception\. Error code: (-?\d+)\.")
+
+
+@dataclass
+class RunResult:
+    run_dir: Path
+    exit_code: int
+    info: Dict[str, Any] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------------------------
+# Environment
+# --------------------------------------------------------------------------------------------
+
+def strategy_env(config: Optional[Dict[str, Any]], run_dir: Path, ir: bool, shim: bool) -> Dict[str, str]:
+    """The variables this run wants, before looking at what the user already set."""
+    want = {
+        "GLOG_v": "2",                               # default level: keep the logs readable ...
+        "MS_SUBMODULE_LOG_v": "{PRE_ACT:1}",         # ... but the CPU pool's `peak used mem` lines at exit
+        "MS_MEMORY_STATISTIC": "1",                  # Ascend: the per-graph memory statistics block
+        "PYTHONUNBUFFERED": "1",                     # msrun writes worker stdout to files, block-buffered
+        "SWAPWATCH_RUN_DIR": str(run_dir),
+    }
+    if config is not None and _swap_on(config) and _pipeline_stages(config) <= 1:
+        want["ENABLE_LAZY_INLINE_NO_PIPELINE"] = "1"  # swap without pipeline parallel (SW302)
+    if ir:
+        want.update({"MS_DEV_SAVE_GRAPHS": "1", "MS_DEV_SAVE_GRAPHS_PATH": str(run_dir / "ir"),
+                     "MS_DEV_DUMP_IR_PASSES": IR_PASSES})
+    if shim:
+        want["SWAPWATCH_MINDFORMERS_SHIM"] = "1"
+    return want
+
+
+def build_env(want: Dict[str, str], base: Dict[str, str], shim: bool) -> Tuple[Dict[str, str], Dict[str, Any]]:
+    """Merge ``want`` into ``base`` without overriding the user; return (env, record for run.json)."""
+    env = dict(base)
+    record: Dict[str, Any] = {}
+    for key, value in want.items():
+        if key in base and base[key] != value:
+            record[key] = {"wanted": value, "user": base[key], "used": base[key]}
+        else:
+            env[key] = value
+            record[key] = {"wanted": value, "used": value}
+    venv_bin = str(Path(sys.executable).parent)
+    path = base.get("PATH", os.defpath)
+    if path.split(os.pathsep)[0] != venv_bin:
+        env["PATH"] = venv_bin + os.pathsep + path
+        record["PATH"] = {"prepended": venv_bin}
+    if shim:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SHIM_DIR), base.get("PYTHONPATH", "")) if p)
+        record["PYTHONPATH"] = {"prepended": str(SHIM_DIR)}
+    return env, record
+
+
+def _swap_on(cfg: Dict[str, Any]) -> bool:
+    sec = cfg.get("swap_config")
+    if not isinstance(sec, dict):
+        pc = cfg.get("parallel_config") if isinstance(cfg.get("parallel_config"), dict) else {}
+        sec = pc.get("swap_config") if isinstance(pc.get("swap_config"), dict) else {}
+    return sec.get("swap") is True
+
+
+def _pipeline_stages(cfg: Dict[str, Any]) -> int:
+    pc = cfg.get("parallel_config") if isinstance(cfg.get("parallel_config"), dict) else {}
+    try:
+        return int(pc.get("pipeline_stage") or 1)
+    except (TypeError, ValueError):
+        return 1
+
+
+def read_config(path: str) -> Tuple[Dict[str, Any], str]:
+    """The YAML as data (only to decide the environment) and its sha256."""
+    import yaml
+
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read config: {exc.strerror}", file=path) from None
+    try:
+        data = yaml.safe_load(raw)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise InputError(f"not valid YAML: {getattr(exc, 'problem', exc)}", file=path,
+                         line=mark.line + 1 if mark else None) from None
+    if not isinstance(data, dict):
+        raise InputError("expected a YAML mapping at the top level", file=path)
+    return data, hashlib.sha256(raw).hexdigest()
+
+
+# --------------------------------------------------------------------------------------------
+# The command: msrun log dir, world size
+# --------------------------------------------------------------------------------------------
+
+def _flag(args: Sequence[str], name: str) -> Optional[str]:
+    """Value of ``--name=V`` or ``--name V`` in ``args`` (msrun accepts both)."""
+    for i, a in enumerate(args):
+        if a.startswith(name + "="):
+            return a.split("=", 1)[1]
+        if a == name and i + 1 < len(args):
+            return args[i + 1]
+    return None
+
+
+def msrun_info(command: Sequence[str], env: Dict[str, str]) -> Dict[str, Any]:
+    """Where the launcher will put per-rank logs, and how many ranks, read from the command line.
+
+    ``msrun ... --log_dir=D`` (default: the working directory); ``msrun_launcher.sh`` takes LOG_DIR
+    positionally (6 args: 4th, 9 args: 7th; default ``output/msrun_log``; ``MF_LOG_SUFFIX``
+    appends ``_<suffix>``), see reference semantics §6.5.
+    """
+    for i, tok in enumerate(command):
+        base = os.path.basename(tok)
+        if base == "msrun":
+            args = list(command[i + 1:])
+            workers = _flag(args, "--worker_num")
+            join = _flag(args, "--join")
+            return {"launcher": "msrun", "log_dir": _flag(args, "--log_dir") or "",
+                    "world_size": int(workers) if workers and workers.isdigit() else 8,
+                    "join": (join or "False").lower() == "true"}
+        if base == "msrun_launcher.sh":
+            args = list(command[i + 1:])
+            log_dir, workers = "output/msrun_log", "8"
+            if len(args) == 6:
+                workers, log_dir = args[1], args[3]
+            elif len(args) == 9:
+                workers, log_dir = args[1], args[6]
+            elif len(args) == 2:
+                workers = args[1]
+            if env.get("MF_LOG_SUFFIX"):
+                log_dir = f"{log_dir}_{env['MF_LOG_SUFFIX']}"
+            join = args[4] if len(args) == 6 else args[7] if len(args) == 9 else "False"
+            return {"launcher": "msrun_launcher.sh", "log_dir": log_dir,
+                    "world_size": int(workers) if workers.isdigit() else 8, "join": join.lower() == "true"}
+    return {"launcher": None, "log_dir": None, "world_size": 1, "join": True}
+
+
+def copy_msrun_logs(log_dir: Optional[str], cwd: Path, dest: Path) -> Optional[str]:
+    """Copy msrun's per-rank logs into the run dir; returns the source directory, or None."""
+    if log_dir is None:
+        return None
+    src = (cwd / log_dir) if log_dir else cwd
+    if not src.is_dir():
+        return None
+    if log_dir and src.resolve() != cwd.resolve():
+        shutil.copytree(src, dest, dirs_exist_ok=True, symlinks=True)
+    else:                      # --log_dir="" writes into the cwd: take only msrun's own files
+        dest.mkdir(parents=True, exist_ok=True)
+        for f in list(src.glob("worker_*.log")) + list(src.glob("scheduler.log")):
+            shutil.copy2(f, dest / f.name)
+    return str(src)
+
+
+def worker_exit_code(console: Path) -> Optional[int]:
+    """The first worker's real exit code from msrun's ``... Error code: N.`` line."""
+    try:
+        with console.open("rb") as fh:
+            for line in fh:
+                if b"Error code:" in line:
+                    m = _ERROR_CODE.search(line)
+                    if m:
+                        return int(m.group(2))
+    except OSError:
+        return None
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# Run directory
+# --------------------------------------------------------------------------------------------
+
+def new_run_dir(run_dir: Optional[str], name: str, root: Path = Path("runs")) -> Path:
+    """Create the run directory; an explicit one must not exist yet (nothing is overwritten)."""
+    if run_dir:
+        p = Path(run_dir)
+        if p.exists():
+            raise InputError("run directory already exists (swapwatch never overwrites one); "
+                             "pick another --run-dir", file=str(p))
+        p.mkdir(parents=True)
+        return p
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:60] or "run"
+    for n in range(1, 1000):
+        p = root / (f"{stamp}-{safe}" if n == 1 else f"{stamp}-{safe}-{n}")
+        try:
+            p.mkdir(parents=True)
+            return p
+        except FileExistsError:
+            continue
+    raise InputError(f"cannot create a new run directory under {root}")
+
+
+def write_json(path: Path, data: Dict[str, Any]) -> None:
+    """Atomic rewrite: a reader never sees half a run.json, a crash leaves the last good one."""
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _now() -> str:
+    return _dt.datetime.now().astimezone().isoformat(timespec="milliseconds")
+
+
+# --------------------------------------------------------------------------------------------
+# The child process tree
+# --------------------------------------------------------------------------------------------
+
+class Tree:
+    """The child and every descendant ever seen (workers escape the process group via setsid)."""
+
+    def __init__(self, proc: subprocess.Popen):
+        import psutil
+
+        self.proc = proc
+        self.known: Dict[int, Any] = {}
+        try:
+            self.root = psutil.Process(proc.pid)
+        except psutil.NoSuchProcess:
+            self.root = None
+
+    def snapshot(self) -> None:
+        import psutil
+
+        if self.root is None:
+            return
+        try:
+            for p in self.root.children(recursive=True):
+                self.known.setdefault(p.pid, p)
+        except psutil.NoSuchProcess:
+            pass
+
+    def alive(self) -> List[Any]:
+        out = []
+        for p in self.known.values():
+            try:
+                if p.is_running() and p.status() != "zombie":
+                    out.append(p)
+            except Exception:  # noqa: BLE001 - gone meanwhile
+                pass
+        return out
+
+    def signal_group(self, sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, sig)
+
+    def kill_leftovers(self) -> List[int]:
+        import psutil
+
+        left = self.alive()
+        for p in left:
+            with contextlib.suppress(psutil.Error):
+                p.kill()
+        psutil.wait_procs(left, timeout=5)
+        return [p.pid for p in left]
+
+
+# --------------------------------------------------------------------------------------------
+# run()
+# --------------------------------------------------------------------------------------------
+
+def run(command: Sequence[str], config: Optional[str] = None, run_dir: Optional[str] = None,
+        verify: bool = True, ir: bool = False, mindformers_shim: bool = False,
+        out=None, grace: float = GRACE_SECONDS) -> RunResult:
+    """Run ``command`` as described in the module docstring; returns the run dir and exit code."""
+    command = list(command)
+    if not command:
+        raise InputError("no command given: swapwatch run [OPTIONS] -- COMMAND...")
+    cfg_data, cfg_sha = read_config(config) if config else (None, None)
+    base_env = dict(os.environ)
+    probe_env, _ = build_env({}, base_env, False)
+    if shutil.which(command[0], path=probe_env["PATH"]) is None and not os.path.isfile(command[0]):
+        raise InputError(f"command not found: {command[0]}")
+    name = Path(config).stem if config else os.path.basename(command[0])
+    rdir = new_run_dir(run_dir, name)
+    env, env_record = build_env(strategy_env(cfg_data, rdir.resolve(), ir, mindformers_shim), base_env,
+                                mindformers_shim)
+    cwd = Path.cwd()
+    launch = msrun_info(command, env)
+    info: Dict[str, Any] = {
+        "swapwatch": _version(), "command": command, "cwd": str(cwd), "run_dir": str(rdir),
+        "config": {"path": str(Path(config).resolve()), "sha256": cfg_sha} if config else None,
+        "env": env_record, "start": _now(), "end": None, "exit_code": None, "child_exit_code": None,
+        "worker_exit_code": None, "interrupted": None, "launcher": launch["launcher"],
+        "world_size": launch["world_size"], "ranks": list(range(launch["world_size"])),
+        "msrun_log_dir": None, "ir_dir": "ir" if ir else None, "verify": None, "leftover_killed": [],
+        "pid": None,
+    }
+    run_json = rdir / "run.json"
+    write_json(run_json, info)
+    out = out if out is not None else _stdout_bytes()
+    notes: List[str] = []
+    if launch["launcher"] and not launch["join"]:
+        notes.append(f"{launch['launcher']} without --join=True returns before the workers finish: "
+                     "their exit codes and logs may be incomplete")
+    code = 1
+    try:
+        code = _supervise(command, env, rdir, info, out, grace, notes)
+        src = copy_msrun_logs(launch["log_dir"], cwd, rdir / "msrun_log")
+        info["msrun_log_dir"] = src
+        if src:
+            found = sorted(int(m.group(1)) for f in (rdir / "msrun_log").glob("worker_*.log")
+                           if (m := re.match(r"worker_(\d+)\.log$", f.name)))
+            if found:
+                info["ranks"] = found
+        child = info["child_exit_code"]
+        if info["interrupted"]:
+            code = 128 + info["interrupted_signal"]
+        elif child != 0:
+            worker = worker_exit_code(rdir / "console.log") if launch["launcher"] else None
+            info["worker_exit_code"] = worker
+            code = worker if (child == 1 and worker) else (child if child and child > 0 else 128 + abs(child or 1))
+        elif verify:
+            code = _verify(rdir, config, ir, info, notes, out)
+        else:
+            info["verify"] = {"skipped": "--no-verify"}
+            code = 0
+    finally:
+        info["end"] = _now()
+        info["exit_code"] = code
+        info["notes"] = notes
+        write_json(run_json, info)
+        for n in notes:
+            _say(out, f"swapwatch run: note: {n}")
+        _say(out, f"swapwatch run: run directory {rdir} (exit code {code})")
+    return RunResult(rdir, code, info)
+
+
+def _supervise(command, env, rdir: Path, info: Dict[str, Any], out, grace: float, notes: List[str]) -> int:
+    """Start the child, tee its output, handle signals; returns the child's exit code."""
+    stop = {"sig": None, "count": 0}
+
+    def on_signal(signum, _frame):
+        stop["sig"] = stop["sig"] or signum
+        stop["count"] += 1
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    console = (rdir / "console.log").open("wb")
+    try:
+        proc = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        info["pid"] = proc.pid
+        write_json(rdir / "run.json", info)
+        tree = Tree(proc)
+        fd = proc.stdout.fileno()
+        deadline = None
+        last_snap = 0.0
+        eof = False
+        while True:
+            now = time.monotonic()
+            if now - last_snap > 0.5:
+                tree.snapshot()
+                last_snap = now
+            if stop["sig"] and deadline is None:
+                tree.snapshot()                      # BEFORE signalling: workers are session leaders
+                info["interrupted"] = signal.Signals(stop["sig"]).name
+                info["interrupted_signal"] = int(stop["sig"])
+                write_json(rdir / "run.json", info)
+                tree.signal_group(signal.SIGINT)     # msrun stops its workers on SIGINT, not SIGTERM
+                deadline = now + grace
+            if deadline is not None and (now > deadline or stop["count"] > 1) and proc.poll() is None:
+                tree.signal_group(signal.SIGKILL)
+                tree.kill_leftovers()
+            if not eof:
+                ready, _, _ = select.select([fd], [], [], 0.2)
+                if ready:
+                    chunk = os.read(fd, 1 << 16)
+                    if chunk:
+                        console.write(chunk)
+                        console.flush()
+                        _write(out, chunk)
+                        continue
+                    eof = True
+            if proc.poll() is not None:
+                if eof or _drain_after_exit(fd, console, out):
+                    break
+            elif eof:
+                time.sleep(0.1)
+        rc = proc.wait()
+        info["child_exit_code"] = rc
+        if info["interrupted"] or rc != 0:
+            killed = tree.kill_leftovers()
+            if killed:
+                info["leftover_killed"] = killed
+                notes.append(f"killed {len(killed)} leftover process(es) of the command: {killed}")
+        return rc
+    finally:
+        console.close()
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def _drain_after_exit(fd: int, console, out, quiet: float = 2.0) -> bool:
+    """The child is gone; its descendants may still hold the pipe (e.g. msrun's ``tail -f``).
+    Read until EOF, or until nothing came for ``quiet`` seconds. Returns True when done."""
+    while True:
+        ready, _, _ = select.select([fd], [], [], quiet)
+        if not ready:
+            return True
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            return True
+        console.write(chunk)
+        console.flush()
+        _write(out, chunk)
+
+
+def _verify(rdir: Path, config: Optional[str], ir: bool, info: Dict[str, Any], notes: List[str], out) -> int:
+    """``swapwatch verify`` on the run directory, through the CLI command when it exists."""
+    import click
+
+    from . import cli
+
+    cmd = getattr(cli, "cli", None)
+    verify_cmd = cmd.commands.get("verify") if cmd is not None else None
+    if verify_cmd is None:
+        info["verify"] = {"skipped": "swapwatch verify is not available in this version"}
+        notes.append("verification skipped: `swapwatch verify` is not available yet (as with --no-verify)")
+        return 0
+    args = ["verify", str(rdir)]
+    if config:
+        args += ["--config", config]
+    params = {p.name for p in verify_cmd.params}
+    if ir and "ir" in params and (rdir / "ir").is_dir():
+        args += ["--ir", str(rdir / "ir")]
+    buf = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(buf):
+            rv = cmd.main(args=args, prog_name="swapwatch", standalone_mode=False)
+        code = rv if isinstance(rv, int) else 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except InputError as exc:
+        buf.write(f"swapwatch: error: {exc.one_line()}\n")
+        code = 2
+    except click.ClickException as exc:
+        buf.write(f"swapwatch verify: {exc.format_message()}\n")
+        code = 2
+    text = buf.getvalue()
+    (rdir / "verify.txt").write_text(text, encoding="utf-8")
+    _write(out, text.encode())
+    info["verify"] = {"args": args, "exit_code": code, "output": "verify.txt"}
+    return code
+
+
+def _stdout_bytes():
+    return getattr(sys.stdout, "buffer", sys.stdout)
+
+
+def _write(out, data: bytes) -> None:
+    try:
+        out.write(data)
+        out.flush()
+    except (BrokenPipeError, ValueError, OSError):
+        pass            # the terminal went away: console.log still gets every byte
+
+
+def _say(out, text: str) -> None:
+    _write(out, (text + "\n").encode())
+
+
+def _version() -> str:
+    try:
+        from . import __version__
+
+        return __version__
+    except ImportError:
+        return "unknown"
