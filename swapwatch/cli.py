@@ -42,6 +42,52 @@ def main(argv=None) -> None:
 
 # ---- verify / rules ------------------------------------------------------------------------
 
+@cli.command("verify")
+@click.argument("paths", nargs=-1, required=True)
+@click.option("--config", "config_path", default=None,
+              help="Training YAML to verify against (default: the config the log printed).")
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "junit", "markdown"]),
+              default="table", show_default=True)
+@click.option("--strict", is_flag=True, help="Warnings fail the verification too.")
+@click.option("--ignore", "ignore", multiple=True, metavar="CODE", help="Silence a rule (repeatable).")
+@click.option("--ir", "ir_dir", default=None, metavar="DIR", help="Compiled-graph IR dump dir (SW110).")
+@click.option("--env", "env", multiple=True, metavar="KEY=VALUE",
+              help="Environment the run had, for logs from elsewhere (repeatable).")
+@click.option("-o", "--output", default=None, metavar="FILE", help="Write the report to FILE.")
+def verify_cmd(paths, config_path, fmt, strict, ignore, ir_dir, env, output):
+    """Check that worker logs show exactly the strategy the config asks for.
+
+    PATH: worker_N.log files, msrun log dirs or swapwatch run dirs. Exit 0 pass, 1 failing
+    findings, 2 bad input.
+    """
+    from .verify import parse_env, verify
+    from .verify_render import render
+
+    result = verify(paths, config_path=config_path, env=parse_env(env), ignore=ignore,
+                    strict=strict, ir_dir=ir_dir)
+    text = render(result, fmt)
+    if output:
+        try:
+            with open(output, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        except OSError as exc:
+            raise InputError(f"cannot write the report: {exc.strerror}", file=output) from None
+        click.echo(f"swapwatch verify: {result.verdict} ({output})", err=True)
+    else:
+        click.echo(text, nl=False)
+    return result.exit_code
+
+
+@cli.command("rules")
+@click.argument("code", required=False)
+def rules_cmd(code):
+    """List every rule, or explain one (e.g. `swapwatch rules SW201`)."""
+    from .rules_doc import explain_rule, list_rules
+
+    click.echo(explain_rule(code) if code else list_rules(), nl=False)
+    return 0
+
+
 # ---- events --------------------------------------------------------------------------------
 
 # ---- run -----------------------------------------------------------------------------------

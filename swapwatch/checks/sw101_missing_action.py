@@ -53,7 +53,7 @@ class MissingAction(Rule):
                         comp.layout_trusted and key in comp.layout_matches):
                     continue        # matched nothing anywhere and nothing says it should: SW104
                 what = describe(e.action, e.op)
-                pat = f" (pattern {e.pattern!r})" if e.pattern and e.op != e.pattern else ""
+                pat = f" (pattern '{e.pattern}')" if e.pattern and e.op != e.pattern else ""
                 yield self.finding(
                     f"rank {rank} layer {e.layer}: {what}{pat} is configured but the log has no "
                     f"line for it",

@@ -54,7 +54,7 @@ class PatternNeverLogged(Rule):
                 layers = [lay for lay in sorted(comp.expected)
                           if any((x.action, x.pattern) == key for x in comp.expected[lay])]
                 yield self.finding(
-                    f"{LABEL[e.action]} pattern {e.pattern!r} is applied on {len(layers)} layer(s) "
+                    f"{LABEL[e.action]} pattern '{e.pattern}' is applied on {len(layers)} layer(s) "
                     f"(first {layers[0]}) but no rank logged any path it matches: it does nothing",
                     layer=layers[0], op=e.pattern, expected=f"a matching path on layers {_span(layers)}",
                     actual="(no matching path logged)")

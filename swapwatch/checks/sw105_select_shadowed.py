@@ -54,7 +54,7 @@ class SelectShadowed(Rule):
                     continue
                 label = key.replace("_", " ")
                 yield self.finding(
-                    f"{label} pattern {pattern!r} targets only fully recomputed layers "
+                    f"{label} pattern '{pattern}' targets only fully recomputed layers "
                     f"({_describe(value, plan.swap)}); MindFormers never applies it",
                     op=pattern, expected="applied on at least one layer",
                     actual="shadowed by full recompute on every targeted layer")

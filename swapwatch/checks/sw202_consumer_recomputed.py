@@ -76,7 +76,7 @@ class ConsumerRecomputed(Rule):
                                 pairs.append(f"{x} -> layer {i + 1} {c}")
                 if pairs:
                     shown = "; ".join(pairs[:6]) + (f"; ... ({len(pairs)} in all)" if len(pairs) > 6 else "")
-                    kind = "layer swap" if what == WHOLE_LAYER else f"op swap {what!r}"
+                    kind = "layer swap" if what == WHOLE_LAYER else f"op swap '{what}'"
                     yield self.finding(
                         f"layer {i}: {kind} (prefetch {prefetch}) offloads activations whose "
                         f"consumer is recomputed, so the swap saves nothing: {shown}",

@@ -78,10 +78,12 @@ class RanksDisagree(Rule):
                 if mine == majority:
                     continue
                 src = sources[rank].get(key) or _nearest(sources[rank], layer)
+                others = [r for r in sorted(per_rank) if per_rank[r].get(key, frozenset()) == majority
+                          and (limits[r] is None or layer < limits[r])]
+                who = f"rank {ref}" if len(others) == 1 else f"{len(others)} ranks ({_list(others)})"
                 yield self.finding(
                     f"rank {rank} layer {layer}: {LABEL.get(key[1], key[1])} is "
-                    f"{_show(mine)} but rank {ref} (and {votes[majority] - 1} other rank(s)) logged "
-                    f"{_show(majority)}",
+                    f"{_show(mine)} but {who} logged {_show(majority)}",
                     rank=rank, layer=layer, op=_op(mine, majority, key[1]),
                     expected=_show(majority), actual=_show(mine), source=src)
         yield from self._config_lines(runlog, set(per_rank))
@@ -110,6 +112,10 @@ class RanksDisagree(Rule):
                     expected={k: values[ref].get(k) for k in diff},
                     actual={k: v.get(k) for k in diff},
                     source=_source_of(runlog.ranks[r], label))
+
+
+def _list(ranks: List[int]) -> str:
+    return ", ".join(map(str, ranks[:8])) + (", ..." if len(ranks) > 8 else "")
 
 
 def _first_rank(per_rank, key, sig) -> int:

@@ -1,0 +1,225 @@
+"""``swapwatch verify`` as a library: logs (+ optional config) -> findings, verdict, exit code.
+
+The intended strategy is the config's :class:`~swapwatch.strategy.Plan`; what happened is the
+parsers' :class:`~swapwatch.parsers.model.RunLog`; every registered rule (config-time ones too,
+with the environment the run had) compares the two. Without ``--config`` the intended config is
+rebuilt from the log's own ``initial recompute_config / swap_config / parallel_config from dict``
+lines plus the logged geometry, which is MindFormers' free, authoritative copy of the YAML.
+
+Importable without MindSpore: ``swapwatch run`` calls :func:`verify` at the end of a run.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+from .checks import REGISTRY, CheckContext, Finding, run_rules
+from .errors import InputError
+
+SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
+INITIAL_SECTIONS = ("recompute_config", "swap_config", "parallel_config")
+
+
+@dataclass
+class VerifyResult:
+    """The outcome of one verification. ``to_json`` is DESIGN.md §3.3 exactly."""
+
+    findings: List[Finding]
+    verdict: str                      # "pass" | "fail"
+    exit_code: int                    # 0 pass, 1 fail
+    ranks: List[int]
+    layers: int
+    strict: bool = False
+    config_source: str = ""           # the --config path, or where in the log the config came from
+    env: Dict[str, str] = field(default_factory=dict)
+    plan: Any = None
+    runlog: Any = None
+    comparison: Any = None            # checks._compare.Comparison, for the per-layer map
+
+    def counts(self) -> Dict[str, int]:
+        out = {"error": 0, "warning": 0, "info": 0}
+        for f in self.findings:
+            out[f.severity] = out.get(f.severity, 0) + 1
+        return out
+
+    def failing(self, f: Finding) -> bool:
+        """Does this finding fail the verification (errors; warnings too with --strict)?"""
+        return f.severity == "error" or (self.strict and f.severity == "warning")
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"verdict": self.verdict, "ranks": list(self.ranks), "layers": self.layers,
+                "findings": [f.to_json() for f in self.findings]}
+
+
+def verify(paths: Sequence[str], config_path: Optional[str] = None,
+           env: Optional[Mapping[str, str]] = None, ignore: Iterable[str] = (),
+           strict: bool = False, ir_dir: Optional[str] = None,
+           family: str = "llama") -> VerifyResult:
+    """Verify the run logged at ``paths`` against ``config_path`` (or the config the log printed).
+
+    Raises :class:`InputError` (exit 2) for bad paths, a bad config, an unknown ``ignore`` code,
+    or when there is no config to verify against at all.
+    """
+    from .parsers import read_logs
+    from .strategy import plan as make_plan
+
+    skip = normalise_codes(ignore)
+    if not paths:
+        raise InputError("no log path given (worker_N.log files, msrun log dirs or run dirs)")
+    for p in paths:
+        if not os.path.exists(p):
+            raise InputError("no such file or directory", file=str(p))
+    runlog = read_logs(list(paths))
+    if not runlog.ranks:
+        raise InputError(f"no worker logs found in {', '.join(map(str, paths))}")
+    if config_path:
+        from .config import load_config
+
+        config = load_config(config_path)
+        source = str(config_path)
+    else:
+        config, source = config_from_log(runlog)
+    ir = read_ir(ir_dir) if ir_dir else None
+    # without --config the log's own config is the reference: SW107 would compare it with itself
+    return evaluate(make_plan(config), runlog, config=config, env=merged_env(runlog, env),
+                    ignore=skip, strict=strict, ir=ir, config_source=source,
+                    skip_codes=() if config_path else ("SW107",))
+
+
+def evaluate(plan: Any, runlog: Any, config: Any = None, env: Optional[Mapping[str, str]] = None,
+             ignore: Iterable[str] = (), strict: bool = False, ir: Any = None,
+             config_source: str = "", skip_codes: Iterable[str] = ()) -> VerifyResult:
+    """Run every rule on an already built Plan and RunLog (the core of :func:`verify`)."""
+    from .checks._compare import comparison
+
+    skip = normalise_codes(ignore) | set(skip_codes)
+    ctx = CheckContext(plan=plan, config=config, env=dict(env or {}), runlog=runlog, ir=ir)
+    needs = ["config", "run"] + (["ir"] if ir is not None else [])
+    findings = run_rules(ctx, needs=needs, ignore=skip)
+    findings = _dedupe(list(getattr(plan, "findings", None) or []) + findings, skip)
+    findings.sort(key=_sort_key)
+    result = VerifyResult(findings=findings, verdict="pass", exit_code=0,
+                          ranks=sorted(runlog.ranks), layers=len(plan.layers), strict=strict,
+                          config_source=config_source, env=dict(env or {}), plan=plan,
+                          runlog=runlog, comparison=comparison(ctx))
+    if any(result.failing(f) for f in findings):
+        result.verdict, result.exit_code = "fail", 1
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# Inputs
+# ---------------------------------------------------------------------------------------------
+
+def normalise_codes(codes: Iterable[str]) -> set:
+    """``--ignore`` values: codes, case-insensitive, comma-separated allowed; unknown -> InputError."""
+    from .checks import _load_all
+
+    _load_all()
+    out = set()
+    for raw in codes or ():
+        for code in str(raw).split(","):
+            code = code.strip().upper()
+            if not code:
+                continue
+            if code not in REGISTRY:
+                raise InputError(f"--ignore {code}: unknown rule code (see `swapwatch rules`)")
+            out.add(code)
+    return out
+
+
+def parse_env(items: Iterable[str]) -> Dict[str, str]:
+    """``--env KEY=VALUE`` pairs as a dict; a pair without ``=`` or a key is bad input."""
+    out: Dict[str, str] = {}
+    for item in items or ():
+        key, sep, value = str(item).partition("=")
+        if not sep or not key.strip():
+            raise InputError(f"--env {item!r}: expected KEY=VALUE")
+        out[key.strip()] = value
+    return out
+
+
+def merged_env(runlog: Any, env: Optional[Mapping[str, str]]) -> Dict[str, str]:
+    """The environment the run had: ``run.json`` of a run dir, then ``--env`` on top."""
+    out: Dict[str, str] = {}
+    info = getattr(runlog, "run_info", None) or {}
+    recorded = info.get("env") or {}
+    if isinstance(recorded, dict):
+        out.update({str(k): str(v) for k, v in recorded.items()})
+    out.update(dict(env or {}))
+    return out
+
+
+def config_from_log(runlog: Any) -> Tuple[Any, str]:
+    """Rebuild the intended config from the lowest rank that printed ``initial ... from dict``.
+
+    Uses the logged geometry (``num_layers per stage``) for the layer count and split, since the
+    three config sections do not carry ``num_layers``.
+    """
+    from .config import config_from_dicts
+
+    for rank in sorted(runlog.ranks):
+        rank_log = runlog.ranks[rank]
+        sections = rank_log.initial_config()
+        if not any(k in sections for k in ("recompute_config", "swap_config")):
+            continue
+        geometry = rank_log.geometry()
+        if not geometry.get("layer_list"):
+            raise InputError("the log prints its config ('initial ... from dict') but no "
+                             "'num_layers per stage' line, so the layer count is unknown; "
+                             "pass --config CONFIG", file=_first_source(rank_log, "initial_config"))
+        config = config_from_dicts(
+            recompute_config=sections.get("recompute_config"),
+            swap_config=sections.get("swap_config"),
+            parallel_config=sections.get("parallel_config"),
+            geometry=geometry,
+            source=_first_source(rank_log, "initial_config") or f"rank {rank} log")
+        return config, f"rank {rank} log ({_first_source(rank_log, 'initial_config')})"
+    files = [f for r in sorted(runlog.ranks) for f in runlog.ranks[r].files][:3]
+    raise InputError("no --config given and the logs hold no 'initial recompute_config/"
+                     "swap_config/parallel_config from dict' lines to take it from; pass "
+                     "--config CONFIG", file=", ".join(files) or None)
+
+
+def read_ir(ir_dir: str) -> Any:
+    """Compiled-graph evidence for SW110 (the runtime issue's IR parser)."""
+    try:
+        from .parsers import ir as ir_parser
+    except ImportError:
+        raise InputError("--ir: this swapwatch has no IR parser (swapwatch.parsers.ir)",
+                         file=str(ir_dir)) from None
+    reader = getattr(ir_parser, "read_ir", None)
+    if reader is None:
+        raise InputError("--ir: swapwatch.parsers.ir has no read_ir()", file=str(ir_dir))
+    return reader(ir_dir)
+
+
+def _first_source(rank_log: Any, kind: str) -> Optional[str]:
+    for e in rank_log.events:
+        if e.kind == kind:
+            return e.source
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Findings
+# ---------------------------------------------------------------------------------------------
+
+def _dedupe(findings: List[Any], skip: set) -> List[Finding]:
+    out: List[Finding] = []
+    seen = set()
+    for f in findings:
+        if not isinstance(f, Finding) or f.code in skip:
+            continue
+        key = (f.code, f.rank, f.layer, f.op, f.message)
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(f)
+    return out
+
+
+def _sort_key(f: Finding):
+    return (SEVERITY_ORDER.get(f.severity, 9), f.code,
+            -1 if f.rank is None else f.rank, -1 if f.layer is None else f.layer, f.op or "")
