@@ -50,11 +50,11 @@ def main(argv=None) -> None:
               default="table", show_default=True)
 @click.option("--strict", is_flag=True, help="Warnings fail the verification too.")
 @click.option("--ignore", "ignore", multiple=True, metavar="CODE", help="Silence a rule (repeatable).")
-@click.option("--ir", "ir_dir", default=None, metavar="DIR", help="Compiled-graph IR dump dir (SW110).")
+@click.option("--ir", "ir", default=None, metavar="DIR", help="Compiled-graph IR dump dir (SW110).")
 @click.option("--env", "env", multiple=True, metavar="KEY=VALUE",
               help="Environment the run had, for logs from elsewhere (repeatable).")
 @click.option("-o", "--output", default=None, metavar="FILE", help="Write the report to FILE.")
-def verify_cmd(paths, config_path, fmt, strict, ignore, ir_dir, env, output):
+def verify_cmd(paths, config_path, fmt, strict, ignore, ir, env, output):
     """Check that worker logs show exactly the strategy the config asks for.
 
     PATH: worker_N.log files, msrun log dirs or swapwatch run dirs. Exit 0 pass, 1 failing
@@ -64,7 +64,7 @@ def verify_cmd(paths, config_path, fmt, strict, ignore, ir_dir, env, output):
     from .verify_render import render
 
     result = verify(paths, config_path=config_path, env=parse_env(env), ignore=ignore,
-                    strict=strict, ir_dir=ir_dir)
+                    strict=strict, ir_dir=ir)
     text = render(result, fmt)
     if output:
         try:

@@ -61,15 +61,16 @@ def verify(paths: Sequence[str], config_path: Optional[str] = None,
     Raises :class:`InputError` (exit 2) for bad paths, a bad config, an unknown ``ignore`` code,
     or when there is no config to verify against at all.
     """
-    from .parsers import read_logs
-    from .strategy import plan as make_plan
-
     skip = normalise_codes(ignore)
     if not paths:
         raise InputError("no log path given (worker_N.log files, msrun log dirs or run dirs)")
     for p in paths:
         if not os.path.exists(p):
             raise InputError("no such file or directory", file=str(p))
+
+    from .parsers import read_logs
+    from .strategy import plan as make_plan
+
     runlog = read_logs(list(paths))
     if not runlog.ranks:
         raise InputError(f"no worker logs found in {', '.join(map(str, paths))}")
@@ -146,7 +147,12 @@ def merged_env(runlog: Any, env: Optional[Mapping[str, str]]) -> Dict[str, str]:
     info = getattr(runlog, "run_info", None) or {}
     recorded = info.get("env") or {}
     if isinstance(recorded, dict):
-        out.update({str(k): str(v) for k, v in recorded.items()})
+        for key, value in recorded.items():
+            if isinstance(value, dict):        # runner's record: {"wanted", "user", "used"}
+                if "used" not in value:
+                    continue                   # e.g. {"prepended": dir}: not a value
+                value = value["used"]
+            out[str(key)] = str(value)
     out.update(dict(env or {}))
     return out
 
