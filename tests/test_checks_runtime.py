@@ -20,7 +20,8 @@ def codes(findings):
     return sorted({f.code for f in findings})
 
 
-MINE = ("SW101", "SW102", "SW103", "SW104", "SW105", "SW106", "SW108", "SW202", "SW401", "SW402")
+MINE = ("SW101", "SW102", "SW103", "SW104", "SW105", "SW106", "SW107", "SW108", "SW202", "SW401",
+        "SW402")
 
 
 # --- genuine logs are clean ------------------------------------------------------------------
@@ -234,6 +235,38 @@ def test_sw106_when_no_rank_printed_anything():
     plan = vh.swap_case(1)
     found = run(plan, RunLog(ranks={0: vh.silent_rank(0)}), only=MINE)
     assert [(f.code, f.rank) for f in found] == [("SW106", 0)]
+
+
+# --- SW107 ------------------------------------------------------------------------------------
+
+def test_sw107_the_run_used_another_recompute_config():
+    plan = vh.recompute_48l()
+    runlog = vh.runlog_for(plan, ranks=(0, 1))
+    for rl in runlog.ranks.values():
+        f = next(e for e in rl.events if getattr(e, "key", None) == "layer_recompute")
+        f.value = [[3, 1, 0, 0, 0], [1, 0, 0, 0, 0]]
+    found = run(plan, runlog, only=("SW107",))
+    assert [(f.rank, f.op, f.expected, f.actual) for f in found] == [
+        (r, "layer_recompute", [[2, 1, 0, 0, 0], [1, 0, 0, 0, 0]], [[3, 1, 0, 0, 0], [1, 0, 0, 0, 0]])
+        for r in (0, 1)]
+    assert found[0].source.startswith("worker_0.log:")
+
+
+def test_sw107_the_run_had_another_layer_split():
+    plan = vh.swap_case(2)
+    runlog = vh.runlog_for(vh.plan_of([[2, 2]], {0: {"layer_swap": 20}, 3: {"layer_swap": 20}}, swap=True,
+                                      formative=plan.formative))
+    found = run(plan, runlog, only=("SW107",))
+    assert [(f.rank, f.op, f.actual) for f in found] == [(0, "layer_list", [[2, 2]])]
+
+
+def test_sw107_quiet_when_formative_prints_the_same_values_in_numpy_dress():
+    import numpy as np
+    plan = vh.recompute_48l()
+    runlog = vh.runlog_for(plan)
+    f = next(e for e in runlog.ranks[0].events if getattr(e, "key", None) == "layer_recompute")
+    f.value = [np.array([2, 1, 0, 0, 0], dtype=np.int32), (1, 0, 0, 0, 0)]
+    assert run(plan, runlog, only=("SW107",)) == []
 
 
 # --- SW202 ------------------------------------------------------------------------------------

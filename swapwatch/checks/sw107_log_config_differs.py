@@ -1,0 +1,109 @@
+"""SW107: the config the run printed is not the config you verify against."""
+from __future__ import annotations
+
+from typing import Any, Dict, Iterable, Optional
+
+from . import CheckContext, Finding, Rule, register
+
+#: Logged geometry lines -> Geometry attributes.
+GEOMETRY = (("layer_list", "layer_list"), ("layer_accu", "layer_accu"),
+            ("pp_ids", "pp_ids"), ("interleave_ids", "interleave_ids"))
+
+
+@register
+class LogConfigDiffers(Rule):
+    """The config printed in the log differs from ``--config``.
+
+    **What it means.** MindFormers prints what it really used: the layer split (``num_layers per
+    stage`` ...), the normalised strategy (``Formative layer_recompute`` / ``select_recompute`` /
+    ``layer swap`` / ``op swap`` ...) and the raw sections (``initial recompute_config /
+    swap_config / parallel_config from dict``). This rule compares those lines with what
+    ``--config`` gives after the same normalisation, key by key, on every rank (once per rank and
+    key). Values are compared after MindFormers' own normalisation, so ``True`` in the YAML and
+    the per-stage table it becomes do not differ; keys MindFormers fills with defaults are
+    compared with their defaults.
+
+    **Why it matters.** Every other finding is relative to ``--config``: when the job ran another
+    config, verify against that one (or without ``--config``, which uses the log's own).
+
+    **How to fix it.** Find the YAML the job really used (``swapwatch run`` records its path and
+    hash in ``run.json``), or verify without ``--config``::
+
+        swapwatch verify output/msrun_log            # uses the config the log printed
+    """
+
+    code = "SW107"
+    severity = "error"
+    title = "the config in the log (initial ... from dict) differs from --config"
+    needs = "run"
+
+    def check(self, ctx: CheckContext) -> Iterable[Finding]:
+        if ctx.runlog is None or ctx.plan is None:
+            return
+        geometry = ctx.plan.geometry
+        formative = _canon(getattr(ctx.plan, "formative", None) or {})
+        sections = _config_sections(ctx.config)
+        for rank, rank_log in sorted(ctx.runlog.ranks.items()):
+            logged = rank_log.geometry()
+            for what, attr in GEOMETRY:
+                if what in logged and _canon(logged[what]) != _canon(getattr(geometry, attr, None)):
+                    yield self._differs(rank, rank_log, "geometry", what,
+                                        getattr(geometry, attr, None), logged[what])
+                    break           # one geometry finding per rank: the rest follows from it
+            for key, value in rank_log.formative().items():
+                if key in formative and _canon(value) != formative[key]:
+                    yield self._differs(rank, rank_log, "formative", key, formative[key], value)
+            if sections is None:
+                continue
+            for section, value in rank_log.initial_config().items():
+                want = sections.get(section)
+                if not isinstance(value, dict) or not isinstance(want, dict):
+                    continue
+                for key in sorted(set(value) & set(want)):
+                    if _canon(value[key]) != _canon(want[key]):
+                        yield self._differs(rank, rank_log, "initial_config", f"{section}.{key}",
+                                            want[key], value[key])
+
+    def _differs(self, rank: int, rank_log: Any, kind: str, key: str, want: Any, got: Any) -> Finding:
+        label = {"geometry": "the layer split", "formative": f"Formative {key}",
+                 "initial_config": key}[kind]
+        return self.finding(
+            f"rank {rank}: the log's {label} is {_short(got)}, --config gives {_short(want)}",
+            rank=rank, op=key, expected=_canon(want), actual=_canon(got),
+            source=_source(rank_log, kind, key))
+
+
+def _config_sections(config: Any) -> Optional[Dict[str, Dict[str, Any]]]:
+    """The config's sections as MindFormers prints them in ``initial ... from dict`` (with its
+    defaults filled in), when the config object can say so."""
+    fn = getattr(config, "initial_dicts", None)
+    if callable(fn):
+        return fn()
+    return None
+
+
+def _source(rank_log: Any, kind: str, key: str) -> Optional[str]:
+    for e in rank_log.events:
+        if e.kind != kind:
+            continue
+        if kind == "geometry" or getattr(e, "key", None) == key or (
+                kind == "initial_config" and key.startswith(f"{getattr(e, 'section', '')}.")):
+            return e.source
+    return rank_log.files[0] if rank_log.files else None
+
+
+def _canon(v: Any) -> Any:
+    if isinstance(v, dict):
+        return {str(k): _canon(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_canon(x) for x in v]
+    if hasattr(v, "tolist"):
+        return _canon(v.tolist())
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    return v
+
+
+def _short(v: Any, limit: int = 120) -> str:
+    text = repr(_canon(v))
+    return text if len(text) <= limit else text[:limit - 3] + "..."
