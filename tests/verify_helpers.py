@@ -134,10 +134,12 @@ def messages_for(plan: Plan, log_paths: Dict[str, List[str]]) -> List[str]:
                 out.append(f"Set {word} exclude at layer {i}: "
                            + ", ".join(p for pat in pats for p in log_paths[pat]))
         if lp.layer_swap is not None:
-            out.append(f"Set layer swap at layer {i}{' ' * 29}and value is: {lp.layer_swap}")
+            ls = plan.formative.get("layer swap") or [{}]
+            gap = 33 if ls[0].get("layers") is True else 29      # set_swap vs _set_layer_swap
+            out.append(f"Set layer swap at layer {i}{' ' * gap}and value is: {lp.layer_swap}")
         if lp.op_swap:
             items = ", ".join(_op_item(pat, p, v) for pat, v in lp.op_swap.items() for p in log_paths[pat])
-            out.append(f"Set op_swap at layer {i}:{items if items.startswith(' ') else ' ' + items}")
+            out.append(f"Set op_swap at layer {i}: {items}")     # items lead with "." or " "
     return out
 
 
@@ -148,6 +150,37 @@ LOG_PATHS = {
     W1M: ["feed_forward.w1.matmul"], W3M: ["feed_forward.w3.matmul"],
     FFN_NORM: ["ffn_norm.norm"], ATT_NORM: ["attention_norm.norm"],
 }
+
+
+RECOMPUTE_DEFAULTS = {"recompute": False, "select_recompute": False,
+                      "parallel_optimizer_comm_recompute": False, "select_comm_recompute": False,
+                      "mp_comm_recompute": True, "recompute_slice_activation": False,
+                      "select_recompute_exclude": False, "select_comm_recompute_exclude": False}
+SWAP_DEFAULTS = {"swap": False, "layer_swap": None, "op_swap": None, "default_prefetch": 1}
+
+
+def header_messages(plan: Plan, recompute: dict, swap: dict, parallel: dict) -> List[str]:
+    """``initial ... from dict``, the geometry lines and the Formative lines (reference §1.3, §2.1,
+    §2.2, §3.4), as reprs: doubled backslashes in patterns, exactly as MindFormers prints them."""
+    g = plan.geometry
+    out = [f"initial swap_config from dict: {dict(SWAP_DEFAULTS, **swap)!r}",
+           f"initial recompute_config from dict: {dict(RECOMPUTE_DEFAULTS, **recompute)!r}",
+           f"initial parallel_config from dict: {parallel!r}",
+           f"num_layers per stage: {g.layer_list!r}",
+           f"Accumulated num_layers per stage: {g.layer_accu!r}",
+           f"Pipeline id list with start_stage: {g.pp_ids!r}",
+           f"Interleave id list: {g.interleave_ids!r}"]
+    f = plan.formative
+    out.append(f"Formative layer_recompute: {f.get('layer_recompute', [])!r}")
+    out.append("The configuration of select_recompute_exclude and select_comm_recompute_exclude "
+               "have the highest priority.")
+    for key in ("select_recompute", "select_comm_recompute", "select_recompute_exclude",
+                "select_comm_recompute_exclude"):
+        out.append(f"Formative {key}: {f.get(key, {})!r}")
+    if plan.swap:
+        out.append(f"Formative layer swap: {f.get('layer swap', [])!r}")
+        out.append(f"Formative op swap: {f.get('op swap', {})!r}")
+    return out
 
 
 def worker_log(plan: Plan, header: Optional[List[str]] = None, steps: int = 2) -> str:
