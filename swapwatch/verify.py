@@ -67,6 +67,8 @@ def verify(paths: Sequence[str], config_path: Optional[str] = None,
     for p in paths:
         if not os.path.exists(p):
             raise InputError("no such file or directory", file=str(p))
+    if ir_dir and not os.path.isdir(ir_dir):
+        raise InputError("--ir: not a directory", file=str(ir_dir))
 
     from .parsers import read_logs
     from .strategy import plan as make_plan

@@ -41,6 +41,7 @@ def test_rules_unknown_code_is_exit_2_one_line(capsys):
     (["verify", ".", "--env", "NOEQUALS"], "KEY=VALUE"),
     (["verify", ".", "--format", "xml"], "xml"),
     (["verify"], "PATH"),
+    (["verify", ".", "--ir", "/no/such/ir"], "/no/such/ir: --ir: not a directory"),
 ])
 def test_verify_bad_input_is_one_line_exit_2(args, needle, capsys):
     code, out, err = sw(*args, capsys=capsys)
