@@ -116,6 +116,49 @@ def run_cmd(config, run_dir, no_verify, ir, shim, command):
 
 # ---- plot ----------------------------------------------------------------------------------
 
+@cli.group("plot")
+def plot_group():
+    """Figures: memory per step, rank and run; the per-layer strategy map (PNG, SVG or PDF)."""
+
+
+@plot_group.command("memory")
+@click.argument("paths", nargs=-1, required=True)
+@click.option("-o", "--output", default=None, metavar="FILE",
+              help="Image to write (default: memory.<format> here, never replaced without -o).")
+@click.option("--ranks", default=None, metavar="0,1,...", help="Only these ranks (ranges like 0-7 too).")
+@click.option("--format", "fmt", default=None, metavar="png|svg|pdf",
+              help="Image format (default: from the -o name, else png).")
+def plot_memory_cmd(paths, output, ranks, fmt):
+    """Memory per step and rank, and the whole-run Used vs Actual peaks; several runs side by side.
+
+    PATH: run dirs, msrun log dirs or worker_N.log files. Each directory is one run; files in the
+    same directory are the ranks of one run.
+    """
+    from .plot.commands import memory_command
+
+    click.echo(memory_command(paths, output, ranks, fmt,
+                              warn=lambda m: click.echo(f"swapwatch: warning: {m}", err=True)))
+    return 0
+
+
+@plot_group.command("strategy")
+@click.argument("source", metavar="CONFIG_OR_PATH")
+@click.option("--config", "config", default=None, metavar="CONFIG",
+              help="Compare the logs with this YAML (default: the config the log printed).")
+@click.option("-o", "--output", default=None, metavar="FILE",
+              help="Image to write (default: strategy.<format> here, never replaced without -o).")
+@click.option("--rank", "rank", type=int, default=None, help="Rank whose logs to map (default: the first).")
+@click.option("--format", "fmt", default=None, metavar="png|svg|pdf",
+              help="Image format (default: from the -o name, else png).")
+def plot_strategy_cmd(source, config, output, rank, fmt):
+    """Layer x mechanism map: recompute (full, select, comm), excludes, layer and op swap with
+    prefetch, overridden swaps crossed out. From a config (intended) or logs (actual); config and
+    logs side by side when they differ."""
+    from .plot.commands import strategy_command
+
+    click.echo(strategy_command(source, config, output, rank, fmt))
+    return 0
+
 
 if __name__ == "__main__":
     main()

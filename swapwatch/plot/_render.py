@@ -1,0 +1,110 @@
+"""Headless, deterministic matplotlib: figure creation, units, and saving.
+
+Why no ``pyplot``: pyplot keeps global state and picks an interactive backend when a display is
+around. Building :class:`matplotlib.figure.Figure` objects directly renders through Agg with no
+display at all and leaves the user's own pyplot session (a notebook importing swapwatch) alone.
+
+Why fixed metadata: tests compare files written twice, and users diff committed images. PNG's
+``Software``, SVG's ``Date`` and random element ids, and PDF's creation date all change from run to
+run unless pinned here.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Iterator, Optional, Tuple
+
+import matplotlib
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from ..errors import InputError
+
+FORMATS = ("png", "svg", "pdf")
+
+#: MindSpore prints memory in "M" meaning 2**20 bytes (``/kMBToByte``); we say MB and mean the same,
+#: so the number on the plot is the number in the log.
+MB = 2 ** 20
+GB = 2 ** 30
+
+STYLE = {
+    "font.size": 9,
+    "axes.titlesize": 10,
+    "axes.labelsize": 9,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "axes.grid.axis": "y",
+    "grid.alpha": 0.35,
+    "legend.fontsize": 8,
+    "legend.frameon": False,
+    "svg.hashsalt": "swapwatch",
+    "svg.fonttype": "none",          # real <text>: searchable, smaller, testable
+    "pdf.compression": 6,
+}
+
+_METADATA = {
+    "png": {"Software": None},
+    "svg": {"Date": None, "Creator": None},
+    "pdf": {"CreationDate": None, "ModDate": None, "Producer": None, "Creator": None},
+}
+
+
+@contextlib.contextmanager
+def style() -> Iterator[None]:
+    """The house style for building and saving a figure (rc params are read at both times)."""
+    with matplotlib.rc_context(STYLE):
+        yield
+
+
+def new_figure(width: float, height: float) -> Figure:
+    """A Figure bound to an Agg canvas: savefig works with no display and no pyplot."""
+    fig = Figure(figsize=(width, height), dpi=100, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def unit_for(max_bytes: float) -> Tuple[str, float]:
+    """("MB", 2**20) or ("GB", 2**30): GB once values pass 10 GB, where MB numbers get long."""
+    return ("GB", GB) if max_bytes >= 10 * GB else ("MB", MB)
+
+
+def fmt_bytes(n: float, unit: Optional[Tuple[str, float]] = None) -> str:
+    """A short human number in the given (or a fitting) unit: ``183 MB``, ``47.7 GB``."""
+    name, div = unit or unit_for(n)
+    v = n / div
+    return f"{v:.0f} {name}" if abs(v) >= 100 or v == int(v) else f"{v:.1f} {name}"
+
+
+def resolve_format(out: str, fmt: Optional[str]) -> str:
+    """The output format from ``fmt`` or the file suffix; InputError when they disagree or are unknown."""
+    suffix = os.path.splitext(str(out))[1].lower().lstrip(".")
+    if fmt:
+        fmt = fmt.lower()
+        if fmt not in FORMATS:
+            raise InputError(f"unknown format {fmt!r}: use one of {', '.join(FORMATS)}")
+        if suffix in FORMATS and suffix != fmt:
+            raise InputError(f"{out}: the name says .{suffix} but --format is {fmt}; make them agree")
+        return fmt
+    if suffix in FORMATS:
+        return suffix
+    raise InputError(f"{out}: cannot tell the image format from the name; "
+                     f"end it in .png, .svg or .pdf or pass --format")
+
+
+def check_writable(out: str) -> None:
+    """Refuse to create directories on the user's behalf: a missing parent is most likely a typo."""
+    parent = os.path.dirname(os.path.abspath(str(out)))
+    if not os.path.isdir(parent):
+        raise InputError(f"{out}: the directory {parent} does not exist; create it first or pick another -o")
+    if os.path.isdir(str(out)):
+        raise InputError(f"{out}: is a directory; -o needs a file name such as {os.path.join(str(out), 'memory.png')}")
+
+
+def save(fig: Figure, out: str, fmt: Optional[str] = None) -> str:
+    """Write ``fig`` to ``out`` deterministically; returns the format used."""
+    fmt = resolve_format(out, fmt)
+    check_writable(out)
+    with style():
+        fig.savefig(out, format=fmt, metadata=_METADATA[fmt], dpi=100)
+    return fmt

@@ -1,0 +1,126 @@
+"""The ``swapwatch plot memory|strategy`` commands as functions: arguments in, file written, one line out.
+
+Kept out of ``cli.py`` so the command line stays thin and these can be tested without click. Every
+bad input is checked *before* the logs are parsed (bad -o, bad --ranks, missing paths), so a typo
+costs nothing on GB-size logs, and every failure is one :class:`InputError` line (exit 2).
+"""
+from __future__ import annotations
+
+import os
+from typing import Callable, List, Optional, Sequence
+
+from ..errors import InputError
+from . import _render
+from .inputs import has_memory, load_runs
+
+Warn = Callable[[str], None]
+
+
+def parse_ranks(text: Optional[str]) -> Optional[List[int]]:
+    """``0,1,4-7`` -> [0, 1, 4, 5, 6, 7]; None stays None."""
+    if text is None:
+        return None
+    out: List[int] = []
+    for part in str(text).split(","):
+        part = part.strip()
+        if not part:
+            continue
+        lo, sep, hi = part.partition("-")
+        try:
+            a = int(lo)
+            b = int(hi) if sep else a
+        except ValueError:
+            raise InputError(f"--ranks {text}: expected rank numbers like 0,1,4-7") from None
+        if a < 0 or b < a:
+            raise InputError(f"--ranks {text}: {part} is not a rank or an increasing range")
+        out.extend(range(a, b + 1))
+    if not out:
+        raise InputError(f"--ranks {text!r}: no rank given")
+    return sorted(set(out))
+
+
+def output_path(output: Optional[str], fmt: Optional[str], default_stem: str) -> tuple:
+    """(path, format). Without -o: ``<stem>.<format>`` in the current directory, never replaced:
+    an existing file of that name is the user's, and only an explicit -o may overwrite it."""
+    if output is None:
+        f = (fmt or "png").lower()
+        out = f"{default_stem}.{f}"
+        f = _render.resolve_format(out, fmt)
+        if os.path.exists(out):
+            raise InputError(f"{out} already exists; pass -o {out} to replace it, or -o another name")
+    else:
+        out = output
+        f = _render.resolve_format(out, fmt)
+    _render.check_writable(out)
+    return out, f
+
+
+def memory_command(paths: Sequence[str], output: Optional[str] = None, ranks: Optional[str] = None,
+                   fmt: Optional[str] = None, warn: Optional[Warn] = None) -> str:
+    """``swapwatch plot memory``: returns the one-line summary to print."""
+    from .memory import HOW_TO_GET, plot_memory
+
+    if not paths:
+        raise InputError("no log path given (worker_N.log files, msrun log dirs or run dirs)")
+    rank_list = parse_ranks(ranks)
+    out, f = output_path(output, fmt, "memory")
+    runs = load_runs(paths)
+    with_mem = [(g, rl) for g, rl in runs if has_memory(rl)]
+    if not with_mem:
+        where = ", ".join(p for g, _ in runs for p in g)
+        raise InputError(f"no memory figures in these logs; {HOW_TO_GET}", file=where)
+    for g, rl in runs:
+        if not has_memory(rl) and warn is not None:
+            warn(f"{', '.join(g)}: no memory figures in these logs, left out of the plot")
+    fig = plot_memory([rl for _, rl in with_mem], out, ranks=rank_list, fmt=f)
+    frame = fig.memory_frame
+    n_runs = frame["run"].nunique()
+    n_ranks = frame["rank"].nunique()
+    return f"wrote {out}: {n_runs} run{'s' if n_runs != 1 else ''}, {n_ranks} rank{'s' if n_ranks != 1 else ''}"
+
+
+def _is_config(path: str) -> bool:
+    return os.path.isfile(path) and os.path.splitext(path)[1].lower() in (".yaml", ".yml")
+
+
+def strategy_command(source: str, config: Optional[str] = None, output: Optional[str] = None,
+                     rank: Optional[int] = None, fmt: Optional[str] = None) -> str:
+    """``swapwatch plot strategy``: a config (intended), or logs (actual) compared with ``--config``
+    or with the config the log printed; returns the one-line summary to print."""
+    from ..strategy import plan as make_plan
+    from .strategy_map import plot_strategy
+
+    if not os.path.exists(source):
+        raise InputError("no such file or directory", file=source)
+    if config is not None and not os.path.exists(config):
+        raise InputError("no such file or directory", file=config)
+    out, f = output_path(output, fmt, "strategy")
+    if _is_config(source):
+        if config is not None:
+            raise InputError(f"{source} is a config already; --config is for comparing logs with a config")
+        from ..config import load_config
+
+        fig = plot_strategy(make_plan(load_config(source)), out, fmt=f)
+        return f"wrote {out}: the strategy {source} asks for"
+    (_, runlog), = load_runs([source])
+    plan = None
+    if config is not None:
+        from ..config import load_config
+
+        plan = make_plan(load_config(config))
+    else:
+        from ..verify import config_from_log
+
+        try:
+            plan = make_plan(config_from_log(runlog)[0])
+        except InputError:
+            plan = None                     # no config in the log: draw what the log shows
+    fig = plot_strategy(runlog, out, plan=plan, rank=rank, fmt=f)
+    diff = fig.strategy_diff
+    if plan is None:
+        what = "as logged (no config to compare with: pass --config)"
+    elif diff is None or diff.empty:
+        what = "as logged, identical to the config"
+    else:
+        what = f"config and logs side by side, {len(diff)} difference{'s' if len(diff) != 1 else ''}"
+    return f"wrote {out}: {what}"

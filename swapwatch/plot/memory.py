@@ -1,0 +1,388 @@
+"""``plot memory``: what each run's memory did, per step and per rank, and its whole-run peaks.
+
+Two panels, because MindSpore gives two different kinds of memory figure:
+
+* **per step** (left): SWAPWATCH ``memory`` events from the runtime callback, one reading per step
+  and rank. On Ascend that is ``max_memory_allocated``; on CPU MindSpore's allocator APIs return 0,
+  so the callback falls back to process RSS, which is mostly the framework and is *not* what
+  recompute saves (reference: mindspore-on-cpu §3). The axis says which one it is.
+* **whole-run peaks** (right): the figures MindSpore prints at exit: Ascend ``Used peak`` vs
+  ``Actual peak`` and the CPU pool's ``peak used mem`` vs ``actual peak used mem``. The used peak
+  is what the model needed; the gap up to the actual peak is fragmentation. On CPU this pool peak
+  is the real signal of what recompute bought.
+
+Several runs share both panels, one colour per run, named by run and strategy. Many ranks are
+aggregated (min-median-max band; the peak bar is the max over ranks with one dot per rank) and the
+ranks that stand out are drawn and named, so 128 ranks read as well as 8.
+"""
+from __future__ import annotations
+
+import textwrap
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+import numpy as np
+import pandas as pd
+from matplotlib.legend_handler import HandlerTuple
+from matplotlib.ticker import MaxNLocator
+
+from ..errors import InputError
+from . import _render
+from .runs import run_names
+
+FRAME_COLUMNS = ["run", "label", "strategy", "rank", "step", "metric", "bytes", "origin", "source"]
+
+#: Per-step metrics in order of preference: device allocator readings beat pool readings beat RSS.
+STEP_METRICS = ("max_memory_allocated", "pool_peak", "memory_allocated", "max_memory_reserved",
+                "memory_reserved", "used_peak", "actual_peak", "rss")
+
+#: Whole-run (used, actual, family): the used peak, and the actual peak that includes fragmentation.
+PEAK_PAIRS = (("used_peak", "actual_peak", "device"), ("pool_peak", "pool_actual_peak", "CPU pool"))
+
+METRIC_LABEL = {
+    "max_memory_allocated": "max allocated",
+    "memory_allocated": "allocated",
+    "max_memory_reserved": "max reserved",
+    "memory_reserved": "reserved",
+    "pool_peak": "pool peak",
+    "used_peak": "used peak",
+    "actual_peak": "actual peak",
+    "rss": "process RSS (CPU fallback)",
+}
+
+#: How to get memory figures into the logs; the CLI's "no memory data" line and the empty panels say it.
+HOW_TO_GET = ("run it through `swapwatch run` (per-step SWAPWATCH memory events), or set GLOG_v=1 "
+              "(or GLOG_v=2 MS_SUBMODULE_LOG_v={PRE_ACT:1}) for the CPU pool peak at exit, "
+              "or MS_MEMORY_STATISTIC=1 for Ascend's Used/Actual peak")
+
+#: Up to this many ranks of one run get a line each; above it, the band takes over.
+MAX_RANK_LINES = 8
+#: Up to this many ranks of a single run get a bar each in the peak panel.
+MAX_RANK_BARS = 16
+MAX_OUTLIERS = 5
+
+
+# ---- data -------------------------------------------------------------------------------------
+
+def _as_list(runlogs: Any) -> List[Any]:
+    return [runlogs] if hasattr(runlogs, "ranks") else list(runlogs)
+
+
+def memory_frame(runlogs: Any, ranks: Optional[Iterable[int]] = None) -> pd.DataFrame:
+    """Every memory event of every run, one row each: the data behind :func:`plot_memory`.
+
+    Columns: ``run`` (unique display name), ``label``, ``strategy``, ``rank``, ``step`` (nullable
+    Int64; NA for whole-run figures), ``metric``, ``bytes``, ``origin``, ``source`` (file:line).
+    Runs keep the order given, which is the order on the plot.
+    """
+    runlogs = _as_list(runlogs)
+    keep = None if ranks is None else {int(r) for r in ranks}
+    rows = []
+    for (key, label, strategy), rl in zip(run_names(runlogs), runlogs):
+        for rank in sorted(rl.ranks):
+            if keep is not None and rank not in keep:
+                continue
+            for e in rl.ranks[rank].memory:
+                rows.append((key, label, strategy, rank, e.step, e.metric, int(e.bytes), e.origin, e.source))
+    df = pd.DataFrame(rows, columns=FRAME_COLUMNS)
+    df["rank"] = df["rank"].astype("int64")
+    df["step"] = df["step"].astype("Int64")
+    df["bytes"] = df["bytes"].astype("int64")
+    df["run"] = pd.Categorical(df["run"], categories=[k for k, _, _ in run_names(runlogs)], ordered=True)
+    return df
+
+
+def step_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """The per-step series actually plotted: one metric per run (see :data:`STEP_METRICS`).
+
+    All-zero series are skipped (on CPU ``max_memory_allocated`` is always 0, which would hide the
+    RSS fallback). Duplicate readings of one (rank, step) keep the largest. Columns: ``run``,
+    ``rank``, ``step``, ``metric``, ``bytes``.
+    """
+    per_step = frame[frame["step"].notna()]
+    parts = []
+    for run in frame["run"].cat.categories:
+        sub = per_step[per_step["run"] == run]
+        if sub.empty:
+            continue
+        present = [m for m in STEP_METRICS if m in set(sub["metric"])]
+        present += sorted(set(sub["metric"]) - set(present))
+        for metric in present:
+            s = sub[sub["metric"] == metric]
+            if (s["bytes"] > 0).any():
+                s = s.groupby(["rank", "step"], as_index=False)["bytes"].max()
+                s.insert(0, "run", run)
+                s["metric"] = metric
+                parts.append(s)
+                break
+    if not parts:
+        return pd.DataFrame({"run": pd.Categorical([], categories=frame["run"].cat.categories),
+                             "rank": [], "step": [], "metric": [], "bytes": []})
+    out = pd.concat(parts, ignore_index=True)[["run", "rank", "step", "metric", "bytes"]]
+    out["run"] = pd.Categorical(out["run"], categories=frame["run"].cat.categories, ordered=True)
+    out["step"] = out["step"].astype("int64")
+    return out
+
+
+def peak_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """Whole-run peaks per run and rank: ``used``, ``actual``, ``fragmentation`` (bytes; NaN if absent).
+
+    One family per run: the device figures (Ascend) when present, else the CPU pool lines. When a
+    rank printed the block more than once (msrun workers sometimes do), its largest figure counts.
+    """
+    whole = frame[frame["step"].isna()]
+    rows = []
+    for run in frame["run"].cat.categories:
+        sub = whole[whole["run"] == run]
+        for used_m, actual_m, family in PEAK_PAIRS:
+            pair = sub[sub["metric"].isin([used_m, actual_m])]
+            if pair.empty:
+                continue
+            for rank, g in pair.groupby("rank"):
+                used = g.loc[g["metric"] == used_m, "bytes"].max()
+                actual = g.loc[g["metric"] == actual_m, "bytes"].max()
+                rows.append((run, int(rank), family, used, actual))
+            break
+    df = pd.DataFrame(rows, columns=["run", "rank", "family", "used", "actual"])
+    df["used"] = df["used"].astype("float64")
+    df["actual"] = df["actual"].astype("float64")
+    df["fragmentation"] = df["actual"] - df["used"]
+    df["run"] = pd.Categorical(df["run"], categories=frame["run"].cat.categories, ordered=True)
+    return df
+
+
+def rank_outliers(values: pd.Series, limit: int = MAX_OUTLIERS) -> List[int]:
+    """Ranks whose value stands out from the rest, most deviant first (at most ``limit``).
+
+    Robust: distance from the median over 3.5 scaled MADs, and at least 5 % of the median and
+    1 MB, so identical data-parallel ranks with byte-level noise name nobody. Needs 3+ ranks.
+    """
+    v = values.dropna().astype(float)
+    if len(v) < 3:
+        return []
+    med = float(v.median())
+    mad = float((v - med).abs().median()) * 1.4826
+    threshold = max(3.5 * mad, 0.05 * abs(med), float(_render.MB))
+    dev = (v - med).abs()
+    out = dev[dev > threshold].sort_values(ascending=False, kind="mergesort")
+    return [int(r) for r in out.index[:limit]]
+
+
+# ---- figure -----------------------------------------------------------------------------------
+
+def _colors(n: int) -> List[Any]:
+    import matplotlib
+
+    cmap = matplotlib.colormaps["tab10"]
+    return [cmap(i % 10) for i in range(n)]
+
+
+def _title(keys: Sequence[str], nranks: int) -> str:
+    if len(keys) <= 4:
+        runs = " vs ".join(keys)
+    else:
+        runs = f"{len(keys)} runs: " + ", ".join(keys[:4]) + ", …"
+    ranks = f"  ·  {nranks} rank{'s' if nranks != 1 else ''}" if nranks else ""
+    return "\n".join(textwrap.wrap(f"Memory — {runs}{ranks}", 110))
+
+
+def _draw_steps(ax, steps: pd.DataFrame, runs: List[str], colors: Dict[str, Any],
+                rank_colors: Dict[int, Any], unit) -> None:
+    name, div = unit
+    single_run = len(runs) == 1
+    metrics = sorted(set(steps["metric"]))
+    handles: List[Any] = []                    # legend: lines, and (band, median) pairs drawn as one
+    labels: List[str] = []
+    for run in runs:
+        s = steps[steps["run"] == run]
+        if s.empty:
+            continue
+        c = colors[run]
+        metric = s["metric"].iloc[0]
+        tag = "" if len(metrics) == 1 else f" [{METRIC_LABEL.get(metric, metric)}]"
+        wide = s.pivot_table(index="step", columns="rank", values="bytes", aggfunc="max").sort_index()
+        x = wide.index.to_numpy()
+        marker = "o" if len(x) <= 30 else None
+        if wide.shape[1] == 1:
+            rank = wide.columns[0]
+            handles += ax.plot(x, wide[rank].to_numpy() / div, color=c, marker=marker, ms=3,
+                               gid=f"steps|{run}|rank{rank}")
+            labels.append(f"{run} · rank {rank}{tag}")
+        elif single_run and wide.shape[1] <= MAX_RANK_LINES:
+            for rank in wide.columns:
+                handles += ax.plot(x, wide[rank].to_numpy() / div, color=rank_colors[rank], marker=marker,
+                                   ms=3, lw=1.2, gid=f"steps|{run}|rank{rank}")
+                labels.append(f"rank {rank}{tag}")
+        else:
+            lo, med, hi = wide.min(axis=1), wide.median(axis=1), wide.max(axis=1)
+            band = ax.fill_between(x, lo.to_numpy() / div, hi.to_numpy() / div, color=c, alpha=0.22, lw=0,
+                                   gid=f"steps|{run}|band")
+            (line,) = ax.plot(x, med.to_numpy() / div, color=c, lw=1.8, marker=marker, ms=3,
+                              gid=f"steps|{run}|median")
+            handles.append((band, line))
+            labels.append(f"{run} · median, band min–max of {wide.shape[1]} ranks{tag}")
+            for rank in rank_outliers(wide.max(axis=0)):
+                y = wide[rank].to_numpy() / div
+                ax.plot(x, y, color=c, lw=0.9, ls="--", gid=f"steps|{run}|rank{rank}")
+                ok = np.flatnonzero(~np.isnan(y))
+                if len(ok):
+                    ax.annotate(f"rank {rank}", (x[ok[-1]], y[ok[-1]]), xytext=(4, 0),
+                                textcoords="offset points", fontsize=7, color=c, va="center")
+    ax.set_xlabel("step")
+    what = METRIC_LABEL.get(metrics[0], metrics[0]) if len(metrics) == 1 else "memory"
+    ax.set_ylabel(f"{what} per step ({name})")
+    ax.set_title("per step")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylim(bottom=0)
+    if "rss" in metrics:
+        ax.text(0.01, 0.02, "RSS is the whole process (framework included): on CPU it does not show\n"
+                "what recompute saves; the pool peak does.", transform=ax.transAxes, fontsize=7,
+                style="italic", color="0.35", va="bottom")
+    ax.legend(handles, labels, handler_map={tuple: HandlerTuple(ndivide=None, pad=0)},
+              loc="upper center", bbox_to_anchor=(0.5, -0.13),
+              ncols=max(1, min(len(labels), 4 if single_run else 2)))
+
+
+def _peaks_by_rank(peaks: pd.DataFrame, runs: List[str]) -> bool:
+    """One bar per rank (a single run with few ranks) rather than one bar per run."""
+    return len(runs) == 1 and peaks["rank"].nunique() <= MAX_RANK_BARS
+
+
+def _draw_peaks(ax, peaks: pd.DataFrame, runs: List[str], colors: Dict[str, Any],
+                rank_colors: Dict[int, Any], unit) -> None:
+    name, div = unit
+    families = sorted(set(peaks["family"]))
+    by_rank = _peaks_by_rank(peaks, runs)
+    groups: List[Tuple[str, Any, pd.DataFrame]] = []   # (x label, colour, rows)
+    if by_rank:
+        for rank, g in peaks.groupby("rank"):
+            groups.append((f"rank {rank}", rank_colors.get(int(rank), colors[runs[0]]), g))
+    else:
+        for run in runs:
+            g = peaks[peaks["run"] == run]
+            if not g.empty:
+                groups.append((run, colors[run], g))
+    width = 0.6
+    frag_labelled = False
+    top = 0.0
+    for i, (xlabel, c, g) in enumerate(groups):
+        used = float(g["used"].max()) if g["used"].notna().any() else np.nan
+        actual = float(g["actual"].max()) if g["actual"].notna().any() else np.nan
+        base = used if not np.isnan(used) else actual
+        ax.bar(i, base / div, width, color=c, alpha=0.85, gid=f"peak|{xlabel}|used",
+               label="used peak" if i == 0 else None)
+        if not np.isnan(used) and not np.isnan(actual) and actual > used:
+            ax.bar(i, (actual - used) / div, width, bottom=used / div, facecolor="white", edgecolor=c,
+                   hatch="////", lw=0.8, gid=f"peak|{xlabel}|frag",
+                   label=None if frag_labelled else "fragmentation (actual − used)")
+            frag_labelled = True
+        hi = np.nanmax([used, actual])
+        top = max(top, hi)
+        text = (_render.fmt_bytes(used, unit) if np.isnan(actual) or actual == used
+                else f"{_render.fmt_bytes(used, unit)}\n+{_render.fmt_bytes(actual - used, unit)} frag.")
+        if np.isnan(used):
+            text = f"actual {_render.fmt_bytes(actual, unit)}"
+        ax.annotate(text, (i, hi / div), xytext=(0, 2), textcoords="offset points", ha="center",
+                    va="bottom", fontsize=7)
+        if not by_rank and len(g) > 1:
+            vals = g.set_index("rank")["used" if g["used"].notna().any() else "actual"].sort_index()
+            xs = i + np.linspace(-width * 0.35, width * 0.35, len(vals))
+            ax.scatter(xs, vals.to_numpy() / div, s=6 if len(vals) > 32 else 12, color="0.15", alpha=0.6,
+                       zorder=3, lw=0, gid=f"peak|{xlabel}|ranks")
+            pos = dict(zip(vals.index, xs))
+            for rank in rank_outliers(vals):
+                ax.annotate(f"rank {rank}", (pos[rank], vals[rank] / div), xytext=(5, 0),
+                            textcoords="offset points", fontsize=7, color="0.15", va="center",
+                            bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8})
+    ax.set_xticks(range(len(groups)))
+    ax.set_xticklabels([_wrap_label(lbl) for lbl, _, _ in groups], fontsize=8,
+                       rotation=0 if len(groups) <= 6 else 30, ha="center" if len(groups) <= 6 else "right")
+    ax.set_ylim(0, top / div * 1.18 if top else 1)
+    fam = " / ".join(families)
+    ax.set_ylabel(f"whole-run peak ({name})")
+    sub = "" if by_rank else "\nbar: max over ranks · dots: ranks" if peaks["rank"].nunique() > 1 else ""
+    ax.set_title(f"whole-run {fam} peak{sub}")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), ncols=2)
+
+
+def _wrap_label(key: str) -> str:
+    if " (" in key and key.endswith(")"):
+        a, b = key.split(" (", 1)
+        return f"{a}\n({b}"
+    return "\n".join(textwrap.wrap(key, 18)) or key
+
+
+def plot_memory(runlogs: Any, out: Optional[str] = None, ranks: Optional[Iterable[int]] = None,
+                fmt: Optional[str] = None):
+    """Draw the memory figure for one or more runs; write it to ``out`` when given. Returns the Figure.
+
+    The data behind it is :func:`memory_frame` (then :func:`step_frame` and :func:`peak_frame`).
+    Raises :class:`InputError` when there is nothing to draw (no memory figures at all, or none for
+    the requested ranks).
+    """
+    runlogs = _as_list(runlogs)
+    if not runlogs:
+        raise InputError("no runs to plot")
+    if out is not None:                       # fail on a bad -o before doing any work
+        _render.resolve_format(out, fmt)
+        _render.check_writable(out)
+    frame = memory_frame(runlogs, ranks)
+    if frame.empty:
+        if ranks is not None and not memory_frame(runlogs).empty:
+            have = sorted(set(memory_frame(runlogs)["rank"]))
+            raise InputError(f"no memory figures for ranks {_ranges(sorted(set(ranks)))} "
+                             f"(the logs have memory figures for ranks {_ranges(have)})")
+        raise InputError(f"no memory figures in the logs: {HOW_TO_GET}")
+    steps = step_frame(frame)
+    peaks = peak_frame(frame)
+    runs = [r for r in frame["run"].cat.categories]
+    colors = dict(zip(runs, _colors(len(runs))))
+    max_bytes = max(float(steps["bytes"].max()) if not steps.empty else 0.0,
+                    float(np.nanmax(peaks[["used", "actual"]].to_numpy())) if not peaks.empty else 0.0)
+    unit = _render.unit_for(max_bytes)
+
+    panels = [p for p, d in (("steps", steps), ("peaks", peaks)) if not d.empty]
+    n_peak_groups = peaks["rank"].nunique() if _peaks_by_rank(peaks, runs) else len(runs)
+    peak_w = min(8.0, max(3.4, 0.8 * n_peak_groups + 1.6))
+    widths = {"steps": 7.6, "peaks": peak_w}
+    run_ranks = sorted(set(frame["rank"])) if len(runs) == 1 else []
+    rank_colors = dict(zip(run_ranks, _colors(len(run_ranks)))) if len(run_ranks) <= MAX_RANK_LINES else {}
+    with _render.style():
+        fig = _render.new_figure(sum(widths[p] for p in panels), 5.4)
+        axes = fig.subplots(1, len(panels), squeeze=False,
+                            gridspec_kw={"width_ratios": [widths[p] for p in panels]})[0]
+        for ax, p in zip(axes, panels):
+            if p == "steps":
+                _draw_steps(ax, steps, runs, colors, rank_colors, unit)
+            else:
+                _draw_peaks(ax, peaks, runs, colors, rank_colors, unit)
+        missing = []
+        if steps.empty:
+            missing.append("no per-step memory events (run through `swapwatch run` to get them)")
+        elif set(runs) - set(steps["run"]):
+            missing.append("no per-step events for " + ", ".join(sorted(set(runs) - set(steps["run"]))))
+        if peaks.empty:
+            missing.append("no whole-run peak lines (CPU: GLOG_v=1; Ascend: MS_MEMORY_STATISTIC=1)")
+        elif set(runs) - set(peaks["run"]):
+            missing.append("no peak lines for " + ", ".join(sorted(set(runs) - set(peaks["run"]))))
+        title = _title(runs, int(frame.groupby("run", observed=True)["rank"].nunique().max()))
+        if missing:
+            title += "\n" + "; ".join(missing)
+        fig.suptitle(title, fontsize=11)
+        fig.memory_frame = frame               # the data behind the figure, for callers and tests
+    if out is not None:
+        _render.save(fig, out, fmt)
+    return fig
+
+
+def _ranges(nums: Sequence[int]) -> str:
+    """``0-7,9`` for a list of ranks."""
+    out, start, prev = [], None, None
+    for n in list(nums) + [None]:
+        if start is None:
+            start = prev = n
+        elif n is not None and n == prev + 1:
+            prev = n
+        else:
+            out.append(f"{start}" if start == prev else f"{start}-{prev}")
+            start = prev = n
+    return ",".join(out)

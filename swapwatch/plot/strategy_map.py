@@ -1,0 +1,410 @@
+"""``plot strategy``: a layer × mechanism map of what the config asks for and what the logs show.
+
+Columns are layers (pipeline stages marked), rows are mechanisms, one row per pattern where the
+mechanism is pattern-driven (``select recompute · feed_forward\\.mul``): a cell is filled where
+that thing is applied at that layer. Swap cells carry their ``backward_prefetch``; swaps that
+recompute overrides (they are logged, and do nothing) are crossed out in red. Given both a config
+and logs, the map shows both panels when they differ, with the differing cells outlined; the
+per-layer comparison is verify's own (:mod:`swapwatch.checks._compare`), so the plot and
+``swapwatch verify`` cannot disagree.
+"""
+from __future__ import annotations
+
+import textwrap
+from typing import Any, Dict, List, Optional, Set, Tuple
+
+import numpy as np
+import pandas as pd
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch, Rectangle
+
+from ..errors import InputError
+from . import _render
+
+FRAME_COLUMNS = ["source", "rank", "layer", "stage", "interleave", "mechanism", "item", "value",
+                 "overridden", "paths"]
+
+#: Row order, display names and colours; excludes are grey and hatched: they *remove* recompute.
+MECHANISMS = (
+    ("full_recompute", "full recompute", "#1f5fa8"),
+    ("select_recompute", "select recompute", "#6aaed6"),
+    ("select_comm_recompute", "comm recompute", "#8e6bbf"),
+    ("select_recompute_exclude", "select recompute exclude", "#b8b8b8"),
+    ("select_comm_recompute_exclude", "comm recompute exclude", "#b8b8b8"),
+    ("layer_swap", "layer swap", "#238b45"),
+    ("op_swap", "op swap", "#8fd18a"),
+)
+_NAME = {m: n for m, n, _ in MECHANISMS}
+_COLOR = {m: c for m, _, c in MECHANISMS}
+_ORDER = {m: i for i, (m, _, _) in enumerate(MECHANISMS)}
+_SWAPS = ("layer_swap", "op_swap")
+DIFF_COLOR = "#e6550d"
+OVERRIDE_COLOR = "#d62728"
+_WHOLE_LAYER = ("all", "layer", "layer_swap", "*")
+
+
+# ---- data -------------------------------------------------------------------------------------
+
+def _is_plan(obj: Any) -> bool:
+    return hasattr(obj, "layers") and hasattr(obj, "geometry")
+
+
+def _matches(pattern: str, path: str) -> bool:
+    from ..checks._compare import _matches as m
+
+    return m(pattern, path)
+
+
+def _plan_rows(plan: Any) -> List[tuple]:
+    rows = []
+    for lp in plan.layers:
+        over = [str(o) for o in (lp.swap_overridden or [])]
+        whole = any(o.lower() in _WHOLE_LAYER for o in over)
+
+        def add(mech, item, value, overridden=False):
+            rows.append(("config", None, lp.layer, lp.stage, lp.interleave, mech, item, value,
+                         bool(overridden), ()))
+        if lp.full_recompute:
+            add("full_recompute", None, True)
+        for mech in ("select_recompute", "select_comm_recompute", "select_recompute_exclude",
+                     "select_comm_recompute_exclude"):
+            for pat in getattr(lp, mech) or []:
+                add(mech, pat, True)
+        if lp.layer_swap is not None:
+            add("layer_swap", None, lp.layer_swap, bool(over))
+        for pat, prefetch in (lp.op_swap or {}).items():
+            add("op_swap", pat, prefetch, whole or pat in over)
+    return rows
+
+
+def _geometry(rank_log: Any, plan: Any) -> Tuple[List[int], List[int]]:
+    """Stage and interleave id per layer: from the log's own geometry lines, else from the plan."""
+    g = rank_log.geometry() if rank_log is not None else {}
+    pp, vv = g.get("pp_ids"), g.get("interleave_ids")
+    if plan is not None:
+        pp = pp or [lp.stage for lp in plan.layers]
+        vv = vv or [lp.interleave for lp in plan.layers]
+    return list(pp or []), list(vv or [])
+
+
+def pick_rank(runlog: Any, rank: Optional[int] = None) -> int:
+    """The rank to map: the one asked for, else the lowest rank that logged strategy actions."""
+    if rank is not None:
+        if rank not in runlog.ranks:
+            raise InputError(f"rank {rank} is not in the logs (they have ranks {sorted(runlog.ranks)})")
+        return rank
+    with_actions = [r for r in sorted(runlog.ranks) if runlog.ranks[r].actions]
+    if not with_actions:
+        raise InputError("no recompute/swap actions in the logs (no `Set ... at layer` lines or SWAPWATCH "
+                         "apply events): run through `swapwatch run`, or keep MindFormers' INFO log lines")
+    return with_actions[0]
+
+
+def _log_rows(runlog: Any, rank: int, plan: Any = None) -> List[tuple]:
+    rl = runlog.ranks[rank]
+    pp, vv = _geometry(rl, plan)
+    plan_patterns: Dict[Tuple[int, str], List[str]] = {}
+    if plan is not None:
+        for lp in plan.layers:
+            for mech in ("select_recompute", "select_comm_recompute", "select_recompute_exclude",
+                         "select_comm_recompute_exclude"):
+                plan_patterns[(lp.layer, mech)] = list(getattr(lp, mech) or [])
+            plan_patterns[(lp.layer, "op_swap")] = list((lp.op_swap or {}).keys())
+    rows: Dict[tuple, list] = {}
+    acts = sorted(rl.actions, key=lambda a: 0 if a.origin == "swapwatch" else 1)   # authoritative first
+    for a in acts:
+        if a.action in ("full_recompute", "layer_swap"):
+            items = [(None, True if a.action == "full_recompute" else a.value)]
+        elif a.action == "op_swap":
+            vals = dict(a.values or {})
+            items = [(p, vals.get(p, a.value)) for p in (a.paths or list(vals))]
+        else:
+            items = [(p, True) for p in a.paths]
+        for path, value in items:
+            item = path
+            if path is not None:
+                cands = [p for p in plan_patterns.get((a.layer, a.action), []) if _matches(p, path)]
+                item = cands[0] if cands else (a.pattern or path)
+            key = (a.layer, a.action, item)
+            if key in rows:
+                if path and path not in rows[key][9]:
+                    rows[key][9] = rows[key][9] + (path,)
+                continue
+            stage = pp[a.layer] if 0 <= a.layer < len(pp) else 0
+            inter = vv[a.layer] if 0 <= a.layer < len(vv) else 0
+            rows[key] = ["logs", rank, a.layer, stage, inter, a.action, item, value, False,
+                         (path,) if path else ()]
+    # recompute overrides swap: MindFormers logs the swap anyway and only WARNs (reference §3.6)
+    for n in rl.of("notice"):
+        if n.what != "swap_conflict":
+            continue
+        op = str(n.data.get("op") or n.data.get("pattern") or "All")
+        layer = n.data.get("layer")
+        for row in rows.values():
+            if row[5] not in _SWAPS or (layer is not None and row[2] != int(layer)):
+                continue
+            if op.lower() == "all" or row[5] == "layer_swap" or row[6] == op or \
+                    any(_matches(op, p) for p in row[9]):
+                row[8] = True
+    return [tuple(r) for r in rows.values()]
+
+
+def strategy_frame(what: Any, rank: Optional[int] = None, plan: Any = None) -> pd.DataFrame:
+    """One row per (layer, mechanism, item) applied: the data behind :func:`plot_strategy`.
+
+    ``what`` is a :class:`~swapwatch.strategy.Plan` (source ``config``: what MindFormers will apply)
+    or a :class:`~swapwatch.parsers.model.RunLog` (source ``logs``: what one rank logged; ``rank``
+    picks it, default the lowest rank with actions). ``item`` is the pattern (None for whole-layer
+    mechanisms); for logs it is the configured pattern the logged path matches when ``plan`` is
+    given, else the SWAPWATCH pattern, else the logged path. ``value`` is the prefetch for swaps,
+    True otherwise; ``overridden`` marks swaps that recompute makes ineffective; ``paths`` are the
+    logged op paths (empty for config rows).
+    """
+    if _is_plan(what):
+        rows = _plan_rows(what)
+    elif hasattr(what, "ranks"):
+        rows = _log_rows(what, pick_rank(what, rank), plan)
+    else:
+        raise TypeError(f"strategy_frame needs a Plan or a RunLog, not {type(what).__name__}")
+    df = pd.DataFrame(rows, columns=FRAME_COLUMNS)
+    if df.empty:
+        return df
+    df["_o"] = df["mechanism"].map(_ORDER)
+    df = df.sort_values(["_o", "item", "layer"], na_position="first", kind="mergesort")
+    df = df.drop(columns="_o").reset_index(drop=True)
+    df["item"] = df["item"].astype(object).where(df["item"].notna(), None)
+    return df
+
+
+def frame_differences(plan: Any, runlog: Any, rank: int) -> pd.DataFrame:
+    """Cells where the logs differ from the config on ``rank``, from verify's comparison.
+
+    Columns: ``layer``, ``mechanism``, ``item``, ``kind`` (``missing`` | ``extra`` | ``value``),
+    ``expected``, ``actual``. Empty when the run did what the config says.
+    """
+    from ..checks._compare import compare
+
+    diff = compare(plan, runlog).ranks.get(rank)
+    rows = []
+    if diff is not None:
+        cut = set(diff.cut_layers)
+        for e in diff.missing:
+            if e.layer not in cut:
+                rows.append((e.layer, e.action, e.pattern, "missing", e.value if e.value is not None else True, None))
+        pats = {(lp.layer, m): list(getattr(lp, m) or []) if m != "op_swap" else list(lp.op_swap or {})
+                for lp in plan.layers for m in _ORDER if m not in ("full_recompute", "layer_swap")}
+        for s in diff.extra:
+            item = s.path
+            if s.path is not None:
+                cands = [p for p in pats.get((s.layer, s.action), []) if _matches(p, s.path)]
+                item = cands[0] if cands else s.path
+            rows.append((s.layer, s.action, item, "extra", None, s.value))
+        for e, s in diff.value_diffs:
+            rows.append((e.layer, e.action, e.pattern, "value", e.value, s.value))
+    return pd.DataFrame(rows, columns=["layer", "mechanism", "item", "kind", "expected", "actual"])
+
+
+# ---- figure -----------------------------------------------------------------------------------
+
+def _row_keys(frames: List[pd.DataFrame]) -> List[Tuple[str, Optional[str]]]:
+    keys = set()
+    for f in frames:
+        for m, it in zip(f["mechanism"], f["item"]):
+            keys.add((m, _norm_item(it)))
+    return sorted(keys, key=lambda k: (_ORDER.get(k[0], 99), k[1] or ""))
+
+
+def _norm_item(it: Any) -> Optional[str]:
+    """Whole-layer mechanisms have no item; pandas may hand that back as NaN."""
+    return None if it is None or (isinstance(it, float) and np.isnan(it)) else it
+
+
+def _row_label(key: Tuple[str, Optional[str]]) -> str:
+    mech, item = key
+    name = _NAME.get(mech, mech)
+    if item is None:
+        return name
+    item = item if len(item) <= 38 else item[:36] + "…"
+    return f"{name} · {item}"
+
+
+def _fmt_value(v: Any) -> str:
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
+    return str(v)
+
+
+def _draw_map(ax, frame: pd.DataFrame, keys, n_layers: int, stages: List[int], inters: List[int],
+              title: str, diffs: Optional[pd.DataFrame] = None, cut: Set[int] = frozenset()) -> None:
+    row_of = {k: i for i, k in enumerate(keys)}
+    text_ok = n_layers <= 40
+    for rec in frame.itertuples(index=False):
+        y = row_of[(rec.mechanism, _norm_item(rec.item))]
+        color = _COLOR.get(rec.mechanism, "0.5")
+        excl = rec.mechanism.endswith("_exclude")
+        ax.add_patch(Rectangle((rec.layer - 0.45, y - 0.4), 0.9, 0.8, facecolor=color, edgecolor="white",
+                               hatch="xxx" if excl else None, lw=0.5,
+                               gid=f"cell|{rec.source}|{rec.layer}|{rec.mechanism}|{rec.item}"))
+        if rec.mechanism in _SWAPS and text_ok:
+            ax.text(rec.layer, y, _fmt_value(rec.value), ha="center", va="center", fontsize=7,
+                    color="white" if rec.mechanism == "layer_swap" else "black")
+        if rec.overridden:
+            ax.plot([rec.layer - 0.4, rec.layer + 0.4], [y - 0.35, y + 0.35], color=OVERRIDE_COLOR, lw=1.6)
+            ax.plot([rec.layer - 0.4, rec.layer + 0.4], [y + 0.35, y - 0.35], color=OVERRIDE_COLOR, lw=1.6)
+    if diffs is not None:
+        for d in diffs.itertuples(index=False):
+            key = (d.mechanism, _norm_item(d.item))
+            if key not in row_of:
+                continue
+            ax.add_patch(Rectangle((d.layer - 0.5, row_of[key] - 0.47), 1.0, 0.94, fill=False,
+                                   edgecolor=DIFF_COLOR, lw=1.8, ls="--" if d.kind == "missing" else "-",
+                                   gid=f"diff|{d.kind}|{d.layer}|{d.mechanism}|{d.item}"))
+    for layer in sorted(cut):
+        ax.axvspan(layer - 0.5, layer + 0.5, color="0.85", zorder=0, lw=0)
+    # pipeline stages / interleave chunks: a line where the chunk changes, named once
+    chunks = list(zip(stages, inters)) if len(stages) == n_layers else []
+    multi_v = len(set(inters)) > 1
+    start = 0
+    for i in range(1, n_layers + 1):
+        if i == n_layers or chunks and chunks[i] != chunks[i - 1]:
+            if chunks and len(set(chunks)) > 1:
+                s, v = chunks[start]
+                ax.text((start + i - 1) / 2, -0.75, f"stage {s}" + (f" · v{v}" if multi_v else ""),
+                        ha="center", va="bottom", fontsize=7, color="0.3")
+                if i < n_layers:
+                    ax.axvline(i - 0.5, color="0.35", lw=0.9)
+            start = i
+    ax.set_xlim(-0.5, n_layers - 0.5)
+    ax.set_ylim(len(keys) - 0.5, -0.9 if chunks and len(set(chunks)) > 1 else -0.5)
+    ax.set_yticks(range(len(keys)))
+    ax.set_yticklabels([_row_label(k) for k in keys], fontsize=8)
+    step = 1 if n_layers <= 32 else int(np.ceil(n_layers / 32))
+    ax.set_xticks(range(0, n_layers, step))
+    ax.grid(False)
+    for sp in ("top", "right", "left"):
+        ax.spines[sp].set_visible(False)
+    ax.tick_params(axis="y", length=0)
+    ax.set_title(title, loc="left")
+
+
+def _legend_handles(frames: List[pd.DataFrame], with_diff: bool, with_cut: bool) -> List[Any]:
+    present = set()
+    overridden = False
+    for f in frames:
+        present |= set(f["mechanism"])
+        overridden |= bool(f["overridden"].any()) if not f.empty else False
+    hs: List[Any] = []
+    for mech, name, color in MECHANISMS:
+        if mech in present:
+            label = name + (" (number: backward_prefetch)" if mech in _SWAPS else "")
+            hs.append(Patch(facecolor=color, hatch="xxx" if mech.endswith("_exclude") else None,
+                            edgecolor="white", label=label))
+    if overridden:
+        hs.append(Line2D([], [], color=OVERRIDE_COLOR, marker="x", ls="none", ms=8, mew=1.8,
+                         label="swap overridden by recompute (logged, no effect)"))
+    if with_diff:
+        hs.append(Patch(fill=False, edgecolor=DIFF_COLOR, lw=1.8, label="in logs, not in config / other value"))
+        hs.append(Patch(fill=False, edgecolor=DIFF_COLOR, lw=1.8, ls="--", label="in config, missing from logs"))
+    if with_cut:
+        hs.append(Patch(facecolor="0.85", label="log ends before this layer"))
+    return hs
+
+
+def plot_strategy(what: Any, out: Optional[str] = None, plan: Any = None, rank: Optional[int] = None,
+                  fmt: Optional[str] = None, title: Optional[str] = None):
+    """Draw the layer × mechanism map; write it to ``out`` when given. Returns the Figure.
+
+    ``what``: a Plan (the config's intended strategy) or a RunLog (what ``rank`` logged). With a
+    RunLog and ``plan``, both maps are drawn one above the other when they differ (differing cells
+    outlined), and a single map saying "logs = config" when they do not. ``fig.strategy_frames``
+    holds the frames drawn, ``fig.strategy_diff`` the differences.
+    """
+    if out is not None:
+        _render.resolve_format(out, fmt)
+        _render.check_writable(out)
+    panels: List[Tuple[str, pd.DataFrame]] = []
+    diffs = None
+    cut: Set[int] = set()
+    if _is_plan(what):
+        ref_plan = what
+        panels.append(("config (intended)", strategy_frame(what)))
+        n_layers = len(what.layers)
+    else:
+        r = pick_rank(what, rank)
+        ref_plan = plan
+        logs = strategy_frame(what, rank=r, plan=plan)
+        n_layers = _n_layers(what, r, plan, logs)
+        nranks = len(what.ranks)
+        who = f"logs, rank {r}" + (f" of {nranks}" if nranks > 1 else "")
+        if plan is not None:
+            from ..checks._compare import compare
+
+            diffs = frame_differences(plan, what, r)
+            rd = compare(plan, what).ranks.get(r)
+            cut = set(rd.cut_layers) if rd is not None else set()
+            if diffs.empty:
+                panels.append((f"config = {who}: the run applied what the config asks", logs))
+            else:
+                panels.append(("config (intended)", strategy_frame(plan)))
+                panels.append((f"{who} (actual): {len(diffs)} difference{'s' if len(diffs) != 1 else ''}"
+                               f" outlined", logs))
+        else:
+            panels.append((f"{who} (actual)", logs))
+    if all(f.empty for _, f in panels):
+        raise InputError("nothing to draw: no layer has recompute or swap in "
+                         + ("this config" if _is_plan(what) else "these logs"))
+    keys = _row_keys([f for _, f in panels])
+    stages, inters = _stage_ids(ref_plan, what, n_layers)
+    width = min(20.0, max(7.5, 3.2 + 0.34 * n_layers))
+    row_h = 0.27
+    heights = [max(1.2, row_h * len(keys) + 0.9) for _ in panels]
+    with _render.style():
+        fig = _render.new_figure(width, sum(heights) + 1.3)
+        axes = fig.subplots(len(panels), 1, squeeze=False, sharex=True,
+                            gridspec_kw={"height_ratios": heights})[:, 0]
+        for i, (ax, (ptitle, frame)) in enumerate(zip(axes, panels)):
+            last = i == len(panels) - 1
+            _draw_map(ax, frame, keys, n_layers, stages, inters, ptitle,
+                      diffs if (last and diffs is not None and len(panels) > 1) else None,
+                      cut if last else set())
+            if last:
+                ax.set_xlabel("layer")
+        handles = _legend_handles([f for _, f in panels], diffs is not None and not diffs.empty, bool(cut))
+        fig.legend(handles=handles, loc="outside lower center", ncols=min(3, len(handles)), fontsize=8)
+        fig.suptitle(title or _default_title(what, ref_plan, n_layers), fontsize=11)
+        fig.strategy_frames = [f for _, f in panels]
+        fig.strategy_diff = diffs
+    if out is not None:
+        _render.save(fig, out, fmt)
+    return fig
+
+
+def _n_layers(runlog: Any, rank: int, plan: Any, frame: pd.DataFrame) -> int:
+    if plan is not None:
+        return len(plan.layers)
+    g = runlog.ranks[rank].geometry()
+    if g.get("pp_ids"):
+        return len(g["pp_ids"])
+    return int(frame["layer"].max()) + 1 if not frame.empty else 1
+
+
+def _stage_ids(plan: Any, what: Any, n_layers: int) -> Tuple[List[int], List[int]]:
+    if plan is not None:
+        return [lp.stage for lp in plan.layers], [lp.interleave for lp in plan.layers]
+    if hasattr(what, "ranks") and what.ranks:
+        pp, vv = _geometry(what.ranks[pick_rank(what)], None)
+        if len(pp) == n_layers:
+            return pp, (vv if len(vv) == n_layers else [0] * n_layers)
+    return [0] * n_layers, [0] * n_layers
+
+
+def _default_title(what: Any, plan: Any, n_layers: int) -> str:
+    name = ""
+    if hasattr(what, "ranks"):
+        from .runs import run_names
+
+        name = run_names([what])[0][0]
+    swap = getattr(plan, "swap", None)
+    mode = "" if swap is None else ("  ·  swap mode" if swap else "  ·  no swap")
+    head = f"Recompute / swap per layer — {name}" if name else "Recompute / swap per layer"
+    return "\n".join(textwrap.wrap(f"{head}  ·  {n_layers} layers{mode}", 120))

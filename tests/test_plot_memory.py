@@ -1,0 +1,158 @@
+"""plot memory: the drawn series are the parsed numbers; files are valid, readable and deterministic."""
+import numpy as np
+import pytest
+
+from swapwatch.errors import InputError
+from swapwatch.plot import memory_frame, peak_frame, plot_memory, rank_outliers, step_frame
+
+from plot_helpers import MB, lines_by_gid, make_run, patches_by_gid, png_size, step_bytes, svg_texts
+
+
+def test_frame_holds_every_event_in_bytes():
+    rl = make_run("r", nranks=2, steps=3, peak_mb=183)
+    f = memory_frame(rl)
+    assert len(f) == 2 * 3 + 2 * 2
+    per_step = f[f["step"].notna()].sort_values(["rank", "step"])
+    assert list(per_step["bytes"]) == [step_bytes(r, s, 500) for r in (0, 1) for s in range(3)]
+    whole = f[f["step"].isna()]
+    assert set(whole["metric"]) == {"pool_peak", "pool_actual_peak"}
+    assert set(f["source"]) >= {"worker_0.log:10", "worker_1.log:91"}
+
+
+def test_per_rank_lines_equal_parsed_values_single_run():
+    rl = make_run("r", nranks=4, steps=6, peak_mb=183)
+    fig = plot_memory(rl)
+    lines = lines_by_gid(fig)
+    for r in range(4):
+        ln = lines[f"steps|r|rank{r}"]
+        assert list(ln.get_xdata()) == list(range(6))
+        np.testing.assert_allclose(ln.get_ydata(), [step_bytes(r, s, 500) / MB for s in range(6)])
+    # one peak bar per rank (single run, few ranks): height = used peak, hatched part = fragmentation
+    bars = patches_by_gid(fig)
+    assert bars["peak|rank 1|used"].get_height() == pytest.approx(184)
+    assert bars["peak|rank 1|frag"].get_height() == pytest.approx(10)
+    texts = [t.get_text() for ax in fig.axes for t in ax.texts]
+    assert any("+10 MB frag." in t for t in texts)
+
+
+def test_several_runs_side_by_side_with_strategy_names():
+    runs = [make_run("run-a", base_mb=590, strategy="none", peak_mb=590, frag_mb=7),
+            make_run("run-b", base_mb=183, strategy="full", peak_mb=183, frag_mb=10),
+            make_run("run-c", base_mb=462, strategy="select", peak_mb=462, frag_mb=8)]
+    fig = plot_memory(runs)
+    frame = fig.memory_frame
+    assert list(frame["run"].cat.categories) == ["run-a (none)", "run-b (full)", "run-c (select)"]
+    assert "run-a (none) vs run-b (full) vs run-c (select)" in fig._suptitle.get_text()
+    lines = lines_by_gid(fig)
+    for key, base in (("run-a (none)", 590), ("run-b (full)", 183), ("run-c (select)", 462)):
+        med = lines[f"steps|{key}|median"]
+        expect = [np.median([step_bytes(r, s, base) for r in (0, 1)]) / MB for s in range(5)]
+        np.testing.assert_allclose(med.get_ydata(), expect)
+    bars = patches_by_gid(fig)
+    pk = peak_frame(frame)
+    for key in frame["run"].cat.categories:
+        sub = pk[pk["run"] == key]
+        assert bars[f"peak|{key}|used"].get_height() == pytest.approx(sub["used"].max() / MB)
+        assert bars[f"peak|{key}|frag"].get_height() == pytest.approx(
+            (sub["actual"].max() - sub["used"].max()) / MB)
+    labels = [t.get_text() for t in fig.axes[1].get_xticklabels()]
+    assert labels == ["run-a\n(none)", "run-b\n(full)", "run-c\n(select)"]
+
+
+def test_128_ranks_aggregate_to_a_band_and_name_the_outlier():
+    rl = make_run("big", nranks=128, steps=8, base_mb=40000, strategy="select", peak_mb=48874,
+                  family="device", frag_mb=2000, outlier=17)
+    fig = plot_memory(rl)
+    lines = lines_by_gid(fig)
+    # a median, and the one outlier rank drawn and named: not 128 lines
+    assert set(lines) == {"steps|big (select)|median", "steps|big (select)|rank17"}
+    per = {r: [step_bytes(r, s, 40000, 17) for s in range(8)] for r in range(128)}
+    np.testing.assert_allclose(lines["steps|big (select)|median"].get_ydata(),
+                               [np.median([per[r][s] for r in per]) / 2 ** 30 for s in range(8)])
+    assert fig.axes[0].get_ylabel() == "max allocated per step (GB)"
+    notes = [t.get_text() for ax in fig.axes for t in ax.texts]
+    assert notes.count("rank 17") == 2            # named on both panels
+    # the peak panel: one bar (max over ranks) and one dot per rank
+    dots = [c for c in fig.axes[1].collections if c.get_gid() == "peak|big (select)|ranks"]
+    assert len(dots) == 1 and len(dots[0].get_offsets()) == 128
+    assert "device peak" in fig.axes[1].get_title()
+
+
+def test_rank_outliers_are_robust_and_quiet_on_noise():
+    import pandas as pd
+
+    assert rank_outliers(pd.Series([100.0 * MB + i for i in range(64)])) == []
+    vals = pd.Series([100.0 * MB] * 64)
+    vals[5] = 150.0 * MB
+    vals[9] = 60.0 * MB
+    assert rank_outliers(vals) == [5, 9]
+    assert rank_outliers(pd.Series([1.0, 500.0 * MB])) == []       # two ranks: nothing to stand out from
+
+
+def test_cpu_rss_fallback_is_labelled_and_zero_series_skipped():
+    rl = make_run("cpu", nranks=1, steps=4, metric="rss", base_mb=555, peak_mb=1, frag_mb=0)
+    for e in list(rl.ranks[0].events):          # CPU allocator API: always 0
+        if e.step is not None:
+            rl.ranks[0].events.append(type(e)(rank=0, source="w:1", metric="max_memory_allocated", bytes=0,
+                                              step=e.step, origin="swapwatch"))
+    steps = step_frame(memory_frame(rl))
+    assert set(steps["metric"]) == {"rss"}
+    fig = plot_memory(rl)
+    assert "RSS" in fig.axes[0].get_ylabel()
+    assert any("does not show" in t.get_text() for t in fig.axes[0].texts)
+
+
+def test_ranks_filter_and_unknown_ranks():
+    rl = make_run("r", nranks=8, steps=3, peak_mb=100)
+    fig = plot_memory(rl, ranks=[2, 5])
+    assert sorted(set(fig.memory_frame["rank"])) == [2, 5]
+    assert set(lines_by_gid(fig)) == {"steps|r|rank2", "steps|r|rank5"}
+    with pytest.raises(InputError, match=r"no memory figures for ranks 9-10 .*ranks 0-7"):
+        plot_memory(rl, ranks=[9, 10])
+
+
+def test_no_memory_at_all_says_how_to_get_it():
+    rl = make_run("r", nranks=1, steps=0)
+    with pytest.raises(InputError, match="swapwatch run.*GLOG_v=1"):
+        plot_memory(rl)
+
+
+def test_only_peaks_or_only_steps_draw_one_panel_and_say_what_is_missing():
+    fig = plot_memory(make_run("p", steps=0, peak_mb=100))
+    assert len(fig.axes) == 1 and "per-step" in fig._suptitle.get_text()
+    fig = plot_memory(make_run("s", steps=3))
+    assert len(fig.axes) == 1 and "GLOG_v=1" in fig._suptitle.get_text()
+
+
+@pytest.mark.parametrize("fmt", ["png", "svg", "pdf"])
+def test_written_files_are_valid_and_deterministic(tmp_path, fmt):
+    runs = [make_run("run-a", strategy="none", peak_mb=590), make_run("run-b", strategy="full", base_mb=183,
+                                                                       peak_mb=183)]
+    a, b = tmp_path / f"a.{fmt}", tmp_path / f"b.{fmt}"
+    plot_memory(runs, str(a))
+    plot_memory(runs, str(b))
+    assert a.read_bytes() == b.read_bytes()
+    size = a.stat().st_size
+    assert 5_000 < size < 400_000
+    if fmt == "png":
+        w, h = png_size(a)
+        assert 900 <= w <= 2000 and 400 <= h <= 800
+    elif fmt == "svg":
+        texts = svg_texts(a)
+        for label in ("run-a (none) vs run-b (full)", "step", "whole-run peak (MB)", "used peak",
+                      "fragmentation (actual − used)"):
+            assert any(label in t for t in texts), label
+    else:
+        assert a.read_bytes().startswith(b"%PDF-")
+
+
+def test_bad_output_paths_fail_before_drawing(tmp_path):
+    rl = make_run("r")
+    with pytest.raises(InputError, match="does not exist"):
+        plot_memory(rl, str(tmp_path / "missing" / "m.png"))
+    with pytest.raises(InputError, match="cannot tell the image format"):
+        plot_memory(rl, str(tmp_path / "m.jpg"))
+    with pytest.raises(InputError, match="--format is svg"):
+        plot_memory(rl, str(tmp_path / "m.png"), fmt="svg")
+    plot_memory(rl, str(tmp_path / "m.out"), fmt="svg")
+    assert svg_texts(tmp_path / "m.out")
