@@ -1,0 +1,127 @@
+"""plot strategy: the map draws exactly the Plan / the logged actions, overridden swaps and differences marked."""
+import pytest
+
+from swapwatch.errors import InputError
+from swapwatch.plot import frame_differences, plot_strategy, strategy_frame
+
+from plot_helpers import make_plan, make_strategy_log, patches_by_gid, png_size, svg_texts
+
+
+def cells(fig, source):
+    """{(layer, mechanism, item)} of the filled cells drawn for one source."""
+    out = set()
+    for gid in patches_by_gid(fig):
+        parts = gid.split("|")
+        if parts[0] == "cell" and parts[1] == source:
+            out.add((int(parts[2]), parts[3], None if parts[4] == "None" else parts[4]))
+    return out
+
+
+def frame_cells(frame):
+    return {(int(r.layer), r.mechanism, r.item) for r in frame.itertuples()}
+
+
+def test_plan_frame_is_what_mindformers_applies_per_layer():
+    plan = make_plan()
+    f = strategy_frame(plan)
+    assert set(f["source"]) == {"config"}
+    full = f[f["mechanism"] == "full_recompute"]
+    assert list(full["layer"]) == [0, 1] and full["item"].isna().all()
+    op = f[f["mechanism"] == "op_swap"]
+    assert list(op["layer"]) == [4, 5, 6, 7] and set(op["value"]) == {2}
+    ls = f[f["mechanism"] == "layer_swap"].iloc[0]
+    assert (ls.layer, ls.value, bool(ls.overridden)) == (1, 1, True)
+    assert not f[f["mechanism"] != "layer_swap"]["overridden"].any()
+    assert list(f[f["mechanism"] == "select_comm_recompute"]["layer"]) == [6]
+
+
+def test_config_map_draws_every_frame_row_once():
+    plan = make_plan()
+    fig = plot_strategy(plan)
+    assert cells(fig, "config") == frame_cells(strategy_frame(plan))
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert labels == ["full recompute", r"select recompute · feed_forward\.mul",
+                      r"select recompute · feed_forward\.w1\.activation\.silu", r"comm recompute · .*\.norm",
+                      "layer swap", r"op swap · .*\.flash_attention"]
+    texts = [t.get_text() for t in ax.texts]
+    assert texts.count("2") == 4 and "1" in texts            # prefetch written in swap cells
+    assert {"stage 0", "stage 1"} <= set(texts)
+    # the overridden layer swap is crossed out: two red strokes on layer 1's cell
+    red = [ln for ln in ax.get_lines() if ln.get_color() == "#d62728"]
+    assert len(red) == 2 and all(0.5 < min(ln.get_xdata()) < 1.5 for ln in red)
+
+
+def test_logs_map_names_paths_by_the_configured_pattern():
+    plan = make_plan()
+    log = make_strategy_log(plan)
+    f = strategy_frame(log, plan=plan)
+    assert frame_cells(f) == frame_cells(strategy_frame(plan))
+    comm = f[f["mechanism"] == "select_comm_recompute"].iloc[0]
+    assert comm["item"] == r".*\.norm" and comm["paths"] == ("ffn_norm.norm", "attention_norm.norm")
+    # without a plan the logged paths themselves are the rows
+    bare = strategy_frame(log)
+    assert "feed_forward.mul" in set(bare["item"])
+    # the swap_conflict WARNING marks the logged layer swap as overridden
+    assert bool(f[f["mechanism"] == "layer_swap"]["overridden"].iloc[0])
+
+
+def test_identical_logs_give_one_map_that_says_so():
+    plan = make_plan()
+    fig = plot_strategy(make_strategy_log(plan), plan=plan)
+    assert fig.strategy_diff.empty
+    assert len(fig.axes) == 1
+    assert "config = logs, rank 0" in fig.axes[0].get_title(loc="left")
+
+
+def test_differences_give_both_maps_with_the_differing_cells_outlined():
+    plan = make_plan()
+    log = make_strategy_log(plan, drop_select_at=3, prefetch_at={5: 3})
+    diff = frame_differences(plan, log, 0)
+    got = {(r.layer, r.mechanism, r.item, r.kind) for r in diff.itertuples()}
+    assert got == {(3, "select_recompute", r"feed_forward\.mul", "missing"),
+                   (3, "select_recompute", r"feed_forward\.w1\.activation\.silu", "missing"),
+                   (5, "op_swap", r".*\.flash_attention", "value")}
+    fig = plot_strategy(log, plan=plan)
+    assert len(fig.axes) == 2
+    assert fig.axes[0].get_title(loc="left") == "config (intended)"
+    assert "3 differences outlined" in fig.axes[1].get_title(loc="left")
+    outlined = {g for g in patches_by_gid(fig) if g.startswith("diff|")}
+    assert outlined == {r"diff|missing|3|select_recompute|feed_forward\.mul",
+                        r"diff|missing|3|select_recompute|feed_forward\.w1\.activation\.silu",
+                        r"diff|value|5|op_swap|.*\.flash_attention"}
+    assert (5, "op_swap", r".*\.flash_attention") in cells(fig, "logs")
+    assert "3" in [t.get_text() for t in fig.axes[1].texts]     # the logged prefetch is the one shown
+
+
+def test_rank_choice():
+    plan = make_plan()
+    log = make_strategy_log(plan, rank=3)
+    assert set(strategy_frame(log)["rank"]) == {3}
+    with pytest.raises(InputError, match="rank 0 is not in the logs"):
+        strategy_frame(log, rank=0)
+
+
+def test_logs_without_actions_say_how_to_get_them():
+    from swapwatch.parsers.model import RankLog, RunLog
+
+    with pytest.raises(InputError, match="swapwatch run"):
+        plot_strategy(RunLog(ranks={0: RankLog(rank=0)}))
+
+
+@pytest.mark.parametrize("fmt", ["png", "svg"])
+def test_strategy_files(tmp_path, fmt):
+    plan = make_plan()
+    log = make_strategy_log(plan, drop_select_at=3)
+    a, b = tmp_path / f"a.{fmt}", tmp_path / f"b.{fmt}"
+    plot_strategy(log, str(a), plan=plan)
+    plot_strategy(log, str(b), plan=plan)
+    assert a.read_bytes() == b.read_bytes()
+    if fmt == "png":
+        w, h = png_size(a)
+        assert 700 <= w <= 2000 and 300 <= h <= 1500
+    else:
+        texts = svg_texts(a)
+        for label in ("layer", "config (intended)", "op swap (number: backward_prefetch)",
+                      "swap overridden by recompute (logged, no effect)", "in config, missing from logs"):
+            assert any(label in t for t in texts), label
