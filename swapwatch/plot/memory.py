@@ -23,6 +23,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 import numpy as np
 import pandas as pd
 from matplotlib.legend_handler import HandlerTuple
+from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
 from ..errors import InputError
@@ -268,12 +269,10 @@ def _draw_peaks(ax, peaks: pd.DataFrame, runs: List[str], colors: Dict[str, Any]
         used = float(g["used"].max()) if g["used"].notna().any() else np.nan
         actual = float(g["actual"].max()) if g["actual"].notna().any() else np.nan
         base = used if not np.isnan(used) else actual
-        ax.bar(i, base / div, width, color=c, alpha=0.85, gid=f"peak|{xlabel}|used",
-               label="used peak" if i == 0 else None)
+        ax.bar(i, base / div, width, color=c, alpha=0.85, gid=f"peak|{xlabel}|used")
         if not np.isnan(used) and not np.isnan(actual) and actual > used:
             ax.bar(i, (actual - used) / div, width, bottom=used / div, facecolor="white", edgecolor=c,
-                   hatch="////", lw=0.8, gid=f"peak|{xlabel}|frag",
-                   label=None if frag_labelled else "fragmentation (actual − used)")
+                   hatch="////", lw=0.8, gid=f"peak|{xlabel}|frag")
             frag_labelled = True
         hi = np.nanmax([used, actual])
         top = max(top, hi)
@@ -301,7 +300,11 @@ def _draw_peaks(ax, peaks: pd.DataFrame, runs: List[str], colors: Dict[str, Any]
     ax.set_ylabel(f"whole-run peak ({name})")
     sub = "" if by_rank else "\nbar: max over ranks · dots: ranks" if peaks["rank"].nunique() > 1 else ""
     ax.set_title(f"whole-run {fam} peak{sub}")
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), ncols=2)
+    # neutral legend proxies: the colours are the runs', the legend explains the two parts
+    handles = [Patch(facecolor="0.45", label="used peak" if peaks["used"].notna().any() else "actual peak")]
+    if frag_labelled:
+        handles.append(Patch(facecolor="white", edgecolor="0.45", hatch="////", label="fragmentation (actual − used)"))
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncols=2)
 
 
 def _wrap_label(key: str) -> str:
