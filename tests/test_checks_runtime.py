@@ -74,7 +74,8 @@ def test_sw101_quiet_when_leaf_multi_match_logs_only_the_last_sibling():
 
 
 def test_sw101_quiet_for_swap_mode_recompute_true_which_logs_no_line():
-    plan = vh.plan_of([[4]], {i: {"full_recompute": True, "layer_swap": "Auto"} for i in range(4)},
+    plan = vh.plan_of([[4]], {i: {"full_recompute": True, "full_recompute_logged": False,
+                                  "layer_swap": "Auto"} for i in range(4)},
                       swap=True, formative={"layer_recompute": True})
     runlog = vh.runlog_for(plan)
     assert not vh.actions(runlog.ranks[0], action="full_recompute")

@@ -57,18 +57,21 @@ def swap_case(n: int) -> Plan:
     """The four documented swap cases (reference §3.7 SW1-SW4), 4 layers, one stage."""
     if n == 1:
         layers = {i: {"op_swap": {r".*\.flash_attention": 10}} for i in range(4)}
-        form = {"layer_recompute": [], "layer swap": [],
-                "op swap": {r".*\.flash_attention": [{"backward_prefetch": 10, "layers": True}]}}
+        form = {"layer_recompute": [], "layer_swap": [],
+                "op_swap": {r".*\.flash_attention": [{"backward_prefetch": 10, "layers": True}]}}
     elif n == 2:
         layers = {0: {"layer_swap": 20}, 3: {"layer_swap": 20}}
-        form = {"layer_recompute": [], "layer swap": [{"backward_prefetch": 20, "layers": [0, 3]}],
-                "op swap": {}}
+        form = {"layer_recompute": [], "layer_swap": [{"backward_prefetch": 20, "layers": [0, 3]}],
+                "op_swap": {}}
     else:
         layers = {0: {"op_swap": {"attention": 20}},
                   1: {"op_swap": {"attention": 20, "feed_forward": 15}},
                   2: {"op_swap": {"attention": 20, "feed_forward": 15}},
                   3: {"op_swap": {"attention": 10}}}
-        form = {"layer_recompute": [], "layer swap": []}
+        form = {"layer_recompute": [], "layer_swap": [],
+                "op_swap": {"attention": [{"backward_prefetch": 20, "layers": [0, 1, 2]},
+                                          {"backward_prefetch": 10, "layers": [3]}],
+                            "feed_forward": [{"backward_prefetch": 15, "layers": [1, 2]}]}}
         if n == 4:
             layers[0]["select_recompute"] = ["feed_forward"]
             layers[3]["select_recompute"] = ["feed_forward"]
@@ -118,7 +121,7 @@ def messages_for(plan: Plan, log_paths: Dict[str, List[str]]) -> List[str]:
     swap = plan.swap
     for lp in plan.layers:
         i = lp.layer
-        if lp.full_recompute and not (swap and plan.formative.get("layer_recompute") is True):
+        if lp.full_recompute and getattr(lp, "full_recompute_logged", True):
             out.append(f"Set full recompute at layer {i}")
         for key, word in (("select_recompute", "select recompute"),
                           ("select_comm_recompute", "select comm recompute")):
@@ -134,7 +137,7 @@ def messages_for(plan: Plan, log_paths: Dict[str, List[str]]) -> List[str]:
                 out.append(f"Set {word} exclude at layer {i}: "
                            + ", ".join(p for pat in pats for p in log_paths[pat]))
         if lp.layer_swap is not None:
-            ls = plan.formative.get("layer swap") or [{}]
+            ls = plan.formative.get("layer_swap") or [{}]
             gap = 33 if ls[0].get("layers") is True else 29      # set_swap vs _set_layer_swap
             out.append(f"Set layer swap at layer {i}{' ' * gap}and value is: {lp.layer_swap}")
         if lp.op_swap:
@@ -178,8 +181,8 @@ def header_messages(plan: Plan, recompute: dict, swap: dict, parallel: dict) -> 
                 "select_comm_recompute_exclude"):
         out.append(f"Formative {key}: {f.get(key, {})!r}")
     if plan.swap:
-        out.append(f"Formative layer swap: {f.get('layer swap', [])!r}")
-        out.append(f"Formative op swap: {f.get('op swap', {})!r}")
+        out.append(f"Formative layer swap: {f.get('layer_swap', [])!r}")
+        out.append(f"Formative op swap: {f.get('op_swap', {})!r}")
     return out
 
 
@@ -213,11 +216,12 @@ def rank_log_for(plan: Plan, rank: int = 0, file: Optional[str] = None, steps: i
         rl.events.append(GeometryEvent(rank, f"{file}:{line}", what=what, value=value))
         line += 1
     for key, value in plan.formative.items():
-        rl.events.append(FormativeEvent(rank, f"{file}:{line}", key=key, value=value))
+        logged = {"layer_swap": "layer swap", "op_swap": "op swap"}.get(key, key)   # as MindFormers prints
+        rl.events.append(FormativeEvent(rank, f"{file}:{line}", key=logged, value=value))
         line += 1
     for lp in plan.layers:
         i = lp.layer
-        if lp.full_recompute and not (plan.swap and plan.formative.get("layer_recompute") is True):
+        if lp.full_recompute and getattr(lp, "full_recompute_logged", True):
             rl.events.append(ActionEvent(rank, f"{file}:{line}", layer=i, action="full_recompute", value=True))
             line += 1
         for key in ("select_recompute", "select_comm_recompute", "select_recompute_exclude",

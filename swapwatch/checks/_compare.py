@@ -144,7 +144,11 @@ def layout_paths(family: str = "llama") -> frozenset:
 
 
 def silent_full_recompute(plan: Any) -> bool:
-    """Swap mode with ``recompute: True``: every layer is recomputed and no line says so (§3.3)."""
+    """Swap mode with ``recompute: True``: every layer is recomputed and no line says so (§3.3).
+    Only a fallback for plans without ``LayerPlan.full_recompute_logged``; legacy plain-bool
+    ``parallel_config.recompute`` logs nothing at all."""
+    if getattr(plan, "legacy_recompute", None) is not None:
+        return True
     formative = getattr(plan, "formative", None) or {}
     return bool(getattr(plan, "swap", False)) and formative.get("layer_recompute") is True
 
@@ -156,7 +160,9 @@ def expected_actions(plan: Any, family: str = "llama") -> Dict[int, List[Expecte
     for lp in plan.layers:
         items: List[Expected] = []
         if lp.full_recompute:
-            items.append(Expected(lp.layer, "full_recompute", logged=not silent_full))
+            logged = getattr(lp, "full_recompute_logged", None)    # the engine says so when it can
+            items.append(Expected(lp.layer, "full_recompute",
+                                  logged=(not silent_full) if logged is None else bool(logged)))
         for action in PATTERN_ACTIONS[:4]:
             for pat in getattr(lp, action) or []:
                 items.append(Expected(lp.layer, action, pat, True,
@@ -324,10 +330,11 @@ def fatal_after_actions(rank_log: Any) -> Optional[Any]:
     return None
 
 
-def comparison(ctx: Any, family: str = "llama") -> Optional[Comparison]:
+def comparison(ctx: Any, family: Optional[str] = None) -> Optional[Comparison]:
     """The comparison for a check context, computed once and shared by every rule."""
     if ctx.runlog is None or ctx.plan is None:
         return None
+    family = family or getattr(ctx.plan, "model", None) or "llama"
     cache = ctx.__dict__.setdefault("_swapwatch_cache", {})
     key = ("compare", family)
     if key not in cache:

@@ -50,7 +50,10 @@ class LogConfigDiffers(Rule):
                     yield self._differs(rank, rank_log, "geometry", what,
                                         getattr(geometry, attr, None), logged[what])
                     break           # one geometry finding per rank: the rest follows from it
-            for key, value in rank_log.formative().items():
+            for logged_key, value in rank_log.formative().items():
+                key = logged_key.replace(" ", "_")        # logged "op swap" is the plan's "op_swap"
+                if key not in formative:
+                    key = logged_key
                 if key in formative and _canon(value) != formative[key]:
                     yield self._differs(rank, rank_log, "formative", key, formative[key], value)
             if sections is None:

@@ -43,12 +43,12 @@ class ConsumerRecomputed(Rule):
     severity = "error"
     title = "swap ineffective: the swapped op's consumer is recomputed"
     needs = "config"
-    family = "llama"
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
         plan = ctx.plan
         if plan is None or not getattr(plan, "swap", False):
             return
+        self.family = getattr(plan, "model", None) or "llama"
         graph = _Graph.of(self.family)
         layers = {lp.layer: lp for lp in plan.layers}
         recomputed = {i: _recompute_targets(lp, self.family) for i, lp in layers.items()}
