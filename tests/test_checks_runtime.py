@@ -253,6 +253,23 @@ def test_sw107_the_run_used_another_recompute_config():
     assert found[0].source.startswith("worker_0.log:")
 
 
+def test_sw107_initial_sections_differ_key_by_key():
+    from types import SimpleNamespace
+    plan = vh.swap_case(1)
+    runlog = vh.runlog_for(plan)
+    logged = dict(vh.SWAP_DEFAULTS, swap=True, default_prefetch=5)
+    vh.initial_config(runlog.ranks[0], "swap_config", logged)
+    cfg = SimpleNamespace(recompute_config=dict(vh.RECOMPUTE_DEFAULTS), pipeline_stage=1,
+                          swap_config=dict(vh.SWAP_DEFAULTS, swap=True, default_prefetch=10))
+    found = [f for f in run_rules(CheckContext(plan=plan, config=cfg, runlog=runlog), needs=("run",))
+             if f.code == "SW107"]
+    assert [(f.op, f.expected, f.actual, f.source) for f in found] == [
+        ("swap_config.default_prefetch", 10, 5, "worker_0.log:3")]
+    logged["default_prefetch"] = 10
+    assert [f for f in run_rules(CheckContext(plan=plan, config=cfg, runlog=runlog), needs=("run",))
+            if f.code == "SW107"] == []
+
+
 def test_sw107_the_run_had_another_layer_split():
     plan = vh.swap_case(2)
     runlog = vh.runlog_for(vh.plan_of([[2, 2]], {0: {"layer_swap": 20}, 3: {"layer_swap": 20}}, swap=True,

@@ -50,22 +50,28 @@ class LogConfigDiffers(Rule):
                     yield self._differs(rank, rank_log, "geometry", what,
                                         getattr(geometry, attr, None), logged[what])
                     break           # one geometry finding per rank: the rest follows from it
+            raw = list(self._raw_differences(rank, rank_log, sections))
+            yield from raw
+            if raw:
+                continue            # the Formative differences follow from these
             for logged_key, value in rank_log.formative().items():
                 key = logged_key.replace(" ", "_")        # logged "op swap" is the plan's "op_swap"
                 if key not in formative:
                     key = logged_key
                 if key in formative and _canon(value) != formative[key]:
                     yield self._differs(rank, rank_log, "formative", key, formative[key], value)
-            if sections is None:
+
+    def _raw_differences(self, rank: int, rank_log: Any, sections) -> Iterable[Finding]:
+        if sections is None:
+            return
+        for section, value in rank_log.initial_config().items():
+            want = sections.get(section)
+            if not isinstance(value, dict) or not isinstance(want, dict):
                 continue
-            for section, value in rank_log.initial_config().items():
-                want = sections.get(section)
-                if not isinstance(value, dict) or not isinstance(want, dict):
-                    continue
-                for key in sorted(set(value) & set(want)):
-                    if _canon(value[key]) != _canon(want[key]):
-                        yield self._differs(rank, rank_log, "initial_config", f"{section}.{key}",
-                                            want[key], value[key])
+            for key in sorted(set(value) & set(want)):
+                if _canon(value[key]) != _canon(want[key]):
+                    yield self._differs(rank, rank_log, "initial_config", f"{section}.{key}",
+                                        want[key], value[key])
 
     def _differs(self, rank: int, rank_log: Any, kind: str, key: str, want: Any, got: Any) -> Finding:
         label = {"geometry": "the layer split", "formative": f"Formative {key}",
@@ -79,10 +85,18 @@ class LogConfigDiffers(Rule):
 def _config_sections(config: Any) -> Optional[Dict[str, Dict[str, Any]]]:
     """The config's sections as MindFormers prints them in ``initial ... from dict`` (with its
     defaults filled in), when the config object can say so."""
+    if config is None:
+        return None
     fn = getattr(config, "initial_dicts", None)
     if callable(fn):
         return fn()
-    return None
+    rc, sc = getattr(config, "recompute_config", None), getattr(config, "swap_config", None)
+    if not isinstance(rc, dict) or not isinstance(sc, dict):
+        return None
+    # TrainingConfig holds both sections template-complete with the raw user values, as
+    # MindFormers prints them; of parallel_config only the stage count concerns the strategy
+    return {"recompute_config": rc, "swap_config": sc,
+            "parallel_config": {"pipeline_stage": getattr(config, "pipeline_stage", None)}}
 
 
 def _source(rank_log: Any, kind: str, key: str) -> Optional[str]:
