@@ -247,3 +247,29 @@ def test_cli_formats_parse_and_exit_codes(tmp_path, fmt, capsys):
     with pytest.raises(SystemExit) as exc:
         main(args + ["--ignore", "SW103", "--ignore", "SW401", "-o", str(tmp_path / "r.txt")])
     assert exc.value.code == 0 and (tmp_path / "r.txt").read_text()
+
+
+# --- real runs of the tiny Llama (swapwatch run, MindSpore 2.10 CPU; fixtures/plot_runs) -------
+
+REAL = FIXTURES / "plot_runs"
+
+
+@pytest.mark.parametrize("run, config", [("none", "none"), ("select", "select"), ("full", "full"),
+                                         ("select-2ranks", "select")])
+def test_real_runs_verify_clean(run, config):
+    if not (REAL / run).is_dir():
+        pytest.skip("real run fixtures not present")
+    r = verify([str(REAL / run)], config_path=str(REAL / "configs" / f"{config}.yaml"))
+    assert [(f.code, f.message) for f in r.findings if f.severity == "error"] == []
+    assert r.verdict == "pass"
+    r = verify([str(REAL / run)])                     # the config the log printed
+    assert r.verdict == "pass", [(f.code, f.message) for f in r.findings]
+
+
+def test_real_run_against_another_config_fails(tmp_path):
+    if not (REAL / "select-2ranks").is_dir():
+        pytest.skip("real run fixtures not present")
+    r = verify([str(REAL / "select-2ranks")], config_path=str(REAL / "configs" / "full.yaml"))
+    codes = {f.code for f in r.findings if f.severity == "error"}
+    assert {"SW101", "SW102", "SW107"} <= codes and r.exit_code == 1
+    assert {f.rank for f in r.findings if f.code == "SW101"} == {0, 1}
