@@ -63,7 +63,7 @@ def make_plan(n: int = 8, stages: int = 2) -> Plan:
             lp.op_swap = {r".*\.flash_attention": 2}
         if i == 1:
             lp.layer_swap = 1
-            lp.swap_overridden = ["All"]
+            lp.swap_overridden = ["layer_swap"]        # the engine's word: the whole layer is recomputed
         if i == 6:
             lp.select_comm_recompute = [r".*\.norm"]
         layers.append(lp)

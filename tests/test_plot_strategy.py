@@ -125,3 +125,23 @@ def test_strategy_files(tmp_path, fmt):
         for label in ("layer", "config (intended)", "op swap (number: backward_prefetch)",
                       "swap overridden by recompute (logged, no effect)", "in config, missing from logs"):
             assert any(label in t for t in texts), label
+
+
+def test_partial_layer_swap_override_is_one_stroke():
+    plan = make_plan()
+    lp = plan.layers[3]                          # select recompute feed_forward.mul inside a swapped layer
+    lp.layer_swap = 4
+    lp.swap_overridden = [r"layer_swap[feed_forward\.mul]"]
+    lp.overridden_by = {r"layer_swap[feed_forward\.mul]": r"select recompute 'feed_forward\.mul' recomputes it"}
+    f = strategy_frame(plan)
+    row = f[(f["mechanism"] == "layer_swap") & (f["layer"] == 3)].iloc[0]
+    assert row["overridden"] and row["partial"] and "select recompute" in row["why"]
+    full = f[(f["mechanism"] == "layer_swap") & (f["layer"] == 1)].iloc[0]
+    assert full["overridden"] and not full["partial"]
+    fig = plot_strategy(plan)
+    red = [ln for ln in fig.axes[0].get_lines() if ln.get_color() == "#d62728"]
+    per_layer = {}
+    for ln in red:
+        per_layer[round(sum(ln.get_xdata()) / 2)] = per_layer.get(round(sum(ln.get_xdata()) / 2), 0) + 1
+    assert per_layer == {1: 2, 3: 1}
+    assert any("partly overridden" in t.get_text() for t in fig.legends[0].get_texts())

@@ -22,7 +22,7 @@ from ..errors import InputError
 from . import _render
 
 FRAME_COLUMNS = ["source", "rank", "layer", "stage", "interleave", "mechanism", "item", "value",
-                 "overridden", "paths"]
+                 "overridden", "partial", "why", "paths"]
 
 #: Row order, display names and colours; excludes are grey and hatched: they *remove* recompute.
 MECHANISMS = (
@@ -59,11 +59,15 @@ def _plan_rows(plan: Any) -> List[tuple]:
     rows = []
     for lp in plan.layers:
         over = [str(o) for o in (lp.swap_overridden or [])]
+        why = dict(getattr(lp, "overridden_by", None) or {})
         whole = any(o.lower() in _WHOLE_LAYER for o in over)
+        # the engine says "layer_swap" (the whole layer is recomputed) or "layer_swap[<select
+        # pattern>]" (only the selected ops' part of the swapped layer is voided)
+        part = [o for o in over if o.startswith("layer_swap[")]
 
-        def add(mech, item, value, overridden=False):
+        def add(mech, item, value, overridden=False, partial=False, reason=""):
             rows.append(("config", None, lp.layer, lp.stage, lp.interleave, mech, item, value,
-                         bool(overridden), ()))
+                         bool(overridden), bool(partial), reason, ()))
         if lp.full_recompute:
             add("full_recompute", None, True)
         for mech in ("select_recompute", "select_comm_recompute", "select_recompute_exclude",
@@ -71,9 +75,11 @@ def _plan_rows(plan: Any) -> List[tuple]:
             for pat in getattr(lp, mech) or []:
                 add(mech, pat, True)
         if lp.layer_swap is not None:
-            add("layer_swap", None, lp.layer_swap, bool(over))
+            full = whole or lp.full_recompute
+            reason = "; ".join(why.get(o, o) for o in over if o == "layer_swap" or o in part)
+            add("layer_swap", None, lp.layer_swap, full or bool(part), not full and bool(part), reason)
         for pat, prefetch in (lp.op_swap or {}).items():
-            add("op_swap", pat, prefetch, whole or pat in over)
+            add("op_swap", pat, prefetch, whole or pat in over, False, why.get(pat, ""))
     return rows
 
 
@@ -127,12 +133,12 @@ def _log_rows(runlog: Any, rank: int, plan: Any = None) -> List[tuple]:
                 item = cands[0] if cands else (a.pattern or path)
             key = (a.layer, a.action, item)
             if key in rows:
-                if path and path not in rows[key][9]:
-                    rows[key][9] = rows[key][9] + (path,)
+                if path and path not in rows[key][11]:
+                    rows[key][11] = rows[key][11] + (path,)
                 continue
             stage = pp[a.layer] if 0 <= a.layer < len(pp) else 0
             inter = vv[a.layer] if 0 <= a.layer < len(vv) else 0
-            rows[key] = ["logs", rank, a.layer, stage, inter, a.action, item, value, False,
+            rows[key] = ["logs", rank, a.layer, stage, inter, a.action, item, value, False, False, "",
                          (path,) if path else ()]
     # recompute overrides swap: MindFormers logs the swap anyway and only WARNs (reference §3.6)
     for n in rl.of("notice"):
@@ -140,12 +146,15 @@ def _log_rows(runlog: Any, rank: int, plan: Any = None) -> List[tuple]:
             continue
         op = str(n.data.get("op") or n.data.get("pattern") or "All")
         layer = n.data.get("layer")
+        text = str(n.data.get("text") or "")
         for row in rows.values():
             if row[5] not in _SWAPS or (layer is not None and row[2] != int(layer)):
                 continue
-            if op.lower() == "all" or row[5] == "layer_swap" or row[6] == op or \
-                    any(_matches(op, p) for p in row[9]):
-                row[8] = True
+            whole = op.lower() == "all"
+            if whole or row[6] == op or any(_matches(op, p) for p in row[11]):
+                row[8], row[9], row[10] = True, False, text
+            elif row[5] == "layer_swap" and not row[8]:
+                row[8], row[9], row[10] = True, True, text     # a recomputed op inside the swapped layer
     return [tuple(r) for r in rows.values()]
 
 
@@ -249,8 +258,9 @@ def _draw_map(ax, frame: pd.DataFrame, keys, n_layers: int, stages: List[int], i
             ax.text(rec.layer, y, _fmt_value(rec.value), ha="center", va="center", fontsize=7,
                     color="white" if rec.mechanism == "layer_swap" else "black")
         if rec.overridden:
-            ax.plot([rec.layer - 0.4, rec.layer + 0.4], [y - 0.35, y + 0.35], color=OVERRIDE_COLOR, lw=1.6)
             ax.plot([rec.layer - 0.4, rec.layer + 0.4], [y + 0.35, y - 0.35], color=OVERRIDE_COLOR, lw=1.6)
+            if not rec.partial:            # a cross: all of it is voided; one stroke: part of it
+                ax.plot([rec.layer - 0.4, rec.layer + 0.4], [y - 0.35, y + 0.35], color=OVERRIDE_COLOR, lw=1.6)
     if diffs is not None:
         for d in diffs.itertuples(index=False):
             key = (d.mechanism, _norm_item(d.item))
@@ -289,10 +299,12 @@ def _draw_map(ax, frame: pd.DataFrame, keys, n_layers: int, stages: List[int], i
 
 def _legend_handles(frames: List[pd.DataFrame], with_diff: bool, with_cut: bool) -> List[Any]:
     present = set()
-    overridden = False
+    overridden = partial = False
     for f in frames:
         present |= set(f["mechanism"])
-        overridden |= bool(f["overridden"].any()) if not f.empty else False
+        if not f.empty:
+            overridden |= bool((f["overridden"] & ~f["partial"]).any())
+            partial |= bool(f["partial"].any())
     hs: List[Any] = []
     for mech, name, color in MECHANISMS:
         if mech in present:
@@ -302,6 +314,9 @@ def _legend_handles(frames: List[pd.DataFrame], with_diff: bool, with_cut: bool)
     if overridden:
         hs.append(Line2D([], [], color=OVERRIDE_COLOR, marker="x", ls="none", ms=8, mew=1.8,
                          label="swap overridden by recompute (logged, no effect)"))
+    if partial:
+        hs.append(Line2D([], [], color=OVERRIDE_COLOR, marker="$/$", ls="none", ms=8,
+                         label="layer swap partly overridden (select recompute inside it)"))
     if with_diff:
         hs.append(Patch(fill=False, edgecolor=DIFF_COLOR, lw=1.8, label="in logs, not in config / other value"))
         hs.append(Patch(fill=False, edgecolor=DIFF_COLOR, lw=1.8, ls="--", label="in config, missing from logs"))

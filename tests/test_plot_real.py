@@ -1,0 +1,132 @@
+"""plot on real MindSpore run directories (fixtures/plot_runs, see its README): what is drawn is what the
+workers printed, read back independently of the parsers (SWAPWATCH lines and the CPU pool lines)."""
+import os
+import re
+
+import numpy as np
+import pytest
+
+from swapwatch.cli import main
+from swapwatch.events import parse_event
+
+try:
+    from swapwatch.parsers import read_logs  # noqa: F401
+except ImportError:                                # the parsers land separately
+    pytest.skip("swapwatch.parsers.read_logs is not there yet", allow_module_level=True)
+
+from swapwatch.plot import peak_frame, plot_memory
+from swapwatch.plot.inputs import load_runs
+
+from plot_helpers import MB, lines_by_gid, patches_by_gid, png_size, svg_texts
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RUNS = os.path.join(HERE, "..", "fixtures", "plot_runs")
+POOL = re.compile(r"DumpDynamicMemPoolStateInfo.*?peak used mem:(\d+)M, actual peak used mem:(\d+)M")
+
+
+def run_dir(name):
+    return os.path.normpath(os.path.join(RUNS, name))
+
+
+def raw_steps(path):
+    """{step: bytes} of the SWAPWATCH memory events in one log, read with the event-line reader only."""
+    out = {}
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            ev = parse_event(line)
+            if ev and ev["kind"] == "memory":
+                out[ev["step"]] = ev["bytes"]
+    return out
+
+
+def raw_pool(path):
+    """(used MB, actual MB), the largest the file printed at exit."""
+    found = [tuple(map(int, m.groups())) for m in POOL.finditer(open(path, encoding="utf-8").read())]
+    return max(found)
+
+
+def run_cli(args, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(list(args))
+    out, err = capsys.readouterr()
+    return exc.value.code, out, err
+
+
+def test_three_strategies_side_by_side_are_the_printed_numbers():
+    runs = [rl for _, rl in load_runs([run_dir("none"), run_dir("select"), run_dir("full")])]
+    fig = plot_memory(runs)
+    frame = fig.memory_frame
+    assert list(frame["run"].cat.categories) == ["none", "select", "full"]
+    peaks = peak_frame(frame).set_index("run")
+    bars = patches_by_gid(fig)
+    for name in ("none", "select", "full"):
+        used, actual = raw_pool(os.path.join(run_dir(name), "console.log"))
+        assert peaks.loc[name, "used"] == used * MB
+        assert peaks.loc[name, "actual"] == actual * MB
+        assert bars[f"peak|{name}|used"].get_height() == pytest.approx(used)
+        # per step: the RSS fallback, drawn exactly as the callback printed it
+        raw = raw_steps(os.path.join(run_dir(name), "console.log"))
+        line = lines_by_gid(fig)[f"steps|{name}|rank0"]
+        assert list(line.get_xdata()) == sorted(raw)
+        np.testing.assert_allclose(line.get_ydata(), [raw[s] / MB for s in sorted(raw)])
+    # recompute shows in the pool peak: none > select > full
+    assert peaks.loc["none", "used"] > peaks.loc["select", "used"] > peaks.loc["full", "used"]
+    assert "RSS" in fig.axes[0].get_ylabel()
+
+
+def test_two_msrun_ranks_get_a_line_each():
+    (_, rl), = load_runs([run_dir("select-2ranks")])
+    assert sorted(rl.ranks) == [0, 1]
+    fig = plot_memory(rl)
+    lines = lines_by_gid(fig)
+    for r in (0, 1):
+        raw = raw_steps(os.path.join(run_dir("select-2ranks"), "msrun_log", f"worker_{r}.log"))
+        np.testing.assert_allclose(lines[f"steps|select-2ranks|rank{r}"].get_ydata(),
+                                   [raw[s] / MB for s in sorted(raw)])
+        used, actual = raw_pool(os.path.join(run_dir("select-2ranks"), "msrun_log", f"worker_{r}.log"))
+        bars = patches_by_gid(fig)
+        assert bars[f"peak|rank {r}|used"].get_height() == pytest.approx(used)
+        assert bars[f"peak|rank {r}|frag"].get_height() == pytest.approx(actual - used)
+
+
+def test_cli_writes_the_comparison(tmp_path, capsys):
+    out = tmp_path / "m.svg"
+    code, stdout, err = run_cli(["plot", "memory", run_dir("none"), run_dir("select"), run_dir("full"),
+                                 "-o", str(out)], capsys)
+    assert code == 0, err
+    assert stdout.strip() == f"wrote {out}: 3 runs, 1 rank"
+    texts = svg_texts(out)
+    assert any("none vs select vs full" in t for t in texts)
+    png = tmp_path / "m.png"
+    code, _, err = run_cli(["plot", "memory", run_dir("select-2ranks"), "--ranks", "1", "-o", str(png)], capsys)
+    assert code == 0, err
+    w, h = png_size(png)
+    assert w > 800 and h > 400
+
+
+def test_cli_logs_without_memory_say_how_to_get_it(tmp_path, capsys):
+    log = tmp_path / "worker_0.log"
+    lines = [ln for ln in open(os.path.join(run_dir("none"), "console.log"), encoding="utf-8")
+             if '"kind":"memory"' not in ln and "mem:" not in ln]
+    log.write_text("".join(lines), encoding="utf-8")
+    code, out, err = run_cli(["plot", "memory", str(log), "-o", str(tmp_path / "m.png")], capsys)
+    assert code == 2
+    msg = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(msg) == 1 and "no memory figures" in msg[0] and "swapwatch run" in msg[0] and "GLOG_v=1" in msg[0]
+    assert not (tmp_path / "m.png").exists()
+
+
+def test_cli_strategy_from_logs_and_against_another_config(tmp_path, capsys):
+    out = tmp_path / "s.png"
+    code, stdout, err = run_cli(["plot", "strategy", run_dir("select"), "-o", str(out)], capsys)
+    assert code == 0, err
+    assert "identical to the config" in stdout
+    png_size(out)
+    code, stdout, err = run_cli(["plot", "strategy", run_dir("select"), "--config",
+                                 os.path.join(RUNS, "configs", "full.yaml"), "-o", str(out)], capsys)
+    assert code == 0, err
+    assert "side by side" in stdout
+    code, stdout, err = run_cli(["plot", "strategy", os.path.join(RUNS, "configs", "select.yaml"),
+                                 "-o", str(tmp_path / "c.svg")], capsys)
+    assert code == 0, err
+    assert any(r"attention\.flash_attention" in t for t in svg_texts(tmp_path / "c.svg"))
