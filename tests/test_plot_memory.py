@@ -69,7 +69,7 @@ def test_128_ranks_aggregate_to_a_band_and_name_the_outlier():
     per = {r: [step_bytes(r, s, 40000, 17) for s in range(8)] for r in range(128)}
     np.testing.assert_allclose(lines["steps|big (select)|median"].get_ydata(),
                                [np.median([per[r][s] for r in per]) / 2 ** 30 for s in range(8)])
-    assert fig.axes[0].get_ylabel() == "max allocated per step (GB)"
+    assert fig.axes[0].get_ylabel() == "allocated (device) per step (GB)"
     notes = [t.get_text() for ax in fig.axes for t in ax.texts]
     assert notes.count("rank 17") == 2            # named on both panels
     # the peak panel: one bar (max over ranks) and one dot per rank
@@ -156,3 +156,16 @@ def test_bad_output_paths_fail_before_drawing(tmp_path):
         plot_memory(rl, str(tmp_path / "m.png"), fmt="svg")
     plot_memory(rl, str(tmp_path / "m.out"), fmt="svg")
     assert svg_texts(tmp_path / "m.out")
+
+
+def test_device_peak_is_preferred_over_current_allocation():
+    rl = make_run("asc", nranks=1, steps=3, base_mb=1000)
+    for e in [e for e in rl.ranks[0].events if e.step is not None]:
+        rl.ranks[0].events.append(type(e)(rank=0, source=e.source, metric="max_memory_allocated_peak",
+                                          bytes=e.bytes + 700 * MB, step=e.step, origin="swapwatch"))
+    steps = step_frame(memory_frame(rl))
+    assert set(steps["metric"]) == {"max_memory_allocated_peak"}
+    fig = plot_memory(rl)
+    np.testing.assert_allclose(lines_by_gid(fig)["steps|asc|rank0"].get_ydata(),
+                               [step_bytes(0, s, 1000) / MB + 700 for s in range(3)])
+    assert fig.axes[0].get_ylabel() == "peak allocated (device) per step (MB)"

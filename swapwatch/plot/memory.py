@@ -33,14 +33,20 @@ from .runs import run_names
 FRAME_COLUMNS = ["run", "label", "strategy", "rank", "step", "metric", "bytes", "origin", "source"]
 
 #: Per-step metrics in order of preference: device allocator readings beat pool readings beat RSS.
-STEP_METRICS = ("max_memory_allocated", "pool_peak", "memory_allocated", "max_memory_reserved",
-                "memory_reserved", "used_peak", "actual_peak", "rss")
+#: The memory callback's event names the API family in ``source`` and carries the current value in
+#: ``bytes`` and the high-water mark in ``peak_bytes``; the parsers turn those into ``<source>`` and
+#: ``<source>_peak``. The device peak is what runs out, so it comes first; for RSS the current value
+#: is the better picture (the peak RSS is mostly compile-time framework memory).
+STEP_METRICS = ("max_memory_allocated_peak", "max_memory_allocated", "pool_peak", "memory_allocated",
+                "max_memory_reserved", "memory_reserved", "used_peak", "actual_peak", "rss", "rss_peak")
 
 #: Whole-run (used, actual, family): the used peak, and the actual peak that includes fragmentation.
 PEAK_PAIRS = (("used_peak", "actual_peak", "device"), ("pool_peak", "pool_actual_peak", "CPU pool"))
 
 METRIC_LABEL = {
-    "max_memory_allocated": "max allocated",
+    "max_memory_allocated_peak": "peak allocated (device)",
+    "max_memory_allocated": "allocated (device)",
+    "rss_peak": "peak process RSS (CPU fallback)",
     "memory_allocated": "allocated",
     "max_memory_reserved": "max reserved",
     "memory_reserved": "reserved",
@@ -234,7 +240,7 @@ def _draw_steps(ax, steps: pd.DataFrame, runs: List[str], colors: Dict[str, Any]
     ax.set_title("per step")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylim(bottom=0)
-    if "rss" in metrics:
+    if any(m.startswith("rss") for m in metrics):
         ax.text(0.01, 0.02, "RSS is the whole process (framework included): on CPU it does not show\n"
                 "what recompute saves; the pool peak does.", transform=ax.transAxes, fontsize=7,
                 style="italic", color="0.35", va="bottom")
