@@ -100,7 +100,7 @@ def strategy_command(source: str, config: Optional[str] = None, output: Optional
             raise InputError(f"{source} is a config already; --config is for comparing logs with a config")
         from ..config import load_config
 
-        fig = plot_strategy(make_plan(load_config(source)), out, fmt=f)
+        plot_strategy(make_plan(load_config(source)), out, fmt=f, name=os.path.basename(source))
         return f"wrote {out}: the strategy {source} asks for"
     (_, runlog), = load_runs([source])
     plan = None
@@ -115,7 +115,8 @@ def strategy_command(source: str, config: Optional[str] = None, output: Optional
             plan = make_plan(config_from_log(runlog)[0])
         except InputError:
             plan = None                     # no config in the log: draw what the log shows
-    fig = plot_strategy(runlog, out, plan=plan, rank=rank, fmt=f)
+    fig = plot_strategy(runlog, out, plan=plan, rank=rank, fmt=f,
+                        name=None if config is None else f"{runlog.label or source} vs {os.path.basename(config)}")
     diff = fig.strategy_diff
     if plan is None:
         what = "as logged (no config to compare with: pass --config)"

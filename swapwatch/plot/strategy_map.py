@@ -326,13 +326,14 @@ def _legend_handles(frames: List[pd.DataFrame], with_diff: bool, with_cut: bool)
 
 
 def plot_strategy(what: Any, out: Optional[str] = None, plan: Any = None, rank: Optional[int] = None,
-                  fmt: Optional[str] = None, title: Optional[str] = None):
+                  fmt: Optional[str] = None, title: Optional[str] = None, name: Optional[str] = None):
     """Draw the layer × mechanism map; write it to ``out`` when given. Returns the Figure.
 
     ``what``: a Plan (the config's intended strategy) or a RunLog (what ``rank`` logged). With a
     RunLog and ``plan``, both maps are drawn one above the other when they differ (differing cells
-    outlined), and a single map saying "logs = config" when they do not. ``fig.strategy_frames``
-    holds the frames drawn, ``fig.strategy_diff`` the differences.
+    outlined), and a single map saying "logs = config" when they do not. ``name`` (e.g. the config
+    file) goes into the title. ``fig.strategy_frames`` holds the frames drawn, ``fig.strategy_diff``
+    the differences.
     """
     if out is not None:
         _render.resolve_format(out, fmt)
@@ -385,8 +386,10 @@ def plot_strategy(what: Any, out: Optional[str] = None, plan: Any = None, rank: 
             if last:
                 ax.set_xlabel("layer")
         handles = _legend_handles([f for _, f in panels], diffs is not None and not diffs.empty, bool(cut))
-        fig.legend(handles=handles, loc="outside lower center", ncols=min(3, len(handles)), fontsize=8)
-        fig.suptitle(title or _default_title(what, ref_plan, n_layers), fontsize=11)
+        # legend entries are ~3 inches wide: as many columns as fit, so nothing is cut off
+        fig.legend(handles=handles, loc="outside lower center", fontsize=8,
+                   ncols=max(1, min(3, len(handles), int(width // 3.3))))
+        fig.suptitle(title or _default_title(what, ref_plan, n_layers, name), fontsize=11)
         fig.strategy_frames = [f for _, f in panels]
         fig.strategy_diff = diffs
     if out is not None:
@@ -413,9 +416,9 @@ def _stage_ids(plan: Any, what: Any, n_layers: int) -> Tuple[List[int], List[int
     return [0] * n_layers, [0] * n_layers
 
 
-def _default_title(what: Any, plan: Any, n_layers: int) -> str:
-    name = ""
-    if hasattr(what, "ranks"):
+def _default_title(what: Any, plan: Any, n_layers: int, name: Optional[str] = None) -> str:
+    name = name or ""
+    if not name and hasattr(what, "ranks"):
         from .runs import run_names
 
         name = run_names([what])[0][0]
