@@ -1,14 +1,66 @@
 """MindFormers' recompute / swap semantics -> a per-layer Plan. THE one place for these semantics.
 
-(Interface shell: the engine is being implemented; the public shapes below are fixed.)
+Everything swapwatch says about what a YAML *does* comes from here: ``explain`` prints it, the
+hooks apply it, ``verify`` compares logs with it. It reproduces MindFormers 2.1.0's legacy-model
+``LayerSetting`` (``parallel_core/training_graph/transformer/utils.py``) and the normalisation of
+``TransformerSwapConfig``, including their quirks, because users are debugging *those*:
+
+* geometry: layers per (interleave, stage) chunk, each layer's stage and interleave, chunk starts;
+* non-swap mode: every value form becomes a V x P count table ("first N layers of each chunk"),
+  1-D counts are dealt round-robin over interleaves and capped, 2-D tables are edited in place
+  (so a capped item becomes a numpy scalar and a bool row a numpy array: visible in the log);
+* swap mode: the same keys become *layer ids*; exclude keys are formatted but never applied,
+  although they still remove overlapping select patterns from every layer;
+* the per-layer decision: full recompute; select/comm only on layers that are not fully
+  recomputed; exclude always (non-swap); first matching entry wins for layer_swap and op_swap;
+* the log text MindFormers prints (``Formative ...`` values with numpy<2 reprs and doubled
+  backslashes; the per-layer ``Set ...`` lines with their whitespace runs), so a log can be
+  checked line by line.
+
+A configuration MindFormers would reject, or crash on, raises :class:`ConfigError` naming the
+YAML key (and line when known), in our own words.
 """
 from __future__ import annotations
 
+import copy
+import functools
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from . import patterns
+from .errors import ConfigError
 
 Prefetch = Union[int, str]
 
+MAX_INT32 = 2147483647
+#: Default select_recompute patterns of legacy (Llama-family) models.
+DEFAULT_SELECT = [r"feed_forward\.mul", r"feed_forward\.w1\.activation\.silu"]
+#: Default select_comm_recompute pattern.
+DEFAULT_COMM = [r".*\.norm"]
+#: The default swap strategy's op pattern (used when neither layer_swap nor op_swap is given).
+DEFAULT_OP_SWAP = r".*\.flash_attention"
+#: Recompute keys in the order LayerSetting formats them, with their default patterns.
+SELECT_KEYS = (("select_recompute", DEFAULT_SELECT), ("select_comm_recompute", DEFAULT_COMM),
+               ("select_recompute_exclude", []), ("select_comm_recompute_exclude", []))
+#: Walk mode (patterns.walk) of each select key: what a leaf *cell* match means.
+WALK_MODE = {"select_recompute": "recompute", "select_comm_recompute": "comm",
+             "select_recompute_exclude": "exclude", "select_comm_recompute_exclude": "comm_exclude",
+             "op_swap": "swap"}
+#: Runs of spaces inside MindFormers' messages (backslash line continuations in its f-strings).
+GAP_LAYER_SWAP_ALL = 33       # "Set layer swap at layer i<33>and value is: p"   (layers: True)
+GAP_LAYER_SWAP_LIST = 29      # same, layer listed explicitly
+GAP_RECOMPUTE_TRUE = 27       # "All layers and ops ... work!<27>Because recompute = True."
+GAP_WARN_LAYER = 31           # "... in layer i that<31>is enabled swap": a layer swap voided (2.1.0: both forms)
+GAP_WARN_LISTED = 35          # same text for an op swap voided; also "in all layers ...<35>Because"
+PRIORITY_LINE = ("The configuration of select_recompute_exclude and select_comm_recompute_exclude "
+                 "have the highest priority.")
+
+
+# ---------------------------------------------------------------------------------------------
+# The Plan
+# ---------------------------------------------------------------------------------------------
 
 @dataclass
 class Geometry:
@@ -24,6 +76,15 @@ class Geometry:
     pp_ids: List[int]                # stage of every layer
     interleave_ids: List[int]        # interleave of every layer
     start_stage: int = 0
+
+    def chunk_of(self, layer: int) -> Tuple[int, int]:
+        """(interleave, stage) of ``layer``."""
+        return self.interleave_ids[layer], self.pp_ids[layer]
+
+    def position(self, layer: int) -> int:
+        """How far ``layer`` is into its chunk (0 = the chunk's first layer)."""
+        v, p = self.chunk_of(layer)
+        return layer - self.chunk_starts[v][p]
 
 
 @dataclass
@@ -41,14 +102,785 @@ class LayerPlan:
     layer_swap: Optional[Prefetch] = None
     op_swap: Dict[str, Prefetch] = field(default_factory=dict)
     swap_overridden: List[str] = field(default_factory=list)
+    #: why each ``swap_overridden`` entry cannot take effect
+    overridden_by: Dict[str, str] = field(default_factory=dict)
+    #: False when the full recompute leaves no log line (swap mode with ``recompute: True``)
+    full_recompute_logged: bool = True
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"layer": self.layer, "stage": self.stage, "interleave": self.interleave,
+                "full_recompute": self.full_recompute,
+                "select_recompute": list(self.select_recompute),
+                "select_comm_recompute": list(self.select_comm_recompute),
+                "select_recompute_exclude": list(self.select_recompute_exclude),
+                "select_comm_recompute_exclude": list(self.select_comm_recompute_exclude),
+                "layer_swap": self.layer_swap, "op_swap": dict(self.op_swap),
+                "swap_overridden": list(self.swap_overridden)}
 
 
 @dataclass
 class Plan:
-    """The whole intended strategy: geometry, the Formative values, one LayerPlan per layer."""
+    """The whole intended strategy: geometry, the Formative values, one LayerPlan per layer.
+
+    ``formative`` holds the values exactly as LayerSetting builds them (numpy arrays and scalars
+    where MindFormers has them), keyed ``layer_recompute``, ``select_recompute``,
+    ``select_comm_recompute``, ``select_recompute_exclude``, ``select_comm_recompute_exclude`` and,
+    in swap mode, ``layer_swap`` and ``op_swap``. It is empty for the legacy plain-bool
+    ``parallel_config.recompute``, which makes MindFormers skip all of this (and log nothing).
+    """
 
     geometry: Geometry
     swap: bool
     formative: Dict[str, Any]
     layers: List[LayerPlan]
     findings: List[Any] = field(default_factory=list)
+    config: Any = None
+    #: (select key, pattern) removed because an exclude pattern overlaps it (logged at init)
+    removed: List[Tuple[str, str]] = field(default_factory=list)
+    #: the swap/recompute conflict WARNING messages MindFormers prints at init (exact text)
+    warnings: List[str] = field(default_factory=list)
+    #: the legacy plain-bool ``parallel_config.recompute`` (None when recompute_config is used)
+    legacy_recompute: Optional[bool] = None
+    model: str = "llama"
+
+    def to_json(self) -> Dict[str, Any]:
+        """The ``explain --format json`` document (DESIGN §3.2)."""
+        g = self.geometry
+        return {"num_layers": g.num_layers, "pipeline_stage": g.pipeline_stage,
+                "pp_interleave_num": g.pp_interleave_num, "swap": self.swap,
+                "formative": jsonable(self.formative),
+                "layers": [lp.to_json() for lp in self.layers],
+                "findings": [f.to_json() if hasattr(f, "to_json") else f for f in self.findings]}
+
+
+def jsonable(obj: Any) -> Any:
+    """numpy arrays / scalars -> plain lists / ints, recursively."""
+    if isinstance(obj, dict):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    if isinstance(obj, np.integer):
+        return int(obj)
+    return obj
+
+
+def mf_repr(obj: Any) -> str:
+    """``str(obj)`` as MindFormers' f-strings print it under numpy<2 (the real MindSpore case):
+    numpy scalars print as plain numbers, arrays as ``array([...], dtype=int32)``, strings with
+    Python's repr (so a pattern's backslashes are doubled). Independent of the numpy installed."""
+    if isinstance(obj, dict):
+        return "{" + ", ".join(f"{mf_repr(k)}: {mf_repr(v)}" for k, v in obj.items()) + "}"
+    if isinstance(obj, list):
+        return "[" + ", ".join(mf_repr(v) for v in obj) + "]"
+    if isinstance(obj, tuple):
+        inner = ", ".join(mf_repr(v) for v in obj)
+        return f"({inner},)" if len(obj) == 1 else f"({inner})"
+    if isinstance(obj, np.ndarray):
+        return np.array_repr(obj)
+    if isinstance(obj, np.bool_):
+        return str(bool(obj))
+    if isinstance(obj, np.integer):
+        return str(int(obj))
+    return repr(obj)
+
+
+# ---------------------------------------------------------------------------------------------
+# TransformerSwapConfig normalisation (built even when swap is off)
+# ---------------------------------------------------------------------------------------------
+
+def normalize_swap_config(swap_config: Dict[str, Any], cfg: Any = None) -> Tuple[List[Dict[str, Any]],
+                                                                               Dict[str, List[Dict[str, Any]]]]:
+    """``(layer_swap, op_swap)`` as MindFormers' swap config class leaves them.
+
+    Default strategy when both are None: no layer swap, ``.*\\.flash_attention`` on every layer with
+    ``default_prefetch``. A dict becomes a one-item list. op_swap entries are regrouped by op
+    name (a list ``op_name`` fans out). A group (or the layer_swap list) that has ``layers: True``
+    collapses to that one entry with the first prefetch; mixing ``layers: True`` with a different
+    prefetch is an error.
+    """
+    err = _errfn(cfg)
+    ls_raw, os_raw = swap_config.get("layer_swap"), swap_config.get("op_swap")
+    if ls_raw is None and os_raw is None:
+        return [], {DEFAULT_OP_SWAP: [{"backward_prefetch": swap_config.get("default_prefetch", 1),
+                                       "layers": True}]}
+    layer_swap: List[Dict[str, Any]] = []
+    if ls_raw is not None:
+        if not isinstance(ls_raw, (list, dict)):
+            raise err("swap_config.layer_swap", f"must be a list of {{backward_prefetch, layers}} entries "
+                                                f"(or one such mapping), got {ls_raw!r}")
+        items = [ls_raw] if isinstance(ls_raw, dict) else list(ls_raw)
+        keys = [f"swap_config.layer_swap[{i}]" for i in range(len(items))] if isinstance(ls_raw, list) \
+            else ["swap_config.layer_swap"]
+        if _consistent(items, keys, "layer_swap", err):
+            layer_swap = [{"backward_prefetch": items[0]["backward_prefetch"], "layers": True}]
+        else:
+            layer_swap = items
+    op_swap: Dict[str, List[Dict[str, Any]]] = {}
+    if os_raw is not None:
+        if not isinstance(os_raw, (list, dict)):
+            raise err("swap_config.op_swap", f"must be a list of {{op_name, backward_prefetch, layers}} "
+                                             f"entries (or one such mapping), got {os_raw!r}")
+        items = [os_raw] if isinstance(os_raw, dict) else list(os_raw)
+        keyof: Dict[str, List[str]] = {}
+        for i, item in enumerate(items):
+            key = f"swap_config.op_swap[{i}]" if isinstance(os_raw, list) else "swap_config.op_swap"
+            if not isinstance(item, dict):
+                raise err(key, f"each op_swap entry must be a mapping with op_name, backward_prefetch "
+                               f"and layers, got {item!r}")
+            if "op_name" not in item:
+                raise err(key, "op_swap entry has no op_name" + _did_you_mean(item, "op_name"))
+            names = item["op_name"]
+            if isinstance(names, (list, tuple)):
+                if not all(isinstance(n, str) for n in names):
+                    raise err(f"{key}.op_name", f"every op_name in the list must be a string, got {names!r}")
+            elif not isinstance(names, str):
+                raise err(f"{key}.op_name", f"op_name must be a pattern string or a list of them, got {names!r}")
+            for name in ([names] if isinstance(names, str) else names):
+                op_swap.setdefault(name, []).append(
+                    {"layers": item.get("layers"), "backward_prefetch": item.get("backward_prefetch")})
+                keyof.setdefault(name, []).append(key)
+        for name, group in op_swap.items():
+            if _consistent(group, keyof[name], f"op_swap: {name}", err):
+                op_swap[name] = [{"backward_prefetch": group[0]["backward_prefetch"], "layers": True}]
+    return layer_swap, op_swap
+
+
+def _consistent(items: List[Any], keys: List[str], mode: str, err) -> bool:
+    """MindFormers' consistency walk; True when some entry has ``layers: True`` (-> collapse)."""
+    prev = None
+    any_true = False
+    differs = False
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise err(keys[i], f"each {mode.split(':')[0]} entry must be a mapping with backward_prefetch and "
+                               f"layers, got {item!r}")
+        if prev is not None and prev != item.get("backward_prefetch"):
+            differs = True
+        layers = item.get("layers")
+        if not isinstance(layers, (list, tuple, bool)):
+            hint = _did_you_mean(item, "layers") if "layers" not in item else ""
+            raise err(f"{keys[i]}.layers", f"{mode}: layers must be True/False or a list of layer ids, "
+                                           f"got {layers!r}{hint}")
+        if isinstance(layers, (list, tuple)) and not (_ints(layers) or all(
+                isinstance(x, (list, tuple)) and _ints(x) for x in layers)):
+            raise err(f"{keys[i]}.layers", f"{mode}: layers must be a list of integer layer ids, got {layers!r}")
+        if isinstance(layers, bool) and layers:
+            any_true = True
+        if differs and any_true:
+            raise err(keys[i], f"{mode}: entry {i} makes the prefetch inconsistent: when one entry has "
+                               f"'layers: True' every entry must use the same backward_prefetch "
+                               f"(MindFormers: Invalid {mode} configuration at index {i})")
+        if "backward_prefetch" not in item:
+            raise err(keys[i], f"{mode}: entry has no backward_prefetch" + _did_you_mean(item, "backward_prefetch"))
+        prev = item["backward_prefetch"]
+    return any_true
+
+
+def _ints(seq: Sequence[Any]) -> bool:
+    return all(isinstance(x, int) and not isinstance(x, bool) for x in seq)
+
+
+def _did_you_mean(item: Dict[str, Any], wanted: str) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(wanted, [str(k) for k in item], n=1, cutoff=0.6)
+    return f" (is '{close[0]}' a misspelling of '{wanted}'?)" if close else ""
+
+
+def _errfn(cfg: Any):
+    if cfg is not None and hasattr(cfg, "error"):
+        return cfg.error
+    return lambda key, message: ConfigError(message, key=key)
+
+
+# ---------------------------------------------------------------------------------------------
+# Geometry
+# ---------------------------------------------------------------------------------------------
+
+def compute_geometry(cfg: Any) -> Geometry:
+    """The layer split of ``cfg`` (a :class:`~swapwatch.config.TrainingConfig`), with MindFormers'
+    offset checks; a split taken from a log (``cfg.layer_list``) is used as is."""
+    err = _errfn(cfg)
+    L, P = cfg.num_layers, cfg.pipeline_stage
+    V = cfg.effective_interleave
+    if getattr(cfg, "layer_list", None) is not None:
+        layer_list = np.array(cfg.layer_list, np.int32)
+        return _split(L, len(layer_list[0]), len(layer_list), np.zeros_like(layer_list), layer_list)
+    okey = "model.model_config.offset"
+    try:
+        offset = np.array(cfg.offset, np.int32)
+    except (ValueError, TypeError, OverflowError):
+        raise err(okey, f"offset {cfg.offset!r} is not an int, a list of ints or a table of ints") from None
+    total = P * V
+    if total <= 1:
+        offset = np.zeros((1, 1), np.int32)       # one chunk: the offset is ignored
+    else:
+        base, rem = L // total, L % total
+        if offset.ndim >= 1 and offset.shape[-1] != P:
+            raise err(okey, f"offset has {offset.shape[-1]} entries per row but there are {P} pipeline "
+                            f"stages; MindFormers needs one offset per stage")
+        if offset.ndim >= 2 and offset.shape[-2] != V:
+            why = ""
+            if not cfg.pipeline_interleave:
+                why = " (pp_interleave_num is forced to 1 because parallel.pipeline_config.pipeline_interleave " \
+                      "is not True)"
+            raise err(okey, f"offset has {offset.shape[-2]} rows but pp_interleave_num is {V}{why}; "
+                            f"MindFormers needs one row per interleave")
+        if int(offset.sum()) != rem:
+            raise err(okey, f"the offsets add up to {int(offset.sum())}, but MindFormers requires them to add up "
+                            f"to the layers left over after an even split: num_layers % (pipeline_stage * "
+                            f"pp_interleave_num) = {L} % ({P} * {V}) = {rem}")
+        offset = np.broadcast_to(offset, (V, P))
+        actual = offset.flatten() + base
+        if actual[0] < 0:
+            raise err(okey, f"the first chunk would get {int(actual[0])} layers; its offset must be >= {-base}")
+        if actual[-1] < 0:
+            raise err(okey, f"the last chunk would get {int(actual[-1])} layers; its offset must be >= {-base}")
+        if total > 2 and np.any(actual[1:-1] < 1):
+            raise err(okey, f"a middle chunk would get fewer than 1 layer; middle offsets must be >= {1 - base}")
+    layer_list = np.ones((V, P), np.int32) * (L // (P * V)) + offset
+    return _split(L, P, V, offset, layer_list)
+
+
+def _split(L: int, P: int, V: int, offset: np.ndarray, layer_list: np.ndarray) -> Geometry:
+    interleave_sum = np.insert(np.cumsum(np.sum(layer_list, axis=1))[:-1], 0, 0)
+    layer_accu = np.cumsum(layer_list, axis=1) + interleave_sum.reshape(-1, 1)
+    flat = layer_accu.reshape(-1)
+    pp_ids = [int(np.searchsorted(flat, i + 1) % P) for i in range(L)]
+    interleave_ids = []
+    for i in range(L):
+        rows = np.where(i < layer_accu)[0]
+        if not len(rows):
+            raise ConfigError(f"the chunks hold only {int(flat[-1])} layers but num_layers is {L}")
+        interleave_ids.append(int(rows[0]))
+    pre = [0] + [int(layer_accu[v, -1]) for v in range(V - 1)]
+    starts = [[pre[v]] + [int(x) for x in layer_accu[v]] for v in range(V)]
+    return Geometry(num_layers=L, pipeline_stage=P, pp_interleave_num=V,
+                    offset=np.broadcast_to(offset, (V, P)).tolist(), layer_list=layer_list.tolist(),
+                    layer_accu=layer_accu.tolist(), chunk_starts=starts, pp_ids=pp_ids,
+                    interleave_ids=interleave_ids)
+
+
+# ---------------------------------------------------------------------------------------------
+# Normalising values (LayerSetting's formatting, quirks included)
+# ---------------------------------------------------------------------------------------------
+
+class _Illegal(Exception):
+    """A value LayerSetting cannot format (its ValueError / IndexError / endless loop)."""
+
+
+class _Formatter:
+    def __init__(self, geometry: Geometry):
+        self.layer_list = np.array(geometry.layer_list, np.int32)
+        self.V, self.P = self.layer_list.shape
+
+    def counts(self, value: Any) -> Any:
+        """Non-swap form: a V x P table of "first N layers of each chunk"."""
+        ll = self.layer_list
+        if isinstance(value, bool):
+            return ll.tolist() if value else np.zeros_like(ll).tolist()
+        if not isinstance(value, (list, tuple)):
+            raise _Illegal(f"{value!r} is not a form MindFormers accepts here")
+        value = list(value)
+        if all(isinstance(x, (int, bool)) for x in value):
+            return self._deal([MAX_INT32 if x is True else 0 if x is False else x for x in value]).tolist()
+        if all(isinstance(x, str) for x in value):
+            return ll.tolist()
+        for i, row in enumerate(value):
+            if isinstance(row, bool):
+                if i >= self.V:
+                    raise _Illegal(f"it has a row {i} but there are only {self.V} interleave(s)")
+                value[i] = ll[i] if row else np.zeros_like(ll[i])
+            elif isinstance(row, (list, tuple)):
+                if isinstance(row, tuple) and row:
+                    raise _Illegal(f"row {i} is a tuple, which MindFormers cannot edit in place")
+                for j, item in enumerate(row):
+                    if isinstance(item, (bool, int)) and (i >= self.V or j >= self.P):
+                        raise _Illegal(f"entry [{i}][{j}] lies outside the {self.V} x {self.P} "
+                                       f"(interleave x stage) table")
+                    if isinstance(item, bool):
+                        row[j] = ll[i][j] if item else 0
+                    elif isinstance(item, int):
+                        row[j] = min(row[j], ll[i, j])
+                    elif isinstance(item, np.integer):
+                        raise _Illegal(
+                            "a 2-D table given for several (default) patterns is edited in place while the "
+                            "first pattern is formatted, and MindFormers then rejects the edited entries for the "
+                            "next pattern (it crashes); write a {pattern: table} mapping instead")
+                    else:
+                        raise _Illegal(f"entry [{i}][{j}] = {item!r} is not a count or a bool")
+            else:
+                raise _Illegal(f"row {i} = {row!r} is neither a bool nor a list of counts")
+        return value
+
+    def _deal(self, counts: List[int]) -> np.ndarray:
+        """1-D per-stage counts: cap at the stage's layers, deal round-robin over interleaves."""
+        res = np.zeros_like(self.layer_list)
+        per_stage = np.sum(self.layer_list, axis=0)
+        for j, num in enumerate(counts):
+            if j >= self.P:
+                raise _Illegal(f"it has {len(counts)} per-stage entries but there are only {self.P} "
+                               f"pipeline stage(s)")
+            if num < 0:
+                raise _Illegal(f"count {num} is negative (MindFormers' allocation loop never ends on it)")
+            num = min(num, int(per_stage[j]))
+            while num:
+                for i in range(self.V):
+                    if not num:
+                        break
+                    if res[i, j] < self.layer_list[i, j]:
+                        res[i, j] += 1
+                        num -= 1
+        return res
+
+    @staticmethod
+    def layer_ids(value: Any) -> Any:
+        """Swap form: True, or a list of global layer ids (False -> [])."""
+        if isinstance(value, bool):
+            return value if value else []
+        if isinstance(value, list) and all(isinstance(x, int) for x in value):
+            return value
+        raise _Illegal(f"{value!r} is not True/False or a flat list of layer ids")
+
+    def pattern_table(self, value: Any, defaults: List[str], ids: bool) -> Dict[str, Any]:
+        """``{pattern: formatted value}``: a str list -> those patterns on every layer; a dict -> its
+        patterns; anything else -> the default patterns, all sharing the one value object."""
+        if isinstance(value, (list, tuple)) and all(isinstance(x, str) for x in value):
+            keys: Iterable[Any] = value
+        elif isinstance(value, dict):
+            keys = list(value.keys())
+        else:
+            keys = defaults
+        out: Dict[str, Any] = {}
+        for k in keys:
+            v = value[k] if isinstance(value, dict) else value
+            out[k] = self.layer_ids(v) if ids else self.counts(v)
+        return out
+
+
+# ---------------------------------------------------------------------------------------------
+# plan()
+# ---------------------------------------------------------------------------------------------
+
+def plan(config: Any, layout: Any = None, model: str = "llama") -> Plan:
+    """The per-layer strategy MindFormers will apply for ``config``.
+
+    ``layout`` (a :class:`~swapwatch.patterns.LayoutNode`; default: the ``model`` family's) is only
+    used to tell which swaps recompute voids on the same op path; the per-layer pattern lists do
+    not depend on it (MindFormers applies a pattern whether or not it matches anything).
+    """
+    err = _errfn(config)
+    geo = compute_geometry(config)
+    rc = copy.deepcopy(config.recompute_config)       # formatting edits 2-D tables in place
+    sc = config.swap_config
+    swap = sc.get("swap") is True
+    legacy = getattr(config, "parallel_recompute", None)
+    fmt = _Formatter(geo)
+    formative: Dict[str, Any] = {}
+    removed: List[Tuple[str, str]] = []
+    tables: Dict[str, Dict[str, Any]] = {}
+    layer_recompute: Any = None
+
+    if legacy is None:
+        layer_recompute = _fmt(lambda: fmt.layer_ids(rc["recompute"]) if swap else fmt.counts(rc["recompute"]),
+                               "recompute_config.recompute", rc["recompute"], swap, err)
+        for key, defaults in SELECT_KEYS:
+            ids = swap and not key.endswith("_exclude")
+            tables[key] = _fmt(lambda: fmt.pattern_table(rc[key], defaults, ids),
+                               f"recompute_config.{key}", rc[key], ids, err)
+            for pat in tables[key]:
+                if not isinstance(pat, str):
+                    raise err(f"recompute_config.{key}", f"pattern {pat!r} must be a string")
+                bad = patterns.validate(pat)
+                if bad:
+                    raise err(f"recompute_config.{key}.{pat}", f"pattern is not a valid regular expression: {bad}")
+        formative["layer_recompute"] = layer_recompute
+        for sel, exc in (("select_recompute", "select_recompute_exclude"),
+                         ("select_comm_recompute", "select_comm_recompute_exclude")):
+            for ex in tables[exc]:
+                hit = next((s for s in tables[sel] if patterns.patterns_overlap(ex, s)), None)
+                if hit is not None:
+                    tables[sel].pop(hit)
+                    removed.append((sel, hit))
+        for key, _ in SELECT_KEYS:
+            formative[key] = tables[key]
+
+    layer_swap: List[Dict[str, Any]] = []
+    op_swap: Dict[str, List[Dict[str, Any]]] = {}
+    if swap:
+        ls_norm, os_norm = normalize_swap_config(sc, config)
+        layer_swap = [_swap_entry(e, "swap_config.layer_swap", err) for e in ls_norm]
+        for name, entries in os_norm.items():
+            bad = patterns.validate(name)
+            if bad:
+                raise err("swap_config.op_swap", f"op_name {name!r} is not a valid regular expression: {bad}")
+            op_swap[name] = [_swap_entry(e, "swap_config.op_swap", err) for e in entries]
+        formative["layer_swap"] = layer_swap
+        formative["op_swap"] = op_swap
+
+    layers: List[LayerPlan] = []
+    for i in range(geo.num_layers):
+        v, p = geo.chunk_of(i)
+        lp = LayerPlan(layer=i, stage=p + geo.start_stage, interleave=v)
+        if legacy is not None:
+            lp.full_recompute = legacy
+            lp.full_recompute_logged = False
+        elif swap:
+            _swap_mode_layer(lp, rc["recompute"], layer_recompute, tables)
+        else:
+            _counts_layer(lp, geo, rc["recompute"], layer_recompute, tables, err)
+        if swap:
+            _swap_layer(lp, layer_swap, op_swap)
+        layers.append(lp)
+
+    result = Plan(geometry=geo, swap=swap, formative=formative, layers=layers, config=config,
+                  removed=removed, legacy_recompute=legacy, model=model)
+    lay = layout if layout is not None else _layout(model)
+    _check_double_recompute(result, lay, err)
+    if swap and legacy is None:
+        result.warnings = conflict_warnings(rc, layer_swap, op_swap, err)
+    if swap:
+        mark_overridden(result, lay)
+    return result
+
+
+def _check_double_recompute(result: Plan, layout: Any, err) -> None:
+    """MindSpore records ``Primitive.recompute(mode)`` as a prim attribute that shadows the method,
+    so a second call on the same primitive fails (``'bool' object is not callable``): MindFormers
+    crashes when two select patterns, or a select and an exclude pattern, reach one primitive of a
+    layer (the exclude-vs-select removal only drops the *first* overlapping select pattern)."""
+    for lp in result.layers:
+        seen: Dict[str, Tuple[str, str]] = {}
+        for key in ("select_recompute", "select_recompute_exclude"):
+            for pat in getattr(lp, key):
+                for t in walk(layout, pat, WALK_MODE[key]).targets:
+                    if t.kind != "prim":
+                        continue
+                    if t.path in seen:
+                        k0, p0 = seen[t.path]
+                        raise err(f"recompute_config.{key}",
+                                  f"layer {lp.layer}: {pat!r} ({key}) and {p0!r} ({k0}) both set recompute on "
+                                  f"the primitive {t.path}; MindSpore allows that once per primitive, so "
+                                  f"MindFormers crashes (TypeError: 'bool' object is not callable)")
+                    seen[t.path] = (key, pat)
+
+
+def _fmt(fn, key: str, value: Any, ids: bool, err) -> Any:
+    try:
+        return fn()
+    except _Illegal as exc:
+        form = ("True/False, a list of layer ids, or a {pattern: [layer ids]} mapping (swap is on)" if ids else
+                "True/False, per-stage counts, an [interleave][stage] table, a list of patterns, "
+                "or a {pattern: value} mapping")
+        raise err(key, f"MindFormers cannot use {value!r}: {exc}; expected {form}") from None
+
+
+def _swap_entry(entry: Dict[str, Any], key: str, err) -> Dict[str, Any]:
+    try:
+        layers = _Formatter.layer_ids(entry.get("layers"))
+    except _Illegal:
+        raise err(key, f"layers {entry.get('layers')!r}: with swap on LayerSetting only takes True/False "
+                       f"or a flat list of layer ids") from None
+    return {"backward_prefetch": entry.get("backward_prefetch"), "layers": layers}
+
+
+def _counts_layer(lp: LayerPlan, geo: Geometry, raw_recompute: Any, layer_recompute: Any,
+                  tables: Dict[str, Dict[str, Any]], err) -> None:
+    """Non-swap: window rule against the count tables."""
+    i, v, p = lp.layer, lp.interleave, geo.pp_ids[lp.layer]
+    d = geo.position(i)
+
+    def within(table: Any, key: str) -> bool:
+        try:
+            return 0 <= d < table[v][p]
+        except IndexError:
+            raise err(key, f"the table has no entry for interleave {v}, stage {p} (needed by layer {i}); "
+                           f"MindFormers crashes there with an IndexError") from None
+
+    if raw_recompute:
+        lp.full_recompute = raw_recompute is True or within(layer_recompute, "recompute_config.recompute")
+    if not lp.full_recompute:
+        for key in ("select_recompute", "select_comm_recompute"):
+            setattr(lp, key, [pat for pat, t in tables[key].items() if within(t, f"recompute_config.{key}")])
+    for key in ("select_recompute_exclude", "select_comm_recompute_exclude"):
+        setattr(lp, key, [pat for pat, t in tables[key].items() if within(t, f"recompute_config.{key}")])
+
+
+def _swap_mode_layer(lp: LayerPlan, raw_recompute: Any, layer_recompute: Any,
+                     tables: Dict[str, Dict[str, Any]]) -> None:
+    """Swap mode: recompute values are layer ids; exclude keys are never applied."""
+    i = lp.layer
+    if raw_recompute and isinstance(raw_recompute, bool):
+        lp.full_recompute = True
+        lp.full_recompute_logged = False          # MindFormers logs nothing for it
+        return
+    if raw_recompute and i in layer_recompute:
+        lp.full_recompute = True
+        return
+    for key in ("select_recompute", "select_comm_recompute"):
+        setattr(lp, key, [pat for pat, ids in tables[key].items() if (ids is True) or i in ids])
+
+
+def _swap_layer(lp: LayerPlan, layer_swap: List[Dict[str, Any]], op_swap: Dict[str, List[Dict[str, Any]]]) -> None:
+    i = lp.layer
+    if layer_swap and isinstance(layer_swap[0]["layers"], bool):
+        if layer_swap[0]["layers"]:
+            lp.layer_swap = layer_swap[0]["backward_prefetch"]
+    else:
+        for entry in layer_swap:
+            if i in entry["layers"]:
+                lp.layer_swap = entry["backward_prefetch"]
+                break
+    for pat, entries in op_swap.items():
+        for entry in entries:
+            ids = entry["layers"]
+            if (isinstance(ids, bool) and ids) or (isinstance(ids, list) and i in ids):
+                lp.op_swap[pat] = entry["backward_prefetch"]
+                break
+
+
+# ---------------------------------------------------------------------------------------------
+# Swaps voided by recompute
+# ---------------------------------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=8)
+def _layout(model: str) -> Any:
+    from .models import load_layout
+
+    return load_layout(model)
+
+
+_WALKS: Dict[Tuple[int, str, str], patterns.WalkResult] = {}
+
+
+def walk(layout: Any, pattern: str, mode: str) -> patterns.WalkResult:
+    """Cached :func:`patterns.walk_layout` (the layout is immutable data)."""
+    key = (id(layout), pattern, mode)
+    if key not in _WALKS:
+        if len(_WALKS) > 4096:
+            _WALKS.clear()
+        _WALKS[key] = patterns.walk_layout(layout, pattern, mode)
+    return _WALKS[key]
+
+
+def pattern_targets(layout: Any, pattern: str, mode: str) -> List[str]:
+    """The op / cell paths ``pattern`` acts on in one layer (everything applied, not just logged)."""
+    return [t.path for t in walk(layout, pattern, mode).targets]
+
+
+def _covers(outer: str, inner: str) -> bool:
+    return inner == outer or inner.startswith(outer + ".")
+
+
+def mark_overridden(result: Plan, layout: Any) -> None:
+    """Fill ``swap_overridden``: swaps applied but voided by recompute on the same layer.
+
+    * full recompute: every swap of the layer (``layer_swap`` and each op_swap pattern);
+    * an op_swap whose target is recomputed by a select pattern (same path or a containing cell),
+      or whose pattern is literally a select pattern there (MindFormers' own test);
+    * a layer swap on a layer with select recompute: the selected ops' part of it
+      (``layer_swap[<pattern>]``), as MindFormers warns.
+    """
+    for lp in result.layers:
+        lp.swap_overridden, lp.overridden_by = [], {}
+        if lp.layer_swap is None and not lp.op_swap:
+            continue
+
+        def add(entry: str, why: str) -> None:
+            if entry not in lp.overridden_by:
+                lp.swap_overridden.append(entry)
+                lp.overridden_by[entry] = why
+
+        if lp.full_recompute:
+            if lp.layer_swap is not None:
+                add("layer_swap", "the whole layer is recomputed")
+            for pat in lp.op_swap:
+                add(pat, "the whole layer is recomputed")
+            continue
+        sel_targets = {pat: pattern_targets(layout, pat, "recompute") for pat in lp.select_recompute}
+        for pat in lp.op_swap:
+            swapped = pattern_targets(layout, pat, "swap")
+            for spat, targets in sel_targets.items():
+                if spat == pat or any(_covers(s, t) for s in targets for t in swapped):
+                    add(pat, f"select recompute {spat!r} recomputes it")
+                    break
+        if lp.layer_swap is not None:
+            for spat in lp.select_recompute:
+                add(f"layer_swap[{spat}]", f"select recompute {spat!r} recomputes that part of the layer")
+
+
+# ---------------------------------------------------------------------------------------------
+# The log text MindFormers prints
+# ---------------------------------------------------------------------------------------------
+
+def conflict_warnings(rc: Dict[str, Any], layer_swap: List[Dict[str, Any]],
+                      op_swap: Dict[str, List[Dict[str, Any]]], err: Any = None) -> List[str]:
+    """The WARNING messages of MindFormers' swap/recompute conflict check, exact whitespace.
+
+    MindFormers only looks at the *raw* values: ``recompute`` as a bool or a list of ids, and
+    ``select_recompute`` only when it is a dict (a bool or list there is never checked).
+    """
+    out: List[str] = []
+    tail = "is enabled swap do not work! Because it is enabled recompute."
+
+    def layer_conflicts(idx: Any, op: str = "All") -> None:
+        for entry in layer_swap:
+            ids = entry["layers"]
+            if (isinstance(ids, bool) and ids) or (not isinstance(ids, bool) and idx in ids):
+                out.append(f"{op} operator in layer {idx} that{' ' * GAP_WARN_LAYER}{tail}")
+
+    def op_conflicts(op: str, ids_or_bool: Any) -> None:
+        if isinstance(ids_or_bool, bool) and ids_or_bool:
+            out.append(f"{op} operator that is enabled swap do not work! Because it is enabled recompute.")
+            return
+        swapped: Any = set()
+        for entry in op_swap[op]:
+            if isinstance(entry["layers"], bool) and entry["layers"]:
+                swapped = True
+                break
+            swapped = swapped.union(set(entry["layers"]))
+        for idx in ids_or_bool:
+            if swapped is True or idx in swapped:
+                out.append(f"{op} operator in layer {idx} that{' ' * GAP_WARN_LISTED}{tail}")
+
+    rec = rc.get("recompute")
+    if isinstance(rec, bool) and rec:
+        out.append(f"All layers and ops that are enabled swap do not work!{' ' * GAP_RECOMPUTE_TRUE}"
+                   f"Because recompute = {rec}.")
+    if isinstance(rec, list) and rec:
+        for idx in rec:
+            layer_conflicts(idx)
+        for op in op_swap:
+            op_conflicts(op, rec)
+    sel = rc.get("select_recompute")
+    if isinstance(sel, dict):
+        for op, ids in sel.items():
+            if isinstance(ids, bool) and ids:
+                out.append(f"{op} operator in all layers that is enabled swap do not work!"
+                           f"{' ' * GAP_WARN_LISTED}Because it is enabled recompute.")
+                continue
+            if not isinstance(ids, (list, tuple)):
+                # check_rules rejects it on the train path; LayerSetting itself crashes iterating it
+                raise (err or _errfn(None))(
+                    f"recompute_config.select_recompute.{op}",
+                    f"with swap on, {ids!r} here makes MindFormers crash (its swap/recompute conflict check "
+                    f"iterates the value); give a list of layer ids ([] for none)")
+            for idx in ids:
+                layer_conflicts(idx, op)
+            if op in op_swap:
+                op_conflicts(op, ids)
+    return out
+
+
+def init_messages(result: Plan) -> List[Tuple[str, str]]:
+    """(level, message) of everything LayerSetting logs at construction, in order."""
+    g = result.geometry
+    out = [("INFO", f"num_layers per stage: {g.layer_list}"),
+           ("INFO", f"Accumulated num_layers per stage: {g.layer_accu}"),
+           ("INFO", f"Pipeline id list with start_stage: {[p + g.start_stage for p in g.pp_ids]}"),
+           ("INFO", f"Interleave id list: {g.interleave_ids}")]
+    f = result.formative
+    if result.legacy_recompute is None:
+        out.append(("INFO", f"Formative layer_recompute: {mf_repr(f['layer_recompute'])}"))
+        out.append(("INFO", PRIORITY_LINE))
+        for key, pat in result.removed:
+            comm = "_comm" if "comm" in key else ""
+            out.append(("INFO", f"The pattern {pat} in select{comm}_recompute conflicts with "
+                                f"select{comm}_recompute_exclude and will be removed."))
+        for key, _ in SELECT_KEYS:
+            out.append(("INFO", f"Formative {key}: {mf_repr(f[key])}"))
+    if result.swap:
+        out.append(("INFO", f"Formative layer swap: {mf_repr(f['layer_swap'])}"))
+        out.append(("INFO", f"Formative op swap: {mf_repr(f['op_swap'])}"))
+        out.extend(("WARNING", w) for w in result.warnings)
+    return out
+
+
+def formative_lines(result: Plan) -> List[str]:
+    """The message parts of LayerSetting's init block (geometry, Formative values, removals,
+    conflict warnings), byte for byte as MindFormers prints them under numpy<2."""
+    return [m for _, m in init_messages(result)]
+
+
+def layer_messages(result: Plan, layout: Any = None) -> Dict[int, List[Tuple[str, str]]]:
+    """Per layer, the (level, message) lines LayerSetting logs when it sets that layer.
+
+    Walks every applied pattern over ``layout`` (default: the plan's model family) with the one
+    matcher, so the texts carry MindFormers' quirks: only the last leaf match is named, a
+    1-segment op_swap item reads ``.name``, a multi-segment one has a leading space, a pattern that
+    matches nothing contributes nothing, and exclude / comm patterns that reach a cell print the
+    "expected to be operation but got cell" line instead.
+    """
+    layout = layout if layout is not None else _layout(result.model)
+    out: Dict[int, List[Tuple[str, str]]] = {}
+    for lp in result.layers:
+        lines: List[Tuple[str, str]] = []
+        i = lp.layer
+        if result.legacy_recompute is not None:
+            out[i] = lines
+            continue
+        if lp.full_recompute and lp.full_recompute_logged:
+            lines.append(("INFO", f"Set full recompute at layer {i}"))
+        word = "" if result.swap else " on"
+        passes = [("select_recompute", f"Set select recompute{word} at layer {i}: "),
+                  ("select_comm_recompute", f"Set select comm recompute{word} at layer {i}: ")]
+        if not result.swap:
+            passes += [("select_recompute_exclude", f"Set select recompute exclude at layer {i}: "),
+                       ("select_comm_recompute_exclude", f"Set select comm recompute exclude at layer {i}: ")]
+        for key, head in passes:
+            mode = WALK_MODE[key]
+            items = []
+            for pat in getattr(lp, key):
+                res = walk(layout, pat, mode)
+                one_seg = len(patterns.split_pattern(pat)) == 1
+                for path in res.skipped_cells:
+                    shown = f".{path}" if one_seg else path
+                    if mode == "comm":
+                        lines.append(("INFO", f"For communication recompute, {shown} is expected to be "
+                                              f"operation but got cell, this configuration will not be effective."))
+                    else:
+                        lines.append(("INFO", f"For select recompute/comm_recompute exclude, {shown} is expected "
+                                              f"to be operation but got cell, this configuration will not be "
+                                              f"effective."))
+                if res.matched:
+                    items.append(patterns.log_item(res.raw_log, mode))
+            if items:
+                lines.append(("INFO", head + ", ".join(items)))
+        if result.swap:
+            if lp.layer_swap is not None:
+                ls = result.formative.get("layer_swap") or []
+                gap = GAP_LAYER_SWAP_ALL if ls and ls[0]["layers"] is True else GAP_LAYER_SWAP_LIST
+                lines.append(("INFO", f"Set layer swap at layer {i}{' ' * gap}and value is: {lp.layer_swap}"))
+            items = []
+            for pat, p in lp.op_swap.items():
+                res = walk(layout, pat, "swap")
+                if res.matched:
+                    items.append(swap_item(res.raw_log, p))
+            if items:
+                lines.append(("INFO", f"Set op_swap at layer {i}: " + ", ".join(items)))
+        out[i] = lines
+    return out
+
+
+def swap_item(raw_log: str, prefetch: Any) -> str:
+    """One op_swap pattern's text: MindFormers appends ``, value=p`` to *every* leaf path and keeps
+    the walk's leading character (``.attention, value=20`` / `` a.x, value=1, a.y, value=1``)."""
+    lead, body = raw_log[:1], raw_log[1:]
+    return lead + ", ".join(f"{path}, value={prefetch}" for path in body.split(", "))
+
+
+def expected_lines(result: Plan, layout: Any = None) -> Dict[int, List[str]]:
+    """Per layer, the exact ``Set ...`` (and "got cell") message texts MindFormers will log."""
+    return {i: [m for _, m in msgs] for i, msgs in layer_messages(result, layout).items()}
+
+
+def layer_setting_lines(result: Plan, layout: Any = None) -> List[str]:
+    """The whole LayerSetting block as message parts: init lines, then every layer's lines."""
+    out = formative_lines(result)
+    for i, msgs in layer_messages(result, layout).items():
+        out.extend(m for _, m in msgs)
+    return out

@@ -1,0 +1,553 @@
+"""A MindFormers training YAML -> :class:`TrainingConfig`, with every error naming file:line and key.
+
+Why this module exists: the strategy engine needs a handful of values scattered over a training
+YAML (the layer count in ``model.model_config``, the pipeline stages in ``parallel_config``, the
+interleave switch in ``parallel.pipeline_config``, the two strategy sections), and a user who made a
+mistake deserves the answer MindFormers would give, before a multi-hour job is queued, pointing at
+the line. So this module
+
+* reads the YAML with node marks, so every key's line is known (findings cite ``x.yaml:LINE``);
+* finds the keys where real MindFormers YAMLs put them, with fallbacks (``num_hidden_layers``,
+  DeepSeek-style ``mtp_depth``) and command-line overrides for fragments;
+* rejects what MindFormers rejects *before* LayerSetting runs: template validation (unknown keys,
+  with a did-you-mean), the config classes' constructors (bool fields, swap ``layers`` forms,
+  inconsistent prefetch), and the train-path ``check_rules`` (lists longer than the pipeline,
+  ``default_prefetch`` < 1, ``{pattern: True}`` or ``"Auto"`` prefetch under swap ...). Errors that
+  depend on the geometry (offset shape and sum, bad count tables) are the engine's, in
+  :mod:`swapwatch.strategy`, which raises the same :class:`~swapwatch.errors.ConfigError`.
+
+MindFormers' meaning is kept, in our own words; where MindFormers has a distinctive message we
+quote its gist so the user can match it with what a real run prints.
+"""
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import yaml
+
+from .errors import ConfigError, InputError
+
+#: ``recompute_config`` keys and their template defaults (MindFormers ``RecomputeConfig``).
+RECOMPUTE_DEFAULTS: Dict[str, Any] = {
+    "recompute": False,
+    "select_recompute": False,
+    "parallel_optimizer_comm_recompute": False,
+    "select_comm_recompute": False,
+    "mp_comm_recompute": True,
+    "recompute_slice_activation": False,
+    "select_recompute_exclude": False,
+    "select_comm_recompute_exclude": False,
+}
+#: ``swap_config`` keys and their template defaults (MindFormers ``SwapConfig``).
+SWAP_DEFAULTS: Dict[str, Any] = {"swap": False, "layer_swap": None, "op_swap": None, "default_prefetch": 1}
+#: Keys MindFormers' config class type-checks as plain bools in its constructor.
+RECOMPUTE_BOOL_KEYS = ("parallel_optimizer_comm_recompute", "mp_comm_recompute", "recompute_slice_activation")
+#: Pre-release names of the exclude keys (never in a release tag, but seen in logs of dev builds).
+RENAMED_KEYS = {"select_recompute_off": "select_recompute_exclude",
+                "select_comm_recompute_off": "select_comm_recompute_exclude"}
+
+
+@dataclass
+class TrainingConfig:
+    """What the strategy engine needs from a training YAML, plus where each value came from.
+
+    ``recompute_config`` / ``swap_config`` are template-complete (defaults filled) and hold the raw
+    user values: MindFormers' config classes store them raw too, and the engine normalises them.
+    ``num_layers`` is what MindFormers passes to LayerSetting (``mtp_depth`` included).
+    """
+
+    recompute_config: Dict[str, Any]
+    swap_config: Dict[str, Any]
+    num_layers: int
+    pipeline_stage: int = 1
+    pp_interleave_num: int = 1
+    pipeline_interleave: bool = False
+    offset: Any = 0
+    #: ``parallel_config.recompute`` given as a plain bool: the legacy shortcut that bypasses
+    #: ``recompute_config`` entirely (None when not used).
+    parallel_recompute: Optional[bool] = None
+    context: Dict[str, Any] = field(default_factory=dict)
+    pipeline_scheduler: Optional[str] = None
+    mtp_depth: int = 0
+    #: a layer split taken from a log's ``num_layers per stage`` line (verify without --config):
+    #: used as is, since the log proves MindFormers accepted it.
+    layer_list: Optional[List[List[int]]] = None
+    source: Optional[str] = None
+    #: dotted key path -> line number in ``source``
+    lines: Dict[str, int] = field(default_factory=dict)
+    #: recompute/swap keys the user actually wrote (as opposed to template defaults)
+    given: Dict[str, List[str]] = field(default_factory=dict)
+
+    @property
+    def swap(self) -> bool:
+        return self.swap_config.get("swap") is True
+
+    @property
+    def effective_interleave(self) -> int:
+        """``pp_interleave_num`` as LayerSetting uses it: forced to 1 unless pipeline_interleave."""
+        return self.pp_interleave_num if self.pipeline_interleave else 1
+
+    def line(self, key: str) -> Optional[int]:
+        """The line of ``key`` or, failing that, of its closest enclosing key."""
+        k = key
+        while k:
+            if k in self.lines:
+                return self.lines[k]
+            k = k.rpartition(".")[0] if "." in k else ""
+        return None
+
+    def where(self, key: str) -> Optional[str]:
+        """``file:line`` of ``key`` (or its section), for findings; None when not from a file."""
+        if not self.source:
+            return None
+        ln = self.line(key)
+        return f"{self.source}:{ln}" if ln else self.source
+
+    def error(self, key: str, message: str) -> ConfigError:
+        """A ConfigError located at ``key``."""
+        return ConfigError(message, file=self.source, line=self.line(key), key=key)
+
+    def was_given(self, section: str, key: str) -> bool:
+        return key in self.given.get(section, [])
+
+
+# ---------------------------------------------------------------------------------------------
+# YAML with marks
+# ---------------------------------------------------------------------------------------------
+
+def read_yaml(path: str) -> Tuple[Any, Dict[str, int]]:
+    """Parse ``path``; return (data, {dotted key path: line}). Errors: one-line ConfigError."""
+    try:
+        with open(path, "r", encoding="utf-8") as fh:
+            text = fh.read()
+    except OSError as exc:
+        raise InputError(f"cannot read config: {exc.strerror}", file=path) from None
+    except UnicodeDecodeError:
+        raise ConfigError("not a text (UTF-8) file", file=path) from None
+    return parse_yaml(text, path)
+
+
+def parse_yaml(text: str, path: str = "<string>") -> Tuple[Any, Dict[str, int]]:
+    """Parse YAML text keeping the line of every mapping key and sequence item."""
+    loader = yaml.SafeLoader(text)
+    lines: Dict[str, int] = {}
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return {}, lines
+        data = _build(loader, node, "", lines)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        what = exc.problem or exc.context or "invalid YAML"
+        raise ConfigError(f"YAML syntax error: {what}", file=path,
+                          line=mark.line + 1 if mark else None) from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"YAML error: {exc}", file=path) from None
+    except RecursionError:
+        raise ConfigError("YAML nesting too deep", file=path) from None
+    finally:
+        loader.dispose()
+    return data, lines
+
+
+def _build(loader: yaml.SafeLoader, node: yaml.Node, path: str, lines: Dict[str, int]) -> Any:
+    if isinstance(node, yaml.MappingNode):
+        loader.flatten_mapping(node)          # YAML merge keys (<<)
+        out: Dict[Any, Any] = {}
+        for knode, vnode in node.value:
+            key = loader.construct_object(knode, deep=True)
+            try:
+                hash(key)
+            except TypeError:
+                raise ConfigError("a mapping key must be a plain value", line=knode.start_mark.line + 1,
+                                  key=path or None) from None
+            kp = f"{path}.{key}" if path else str(key)
+            lines.setdefault(kp, knode.start_mark.line + 1)
+            out[key] = _build(loader, vnode, kp, lines)
+        return out
+    if isinstance(node, yaml.SequenceNode):
+        items = []
+        for i, item in enumerate(node.value):
+            kp = f"{path}[{i}]"
+            lines.setdefault(kp, item.start_mark.line + 1)
+            items.append(_build(loader, item, kp, lines))
+        return items
+    return loader.construct_object(node, deep=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Public constructors
+# ---------------------------------------------------------------------------------------------
+
+def load_config(path: str, num_layers: Optional[int] = None, pipeline_stage: Optional[int] = None,
+                pp_interleave_num: Optional[int] = None, offset: Any = None,
+                pipeline_interleave: Optional[bool] = None, check_rules: bool = True) -> TrainingConfig:
+    """Load a MindFormers training YAML (a whole file or a fragment) into a validated config.
+
+    The keyword arguments override the YAML (for fragments that lack the model or parallel
+    sections). Raises :class:`ConfigError` (exit 2) with file, line and key path.
+    """
+    data, lines = read_yaml(path)
+    if not isinstance(data, dict):
+        raise ConfigError(f"expected a mapping of config sections at the top level, got {_kind(data)}",
+                          file=path, line=1)
+    return _from_tree(data, lines, path, dict(num_layers=num_layers, pipeline_stage=pipeline_stage,
+                                              pp_interleave_num=pp_interleave_num, offset=offset,
+                                              pipeline_interleave=pipeline_interleave), check_rules)
+
+
+def config_from_dicts(recompute_config: Optional[Mapping[str, Any]] = None,
+                      swap_config: Optional[Mapping[str, Any]] = None,
+                      parallel_config: Optional[Mapping[str, Any]] = None, *,
+                      num_layers: Optional[int] = None, pipeline_stage: Optional[int] = None,
+                      pp_interleave_num: Optional[int] = None, offset: Any = None,
+                      pipeline_interleave: Optional[bool] = None,
+                      geometry: Optional[Mapping[str, Any]] = None,
+                      context: Optional[Mapping[str, Any]] = None,
+                      source: Optional[str] = None, check_rules: bool = True) -> TrainingConfig:
+    """Build a config from plain dicts, e.g. the log's ``initial ... from dict`` lines.
+
+    ``geometry`` may carry the log's parsed ``num_layers per stage`` (``layer_list``) and
+    ``Pipeline id list`` (``pp_ids``): the layer split is then taken as logged, and the layer
+    count, stage count and interleave follow from it unless given explicitly. The pre-release key
+    names ``select_recompute_off`` / ``select_comm_recompute_off`` are read as the exclude keys.
+    """
+    tree: Dict[str, Any] = {}
+    if recompute_config is not None:
+        rc = dict(recompute_config)
+        for old, new in RENAMED_KEYS.items():
+            if old in rc and new not in rc:
+                rc[new] = rc.pop(old)
+        tree["recompute_config"] = rc
+    if swap_config is not None:
+        sc = dict(swap_config)
+        # an mcore log converts swap keys to TransformerConfig names
+        for old, new in (("cpu_offloading", "swap"), ("cpu_offloading_num_layers", "layer_swap")):
+            if old in sc and new not in sc:
+                sc[new] = sc.pop(old)
+        tree["swap_config"] = sc
+    if parallel_config is not None:
+        pc = dict(parallel_config)
+        if isinstance(pc.get("recompute"), dict):
+            # the log's parallel_config repr nests the recompute config; recompute_config wins
+            nested = pc.pop("recompute")
+            tree.setdefault("recompute_config", nested)
+        tree["parallel_config"] = pc
+    if context:
+        tree["context"] = dict(context)
+    layer_list = None
+    if geometry:
+        layer_list = _logged_layer_list(geometry, source)
+        pp_ids = geometry.get("pp_ids")
+        if num_layers is None:
+            num_layers = len(pp_ids) if pp_ids else int(sum(sum(r) for r in layer_list))
+        if pipeline_stage is None:
+            pipeline_stage = len(layer_list[0])
+        if pp_interleave_num is None:
+            pp_interleave_num = len(layer_list)
+        if pipeline_interleave is None:
+            pipeline_interleave = len(layer_list) > 1
+    cfg = _from_tree(tree, {}, source, dict(num_layers=num_layers, pipeline_stage=pipeline_stage,
+                                             pp_interleave_num=pp_interleave_num, offset=offset,
+                                             pipeline_interleave=pipeline_interleave), check_rules,
+                     fragment_ok=True)
+    cfg.layer_list = layer_list
+    return cfg
+
+
+def _logged_layer_list(geometry: Mapping[str, Any], source: Optional[str]) -> List[List[int]]:
+    ll = geometry.get("layer_list")
+    try:
+        rows = [[int(x) for x in row] for row in ll]
+        if not rows or not rows[0] or any(len(r) != len(rows[0]) for r in rows):
+            raise ValueError
+    except (TypeError, ValueError):
+        raise ConfigError(f"the logged 'num_layers per stage' value {ll!r} is not a V x P table",
+                          file=source) from None
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# Finding keys and validating
+# ---------------------------------------------------------------------------------------------
+
+def _from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional[str],
+               overrides: Dict[str, Any], check_rules: bool, fragment_ok: bool = False) -> TrainingConfig:
+    def err(key: str, message: str) -> ConfigError:
+        return ConfigError(message, file=source, line=_line(lines, key), key=key)
+
+    model = _section(data, "model", err)
+    model_config = _section(model, "model_config", err, prefix="model.") if model else {}
+    parallel_config = _section(data, "parallel_config", err)
+    parallel = _section(data, "parallel", err)
+    pipeline_config = _section(parallel, "pipeline_config", err, prefix="parallel.") if parallel else {}
+    context = _section(data, "context", err)
+
+    # -- geometry -------------------------------------------------------------------------
+    mc = "model.model_config"
+    n_key = f"{mc}.num_layers" if "num_layers" in model_config or "num_hidden_layers" not in model_config \
+        else f"{mc}.num_hidden_layers"
+    num_layers = overrides["num_layers"]
+    n_src = "--num-layers"
+    if num_layers is None:
+        num_layers = model_config.get("num_layers", model_config.get("num_hidden_layers"))
+        n_src = n_key
+    if num_layers is None:
+        raise ConfigError("the layer count is unknown: set model.model_config.num_layers in the YAML, "
+                          "or pass --num-layers N for a fragment", file=source, key=f"{mc}.num_layers")
+    num_layers = _positive_int(num_layers, n_src, err)
+    mtp_depth = 0
+    if overrides["num_layers"] is None and model_config.get("mtp_depth") not in (None, 0):
+        # DeepSeek-style models hand num_layers + mtp_depth to LayerSetting (train/finetune)
+        mtp_depth = _nonneg_int(model_config["mtp_depth"], f"{mc}.mtp_depth", err)
+        num_layers += mtp_depth
+
+    pipeline_stage = overrides["pipeline_stage"]
+    if pipeline_stage is None:
+        pipeline_stage = _positive_int(parallel_config.get("pipeline_stage", 1), "parallel_config.pipeline_stage", err)
+    else:
+        pipeline_stage = _positive_int(pipeline_stage, "--pipeline-stage", err)
+
+    pp_int = overrides["pp_interleave_num"]
+    if pp_int is None:
+        pp_int = _positive_int(model_config.get("pp_interleave_num", 1), f"{mc}.pp_interleave_num", err)
+    else:
+        pp_int = _positive_int(pp_int, "--pp-interleave-num", err)
+
+    pipeline_interleave = overrides["pipeline_interleave"]
+    if pipeline_interleave is None:
+        pipeline_interleave = pipeline_config.get("pipeline_interleave", False)
+        if not isinstance(pipeline_interleave, bool):
+            raise err("parallel.pipeline_config.pipeline_interleave",
+                      f"expected True or False, got {_kind(pipeline_interleave)} {pipeline_interleave!r}")
+    if overrides["pipeline_interleave"] is None and overrides["pp_interleave_num"] is not None \
+            and pp_int > 1 and "pipeline_interleave" not in pipeline_config:
+        # --pp-interleave-num on a fragment means "the run has pipeline_interleave on"
+        pipeline_interleave = True
+
+    offset = overrides["offset"]
+    o_key = "--offset"
+    if offset is None:
+        offset = model_config.get("offset", 0)
+        o_key = f"{mc}.offset"
+    _check_offset_type(offset, o_key, err)
+
+    scheduler = pipeline_config.get("pipeline_scheduler")
+    if scheduler == "zero_bubble_v":
+        raise err("parallel.pipeline_config.pipeline_scheduler",
+                  "pipeline_scheduler 'zero_bubble_v' reverses the second interleave's layer split; "
+                  "swapwatch does not model it yet")
+
+    # -- strategy sections ------------------------------------------------------------------
+    parallel_recompute = None
+    if "recompute" in parallel_config:
+        pr = parallel_config["recompute"]
+        if isinstance(pr, bool):
+            parallel_recompute = pr
+        elif not isinstance(pr, dict):
+            raise err("parallel_config.recompute",
+                      f"expected True/False (the legacy shortcut) or a recompute_config mapping, got {_kind(pr)}")
+    recompute, given_r = _template(data, "recompute_config", RECOMPUTE_DEFAULTS, err)
+    if isinstance(parallel_config.get("recompute"), dict) and "recompute_config" not in data:
+        recompute, given_r = _template({"recompute_config": parallel_config["recompute"]},
+                                       "recompute_config", RECOMPUTE_DEFAULTS, err)
+    swap, given_s = _template(data, "swap_config", SWAP_DEFAULTS, err)
+
+    ctx = {k: context[k] for k in ("mode", "memory_optimize_level", "device_target") if k in context}
+    jit = context.get("jit_config")
+    if isinstance(jit, dict) and "jit_level" in jit:
+        ctx["jit_level"] = jit["jit_level"]
+
+    cfg = TrainingConfig(recompute_config=recompute, swap_config=swap, num_layers=num_layers,
+                         pipeline_stage=pipeline_stage, pp_interleave_num=pp_int,
+                         pipeline_interleave=pipeline_interleave, offset=offset,
+                         parallel_recompute=parallel_recompute, context=ctx,
+                         pipeline_scheduler=scheduler, mtp_depth=mtp_depth, source=source,
+                         lines=dict(lines), given={"recompute_config": given_r, "swap_config": given_s})
+    validate(cfg, check_rules=check_rules)
+    return cfg
+
+
+def _line(lines: Dict[str, int], key: str) -> Optional[int]:
+    k = key
+    while k:
+        if k in lines:
+            return lines[k]
+        k = k.rpartition(".")[0] if "." in k else ""
+    return None
+
+
+def _section(data: Any, name: str, err, prefix: str = "") -> Dict[str, Any]:
+    value = data.get(name) if isinstance(data, dict) else None
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise err(f"{prefix}{name}", f"expected a mapping, got {_kind(value)}")
+    return value
+
+
+def _template(data: Dict[str, Any], name: str, defaults: Dict[str, Any], err) -> Tuple[Dict[str, Any], List[str]]:
+    """MindFormers' template step: None/empty -> defaults; unknown keys are rejected."""
+    value = data.get(name)
+    if value is None:
+        return dict(defaults), []
+    if not isinstance(value, dict):
+        raise err(name, f"expected a mapping of {name} keys, got {_kind(value)}")
+    for key in value:
+        if key not in defaults:
+            raise err(f"{name}.{key}", _unknown_key_message(key, defaults))
+    out = dict(defaults)
+    out.update(value)
+    return out, list(value)
+
+
+def _unknown_key_message(key: Any, known: Sequence[str]) -> str:
+    if key in RENAMED_KEYS:
+        return f"unknown key; it was renamed to '{RENAMED_KEYS[key]}' before any release"
+    close = difflib.get_close_matches(str(key), list(known), n=1, cutoff=0.6)
+    if close:
+        return f"unknown key; did you mean '{close[0]}'?"
+    return f"unknown key (MindFormers rejects it); known keys: {', '.join(known)}"
+
+
+def _positive_int(value: Any, key: str, err) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise err(key, f"expected a positive integer, got {_kind(value)} {value!r}")
+    if value < 1:
+        raise err(key, f"expected a positive integer, got {value}")
+    return value
+
+
+def _nonneg_int(value: Any, key: str, err) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise err(key, f"expected a non-negative integer, got {value!r}")
+    return value
+
+
+def _check_offset_type(offset: Any, key: str, err) -> None:
+    """An int, a list of ints, or a list of equally long lists of ints (what np.array accepts)."""
+    def is_int(x: Any) -> bool:
+        return isinstance(x, int) and not isinstance(x, bool)
+
+    if is_int(offset):
+        return
+    if isinstance(offset, list) and all(is_int(x) for x in offset):
+        return
+    if isinstance(offset, list) and offset and all(isinstance(r, list) and all(is_int(x) for x in r) for r in offset):
+        if len({len(r) for r in offset}) == 1:
+            return
+        raise err(key, f"the rows of a 2-D offset must be equally long, got {offset!r}")
+    raise err(key, f"expected an int, a list of ints (one per stage) or a list of such lists "
+                   f"(one per interleave), got {offset!r}")
+
+
+def _kind(value: Any) -> str:
+    return {dict: "a mapping", list: "a list", str: "a string", bool: "a bool", int: "an int",
+            float: "a float", type(None): "nothing (null)"}.get(type(value), type(value).__name__)
+
+
+# ---------------------------------------------------------------------------------------------
+# What MindFormers rejects before LayerSetting: config classes and the train-path check_rules
+# ---------------------------------------------------------------------------------------------
+
+def validate(cfg: TrainingConfig, check_rules: bool = True) -> None:
+    """Raise ConfigError for what MindFormers' config classes and ``check_rules`` reject."""
+    from .strategy import normalize_swap_config
+
+    rc, sc = cfg.recompute_config, cfg.swap_config
+    for key in RECOMPUTE_BOOL_KEYS:
+        if not isinstance(rc.get(key), bool):
+            raise cfg.error(f"recompute_config.{key}", f"must be True or False, got {rc.get(key)!r}")
+    if not isinstance(sc.get("swap"), bool):
+        raise cfg.error("swap_config.swap", f"must be True or False, got {sc.get('swap')!r}")
+    if cfg.parallel_recompute is not None and sc["swap"]:
+        raise cfg.error("parallel_config.recompute",
+                        "a plain-bool parallel_config.recompute cannot be combined with swap: MindFormers' "
+                        "swap/recompute conflict check needs a recompute_config (it crashes with "
+                        "AttributeError); move the setting to recompute_config.recompute")
+    # TransformerSwapConfig is built even when swap is off, so its errors always apply
+    layer_swap, op_swap = normalize_swap_config(sc, cfg)
+    if not check_rules:
+        return
+    if not sc["swap"]:
+        for key in ("recompute", "select_recompute", "select_comm_recompute"):
+            value = rc[key]
+            if isinstance(value, list) and len(value) > cfg.pipeline_stage and \
+                    all(isinstance(n, int) for n in value):
+                raise cfg.error(f"recompute_config.{key}",
+                                f"has {len(value)} per-stage counts but there are only "
+                                f"{cfg.pipeline_stage} pipeline stage(s); MindFormers rejects a list longer "
+                                f"than pipeline_stage")
+        return
+    for key in ("recompute", "select_recompute", "select_comm_recompute"):
+        _rule_layer_ids(cfg, rc[key], f"recompute_config.{key}")
+    dp = sc["default_prefetch"]
+    if not isinstance(dp, int) or dp < 1:
+        raise cfg.error("swap_config.default_prefetch",
+                        f"must be an integer >= 1 when swap is on, got {dp!r}")
+    if sc.get("layer_swap") is not None and not isinstance(sc["layer_swap"], (list, dict)):
+        raise cfg.error("swap_config.layer_swap", "must be a list of {backward_prefetch, layers} entries")
+    for i, item in enumerate(layer_swap):
+        _rule_swap_entry(cfg, item, f"swap_config.layer_swap[{i}]" if isinstance(sc.get("layer_swap"), list)
+                         else "swap_config.layer_swap", "layer_swap")
+    for name, entries in op_swap.items():
+        for item in entries:
+            _rule_swap_entry(cfg, item, _op_swap_key(sc, name), f"op_swap({name})")
+
+
+def _op_swap_key(sc: Dict[str, Any], name: str) -> str:
+    raw = sc.get("op_swap")
+    if isinstance(raw, list):
+        for i, item in enumerate(raw):
+            if isinstance(item, dict):
+                names = item.get("op_name")
+                if names == name or (isinstance(names, (list, tuple)) and name in names):
+                    return f"swap_config.op_swap[{i}]"
+    return "swap_config.op_swap"
+
+
+def _rule_layer_ids(cfg: TrainingConfig, value: Any, key: str) -> None:
+    """Under swap, recompute values are layer ids: a bool, a list of ints, or {pattern: [ints]}."""
+    if isinstance(value, bool):
+        return
+    if isinstance(value, (list, tuple)):
+        for obj in value:
+            if not isinstance(obj, int):
+                raise cfg.error(key, f"with swap on this is a list of layer ids, so every item must be an "
+                                     f"integer; got {obj!r}")
+        return
+    if isinstance(value, dict):
+        for pattern, ids in value.items():
+            if not isinstance(pattern, str):
+                raise cfg.error(key, f"pattern {pattern!r} must be a string")
+            if not isinstance(ids, list):
+                raise cfg.error(f"{key}.{pattern}",
+                                f"with swap on each pattern needs a list of layer ids, got {ids!r} "
+                                f"(MindFormers' check_rules: layer info must be list when enabling swap)")
+        return
+    raise cfg.error(key, f"with swap on this must be a bool, a list of layer ids or a "
+                         f"{{pattern: [layer ids]}} mapping, got {value!r}")
+
+
+def _rule_swap_entry(cfg: TrainingConfig, item: Dict[str, Any], key: str, label: str) -> None:
+    layers = item.get("layers")
+    if isinstance(layers, (list, tuple)):
+        for obj in layers:
+            if not isinstance(obj, int):
+                raise cfg.error(f"{key}.layers", f"{label}: layers must be a flat list of layer ids, got {layers!r}")
+    p = item.get("backward_prefetch")
+    if not isinstance(p, int) or p < 1:
+        raise cfg.error(f"{key}.backward_prefetch",
+                        f"{label}: backward_prefetch must be an integer >= 1 on this (legacy model) path, "
+                        f"got {p!r}" + (" ('Auto' only passes the mcore path)" if p == "Auto" else ""))
+
+
+def parse_offset(text: str) -> Any:
+    """``--offset`` on the command line: JSON (``2``, ``[1,0,0,1]``, ``[[0,1],[1,0]]``)."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        raise InputError(f"--offset must be JSON (e.g. 1, [1,0,0,1] or [[0,1],[1,0]]), got {text!r}") from None
