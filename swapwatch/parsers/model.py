@@ -228,6 +228,8 @@ class RunLog:
     expected_ranks: Optional[List[int]] = None     # from msrun worker count / run.json, when known
     run_info: Dict[str, Any] = field(default_factory=dict)   # run.json of a swapwatch run dir
     label: str = ""                                 # a name for plots (run dir name)
+    #: Events not attributable to one rank (scheduler.log: tracebacks, exits), in file order.
+    run_events: List[Event] = field(default_factory=list)
 
     def to_frame(self, kind: str):
         """A pandas DataFrame of one event kind across ranks (columns = the event's fields)."""

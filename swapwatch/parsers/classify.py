@@ -1,0 +1,61 @@
+"""One candidate line -> its events: the dispatch over every family parser.
+
+The scanner finds candidate lines by literal search; this decides what each one is. The families
+are tried by cheap substring tests first, so a false candidate costs a few ``in`` checks. Which
+families may come from which logger is part of the grammar: LayerSetting and step lines are
+MindFormers records (or raw text in logs that have no MindFormers prefix at all: docs excerpts,
+hook-only runs), memory/offload lines are MindSpore records or raw continuation lines, exit lines
+are msrun's, tracebacks and SWAPWATCH lines are raw or inside any record.
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterable, List, Optional
+
+from . import layersetting, memory, msrun, steps, swapwatch_lines, tracebacks
+from .grammar import ASCEND_NEEDLE, CPU_NEEDLE, EXIT_NEEDLE, OFFLOAD_NEEDLE, SWAPWATCH_NEEDLE, TRACEBACK_NEEDLE
+from .model import Event, NoticeEvent
+from .prefix import clean, collapse, split
+
+_MF_FORMATS = ("mindformers", "mindformers_trimmed", "mindformers_file", "level_only")
+_SW = SWAPWATCH_NEEDLE.decode()[:-1]      # 'SWAPWATCH {'
+_TB = TRACEBACK_NEEDLE.decode()
+_ASC = ASCEND_NEEDLE.decode()
+_CPU = CPU_NEEDLE.decode()
+_EXIT = EXIT_NEEDLE.decode()
+_OFF = OFFLOAD_NEEDLE.decode()
+
+Follow = Callable[[], Iterable[tuple]]
+
+
+def classify(text: str, rank: Optional[int], source: str, follow: Optional[Follow] = None,
+             prefixed: bool = False) -> List[Event]:
+    """Events of one raw line (decoded). ``prefixed``: the log has MindFormers stdout records, so
+    MindFormers families are only read from such records (a raw ``Set ...`` line there is a print or
+    a quoted config, not MindFormers). ``follow()`` yields (source, cleaned text) of the next lines."""
+    line = split(clean(text))
+    msg = line.msg
+    if _SW in msg:
+        return swapwatch_lines.parse(msg, rank, source)
+    if msg.startswith(_TB):
+        return tracebacks.parse(msg, rank, source, follow() if follow else ())
+    out: List[Event] = []
+    fmt = line.fmt
+    mf_ok = fmt in _MF_FORMATS or (fmt == "raw" and not prefixed)
+    if mf_ok:
+        cmsg = collapse(msg)
+        ev = steps.parse(cmsg, rank, source) if "Epoch:[" in cmsg else layersetting.parse(cmsg, rank, source)
+        if ev is not None:
+            return [ev]
+        if line.level in ("ERROR", "CRITICAL"):
+            check = layersetting.config_error(cmsg)
+            if check:
+                return [NoticeEvent(rank, source, what="config_error", data={"check": check, "message": cmsg})]
+    if _ASC in msg:
+        out.extend(memory.parse_ascend(msg, rank, source, follow() if follow else ()))
+    if _CPU in msg:
+        out.extend(memory.parse_cpu(msg, rank, source))
+    if _EXIT in msg:
+        out.extend(msrun.parse_exit(msg, rank, source))
+    if _OFF in msg:
+        out.extend(msrun.parse_offload(msg, rank, source))
+    return out

@@ -1,0 +1,167 @@
+"""What the user pointed at -> the log files to parse, their ranks, and what the launch expected.
+
+Accepted (DESIGN §3.1): worker log files (plain or ``.gz``), msrun log directories
+(``worker_*.log`` + ``scheduler.log``), run directories written by ``swapwatch run`` (``run.json``
+plus an ``msrun/`` or ``logs/`` subdirectory — we look up to two levels down, so other layouts
+work too), MindFormers ``output/log/rank_N/info.log`` trees, and several nodes' directories at
+once. Anything that holds no log, or cannot be read, is an :class:`InputError` naming the path.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+import zlib
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterable, List, Optional, Sequence
+
+from ..errors import InputError
+from . import msrun
+
+HEAD_BYTES = 1 << 20
+_WORKER_RE = re.compile(r"^worker_\d+\.log(?:\.gz)?$")
+_LOG_RE = re.compile(r"\.(?:log|out)(?:\.\d+)?(?:\.gz)?$")
+_SKIP_DIRS = {"__pycache__", ".git", "ir", "graphs", "rank_graphs"}
+
+
+@dataclass
+class LogFile:
+    path: str
+    display: str                 # how sources name it (relative to what the user gave)
+    role: str = "rank"           # "rank" | "scheduler"
+    name_rank: Optional[int] = None
+    gz: bool = False
+    size: int = 0
+
+
+@dataclass
+class Inputs:
+    files: List[LogFile] = field(default_factory=list)
+    run_info: Dict[str, Any] = field(default_factory=dict)
+    expected_ranks: Optional[List[int]] = None
+    label: str = ""
+
+
+def open_binary(path: str):
+    """A binary stream of a log, transparently gunzipping ``.gz`` files."""
+    if path.endswith(".gz"):
+        return gzip.open(path, "rb")
+    return open(path, "rb", buffering=0)
+
+
+def read_head(path: str, n: int = HEAD_BYTES) -> bytes:
+    """The first ``n`` (decompressed) bytes; an unreadable file is an InputError."""
+    try:
+        with open_binary(path) as f:
+            return f.read(n)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise InputError(f"cannot read log: {exc.__class__.__name__}: {exc}", file=path) from None
+
+
+def _walk(root: str, depth: int) -> Iterable[str]:
+    """Files under ``root`` up to ``depth`` directory levels down, in sorted order."""
+    try:
+        entries = sorted(os.scandir(root), key=lambda e: e.name)
+    except OSError as exc:
+        raise InputError(f"cannot list directory: {exc.strerror or exc}", file=root) from None
+    for e in entries:
+        if e.is_file():
+            yield e.path
+    if depth > 0:
+        for e in entries:
+            if e.is_dir() and e.name not in _SKIP_DIRS and not e.name.startswith("."):
+                yield from _walk(e.path, depth - 1)
+
+
+def _display(path: str, base: str) -> str:
+    rel = os.path.relpath(path, base) if base else path
+    return path if rel.startswith("..") else rel
+
+
+def _expected_from_run_json(info: Dict[str, Any]) -> Optional[List[int]]:
+    ranks = info.get("ranks")
+    if isinstance(ranks, list) and all(isinstance(r, int) for r in ranks):
+        return sorted(set(ranks))
+    ws = info.get("world_size")
+    if isinstance(ws, int) and ws > 0:
+        return list(range(ws))
+    return None
+
+
+def _from_dir(d: str, out: Inputs, expected: set, had_expect: List[bool]) -> None:
+    rj = os.path.join(d, "run.json")
+    if os.path.isfile(rj):
+        try:
+            with open(rj, encoding="utf-8") as f:
+                info = json.load(f)
+        except (OSError, ValueError) as exc:
+            raise InputError(f"cannot read run.json: {exc}", file=rj) from None
+        if isinstance(info, dict):
+            out.run_info.update(info)
+            exp = _expected_from_run_json(info)
+            if exp is not None:
+                expected.update(exp)
+                had_expect[0] = True
+    files = list(_walk(d, 2))
+    base = os.path.dirname(os.path.abspath(d).rstrip(os.sep))
+    workers = [p for p in files if _WORKER_RE.match(os.path.basename(p))]
+    scheds = [p for p in files if os.path.basename(p) in ("scheduler.log", "scheduler.log.gz")]
+    if workers:
+        chosen = workers
+    else:
+        chosen = [p for p in files if _LOG_RE.search(os.path.basename(p)) and p not in scheds]
+    for p in chosen:
+        out.files.append(LogFile(p, _display(p, base), "rank", msrun.rank_from_name(p), p.endswith(".gz")))
+    for p in scheds:
+        out.files.append(LogFile(p, _display(p, base), "scheduler", None, p.endswith(".gz")))
+    if workers and not had_expect[0]:
+        by_dir: Dict[str, int] = {}
+        for p in workers:
+            r = msrun.rank_from_name(p)
+            if r is not None:
+                by_dir[os.path.dirname(p)] = max(by_dir.get(os.path.dirname(p), -1), r)
+        for hi in by_dir.values():
+            expected.update(range(hi + 1))
+    if not chosen:
+        raise InputError("no worker logs here (looked for worker_*.log and *.log up to two levels down)", file=d)
+
+
+def discover(paths: Sequence[str]) -> Inputs:
+    """Resolve user paths into :class:`Inputs`; raises InputError for missing/empty/unreadable paths."""
+    if not paths:
+        raise InputError("no log path given")
+    out = Inputs()
+    expected: set = set()
+    had_expect = [False]
+    seen = set()
+    for p in paths:
+        p = os.fspath(p)
+        if not os.path.exists(p):
+            raise InputError("no such file or directory", file=p)
+        if os.path.isdir(p):
+            _from_dir(p, out, expected, had_expect)
+        else:
+            if not os.access(p, os.R_OK):
+                raise InputError("permission denied", file=p)
+            out.files.append(LogFile(p, p, "scheduler" if os.path.basename(p).startswith("scheduler.log") else "rank",
+                                     msrun.rank_from_name(p), p.endswith(".gz")))
+    uniq = []
+    for f in out.files:
+        key = os.path.realpath(f.path)
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            f.size = os.path.getsize(f.path)
+        except OSError as exc:
+            raise InputError(f"cannot read log: {exc.strerror or exc}", file=f.path) from None
+        uniq.append(f)
+    out.files = uniq
+    if not any(f.role == "rank" for f in out.files):
+        raise InputError("no worker logs among the given paths", file=paths[0])
+    if expected:
+        out.expected_ranks = sorted(expected)
+    dirs = [p for p in paths if os.path.isdir(p)]
+    out.label = os.path.basename(os.path.abspath(dirs[0]).rstrip(os.sep)) if len(dirs) == 1 else ""
+    return out

@@ -1,0 +1,323 @@
+"""From paths to a :class:`RunLog`: discovery, parallel scanning, rank assignment, completeness.
+
+Work is split into *pieces*: a small or gzip file is one piece, a big plain file is cut into
+line-aligned byte ranges (``PIECE`` bytes each) so even a single 1 GB worker log uses every core.
+Each piece yields events with piece-relative line numbers plus its line-feed count; the parent
+adds the counts of the pieces before it, so ``source`` is always the true ``file:line``.
+
+Per rank, afterwards:
+
+* **authority**: when a rank has SWAPWATCH ``apply`` (``step``) events, its text ``Set ...`` (step)
+  lines are dropped — the JSON carries the exact paths/values the text lines garble;
+* **completeness** (:func:`complete_blocks`): a LayerSetting block opens at ``num_layers per stage``
+  (or a SWAPWATCH ``plan``) and announces ``num_layers``. Layers with nothing configured log nothing,
+  so "every layer has a line" cannot be the test. A block counts as finished when the last layer
+  was logged, or when the process visibly went on past model building (a later block, a step,
+  memory or exit line, a compile-time offload warning, or ``TAIL_SLACK`` more log lines) without a
+  traceback in between. Otherwise the log was cut off inside it: ``truncated`` -> SW106, not SW101.
+  MTP models log a second block (``layer_settings`` == 2) whose only layer is ``num_layers-1``.
+* a rank whose log has no MindFormers line at all while other ranks have them gets a
+  ``no_mindformers_lines`` notice (``STDOUT_DEVICES`` hides ranks from stdout).
+"""
+from __future__ import annotations
+
+import os
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+
+from ..errors import InputError
+from . import inputs as inp
+from .classify import classify
+from .model import (ActionEvent, Event, ExitEvent, GeometryEvent, MemoryEvent, NoticeEvent, RankLog, RunLog,
+                    StepEvent, SwapwatchEvent)
+from .msrun import rank_from_head, scheduler_ranks
+from .progress import Progress
+from .scanner import CHUNK, Needles, Scan, is_prefixed
+
+PIECE = 32 << 20           # bytes per parallel piece of one big file (small enough to balance 2+ workers)
+PARALLEL_MIN = 48 << 20    # below this total, process pieces in-process (pool start-up costs more)
+TAIL_SLACK = 200           # log lines after a block that show the process moved on
+
+
+@dataclass
+class Piece:
+    index: int
+    path: str
+    display: str
+    start: int
+    end: Optional[int]      # None: to EOF (gz or last piece)
+    prefixed: bool
+    rank: Optional[int]
+    chunk: int = CHUNK
+
+
+@dataclass
+class PieceResult:
+    index: int
+    events: List[Event]     # ``source`` holds the piece-relative line number (as str)
+    newlines: int
+    nbytes: int
+
+
+def _parse_piece(piece: Piece, progress=None) -> PieceResult:
+    try:
+        with inp.open_binary(piece.path) as f:
+            if piece.start:
+                f.seek(piece.start)
+            owned = None if piece.end is None else piece.end - piece.start
+            scan = Scan(f, Needles.for_file(piece.prefixed), owned=owned, chunk=piece.chunk, progress=progress)
+            events: List[Event] = []
+            for line, text in scan:
+                events.extend(classify(text, piece.rank, str(line), follow=scan.follow, prefixed=piece.prefixed))
+    except (OSError, EOFError) as exc:
+        raise InputError(f"cannot read log: {exc.__class__.__name__}: {exc}", file=piece.path) from None
+    except Exception as exc:  # zlib.error / gzip.BadGzipFile: a damaged .gz
+        if exc.__class__.__name__ in ("error", "BadGzipFile"):
+            raise InputError(f"cannot read log: {exc}", file=piece.path) from None
+        raise
+    return PieceResult(piece.index, events, scan.newlines, scan.bytes)
+
+
+def _align(path: str, pos: int) -> int:
+    """The first line start at or after ``pos`` (a range boundary that never splits a line)."""
+    with open(path, "rb") as f:
+        f.seek(pos - 1)
+        if f.read(1) == b"\n":
+            return pos
+        while True:
+            block = f.read(1 << 16)
+            if not block:
+                return f.tell()
+            i = block.find(b"\n")
+            if i >= 0:
+                return f.tell() - len(block) + i + 1
+
+
+def _plan(files: Sequence[inp.LogFile], heads: Dict[str, bytes], chunk: int, piece: int) -> List[Piece]:
+    pieces: List[Piece] = []
+    for f in files:
+        head = heads[f.path]
+        pre = is_prefixed(head)
+        rank = f.name_rank
+        cut = [0]
+        if not f.gz and f.size > piece * 3 // 2:
+            for p in range(piece, f.size - piece // 2, piece):
+                a = _align(f.path, p)
+                if a > cut[-1] and a < f.size:
+                    cut.append(a)
+        for a, b in zip(cut, cut[1:] + [None]):
+            pieces.append(Piece(len(pieces), f.path, f.display, a, b, pre, rank, chunk))
+    return pieces
+
+
+def _workers() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - macOS/Windows
+        return max(1, os.cpu_count() or 1)
+
+
+def _run(pieces: List[Piece], total: int, jobs: Optional[int], progress: Progress) -> Iterator[PieceResult]:
+    jobs = _workers() if jobs is None else max(1, jobs)
+    if jobs == 1 or len(pieces) == 1 or total < PARALLEL_MIN:
+        for p in pieces:
+            yield _parse_piece(p, progress.add)
+        return
+    with ProcessPoolExecutor(max_workers=min(jobs, len(pieces))) as ex:
+        for r in ex.map(_parse_piece, pieces):
+            progress.add(r.nbytes)
+            yield r
+
+
+def iter_file_events(paths: Sequence[str], chunk: int = CHUNK, jobs: Optional[int] = None, piece: int = PIECE,
+                     show_progress: bool = True) -> Iterator[Tuple[inp.LogFile, List[Event], int]]:
+    """Per file (in discovery order): its events with final ``file:line`` sources and provisional
+    ranks, and the file's line count.
+
+    Memory stays bounded by one piece's events (plus the pool's look-ahead), so this is the
+    streaming path behind ``swapwatch events``.
+    """
+    found = inp.discover(paths)
+    yield from _iter_found(found, chunk, jobs, piece, show_progress)
+
+
+def _iter_found(found: inp.Inputs, chunk: int, jobs: Optional[int], piece: int,
+                show_progress: bool) -> Iterator[Tuple[inp.LogFile, List[Event]]]:
+    heads = {f.path: inp.read_head(f.path) for f in found.files}
+    for f in found.files:
+        if f.name_rank is None or f.role == "rank":
+            hr = rank_from_head(heads[f.path])
+            if hr is not None and f.role == "rank":
+                f.name_rank = hr
+    pieces = _plan(found.files, heads, chunk, piece)
+    total = sum(f.size for f in found.files)
+    progress = Progress(total if show_progress else 0)
+    by_path = {f.path: f for f in found.files}
+    cur: Optional[str] = None
+    base = 0
+    acc: List[Event] = []
+    try:
+        for p, r in zip(pieces, _run(pieces, total, jobs, progress)):
+            if p.path != cur:
+                if cur is not None:
+                    yield by_path[cur], acc, base
+                cur, base, acc = p.path, 0, []
+            for e in r.events:
+                e.source = f"{p.display}:{base + int(e.source)}"
+            acc.extend(r.events)
+            base += r.newlines
+        if cur is not None:
+            yield by_path[cur], acc, base
+    finally:
+        progress.close()
+
+
+def iter_events(paths: Sequence[str], **kw) -> Iterator[Event]:
+    """Every parsed event of every file, in file order (ranks as far as each file tells)."""
+    for f, events, _ in iter_file_events(paths, **kw):
+        rank = _file_rank(f, events)
+        for e in events:
+            if rank is not None and f.role == "rank":
+                e.rank = rank
+            yield e
+
+
+def _file_rank(f: inp.LogFile, events: List[Event]) -> Optional[int]:
+    """SWAPWATCH rank (authoritative) > content (``rank id:``) / file name (already in name_rank)."""
+    for e in events:
+        if getattr(e, "origin", None) == "swapwatch" or isinstance(e, SwapwatchEvent):
+            if e.rank is not None:
+                return e.rank
+    return f.name_rank
+
+
+def read_logs(paths: Sequence[str], chunk: int = CHUNK, jobs: Optional[int] = None, piece: int = PIECE,
+              show_progress: bool = True) -> RunLog:
+    """Parse worker logs / msrun dirs / run dirs (plain or .gz) into one :class:`RunLog`.
+
+    Raises :class:`swapwatch.errors.InputError` (one line, exit 2 in the CLI) for paths that do not
+    exist, hold no logs, or cannot be read.
+    """
+    found = inp.discover(paths)
+    run = RunLog(run_info=dict(found.run_info), label=found.label)
+    expected = set(found.expected_ranks or [])
+    unranked: List[Tuple[inp.LogFile, List[Event]]] = []
+    lines: Dict[str, int] = {}
+    for f, events, nlines in _iter_found(found, chunk, jobs, piece, show_progress):
+        lines[f.display] = nlines
+        if f.role == "scheduler":
+            run.run_events.extend(events)
+            if not found.run_info.get("ranks") and not found.run_info.get("world_size"):
+                with inp.open_binary(f.path) as fh:
+                    expected.update(scheduler_ranks(iter(lambda: fh.read(CHUNK), b"")))
+            continue
+        rank = _file_rank(f, events)
+        if rank is None:
+            unranked.append((f, events))
+            continue
+        _add(run, rank, f, events)
+    for f, events in unranked:
+        rank = 0 if not run.ranks and len(unranked) == 1 else max(list(run.ranks) + [-1]) + 1
+        events.insert(0, NoticeEvent(rank, f"{f.display}:1", what="rank_guessed",
+                                     data={"file": f.display, "rank": rank}))
+        _add(run, rank, f, events)
+    run.expected_ranks = sorted(expected) if expected else None
+    any_mf = any(_has_mindformers(r) for r in run.ranks.values())
+    for r in run.ranks.values():
+        _finish(r, any_mf, lines)
+    return run
+
+
+def _add(run: RunLog, rank: int, f: inp.LogFile, events: List[Event]) -> None:
+    rl = run.ranks.get(rank)
+    if rl is None:
+        rl = run.ranks[rank] = RankLog(rank)
+    rl.files.append(f.display)
+    for e in events:
+        e.rank = rank
+    rl.events.extend(events)
+
+
+def _has_mindformers(r: RankLog) -> bool:
+    return any(e.kind in ("geometry", "formative", "initial_config") or
+               (e.kind in ("action", "step") and getattr(e, "origin", "text") == "text") for e in r.events)
+
+
+def _finish(r: RankLog, any_mf: bool, lines: Dict[str, int]) -> None:
+    for kind, cls in (("action", ActionEvent), ("step", StepEvent)):
+        if any(isinstance(e, cls) and e.origin == "swapwatch" for e in r.events):
+            r.events = [e for e in r.events if not (isinstance(e, cls) and e.origin == "text")]
+    blocks = complete_blocks(r.events, lines)
+    r.layer_settings = len(blocks)
+    r.complete = bool(blocks) and all(b["complete"] for b in blocks)
+    r.truncated = any(not b["complete"] for b in blocks)
+    if any_mf and not _has_mindformers(r):
+        r.events.insert(0, NoticeEvent(r.rank, r.events[0].source if r.events else f"{r.files[0]}:1",
+                                       what="no_mindformers_lines",
+                                       data={"hint": "STDOUT_DEVICES may hide this rank's MindFormers lines; "
+                                                     "its output/log/rank_N/info.log has them"}))
+
+
+def _num_layers(value) -> Optional[int]:
+    try:
+        return int(sum(sum(row) if isinstance(row, (list, tuple)) else row for row in value))
+    except (TypeError, ValueError):
+        return None
+
+
+_MOVED_ON = (StepEvent, MemoryEvent, ExitEvent)
+
+
+def complete_blocks(events: Sequence[Event], file_lines: Optional[Dict[str, int]] = None,
+                    tail_slack: int = TAIL_SLACK) -> List[dict]:
+    """The LayerSetting blocks of one rank's events, each a dict with ``num_layers``, ``max_layer``
+    and ``complete`` (see the module docstring). ``file_lines``: total lines per file, for the
+    "more log after the block" evidence.
+
+    A SWAPWATCH ``plan`` and MindFormers' own geometry lines of the same LayerSetting instance
+    describe one block (the shim sends its plan after layer 0; the hooks send it first).
+    """
+    blocks: List[dict] = []
+    cur: Optional[dict] = None
+    for e in events:
+        name, _, ln = e.source.rpartition(":")
+        line = int(ln) if ln.isdigit() else 0
+        geometry = isinstance(e, GeometryEvent) and e.what == "layer_list"
+        plan = isinstance(e, SwapwatchEvent) and e.payload.get("kind") == "plan"
+        if geometry or plan:
+            n = _num_layers(e.value) if geometry else e.payload.get("num_layers")
+            n = n if isinstance(n, int) and n > 0 else None
+            merge = cur is not None and not cur["crashed"] and (
+                (plan and cur["geometry"] and not cur["plan"]) or
+                (geometry and cur["plan"] and not cur["geometry"] and cur["max_layer"] < 0))
+            if merge:
+                cur["plan"] = cur["plan"] or plan
+                cur["geometry"] = cur["geometry"] or geometry
+                cur["num_layers"] = cur["num_layers"] or n
+                continue
+            if cur is not None and not cur["crashed"]:
+                cur["moved_on"] = True
+            cur = {"num_layers": n, "max_layer": -1, "moved_on": False, "crashed": False, "file": name,
+                   "last": line, "plan": plan, "geometry": geometry}
+            blocks.append(cur)
+            continue
+        if cur is None:
+            continue
+        if isinstance(e, ActionEvent):
+            cur["max_layer"] = max(cur["max_layer"], e.layer)
+            if name == cur["file"]:
+                cur["last"] = max(cur["last"], line)
+        elif isinstance(e, NoticeEvent) and e.what in ("traceback", "config_error"):
+            if not cur["moved_on"]:
+                cur["crashed"] = True
+        elif isinstance(e, _MOVED_ON) or (isinstance(e, NoticeEvent) and e.what == "offload_outside_lazy_inline") \
+                or (isinstance(e, SwapwatchEvent) and e.payload.get("kind") == "run"):
+            if not cur["crashed"]:
+                cur["moved_on"] = True
+    for b in blocks:
+        n = b["num_layers"]
+        last_layer = n is not None and b["max_layer"] >= n - 1
+        more = file_lines is not None and file_lines.get(b["file"], 0) - b["last"] > tail_slack
+        b["complete"] = bool(last_layer or b["moved_on"] or (more and not b["crashed"]))
+    return blocks

@@ -1,0 +1,268 @@
+"""The fast scanner: big binary chunks, literal search for candidate lines, parse only those.
+
+Why this shape (anchors §D): the lines swapwatch needs are O(layers x ranks + steps) inside
+GB-size logs, so the cost is the search, not the parsing. Python can only search at C speed with
+``bytes.find`` (CPython's two-way/Horspool search, 0.25-0.75 ns/byte per literal) and count lines
+with numpy (one vectorised compare per chunk); any per-line Python loop or regex alternation is
+3-20x slower. So we keep the number of literal passes small:
+
+* in logs with MindFormers stdout records (every msrun worker log) no literal pass is needed for
+  them: the records start with a fixed-width timestamp, so one numpy gather over the chunk's line
+  starts finds them all, and a C-level ``startswith`` on the message keeps only the INFO records
+  whose message starts like a family we parse (plus all WARNING/ERROR records). A record is a line
+  that *starts* with that timestamp; in such logs an unprefixed ``Set ...`` line is not MindFormers';
+* in logs without that prefix (info.log, raw excerpts, hook-only runs) the message needles of
+  :mod:`swapwatch.parsers.grammar` are searched instead;
+* a few needles (MindSpore memory/offload lines, msrun exits, tracebacks, SWAPWATCH) are searched
+  in every log.
+
+Lines are never split across chunks: a chunk is processed up to its last newline and the rest is
+carried over; a family that needs the lines after its own (tracebacks, the Ascend memory block)
+reads ahead through :meth:`Scan.follow`, which pulls more data from the stream when the buffer ends,
+so the result never depends on the chunk size. A line longer than ``max_line`` is processed in
+pieces, which bounds memory whatever the input. Line numbers are counted with numpy over each
+chunk: ``searchsorted`` over the newline offsets gives every hit its line at once.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import BinaryIO, Callable, Iterator, List, Optional, Tuple
+
+import numpy as np
+
+from . import grammar
+from .prefix import clean
+
+CHUNK = 8 << 20
+MAX_LINE = 32 << 20
+FOLLOW_BYTES = 1 << 20
+
+_REC = grammar.MF_RECORD
+_INFO = b"INFO - "
+_OTHER_LEVELS = (b"WARNING - ", b"ERROR - ", b"CRITICAL - ")
+_TS_LEN = 26                  # len("2026-07-14 06:47:08,133 - ")
+
+
+@dataclass
+class Needles:
+    """What to search for in one file (decided once per file from its head, see :func:`is_prefixed`)."""
+
+    prefixed: bool
+    literals: Tuple[bytes, ...] = field(default=())
+    follow: Tuple[bytes, ...] = field(default=())      # literals whose lines read ahead
+
+    @classmethod
+    def for_file(cls, prefixed: bool) -> "Needles":
+        lits = list(grammar.ANYWHERE)
+        if not prefixed:
+            lits += [n for n in grammar.raw_needles() if n not in lits]
+        return cls(prefixed, tuple(lits), tuple(n for n, k in grammar.ANYWHERE.items() if k))
+
+
+_MF_STARTS = grammar.mf_info_starts()
+
+
+def is_prefixed(head: bytes) -> bool:
+    """True when the log's head holds MindFormers stdout records (then MindFormers families are
+    read from those records only). Decided from a fixed-size head, so chunking never changes it."""
+    import re
+    return re.search(rb"(?m)^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} - .*?\[[^\[\]\s]+:\d+\] - "
+                     rb"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) - ", head) is not None
+
+
+class Scan:
+    """Iterate the candidate lines of one stream (a whole file, or a line-aligned byte range of it).
+
+    Yields ``(line, text)``: ``line`` is 1-based relative to where the stream started, ``text`` the
+    decoded line (undecodable bytes replaced). While handling a yielded line the caller may call
+    :meth:`follow` to read the lines after it. After exhaustion ``newlines`` is the number of line
+    feeds in the owned region (to number the lines of the next range).
+
+    Chunks are searched in place (no copy of the 8 MB chunk): only the partial line carried over
+    from the previous chunk is joined with the head of the next one, as a small separate region.
+    """
+
+    def __init__(self, stream: BinaryIO, needles: Needles, owned: Optional[int] = None, chunk: int = CHUNK,
+                 max_line: int = MAX_LINE, progress: Optional[Callable[[int], None]] = None):
+        self.stream = stream
+        self.needles = needles
+        self.owned = owned
+        self.chunk = max(1, chunk)
+        self.max_line = max(self.chunk, max_line)
+        self.progress = progress
+        self.newlines = 0
+        self.bytes = 0
+        self.eof = False
+        self._extra: List[bytes] = []        # data read ahead by follow(), not yet scanned
+        self._after: List[Tuple[bytes, int]] = []   # unscanned input after the current region
+        self._cur: Tuple[bytes, int, int] = (b"", 0, 0)
+        self._cur_line = 0
+
+    # -- reading ----------------------------------------------------------------------------
+    def _read(self) -> bytes:
+        if self.eof:
+            return b""
+        data = self.stream.read(self.chunk)
+        if not data:
+            self.eof = True
+        elif self.progress:
+            self.progress(len(data))
+        return data
+
+    def _next(self) -> bytes:
+        return self._extra.pop(0) if self._extra else self._read()
+
+    def _following_bytes(self) -> Iterator[bytes]:
+        """The input after the current line, segment by segment, reading the stream on demand."""
+        buf, le, hi = self._cur
+        yield buf[le + 1:hi] if hi - le - 1 < FOLLOW_BYTES else buf[le + 1:le + 1 + FOLLOW_BYTES]
+        for seg, off in self._after:
+            yield seg[off:off + FOLLOW_BYTES]
+        for seg in list(self._extra):
+            yield seg
+        while not self.eof:
+            more = self._read()
+            if not more:
+                return
+            self._extra.append(more)
+            yield more
+
+    def follow(self, max_lines: int = 400, max_bytes: int = FOLLOW_BYTES) -> Iterator[Tuple[int, str]]:
+        """The lines after the current candidate, as (line, cleaned text), reading on when needed."""
+        line = self._cur_line
+        pending = b""
+        seen = 0
+        count = 0
+        for seg in self._following_bytes():
+            p = 0
+            while True:
+                q = seg.find(b"\n", p)
+                if q < 0:
+                    pending += seg[p:]
+                    break
+                text = pending + seg[p:q] if pending else seg[p:q]
+                pending = b""
+                line += 1
+                count += 1
+                seen += len(text) + 1
+                yield line, clean(text.decode("utf-8", "replace"))
+                if count >= max_lines or seen > max_bytes:
+                    return
+                p = q + 1
+            if len(pending) > max_bytes:
+                return
+        if pending:
+            yield line + 1, clean(pending.decode("utf-8", "replace"))
+
+    # -- the scan ---------------------------------------------------------------------------
+    def __iter__(self) -> Iterator[Tuple[int, str]]:
+        left = self.owned                    # owned bytes not yet scanned (None: to EOF)
+        carry = b""
+        while True:
+            data = self._next()
+            if not data and not carry:
+                return
+            start = 0
+            if carry:
+                i = data.find(b"\n")
+                if i < 0 and not self.eof and not self._extra and len(carry) + len(data) < self.max_line:
+                    carry += data
+                    continue
+                take = len(data) if i < 0 else i + 1
+                head = carry + data[:take]
+                carry = b""
+                start = take
+                n = len(head) if left is None else min(len(head), left)
+                self._after = [(data, start)]
+                yield from self._region(head, 0, n)
+                self.bytes += n
+                if left is not None:
+                    left -= n
+                    if left <= 0:
+                        return
+            if start >= len(data):
+                if self.eof and not self._extra:
+                    return
+                continue
+            end = len(data)
+            done = self.eof and not self._extra
+            if left is not None and end - start >= left:
+                cut, done = start + left, True
+            elif done:
+                cut = end
+            else:
+                cut = data.rfind(b"\n", start, end) + 1
+                if cut <= start:
+                    carry = data[start:]
+                    continue
+            self._after = [(data, cut)]
+            yield from self._region(data, start, cut)
+            self.bytes += cut - start
+            if left is not None:
+                left -= cut - start
+            if done:
+                return
+            carry = data[cut:]
+
+    def _region(self, buf: bytes, lo: int, hi: int) -> Iterator[Tuple[int, str]]:
+        """Candidate lines of ``buf[lo:hi]`` (whole lines; ``hi`` follows a newline or ends the input)."""
+        arr = np.frombuffer(buf, np.uint8, count=hi - lo, offset=lo)
+        nl = np.flatnonzero(arr == 10)
+        hits = self._hits(buf, lo, hi)
+        if self.needles.prefixed:
+            hits.extend(self._mf_records(buf, arr, nl, lo, hi))
+        base = self.newlines
+        self.newlines += len(nl)
+        if not hits:
+            return
+        if lo:
+            nl += lo
+        idx = np.unique(np.searchsorted(nl, np.asarray(hits, dtype=np.int64)))
+        n = len(nl)
+        for i in idx.tolist():
+            ls = int(nl[i - 1]) + 1 if i > 0 else lo
+            le = int(nl[i]) if i < n else hi
+            self._cur = (buf, le, hi)
+            self._cur_line = base + i + 1
+            yield self._cur_line, buf[ls:le].decode("utf-8", "replace")
+
+    def _mf_records(self, buf: bytes, arr, nl, lo: int, hi: int) -> List[int]:
+        """Positions of the MindFormers stdout records worth parsing in ``buf[lo:hi]``.
+
+        A record is a line that starts with the logger's fixed-width ``YYYY-MM-DD HH:MM:SS,mmm - ``
+        (checked for all lines at once with numpy) and holds ``] - LEVEL - ``; INFO records are kept
+        when their message starts like a family we parse, WARNING and above always.
+        """
+        starts = np.empty(len(nl) + 1, dtype=np.int64)
+        starts[0] = 0
+        starts[1:] = nl + 1
+        starts = starts[starts + _TS_LEN < len(arr)]
+        if not len(starts):
+            return []
+        m = ((arr[starts + 4] == 45) & (arr[starts + 19] == 44) & (arr[starts + 23] == 32)
+             & (arr[starts + 24] == 45) & (arr[starts] - 48 < 10))
+        out: List[int] = []
+        find, sw = buf.find, buf.startswith
+        for st in (starts[m] + lo).tolist():
+            end = find(b"\n", st, hi)
+            p = find(_REC, st + _TS_LEN, hi if end < 0 else end)
+            if p < 0:
+                continue
+            q = p + 4
+            if sw(_INFO, q):
+                if sw(_MF_STARTS, q + 7):
+                    out.append(p)
+            elif sw(_OTHER_LEVELS, q):
+                out.append(p)
+        return out
+
+    def _hits(self, buf: bytes, lo: int, hi: int) -> List[int]:
+        hits: List[int] = []
+        add = hits.append
+        find = buf.find
+        for lit in self.needles.literals:
+            p = find(lit, lo, hi)
+            while p >= 0:
+                add(p)
+                p = find(lit, p + 1, hi)
+        return hits
