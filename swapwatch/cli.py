@@ -90,6 +90,36 @@ def rules_cmd(code):
 
 # ---- events --------------------------------------------------------------------------------
 
+@cli.command("events")
+@click.argument("paths", nargs=-1, required=True)
+@click.option("--format", "fmt", type=click.Choice(["jsonl", "csv"]), default="jsonl", show_default=True,
+              help="jsonl: one JSON object per event; csv: kind,rank,source,detail (detail = the other fields as JSON).")
+def events_cmd(paths, fmt):
+    """Every parsed event of worker logs / msrun dirs / run dirs, one per line, in file order."""
+    import csv
+    import json
+
+    from .parsers import iter_events
+
+    out = click.get_text_stream("stdout")
+    writer = csv.writer(out, lineterminator="\n") if fmt == "csv" else None
+    if writer:
+        writer.writerow(["kind", "rank", "source", "detail"])
+    try:
+        for e in iter_events(list(paths)):
+            d = e.to_json()
+            if writer:
+                rest = {k: v for k, v in d.items() if k not in ("kind", "rank", "source")}
+                writer.writerow([d["kind"], "" if d["rank"] is None else d["rank"], d["source"],
+                                 json.dumps(rest, separators=(",", ":"), ensure_ascii=False, default=str)])
+            else:
+                out.write(json.dumps(d, separators=(",", ":"), ensure_ascii=False, default=str) + "\n")
+        out.flush()
+    except BrokenPipeError:          # `swapwatch events ... | head`: the reader went away, not an error
+        sys.stderr.close()
+    return 0
+
+
 # ---- run -----------------------------------------------------------------------------------
 
 @cli.command("run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
