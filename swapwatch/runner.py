@@ -50,6 +50,7 @@ from .errors import InputError
 IR_PASSES = "add_recomputation,validate"
 #: Seconds between SIGINT to the child's group and SIGKILL for what is left.
 GRACE_SECONDS = 20.0
+
 SHIM_DIR = Path(__file__).resolve().parent / "hooks" / "sitecustomize_dir"
 _ERROR_CODE = re.compile(rb"Worker process (\d+) exit with exception\. Error code: (-?\d+)\.")
 
@@ -242,11 +243,21 @@ def new_run_dir(run_dir: Optional[str], name: str, root: Path = Path("runs")) ->
     raise InputError(f"cannot create a new run directory under {root}")
 
 
-def write_json(path: Path, data: Dict[str, Any]) -> None:
-    """Atomic rewrite: a reader never sees half a run.json, a crash leaves the last good one."""
+def write_json(path: Path, data: Dict[str, Any]) -> bool:
+    """Atomic rewrite: a reader never sees half a run.json, a crash leaves the last good one.
+
+    A failure (the run directory was deleted under us, disk full) is reported on stderr and
+    returns False: it must never stop the runner from stopping the process tree.
+    """
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+        return True
+    except OSError as exc:
+        with contextlib.suppress(Exception):
+            sys.stderr.write(f"swapwatch run: cannot write {path}: {exc.strerror or exc}\n")
+        return False
 
 
 def _now() -> str:
@@ -393,52 +404,72 @@ def _supervise(command, env, rdir: Path, info: Dict[str, Any], out, grace: float
         info["pid"] = proc.pid
         write_json(rdir / "run.json", info)
         tree = Tree(proc)
-        fd = proc.stdout.fileno()
-        deadline = None
-        last_snap = 0.0
-        eof = False
-        while True:
-            now = time.monotonic()
-            if now - last_snap > 0.5:
-                tree.snapshot()
-                last_snap = now
-            if stop["sig"] and deadline is None:
-                tree.snapshot()                      # BEFORE signalling: workers are session leaders
-                info["interrupted"] = signal.Signals(stop["sig"]).name
-                info["interrupted_signal"] = int(stop["sig"])
-                write_json(rdir / "run.json", info)
-                tree.signal_group(signal.SIGINT)     # msrun stops its workers on SIGINT, not SIGTERM
-                deadline = now + grace
-            if deadline is not None and (now > deadline or stop["count"] > 1) and proc.poll() is None:
-                tree.signal_group(signal.SIGKILL)
-                tree.kill_leftovers()
-            if not eof:
-                ready, _, _ = select.select([fd], [], [], 0.2)
-                if ready:
-                    chunk = os.read(fd, 1 << 16)
-                    if chunk:
-                        console.write(chunk)
-                        console.flush()
-                        _write(out, chunk)
-                        continue
-                    eof = True
-            if proc.poll() is not None:
-                if eof or _drain_after_exit(fd, console, out):
-                    break
-            elif eof:
-                time.sleep(0.1)
-        rc = proc.wait()
-        info["child_exit_code"] = rc
-        if info["interrupted"] or rc != 0:
-            killed = tree.kill_leftovers()
-            if killed:
-                info["leftover_killed"] = killed
-                notes.append(f"killed {len(killed)} leftover process(es) of the command: {killed}")
-        return rc
+        try:
+            return _pump(proc, tree, rdir, info, out, grace, notes, stop, console)
+        except BaseException:
+            _emergency_stop(proc, tree, grace)   # never leave the tree behind, whatever went wrong
+            raise
     finally:
         console.close()
         for s, h in old.items():
             signal.signal(s, h)
+
+
+def _emergency_stop(proc, tree: "Tree", grace: float) -> None:
+    tree.snapshot()
+    tree.signal_group(signal.SIGINT)
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        tree.signal_group(signal.SIGKILL)
+    tree.kill_leftovers()
+
+
+def _pump(proc, tree: "Tree", rdir: Path, info: Dict[str, Any], out, grace: float, notes: List[str],
+          stop: Dict[str, Any], console) -> int:
+    """Tee the child's output until it is gone; turn a signal into a clean stop of the tree."""
+    fd = proc.stdout.fileno()
+    deadline = None
+    last_snap = 0.0
+    eof = False
+    while True:
+        now = time.monotonic()
+        if now - last_snap > 0.5:
+            tree.snapshot()
+            last_snap = now
+        if stop["sig"] and deadline is None:
+            tree.snapshot()                      # BEFORE signalling: workers are session leaders
+            tree.signal_group(signal.SIGINT)     # msrun stops its workers on SIGINT, not SIGTERM
+            deadline = now + grace
+            info["interrupted"] = signal.Signals(stop["sig"]).name
+            info["interrupted_signal"] = int(stop["sig"])
+            write_json(rdir / "run.json", info)
+        if deadline is not None and (now > deadline or stop["count"] > 1) and proc.poll() is None:
+            tree.signal_group(signal.SIGKILL)
+            tree.kill_leftovers()
+        if not eof:
+            ready, _, _ = select.select([fd], [], [], 0.2)
+            if ready:
+                chunk = os.read(fd, 1 << 16)
+                if chunk:
+                    console.write(chunk)
+                    console.flush()
+                    _write(out, chunk)
+                    continue
+                eof = True
+        if proc.poll() is not None:
+            if eof or _drain_after_exit(fd, console, out):
+                break
+        elif eof:
+            time.sleep(0.1)
+    rc = proc.wait()
+    info["child_exit_code"] = rc
+    if info["interrupted"] or rc != 0:
+        killed = tree.kill_leftovers()
+        if killed:
+            info["leftover_killed"] = killed
+            notes.append(f"killed {len(killed)} leftover process(es) of the command: {killed}")
+    return rc
 
 
 def _drain_after_exit(fd: int, console, out, quiet: float = 2.0) -> bool:

@@ -50,6 +50,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--quirks", action="store_true", help="log MindFormers' exact whitespace quirks")
     p.add_argument("--sleep", type=float, default=0.0, help="seconds to sleep after each step (tests)")
     p.add_argument("--exit-code", type=int, default=0, help="exit with this code after training (tests)")
+    p.add_argument("--fail-rank", type=int, default=None,
+                   help="with --exit-code: only this msrun worker exits, at start-up (a crashing worker)")
     a = p.parse_args(argv)
     if a.steps < 1:
         p.error("--steps must be >= 1")
@@ -84,6 +86,11 @@ def read_sections(path: str):
 
 def main(argv=None) -> int:
     a = parse_args(argv)
+    if a.fail_rank is not None:
+        if os.environ.get("MS_ROLE") == "MS_WORKER" and os.environ.get("RANK_ID") == str(a.fail_rank):
+            print(f"worker rank {a.fail_rank}: exiting with code {a.exit_code} as asked (--fail-rank)", flush=True)
+            return a.exit_code
+        a.exit_code = 0
     from swapwatch.hooks.apply import apply, get_logger, _resolve_plan
     from swapwatch.hooks.memory import record_step
     from swapwatch.events import format_event

@@ -63,6 +63,21 @@ class _FilepathFilter(logging.Filter):
         return True
 
 
+class _StdoutHandler(logging.StreamHandler):
+    """Writes to whatever ``sys.stdout`` is *now* (test capture, redirect_stdout), flushing each line."""
+
+    def __init__(self):
+        super().__init__(sys.stdout)
+
+    @property
+    def stream(self):
+        return sys.stdout
+
+    @stream.setter
+    def stream(self, _value):
+        pass
+
+
 def get_logger(stream=None) -> logging.Logger:
     """The ``swapwatch`` logger: INFO to stdout with MindFormers' prefix, flushed per line.
 
@@ -71,7 +86,7 @@ def get_logger(stream=None) -> logging.Logger:
     """
     logger = logging.getLogger(LOGGER_NAME)
     if not any(getattr(h, "_swapwatch", False) for h in logger.handlers):
-        handler = logging.StreamHandler(stream or sys.stdout)
+        handler = logging.StreamHandler(stream) if stream is not None else _StdoutHandler()
         handler.setFormatter(logging.Formatter(MF_FORMAT))
         handler.addFilter(_FilepathFilter())
         handler._swapwatch = True  # type: ignore[attr-defined]

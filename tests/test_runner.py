@@ -1,0 +1,152 @@
+"""`swapwatch run` without MindSpore: exit codes, run.json, env, byte-exact tee under bursts, no orphans."""
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from swapwatch import runner
+from swapwatch.errors import InputError
+
+PY = sys.executable
+
+
+def _run(tmp_path, code, **kw):
+    out = io.BytesIO()
+    res = runner.run([PY, "-c", textwrap.dedent(code)], run_dir=str(tmp_path / "run"), out=out, **kw)
+    return res, out.getvalue()
+
+
+def test_exit_code_and_run_json_even_on_failure(tmp_path):
+    res, out = _run(tmp_path, "import sys; print('hi'); sys.exit(5)", verify=False)
+    assert res.exit_code == 5
+    info = json.loads((res.run_dir / "run.json").read_text())
+    assert info["exit_code"] == 5 and info["child_exit_code"] == 5 and info["end"] and info["start"]
+    assert info["command"][0] == PY and info["world_size"] == 1
+    assert (res.run_dir / "console.log").read_bytes() == b"hi\n"
+    assert out.startswith(b"hi\n")
+
+
+def test_killed_child_maps_to_128_plus_signal(tmp_path):
+    res, _ = _run(tmp_path, "import os, signal; os.kill(os.getpid(), signal.SIGKILL)", verify=False)
+    assert res.exit_code == 128 + 9
+
+
+def test_burst_of_output_loses_nothing(tmp_path):
+    """~25 MB written as fast as possible in odd-sized chunks to stdout and stderr (one pipe)."""
+    code = """
+        import os
+        data = bytes(range(256)) * 4099
+        for i in range(24):
+            os.write(1, data[: len(data) - i])
+            os.write(2, b"E" * (i + 1) + b"\\n")
+    """
+    res, out = _run(tmp_path, code, verify=False)
+    assert res.exit_code == 0
+    data = bytes(range(256)) * 4099
+    expected = b"".join(data[: len(data) - i] + b"E" * (i + 1) + b"\n" for i in range(24))
+    assert (res.run_dir / "console.log").read_bytes() == expected
+    assert out.startswith(expected)       # the terminal got every byte too, in the same order
+
+
+def test_user_env_is_never_overridden_and_both_are_recorded(tmp_path, monkeypatch):
+    monkeypatch.setenv("GLOG_v", "1")
+    cfg = tmp_path / "swap.yaml"
+    cfg.write_text("swap_config:\n  swap: True\n")
+    res, out = _run(tmp_path, "import os; print(os.environ['GLOG_v'], os.environ['ENABLE_LAZY_INLINE_NO_PIPELINE'],"
+                    " os.environ['MS_SUBMODULE_LOG_v'])", config=str(cfg), verify=False)
+    assert out.startswith(b"1 1 {PRE_ACT:1}\n")
+    env = json.loads((res.run_dir / "run.json").read_text())["env"]
+    assert env["GLOG_v"] == {"wanted": "2", "user": "1", "used": "1"}
+    assert env["ENABLE_LAZY_INLINE_NO_PIPELINE"]["used"] == "1"
+    assert env["PATH"]["prepended"] == str(Path(PY).parent)
+    info = json.loads((res.run_dir / "run.json").read_text())
+    import hashlib
+    assert info["config"]["sha256"] == hashlib.sha256(cfg.read_bytes()).hexdigest()
+
+
+def test_ir_env_points_into_the_run_dir(tmp_path):
+    res, out = _run(tmp_path, "import os; print(os.environ['MS_DEV_SAVE_GRAPHS_PATH'], os.environ['MS_DEV_DUMP_IR_PASSES'])",
+                    ir=True, verify=False)
+    assert out.split(b"\n")[0] == f"{(res.run_dir / 'ir').resolve()} add_recomputation,validate".encode()
+
+
+def test_existing_run_dir_is_never_overwritten(tmp_path):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "keep.txt").write_text("mine")
+    with pytest.raises(InputError, match="already exists"):
+        runner.run(["true"], run_dir=str(tmp_path / "run"), out=io.BytesIO())
+    assert (tmp_path / "run" / "keep.txt").read_text() == "mine"
+
+
+def test_bad_input_is_one_line_exit_2(tmp_path):
+    for args in (["run", "--run-dir", str(tmp_path / "a"), "--", "no-such-command-xyz"],
+                 ["run", "--config", str(tmp_path / "missing.yaml"), "--", "true"]):
+        r = subprocess.run([PY, "-m", "swapwatch.cli", *args], capture_output=True, text=True, cwd=tmp_path)
+        assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+
+
+def test_default_run_dirs_are_unique(tmp_path):
+    a = runner.new_run_dir(None, "x", root=tmp_path)
+    b = runner.new_run_dir(None, "x", root=tmp_path)
+    assert a != b and a.is_dir() and b.is_dir()
+
+
+@pytest.mark.parametrize("cmd, log_dir, world", [
+    (["msrun", "--worker_num=2", "--local_worker_num=2", "--log_dir=out/a", "--join=True", "t.py"], "out/a", 2),
+    (["msrun", "--worker_num", "4", "--log_dir", "b", "t.py"], "b", 4),
+    (["msrun", "--worker_num=2", "t.py"], "", 2),
+    (["bash", "scripts/msrun_launcher.sh", "python run.py", "8", "8118", "output/x", "True", "300"], "output/x", 8),
+    (["scripts/msrun_launcher.sh", "python run.py", "8", "8", "1.2.3.4", "8118", "0", "output/msrun", "False", "300"],
+     "output/msrun", 8),
+    (["scripts/msrun_launcher.sh", "python run.py"], "output/msrun_log", 8),
+])
+def test_msrun_log_dir_and_world_size_from_the_command(cmd, log_dir, world):
+    info = runner.msrun_info(cmd, {})
+    assert info["log_dir"] == log_dir and info["world_size"] == world
+
+
+def test_worker_exit_code_from_msrun_console(tmp_path):
+    f = tmp_path / "console.log"
+    f.write_bytes(b"x\n[ERROR] ME(1:2,MainProcess):2026-01-01-00:00:00.000.000 [mindspore/parallel/cluster/"
+                  b"process_entity/_api.py:365] Worker process 12299 exit with exception. Error code: 7.\n")
+    assert runner.worker_exit_code(f) == 7
+
+
+SPAWNER = """
+import os, subprocess, sys, time
+# like msrun: a worker that is a session leader (out of reach of the process group)
+w = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], start_new_session=True)
+g = subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); time.sleep(300)"])
+open(sys.argv[1], "w").write(f"{w.pid} {g.pid}")
+time.sleep(300)
+"""
+
+
+def test_sigterm_leaves_no_process_behind(tmp_path):
+    pids_file = tmp_path / "pids"
+    script = tmp_path / "spawner.py"
+    script.write_text(SPAWNER)
+    p = subprocess.Popen([PY, "-m", "swapwatch.cli", "run", "--run-dir", str(tmp_path / "run"), "--no-verify",
+                          "--", PY, str(script), str(pids_file)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    for _ in range(300):
+        if pids_file.exists() and pids_file.read_text().strip():
+            break
+        time.sleep(0.1)
+    worker, stubborn = (int(x) for x in pids_file.read_text().split())
+    me = psutil.Process(p.pid)
+    procs = {q.pid: q for q in [me, *me.children(recursive=True), psutil.Process(worker), psutil.Process(stubborn)]}
+    assert len(procs) == 4          # swapwatch, the spawner, the setsid worker, the SIGINT-ignoring child
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(timeout=120) == 128 + signal.SIGTERM
+    _gone, alive = psutil.wait_procs(list(procs.values()), timeout=10)
+    assert alive == []
+    info = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert info["interrupted"] == "SIGTERM" and info["exit_code"] == 143
