@@ -195,6 +195,8 @@ def copy_msrun_logs(log_dir: Optional[str], cwd: Path, dest: Path) -> Optional[s
     src = (cwd / log_dir) if log_dir else cwd
     if not src.is_dir():
         return None
+    if src.resolve() == dest.resolve():        # --log_dir=<run-dir>/msrun_log: already in place
+        return str(src)
     if log_dir and src.resolve() != cwd.resolve():
         shutil.copytree(src, dest, dirs_exist_ok=True, symlinks=True)
     else:                      # --log_dir="" writes into the cwd: take only msrun's own files
