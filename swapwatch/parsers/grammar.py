@@ -38,12 +38,12 @@ class Row(NamedTuple):
 # --------------------------------------------------------------------------------------------
 PREFIXES: List[Tuple[str, str, str]] = [
     # (format name, regex with groups level/file/msg, note)
-    ("mindformers", r"^(?P<ts>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2},\d{3}) - (?P<name>.*?)\[(?P<file>[^\[\]\s]+):"
-                    r"(?P<line>\d+)\] - (?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) - (?P<msg>.*)$",
-     "MindFormers stdout handler (worker_N.log); logger name may embed a path (>= v1.5) or be plain"),
     ("mindformers_trimmed", r"^(?P<ts>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2},\d{3}) - \[(?P<file>[^\[\]\s]+):"
                             r"(?P<line>\d+)\] - (?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) - (?P<msg>.*)$",
      "docs render the stdout format without the logger name"),
+    ("mindformers", r"^(?P<ts>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2},\d{3}) - (?P<name>.*?)\[(?P<file>[^\[\]\s]+):"
+                    r"(?P<line>\d+)\] - (?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) - (?P<msg>.*)$",
+     "MindFormers stdout handler (worker_N.log); logger name may embed a path (>= v1.5) or be plain"),
     ("mindformers_file", r"^\[(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)\] (?P<ts>\d{4}-\d{2}-\d{2} "
                          r"\d{2}:\d{2}:\d{2},\d{3}) \[(?P<file>[^\]]+):(?P<line>\d+)\] (?P<func>[^:\s]+): (?P<msg>.*)$",
      "MindFormers file handlers: output/log/rank_N/info.log, error.log"),
@@ -78,7 +78,7 @@ LAYERSETTING: List[Row] = [
     Row("interleave_ids", r"Interleave id list: (?P<v>.*)$", "Interleave id list", " id list", "all"),
     Row("formative", r"Formative (?P<k>" + "|".join(FORMATIVE_KEYS) + r"): (?P<v>.*)$", "Formative ", "Formative ",
         "all; 'layer swap'/'op swap' only with swap support (r1.5+)"),
-    Row("initial", r"initial (?P<k>swap_config|recompute_config|parallel_config) from dict: (?P<v>.*)$", "initial ",
+    Row("initial", r"initial (?P<k>\w+_config) from dict: (?P<v>.*)$", "initial ",
         "from dict", "core/parallel_config.py build_parallel_config"),
     Row("full_recompute", r"Set full recompute at layer (?P<layer>\d+)$", "Set ", "ecompute", "all"),
     Row("select", r"Set select (?P<comm>comm )?recompute(?: (?P<word>on|exclude|off))? at layer (?P<layer>\d+):"

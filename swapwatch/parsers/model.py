@@ -95,7 +95,10 @@ class NoticeEvent(Event):
 
     ``what``: ``pattern_removed`` (exclude-vs-select), ``cell_not_op`` ("expected to be operation but
     got cell"), ``swap_conflict`` (the recompute-overrides-swap WARNINGs), ``offload_outside_lazy_inline``,
-    ``config_error`` (MindFormers check errors), ``traceback``, ``empty_config``, ``regex_timeout``.
+    ``config_error`` (MindFormers check errors), ``traceback``, ``empty_config``, ``regex_timeout``,
+    ``pp_interleave_reset``, ``oom`` (Ascend "Out of Memory!!!"), ``malformed_swapwatch``,
+    ``rank_guessed`` (no rank evidence in the file), ``no_mindformers_lines`` (STDOUT_DEVICES),
+    ``partial_line`` (the log ends mid-line; that line is not parsed).
     ``data`` holds the parsed fields (``op``, ``layer``, ``pattern``, ``path``, ``text``...).
     """
 

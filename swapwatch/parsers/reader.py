@@ -69,7 +69,12 @@ def _parse_piece(piece: Piece, progress=None) -> PieceResult:
             scan = Scan(f, Needles.for_file(piece.prefixed), owned=owned, chunk=piece.chunk, progress=progress)
             events: List[Event] = []
             for line, text in scan:
-                events.extend(classify(text, piece.rank, str(line), follow=scan.follow, prefixed=piece.prefixed))
+                evs = classify(text, piece.rank, str(line), follow=scan.follow, prefixed=piece.prefixed)
+                if scan.partial and evs and not all(getattr(e, "origin", "") == "swapwatch" or
+                                                    e.kind == "swapwatch" for e in evs):
+                    # a line cut off mid-way would parse into wrong paths/values: say so instead
+                    evs = [NoticeEvent(piece.rank, str(line), what="partial_line", data={"text": text[:200]})]
+                events.extend(evs)
     except (OSError, EOFError) as exc:
         raise InputError(f"cannot read log: {exc.__class__.__name__}: {exc}", file=piece.path) from None
     except Exception as exc:  # zlib.error / gzip.BadGzipFile: a damaged .gz

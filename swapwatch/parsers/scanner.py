@@ -74,7 +74,8 @@ class Scan:
     """Iterate the candidate lines of one stream (a whole file, or a line-aligned byte range of it).
 
     Yields ``(line, text)``: ``line`` is 1-based relative to where the stream started, ``text`` the
-    decoded line (undecodable bytes replaced). While handling a yielded line the caller may call
+    decoded line (undecodable bytes replaced); ``partial`` is True while the yielded line has no
+    line feed after it (a log cut off mid-line). While handling a yielded line the caller may call
     :meth:`follow` to read the lines after it. After exhaustion ``newlines`` is the number of line
     feeds in the owned region (to number the lines of the next range).
 
@@ -97,6 +98,7 @@ class Scan:
         self._after: List[Tuple[bytes, int]] = []   # unscanned input after the current region
         self._cur: Tuple[bytes, int, int] = (b"", 0, 0)
         self._cur_line = 0
+        self.partial = False
 
     # -- reading ----------------------------------------------------------------------------
     def _read(self) -> bytes:
@@ -165,7 +167,8 @@ class Scan:
             start = 0
             if carry:
                 i = data.find(b"\n")
-                if i < 0 and not self.eof and not self._extra and len(carry) + len(data) < self.max_line:
+                more = not self.eof or bool(self._extra)
+                if i < 0 and more and len(carry) + len(data) < self.max_line:
                     carry += data
                     continue
                 take = len(data) if i < 0 else i + 1
@@ -224,6 +227,7 @@ class Scan:
             le = int(nl[i]) if i < n else hi
             self._cur = (buf, le, hi)
             self._cur_line = base + i + 1
+            self.partial = i >= n          # no line feed after it: the file ends (or a giant line is cut) here
             yield self._cur_line, buf[ls:le].decode("utf-8", "replace")
 
     def _mf_records(self, buf: bytes, arr, nl, lo: int, hi: int) -> List[int]:
@@ -231,7 +235,8 @@ class Scan:
 
         A record is a line that starts with the logger's fixed-width ``YYYY-MM-DD HH:MM:SS,mmm - ``
         (checked for all lines at once with numpy) and holds ``] - LEVEL - ``; INFO records are kept
-        when their message starts like a family we parse, WARNING and above always.
+        when their message starts like a family we parse, WARNING and above always. Lines that start
+        with an ANSI colour code and hold ``] - `` are always candidates (classify strips the codes).
         """
         starts = np.empty(len(nl) + 1, dtype=np.int64)
         starts[0] = 0
@@ -241,8 +246,14 @@ class Scan:
             return []
         m = ((arr[starts + 4] == 45) & (arr[starts + 19] == 44) & (arr[starts + 23] == 32)
              & (arr[starts + 24] == 45) & (arr[starts] - 48 < 10))
+        ansi = arr[starts] == 27          # a colour code before the timestamp: checked by classify
         out: List[int] = []
         find, sw = buf.find, buf.startswith
+        for st in (starts[ansi] + lo).tolist():
+            end = find(b"\n", st, hi)
+            p = find(_REC, st, hi if end < 0 else end)
+            if p >= 0:
+                out.append(p)
         for st in (starts[m] + lo).tolist():
             end = find(b"\n", st, hi)
             p = find(_REC, st + _TS_LEN, hi if end < 0 else end)
