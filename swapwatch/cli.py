@@ -101,7 +101,7 @@ def events_cmd(paths, fmt):
 
     from .parsers import iter_events
 
-    out = click.get_text_stream("stdout")
+    out = sys.stdout
     writer = csv.writer(out, lineterminator="\n") if fmt == "csv" else None
     if writer:
         writer.writerow(["kind", "rank", "source", "detail"])
