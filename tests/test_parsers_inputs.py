@@ -154,3 +154,18 @@ def test_block_complete_when_the_run_moved_on():
 
 def test_block_cut_off_at_end_of_file():
     assert _blocks([G(8), A(0, 2)], {"w": 3}) == [(8, 0, False)]
+
+
+def test_progress_bar_only_on_a_terminal():
+    import io
+    from swapwatch.parsers.progress import MIN_BYTES, Progress
+    quiet = io.StringIO()
+    p = Progress(10 * MIN_BYTES, stream=quiet)           # not a TTY: nothing drawn
+    p.add(MIN_BYTES)
+    p.close()
+    assert quiet.getvalue() == ""
+    loud = io.StringIO()
+    p = Progress(200, stream=loud, force=True)
+    p.add(200)
+    p.close()
+    assert "100.0%" in loud.getvalue()
