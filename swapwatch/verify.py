@@ -183,11 +183,30 @@ def config_from_log(runlog: Any) -> Tuple[Any, str]:
             parallel_config=sections.get("parallel_config"),
             geometry=geometry,
             source=_first_source(rank_log, "initial_config") or f"rank {rank} log")
+        _given_means_changed(config)
         return config, f"rank {rank} log ({_first_source(rank_log, 'initial_config')})"
     files = [f for r in sorted(runlog.ranks) for f in runlog.ranks[r].files][:3]
     raise InputError("no --config given and the logs hold no 'initial recompute_config/"
                      "swap_config/parallel_config from dict' lines to take it from; pass "
                      "--config CONFIG", file=", ".join(files) or None)
+
+
+def _given_means_changed(config: Any) -> None:
+    """A log prints every key of a section, template defaults included, so "the user wrote it"
+    cannot be known; the closest truth is "it differs from the template default". Without this,
+    rules about keys set to no effect (SW305 ``default_prefetch``) fire on every log-derived config."""
+    from . import config as config_mod
+
+    given = getattr(config, "given", None)
+    if not isinstance(given, dict):
+        return
+    for section, defaults in (("recompute_config", getattr(config_mod, "RECOMPUTE_DEFAULTS", None)),
+                              ("swap_config", getattr(config_mod, "SWAP_DEFAULTS", None))):
+        values = getattr(config, section, None)
+        if not isinstance(defaults, dict) or not isinstance(values, dict):
+            continue
+        given[section] = [k for k in given.get(section, [])
+                          if k not in defaults or values.get(k) != defaults[k]]
 
 
 def read_ir(ir_dir: str) -> Any:

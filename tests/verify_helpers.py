@@ -1,9 +1,10 @@
-"""Test support for the rule engine and ``verify``: the documented scenarios as Plans, RunLogs and
-worker-log text.
+"""Test support for the rule engine and ``verify``: the documented scenarios as hand-built Plans
+and RunLogs.
 
-Plans are the documented per-layer outcomes (reference §2.6, §3.7); worker logs are written with
-MindFormers' exact message texts (§5.1: whitespace runs of 29/33 spaces, the double space of
-multi-segment op_swap items, doubled backslashes in reprs) and the stdout logger prefix (§6.1).
+Plans are the documented per-layer outcomes (reference §2.6, §3.7), independent of the strategy
+engine; RunLogs are what the parsers make of a genuine worker log of such a run (one action event
+per ``Set ...`` line, paths as MindFormers logs them). End-to-end tests on real log text use the
+MindFormers-made fixtures instead (tests/test_verify_logs.py).
 """
 from __future__ import annotations
 
@@ -13,8 +14,6 @@ from typing import Dict, List, Optional
 from swapwatch.parsers.model import (ActionEvent, ExitEvent, FormativeEvent, GeometryEvent,
                                      InitialConfigEvent, NoticeEvent, RankLog, RunLog, StepEvent)
 from swapwatch.strategy import Geometry, LayerPlan, Plan
-
-PREFIX = "2025-07-24 10:00:{s:02d},{ms:03d} - mindformers./output/log[mindformers/models/utils.py:{line}] - INFO - "
 
 
 # ---------------------------------------------------------------------------------------------
@@ -104,48 +103,10 @@ def recompute_48l() -> Plan:
 
 
 # ---------------------------------------------------------------------------------------------
-# Worker-log text (MindFormers' exact messages)
+# What MindFormers logs for the documented scenarios
 # ---------------------------------------------------------------------------------------------
 
-def _op_item(pattern: str, path: str, value) -> str:
-    lead = "." if "\\." not in pattern else " "
-    return f"{lead}{path}, value={value}"
-
-
-def messages_for(plan: Plan, log_paths: Dict[str, List[str]]) -> List[str]:
-    """The per-layer ``Set ...`` messages MindFormers prints for ``plan``.
-
-    ``log_paths`` maps a pattern to the paths its log item names (what the layout walk gives).
-    """
-    out = []
-    swap = plan.swap
-    for lp in plan.layers:
-        i = lp.layer
-        if lp.full_recompute and getattr(lp, "full_recompute_logged", True):
-            out.append(f"Set full recompute at layer {i}")
-        for key, word in (("select_recompute", "select recompute"),
-                          ("select_comm_recompute", "select comm recompute")):
-            pats = getattr(lp, key)
-            if pats:
-                paths = ", ".join(p for pat in pats for p in log_paths[pat])
-                act = "" if swap else " on"
-                out.append(f"Set {word}{act} at layer {i}: {paths}")
-        for key, word in (("select_recompute_exclude", "select recompute"),
-                          ("select_comm_recompute_exclude", "select comm recompute")):
-            pats = getattr(lp, key)
-            if pats:
-                out.append(f"Set {word} exclude at layer {i}: "
-                           + ", ".join(p for pat in pats for p in log_paths[pat]))
-        if lp.layer_swap is not None:
-            ls = plan.formative.get("layer_swap") or [{}]
-            gap = 33 if ls[0].get("layers") is True else 29      # set_swap vs _set_layer_swap
-            out.append(f"Set layer swap at layer {i}{' ' * gap}and value is: {lp.layer_swap}")
-        if lp.op_swap:
-            items = ", ".join(_op_item(pat, p, v) for pat, v in lp.op_swap.items() for p in log_paths[pat])
-            out.append(f"Set op_swap at layer {i}: {items}")     # items lead with "." or " "
-    return out
-
-
+#: pattern -> the paths its log item names on the Llama layout (reference §2.5, §3.5)
 LOG_PATHS = {
     r".*\.flash_attention": ["attention.flash_attention"],
     "attention": ["attention"], "feed_forward": ["feed_forward"],
@@ -154,52 +115,11 @@ LOG_PATHS = {
     FFN_NORM: ["ffn_norm.norm"], ATT_NORM: ["attention_norm.norm"],
 }
 
-
 RECOMPUTE_DEFAULTS = {"recompute": False, "select_recompute": False,
                       "parallel_optimizer_comm_recompute": False, "select_comm_recompute": False,
                       "mp_comm_recompute": True, "recompute_slice_activation": False,
                       "select_recompute_exclude": False, "select_comm_recompute_exclude": False}
 SWAP_DEFAULTS = {"swap": False, "layer_swap": None, "op_swap": None, "default_prefetch": 1}
-
-
-def header_messages(plan: Plan, recompute: dict, swap: dict, parallel: dict) -> List[str]:
-    """``initial ... from dict``, the geometry lines and the Formative lines (reference §1.3, §2.1,
-    §2.2, §3.4), as reprs: doubled backslashes in patterns, exactly as MindFormers prints them."""
-    g = plan.geometry
-    out = [f"initial swap_config from dict: {dict(SWAP_DEFAULTS, **swap)!r}",
-           f"initial recompute_config from dict: {dict(RECOMPUTE_DEFAULTS, **recompute)!r}",
-           f"initial parallel_config from dict: {parallel!r}",
-           f"num_layers per stage: {g.layer_list!r}",
-           f"Accumulated num_layers per stage: {g.layer_accu!r}",
-           f"Pipeline id list with start_stage: {g.pp_ids!r}",
-           f"Interleave id list: {g.interleave_ids!r}"]
-    f = plan.formative
-    out.append(f"Formative layer_recompute: {f.get('layer_recompute', [])!r}")
-    out.append("The configuration of select_recompute_exclude and select_comm_recompute_exclude "
-               "have the highest priority.")
-    for key in ("select_recompute", "select_comm_recompute", "select_recompute_exclude",
-                "select_comm_recompute_exclude"):
-        out.append(f"Formative {key}: {f.get(key, {})!r}")
-    if plan.swap:
-        out.append(f"Formative layer swap: {f.get('layer_swap', [])!r}")
-        out.append(f"Formative op swap: {f.get('op_swap', {})!r}")
-    return out
-
-
-def worker_log(plan: Plan, header: Optional[List[str]] = None, steps: int = 2) -> str:
-    """A whole worker log: noise, the strategy block, a few training steps."""
-    msgs = list(header or []) + messages_for(plan, LOG_PATHS)
-    lines = ["[WARNING] ME(4242:281473441098720,MainProcess):2025-07-24-10:00:00.610.000 "
-             "[mindspore/context.py:907] For 'context.set_context', the parameter 'device_target' "
-             "will be deprecated"]
-    for n, m in enumerate(msgs):
-        lines.append(PREFIX.format(s=1 + n // 1000 % 59, ms=n % 1000, line=400 + n % 50) + m)
-    for s in range(1, steps + 1):
-        lines.append(PREFIX.format(s=59, ms=s, line=529).replace("models/utils.py", "core/callback/callback.py")
-                     + f"{{ Epoch:[  1/  1], step:[    {s}/    {steps}], loss: 10.{s:03d}, "
-                     f"per_step_time: 1200ms, lr: 1e-05, overflow cond: False, loss_scale: 1.0, "
-                     f"global_norm: [4.4]")
-    return "\n".join(lines) + "\n"
 
 
 # ---------------------------------------------------------------------------------------------

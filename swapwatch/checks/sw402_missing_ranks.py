@@ -12,7 +12,7 @@ class MissingRanks(Rule):
 
     **What it means.** The run had more ranks than the logs given: msrun's worker count, the
     ``world_size`` that ``swapwatch run`` recorded, or gaps in the ``worker_N.log`` numbers (logs
-    0, 1 and 3 mean rank 2 is missing). Multi-node jobs write each node's logs on that node.
+    0, 1 and 3 mean rank 2 is missing; a single log given on its own is taken as a choice). Multi-node jobs write each node's logs on that node.
 
     **Why it matters.** A pass over some ranks says nothing about the others, and a crashed rank
     often leaves its log on a node you did not collect.
@@ -46,6 +46,8 @@ def _expected_ranks(runlog) -> Tuple[List[int], str]:
     world = info.get("world_size") or info.get("worker_num")
     if isinstance(world, int) and world > 0:
         return list(range(world)), f"the run recorded world_size {world}"
+    if len(runlog.ranks) < 2:
+        return list(runlog.ranks), "one log given"      # a single file is a deliberate choice
     top = max(runlog.ranks)
     return list(range(top + 1)), f"ranks 0..{top} are numbered"
 
