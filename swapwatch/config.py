@@ -132,8 +132,11 @@ def read_yaml(path: str) -> Tuple[Any, Dict[str, int]]:
 
 def parse_yaml(text: str, path: str = "<string>") -> Tuple[Any, Dict[str, int]]:
     """Parse YAML text keeping the line of every mapping key and sequence item."""
-    loader = yaml.SafeLoader(text)
     lines: Dict[str, int] = {}
+    try:
+        loader = yaml.SafeLoader(text)
+    except yaml.YAMLError as exc:      # e.g. control characters: not a YAML text at all
+        raise ConfigError(f"not a YAML text: {_first_line(exc)}", file=path) from None
     try:
         node = loader.get_single_node()
         if node is None:
@@ -145,12 +148,16 @@ def parse_yaml(text: str, path: str = "<string>") -> Tuple[Any, Dict[str, int]]:
         raise ConfigError(f"YAML syntax error: {what}", file=path,
                           line=mark.line + 1 if mark else None) from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"YAML error: {exc}", file=path) from None
+        raise ConfigError(f"YAML error: {_first_line(exc)}", file=path) from None
     except RecursionError:
         raise ConfigError("YAML nesting too deep", file=path) from None
     finally:
         loader.dispose()
     return data, lines
+
+
+def _first_line(exc: Exception) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 def _build(loader: yaml.SafeLoader, node: yaml.Node, path: str, lines: Dict[str, int]) -> Any:
@@ -286,6 +293,13 @@ def _from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional[str
     pipeline_config = _section(parallel, "pipeline_config", err, prefix="parallel.") if parallel else {}
     context = _section(data, "context", err)
 
+    # MindFormers' template validation comes first: unknown keys are the likeliest typo
+    recompute, given_r = _template(data, "recompute_config", RECOMPUTE_DEFAULTS, err)
+    if isinstance(parallel_config.get("recompute"), dict) and "recompute_config" not in data:
+        recompute, given_r = _template({"recompute_config": parallel_config["recompute"]},
+                                       "recompute_config", RECOMPUTE_DEFAULTS, err)
+    swap, given_s = _template(data, "swap_config", SWAP_DEFAULTS, err)
+
     # -- geometry -------------------------------------------------------------------------
     mc = "model.model_config"
     n_key = f"{mc}.num_layers" if "num_layers" in model_config or "num_hidden_layers" not in model_config \
@@ -350,11 +364,6 @@ def _from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional[str
         elif not isinstance(pr, dict):
             raise err("parallel_config.recompute",
                       f"expected True/False (the legacy shortcut) or a recompute_config mapping, got {_kind(pr)}")
-    recompute, given_r = _template(data, "recompute_config", RECOMPUTE_DEFAULTS, err)
-    if isinstance(parallel_config.get("recompute"), dict) and "recompute_config" not in data:
-        recompute, given_r = _template({"recompute_config": parallel_config["recompute"]},
-                                       "recompute_config", RECOMPUTE_DEFAULTS, err)
-    swap, given_s = _template(data, "swap_config", SWAP_DEFAULTS, err)
 
     ctx = {k: context[k] for k in ("mode", "memory_optimize_level", "device_target") if k in context}
     jit = context.get("jit_config")

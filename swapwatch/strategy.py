@@ -563,7 +563,7 @@ def _check_double_recompute(result: Plan, layout: Any, err) -> None:
                     if t.path in seen:
                         k0, p0 = seen[t.path]
                         raise err(f"recompute_config.{key}",
-                                  f"layer {lp.layer}: {pat!r} ({key}) and {p0!r} ({k0}) both set recompute on "
+                                  f"layer {lp.layer}: '{pat}' ({key}) and '{p0}' ({k0}) both set recompute on "
                                   f"the primitive {t.path}; MindSpore allows that once per primitive, so "
                                   f"MindFormers crashes (TypeError: 'bool' object is not callable)")
                     seen[t.path] = (key, pat)
@@ -706,11 +706,11 @@ def mark_overridden(result: Plan, layout: Any) -> None:
             swapped = pattern_targets(layout, pat, "swap")
             for spat, targets in sel_targets.items():
                 if spat == pat or any(_covers(s, t) for s in targets for t in swapped):
-                    add(pat, f"select recompute {spat!r} recomputes it")
+                    add(pat, f"select recompute '{spat}' recomputes it")
                     break
         if lp.layer_swap is not None:
             for spat in lp.select_recompute:
-                add(f"layer_swap[{spat}]", f"select recompute {spat!r} recomputes that part of the layer")
+                add(f"layer_swap[{spat}]", f"select recompute '{spat}' recomputes that part of the layer")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,80 @@
+"""SW104 (config time): a pattern that reaches nothing on the model layout, before launch."""
+from __future__ import annotations
+
+from typing import Iterable, List
+
+from . import CheckContext, Finding, Rule, register
+from ._config_ctx import config_of, where
+from .. import strategy
+
+ACTIONS = ("select_recompute", "select_comm_recompute", "select_recompute_exclude",
+           "select_comm_recompute_exclude", "op_swap")
+
+
+@register
+class PatternMatchesNothing(Rule):
+    """A configured pattern matches nothing on the model's layer: a silent no-op.
+
+    **What it means.** ``swapwatch explain`` walks every applied pattern over the model family's
+    layer tree (``--model``, default Llama; ``swapwatch/models/<family>.yaml``) exactly as
+    MindFormers' LayerSetting does, segment by segment. This pattern reaches no primitive and no
+    cell, or (for exclude and comm patterns, which only take primitives) only cells. MindFormers
+    would print nothing for it, and the training would run without the recompute or swap you
+    configured. Typical causes: a typo (``'attention\\.flash attention'``), names of another model
+    variant (``feed_forward\\.w1`` on a ``qkv_concat: True`` model, whose cells are
+    ``w_gate_hidden``), or a missing ``\\.`` between segments. With run logs, ``verify`` decides the
+    same code from what really was logged.
+
+    **Why it matters.** The memory you planned for is not saved, and nothing says so.
+
+    **How to fix it.** Use the names the model has (``swapwatch explain`` prints what each
+    pattern reaches)::
+
+        recompute_config:
+          select_recompute:
+            'attention\\.flash_attention': True      # was 'attention\\.flash attention'
+    """
+
+    code = "SW104"
+    severity = "warning"
+    title = "a configured pattern matched nothing on any layer (silent no-op)"
+    needs = "config"
+
+    def check(self, ctx: CheckContext) -> Iterable[Finding]:
+        plan = ctx.plan
+        if plan is None:
+            return
+        try:
+            layout = strategy._layout(getattr(plan, "model", "llama"))
+        except Exception:   # unknown family: nothing to resolve against
+            return
+        cfg = config_of(ctx)
+        for action in ACTIONS:
+            layers_of = {}
+            for lp in plan.layers:
+                pats = lp.op_swap if action == "op_swap" else getattr(lp, action)
+                for pat in pats:
+                    layers_of.setdefault(pat, []).append(lp.layer)
+            for pat, layers in layers_of.items():
+                res = strategy.walk(layout, pat, strategy.WALK_MODE[action])
+                if res.targets:
+                    continue
+                if res.skipped_cells:
+                    why = (f"it only reaches cell(s) {', '.join(res.skipped_cells)}, and "
+                           f"{action.replace('_', ' ')} only acts on primitives")
+                else:
+                    why = f"nothing in the {plan.model} layer is named like that"
+                key = "swap_config.op_swap" if action == "op_swap" else f"recompute_config.{action}"
+                yield self.finding(f"{action} pattern '{pat}' (applied on {_span(layers)}) matches nothing: {why}",
+                                   layer=layers[0], op=pat, source=where(cfg, f"{key}.{pat}") or where(cfg, key),
+                                   expected="a primitive or cell it reaches", actual="no match")
+
+
+def _span(layers: List[int]) -> str:
+    if len(layers) == 1:
+        return f"layer {layers[0]}"
+    if layers == list(range(layers[0], layers[-1] + 1)):
+        return f"layers {layers[0]}-{layers[-1]}"
+    if len(layers) > 6:
+        return f"{len(layers)} layers ({layers[0]}..{layers[-1]})"
+    return "layers " + ", ".join(map(str, layers))

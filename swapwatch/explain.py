@@ -1,0 +1,44 @@
+"""``swapwatch explain`` as a library: a training YAML -> the plan, plus what the config alone shows.
+
+Kept apart from the CLI so tests and other tools get the same answer without click: load the
+config (overrides for fragments), make the plan on the model family's layout, run the
+config-time rules, and pick the exit code (1 when an error-severity finding exists).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional
+
+from .checks import CheckContext, Finding, run_rules
+from .config import TrainingConfig, load_config
+from .models import load_layout
+from . import strategy
+
+
+@dataclass
+class Explanation:
+    config: TrainingConfig
+    plan: strategy.Plan
+    layout: Any
+    findings: List[Finding] = field(default_factory=list)
+    env: Dict[str, str] = field(default_factory=dict)
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if any(f.severity == "error" for f in self.findings) else 0
+
+
+def explain(path: str, num_layers: Optional[int] = None, pipeline_stage: Optional[int] = None,
+            pp_interleave_num: Optional[int] = None, offset: Any = None,
+            env: Optional[Mapping[str, str]] = None, model: str = "llama") -> Explanation:
+    """Explain the YAML at ``path``. Raises InputError/ConfigError (exit 2) for bad input."""
+    layout = load_layout(model)
+    config = load_config(path, num_layers=num_layers, pipeline_stage=pipeline_stage,
+                         pp_interleave_num=pp_interleave_num, offset=offset)
+    plan = strategy.plan(config, layout=layout, model=model)
+    ctx = CheckContext(plan=plan, config=config, env=dict(env or {}))
+    findings = sorted(run_rules(ctx, needs=("config",)),
+                      key=lambda f: (0 if f.severity == "error" else 1, f.code,
+                                     -1 if f.layer is None else f.layer))
+    plan.findings = findings
+    return Explanation(config=config, plan=plan, layout=layout, findings=findings, env=dict(env or {}))
