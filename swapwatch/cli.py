@@ -40,6 +40,37 @@ def main(argv=None) -> None:
 
 # ---- explain -------------------------------------------------------------------------------
 
+@cli.command("explain")
+@click.argument("config")
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "formative"]), default="table",
+              show_default=True, help="table: per-layer view; json: DESIGN §3.2; formative: the lines "
+                                      "MindFormers' LayerSetting will log (message parts).")
+@click.option("--num-layers", type=int, default=None, help="Override model.model_config.num_layers.")
+@click.option("--pipeline-stage", type=int, default=None, help="Override parallel_config.pipeline_stage.")
+@click.option("--pp-interleave-num", type=int, default=None,
+              help="Override model.model_config.pp_interleave_num (implies pipeline_interleave).")
+@click.option("--offset", default=None, metavar="JSON", help="Override model.model_config.offset, e.g. '[1,0,0,1]'.")
+@click.option("--env", "env", multiple=True, metavar="KEY=VALUE",
+              help="Environment the run will have (SW302 needs it; repeatable).")
+@click.option("--model", default="llama", show_default=True, help="Model family layout to resolve patterns on.")
+def explain_cmd(config, fmt, num_layers, pipeline_stage, pp_interleave_num, offset, env, model):
+    """Show what MindFormers will apply to every layer for CONFIG (a training YAML or fragment).
+
+    Exit 0; 1 if the config alone shows an error-severity finding; 2 bad input.
+    """
+    from .config import parse_offset
+    from .explain import explain
+    from .render_explain import render
+    from .verify import parse_env
+
+    ex = explain(config, num_layers=num_layers, pipeline_stage=pipeline_stage,
+                 pp_interleave_num=pp_interleave_num,
+                 offset=parse_offset(offset) if offset is not None else None,
+                 env=parse_env(env), model=model)
+    click.echo(render(ex, fmt), nl=False)
+    return ex.exit_code
+
+
 # ---- verify / rules ------------------------------------------------------------------------
 
 @cli.command("verify")
