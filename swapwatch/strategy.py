@@ -487,11 +487,11 @@ def plan(config: Any, layout: Any = None, model: str = "llama") -> Plan:
 
     if legacy is None:
         layer_recompute = _fmt(lambda: fmt.layer_ids(rc["recompute"]) if swap else fmt.counts(rc["recompute"]),
-                               "recompute_config.recompute", rc["recompute"], swap, err)
+                               "recompute_config.recompute", config.recompute_config["recompute"], swap, err)
         for key, defaults in SELECT_KEYS:
             ids = swap and not key.endswith("_exclude")
             tables[key] = _fmt(lambda: fmt.pattern_table(rc[key], defaults, ids),
-                               f"recompute_config.{key}", rc[key], ids, err)
+                               f"recompute_config.{key}", config.recompute_config[key], ids, err)
             for pat in tables[key]:
                 if not isinstance(pat, str):
                     raise err(f"recompute_config.{key}", f"pattern {pat!r} must be a string")
@@ -654,17 +654,19 @@ def _layout(model: str) -> Any:
     return load_layout(model)
 
 
-_WALKS: Dict[Tuple[int, str, str], patterns.WalkResult] = {}
+_WALKS: Dict[Tuple[int, str, str], Tuple[Any, patterns.WalkResult]] = {}
 
 
 def walk(layout: Any, pattern: str, mode: str) -> patterns.WalkResult:
-    """Cached :func:`patterns.walk_layout` (the layout is immutable data)."""
+    """Cached :func:`patterns.walk_layout` (a layout is immutable data; the cache keeps a reference
+    to it, so its id cannot be reused by another layout while the entry lives)."""
     key = (id(layout), pattern, mode)
-    if key not in _WALKS:
+    hit = _WALKS.get(key)
+    if hit is None or hit[0] is not layout:
         if len(_WALKS) > 4096:
             _WALKS.clear()
-        _WALKS[key] = patterns.walk_layout(layout, pattern, mode)
-    return _WALKS[key]
+        hit = _WALKS[key] = (layout, patterns.walk_layout(layout, pattern, mode))
+    return hit[1]
 
 
 def pattern_targets(layout: Any, pattern: str, mode: str) -> List[str]:

@@ -104,6 +104,25 @@ HAND: List[Dict[str, Any]] = [
         {"op_name": r"feed_forward\.w[12]", "backward_prefetch": 4, "layers": [1, 2]}]}),
     # int offset quirk: the chunks hold more layers than the model has
     dict(num_layers=10, pipeline_stage=4, offset=2, recompute_config={"recompute": [1, 1, 1, 1]}, swap_config={}),
+    # 2-D tables with an extra column / an extra row / a short row; empty lists; pattern lists as counts
+    dict(num_layers=8, pipeline_stage=2, recompute_config={"recompute": [[1, 1, 1]]}, swap_config={}),
+    dict(num_layers=8, pipeline_stage=2, recompute_config={"recompute": [[1, 1], [1, 1]]}, swap_config={}),
+    dict(num_layers=8, pipeline_stage=2, recompute_config={"select_recompute": {r"feed_forward\.mul": [[1]]}},
+         swap_config={}),
+    dict(num_layers=8, pipeline_stage=2, recompute_config={"select_recompute": {r"feed_forward\.mul": [[True, 1], True]}},
+         swap_config={}),
+    dict(num_layers=4, recompute_config={"recompute": [], "select_recompute": []}, swap_config={}),
+    dict(num_layers=4, recompute_config={"recompute": ["anything"], "select_comm_recompute": [r".*\.norm", "attention"]},
+         swap_config={}),
+    # a 1-D offset over two interleaves (broadcast: the chunks hold extra layers)
+    dict(num_layers=10, pipeline_stage=2, pp_interleave_num=2, pipeline_interleave=True, offset=[1, 1],
+         recompute_config={"recompute": [2, 2], "select_recompute": True}, swap_config={}),
+    # swap: op_swap given, layer_swap False entries, layers False, op_swap dict form, recompute []
+    dict(num_layers=4, recompute_config={"recompute": []}, swap_config={
+        "swap": True, "layer_swap": {"backward_prefetch": 3, "layers": False},
+        "op_swap": {"op_name": "attention", "backward_prefetch": 2, "layers": [1]}}),
+    dict(num_layers=4, recompute_config={"select_comm_recompute": {"attention": [0], r".*\.norm": True}},
+         swap_config={"swap": True, "op_swap": [{"op_name": r".*\.norm", "backward_prefetch": 2, "layers": [0]}]}),
 ]
 
 
