@@ -25,7 +25,7 @@ from __future__ import annotations
 import copy
 import functools
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -785,19 +785,24 @@ def init_messages(result: Plan) -> List[Tuple[str, str]]:
            ("INFO", f"Accumulated num_layers per stage: {g.layer_accu}"),
            ("INFO", f"Pipeline id list with start_stage: {[p + g.start_stage for p in g.pp_ids]}"),
            ("INFO", f"Interleave id list: {g.interleave_ids}")]
-    f = result.formative
+    # A Plan from plan() has every Formative value; one assembled by hand (the hooks accept any
+    # Plan) may not, and then only what it has is logged.
+    f = result.formative or {}
     if result.legacy_recompute is None:
-        out.append(("INFO", f"Formative layer_recompute: {mf_repr(f['layer_recompute'])}"))
+        if "layer_recompute" in f:
+            out.append(("INFO", f"Formative layer_recompute: {mf_repr(f['layer_recompute'])}"))
         out.append(("INFO", PRIORITY_LINE))
         for key, pat in result.removed:
             comm = "_comm" if "comm" in key else ""
             out.append(("INFO", f"The pattern {pat} in select{comm}_recompute conflicts with "
                                 f"select{comm}_recompute_exclude and will be removed."))
         for key, _ in SELECT_KEYS:
-            out.append(("INFO", f"Formative {key}: {mf_repr(f[key])}"))
+            if key in f:
+                out.append(("INFO", f"Formative {key}: {mf_repr(f[key])}"))
     if result.swap:
-        out.append(("INFO", f"Formative layer swap: {mf_repr(f['layer_swap'])}"))
-        out.append(("INFO", f"Formative op swap: {mf_repr(f['op_swap'])}"))
+        for key, label in (("layer_swap", "layer swap"), ("op_swap", "op swap")):
+            if key in f:
+                out.append(("INFO", f"Formative {label}: {mf_repr(f[key])}"))
         out.extend(("WARNING", w) for w in result.warnings)
     return out
 
@@ -818,54 +823,64 @@ def layer_messages(result: Plan, layout: Any = None) -> Dict[int, List[Tuple[str
     "expected to be operation but got cell" line instead.
     """
     layout = layout if layout is not None else _layout(result.model)
-    out: Dict[int, List[Tuple[str, str]]] = {}
-    for lp in result.layers:
-        lines: List[Tuple[str, str]] = []
-        i = lp.layer
-        if result.legacy_recompute is not None:
-            out[i] = lines
-            continue
-        if lp.full_recompute and lp.full_recompute_logged:
-            lines.append(("INFO", f"Set full recompute at layer {i}"))
-        word = "" if result.swap else " on"
-        passes = [("select_recompute", f"Set select recompute{word} at layer {i}: "),
-                  ("select_comm_recompute", f"Set select comm recompute{word} at layer {i}: ")]
-        if not result.swap:
-            passes += [("select_recompute_exclude", f"Set select recompute exclude at layer {i}: "),
-                       ("select_comm_recompute_exclude", f"Set select comm recompute exclude at layer {i}: ")]
-        for key, head in passes:
-            mode = WALK_MODE[key]
-            items = []
-            for pat in getattr(lp, key):
-                res = walk(layout, pat, mode)
-                one_seg = len(patterns.split_pattern(pat)) == 1
-                for path in res.skipped_cells:
-                    shown = f".{path}" if one_seg else path
-                    if mode == "comm":
-                        lines.append(("INFO", f"For communication recompute, {shown} is expected to be "
-                                              f"operation but got cell, this configuration will not be effective."))
-                    else:
-                        lines.append(("INFO", f"For select recompute/comm_recompute exclude, {shown} is expected "
-                                              f"to be operation but got cell, this configuration will not be "
-                                              f"effective."))
-                if res.matched:
-                    items.append(patterns.log_item(res.raw_log, mode))
-            if items:
-                lines.append(("INFO", head + ", ".join(items)))
-        if result.swap:
-            if lp.layer_swap is not None:
-                ls = result.formative.get("layer_swap") or []
-                gap = GAP_LAYER_SWAP_ALL if ls and ls[0]["layers"] is True else GAP_LAYER_SWAP_LIST
-                lines.append(("INFO", f"Set layer swap at layer {i}{' ' * gap}and value is: {lp.layer_swap}"))
-            items = []
-            for pat, p in lp.op_swap.items():
-                res = walk(layout, pat, "swap")
-                if res.matched:
-                    items.append(swap_item(res.raw_log, p))
-            if items:
-                lines.append(("INFO", f"Set op_swap at layer {i}: " + ", ".join(items)))
-        out[i] = lines
-    return out
+    return {lp.layer: layer_lines(result, lp, lambda pat, mode: walk(layout, pat, mode))
+            for lp in result.layers}
+
+
+#: How :func:`layer_lines` reaches a layer's cells: ``walker(pattern, mode) -> WalkResult``. The
+#: layout walk for explain/verify, the real-cell walk for the runtime hooks.
+Walker = Callable[[str, str], patterns.WalkResult]
+
+
+def layer_lines(result: Plan, lp: LayerPlan, walker: Walker) -> List[Tuple[str, str]]:
+    """The (level, message) lines LayerSetting logs at one layer, walking patterns with ``walker``
+    in MindFormers' order (select on, comm on, exclude, comm exclude; swap mode: select, comm,
+    then op swap). The hooks call this with a walker over real MindSpore cells and apply the
+    actions to what each walk reached, so the text exists in this one place only."""
+    lines: List[Tuple[str, str]] = []
+    i = lp.layer
+    if result.legacy_recompute is not None:
+        return lines
+    if lp.full_recompute and lp.full_recompute_logged:
+        lines.append(("INFO", f"Set full recompute at layer {i}"))
+    word = "" if result.swap else " on"
+    passes = [("select_recompute", f"Set select recompute{word} at layer {i}: "),
+              ("select_comm_recompute", f"Set select comm recompute{word} at layer {i}: ")]
+    if not result.swap:
+        passes += [("select_recompute_exclude", f"Set select recompute exclude at layer {i}: "),
+                   ("select_comm_recompute_exclude", f"Set select comm recompute exclude at layer {i}: ")]
+    for key, head in passes:
+        mode = WALK_MODE[key]
+        items = []
+        for pat in getattr(lp, key):
+            res = walker(pat, mode)
+            one_seg = len(patterns.split_pattern(pat)) == 1
+            for path in res.skipped_cells:
+                shown = f".{path}" if one_seg else path
+                if mode == "comm":
+                    lines.append(("INFO", f"For communication recompute, {shown} is expected to be "
+                                          f"operation but got cell, this configuration will not be effective."))
+                else:
+                    lines.append(("INFO", f"For select recompute/comm_recompute exclude, {shown} is expected "
+                                          f"to be operation but got cell, this configuration will not be "
+                                          f"effective."))
+            if res.matched:
+                items.append(patterns.log_item(res.raw_log, mode))
+        if items:
+            lines.append(("INFO", head + ", ".join(items)))
+    if result.swap:
+        if lp.layer_swap is not None:
+            ls = result.formative.get("layer_swap") or []
+            gap = GAP_LAYER_SWAP_ALL if ls and ls[0]["layers"] is True else GAP_LAYER_SWAP_LIST
+            lines.append(("INFO", f"Set layer swap at layer {i}{' ' * gap}and value is: {lp.layer_swap}"))
+        items = []
+        for pat, p in lp.op_swap.items():
+            res = walker(pat, "swap")
+            if res.matched:
+                items.append(swap_item(res.raw_log, p))
+        if items:
+            lines.append(("INFO", f"Set op_swap at layer {i}: " + ", ".join(items)))
+    return lines
 
 
 def swap_item(raw_log: str, prefetch: Any) -> str:

@@ -7,7 +7,7 @@ import pytest
 
 ms = pytest.importorskip("mindspore")
 
-from runtime_helpers import single_stage_plan  # noqa: E402
+from runtime_helpers import REPO, single_stage_plan  # noqa: E402
 from swapwatch import patterns  # noqa: E402
 from swapwatch.events import parse_event  # noqa: E402
 from swapwatch.examples.tinyllama import TinyLlama  # noqa: E402
@@ -118,10 +118,15 @@ def test_swap_mode_normalised_text(net):
 
 
 def test_recompute_true_under_swap_logs_no_full_line(net):
-    plan = single_stage_plan(2, swap=True, formative={"layer_recompute": True},
-                             layers={0: {"full_recompute": True}, 1: {"full_recompute": True}})
+    # the engine decides that swap mode + `recompute: True` recomputes every layer silently (§3.3)
+    from swapwatch.config import config_from_dicts
+    from swapwatch.strategy import plan as make_plan
+    plan = make_plan(config_from_dicts({"recompute": True}, {"swap": True, "layer_swap": [], "op_swap": []},
+                                       num_layers=2, pipeline_stage=1))
+    assert [lp.full_recompute for lp in plan.layers] == [True, True]
     out = apply(TinyLlama(n_layers=2).layers, plan)
     assert not [ln for ln in out.lines if ln.startswith("Set full")]
+    assert any("All layers and ops that are enabled swap do not work!" in ln for ln in out.lines)
     assert [e["action"] for e in _events(out)] == ["full_recompute", "full_recompute"]
 
 
@@ -166,3 +171,16 @@ def test_with_the_real_engine_events_match_the_plan(tmp_path):
                 want.add((lp.layer, action))
     assert got == want
     assert _events(out, "plan")[0]["config_sha256"]
+
+
+@pytest.mark.parametrize("name", ["swap_case1", "swap_case2", "swap_case3", "swap_case4",
+                                  "select_recompute", "conflict", "demo_recompute"])
+def test_hook_text_is_byte_identical_to_the_engines_mindformers_text(name):
+    # The engine's text is checked against real MindFormers 2.1.0 (tests/test_oracle.py); the hooks
+    # walk real MindSpore cells through the same function, so with quirks they must log the same.
+    from swapwatch.config import load_config
+    from swapwatch.strategy import layer_setting_lines, plan as make_plan
+    plan = make_plan(load_config(str(REPO / "fixtures" / "configs" / f"{name}.yaml")))
+    out = apply(TinyLlama(n_layers=len(plan.layers)).layers, plan, quirks=True)
+    assert out.lines == layer_setting_lines(plan)
+    assert any(ln.startswith("Set ") for ln in out.lines)

@@ -27,21 +27,18 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
-from .. import patterns
+from .. import patterns, strategy
 from ..errors import InputError
 from ..events import format_event
 
 #: MindFormers' stdout format (reference §6.1): existing greps and prefix regexes keep working.
 MF_FORMAT = "%(asctime)s - %(name)s[%(filepath)s:%(lineno)d] - %(levelname)s - %(message)s"
 LOGGER_NAME = "swapwatch"
-
-#: Whitespace runs MindFormers' f-string continuations put into ``Set layer swap`` (reference §3.5).
-_LAYER_SWAP_GAP = {True: 33, False: 29}
-
 
 class ApplyError(InputError):
     """The plan cannot be applied to this network (e.g. a cell would be recomputed twice)."""
@@ -186,20 +183,37 @@ def apply(layers: Iterable[Any], plan_or_config: Any, rank: Optional[int] = None
     event("plan", num_layers=geo.num_layers, pipeline_stage=geo.pipeline_stage,
           pp_interleave_num=geo.pp_interleave_num, swap=bool(plan.swap),
           config_sha256=config_sha256 or sha, source="swapwatch")
-    for msg in _init_lines(plan):
-        info(msg)
+    for level, msg in strategy.init_messages(plan):
+        info(_text(msg, quirks), logging.WARNING if level == "WARNING" else logging.INFO)
     adapter = CellAdapter()
-    layer_swap_all = _layer_swap_all_layers(plan)
-    recompute_all = plan.formative.get("layer_recompute") is True if isinstance(plan.formative, dict) else False
     for lp, cell in zip(plan.layers, layers):
-        _apply_layer(adapter, cell, lp, plan.swap, quirks, info, event, out,
-                     silent_full=bool(plan.swap and recompute_all), layer_swap_all=layer_swap_all)
+        _apply_layer(adapter, cell, plan, lp, quirks, info, event, out)
     return out
 
 
-def _apply_layer(adapter, cell, lp, swap: bool, quirks: bool, info, event, out: Applied,
-                 silent_full: bool, layer_swap_all: bool) -> None:
+#: What a walk in each mode does, as the ``apply`` event's action name.
+_ACTION_OF_MODE = {
+    "recompute": "select_recompute",
+    "comm": "select_comm_recompute",
+    "exclude": "select_recompute_exclude",
+    "comm_exclude": "select_comm_recompute_exclude",
+    "swap": "op_swap",
+}
+
+
+def _apply_layer(adapter, cell, plan, lp, quirks: bool, info, event, out: Applied) -> None:
+    """One layer: the MindSpore calls in MindFormers' order, then its text lines and events.
+
+    The text comes from :func:`swapwatch.strategy.layer_lines`, which walks the patterns through
+    our walker over the real cells; every walk is recorded and its targets get the calls.
+    """
     i = lp.layer
+    walks: List[Tuple[str, str, patterns.WalkResult]] = []
+
+    def walker(pattern: str, mode: str) -> patterns.WalkResult:
+        res = patterns.walk(adapter, cell, pattern, mode)
+        walks.append((pattern, mode, res))
+        return res
 
     def record(action: Action) -> None:
         out.actions.append(action)
@@ -207,71 +221,35 @@ def _apply_layer(adapter, cell, lp, swap: bool, quirks: bool, info, event, out: 
               value=action.value, **({"cells": action.cells} if action.cells else {}),
               **({"skipped_cells": action.skipped_cells} if action.skipped_cells else {}))
 
+    messages = strategy.layer_lines(plan, lp, walker)
     if lp.full_recompute:
         _call(lambda: cell.recompute(), i, None, "<layer>", "full recompute")
-        if not silent_full:        # swap mode + `recompute: True` logs nothing (reference §3.3)
-            info(f"Set full recompute at layer {i}")
         record(Action(i, "full_recompute", None, [], True))
-    else:
-        word = "" if swap else " on"
-        _select(adapter, cell, lp, lp.select_recompute, "recompute", "select_recompute", True,
-                f"Set select recompute{word} at layer {i}: ", quirks, info, record)
-        _select(adapter, cell, lp, lp.select_comm_recompute, "comm", "select_comm_recompute", True,
-                f"Set select comm recompute{word} at layer {i}: ", quirks, info, record)
-    if not swap:
-        _select(adapter, cell, lp, lp.select_recompute_exclude, "exclude", "select_recompute_exclude", False,
-                f"Set select recompute exclude at layer {i}: ", quirks, info, record)
-        _select(adapter, cell, lp, lp.select_comm_recompute_exclude, "comm_exclude",
-                "select_comm_recompute_exclude", False,
-                f"Set select comm recompute exclude at layer {i}: ", quirks, info, record)
-        return
+    swaps = [w for w in walks if w[1] == "swap"]
+    for pattern, mode, res in (w for w in walks if w[1] != "swap"):
+        on = mode in ("recompute", "comm")
+        for t in res.targets:
+            _mark(t, mode, on, i, pattern)
+        if res.targets:      # a skipped cell did nothing: its INFO line says so, no event
+            record(Action(i, _ACTION_OF_MODE[mode], pattern, [t.path for t in res.targets], on,
+                          cells=[t.path for t in res.targets if t.kind == "cell"],
+                          skipped_cells=list(res.skipped_cells)))
     if lp.layer_swap is not None:
         p = lp.layer_swap
         _call(lambda: cell.offload(backward_prefetch=p), i, None, "<layer>", "layer swap")
-        gap = " " * _LAYER_SWAP_GAP[layer_swap_all] if quirks else " "
-        info(f"Set layer swap at layer {i}{gap}and value is: {p}")
         record(Action(i, "layer_swap", None, [], p))
-    items = []
-    for pattern, p in (lp.op_swap or {}).items():
-        res = patterns.walk(adapter, cell, pattern, "swap")
+    for pattern, _, res in swaps:
+        p = lp.op_swap[pattern]
         for t in res.targets:
             if t.kind == "prim":
                 _call(lambda: t.obj._offload(backward_prefetch=p), i, pattern, t.path, "op swap")
             else:
                 _call(lambda: t.obj.offload(backward_prefetch=p), i, pattern, t.path, "op swap")
-        if res.matched:
-            text = patterns.log_item(res.raw_log, "swap")
-            items.append(f"{text if quirks else _norm_item(text)}, value={p}")
+        if res.targets:
             record(Action(i, "op_swap", pattern, [t.path for t in res.targets], p,
                           cells=[t.path for t in res.targets if t.kind == "cell"]))
-    if items:
-        info(f"Set op_swap at layer {i}: " + ", ".join(items))
-
-
-def _select(adapter, cell, lp, pats: Sequence[str], mode: str, action: str, on: bool, head: str,
-            quirks: bool, info, record) -> None:
-    """One select pass (on / comm on / exclude / comm exclude): at most one text line."""
-    items = []
-    for pattern in pats or ():
-        res = patterns.walk(adapter, cell, pattern, mode)
-        for t in res.targets:
-            _mark(t, mode, on, lp.layer, pattern)
-        for path in res.skipped_cells:
-            shown = f".{path}" if quirks and len(patterns.split_pattern(pattern)) == 1 else path
-            if mode == "comm":
-                info(f"For communication recompute, {shown} is expected to be operation but got cell, "
-                     "this configuration will not be effective.")
-            else:
-                info(f"For select recompute/comm_recompute exclude, {shown} is expected to be operation "
-                     "but got cell, this configuration will not be effective.")
-        if res.matched:
-            items.append(patterns.log_item(res.raw_log, mode))
-        if res.targets:      # a skipped cell did nothing: its INFO line says so, no event
-            record(Action(lp.layer, action, pattern, [t.path for t in res.targets], on,
-                          cells=[t.path for t in res.targets if t.kind == "cell"],
-                          skipped_cells=list(res.skipped_cells)))
-    if items:
-        info(head + ", ".join(items))
+    for level, msg in messages:
+        info(_text(msg, quirks), logging.WARNING if level == "WARNING" else logging.INFO)
 
 
 def _mark(target: patterns.Target, mode: str, on: bool, layer: int, pattern: str) -> None:
@@ -294,50 +272,19 @@ def _call(fn, layer: int, pattern: Optional[str], path: str, what: str) -> None:
         raise ApplyError(f"layer {layer}: {what} on {where} failed in MindSpore: {first}") from None
 
 
-def _norm_item(text: str) -> str:
-    """``" attention.flash_attention"`` / ``".attention"`` -> plain dotted paths."""
-    return ", ".join(patterns.logged_paths(text))
-
-
-# --------------------------------------------------------------------------------------------
-# The init block: geometry and Formative lines
-# --------------------------------------------------------------------------------------------
-
-_FORMATIVE_ORDER = (
-    ("layer_recompute", "layer_recompute"),
-    (None, "The configuration of select_recompute_exclude and select_comm_recompute_exclude have the highest priority."),
-    ("select_recompute", "select_recompute"),
-    ("select_comm_recompute", "select_comm_recompute"),
-    ("select_recompute_exclude", "select_recompute_exclude"),
-    ("select_comm_recompute_exclude", "select_comm_recompute_exclude"),
-)
-
-
-def _init_lines(plan) -> List[str]:
-    """The lines LayerSetting logs once at construction (reference §2.1 step 7, §2.2, §3.4)."""
-    g = plan.geometry
-    lines = [f"num_layers per stage: {g.layer_list}",
-             f"Accumulated num_layers per stage: {g.layer_accu}",
-             f"Pipeline id list with start_stage: {[p + g.start_stage for p in g.pp_ids]}",
-             f"Interleave id list: {list(g.interleave_ids)}"]
-    form = plan.formative if isinstance(plan.formative, dict) else {}
-    for key, label in _FORMATIVE_ORDER:
-        if key is None:
-            lines.append(label)
-        elif key in form:
-            lines.append(f"Formative {label}: {form[key]!r}")
-    if plan.swap:
-        for key, label in (("layer_swap", "layer swap"), ("op_swap", "op swap")):
-            if key in form:
-                lines.append(f"Formative {label}: {form[key]!r}")
-    return lines
-
-
-def _layer_swap_all_layers(plan) -> bool:
-    """True when the layer swap is ``layers: True`` (MindFormers then logs 33 spaces, not 29)."""
-    form = plan.formative if isinstance(plan.formative, dict) else {}
-    ls = form.get("layer_swap")
-    return bool(ls) and isinstance(ls, list) and isinstance(ls[0], dict) and ls[0].get("layers") is True
+def _text(msg: str, quirks: bool) -> str:
+    """MindFormers' exact text with ``quirks``; otherwise whitespace runs collapsed and the
+    leading dot of one-segment paths dropped (op_swap items, "got cell" lines); the parsers read
+    both forms."""
+    if quirks:
+        return msg
+    msg = " ".join(msg.split())
+    if msg.startswith("Set op_swap at layer "):
+        head, _, items = msg.partition(": ")
+        msg = head + ": " + re.sub(r"(^|, )\.", r"\1", items)
+    elif msg.startswith("For "):
+        msg = re.sub(r"^(For [^,]+, )\.", r"\1", msg)
+    return msg
 
 
 # --------------------------------------------------------------------------------------------
