@@ -123,19 +123,14 @@ def _pipeline_stages(cfg: Dict[str, Any]) -> int:
 
 
 def read_config(path: str) -> Tuple[Dict[str, Any], str]:
-    """The YAML as data (only to decide the environment) and its sha256."""
-    import yaml
+    """The YAML as data (only to decide the environment) and its sha256; errors as config.py's."""
+    from .config import parse_yaml
 
     try:
         raw = Path(path).read_bytes()
     except OSError as exc:
         raise InputError(f"cannot read config: {exc.strerror}", file=path) from None
-    try:
-        data = yaml.safe_load(raw)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise InputError(f"not valid YAML: {getattr(exc, 'problem', exc)}", file=path,
-                         line=mark.line + 1 if mark else None) from None
+    data, _ = parse_yaml(raw.decode("utf-8", errors="replace"), path)
     if not isinstance(data, dict):
         raise InputError("expected a YAML mapping at the top level", file=path)
     return data, hashlib.sha256(raw).hexdigest()

@@ -74,7 +74,7 @@ def test_train_script_prints_mindformers_step_lines_and_events():
 
 @pytest.mark.parametrize("content, needle", [
     (None, "cannot read config"),
-    ("recompute_config: [unclosed\n", "not valid YAML"),
+    ("recompute_config: [unclosed\n", "YAML syntax error"),
 ])
 def test_train_script_bad_config_is_one_line_exit_2(tmp_path, content, needle):
     cfg = tmp_path / "bad.yaml"

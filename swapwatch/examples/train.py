@@ -25,16 +25,6 @@ if __package__ in (None, ""):
 
 from swapwatch.errors import InputError  # noqa: E402
 
-#: MindFormers' template defaults, in its key order (reference §1.1, §1.2), for the
-#: ``initial ... from dict`` lines: the intended config, readable from the worker log alone.
-RECOMPUTE_DEFAULTS = {
-    "recompute": False, "select_recompute": False, "parallel_optimizer_comm_recompute": False,
-    "select_comm_recompute": False, "mp_comm_recompute": True, "recompute_slice_activation": False,
-    "select_recompute_exclude": False, "select_comm_recompute_exclude": False,
-}
-SWAP_DEFAULTS = {"swap": False, "default_prefetch": 1, "layer_swap": None, "op_swap": None}
-
-
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m swapwatch.examples.train", description=__doc__.split("\n\n")[0])
     p.add_argument("--config", help="training YAML with recompute_config / swap_config (omit: no strategy)")
@@ -58,32 +48,6 @@ def parse_args(argv=None) -> argparse.Namespace:
     return a
 
 
-def read_sections(path: str):
-    """The raw ``recompute_config`` / ``swap_config`` sections (top level or under ``parallel_config``)."""
-    import yaml
-
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = yaml.safe_load(fh)
-    except OSError as exc:
-        raise InputError(f"cannot read config: {exc.strerror}", file=path) from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise InputError(f"not valid YAML: {getattr(exc, 'problem', exc)}", file=path,
-                         line=mark.line + 1 if mark else None) from None
-    if not isinstance(data, dict):
-        raise InputError("expected a YAML mapping at the top level", file=path)
-    pc = data.get("parallel_config") if isinstance(data.get("parallel_config"), dict) else {}
-    out = {}
-    for key, defaults in (("swap_config", SWAP_DEFAULTS), ("recompute_config", RECOMPUTE_DEFAULTS)):
-        sec = data.get(key, pc.get(key))
-        merged = dict(defaults)
-        if isinstance(sec, dict):
-            merged.update(sec)
-        out[key] = merged
-    return out
-
-
 def main(argv=None) -> int:
     a = parse_args(argv)
     if a.fail_rank is not None:
@@ -98,10 +62,10 @@ def main(argv=None) -> int:
     log = get_logger()
     plan = sha = None
     if a.config:
-        sections = read_sections(a.config)
-        for key in ("swap_config", "recompute_config"):
-            log.info(f"initial {key} from dict: {sections[key]!r}")
         plan, sha = _resolve_plan(a.config)
+        # as MindFormers' build_parallel_config does: the intended config, inside the worker log
+        for key in ("swap_config", "recompute_config"):
+            log.info(f"initial {key} from dict: {getattr(plan.config, key)!r}")
     layers = a.layers or (plan.geometry.num_layers if plan else 4)
     if plan and layers != plan.geometry.num_layers:
         raise InputError(f"--layers {layers} differs from the config's num_layers {plan.geometry.num_layers}",
