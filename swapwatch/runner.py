@@ -30,7 +30,6 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import hashlib
-import io
 import json
 import os
 import re
@@ -485,47 +484,30 @@ def _drain_after_exit(fd: int, console, out, quiet: float = 2.0) -> bool:
 
 
 def _verify(rdir: Path, config: Optional[str], ir: bool, info: Dict[str, Any], notes: List[str], out) -> int:
-    """``swapwatch verify`` on the run directory, through the CLI command when it exists."""
-    import click
+    """Verify the run directory with the verify library; the table goes to the terminal and to
+    ``verify.txt``, the JSON verdict to ``verify.json`` (what CI jobs read)."""
+    from .verify import verify
+    from .verify_render import render
 
-    from . import cli
-
-    cmd = getattr(cli, "cli", None)
-    verify_cmd = cmd.commands.get("verify") if cmd is not None else None
-    if verify_cmd is None:
-        info["verify"] = {"skipped": "swapwatch verify is not available in this version"}
-        notes.append("verification skipped: `swapwatch verify` is not available yet (as with --no-verify)")
-        return 0
-    args = ["verify", str(rdir)]
-    if config:
-        args += ["--config", config]
-    params = {p.name for p in verify_cmd.params}
-    if ir and "ir" in params and (rdir / "ir").is_dir():
-        args += ["--ir", str(rdir / "ir")]
-    buf = io.StringIO()
+    ir_dir = rdir / "ir"
     try:
-        with contextlib.redirect_stdout(buf):
-            rv = cmd.main(args=args, prog_name="swapwatch", standalone_mode=False)
-        code = rv if isinstance(rv, int) else 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
+        result = verify([str(rdir)], config_path=config, ir_dir=str(ir_dir) if ir and ir_dir.is_dir() else None)
     except InputError as exc:
-        buf.write(f"swapwatch: error: {exc.one_line()}\n")
+        text = f"swapwatch verify: {exc.one_line()}\n"
         code = 2
-    except click.ClickException as exc:
-        buf.write(f"swapwatch verify: {exc.format_message()}\n")
-        code = 2
-    except ImportError as exc:     # verify is there, a part it needs (engine, parsers) is not yet
-        info["verify"] = {"skipped": f"verify cannot run in this version: {exc}"}
-        notes.append(f"verification skipped: a part `swapwatch verify` needs is missing ({exc})")
-        return 0
     except Exception as exc:  # noqa: BLE001 - a verify bug must not lose the run's record
-        buf.write(f"swapwatch verify crashed: {type(exc).__name__}: {exc}\n")
+        text = f"swapwatch verify crashed: {type(exc).__name__}: {exc}\n"
         code = 1
-    text = buf.getvalue()
+    else:
+        text = render(result, "table")
+        if not text.endswith("\n"):
+            text += "\n"
+        code = result.exit_code
+        (rdir / "verify.json").write_text(render(result, "json"), encoding="utf-8")
     (rdir / "verify.txt").write_text(text, encoding="utf-8")
     _write(out, text.encode())
-    info["verify"] = {"args": args, "exit_code": code, "output": "verify.txt"}
+    info["verify"] = {"exit_code": code, "output": "verify.txt",
+                      **({"json": "verify.json"} if (rdir / "verify.json").exists() else {})}
     return code
 
 

@@ -78,12 +78,13 @@ def test_ir_of_the_msrun_run_shows_the_planned_recompute(demo_run):
     assert not run_rules(CheckContext(plan=None, ir=dump), needs=("ir",))
 
 
-def test_run_verifies_clean_when_verify_is_available(demo_run):
+def test_run_verifies_clean(demo_run):
     code, out, run = demo_run
     info = json.loads((run / "run.json").read_text())
-    if "skipped" in (info["verify"] or {}):
-        pytest.skip(f"verify not available yet: {info['verify']['skipped']}")
     assert info["verify"]["exit_code"] == 0 and code == 0, (run / "verify.txt").read_text()
+    verdict = json.loads((run / "verify.json").read_text())
+    assert verdict["verdict"] == "pass" and verdict["ranks"] == [0, 1] and verdict["layers"] == 4
+    assert "PASS" in (run / "verify.txt").read_text().upper()
 
 
 def test_failing_worker_real_exit_code_comes_back(tmp_path):
