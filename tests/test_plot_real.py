@@ -69,8 +69,13 @@ def test_three_strategies_side_by_side_are_the_printed_numbers():
         line = lines_by_gid(fig)[f"steps|{name}|rank0"]
         assert list(line.get_xdata()) == sorted(raw)
         np.testing.assert_allclose(line.get_ydata(), [raw[s] / MB for s in sorted(raw)])
-    # recompute shows in the pool peak: none > select > full
+    # recompute shows in the pool peak: none > select > full, and each bar says by how much
     assert peaks.loc["none", "used"] > peaks.loc["select", "used"] > peaks.loc["full", "used"]
+    labels = {t.get_gid(): t.get_text() for t in fig.axes[1].texts}
+    assert labels["peak|none|label"].endswith("(baseline)")
+    for name in ("select", "full"):
+        pct = (peaks.loc[name, "used"] - peaks.loc["none", "used"]) / peaks.loc["none", "used"] * 100
+        assert labels[f"peak|{name}|label"].endswith(f"−{abs(pct):.0f}% vs none")
     assert "RSS" in fig.axes[0].get_ylabel()
 
 

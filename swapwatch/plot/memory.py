@@ -270,6 +270,11 @@ def _draw_peaks(ax, peaks: pd.DataFrame, runs: List[str], colors: Dict[str, Any]
                 groups.append((run, colors[run], g))
     width = 0.6
     frag_labelled = False
+    first = groups[0][2] if groups else None
+    baseline = None
+    if first is not None:
+        col = "used" if first["used"].notna().any() else "actual"
+        baseline = float(first[col].max()) if first[col].notna().any() else None
     top = 0.0
     for i, (xlabel, c, g) in enumerate(groups):
         used = float(g["used"].max()) if g["used"].notna().any() else np.nan
@@ -286,8 +291,14 @@ def _draw_peaks(ax, peaks: pd.DataFrame, runs: List[str], colors: Dict[str, Any]
                 else f"{_render.fmt_bytes(used, unit)}\n+{_render.fmt_bytes(actual - used, unit)} frag.")
         if np.isnan(used):
             text = f"actual {_render.fmt_bytes(actual, unit)}"
+        if not by_rank and i > 0 and baseline and not np.isnan(base):
+            # what the strategy bought, against the first run given (the baseline by convention)
+            pct = f"{(base - baseline) / baseline * 100:+.0f}%".replace("-", "−")
+            text += f"\n{pct} vs {groups[0][0]}"
+        elif not by_rank and i == 0 and len(groups) > 1:
+            text += "\n(baseline)"
         ax.annotate(text, (i, hi / div), xytext=(0, 2), textcoords="offset points", ha="center",
-                    va="bottom", fontsize=7)
+                    va="bottom", fontsize=7, gid=f"peak|{xlabel}|label")
         if not by_rank and len(g) > 1:
             vals = g.set_index("rank")["used" if g["used"].notna().any() else "actual"].sort_index()
             xs = i + np.linspace(-width * 0.35, width * 0.35, len(vals))
@@ -301,7 +312,7 @@ def _draw_peaks(ax, peaks: pd.DataFrame, runs: List[str], colors: Dict[str, Any]
     ax.set_xticks(range(len(groups)))
     ax.set_xticklabels([_wrap_label(lbl) for lbl, _, _ in groups], fontsize=8,
                        rotation=0 if len(groups) <= 6 else 30, ha="center" if len(groups) <= 6 else "right")
-    ax.set_ylim(0, top / div * 1.18 if top else 1)
+    ax.set_ylim(0, top / div * 1.25 if top else 1)
     fam = " / ".join(families)
     ax.set_ylabel(f"whole-run peak ({name})")
     sub = "" if by_rank else "\nbar: max over ranks · dots: ranks" if peaks["rank"].nunique() > 1 else ""
