@@ -135,3 +135,33 @@ def test_cli_strategy_from_logs_and_against_another_config(tmp_path, capsys):
                                  "-o", str(tmp_path / "c.svg")], capsys)
     assert code == 0, err
     assert any(r"attention\.flash_attention" in t for t in svg_texts(tmp_path / "c.svg"))
+
+
+LOGS = os.path.join(HERE, "..", "fixtures", "logs")
+
+
+def test_strategy_differences_match_verify_on_the_quirks_fixture(tmp_path, capsys):
+    """Every finding verify reports as missing/unasked is an outlined cell, and nothing else is."""
+    from swapwatch.plot import plot_strategy
+    from swapwatch.strategy import plan as make_plan
+    from swapwatch.verify import config_from_log, verify
+
+    path = os.path.join(LOGS, "quirks.log")
+    (_, rl), = load_runs([path])
+    fig = plot_strategy(rl, plan=make_plan(config_from_log(rl)[0]))
+    findings = [f for f in verify([path]).findings if f.code in ("SW101", "SW102", "SW103")]
+    assert len(fig.strategy_diff) == len(findings) > 0
+    outlined = {g for g in patches_by_gid(fig) if g.startswith("diff|")}
+    assert len(outlined) == len(findings)              # each difference lands on a drawn row
+    code, out, err = run_cli(["plot", "strategy", path, "-o", str(tmp_path / "q.png")], capsys)
+    assert code == 0 and f"{len(findings)} differences" in out
+
+
+def test_truncated_log_is_never_called_identical(tmp_path, capsys):
+    out = tmp_path / "t.svg"
+    code, stdout, err = run_cli(["plot", "strategy", os.path.join(LOGS, "truncated.log"), "-o", str(out)], capsys)
+    assert code == 0, err
+    assert "identical" not in stdout and "the log stops at layer" in stdout
+    texts = svg_texts(out)
+    assert any("config (intended)" in t for t in texts)
+    assert any("not in the log (it stops here)" in t for t in texts)

@@ -117,11 +117,14 @@ def strategy_command(source: str, config: Optional[str] = None, output: Optional
             plan = None                     # no config in the log: draw what the log shows
     fig = plot_strategy(runlog, out, plan=plan, rank=rank, fmt=f,
                         name=None if config is None else f"{runlog.label or source} vs {os.path.basename(config)}")
-    diff = fig.strategy_diff
+    diff, cut = fig.strategy_diff, fig.strategy_cut
     if plan is None:
         what = "as logged (no config to compare with: pass --config)"
-    elif diff is None or diff.empty:
+    elif (diff is None or diff.empty) and not cut:
         what = "as logged, identical to the config"
     else:
-        what = f"config and logs side by side, {len(diff)} difference{'s' if len(diff) != 1 else ''}"
+        n = 0 if diff is None else len(diff)
+        what = f"config and logs side by side, {n} difference{'s' if n != 1 else ''}"
+        if cut:
+            what += f"; the log stops at layer {min(cut)}"
     return f"wrote {out}: {what}"

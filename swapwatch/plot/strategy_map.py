@@ -200,13 +200,12 @@ def frame_differences(plan: Any, runlog: Any, rank: int) -> pd.DataFrame:
         for e in diff.missing:
             if e.layer not in cut:
                 rows.append((e.layer, e.action, e.pattern, "missing", e.value if e.value is not None else True, None))
-        pats = {(lp.layer, m): list(getattr(lp, m) or []) if m != "op_swap" else list(lp.op_swap or {})
-                for lp in plan.layers for m in _ORDER if m not in ("full_recompute", "layer_swap")}
+        # an extra item is named as the logs map names it (configured pattern, SWAPWATCH pattern
+        # or path), so its outline lands on the drawn cell
+        logged = strategy_frame(runlog, rank=rank, plan=plan)
+        named = {(int(r.layer), r.mechanism, p): r.item for r in logged.itertuples() for p in r.paths}
         for s in diff.extra:
-            item = s.path
-            if s.path is not None:
-                cands = [p for p in pats.get((s.layer, s.action), []) if _matches(p, s.path)]
-                item = cands[0] if cands else s.path
+            item = named.get((s.layer, s.action, s.path), s.path) if s.path is not None else None
             rows.append((s.layer, s.action, item, "extra", None, s.value))
         for e, s in diff.value_diffs:
             rows.append((e.layer, e.action, e.pattern, "value", e.value, s.value))
@@ -321,7 +320,7 @@ def _legend_handles(frames: List[pd.DataFrame], with_diff: bool, with_cut: bool)
         hs.append(Patch(fill=False, edgecolor=DIFF_COLOR, lw=1.8, label="in logs, not in config / other value"))
         hs.append(Patch(fill=False, edgecolor=DIFF_COLOR, lw=1.8, ls="--", label="in config, missing from logs"))
     if with_cut:
-        hs.append(Patch(facecolor="0.85", label="log ends before this layer"))
+        hs.append(Patch(facecolor="0.85", label="not in the log (it stops here)"))
     return hs
 
 
@@ -358,12 +357,17 @@ def plot_strategy(what: Any, out: Optional[str] = None, plan: Any = None, rank: 
             diffs = frame_differences(plan, what, r)
             rd = compare(plan, what).ranks.get(r)
             cut = set(rd.cut_layers) if rd is not None else set()
-            if diffs.empty:
+            if diffs.empty and not cut:
                 panels.append((f"config = {who}: the run applied what the config asks", logs))
             else:
+                # a log that stops early is not "as configured": show what was asked for beside it
+                parts = []
+                if not diffs.empty:
+                    parts.append(f"{len(diffs)} difference{'s' if len(diffs) != 1 else ''} outlined")
+                if cut:
+                    parts.append(f"the log stops at layer {min(cut)}")
                 panels.append(("config (intended)", strategy_frame(plan)))
-                panels.append((f"{who} (actual): {len(diffs)} difference{'s' if len(diffs) != 1 else ''}"
-                               f" outlined", logs))
+                panels.append((f"{who} (actual): " + "; ".join(parts), logs))
         else:
             panels.append((f"{who} (actual)", logs))
     if all(f.empty for _, f in panels):
@@ -392,6 +396,7 @@ def plot_strategy(what: Any, out: Optional[str] = None, plan: Any = None, rank: 
         fig.suptitle(title or _default_title(what, ref_plan, n_layers, name), fontsize=11)
         fig.strategy_frames = [f for _, f in panels]
         fig.strategy_diff = diffs
+        fig.strategy_cut = sorted(cut)
     if out is not None:
         _render.save(fig, out, fmt)
     return fig
