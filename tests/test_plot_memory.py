@@ -169,3 +169,27 @@ def test_device_peak_is_preferred_over_current_allocation():
     np.testing.assert_allclose(lines_by_gid(fig)["steps|asc|rank0"].get_ydata(),
                                [step_bytes(0, s, 1000) / MB + 700 for s in range(3)])
     assert fig.axes[0].get_ylabel() == "peak allocated (device) per step (MB)"
+
+
+def test_used_and_actual_come_from_one_printed_block():
+    from swapwatch.parsers.model import MemoryEvent
+
+    rl = make_run("two-blocks", nranks=1, steps=1)
+    ev = rl.ranks[0].events
+    for metric, mb in (("used_peak", 23716), ("actual_peak", 26244), ("actual_peak", 48874)):
+        ev.append(MemoryEvent(rank=0, source="x:1", metric=metric, bytes=mb * MB))
+    pk = peak_frame(memory_frame(rl)).iloc[0]
+    assert np.isnan(pk["used"]) and pk["actual"] == 48874 * MB         # never 23716 used + 48874 actual
+    # CPU: the `Common mem pool info` line (peak only) and then the Dump line (peak + actual)
+    rl = make_run("cpu", nranks=1, steps=1)
+    for metric, mb in (("pool_peak", 54), ("pool_peak", 54), ("pool_actual_peak", 56)):
+        rl.ranks[0].events.append(MemoryEvent(rank=0, source="x:1", metric=metric, bytes=mb * MB))
+    pk = peak_frame(memory_frame(rl)).iloc[0]
+    assert (pk["used"], pk["actual"]) == (54 * MB, 56 * MB)
+
+
+def test_each_panel_has_its_own_unit_and_one_step_gets_one_tick():
+    rl = make_run("mixed", nranks=1, steps=1, base_mb=555, peak_mb=48874, family="device")
+    fig = plot_memory(rl)
+    assert fig.axes[0].get_ylabel().endswith("(MB)") and fig.axes[1].get_ylabel().endswith("(GB)")
+    assert list(fig.axes[0].get_xticks()) == [0]

@@ -133,8 +133,10 @@ def step_frame(frame: pd.DataFrame) -> pd.DataFrame:
 def peak_frame(frame: pd.DataFrame) -> pd.DataFrame:
     """Whole-run peaks per run and rank: ``used``, ``actual``, ``fragmentation`` (bytes; NaN if absent).
 
-    One family per run: the device figures (Ascend) when present, else the CPU pool lines. When a
-    rank printed the block more than once (msrun workers sometimes do), its largest figure counts.
+    One family per run: the device figures (Ascend) when present, else the CPU pool lines. Used and
+    actual are taken from the *same* printed block (an actual peak pairs with the used peak printed
+    just before it), because their gap is the fragmentation and two blocks' figures do not make one
+    gap. When a rank printed several blocks (msrun workers sometimes do), the largest one counts.
     """
     whole = frame[frame["step"].isna()]
     rows = []
@@ -145,8 +147,7 @@ def peak_frame(frame: pd.DataFrame) -> pd.DataFrame:
             if pair.empty:
                 continue
             for rank, g in pair.groupby("rank"):
-                used = g.loc[g["metric"] == used_m, "bytes"].max()
-                actual = g.loc[g["metric"] == actual_m, "bytes"].max()
+                used, actual = _largest_block(zip(g["metric"], g["bytes"]), used_m)
                 rows.append((run, int(rank), family, used, actual))
             break
     df = pd.DataFrame(rows, columns=["run", "rank", "family", "used", "actual"])
@@ -155,6 +156,28 @@ def peak_frame(frame: pd.DataFrame) -> pd.DataFrame:
     df["fragmentation"] = df["actual"] - df["used"]
     df["run"] = pd.Categorical(df["run"], categories=frame["run"].cat.categories, ordered=True)
     return df
+
+
+def _largest_block(events, used_metric: str) -> Tuple[float, float]:
+    """(used, actual) of the largest block, from (metric, bytes) in file order.
+
+    An actual peak closes a block with the latest used peak before it; a used peak with no actual
+    after it (the CPU ``Common mem pool info`` line, an adapter that prints no actual) is a block
+    of its own, and so is an actual with no used (the two-pointer adapter's ``Actual peak``).
+    """
+    blocks: List[Tuple[float, float]] = []
+    pending = np.nan
+    for metric, b in events:
+        if metric == used_metric:
+            if not np.isnan(pending):
+                blocks.append((pending, np.nan))
+            pending = float(b)
+        else:
+            blocks.append((pending, float(b)))
+            pending = np.nan
+    if not np.isnan(pending):
+        blocks.append((pending, np.nan))
+    return max(blocks, key=lambda ua: (np.nanmax(ua), not np.isnan(ua[0]) and not np.isnan(ua[1])))
 
 
 def rank_outliers(values: pd.Series, limit: int = MAX_OUTLIERS) -> List[int]:
@@ -239,6 +262,10 @@ def _draw_steps(ax, steps: pd.DataFrame, runs: List[str], colors: Dict[str, Any]
     ax.set_ylabel(f"{what} per step ({name})")
     ax.set_title("per step")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    xs = sorted(set(steps["step"]))
+    if len(xs) == 1:                           # one step: a tick at it, not 0.95 ... 1.05
+        ax.set_xlim(xs[0] - 1, xs[0] + 1)
+        ax.set_xticks([xs[0]])
     ax.set_ylim(bottom=0)
     if any(m.startswith("rss") for m in metrics):
         ax.text(0.01, 0.02, "RSS is the whole process (framework included): on CPU it does not show\n"
@@ -356,9 +383,9 @@ def plot_memory(runlogs: Any, out: Optional[str] = None, ranks: Optional[Iterabl
     peaks = peak_frame(frame)
     runs = [r for r in frame["run"].cat.categories]
     colors = dict(zip(runs, _colors(len(runs))))
-    max_bytes = max(float(steps["bytes"].max()) if not steps.empty else 0.0,
-                    float(np.nanmax(peaks[["used", "actual"]].to_numpy())) if not peaks.empty else 0.0)
-    unit = _render.unit_for(max_bytes)
+    # one unit per panel: a 550 MB RSS beside a 48 GB device peak should read as MB, not 0.5 GB
+    step_unit = _render.unit_for(float(steps["bytes"].max()) if not steps.empty else 0.0)
+    peak_unit = _render.unit_for(float(np.nanmax(peaks[["used", "actual"]].to_numpy())) if not peaks.empty else 0.0)
 
     panels = [p for p, d in (("steps", steps), ("peaks", peaks)) if not d.empty]
     n_peak_groups = peaks["rank"].nunique() if _peaks_by_rank(peaks, runs) else len(runs)
@@ -372,9 +399,9 @@ def plot_memory(runlogs: Any, out: Optional[str] = None, ranks: Optional[Iterabl
                             gridspec_kw={"width_ratios": [widths[p] for p in panels]})[0]
         for ax, p in zip(axes, panels):
             if p == "steps":
-                _draw_steps(ax, steps, runs, colors, rank_colors, unit)
+                _draw_steps(ax, steps, runs, colors, rank_colors, step_unit)
             else:
-                _draw_peaks(ax, peaks, runs, colors, rank_colors, unit)
+                _draw_peaks(ax, peaks, runs, colors, rank_colors, peak_unit)
         missing = []
         if steps.empty:
             missing.append("no per-step memory events (run through `swapwatch run` to get them)")
