@@ -180,6 +180,10 @@ def test_used_and_actual_come_from_one_printed_block():
         ev.append(MemoryEvent(rank=0, source="x:1", metric=metric, bytes=mb * MB))
     pk = peak_frame(memory_frame(rl)).iloc[0]
     assert np.isnan(pk["used"]) and pk["actual"] == 48874 * MB         # never 23716 used + 48874 actual
+    fig = plot_memory(rl)
+    assert patches_by_gid(fig)["peak|rank 0|used"].get_height() == pytest.approx(48874 / 1024)
+    assert any(t.get_text() == "actual 47.7 GB" for t in fig.axes[1].texts)
+    assert fig.axes[1].get_legend().get_texts()[0].get_text() == "actual peak"
     # CPU: the `Common mem pool info` line (peak only) and then the Dump line (peak + actual)
     rl = make_run("cpu", nranks=1, steps=1)
     for metric, mb in (("pool_peak", 54), ("pool_peak", 54), ("pool_actual_peak", 56)):

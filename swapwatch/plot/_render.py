@@ -71,6 +71,8 @@ def unit_for(max_bytes: float) -> Tuple[str, float]:
 
 def fmt_bytes(n: float, unit: Optional[Tuple[str, float]] = None) -> str:
     """A short human number in the given (or a fitting) unit: ``183 MB``, ``47.7 GB``."""
+    if n != n:                                 # NaN: a figure the log did not print
+        return "n/a"
     name, div = unit or unit_for(n)
     v = n / div
     return f"{v:.0f} {name}" if abs(v) >= 100 or v == int(v) else f"{v:.1f} {name}"

@@ -314,10 +314,12 @@ def _draw_peaks(ax, peaks: pd.DataFrame, runs: List[str], colors: Dict[str, Any]
             frag_labelled = True
         hi = np.nanmax([used, actual])
         top = max(top, hi)
-        text = (_render.fmt_bytes(used, unit) if np.isnan(actual) or actual == used
-                else f"{_render.fmt_bytes(used, unit)}\n+{_render.fmt_bytes(actual - used, unit)} frag.")
-        if np.isnan(used):
+        if np.isnan(used):                     # an adapter that prints only the actual peak
             text = f"actual {_render.fmt_bytes(actual, unit)}"
+        elif np.isnan(actual) or actual == used:
+            text = _render.fmt_bytes(used, unit)
+        else:
+            text = f"{_render.fmt_bytes(used, unit)}\n+{_render.fmt_bytes(actual - used, unit)} frag."
         if not by_rank and i > 0 and baseline and not np.isnan(base):
             # what the strategy bought, against the first run given (the baseline by convention)
             pct = f"{(base - baseline) / baseline * 100:+.0f}%".replace("-", "−")
@@ -394,7 +396,8 @@ def plot_memory(runlogs: Any, out: Optional[str] = None, ranks: Optional[Iterabl
     run_ranks = sorted(set(frame["rank"])) if len(runs) == 1 else []
     rank_colors = dict(zip(run_ranks, _colors(len(run_ranks)))) if len(run_ranks) <= MAX_RANK_LINES else {}
     with _render.style():
-        fig = _render.new_figure(sum(widths[p] for p in panels), 5.4)
+        fig_w = max(6.8, sum(widths[p] for p in panels))       # room for the title and its notes
+        fig = _render.new_figure(fig_w, 5.4)
         axes = fig.subplots(1, len(panels), squeeze=False,
                             gridspec_kw={"width_ratios": [widths[p] for p in panels]})[0]
         for ax, p in zip(axes, panels):
@@ -413,7 +416,7 @@ def plot_memory(runlogs: Any, out: Optional[str] = None, ranks: Optional[Iterabl
             missing.append("no peak lines for " + ", ".join(sorted(set(runs) - set(peaks["run"]))))
         title = _title(runs, int(frame.groupby("run", observed=True)["rank"].nunique().max()))
         if missing:
-            title += "\n" + "; ".join(missing)
+            title += "\n" + "\n".join(textwrap.wrap("; ".join(missing), int(fig_w * 11)))
         fig.suptitle(title, fontsize=11)
         fig.memory_frame = frame               # the data behind the figure, for callers and tests
     if out is not None:
