@@ -58,6 +58,9 @@ def test_burst_of_output_loses_nothing(tmp_path):
 
 def test_user_env_is_never_overridden_and_both_are_recorded(tmp_path, monkeypatch):
     monkeypatch.setenv("GLOG_v", "1")
+    # `make test` already puts the venv's bin first; take it out so the runner has to prepend it
+    venv_bin = str(Path(PY).parent)
+    monkeypatch.setenv("PATH", os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if p != venv_bin))
     cfg = tmp_path / "swap.yaml"
     cfg.write_text("swap_config:\n  swap: True\n")
     res, out = _run(tmp_path, "import os; print(os.environ['GLOG_v'], os.environ['ENABLE_LAZY_INLINE_NO_PIPELINE'],"
@@ -66,10 +69,18 @@ def test_user_env_is_never_overridden_and_both_are_recorded(tmp_path, monkeypatc
     env = json.loads((res.run_dir / "run.json").read_text())["env"]
     assert env["GLOG_v"] == {"wanted": "2", "user": "1", "used": "1"}
     assert env["ENABLE_LAZY_INLINE_NO_PIPELINE"]["used"] == "1"
-    assert env["PATH"]["prepended"] == str(Path(PY).parent)
+    assert env["PATH"]["prepended"] == venv_bin
     info = json.loads((res.run_dir / "run.json").read_text())
     import hashlib
     assert info["config"]["sha256"] == hashlib.sha256(cfg.read_bytes()).hexdigest()
+
+
+def test_path_left_alone_when_the_venv_bin_is_already_first(tmp_path, monkeypatch):
+    venv_bin = str(Path(PY).parent)
+    monkeypatch.setenv("PATH", venv_bin + os.pathsep + "/usr/bin:/bin")
+    res, out = _run(tmp_path, "import os; print(os.environ['PATH'])", verify=False)
+    assert out.split(b"\n")[0] == (venv_bin + os.pathsep + "/usr/bin:/bin").encode()
+    assert "PATH" not in json.loads((res.run_dir / "run.json").read_text())["env"]
 
 
 def test_ir_env_points_into_the_run_dir(tmp_path):
