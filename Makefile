@@ -8,7 +8,7 @@ PY := $(BIN)/python
 export PATH := $(BIN):$(PATH)
 export PYTHONUNBUFFERED := 1
 
-.PHONY: install test demo bench clean
+.PHONY: install oracle test demo bench clean
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -17,8 +17,20 @@ $(VENV)/.installed: setup.cfg pyproject.toml
 
 install: $(VENV)/.installed
 
-test: install
-	$(PY) -m pytest -q tests
+# Real MindFormers 2.1.0 in its own venv: the oracle the strategy engine is tested against, line for line.
+ORACLE := .oracle-venv
+$(ORACLE)/.ready: tests/oracle/requirements.lock
+	test -x $(ORACLE)/bin/python || $(PYTHON) -m venv $(ORACLE)
+	$(ORACLE)/bin/python -m pip install -q --no-deps -r tests/oracle/requirements.lock
+	cd /tmp && LOG_MF_PATH=/tmp/swapwatch-oracle-check $(CURDIR)/$(ORACLE)/bin/python -c \
+	  'from mindformers.parallel_core.training_graph.transformer.utils import LayerSetting' >/dev/null
+	touch $@
+
+oracle: $(ORACLE)/.ready
+
+# SWAPWATCH_REQUIRE_ALL: MindSpore, msrun and the oracle must be there (no silent skips).
+test: install oracle
+	SWAPWATCH_REQUIRE_ALL=1 $(PY) -m pytest -q tests
 
 # The whole loop on 2 CPU cores in a few minutes: the plan, a 2-worker msrun job of the tiny Llama
 # through `swapwatch run` (env, logs, IR dumps, verification), then the memory plot.
@@ -44,4 +56,4 @@ bench: install
 	$(PY) bench/run.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis demo-runs bench/out
+	rm -rf $(VENV) $(ORACLE) .pytest_cache .hypothesis demo-runs bench/out

@@ -9,11 +9,6 @@ import pytest
 from swapwatch.cli import main
 from swapwatch.events import parse_event
 
-try:
-    from swapwatch.parsers import read_logs  # noqa: F401
-except ImportError:                                # the parsers land separately
-    pytest.skip("swapwatch.parsers.read_logs is not there yet", allow_module_level=True)
-
 from swapwatch.plot import peak_frame, plot_memory
 from swapwatch.plot.inputs import load_runs
 

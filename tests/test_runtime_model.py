@@ -8,7 +8,7 @@ import pytest
 ms = pytest.importorskip("mindspore")
 
 from runtime_helpers import REPO, single_stage_plan  # noqa: E402
-from swapwatch import patterns  # noqa: E402
+from swapwatch import patterns, strategy  # noqa: E402
 from swapwatch.events import parse_event  # noqa: E402
 from swapwatch.examples.tinyllama import TinyLlama  # noqa: E402
 from swapwatch.hooks.apply import ApplyError, CellAdapter, apply  # noqa: E402
@@ -152,9 +152,6 @@ def test_logger_prefix_is_mindformers_format(net, capsys):
 
 
 def test_with_the_real_engine_events_match_the_plan(tmp_path):
-    strategy = pytest.importorskip("swapwatch.strategy")
-    if not hasattr(strategy, "plan"):
-        pytest.skip("strategy engine not landed yet")
     from swapwatch.config import load_config
     from pathlib import Path
     cfg = Path(__file__).resolve().parents[1] / "fixtures" / "configs" / "demo_recompute.yaml"

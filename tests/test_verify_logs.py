@@ -4,7 +4,7 @@ The logs are the parser fixtures made by real MindFormers 2.1.0 (``fixtures/logs
 ``make_oracle_logs.py``) for the documented swap cases and the 48-layer recompute example, copied
 into msrun-style log dirs; mutated copies (a deleted line, a changed prefetch, a moved layer id, a
 truncated file, a disagreeing rank) must fail with the right code; and the real tiny-Llama runs of
-``fixtures/plot_runs`` must verify clean. Skips while the engine or the parsers are missing.
+``fixtures/plot_runs`` must verify clean.
 """
 import json
 import re
@@ -12,13 +12,6 @@ from pathlib import Path
 from xml.etree import ElementTree as ET
 
 import pytest
-
-parsers = pytest.importorskip("swapwatch.parsers")
-if not hasattr(parsers, "read_logs"):
-    pytest.skip("parsers (read_logs) not in the tree yet", allow_module_level=True)
-strategy = pytest.importorskip("swapwatch.strategy")
-if not hasattr(strategy, "plan"):
-    pytest.skip("strategy.plan not in the tree yet", allow_module_level=True)
 
 from swapwatch.cli import main                      # noqa: E402
 from swapwatch.verify import verify                 # noqa: E402
@@ -40,8 +33,6 @@ def make_run(tmp_path: Path, name: str, ranks=(0, 1)) -> Path:
     followed by three training steps (the fixture stops after model building; a real job goes on,
     which is what tells a finished strategy block from a cut-off one)."""
     src = FIXTURES / "logs" / f"{name}.log"
-    if not src.exists():
-        pytest.skip(f"fixture log {src.name} not present")
     logs = tmp_path / "msrun_log"
     logs.mkdir()
     text = src.read_text(encoding="utf-8")
@@ -204,8 +195,6 @@ REAL = FIXTURES / "plot_runs"
 @pytest.mark.parametrize("run, config", [("none", "none"), ("select", "select"), ("full", "full"),
                                          ("select-2ranks", "select")])
 def test_real_runs_verify_clean(run, config):
-    if not (REAL / run).is_dir():
-        pytest.skip("real run fixtures not present")
     r = verify([str(REAL / run)], config_path=str(REAL / "configs" / f"{config}.yaml"))
     assert [(f.code, f.message) for f in r.findings if f.severity == "error"] == []
     assert r.verdict == "pass"
@@ -214,8 +203,6 @@ def test_real_runs_verify_clean(run, config):
 
 
 def test_real_run_against_another_config_fails(tmp_path):
-    if not (REAL / "select-2ranks").is_dir():
-        pytest.skip("real run fixtures not present")
     r = verify([str(REAL / "select-2ranks")], config_path=str(REAL / "configs" / "full.yaml"))
     codes = {f.code for f in r.findings if f.severity == "error"}
     assert {"SW101", "SW102", "SW107"} <= codes and r.exit_code == 1
