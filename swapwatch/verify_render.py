@@ -200,12 +200,13 @@ def render_table(result: Any) -> str:
             rule = REGISTRY.get(code)
             title = rule.title if rule else ""
             lines.append(f"  {code} {items[0].severity}: {title} ({len(items)})")
-            for f in items[:50]:
-                where = _where(f)
-                src = f" [{f.source}]" if f.source else ""
-                lines.append(f"    {where}{f.message}{src}")
-            if len(items) > 50:
-                lines.append(f"    ... and {len(items) - 50} more (use --format json for all)")
+            same = _across_ranks(items)
+            for ranks, f, text, n_sources in same[:50]:
+                more = f" +{n_sources - 1} more" if n_sources > 1 else ""
+                src = f" [{f.source}{more}]" if f.source else ""
+                lines.append(f"    {text}{src}")
+            if len(same) > 50:
+                lines.append(f"    ... and {len(same) - 50} more (use --format json for all)")
         lines.append("")
     lines.append(verdict_line(result))
     return "\n".join(lines) + "\n"
@@ -218,6 +219,36 @@ def _grid(header: List[str], body: List[List[str]]) -> List[str]:
         return "  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip()
 
     return [fmt(header), "  ".join("-" * w for w in widths)] + [fmt(r) for r in body]
+
+
+def _across_ranks(items) -> List[Tuple[List[int], Any, str, int]]:
+    """Fold findings that differ only in rank and source into one line per (layer, op, message).
+
+    A config mismatch on a 64-rank job is the same sentence 64 times; a person wants it once with
+    "ranks 0-63" and the first place to look. JSON, JUnit and markdown keep every finding.
+    Returns (ranks, first finding, text with its rank/layer prefix, number of distinct sources).
+    """
+    groups: "OrderedDict[Tuple, list]" = OrderedDict()
+    for f in items:
+        body = f.message
+        prefix = f"rank {f.rank}"
+        if f.rank is not None and body.startswith(prefix) and body[len(prefix):len(prefix) + 1] in (" ", ":"):
+            body = body[len(prefix):]
+        else:
+            body = None
+        key = (f.severity, f.layer, f.op, body if body is not None else f.message,
+               repr(f.expected), repr(f.actual), body is None and f.rank is not None and f.rank)
+        groups.setdefault(key, []).append((f, body))
+    out = []
+    for members in groups.values():
+        f, body = members[0]
+        ranks = sorted({m.rank for m, _ in members if m.rank is not None})
+        if body is not None and len(ranks) > 1:
+            text = f"ranks {_ranges(ranks)}{body}"
+        else:
+            text = f"{_where(f)}{f.message}"
+        out.append((ranks, f, text, len({m.source for m, _ in members if m.source})))
+    return out
 
 
 def _where(f) -> str:

@@ -70,6 +70,24 @@ def test_table_marks_differences_groups_findings_and_ends_with_verdict():
     assert "[worker_1.log:" in text
 
 
+def test_table_says_a_finding_every_rank_shares_once_json_keeps_all():
+    plan = vh.swap_case(3)
+    runlog = vh.runlog_for(plan, ranks=tuple(range(8)))
+    for rank in range(8):
+        if rank != 5:                       # rank 5 differs from the others in its own way
+            vh.actions(runlog.ranks[rank], layer=1, action="op_swap")[0].values["feed_forward"] = 16
+    r = evaluate(plan, runlog)
+    sw103 = [f for f in r.findings if f.code == "SW103"]
+    assert sorted(f.rank for f in sw103) == [0, 1, 2, 3, 4, 6, 7]
+    text = render(r, "table")
+    lines = [ln for ln in text.splitlines() if "backward_prefetch" in ln or ln.startswith("    ranks")]
+    assert "  SW103 error: swap backward_prefetch differs from the config (7)" in text
+    folded = [ln for ln in text.splitlines() if ln.startswith("    ranks 0-4, 6-7 layer 1:")]
+    assert len(folded) == 1 and "[worker_0.log:" in folded[0] and "+6 more]" in folded[0], lines
+    assert not any(ln.startswith("    rank 3 ") for ln in text.splitlines())
+    assert len([f for f in json.loads(render(r, "json"))["findings"] if f["code"] == "SW103"]) == 7
+
+
 def test_table_folds_identical_layers():
     plan = vh.recompute_48l()
     rows = layer_map(evaluate(plan, vh.runlog_for(plan)))
