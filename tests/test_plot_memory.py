@@ -197,3 +197,19 @@ def test_each_panel_has_its_own_unit_and_one_step_gets_one_tick():
     fig = plot_memory(rl)
     assert fig.axes[0].get_ylabel().endswith("(MB)") and fig.axes[1].get_ylabel().endswith("(GB)")
     assert list(fig.axes[0].get_xticks()) == [0]
+
+
+def test_legends_stay_inside_the_figure_with_long_run_names(tmp_path):
+    """Run names like 'baseline (demo_baseline)' once pushed the legend off both edges of the figure."""
+    runs = [make_run("baseline", strategy="demo_baseline", peak_mb=62, frag_mb=2),
+            make_run("recompute", strategy="demo_recompute", peak_mb=42, frag_mb=2)]
+    fig = plot_memory(runs, out=str(tmp_path / "m.png"))
+    renderer = fig.canvas.get_renderer()
+    fig_box = fig.bbox
+    legends = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]
+    assert len(legends) == 2
+    for leg in legends:
+        box = leg.get_window_extent(renderer)
+        assert box.x0 >= fig_box.x0 - 1 and box.x1 <= fig_box.x1 + 1, (box, fig_box)
+    texts = [t.get_text() for t in fig.axes[1].texts]
+    assert any("−32% vs baseline" in t and "demo_baseline" not in t for t in texts), texts

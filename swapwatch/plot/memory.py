@@ -273,7 +273,7 @@ def _draw_steps(ax, steps: pd.DataFrame, runs: List[str], colors: Dict[str, Any]
                 style="italic", color="0.35", va="bottom")
     ax.legend(handles, labels, handler_map={tuple: HandlerTuple(ndivide=None, pad=0)},
               loc="upper center", bbox_to_anchor=(0.5, -0.13),
-              ncols=max(1, min(len(labels), 4 if single_run else 2)))
+              ncols=_legend_cols(labels, ax, 4 if single_run else 2))
 
 
 def _peaks_by_rank(peaks: pd.DataFrame, runs: List[str]) -> bool:
@@ -323,7 +323,7 @@ def _draw_peaks(ax, peaks: pd.DataFrame, runs: List[str], colors: Dict[str, Any]
         if not by_rank and i > 0 and baseline and not np.isnan(base):
             # what the strategy bought, against the first run given (the baseline by convention)
             pct = f"{(base - baseline) / baseline * 100:+.0f}%".replace("-", "−")
-            text += f"\n{pct} vs {groups[0][0]}"
+            text += f"\n{pct} vs {groups[0][0].split(' (')[0]}"
         elif not by_rank and i == 0 and len(groups) > 1:
             text += "\n(baseline)"
         ax.annotate(text, (i, hi / div), xytext=(0, 2), textcoords="offset points", ha="center",
@@ -350,7 +350,16 @@ def _draw_peaks(ax, peaks: pd.DataFrame, runs: List[str], colors: Dict[str, Any]
     handles = [Patch(facecolor="0.45", label="used peak" if peaks["used"].notna().any() else "actual peak")]
     if frag_labelled:
         handles.append(Patch(facecolor="white", edgecolor="0.45", hatch="////", label="fragmentation (actual − used)"))
-    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncols=2)
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.13),
+              ncols=_legend_cols([h.get_label() for h in handles], ax, 2))
+
+
+def _legend_cols(labels: Sequence[str], ax: Any, most: int) -> int:
+    """As many legend columns as fit under the panel (~11 characters per inch at 8 pt), so a long
+    run name wraps the legend onto more rows instead of running off the figure's edge."""
+    width_in = ax.get_position().width * ax.figure.get_figwidth()
+    longest = max((len(str(lbl)) for lbl in labels), default=1) + 5     # + the marker and padding
+    return max(1, min(len(labels), most, int(width_in * 11 // longest)))
 
 
 def _wrap_label(key: str) -> str:
