@@ -32,25 +32,11 @@ oracle: $(ORACLE)/.ready
 test: install oracle
 	SWAPWATCH_REQUIRE_ALL=1 $(PY) -m pytest -q tests
 
-# The whole loop on 2 CPU cores in a few minutes: the plan, a 2-worker msrun job of the tiny Llama
-# through `swapwatch run` (env, logs, IR dumps, verification), then the memory plot.
-DEMO_CONFIG ?= fixtures/configs/demo_recompute.yaml
-DEMO_STEPS ?= 5
+# The whole loop on 2 CPU cores in about a minute: the plan, 2-worker msrun jobs of the tiny Llama
+# (baseline, then the demo YAML) through `swapwatch run` (env, logs, IR dumps, verification), then
+# the memory plot of both. DEMO_CONFIG, DEMO_BASELINE, DEMO_STEPS, DEMO_MODEL override (scripts/demo.sh).
 demo: install
-	@set -e; \
-	run=demo-runs/$$(date +%Y%m%d-%H%M%S); \
-	port=$$($(PY) -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'); \
-	echo "== swapwatch explain $(DEMO_CONFIG)"; \
-	$(BIN)/swapwatch explain $(DEMO_CONFIG) || true; \
-	echo "== swapwatch run -> $$run"; \
-	rc=0; $(BIN)/swapwatch run --config $(DEMO_CONFIG) --ir --run-dir $$run -- \
-	  msrun --worker_num=2 --local_worker_num=2 --master_port=$$port --log_dir=$$run/msrun_log --join=True \
-	  swapwatch/examples/train.py --config $(DEMO_CONFIG) --steps $(DEMO_STEPS) || rc=$$?; \
-	if $(BIN)/swapwatch plot --help >/dev/null 2>&1; then \
-	  $(BIN)/swapwatch plot memory $$run -o $$run/memory.png && echo "== memory plot: $$run/memory.png"; fi; \
-	echo "== run directory: $$run (run.json, console.log, msrun_log/, ir/, verify.txt)"; \
-	echo "== verdict: exit code $$rc"; \
-	exit $$rc
+	BIN=$(BIN) scripts/demo.sh
 
 bench: install
 	$(PY) bench/run.py
