@@ -8,7 +8,7 @@
 #
 # The model is wider than the example's default (hidden 256, seq 256) so that recompute moves
 # MindSpore's CPU pool peak by tens of MB rather than below its 1 MB print granularity.
-# Environment: BIN (the venv's bin), DEMO_CONFIG, DEMO_BASELINE, DEMO_STEPS, DEMO_MODEL.
+# Environment: BIN (the venv's bin), DEMO_CONFIG, DEMO_BASELINE, DEMO_STEPS, DEMO_MODEL, DEMO_RUNS.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-$PWD/.venv/bin}
@@ -17,7 +17,7 @@ DEMO_CONFIG=${DEMO_CONFIG:-fixtures/configs/demo_recompute.yaml}
 DEMO_BASELINE=${DEMO_BASELINE:-fixtures/configs/demo_baseline.yaml}
 DEMO_STEPS=${DEMO_STEPS:-5}
 DEMO_MODEL=${DEMO_MODEL:---hidden 256 --seq 256 --batch 2 --ffn 688 --heads 4}
-run=demo-runs/$(date +%Y%m%d-%H%M%S)
+run=${DEMO_RUNS:-demo-runs}/$(date +%Y%m%d-%H%M%S)
 mkdir -p "$run"
 
 free_port() { "$BIN/python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
