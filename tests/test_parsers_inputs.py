@@ -92,6 +92,11 @@ def test_to_frame_per_kind():
     assert list(steps["rank"].unique()) == [0, 1] and len(steps) == 6
     acts = run.to_frame("action")
     assert {"layer", "action", "paths", "values", "source"} <= set(acts.columns)
+    assert run.to_frame("steps").equals(steps) and run.to_frame("actions").equals(acts)   # plurals
+    exits = run.to_frame("exit")                          # a kind these logs lack: empty, with columns
+    assert exits.empty and {"rank", "code", "source"} <= set(exits.columns)
+    with pytest.raises(ValueError, match="unknown event kind 'stpes'; known: action, exit"):
+        run.to_frame("stpes")
 
 
 def test_public_api_is_exported():

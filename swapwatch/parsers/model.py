@@ -235,8 +235,29 @@ class RunLog:
     run_events: List[Event] = field(default_factory=list)
 
     def to_frame(self, kind: str):
-        """A pandas DataFrame of one event kind across ranks (columns = the event's fields)."""
+        """A pandas DataFrame of one event kind across ranks (columns = the event's fields).
+
+        ``kind`` is an event kind (``step``, ``memory``, ``action``, ...) or its plural
+        (``steps``, ``actions``): a notebook user types either. A kind the logs do not have gives an
+        empty frame that still has the kind's columns; an unknown kind is a ValueError that lists
+        the known ones (an empty frame would hide the typo).
+        """
         import pandas as pd
 
-        rows = [e.to_json() for r in sorted(self.ranks) for e in self.ranks[r].events if e.kind == kind]
-        return pd.DataFrame(rows)
+        kinds = event_kinds()
+        name = kind if kind in kinds else kind[:-1] if kind.endswith("s") and kind[:-1] in kinds else None
+        if name is None:
+            raise ValueError(f"unknown event kind {kind!r}; known: {', '.join(sorted(kinds))}")
+        rows = [e.to_json() for r in sorted(self.ranks) for e in self.ranks[r].events if e.kind == name]
+        return pd.DataFrame(rows, columns=None if rows else kinds[name])
+
+
+def event_kinds() -> Dict[str, List[str]]:
+    """kind -> the columns of its frame, from the Event subclasses (one place: the dataclasses)."""
+    from dataclasses import fields
+
+    out: Dict[str, List[str]] = {}
+    for cls in Event.__subclasses__():
+        name = cls(rank=None, source="").kind       # every event field has a default
+        out[name] = [f.name for f in fields(cls) if f.name != "kind"] + ["kind"]
+    return out
