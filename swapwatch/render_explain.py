@@ -122,6 +122,10 @@ def render_table(ex: Explanation) -> str:
             out.append(f"  {f.code} {f.severity:<7} {f.message}{where}")
     else:
         out.append("findings: none")
+    if plan.swap and plan.geometry.pipeline_stage <= 1 and not ex.env:
+        # SW302 depends on the launch environment, which explain cannot see without --env
+        out.append("not checked (needs --env): SW302, the launch needs ENABLE_LAZY_INLINE_NO_PIPELINE=1 "
+                   "for swap without pipeline parallel (`swapwatch run` sets it)")
     return "\n".join(line.rstrip() for line in out) + "\n"
 
 

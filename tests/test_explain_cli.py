@@ -84,6 +84,10 @@ def test_env_option_enables_sw302():
     assert r.returncode == 1 and "SW302" in r.stdout
     r = run("explain", "fixtures/configs/swap_case1.yaml", "--env", "ENABLE_LAZY_INLINE_NO_PIPELINE=1")
     assert r.returncode == 0 and "SW302" not in r.stdout
+    r = run("explain", "fixtures/configs/swap_case1.yaml")      # unknown env: said, not silently passed
+    assert r.returncode == 0 and r.stdout.rstrip().splitlines()[-1].startswith("not checked (needs --env): SW302")
+    r = run("explain", "fixtures/configs/recompute_48l.yaml")   # swap off: nothing to say
+    assert "SW302" not in r.stdout
 
 
 @pytest.mark.parametrize("text, args, expected", [
