@@ -6,6 +6,7 @@ stderr and exit code 2 (never a traceback).
 """
 from __future__ import annotations
 
+import os
 import sys
 
 import click
@@ -35,7 +36,26 @@ def main(argv=None) -> None:
         sys.exit(2 if exc.exit_code in (1, 2) else exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        click.echo("swapwatch: interrupted", err=True)
+        sys.exit(130)
+    except Exception as exc:                  # a bug of ours: one line by default, never bad input's 2
+        if os.environ.get("SWAPWATCH_DEBUG") == "1":
+            raise
+        click.echo(f"swapwatch: internal error: {_origin(exc)}{type(exc).__name__}: {exc} "
+                   "(a bug in swapwatch: please report it; SWAPWATCH_DEBUG=1 shows the traceback)", err=True)
+        sys.exit(3)
     sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def _origin(exc: BaseException) -> str:
+    """``module.py:123: `` of the innermost frame, so a one-line bug report still says where."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None:
+        return ""
+    return f"{os.path.basename(tb.tb_frame.f_code.co_filename)}:{tb.tb_lineno}: "
 
 
 # ---- explain -------------------------------------------------------------------------------

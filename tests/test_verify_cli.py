@@ -55,3 +55,22 @@ def test_verify_library_imports_without_mindspore():
     code = ("import sys; import swapwatch.verify, swapwatch.verify_render, swapwatch.checks; "
             "swapwatch.checks._load_all(); assert 'mindspore' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_bug_is_one_line_and_exit_3_unless_debugging(monkeypatch, capsys):
+    """An internal error is not the user's bad input (2) and does not dump a traceback on them."""
+    import swapwatch.verify as verify_mod
+
+    def broken(*a, **k):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(verify_mod, "verify", broken)
+    with pytest.raises(SystemExit) as ei:
+        main(["verify", "fixtures/logs/msrun_2ranks"])
+    err = capsys.readouterr().err
+    assert ei.value.code == 3
+    assert err.count("\n") == 1 and "internal error: test_verify_cli.py:" in err and "RuntimeError: boom" in err
+    assert "Traceback" not in err and "SWAPWATCH_DEBUG=1" in err
+    monkeypatch.setenv("SWAPWATCH_DEBUG", "1")
+    with pytest.raises(RuntimeError, match="boom"):
+        main(["verify", "fixtures/logs/msrun_2ranks"])
