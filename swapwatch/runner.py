@@ -160,26 +160,48 @@ def msrun_info(command: Sequence[str], env: Dict[str, str]) -> Dict[str, Any]:
         base = os.path.basename(tok)
         if base == "msrun":
             args = list(command[i + 1:])
-            workers = _flag(args, "--worker_num")
+            workers = _int(_flag(args, "--worker_num"), 8)
+            local = _int(_flag(args, "--local_worker_num"), workers)
             join = _flag(args, "--join")
-            return {"launcher": "msrun", "log_dir": _flag(args, "--log_dir") or "",
-                    "world_size": int(workers) if workers and workers.isdigit() else 8,
+            return {"launcher": "msrun", "log_dir": _flag(args, "--log_dir") or "", "world_size": workers,
+                    "local_worker_num": local,
+                    "ranks": _local_ranks(workers, local, _int(_flag(args, "--node_rank"), None)),
                     "join": (join or "False").lower() == "true"}
         if base == "msrun_launcher.sh":
             args = list(command[i + 1:])
-            log_dir, workers = "output/msrun_log", "8"
-            if len(args) == 6:
-                workers, log_dir = args[1], args[3]
-            elif len(args) == 9:
-                workers, log_dir = args[1], args[6]
-            elif len(args) == 2:
-                workers = args[1]
+            log_dir, workers, local, node = "output/msrun_log", 8, None, None
+            if len(args) == 6:        # "cmd" WORKER_NUM MASTER_PORT LOG_DIR JOIN CLUSTER_TIME_OUT
+                workers, log_dir = _int(args[1], 8), args[3]
+            elif len(args) == 9:      # "cmd" WORKER_NUM LOCAL_WORKER MASTER_ADDR MASTER_PORT NODE_RANK LOG_DIR ...
+                workers, local, node, log_dir = _int(args[1], 8), _int(args[2], None), _int(args[5], None), args[6]
+            elif len(args) == 2:      # "cmd" WORKER_NUM
+                workers = _int(args[1], 8)
             if env.get("MF_LOG_SUFFIX"):
                 log_dir = f"{log_dir}_{env['MF_LOG_SUFFIX']}"
             join = args[4] if len(args) == 6 else args[7] if len(args) == 9 else "False"
-            return {"launcher": "msrun_launcher.sh", "log_dir": log_dir,
-                    "world_size": int(workers) if workers.isdigit() else 8, "join": join.lower() == "true"}
-    return {"launcher": None, "log_dir": None, "world_size": 1, "join": True}
+            local = local if local is not None else workers
+            return {"launcher": "msrun_launcher.sh", "log_dir": log_dir, "world_size": workers,
+                    "local_worker_num": local, "ranks": _local_ranks(workers, local, node),
+                    "join": join.lower() == "true"}
+    return {"launcher": None, "log_dir": None, "world_size": 1, "local_worker_num": 1, "ranks": [0], "join": True}
+
+
+def _int(text: Optional[str], default: Optional[int]) -> Optional[int]:
+    return int(text) if text is not None and text.strip().isdigit() else default
+
+
+def _local_ranks(world: int, local: int, node_rank: Optional[int]) -> Optional[List[int]]:
+    """The ranks whose worker logs this node's launcher writes, when the command line says.
+
+    One node: all of them. Several nodes: msrun gives node ``n`` ranks ``n*local ... n*local+local-1``
+    when ``--node_rank`` is set; without it the scheduler assigns them, so they are unknown (None)
+    and verify falls back to the logs found rather than report the other nodes' ranks as missing.
+    """
+    if local >= world:
+        return list(range(world))
+    if node_rank is not None:
+        return list(range(node_rank * local, min(world, (node_rank + 1) * local)))
+    return None
 
 
 def copy_msrun_logs(log_dir: Optional[str], cwd: Path, dest: Path) -> Optional[str]:
@@ -340,7 +362,8 @@ def run(command: Sequence[str], config: Optional[str] = None, run_dir: Optional[
         "config": {"path": str(Path(config).resolve()), "sha256": cfg_sha} if config else None,
         "env": env_record, "start": _now(), "end": None, "exit_code": None, "child_exit_code": None,
         "worker_exit_code": None, "interrupted": None, "launcher": launch["launcher"],
-        "world_size": launch["world_size"], "ranks": list(range(launch["world_size"])),
+        "world_size": launch["world_size"], "local_worker_num": launch["local_worker_num"],
+        "ranks": launch["ranks"], "found_ranks": None,
         "msrun_log_dir": None, "ir_dir": "ir" if ir else None, "verify": None, "leftover_killed": [],
         "pid": None,
     }
@@ -359,8 +382,7 @@ def run(command: Sequence[str], config: Optional[str] = None, run_dir: Optional[
         if src:
             found = sorted(int(m.group(1)) for f in (rdir / "msrun_log").glob("worker_*.log")
                            if (m := re.match(r"worker_(\d+)\.log$", f.name)))
-            if found:
-                info["ranks"] = found
+            info["found_ranks"] = found      # "ranks" stays what was expected: a missing log is SW402
         child = info["child_exit_code"]
         if info["interrupted"]:
             code = 128 + info["interrupted_signal"]

@@ -124,6 +124,78 @@ def test_msrun_log_dir_and_world_size_from_the_command(cmd, log_dir, world):
     assert info["log_dir"] == log_dir and info["world_size"] == world
 
 
+@pytest.mark.parametrize("cmd, ranks", [
+    (["msrun", "--worker_num=4", "--local_worker_num=4", "t.py"], [0, 1, 2, 3]),
+    (["msrun", "--worker_num=16", "--local_worker_num=8", "--node_rank=1", "t.py"], list(range(8, 16))),
+    (["msrun", "--worker_num=16", "--local_worker_num=8", "t.py"], None),   # the scheduler decides
+    (["scripts/msrun_launcher.sh", "python run.py", "16", "8", "1.2.3.4", "8118", "0", "out", "True", "300"],
+     list(range(8))),
+    (["python", "t.py"], [0]),
+])
+def test_expected_ranks_of_this_node(cmd, ranks):
+    assert runner.msrun_info(cmd, {})["ranks"] == ranks
+
+
+FAKE_MSRUN = """#!{py}
+# stands in for msrun: writes worker logs for the ranks in FAKE_RANKS only, then exits 0
+import os, sys
+log_dir = next(a.split("=", 1)[1] for a in sys.argv if a.startswith("--log_dir="))
+os.makedirs(log_dir, exist_ok=True)
+for r in os.environ["FAKE_RANKS"].split(","):
+    with open(os.path.join(log_dir, "worker_%s.log" % r), "w") as f:
+        f.write("Set full recompute at layer 0\\n")
+"""
+
+
+def _fake_msrun(tmp_path, monkeypatch, ranks):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "msrun"
+    fake.write_text(FAKE_MSRUN.format(py=PY))
+    fake.chmod(0o755)
+    monkeypatch.setenv("FAKE_RANKS", ranks)
+    return str(fake)
+
+
+def test_a_worker_log_that_never_appeared_is_reported_missing(tmp_path, monkeypatch):
+    """run.json keeps the ranks msrun was asked for; the logs found are recorded beside them, so a
+    worker that wrote nothing is SW402 rather than silently a smaller job."""
+    msrun = _fake_msrun(tmp_path, monkeypatch, "0")
+    res, out = _run_cmd(tmp_path, [msrun, "--worker_num=2", "--local_worker_num=2", "--join=True",
+                                   f"--log_dir={tmp_path / 'logs'}", "t.py"])
+    info = json.loads((res.run_dir / "run.json").read_text())
+    assert info["ranks"] == [0, 1] and info["found_ranks"] == [0] and info["local_worker_num"] == 2
+    doc = json.loads((res.run_dir / "verify.json").read_text())
+    assert [(f["code"], f.get("rank")) for f in doc["findings"] if f["code"] == "SW402"] == [("SW402", 1)]
+
+
+def test_one_node_of_a_multi_node_job_is_not_blamed_for_the_others(tmp_path, monkeypatch):
+    msrun = _fake_msrun(tmp_path, monkeypatch, "8,9")
+    res, _ = _run_cmd(tmp_path, [msrun, "--worker_num=4", "--local_worker_num=2", "--join=True",
+                                 f"--log_dir={tmp_path / 'logs'}", "t.py"])
+    info = json.loads((res.run_dir / "run.json").read_text())
+    assert info["ranks"] is None and info["found_ranks"] == [8, 9]
+    doc = json.loads((res.run_dir / "verify.json").read_text())
+    assert not [f for f in doc["findings"] if f["code"] == "SW402"]
+
+
+def test_one_node_of_a_multi_node_job_missing_one_of_its_logs(tmp_path, monkeypatch):
+    msrun = _fake_msrun(tmp_path, monkeypatch, "9")
+    res, _ = _run_cmd(tmp_path, [msrun, "--worker_num=4", "--local_worker_num=2", "--join=True",
+                                 f"--log_dir={tmp_path / 'logs'}", "t.py"])
+    doc = json.loads((res.run_dir / "verify.json").read_text())
+    sw402 = [f for f in doc["findings"] if f["code"] == "SW402"]
+    assert len(sw402) == 1 and "1 of this node's 2 worker logs are missing (found ranks 9)" in sw402[0]["message"]
+
+
+def _run_cmd(tmp_path, command):
+    cfg = tmp_path / "full.yaml"
+    cfg.write_text("model:\n  model_config:\n    num_layers: 1\nrecompute_config:\n  recompute: True\n")
+    out = io.BytesIO()
+    res = runner.run(command, config=str(cfg), run_dir=str(tmp_path / "run"), out=out)
+    return res, out.getvalue()
+
+
 def test_worker_exit_code_from_msrun_console(tmp_path):
     f = tmp_path / "console.log"
     f.write_bytes(b"x\n[ERROR] ME(1:2,MainProcess):2026-01-01-00:00:00.000.000 [mindspore/parallel/cluster/"

@@ -12,7 +12,8 @@ class MissingRanks(Rule):
 
     **What it means.** The run had more ranks than the logs given: msrun's worker count, the
     ``world_size`` that ``swapwatch run`` recorded, or gaps in the ``worker_N.log`` numbers (logs
-    0, 1 and 3 mean rank 2 is missing; a single log given on its own is taken as a choice). Multi-node jobs write each node's logs on that node.
+    0, 1 and 3 mean rank 2 is missing; a single log given on its own is taken as a choice). Multi-node jobs write each node's logs on that node; for one
+    node of a multi-node launch without ``--node_rank`` only the number of local logs is known.
 
     **Why it matters.** A pass over some ranks says nothing about the others, and a crashed rank
     often leaves its log on a node you did not collect.
@@ -32,6 +33,16 @@ class MissingRanks(Rule):
         if runlog is None or not runlog.ranks:
             return
         present = set(runlog.ranks)
+        info = runlog.run_info or {}
+        local = info.get("local_worker_num")
+        if "ranks" in info and info["ranks"] is None and not runlog.expected_ranks:
+            # one node of a multi-node launch without --node_rank: which ranks it ran is unknown,
+            # only how many (a count that several nodes' dirs given together exceed)
+            if isinstance(local, int) and len(present) < local:
+                yield self.finding(f"{local - len(present)} of this node's {local} worker logs are missing "
+                                   f"(found ranks {_ranges(sorted(present))})",
+                                   expected=f"{local} worker logs", actual=f"{len(present)}")
+            return
         expected, why = _expected_ranks(runlog)
         for rank in sorted(set(expected) - present):
             yield self.finding(

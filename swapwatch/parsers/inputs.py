@@ -80,9 +80,13 @@ def _display(path: str, base: str) -> str:
 
 
 def _expected_from_run_json(info: Dict[str, Any]) -> Optional[List[int]]:
+    """The ranks a run dir should hold logs for: ``ranks`` (what this node's launcher starts);
+    ``ranks: null`` means unknown (a node of a multi-node job without --node_rank)."""
     ranks = info.get("ranks")
     if isinstance(ranks, list) and all(isinstance(r, int) for r in ranks):
         return sorted(set(ranks))
+    if "ranks" in info and ranks is None:
+        return None
     ws = info.get("world_size")
     if isinstance(ws, int) and ws > 0:
         return list(range(ws))
@@ -102,6 +106,8 @@ def _from_dir(d: str, out: Inputs, expected: set, had_expect: List[bool]) -> Non
             exp = _expected_from_run_json(info)
             if exp is not None:
                 expected.update(exp)
+                had_expect[0] = True
+            elif "ranks" in info:           # recorded as unknown: do not guess 0..max from the names
                 had_expect[0] = True
     files = list(_walk(d, 2))
     base = os.path.dirname(os.path.abspath(d).rstrip(os.sep))
