@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import textwrap
-from typing import Any, List, Sequence
+from typing import List, Sequence
 
 from . import strategy
 from .explain import Explanation

@@ -1,7 +1,5 @@
 """Inputs (files, msrun dirs, run dirs, nodes, .gz), ranks, expected ranks, completeness, bad paths."""
 import os
-import shutil
-import stat
 
 import pytest
 

@@ -1,5 +1,4 @@
 """Config-time rules: each fires on the case it is about and stays quiet otherwise."""
-import pytest
 
 from swapwatch import strategy
 from swapwatch.checks import CheckContext, rule_variants, run_rules

@@ -1,10 +1,7 @@
 """The tiny model trains for real (GRAPH_MODE, CPU), recompute changes nothing numerically, and
 the compiled IR shows what was really recomputed."""
-import json
-import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest

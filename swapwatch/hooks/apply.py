@@ -30,11 +30,12 @@ import os
 import re
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Iterable, List, Optional, Tuple
 
 from .. import patterns, strategy
 from ..errors import InputError
 from ..events import format_event
+from . import env_rank
 
 #: MindFormers' stdout format (reference §6.1): existing greps and prefix regexes keep working.
 MF_FORMAT = "%(asctime)s - %(name)s[%(filepath)s:%(lineno)d] - %(levelname)s - %(message)s"
@@ -163,7 +164,7 @@ def apply(layers: Iterable[Any], plan_or_config: Any, rank: Optional[int] = None
     """
     plan, sha = _resolve_plan(plan_or_config)
     layers = list(layers)
-    rank = _default_rank() if rank is None else int(rank)
+    rank = env_rank() if rank is None else int(rank)
     log = logger or get_logger()
     out = Applied(rank=rank)
     if len(layers) != len(plan.layers):
@@ -326,9 +327,3 @@ def _plan(cfg: Any) -> Any:
         raise InputError("the strategy engine (swapwatch.strategy.plan) is not available yet: pass a Plan")
     return fn(cfg)
 
-
-def _default_rank() -> int:
-    try:
-        return int(os.environ.get("RANK_ID", "0"))
-    except ValueError:
-        return 0

@@ -23,20 +23,9 @@ import sys
 from typing import Any, Callable, Dict, Optional
 
 from ..events import format_event
+from . import emit, env_rank
 
 Emit = Callable[[str], None]
-
-
-def _print_flush(line: str) -> None:
-    """msrun writes worker stdout to a file, block-buffered: flush every event line."""
-    print(line, flush=True)
-
-
-def _rank() -> int:
-    try:
-        return int(os.environ.get("RANK_ID", "0"))
-    except ValueError:
-        return 0
 
 
 def device_target() -> str:
@@ -87,9 +76,9 @@ def _peak_rss() -> int:
 
 def record_step(step: int, loss: Optional[float] = None, ms: Optional[float] = None, *,
                 epoch: Optional[int] = None, rank: Optional[int] = None,
-                emit: Emit = _print_flush, memory: bool = True) -> None:
+                emit: Emit = emit, memory: bool = True) -> None:
     """Emit the ``step`` event and (``memory=True``) the ``memory`` event of one finished step."""
-    rank = _rank() if rank is None else rank
+    rank = env_rank() if rank is None else rank
     step_fields: Dict[str, Any] = {"step": int(step)}
     if loss is not None:
         step_fields["loss"] = float(loss)
@@ -113,7 +102,7 @@ def _callback_base():
 class MemoryCallback(_callback_base()):  # type: ignore[misc]
     """``mindspore.train.Model`` callback: a ``step`` and a ``memory`` event after every step."""
 
-    def __init__(self, rank: Optional[int] = None, emit: Emit = _print_flush):
+    def __init__(self, rank: Optional[int] = None, emit: Emit = emit):
         super().__init__()
         self.rank = rank
         self.emit = emit

@@ -20,24 +20,12 @@ from __future__ import annotations
 import functools
 import importlib.abc
 import importlib.machinery
-import os
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
 TARGETS = ("mindformers.parallel_core.training_graph.transformer.utils", "mindformers.models.utils")
 _PRIM_KEYS = ("recompute", "recompute_comm_op", "offload", "backward_prefetch")
 _installed = False
-
-
-def _emit(line: str) -> None:
-    print(line, flush=True)
-
-
-def _rank() -> int:
-    try:
-        return int(os.environ.get("RANK_ID", "0"))
-    except ValueError:
-        return 0
 
 
 # --------------------------------------------------------------------------------------------
@@ -157,18 +145,19 @@ def patch_module(mod: Any) -> bool:
 
 def _after(setting: Any, layer_id: Any, before, after, module: str) -> None:
     from ..events import format_event
+    from . import emit, env_rank
 
-    rank = _rank()
+    rank = env_rank()
     if not getattr(setting, "_swapwatch_plan_sent", False):
         setting._swapwatch_plan_sent = True
         swap_cfg = getattr(setting, "swap", None)
-        _emit(format_event("plan", rank, num_layers=_int(getattr(setting, "num_layers", None)),
+        emit(format_event("plan", rank, num_layers=_int(getattr(setting, "num_layers", None)),
                            pipeline_stage=_int(getattr(setting, "pp", None)),
                            pp_interleave_num=_int(getattr(setting, "pp_interleave_num", None)),
                            swap=bool(getattr(swap_cfg, "swap", swap_cfg)) if swap_cfg is not None else None,
                            config_sha256=None, source="mindformers", module=module))
     for ev in diff(before, after):
-        _emit(format_event("apply", rank, layer=_int(layer_id), **ev))
+        emit(format_event("apply", rank, layer=_int(layer_id), **ev))
 
 
 def _int(v: Any) -> Optional[int]:
