@@ -188,16 +188,7 @@ def seen_items(rank_log: Any) -> Dict[int, List[Seen]]:
     # authoritative SWAPWATCH events first, so their source is the one reported
     acts = sorted(rank_log.actions, key=lambda a: 0 if a.origin == "swapwatch" else 1)
     for a in acts:
-        if a.action in ("full_recompute",):
-            items = [(None, True)]
-        elif a.action == "layer_swap":
-            items = [(None, a.value)]
-        elif a.action == "op_swap":
-            vals = dict(a.values or {})
-            items = [(p, vals.get(p, a.value)) for p in (a.paths or list(vals))]
-        else:
-            items = [(p, True) for p in a.paths]
-        for path, value in items:
+        for path, value in a.items():
             key = (a.layer, a.action, path, norm_value(value))
             if key in done:
                 continue

@@ -8,7 +8,7 @@ an existing field.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 
 @dataclass
@@ -87,6 +87,19 @@ class ActionEvent(Event):
 
     def __post_init__(self):
         self.kind = "action"
+
+    def items(self) -> List[Tuple[Optional[str], Any]]:
+        """What the line applied, as (op path, value): path None for the whole layer (full
+        recompute: True, layer swap: its prefetch); op swap: each path with its own prefetch (one
+        ``Set op_swap`` line can carry several); select/comm/exclude: each path with True."""
+        if self.action == "full_recompute":
+            return [(None, True)]
+        if self.action == "layer_swap":
+            return [(None, self.value)]
+        if self.action == "op_swap":
+            vals = dict(self.values or {})
+            return [(p, vals.get(p, self.value)) for p in (self.paths or list(vals))]
+        return [(p, True) for p in self.paths]
 
 
 @dataclass

@@ -119,14 +119,7 @@ def _log_rows(runlog: Any, rank: int, plan: Any = None) -> List[tuple]:
     rows: Dict[tuple, list] = {}
     acts = sorted(rl.actions, key=lambda a: 0 if a.origin == "swapwatch" else 1)   # authoritative first
     for a in acts:
-        if a.action in ("full_recompute", "layer_swap"):
-            items = [(None, True if a.action == "full_recompute" else a.value)]
-        elif a.action == "op_swap":
-            vals = dict(a.values or {})
-            items = [(p, vals.get(p, a.value)) for p in (a.paths or list(vals))]
-        else:
-            items = [(p, True) for p in a.paths]
-        for path, value in items:
+        for path, value in a.items():
             item = path
             if path is not None:
                 cands = [p for p in plan_patterns.get((a.layer, a.action), []) if _matches(p, path)]
