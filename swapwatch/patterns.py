@@ -17,6 +17,7 @@ pattern cannot hang the tool; a timeout counts as no match and is reported.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, List, Optional, Sequence, Tuple
 
@@ -72,6 +73,17 @@ def path_matches(pattern: str, path: str) -> bool:
     if len(segs) != len(names):
         return False
     return all(segment_fullmatch(s, n) for s, n in zip(segs, names))
+
+
+@functools.lru_cache(maxsize=4096)
+def logged_path_matches(pattern: str, path: str) -> bool:
+    """:func:`path_matches` for reading logs back: cached, because every logged path of every
+    rank meets every configured pattern, and a pattern that cannot compile (or times out) matches
+    nothing instead of failing the comparison (explain reports such patterns on their own)."""
+    try:
+        return path_matches(pattern, path)
+    except PatternError:
+        return False
 
 
 def patterns_overlap(exclude: str, select: str) -> bool:

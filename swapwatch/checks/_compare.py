@@ -115,14 +115,6 @@ class Comparison:
 # What the plan makes MindFormers log
 # ---------------------------------------------------------------------------------------------
 
-@functools.lru_cache(maxsize=4096)
-def _matches(pattern: str, path: str) -> bool:
-    try:
-        return patterns.path_matches(pattern, path)
-    except patterns.PatternError:
-        return False
-
-
 @functools.lru_cache(maxsize=1024)
 def _layout_walk(family: str, pattern: str, mode: str) -> Tuple[str, ...]:
     """The dotted paths the layout says a pattern's log item names (empty: it logs nothing)."""
@@ -271,13 +263,13 @@ def _compare_whole_layer(diff: RankDiff, layer: int, exp: List[Expected], got: L
 
 def _compare_patterns(diff: RankDiff, layer: int, exp: List[Expected], got: List[Seen]) -> None:
     for e in exp:
-        hits = [s for s in got if _matches(e.pattern, s.path)]
+        hits = [s for s in got if patterns.logged_path_matches(e.pattern, s.path)]
         if hits:
             diff.matched[(e.action, e.pattern)].add(layer)
         elif e.logged and layer not in diff.cut_layers:
             diff.missing.append(e)
     for s in got:
-        owners = [e for e in exp if _matches(e.pattern, s.path)]
+        owners = [e for e in exp if patterns.logged_path_matches(e.pattern, s.path)]
         if not owners:
             diff.extra.append(s)
         elif s.action == "op_swap" and norm_value(s.value) not in {norm_value(e.value) for e in owners}:

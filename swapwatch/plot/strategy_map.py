@@ -18,6 +18,7 @@ import pandas as pd
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 
+from .. import patterns
 from ..errors import InputError
 from . import _render
 
@@ -47,12 +48,6 @@ _WHOLE_LAYER = ("all", "layer", "layer_swap", "*")
 
 def _is_plan(obj: Any) -> bool:
     return hasattr(obj, "layers") and hasattr(obj, "geometry")
-
-
-def _matches(pattern: str, path: str) -> bool:
-    from ..checks._compare import _matches as m
-
-    return m(pattern, path)
 
 
 def _plan_rows(plan: Any) -> List[tuple]:
@@ -122,7 +117,7 @@ def _log_rows(runlog: Any, rank: int, plan: Any = None) -> List[tuple]:
         for path, value in a.items():
             item = path
             if path is not None:
-                cands = [p for p in plan_patterns.get((a.layer, a.action), []) if _matches(p, path)]
+                cands = [p for p in plan_patterns.get((a.layer, a.action), []) if patterns.logged_path_matches(p, path)]
                 item = cands[0] if cands else (a.pattern or path)
             key = (a.layer, a.action, item)
             if key in rows:
@@ -144,7 +139,7 @@ def _log_rows(runlog: Any, rank: int, plan: Any = None) -> List[tuple]:
             if row[5] not in _SWAPS or (layer is not None and row[2] != int(layer)):
                 continue
             whole = op.lower() == "all"
-            if whole or row[6] == op or any(_matches(op, p) for p in row[11]):
+            if whole or row[6] == op or any(patterns.logged_path_matches(op, p) for p in row[11]):
                 row[8], row[9], row[10] = True, False, text
             elif row[5] == "layer_swap" and not row[8]:
                 row[8], row[9], row[10] = True, True, text     # a recomputed op inside the swapped layer
