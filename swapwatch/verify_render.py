@@ -201,7 +201,7 @@ def render_table(result: Any) -> str:
             title = rule.title if rule else ""
             lines.append(f"  {code} {items[0].severity}: {title} ({len(items)})")
             same = _across_ranks(items)
-            for ranks, f, text, n_sources in same[:50]:
+            for f, text, n_sources in same[:50]:
                 more = f" +{n_sources - 1} more" if n_sources > 1 else ""
                 src = f" [{f.source}{more}]" if f.source else ""
                 lines.append(f"    {text}{src}")
@@ -221,33 +221,28 @@ def _grid(header: List[str], body: List[List[str]]) -> List[str]:
     return [fmt(header), "  ".join("-" * w for w in widths)] + [fmt(r) for r in body]
 
 
-def _across_ranks(items) -> List[Tuple[List[int], Any, str, int]]:
+def _across_ranks(items) -> List[Tuple[Any, str, int]]:
     """Fold findings that differ only in rank and source into one line per (layer, op, message).
 
     A config mismatch on a 64-rank job is the same sentence 64 times; a person wants it once with
     "ranks 0-63" and the first place to look. JSON, JUnit and markdown keep every finding.
-    Returns (ranks, first finding, text with its rank/layer prefix, number of distinct sources).
+    Returns (first finding, text with its rank/layer prefix, number of distinct sources).
     """
     groups: "OrderedDict[Tuple, list]" = OrderedDict()
     for f in items:
-        body = f.message
         prefix = f"rank {f.rank}"
-        if f.rank is not None and body.startswith(prefix) and body[len(prefix):len(prefix) + 1] in (" ", ":"):
-            body = body[len(prefix):]
-        else:
-            body = None
-        key = (f.severity, f.layer, f.op, body if body is not None else f.message,
-               repr(f.expected), repr(f.actual), body is None and f.rank is not None and f.rank)
+        shared = (f.rank is not None and f.message.startswith(prefix)
+                  and f.message[len(prefix):len(prefix) + 1] in (" ", ":"))
+        body = f.message[len(prefix):] if shared else f.message
+        # a message that does not start with its rank cannot be re-prefixed: keep such findings apart
+        key = (f.severity, f.layer, f.op, body, repr(f.expected), repr(f.actual), None if shared else f.rank)
         groups.setdefault(key, []).append((f, body))
     out = []
     for members in groups.values():
         f, body = members[0]
         ranks = sorted({m.rank for m, _ in members if m.rank is not None})
-        if body is not None and len(ranks) > 1:
-            text = f"ranks {_ranges(ranks)}{body}"
-        else:
-            text = f"{_where(f)}{f.message}"
-        out.append((ranks, f, text, len({m.source for m, _ in members if m.source})))
+        text = f"ranks {_ranges(ranks)}{body}" if len(ranks) > 1 else f"{_where(f)}{f.message}"
+        out.append((f, text, len({m.source for m, _ in members if m.source})))
     return out
 
 
