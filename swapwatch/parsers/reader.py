@@ -22,9 +22,11 @@ Per rank, afterwards:
 from __future__ import annotations
 
 import os
+from collections import deque
 from concurrent.futures import ProcessPoolExecutor
+from itertools import islice
 from dataclasses import dataclass
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Deque, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from ..errors import InputError
 from . import inputs as inp
@@ -36,6 +38,7 @@ from .progress import Progress
 from .scanner import CHUNK, Needles, Scan, is_prefixed
 
 PIECE = 32 << 20           # bytes per parallel piece of one big file (small enough to balance 2+ workers)
+WINDOW = 2               # batches in flight per worker
 PARALLEL_MIN = 48 << 20    # below this total, process pieces in-process (pool start-up costs more)
 PACK_MIN = 128            # above this many rank logs, each rank's events are kept packed (model.pack)
 SMALL_HEAD = 64 << 10     # most logs are decided by their first 64 KB (the full head is 1 MB)
@@ -169,12 +172,26 @@ def _run(pieces: List[Piece], total: int, jobs: Optional[int], progress: Progres
             yield _parse_piece(p, progress.add)
         return
     workers = min(jobs, len(pieces))
-    # batches of pieces per task: 1,000 small files cost 1,000 round trips otherwise
-    batch = max(1, min(64, len(pieces) // (workers * 8)))
+    # Batches of pieces per task (1,000 small files cost 1,000 round trips otherwise), and only
+    # WINDOW batches per worker in flight: results the caller has not taken yet are memory, and
+    # ``Executor.map`` would run ahead through the whole input.
+    batch = max(1, min(32, len(pieces) // (workers * 8)))
+    batches = [pieces[i:i + batch] for i in range(0, len(pieces), batch)]
     with ProcessPoolExecutor(max_workers=workers) as ex:
-        for r in ex.map(_parse_piece, pieces, chunksize=batch):
-            progress.add(r.nbytes)
-            yield r
+        todo = iter(batches)
+        pending: Deque = deque(ex.submit(_parse_batch, b) for b in islice(todo, WINDOW * workers))
+        while pending:
+            results = pending.popleft().result()
+            nxt = next(todo, None)
+            if nxt is not None:
+                pending.append(ex.submit(_parse_batch, nxt))
+            for r in results:
+                progress.add(r.nbytes)
+                yield r
+
+
+def _parse_batch(pieces: List[Piece]) -> List[PieceResult]:
+    return [_parse_piece(p) for p in pieces]
 
 
 def iter_file_events(paths: Sequence[str], chunk: int = CHUNK, jobs: Optional[int] = None, piece: int = PIECE,
@@ -193,7 +210,7 @@ def _iter_found(found: inp.Inputs, chunk: int, jobs: Optional[int], piece: int,
                 show_progress: bool) -> Iterator[Tuple[inp.LogFile, List[Event]]]:
     pieces = _plan(found.files, chunk, piece)
     total = sum(f.size for f in found.files)
-    progress = Progress(total if show_progress else 0)
+    progress = Progress(total if show_progress else 0, files=len(found.files))
     by_path = {f.path: f for f in found.files}
     cur: Optional[str] = None
     base = 0
@@ -204,6 +221,7 @@ def _iter_found(found: inp.Inputs, chunk: int, jobs: Optional[int], piece: int,
                 _apply_head_rank(by_path[p.path], r.head_rank)
             if p.path != cur:
                 if cur is not None:
+                    progress.file_done()
                     yield by_path[cur], acc, base
                 cur, base, acc = p.path, 0, []
             for e in r.events:
@@ -211,6 +229,7 @@ def _iter_found(found: inp.Inputs, chunk: int, jobs: Optional[int], piece: int,
             acc.extend(r.events)
             base += r.newlines
         if cur is not None:
+            progress.file_done()
             yield by_path[cur], acc, base
     finally:
         progress.close()
