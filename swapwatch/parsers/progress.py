@@ -19,7 +19,7 @@ DELAY = 2.0
 
 class Progress:
     def __init__(self, total: int, label: str = "parsing", stream=None, force: bool = False,
-                 files: int = 0, delay: Optional[float] = None):
+                 files: int = 0, delay: Optional[float] = None, interval: float = 0.1):
         self.stream = stream or sys.stderr
         self.total = max(total, 1)
         self.files = files
@@ -30,6 +30,7 @@ class Progress:
         self._drawn = 0               # width of the widest line drawn (0: nothing drawn)
         self._start = time.monotonic()
         self.delay = (0.0 if force else DELAY) if delay is None else delay
+        self.interval = interval
         try:
             tty = self.stream.isatty()
         except (AttributeError, ValueError):
@@ -49,7 +50,7 @@ class Progress:
         if not self.enabled:
             return
         now = time.monotonic()
-        if now - self._start < self.delay or (now - self._last < 0.1 and self.done < self.total):
+        if now - self._start < self.delay or (now - self._last < self.interval and self.done < self.total):
             return
         self._last = now
         frac = min(self.done / self.total, 1.0)
