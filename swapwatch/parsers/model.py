@@ -377,6 +377,20 @@ def pack(rank_log: "RankLog") -> None:
     _UNPACKED.pop(id(rank_log), None)
 
 
+def share(rank_log: "RankLog") -> None:
+    """Let a packed rank that came from another process share its summary's strategy and kinds
+    with equal ranks here (one object per distinct strategy, not one per batch of ranks)."""
+    memo = rank_log.__dict__.get("_memo")
+    if memo is not None:
+        memo["strategy"] = _intern(memo["strategy"])
+        memo["kinds"] = _intern(memo["kinds"])
+
+
+def unpacked(rank_log: "RankLog") -> List[Event]:
+    """The events of a rank, packed or not, as a list of its own."""
+    return list(rank_log.events)
+
+
 @dataclass
 class RunLog:
     """All ranks of one run (possibly several nodes' logs), plus what is known about the launch."""

@@ -32,7 +32,7 @@ from ..errors import InputError
 from . import inputs as inp
 from .classify import classify_cached
 from .model import (ActionEvent, Event, ExitEvent, GeometryEvent, MemoryEvent, NoticeEvent, RankLog, RunLog,
-                    StepEvent, SwapwatchEvent, pack)
+                    StepEvent, SwapwatchEvent, pack, share, unpacked)
 from .msrun import rank_from_head, scheduler_ranks
 from .progress import Progress
 from .scanner import CHUNK, Needles, Scan, is_prefixed
@@ -56,6 +56,7 @@ class Piece:
     rank: Optional[int]
     chunk: int = CHUNK
     head_rank: bool = False   # the worker takes the rank from the file's head when it names one
+    pack: bool = False        # a whole rank file for read_logs: the worker settles and packs it
 
 
 @dataclass
@@ -65,6 +66,18 @@ class PieceResult:
     newlines: int
     nbytes: int
     head_rank: Optional[int] = None   # the rank the file's head names (``Piece.head_rank``)
+    packed: Optional["Packed"] = None  # ``Piece.pack``: the file's rank, settled and packed (events empty)
+
+
+@dataclass
+class Packed:
+    """One rank file settled and packed by the worker that scanned it (:func:`_pack_file`), so
+    the parent neither unpickles nor re-pickles its events. ``mf_before``/``mf_after``: it has
+    MindFormers lines before / after the authority filter (what :func:`read_logs` needs to know)."""
+
+    rank_log: RankLog
+    mf_before: bool
+    mf_after: bool
 
 
 def _decide(piece: Piece) -> Tuple[bool, Optional[int]]:
@@ -108,7 +121,31 @@ def _parse_piece(piece: Piece, progress=None) -> PieceResult:
         if exc.__class__.__name__ in ("error", "BadGzipFile"):
             raise InputError(f"cannot read log: {exc}", file=piece.path) from None
         raise
-    return PieceResult(piece.index, events, scan.newlines, scan.bytes, head_rank)
+    result = PieceResult(piece.index, events, scan.newlines, scan.bytes, head_rank)
+    if piece.pack:
+        _pack_file(piece, rank, result)
+    return result
+
+
+def _pack_file(piece: Piece, rank: Optional[int], result: PieceResult) -> None:
+    """Settle and pack a whole rank file in the worker (what read_logs would do in the parent)."""
+    for e in result.events:
+        e.source = f"{piece.display}:{e.source}"
+    rank = _events_rank(result.events, rank)
+    if rank is None:                  # unranked: the parent guesses its rank once all files are in
+        for e in result.events:
+            e.source = e.source.rpartition(":")[2]
+        return
+    rl = RankLog(rank, files=[piece.display])
+    events = _thin(result.events)
+    for e in events:
+        e.rank = rank
+    rl.events = events
+    before = _has_mindformers(rl)
+    _settle(rl, {piece.display: result.newlines})
+    result.packed = Packed(rl, before, _has_mindformers(rl))
+    pack(rl)
+    result.events = []
 
 
 def _align(path: str, pos: int) -> int:
@@ -126,7 +163,7 @@ def _align(path: str, pos: int) -> int:
                 return f.tell() - len(block) + i + 1
 
 
-def _plan(files: Sequence[inp.LogFile], chunk: int, piece: int) -> List[Piece]:
+def _plan(files: Sequence[inp.LogFile], chunk: int, piece: int, pack_files: bool = False) -> List[Piece]:
     """Pieces in file order. A file of one piece is decided (prefixed? rank in its head?) by the
     worker that scans it; a file cut into several is decided here once, so all its pieces agree."""
     pieces: List[Piece] = []
@@ -140,7 +177,7 @@ def _plan(files: Sequence[inp.LogFile], chunk: int, piece: int) -> List[Piece]:
                     cut.append(a)
         if len(cut) == 1:
             pieces.append(Piece(len(pieces), f.path, f.display, 0, None, None, f.name_rank, chunk,
-                                head_rank=wants_rank and f.role == "rank"))
+                                head_rank=wants_rank and f.role == "rank", pack=pack_files and f.role == "rank"))
             continue
         head = inp.read_head(f.path)
         if wants_rank:
@@ -207,8 +244,10 @@ def iter_file_events(paths: Sequence[str], chunk: int = CHUNK, jobs: Optional[in
 
 
 def _iter_found(found: inp.Inputs, chunk: int, jobs: Optional[int], piece: int,
-                show_progress: bool) -> Iterator[Tuple[inp.LogFile, List[Event]]]:
-    pieces = _plan(found.files, chunk, piece)
+                show_progress: bool, pack_files: bool = False) -> Iterator[Tuple[inp.LogFile, List[Event], int]]:
+    """As :func:`iter_file_events`; with ``pack_files`` a whole rank file may come back as a
+    :class:`Packed` rank instead of its events."""
+    pieces = _plan(found.files, chunk, piece, pack_files)
     total = sum(f.size for f in found.files)
     progress = Progress(total if show_progress else 0, files=len(found.files))
     by_path = {f.path: f for f in found.files}
@@ -224,9 +263,12 @@ def _iter_found(found: inp.Inputs, chunk: int, jobs: Optional[int], piece: int,
                     progress.file_done()
                     yield by_path[cur], acc, base
                 cur, base, acc = p.path, 0, []
-            for e in r.events:
-                e.source = f"{p.display}:{base + int(e.source)}"
-            acc.extend(r.events)
+            if r.packed is not None:
+                acc = r.packed             # the whole file (Piece.pack is only set for those)
+            else:
+                for e in r.events:
+                    e.source = f"{p.display}:{base + int(e.source)}"
+                acc.extend(r.events)
             base += r.newlines
         if cur is not None:
             progress.file_done()
@@ -247,11 +289,15 @@ def iter_events(paths: Sequence[str], **kw) -> Iterator[Event]:
 
 def _file_rank(f: inp.LogFile, events: List[Event]) -> Optional[int]:
     """SWAPWATCH rank (authoritative) > content (``rank id:``) / file name (already in name_rank)."""
+    return _events_rank(events, f.name_rank)
+
+
+def _events_rank(events: List[Event], otherwise: Optional[int]) -> Optional[int]:
     for e in events:
         if getattr(e, "origin", None) == "swapwatch" or isinstance(e, SwapwatchEvent):
             if e.rank is not None:
                 return e.rank
-    return f.name_rank
+    return otherwise
 
 
 def read_logs(paths: Sequence[str], chunk: int = CHUNK, jobs: Optional[int] = None, piece: int = PIECE,
@@ -269,8 +315,16 @@ def read_logs(paths: Sequence[str], chunk: int = CHUNK, jobs: Optional[int] = No
     packing = sum(f.role == "rank" for f in found.files) > PACK_MIN
     mf_any = False                  # some rank printed MindFormers lines (before the authority filter)
     mf_after: Dict[int, bool] = {}  # packed ranks: MindFormers lines left after it
-    for f, events, nlines in _iter_found(found, chunk, jobs, piece, show_progress):
+    for f, events, nlines in _iter_found(found, chunk, jobs, piece, show_progress, pack_files=packing):
         lines[f.display] = nlines
+        if isinstance(events, Packed):
+            if events.rank_log.rank not in run.ranks:
+                rl = run.ranks[events.rank_log.rank] = events.rank_log
+                share(rl)
+                mf_any = mf_any or events.mf_before
+                mf_after[rl.rank] = events.mf_after
+                continue
+            events = unpacked(events.rank_log)      # a second file of a rank: merge as usual
         if f.role == "scheduler":
             run.run_events.extend(events)
             if not found.run_info.get("ranks") and not found.run_info.get("world_size"):
