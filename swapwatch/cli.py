@@ -73,7 +73,9 @@ def _origin(exc: BaseException) -> str:
 @click.option("--env", "env", multiple=True, metavar="KEY=VALUE",
               help="Environment the run will have (SW302 needs it; repeatable).")
 @click.option("--model", default="llama", show_default=True, help="Model family layout to resolve patterns on.")
-def explain_cmd(config, fmt, num_layers, pipeline_stage, pp_interleave_num, offset, env, model):
+@click.option("--all-layers", "all_layers", is_flag=True,
+              help="One table row per layer (default: consecutive identical layers fold into ranges).")
+def explain_cmd(config, fmt, num_layers, pipeline_stage, pp_interleave_num, offset, env, model, all_layers):
     """Show what MindFormers will apply to every layer for CONFIG (a training YAML or fragment).
 
     Exit 0; 1 if the config alone shows an error-severity finding; 2 bad input.
@@ -87,7 +89,7 @@ def explain_cmd(config, fmt, num_layers, pipeline_stage, pp_interleave_num, offs
                  pp_interleave_num=pp_interleave_num,
                  offset=parse_offset(offset) if offset is not None else None,
                  env=parse_env(env), model=model)
-    click.echo(render(ex, fmt), nl=False)
+    click.echo(render(ex, fmt, all_layers=all_layers), nl=False)
     return ex.exit_code
 
 

@@ -172,8 +172,8 @@ def layer_label(layers: Sequence[int]) -> str:
 
 def grid(header: List[str], body: List[List[str]], wrap: int = WRAP) -> List[str]:
     """A plain-text table: header, dashes, rows; an empty cell shows ``-``; a cell wider than
-    ``wrap`` continues on the next lines of the same row."""
-    cells = [[_wrap(c, wrap) for c in row] for row in body]
+    ``wrap`` (a ``✗ a → b`` cell: :data:`WRAP_DIFF`) continues on the next lines of the row."""
+    cells = [[_wrap(c, WRAP_DIFF if str(c).startswith(DIFF) else wrap) for c in row] for row in body]
     widths = [max([len(h)] + [len(line) for row in cells for line in row[i]])
               for i, h in enumerate(header)]
 

@@ -219,7 +219,7 @@ def render_table(result: Any) -> str:
         header = ["layer", "stage"] + [COLUMNS[a] for a in cols]
         body = [[r.label(), r.stage] + [r.cells[a].text() for a in cols] for r in rows]
         lines.append(_map_heading(result, rank))
-        lines.extend(layer_table.grid(header, body, wrap=layer_table.WRAP_DIFF))
+        lines.extend(layer_table.grid(header, body))
         marks = _map_legend(body)
         if marks:
             lines.append("  " + "; ".join(marks))
