@@ -197,6 +197,26 @@ def run_cmd(config, run_dir, no_verify, ir, shim, command):
     return result.exit_code
 
 
+# ---- diff ----------------------------------------------------------------------------------
+
+@cli.command("diff")
+@click.argument("a", metavar="A")
+@click.argument("b", metavar="B")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option("--all-layers", "all_layers", is_flag=True,
+              help="One table row per layer (default: consecutive unchanged layers fold into ranges).")
+def diff_cmd(a, b, fmt, all_layers):
+    """What changes per layer and per stage between two YAMLs' plans, or between the strategies
+    two runs applied (run dirs, msrun log dirs, worker logs).
+
+    Exit 0 same, 1 differ, 2 bad input."""
+    from .diff import diff, render
+
+    result = diff(a, b)
+    click.echo(render(result, fmt, all_layers=all_layers), nl=False)
+    return result.exit_code
+
+
 # ---- plot ----------------------------------------------------------------------------------
 
 @cli.group("plot")
