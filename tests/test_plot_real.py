@@ -163,3 +163,21 @@ def test_truncated_log_is_never_called_identical(tmp_path, capsys):
     texts = svg_texts(out)
     assert any("config (intended)" in t for t in texts)
     assert any("not in the log (it stops here)" in t for t in texts)
+
+
+def test_cli_says_when_runs_are_not_comparable(tmp_path, capsys):
+    """Issue 16.9: the same model at another sequence length is no baseline for a saving."""
+    import json
+    import shutil
+
+    other = tmp_path / "none-seq512"
+    shutil.copytree(run_dir("none"), other)
+    info = json.loads((other / "run.json").read_text())
+    info["command"][info["command"].index("--seq") + 1] = "512"
+    (other / "run.json").write_text(json.dumps(info))
+    code, out, err = run_cli(["plot", "memory", str(other), run_dir("full"), "-o", str(tmp_path / "m.svg")],
+                             capsys)
+    assert code == 0, err
+    assert "swapwatch: warning: these runs are not comparable (seq length 512 vs 256)" in err
+    texts = svg_texts(tmp_path / "m.svg")
+    assert any("not comparable" in t for t in texts) and not any("% vs" in t for t in texts)
