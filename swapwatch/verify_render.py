@@ -2,8 +2,12 @@
 junit (CI systems), markdown (a PR comment).
 
 The per-layer map shows, for one rank, what the config applies and what the log shows, one
-column per action; cells where the two differ are marked ``✗ expected → actual``. Consecutive
-layers with identical, matching rows are folded into one row so a 96-layer model stays readable.
+column per action, in the words every per-layer table shares (:mod:`swapwatch.layer_table`);
+cells where the two differ are marked ``✗ expected → actual``, cells the log cannot speak for
+``?`` (a rank with no strategy line at all is all ``?``: it cannot be verified, which is not a
+difference). Consecutive identical rows fold into one, so a 96-layer model stays readable.
+Findings are grouped by cause (:mod:`swapwatch.finding_groups`) with rank and layer ranges, so
+10,000 ranks read as a few lines; JSON keeps every finding.
 """
 from __future__ import annotations
 
@@ -144,8 +148,9 @@ def layer_map(result: Any, rank: Optional[int] = None, fold: bool = True) -> Lis
         rows.append(row)
     if not fold:
         return rows
-    return layer_table.fold(rows, key=Row.signature, layers=lambda r: r.layers,
-                            foldable=lambda r: not r.differs)
+    # identical rows fold whether they match or differ: 64 layers with one systematic difference
+    # read as one row "0-63 ✗ yes → -"
+    return layer_table.fold(rows, key=Row.signature, layers=lambda r: r.layers)
 
 
 def layer_map_json(result: Any) -> Dict[str, Any]:
