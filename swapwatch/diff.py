@@ -18,7 +18,7 @@ import json
 import os
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from . import layer_table, run_shape
 from .errors import InputError
@@ -286,5 +286,3 @@ def _stage_of(s: Side, layer: int) -> Optional[Dict[str, Any]]:
     st, inter = s.stages[layer]
     return {"stage": st, "interleave": inter}
 
-
-__all__: Sequence[str] = ("diff", "render", "to_json", "DiffResult", "stage_changes")

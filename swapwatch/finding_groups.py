@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Iterable, List, Optional, Tuple
 
 from .layer_table import ranges
 
@@ -128,10 +128,3 @@ def rank_signature(findings: Iterable[Any]) -> Tuple:
 def family(code: str) -> str:
     """``SW1`` for SW101..SW199: the rule family a testcase stands for."""
     return code[:3]
-
-
-def counts_by_rank(findings: Iterable[Any]) -> Dict[Optional[int], List[Any]]:
-    out: Dict[Optional[int], List[Any]] = {}
-    for f in findings:
-        out.setdefault(f.rank, []).append(f)
-    return out

@@ -279,10 +279,6 @@ def verdict_line(result: Any) -> str:
             f"{result.layers} layers, config from {result.config_source}")
 
 
-def _ranges(ranks: List[int]) -> str:
-    return layer_table.ranges(ranks)
-
-
 # ---------------------------------------------------------------------------------------------
 # json
 # ---------------------------------------------------------------------------------------------
