@@ -71,12 +71,14 @@ def render_table(ex: Explanation, all_layers: bool = False) -> str:
     out.extend(layer_table.stage_summary(plan.layers, interleaved))
     out.append("")
     if ex.findings:
-        out.extend(findings_block(ex.findings)[:-1])
+        out.extend(findings_block(ex.findings))
     else:
-        out.append("Findings: none")
+        out.extend(["Findings: none", ""])
     if plan.swap and plan.geometry.pipeline_stage <= 1 and not ex.env:
         # SW302 depends on the launch environment, which explain cannot see without --env
         out.append("not checked (needs --env): SW302, the launch needs ENABLE_LAZY_INLINE_NO_PIPELINE=1 "
                    "for swap without pipeline parallel (`swapwatch run` sets it)")
+    while out and not out[-1]:
+        out.pop()
     return "\n".join(line.rstrip() for line in out) + "\n"
 

@@ -20,6 +20,7 @@ from matplotlib.patches import Patch, Rectangle
 
 from .. import patterns
 from ..errors import InputError
+from ..layer_table import stage_label
 from . import _render
 
 FRAME_COLUMNS = ["source", "rank", "layer", "stage", "interleave", "mechanism", "item", "value",
@@ -370,7 +371,7 @@ def _draw_map(ax, frame: pd.DataFrame, keys, n_layers: int, stages: List[int], i
         if i == hi or chunks and chunks[i] != chunks[i - 1]:
             if named:
                 st, v = chunks[start]
-                ax.text((start + i - 1) / 2, -0.75, f"stage {st}" + (f" · v{v}" if multi_v else ""),
+                ax.text((start + i - 1) / 2, -0.75, "stage " + stage_label(st, v, multi_v),
                         ha="center", va="bottom", fontsize=7, color="0.3")
                 if i < hi:
                     ax.axvline(i - 0.5, color="0.35", lw=0.9)
