@@ -286,3 +286,19 @@ def test_junit_one_testcase_per_family_per_rank_group_at_10000_ranks(ranks_10000
     assert "swapwatch.ranks_1-4,_6,_8-13,_15-20,_22-27,_…,_9997-9999_(8570_in_all)" in names
     failed = [c for c in cases if c.find("failure") is not None]
     assert root.get("failures") == str(len(failed)) and len(failed) >= 3
+
+
+def test_verify_map_speaks_in_paths_in_every_column_and_marks_voided_swaps():
+    """Issue 16.10: the map showed a regex in its 'swap overridden' column and paths elsewhere."""
+    from swapwatch.verify import verify
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    r = verify([vh_fixture("mtp_select.log")], config_path=os.path.join(root, "fixtures/configs/conflict.yaml"))
+    text = render(r, "table")
+    table = text[:text.index("Findings")]
+    header = next(ln for ln in table.splitlines() if ln.startswith("layer "))
+    assert header.split("  ")[:3] == ["layer", "stage", "full"] and "overridden" not in header
+    assert "\\" not in table                                   # no regex anywhere in the map
+    row2 = next(ln for ln in table.splitlines() if ln.startswith("2 "))
+    assert "✗ !feed_forward.w1 p=1 → -" in row2                # the voided swap, marked as in explain
+    assert "stage 0: layers 0-3 (4), full 2, select 1, comm 0, swap 3, voided swap 2" in table
