@@ -1,0 +1,130 @@
+"""Issue 16, what a MindFormers user did and expected: every silent drop becomes a warning with the
+YAML line (SW205, SW206), the swap trap has its own rule (SW204), SW105 names the resolved layers.
+
+Each test runs the command the user ran on a realistic 32-layer, pipeline_stage-4 Llama YAML
+(``fixtures/configs/llama32_*.yaml``) or a small variant of it, and asserts the finding they wanted.
+"""
+from __future__ import annotations
+
+import json
+import re
+
+from click.testing import CliRunner
+
+from swapwatch.cli import cli
+from swapwatch.explain import explain
+
+TRAP = "fixtures/configs/llama32_swap_trap.yaml"
+CAPPED = "fixtures/configs/llama32_counts_capped.yaml"
+
+
+def _line_of(path, text):
+    with open(path) as fh:
+        return next(i for i, line in enumerate(fh, 1) if text in line and not line.lstrip().startswith("#"))
+
+
+def _variant(tmp_path, src, old, new, name="c.yaml"):
+    with open(src) as fh:
+        body = fh.read()
+    assert old in body
+    p = tmp_path / name
+    p.write_text(body.replace(old, new))
+    return str(p)
+
+
+def _codes(ex, code):
+    return [f for f in ex.findings if f.code == code]
+
+
+# ---- (1) op_swap layer past the model: SW205 --------------------------------------------------
+
+def test_op_swap_layer_past_model_is_a_warning_with_its_line():
+    res = CliRunner().invoke(cli, ["explain", TRAP])
+    line = _line_of(TRAP, "layers: [8, 9, 10, 40]")
+    assert f"SW205 warning swap_config.op_swap[0].layers: layer 40 of [8, 9, 10, 40] is outside the model " \
+           f"(layers 0-31) and is dropped; it applies to layers 8-10 only  [{TRAP}:{line}]" in res.output
+    data = json.loads(CliRunner().invoke(cli, ["explain", TRAP, "--format", "json"]).output)
+    sw205 = [f for f in data["findings"] if f["code"] == "SW205"]
+    assert sw205 and sw205[0]["severity"] == "warning" and sw205[0]["actual"] == [40]
+    # the plan itself is MindFormers' (layer 40 simply never applies)
+    assert [lay["layer"] for lay in data["layers"] if lay["op_swap"]] == [8, 9, 10]
+
+
+def test_swap_ids_past_model_in_layer_swap_and_recompute_ids(tmp_path):
+    p = _variant(tmp_path, TRAP, "  recompute: [6, 4, 2, 0]",
+                 "  recompute: [0, 33]\n  select_comm_recompute:\n    '.*\\.norm': [-1]")
+    p = _variant(tmp_path, p, "  swap: True\n", "  swap: True\n  layer_swap:\n    backward_prefetch: 2\n"
+                                                "    layers: [31, 32]\n", "e.yaml")
+    f = _codes(explain(p), "SW205")
+    assert sorted(x.op for x in f) == ["recompute_config.recompute", "recompute_config.select_comm_recompute..*\\.norm",
+                                       "swap_config.layer_swap.layers", "swap_config.op_swap[0].layers"]
+    by = {x.op: x for x in f}
+    assert by["recompute_config.recompute"].actual == [33]
+    assert "applies to no layer at all" in by["recompute_config.select_comm_recompute..*\\.norm"].message
+    assert by["swap_config.layer_swap.layers"].source.endswith(f":{_line_of(p, 'layers: [31, 32]')}")
+
+
+def test_sw205_quiet_when_ids_fit_or_swap_off(tmp_path):
+    ok = _variant(tmp_path, TRAP, "layers: [8, 9, 10, 40]", "layers: [8, 9, 10, 31]")
+    assert not _codes(explain(ok), "SW205")
+    off = _variant(tmp_path, TRAP, "  swap: True", "  swap: False", "off.yaml")
+    assert not _codes(explain(off), "SW205")           # without swap, op_swap is never applied
+
+
+# ---- (1) recompute counts capped: SW206 --------------------------------------------------------
+
+def test_recompute_counts_capped_at_stage_layers():
+    ex = explain(CAPPED)
+    f = _codes(ex, "SW206")
+    assert len(f) == 1 and f[0].severity == "warning" and ex.exit_code == 0
+    assert f[0].message == ("recompute_config.recompute: [9, 4, 2, 0] asks for 9 layers on stage 0, which has 8; "
+                            "MindFormers applies it to those 8 (the count is capped without a word)")
+    assert f[0].source == f"{CAPPED}:{_line_of(CAPPED, 'recompute: [9, 4, 2, 0]')}"
+    assert [lp.layer for lp in ex.plan.layers if lp.full_recompute][:9] == list(range(8)) + [8]
+    assert sum(lp.full_recompute for lp in ex.plan.layers if lp.stage == 0) == 8
+
+
+def test_sw206_2d_table_and_pattern_dict(tmp_path):
+    p = _variant(tmp_path, CAPPED, "  recompute: [9, 4, 2, 0]",
+                 "  recompute: [[9, 0, 0, 0]]\n  select_recompute:\n    'feed_forward\\.mul': [1, 12, 0, 0]")
+    f = sorted(_codes(explain(p), "SW206"), key=lambda x: x.op)
+    assert [(x.op, x.actual, x.expected) for x in f] == [
+        ("recompute_config.recompute", 9, "at most 8"),
+        ("recompute_config.select_recompute.feed_forward\\.mul", 12, "at most 8")]
+    assert "on interleave 0, stage 0" in f[0].message and "on stage 1" in f[1].message
+
+
+def test_sw206_quiet(tmp_path):
+    for text in ("  recompute: [8, 4, 2, 0]", "  recompute: True", "  recompute: [True, 0, 0, 0]"):
+        p = _variant(tmp_path, CAPPED, "  recompute: [9, 4, 2, 0]", text)
+        assert not _codes(explain(p), "SW206"), text
+
+
+# ---- (2) the swap trap: SW204, and SW105 names the layers it means ------------------------------
+
+def test_swap_trap_per_stage_counts_read_as_layer_ids():
+    ex = explain(TRAP)
+    f = _codes(ex, "SW204")
+    assert len(f) == 1
+    assert "with swap on it lists layer ids: it selects layers 0, 2, 4, 6" in f[0].message
+    assert "(as counts it would mean layers 0-5, 8-11, 16-17)" in f[0].message
+    assert f[0].source == f"{TRAP}:{_line_of(TRAP, 'recompute: [6, 4, 2, 0]')}"
+    assert [lp.layer for lp in ex.plan.layers if lp.full_recompute] == [0, 2, 4, 6]
+
+
+def test_sw204_quiet_on_real_layer_ids_and_without_swap(tmp_path):
+    for text in ("  recompute: [0, 8, 16, 24]", "  recompute: [0, 1]", "  recompute: True"):
+        assert not _codes(explain(_variant(tmp_path, TRAP, "  recompute: [6, 4, 2, 0]", text)), "SW204"), text
+    off = _variant(tmp_path, TRAP, "  swap: True", "  swap: False", "off.yaml")
+    assert not _codes(explain(off), "SW204")
+
+
+def test_sw105_prints_the_resolved_layer_set(tmp_path):
+    p = _variant(tmp_path, TRAP, "  recompute: [6, 4, 2, 0]\n  select_recompute:\n    'attention\\.flash_atention': [12, 13]",
+                 "  recompute: [2]\n  select_recompute:\n    'attention\\.flash_attention': [2, 2, 2, 2]")
+    f = _codes(explain(p), "SW105")
+    assert len(f) == 1 and "(layer 2)" in f[0].message and "[2, 2, 2, 2]" not in f[0].message
+    line = _line_of(p, "'attention\\.flash_attention'")
+    assert f[0].source == f"{p}:{line}"
+    sw204 = _codes(explain(p), "SW204")
+    assert len(sw204) == 1 and "it selects layer 2" in sw204[0].message
