@@ -31,8 +31,9 @@ def parse_offload(msg: str, rank: Optional[int], source: str) -> List[Event]:
     if not m:
         return []
     node = re.search(r"NOde: (\S+?)[{,]", m.group("rest"))
+    prim = re.search(r"ValueNode<Primitive> (?:PrimFunc_)?(\w+)", m.group("rest"))
     return [NoticeEvent(rank, source, what="offload_outside_lazy_inline",
-                        data={"node": node.group(1) if node else None})]
+                        data={"node": node.group(1) if node else None, "prim": prim.group(1) if prim else None})]
 
 
 def rank_from_name(path: str) -> Optional[int]:
