@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import re
 
 from click.testing import CliRunner
 
@@ -128,3 +129,75 @@ def test_sw105_prints_the_resolved_layer_set(tmp_path):
     assert f[0].source == f"{p}:{line}"
     sw204 = _codes(explain(p), "SW204")
     assert len(sw204) == 1 and "it selects layer 2" in sw204[0].message
+
+
+# ---- (13) every finding says where; SW104 suggests the real path; plain wording ------------------
+
+def test_sw104_suggests_the_nearest_real_path(tmp_path):
+    f = _codes(explain(TRAP), "SW104")
+    assert len(f) == 1 and f[0].message.endswith("(did you mean 'attention\\.flash_attention'?)")
+    p = _variant(tmp_path, TRAP, "'attention\\.flash_atention'", "'.*\\.flash_atention'")
+    assert _codes(explain(p), "SW104")[0].message.endswith("(did you mean '.*\\.flash_attention'?)")
+    far = _variant(tmp_path, TRAP, "'attention\\.flash_atention'", "'nothing\\.here'", "far.yaml")
+    assert "did you mean" not in _codes(explain(far), "SW104")[0].message
+
+
+def test_every_finding_of_the_fixtures_says_where():
+    import glob
+
+    from swapwatch.verify import verify
+
+    seen = set()
+    for cfg in sorted(glob.glob("fixtures/configs/*.yaml")):
+        for f in explain(cfg).findings:
+            seen.add(f.code)
+            assert f.source and f.source.startswith(cfg + ":"), (cfg, f.code, f.message)
+    runs = [("fixtures/logs/msrun_missing_rank", None), ("fixtures/logs/stdout_devices", None),
+            ("fixtures/logs/cpu_swap", None), ("fixtures/logs/truncated.log", "fixtures/configs/swap_case3.yaml"),
+            ("fixtures/plot_runs/select-2ranks", "fixtures/plot_runs/configs/full.yaml")]
+    for path, cfg in runs:
+        for f in verify([path], config_path=cfg).findings:
+            seen.add(f.code)
+            whole_file = f.code == "SW108"          # "this log has no MindFormers line": the file is the place
+            assert f.source and re.search(r":\d+$|\(missing\)$" + (r"|\.log$" if whole_file else ""),
+                                          f.source), (path, f.code, f.source)
+    assert {"SW104", "SW105", "SW109", "SW112", "SW201", "SW204", "SW205", "SW402"} <= seen
+
+
+def test_sw202_and_sw402_name_their_line(tmp_path):
+    p = tmp_path / "c.yaml"
+    p.write_text("model: {model_config: {num_layers: 4}}\nrecompute_config:\n  select_recompute:\n"
+                 "    'feed_forward\\.mul': [2, 3]\nswap_config:\n  swap: True\n  op_swap:\n"
+                 "    - {op_name: 'feed_forward\\.w3', backward_prefetch: 1, layers: [2, 3]}\n")
+    f = _codes(explain(str(p)), "SW202")
+    assert [x.layer for x in f] == [2, 3] and {x.source for x in f} == {f"{p}:8"}
+    from swapwatch.verify import verify
+
+    f = _codes(verify(["fixtures/logs/msrun_missing_rank"]), "SW402")
+    assert f[0].source.endswith("msrun_missing_rank/worker_1.log (missing)")
+
+
+def test_wording_of_sw107_and_sw305(tmp_path):
+    from swapwatch.checks import CheckContext
+    from swapwatch.checks.sw107_log_config_differs import LogConfigDiffers
+
+    p = _variant(tmp_path, "fixtures/configs/conflict.yaml", "  swap: True\n", "  swap: True\n  default_prefetch: 3\n")
+    f = _codes(explain(p), "SW305")
+    assert f[0].message.endswith("is ignored because layer_swap and op_swap are set")
+    from swapwatch.parsers import read_logs
+    from swapwatch.config import load_config
+    from swapwatch import strategy
+
+    cfg = load_config(CAPPED)
+    found = list(LogConfigDiffers().check(CheckContext(plan=strategy.plan(cfg), config=cfg,
+                                                       runlog=read_logs(["fixtures/plot_runs/select"]))))
+    geo = [x for x in found if x.op == "layer_list"]
+    assert geo and geo[0].message.startswith("rank 0: the log's layer split is [[4]], --config gives")
+
+
+def test_sw202_doc_cites_the_mindformers_documentation():
+    from swapwatch.rules_doc import explain_rule
+
+    text = explain_rule("SW202")
+    assert "Fine-Grained Activations SWAP" in text and "Used together with Recomputation" in text
+    assert "if its output is used by an operator with recomputation enabled" in text

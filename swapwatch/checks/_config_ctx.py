@@ -22,3 +22,28 @@ def was_given(cfg: Any, section: str, key: str) -> bool:
     """Did the user write ``section.key`` (as opposed to a template default)?"""
     fn = getattr(cfg, "was_given", None)
     return bool(fn(section, key)) if fn else False
+
+
+def pattern_where(cfg: Any, action: str, pattern: str) -> Optional[str]:
+    """``file:line`` of a configured pattern: the ``op_swap`` entry that names it, or the
+    ``recompute_config.<action>`` key of it (the key's own line when the pattern is a mapping key).
+    For a config rebuilt from a log, the log line it came from."""
+    if cfg is None:
+        return None
+    if action == "op_swap":
+        from ..config import _op_swap_key
+
+        return where(cfg, _op_swap_key(getattr(cfg, "swap_config", None) or {}, pattern))
+    return where(cfg, f"recompute_config.{action}.{pattern}")
+
+
+def layer_swap_where(cfg: Any, layer: int) -> Optional[str]:
+    """``file:line`` of the ``layer_swap`` entry that swaps ``layer`` (first match wins, as in
+    MindFormers), else of the ``layer_swap`` key."""
+    raw = (getattr(cfg, "swap_config", None) or {}).get("layer_swap")
+    if isinstance(raw, list):
+        for i, item in enumerate(raw):
+            ids = item.get("layers") if isinstance(item, dict) else None
+            if ids is True or (isinstance(ids, list) and layer in ids):
+                return where(cfg, f"swap_config.layer_swap[{i}]")
+    return where(cfg, "swap_config.layer_swap")

@@ -13,7 +13,9 @@ from .sw402_missing_ranks import _ranges
 class SwapCountsAsIds(Rule):
     """With swap on, a ``recompute`` list that looks like per-stage counts is read as layer ids.
 
-    **What it means.** ``recompute_config`` changes meaning with ``swap_config.swap``: without
+    **What it means.** ``recompute_config`` changes meaning with ``swap_config.swap`` (MindFormers'
+    documentation *Fine-Grained Activations SWAP*, "Used together with Recomputation": with
+    ``swap=True`` the recompute keys are "pipeline stage-agnostic" and take layer indices): without
     swap, ``recompute: [6, 4, 2, 0]`` means "the first 6 layers of stage 0, 4 of stage 1, 2 of
     stage 2"; with swap on, MindFormers reads the same list as *layer ids* and recomputes layers
     0, 2, 4 and 6. This rule fires when swap is on and a recompute list has exactly one entry per
