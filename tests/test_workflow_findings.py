@@ -201,3 +201,34 @@ def test_sw202_doc_cites_the_mindformers_documentation():
     text = explain_rule("SW202")
     assert "Fine-Grained Activations SWAP" in text and "Used together with Recomputation" in text
     assert "if its output is used by an operator with recomputation enabled" in text
+
+
+# ---- (1) the drops are MindFormers' own: the real LayerSetting accepts and drops / caps ----------
+
+def test_real_mindformers_drops_layer_40_and_caps_the_count_silently():
+    import os
+
+    import pytest
+
+    if not os.path.exists(".oracle-venv/.ready"):
+        pytest.skip("no MindFormers oracle venv (.oracle-venv/.ready)")
+    import sys
+
+    sys.path.insert(0, "tests")
+    from test_oracle import mf_lines, run_oracle
+
+    drop = dict(num_layers=32, pipeline_stage=4, recompute_config={"recompute": [6, 4, 2, 0]},
+                swap_config={"swap": True, "op_swap": [{"op_name": r"feed_forward\.w1", "backward_prefetch": 1,
+                                                         "layers": [8, 9, 10, 40]}]})
+    cap = dict(num_layers=32, pipeline_stage=4, recompute_config={"recompute": [9, 4, 2, 0]})
+    got_drop, got_cap = run_oracle([drop, cap])
+    assert "error" not in got_drop and "error" not in got_cap          # MindFormers accepts both
+    lines = mf_lines(got_drop)
+    assert [int(re.search(r"layer (\d+)", ln).group(1)) for ln in lines if ln.startswith("Set op_swap")] == [8, 9, 10]
+    assert [int(ln.rsplit(" ", 1)[1]) for ln in lines if ln.startswith("Set full recompute")] == [0, 2, 4, 6]
+    assert not any("layer 40" in ln for ln in lines)                      # not a word about layer 40
+    full = [int(ln.rsplit(" ", 1)[1]) for ln in mf_lines(got_cap) if ln.startswith("Set full recompute")]
+    assert full == list(range(8)) + list(range(8, 12)) + [16, 17]        # stage 0: 8 of the 9 asked
+    # and swapwatch's warnings say exactly that
+    ex = {f.code: f for f in explain(TRAP).findings}
+    assert "applies to layers 8-10 only" in ex["SW205"].message and "layers 0, 2, 4, 6" in ex["SW204"].message
