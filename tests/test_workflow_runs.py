@@ -151,3 +151,14 @@ def test_right_kinds_still_work(capsys):
     assert sw("verify", "fixtures/logs/msrun_2ranks/worker_0.log", capsys=capsys)[0] in (0, 1)
     code, _, err = sw("explain", "fixtures/logs/empty.log", capsys=capsys)
     assert code == 2 and "worker log" not in err
+
+
+def test_sw109_from_formative_lines_when_the_log_prints_no_initial_sections(tmp_path):
+    log = tmp_path / "worker_0.log"
+    with open("fixtures/logs/swap_case3.log") as fh:
+        log.write_text("".join(ln for ln in fh if " initial " not in ln))
+    res = verify([str(log)], config_path="fixtures/configs/swap_case4.yaml")
+    assert [f.code for f in res.findings if f.severity == "error"] == ["SW109"]
+    f = _codes(res, "SW109")[0]
+    assert f.message.startswith("rank 0: this log is not a run of this config: Formative select_recompute differs")
+    assert not _codes(verify([str(log)], config_path="fixtures/configs/swap_case3.yaml"), "SW109")

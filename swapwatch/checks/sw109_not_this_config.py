@@ -50,16 +50,19 @@ class NotThisConfig(Rule):
             return
         sections = _config_sections(ctx.config)
         groups: "OrderedDict[Tuple[str, ...], List[Tuple[int, Optional[str]]]]" = OrderedDict()
+        formative = _canon(getattr(ctx.plan, "formative", None) or {})
         for rank, rank_log in sorted(ctx.runlog.ranks.items()):
             diffs, source = _differences(ctx.plan.geometry, rank_log, sections)
+            if not diffs:
+                diffs, source = _formative_differences(formative, rank_log)
             if diffs:
                 groups.setdefault(tuple(diffs), []).append((rank, source))
         for diffs, members in groups.items():
             ranks = [r for r, _ in members]
-            who = f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {_ranges(ranks)}"
+            who = f"rank {ranks[0]}: this log" if len(ranks) == 1 else f"this log (ranks {_ranges(ranks)})"
             shown = ", ".join(diffs[:4]) + (f" and {len(diffs) - 4} more" if len(diffs) > 4 else "")
             yield self.finding(
-                f"this log ({who}) is not a run of this config: {shown} (log vs --config); "
+                f"{who} is not a run of this config: {shown} (log vs --config); "
                 f"the per-layer comparison is skipped",
                 rank=ranks[0] if len(ranks) == 1 else None, expected="the config the log printed",
                 actual=list(diffs), source=members[0][1])
@@ -95,3 +98,18 @@ def _differences(geometry: Any, rank_log: Any, sections: Optional[Dict[str, Dict
                            else f"{section}.{key} differs")
                 source = source or _source(rank_log, "initial_config", f"{section}.{key}")
     return out, source
+
+
+def _formative_differences(formative: Dict[str, Any], rank_log: Any) -> Tuple[List[str], Optional[str]]:
+    """For logs without ``initial ... from dict`` lines: the ``Formative ...`` values MindFormers
+    logged that differ from the ones ``--config`` gives (the same comparison as SW107)."""
+    out: List[str] = []
+    source: Optional[str] = None
+    for logged_key, value in rank_log.formative().items():
+        key = logged_key.replace(" ", "_")
+        key = key if key in formative else logged_key
+        if key in formative and _canon(value) != formative[key]:
+            out.append(f"Formative {logged_key} differs")
+            source = source or _source(rank_log, "formative", logged_key)
+    return out, source
+
