@@ -4,8 +4,7 @@ from __future__ import annotations
 from typing import Any, Iterable, List, Optional
 
 from . import CheckContext, Finding, Rule, register
-from ._config_ctx import config_of, where
-from .sw205_swap_ids_past_model import _id_lists
+from ._config_ctx import config_of, swap_id_lists, where
 from .sw402_missing_ranks import _ranges
 
 
@@ -49,7 +48,7 @@ class SwapCountsAsIds(Rule):
         stages = geo.pipeline_stage
         if stages < 2:
             return
-        for key, ids in _id_lists(cfg):
+        for key, ids in swap_id_lists(cfg):
             if not key.startswith("recompute_config.") or not _looks_like_counts(ids, stages):
                 continue
             chosen = sorted({x for x in ids if 0 <= x < geo.num_layers})

@@ -1,15 +1,11 @@
 """SW205: with swap on, layer ids outside the model are dropped without a word."""
 from __future__ import annotations
 
-from typing import Any, Iterable, List, Tuple
+from typing import Iterable
 
 from . import CheckContext, Finding, Rule, register
-from ._config_ctx import config_of, where
+from ._config_ctx import config_of, swap_id_lists, where
 from .sw402_missing_ranks import _ranges
-
-#: The swap-mode keys whose lists are layer ids (recompute_config keys and swap_config entries).
-RECOMPUTE_ID_KEYS = ("recompute", "select_recompute", "select_comm_recompute")
-
 
 @register
 class SwapIdsPastModel(Rule):
@@ -48,7 +44,7 @@ class SwapIdsPastModel(Rule):
         if plan is None or cfg is None or not plan.swap or getattr(plan, "legacy_recompute", None) is not None:
             return
         n = plan.geometry.num_layers
-        for key, ids in _id_lists(cfg):
+        for key, ids in swap_id_lists(cfg):
             out = [(i, x) for i, x in enumerate(ids) if not 0 <= x < n]
             if not out:
                 continue
@@ -60,30 +56,5 @@ class SwapIdsPastModel(Rule):
                 f"{'are' if len(bad) > 1 else 'is'} outside the model (layers 0-{n - 1}) and "
                 f"{'are' if len(bad) > 1 else 'is'} dropped; it applies to "
                 + (f"layer{'s' if len(kept) > 1 else ''} {_ranges(kept)} only" if kept else "no layer at all"),
-                layer=None, op=key, expected=f"layer ids 0-{n - 1}", actual=bad,
+                op=key, expected=f"layer ids 0-{n - 1}", actual=bad,
                 source=where(cfg, f"{key}[{out[0][0]}]"))
-
-
-def _id_lists(cfg: Any) -> List[Tuple[str, List[int]]]:
-    """(YAML key path, list of layer ids) of every swap-mode id list the user wrote, in file order."""
-    out: List[Tuple[str, List[int]]] = []
-    rc = getattr(cfg, "recompute_config", None) or {}
-    for key in RECOMPUTE_ID_KEYS:
-        value = rc.get(key)
-        if _is_ids(value):
-            out.append((f"recompute_config.{key}", list(value)))
-        elif isinstance(value, dict):
-            out.extend((f"recompute_config.{key}.{pat}", list(ids)) for pat, ids in value.items() if _is_ids(ids))
-    sc = getattr(cfg, "swap_config", None) or {}
-    for key in ("layer_swap", "op_swap"):
-        raw = sc.get(key)
-        items = [(f"swap_config.{key}", raw)] if isinstance(raw, dict) else \
-            [(f"swap_config.{key}[{i}]", item) for i, item in enumerate(raw or []) if isinstance(raw, list)]
-        for path, item in items:
-            if isinstance(item, dict) and _is_ids(item.get("layers")):
-                out.append((f"{path}.layers", list(item["layers"])))
-    return out
-
-
-def _is_ids(value: Any) -> bool:
-    return isinstance(value, (list, tuple)) and all(isinstance(x, int) and not isinstance(x, bool) for x in value)
