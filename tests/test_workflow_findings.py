@@ -232,3 +232,18 @@ def test_real_mindformers_drops_layer_40_and_caps_the_count_silently():
     # and swapwatch's warnings say exactly that
     ex = {f.code: f for f in explain(TRAP).findings}
     assert "applies to layers 8-10 only" in ex["SW205"].message and "layers 0, 2, 4, 6" in ex["SW204"].message
+
+
+def test_verify_reports_the_drop_from_the_config_the_log_printed(tmp_path):
+    """verify without --config: the YAML is the one the log printed (its ``initial swap_config``)."""
+    from swapwatch.verify import verify
+
+    log = tmp_path / "worker_0.log"
+    with open("fixtures/logs/swap_case3.log") as fh:
+        text = fh.read()
+    assert "'layers': [0, 1, 2]}" in text
+    log.write_text(text.replace("'layers': [0, 1, 2]}", "'layers': [0, 1, 2, 40]}"))
+    res = verify([str(log)])
+    f = _codes(res, "SW205")
+    assert len(f) == 1 and "layer 40 of [0, 1, 2, 40] is outside the model (layers 0-3)" in f[0].message
+    assert f[0].source.startswith(str(log) + ":") and res.verdict == "pass"
