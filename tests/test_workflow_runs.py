@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 
 import pytest
@@ -44,6 +45,12 @@ def test_cpu_swap_run_reports_offload_not_effective_per_rank():
         n = sum("Offload does not take effect outside the scope of the lazy_inline Cell" in ln for ln in lines)
         assert n == 30 and x.actual == n and x.severity == "warning"
         assert f"MindSpore warned {n} times that the offload does not take effect" in x.message
+        prims = {}
+        for ln in lines:
+            m = re.search(r"Offload does not take effect.*ValueNode<Primitive> PrimFunc_(\w+)", ln)
+            if m:
+                prims[m.group(1)] = prims.get(m.group(1), 0) + 1
+        assert f"(BatchMatMul x{prims['BatchMatMul']}, " in x.message        # the most marked primitive first
         file, line = x.source.rsplit(":", 1)
         assert file.endswith(f"worker_{x.rank}.log") and "Offload does not take effect" in lines[int(line) - 1]
     assert res.verdict == "pass" and verify([CPU_SWAP], strict=True).verdict == "fail"
