@@ -190,7 +190,9 @@ def _bad_cells(diff: RankDiff) -> set:
 
 
 def _map_columns(rows: List[Row]) -> List[str]:
-    return layer_table.used_columns([{a: r.cells[a].text() for a in COLUMNS} for r in rows])
+    """Columns that something expected or logged fills (a bare ``?`` does not earn a column)."""
+    return layer_table.used_columns([{a: r.cells[a].expected or r.cells[a].actual for a in COLUMNS}
+                                     for r in rows])
 
 
 def _map_heading(result: Any, rank: Optional[int]) -> str:
