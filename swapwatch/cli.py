@@ -93,7 +93,9 @@ def _origin(exc: BaseException) -> str:
 @click.option("--env", "env", multiple=True, metavar="KEY=VALUE",
               help="Environment the run will have (SW302 needs it; repeatable).")
 @click.option("--model", default="llama", show_default=True, help="Model family layout to resolve patterns on.")
-def explain_cmd(config, fmt, num_layers, pipeline_stage, pp_interleave_num, offset, env, model):
+@click.option("--all-layers", "all_layers", is_flag=True,
+              help="One table row per layer (default: consecutive identical layers fold into ranges).")
+def explain_cmd(config, fmt, num_layers, pipeline_stage, pp_interleave_num, offset, env, model, all_layers):
     """Show what MindFormers will apply to every layer for CONFIG (a training YAML or fragment).
 
     Exit 0; 1 if the config alone shows an error-severity finding; 2 bad input.
@@ -107,7 +109,7 @@ def explain_cmd(config, fmt, num_layers, pipeline_stage, pp_interleave_num, offs
                  pp_interleave_num=pp_interleave_num,
                  offset=parse_offset(offset) if offset is not None else None,
                  env=parse_env(env), model=model)
-    click.echo(render(ex, fmt), nl=False)
+    click.echo(render(ex, fmt, all_layers=all_layers), nl=False)
     return ex.exit_code
 
 
@@ -221,6 +223,26 @@ def run_cmd(config, run_dir, no_verify, ir, shim, command):
 
     result = run_command(list(command), config=config, run_dir=run_dir, verify=not no_verify, ir=ir,
                          mindformers_shim=shim)
+    return result.exit_code
+
+
+# ---- diff ----------------------------------------------------------------------------------
+
+@cli.command("diff")
+@click.argument("a", metavar="A")
+@click.argument("b", metavar="B")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option("--all-layers", "all_layers", is_flag=True,
+              help="One table row per layer (default: consecutive unchanged layers fold into ranges).")
+def diff_cmd(a, b, fmt, all_layers):
+    """What changes per layer and per stage between two YAMLs' plans, or between the strategies
+    two runs applied (run dirs, msrun log dirs, worker logs).
+
+    Exit 0 same, 1 differ, 2 bad input."""
+    from .diff import diff, render
+
+    result = diff(a, b)
+    click.echo(render(result, fmt, all_layers=all_layers), nl=False)
     return result.exit_code
 
 

@@ -49,8 +49,29 @@ class VerifyResult:
         return f.severity == "error" or (self.strict and f.severity == "warning")
 
     def to_json(self) -> Dict[str, Any]:
+        """DESIGN §3.3, plus (added, nothing removed): ``counts`` of findings by severity,
+        ``config`` (path and sha256 of a ``--config`` file; ``source`` says where a config taken
+        from the log came from), ``num_layers`` (the same number as ``layers``, under explain's
+        name: explain's ``layers`` is the per-layer list) and ``layer_map`` (per layer, expected
+        vs logged, and the ranks whose log differs there)."""
+        from .verify_render import layer_map_json
+
         return {"verdict": self.verdict, "ranks": list(self.ranks), "layers": self.layers,
-                "findings": [f.to_json() for f in self.findings]}
+                "findings": [f.to_json() for f in self.findings],
+                "counts": self.counts(), "num_layers": self.layers,
+                "config": _config_json(self.config_source), "layer_map": layer_map_json(self)}
+
+
+def _config_json(source: str) -> Dict[str, Any]:
+    """``{"path", "sha256", "source"}``: path and hash when the config is a file (``--config``),
+    both null when it was rebuilt from the log (``source`` then names the log line)."""
+    import hashlib
+
+    if source and os.path.isfile(source):
+        with open(source, "rb") as fh:
+            digest = hashlib.sha256(fh.read()).hexdigest()
+        return {"path": source, "sha256": digest, "source": source}
+    return {"path": None, "sha256": None, "source": source or None}
 
 
 def verify(paths: Sequence[str], config_path: Optional[str] = None,

@@ -42,8 +42,9 @@ def _codes(ex, code):
 def test_op_swap_layer_past_model_is_a_warning_with_its_line():
     res = CliRunner().invoke(cli, ["explain", TRAP])
     line = _line_of(TRAP, "layers: [8, 9, 10, 40]")
-    assert f"SW205 warning swap_config.op_swap[0].layers: layer 40 of [8, 9, 10, 40] is outside the model " \
-           f"(layers 0-31) and is dropped; it applies to layers 8-10 only  [{TRAP}:{line}]" in res.output
+    assert "  SW205 warning: " in res.output
+    assert f"    swap_config.op_swap[0].layers: layer 40 of [8, 9, 10, 40] is outside the model " \
+           f"(layers 0-31) and is dropped; it applies to layers 8-10 only [{TRAP}:{line}]" in res.output
     data = json.loads(CliRunner().invoke(cli, ["explain", TRAP, "--format", "json"]).output)
     sw205 = [f for f in data["findings"] if f["code"] == "SW205"]
     assert sw205 and sw205[0]["severity"] == "warning" and sw205[0]["actual"] == [40]
