@@ -15,7 +15,27 @@ from . import __version__
 from .errors import InputError
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class SummaryGroup(click.Group):
+    """A group whose ``--help`` shows each command's whole first paragraph, wrapped, instead of
+    click's default cut at about 45 characters or at the first period (``rules  List every rule,
+    or explain one (e.g.``): the command list is where a new user learns what each command is for."""
+
+    group_class = type            # ``plot`` and other subgroups list their commands the same way
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            cmd = self.get_command(ctx, name)
+            if cmd is None or cmd.hidden:
+                continue
+            summary = cmd.short_help or (cmd.help or "").strip().split("\n\n")[0]
+            rows.append((name, " ".join(summary.split())))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+@click.group(cls=SummaryGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="swapwatch")
 def cli() -> None:
     """Observe and verify recompute / activation-swap strategies of MindSpore and MindFormers training."""
@@ -73,7 +93,9 @@ def _origin(exc: BaseException) -> str:
 @click.option("--env", "env", multiple=True, metavar="KEY=VALUE",
               help="Environment the run will have (SW302 needs it; repeatable).")
 @click.option("--model", default="llama", show_default=True, help="Model family layout to resolve patterns on.")
-def explain_cmd(config, fmt, num_layers, pipeline_stage, pp_interleave_num, offset, env, model):
+@click.option("--all-layers", "all_layers", is_flag=True,
+              help="One table row per layer (default: consecutive identical layers fold into ranges).")
+def explain_cmd(config, fmt, num_layers, pipeline_stage, pp_interleave_num, offset, env, model, all_layers):
     """Show what MindFormers will apply to every layer for CONFIG (a training YAML or fragment).
 
     Exit 0; 1 if the config alone shows an error-severity finding; 2 bad input.
@@ -87,7 +109,7 @@ def explain_cmd(config, fmt, num_layers, pipeline_stage, pp_interleave_num, offs
                  pp_interleave_num=pp_interleave_num,
                  offset=parse_offset(offset) if offset is not None else None,
                  env=parse_env(env), model=model)
-    click.echo(render(ex, fmt), nl=False)
+    click.echo(render(ex, fmt, all_layers=all_layers), nl=False)
     return ex.exit_code
 
 
@@ -132,10 +154,11 @@ def verify_cmd(paths, config_path, fmt, strict, ignore, ir, env, output):
 @cli.command("rules")
 @click.argument("code", required=False)
 def rules_cmd(code):
-    """List every rule, or explain one (e.g. `swapwatch rules SW201`)."""
+    """List every rule, or explain one: `swapwatch rules SW201` (also `201`, `sw201`)."""
     from .rules_doc import explain_rule, list_rules
 
-    click.echo(explain_rule(code) if code else list_rules(), nl=False)
+    text = explain_rule(code, style=click.style) if code else list_rules()
+    click.echo(text, nl=False)          # click drops the bold when stdout is not a terminal
     return 0
 
 
@@ -144,25 +167,33 @@ def rules_cmd(code):
 @cli.command("events")
 @click.argument("paths", nargs=-1, required=True)
 @click.option("--format", "fmt", type=click.Choice(["jsonl", "csv"]), default="jsonl", show_default=True,
-              help="jsonl: one JSON object per event; csv: kind,rank,source,detail (detail = the other fields as JSON).")
-def events_cmd(paths, fmt):
+              help="jsonl: one JSON object per event; csv: one column per event field (lists joined "
+                   "with ';', mappings as JSON).")
+@click.option("--kind", "kinds", multiple=True, metavar="KIND",
+              help="Only events of this kind (repeatable): action, step, memory, notice, ...")
+@click.option("--rank", "ranks", default=None, metavar="0-7,12", help="Only these ranks (ranges allowed).")
+def events_cmd(paths, fmt, kinds, ranks):
     """Every parsed event of worker logs / msrun dirs / run dirs, one per line, in file order."""
-    import csv
     import json
 
+    from .events_output import csv_columns, csv_row, event_filter
     from .parsers import iter_events
 
+    keep = event_filter(kinds, ranks)
     out = sys.stdout
-    writer = csv.writer(out, lineterminator="\n") if fmt == "csv" else None
-    if writer:
-        writer.writerow(["kind", "rank", "source", "detail"])
+    writer, columns = None, None
+    if fmt == "csv":
+        import csv
+
+        writer, columns = csv.writer(out, lineterminator="\n"), csv_columns(kinds)
+        writer.writerow(columns)
     try:
         for e in iter_events(list(paths)):
+            if not keep(e):
+                continue
             d = e.to_json()
             if writer:
-                rest = {k: v for k, v in d.items() if k not in ("kind", "rank", "source")}
-                writer.writerow([d["kind"], "" if d["rank"] is None else d["rank"], d["source"],
-                                 json.dumps(rest, separators=(",", ":"), ensure_ascii=False, default=str)])
+                writer.writerow(csv_row(d, columns))
             else:
                 out.write(json.dumps(d, separators=(",", ":"), ensure_ascii=False, default=str) + "\n")
         out.flush()
@@ -192,6 +223,26 @@ def run_cmd(config, run_dir, no_verify, ir, shim, command):
 
     result = run_command(list(command), config=config, run_dir=run_dir, verify=not no_verify, ir=ir,
                          mindformers_shim=shim)
+    return result.exit_code
+
+
+# ---- diff ----------------------------------------------------------------------------------
+
+@cli.command("diff")
+@click.argument("a", metavar="A")
+@click.argument("b", metavar="B")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option("--all-layers", "all_layers", is_flag=True,
+              help="One table row per layer (default: consecutive unchanged layers fold into ranges).")
+def diff_cmd(a, b, fmt, all_layers):
+    """What changes per layer and per stage between two YAMLs' plans, or between the strategies
+    two runs applied (run dirs, msrun log dirs, worker logs).
+
+    Exit 0 same, 1 differ, 2 bad input."""
+    from .diff import diff, render
+
+    result = diff(a, b)
+    click.echo(render(result, fmt, all_layers=all_layers), nl=False)
     return result.exit_code
 
 

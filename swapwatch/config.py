@@ -550,8 +550,9 @@ def _rule_swap_entry(cfg: TrainingConfig, item: Dict[str, Any], key: str, label:
     p = item.get("backward_prefetch")
     if not isinstance(p, int) or p < 1:
         raise cfg.error(f"{key}.backward_prefetch",
-                        f"{label}: backward_prefetch must be an integer >= 1 on this (legacy model) path, "
-                        f"got {p!r}" + (" ('Auto' only passes the mcore path)" if p == "Auto" else ""))
+                        f"{label}: backward_prefetch in swap_config must be an integer >= 1, got {p!r}"
+                        + (" (MindFormers' check_rules rejects 'Auto' in swap_config; only models that read "
+                           "their swap settings from model.model_config take it there)" if p == "Auto" else ""))
 
 
 def parse_offset(text: str) -> Any:

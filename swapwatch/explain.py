@@ -11,6 +11,8 @@ from typing import Any, Dict, List, Mapping, Optional
 
 from .checks import CheckContext, Finding, run_rules
 from .config import TrainingConfig, load_config
+from .errors import InputError
+from .file_kind import reject_log_for_explain
 from .models import load_layout
 from . import strategy
 
@@ -33,8 +35,12 @@ def explain(path: str, num_layers: Optional[int] = None, pipeline_stage: Optiona
             env: Optional[Mapping[str, str]] = None, model: str = "llama") -> Explanation:
     """Explain the YAML at ``path``. Raises InputError/ConfigError (exit 2) for bad input."""
     layout = load_layout(model)
-    config = load_config(path, num_layers=num_layers, pipeline_stage=pipeline_stage,
-                         pp_interleave_num=pp_interleave_num, offset=offset)
+    try:
+        config = load_config(path, num_layers=num_layers, pipeline_stage=pipeline_stage,
+                             pp_interleave_num=pp_interleave_num, offset=offset)
+    except InputError:
+        reject_log_for_explain(path)        # a worker log: say that `verify` is the command meant
+        raise
     plan = strategy.plan(config, layout=layout, model=model)
     ctx = CheckContext(plan=plan, config=config, env=dict(env or {}))
     findings = sorted(run_rules(ctx, needs=("config",)),

@@ -9,61 +9,40 @@ its rule code and the YAML line it is about.
 from __future__ import annotations
 
 import json
-import textwrap
-from typing import List, Sequence
+from typing import List, Tuple
 
-from . import strategy
+from . import layer_table, strategy
 from .explain import Explanation
+from .verify_render import findings_block
 
-WRAP = 50
 
-
-def render(ex: Explanation, fmt: str) -> str:
+def render(ex: Explanation, fmt: str, all_layers: bool = False) -> str:
     if fmt == "json":
         return json.dumps(ex.plan.to_json(), indent=1) + "\n"
     if fmt == "formative":
         return "\n".join(strategy.layer_setting_lines(ex.plan, ex.layout)) + "\n"
-    return render_table(ex)
+    return render_table(ex, all_layers=all_layers)
 
 
-# ---------------------------------------------------------------------------------------------
-
-def _paths(ex: Explanation, patterns: Sequence[str], mode: str) -> List[str]:
-    """Each pattern as the paths it reaches; a pattern that reaches nothing is shown as such."""
-    out: List[str] = []
-    for pat in patterns:
-        res = strategy.walk(ex.layout, pat, mode)
-        if res.targets:
-            out.extend(t.path for t in res.targets)
-        elif res.skipped_cells:
-            out.append(f"{pat} (cell only: no effect)")
-        else:
-            out.append(f"{pat} (no match)")
-    return out
-
-
-def _swap_cell(ex: Explanation, lp: strategy.LayerPlan) -> List[str]:
-    items: List[str] = []
-    over = set(lp.swap_overridden)
-    if lp.layer_swap is not None:
-        mark = "!" if "layer_swap" in over or any(o.startswith("layer_swap[") for o in over) else ""
-        items.append(f"{mark}layer p={lp.layer_swap}")
-    for pat, p in lp.op_swap.items():
-        mark = "!" if pat in over else ""
-        targets = [t.path for t in strategy.walk(ex.layout, pat, "swap").targets]
-        shown = ", ".join(targets) if targets else f"{pat} (no match)"
-        items.append(f"{mark}{shown} p={p}")
-    return items
+def plan_rows(ex: Explanation, all_layers: bool = False) -> Tuple[List[str], List[List[str]]]:
+    """Header and rows of the per-layer table, in the vocabulary every per-layer table shares
+    (:mod:`swapwatch.layer_table`); consecutive identical layers of one stage fold into a range
+    unless ``all_layers``."""
+    plan = ex.plan
+    interleaved = plan.geometry.pp_interleave_num > 1
+    rows = []
+    for lp in plan.layers:
+        cells = layer_table.plan_cells(lp, ex.layout)
+        rows.append(([lp.layer], layer_table.stage_label(lp.stage, lp.interleave, interleaved), cells))
+    if not all_layers:
+        rows = layer_table.fold(rows, key=lambda r: (r[1], r[2]), layers=lambda r: r[0])
+    cols = layer_table.used_columns([r[2] for r in rows])
+    header = ["layer", "stage"] + [layer_table.COLUMNS[a] for a in cols]
+    body = [[layer_table.layer_label(layers), stage] + [cells[a] for a in cols] for layers, stage, cells in rows]
+    return header, body
 
 
-def _wrap(items: List[str], width: int = WRAP) -> List[str]:
-    if not items:
-        return ["-"]
-    text = ", ".join(items)
-    return textwrap.wrap(text, width=width, break_long_words=False, break_on_hyphens=False) or ["-"]
-
-
-def render_table(ex: Explanation) -> str:
+def render_table(ex: Explanation, all_layers: bool = False) -> str:
     plan, cfg, g = ex.plan, ex.config, ex.plan.geometry
     out: List[str] = []
     src = cfg.source or "config"
@@ -84,50 +63,22 @@ def render_table(ex: Explanation) -> str:
     out.append("")
 
     interleaved = g.pp_interleave_num > 1
-    headers = ["layer", "stage/v" if interleaved else "stage", "full", "select recompute",
-               "comm recompute", "exclude", "swap (p = backward_prefetch)"]
-    rows = []
-    for lp in plan.layers:
-        full = "yes" if lp.full_recompute else "-"
-        if lp.full_recompute and not lp.full_recompute_logged:
-            full = "yes*"
-        excl = _paths(ex, lp.select_recompute_exclude, "exclude") + \
-            [f"comm:{p}" for p in _paths(ex, lp.select_comm_recompute_exclude, "comm_exclude")]
-        rows.append([[str(lp.layer)], [f"{lp.stage}/{lp.interleave}" if interleaved else str(lp.stage)], [full],
-                     _wrap(_paths(ex, lp.select_recompute, "recompute")),
-                     _wrap(_paths(ex, lp.select_comm_recompute, "comm")),
-                     _wrap(excl), _wrap(_swap_cell(ex, lp)) if plan.swap else ["-"]])
-    # a column that says "-" on every layer (no exclude, no swap) only costs width
-    keep = [i for i in range(len(headers)) if i < 3 or any(r[i] != ["-"] for r in rows)]
-    headers = [headers[i] for i in keep]
-    rows = [[r[i] for i in keep] for r in rows]
-    widths = [max([len(h)] + [len(line) for r in rows for line in r[i]]) for i, h in enumerate(headers)]
-    out.append(_fmt_row(headers, widths))
-    out.append(_fmt_row(["-" * w for w in widths], widths))
-    for r in rows:
-        for k in range(max(len(c) for c in r)):
-            out.append(_fmt_row([c[k] if k < len(c) else "" for c in r], widths))
-    legend = []
-    if any(lp.full_recompute and not lp.full_recompute_logged for lp in plan.layers):
-        legend.append("yes* = fully recomputed without a log line")
-    if any(lp.swap_overridden for lp in plan.layers):
-        legend.append("! = swap voided by recompute on that layer (SW201)")
-    if legend:
-        out.append("  " + "; ".join(legend))
+    header, body = plan_rows(ex, all_layers=all_layers)
+    out.extend(layer_table.grid(header, body))
+    marks = layer_table.legend(c for row in body for c in row[2:])
+    if marks:
+        out.append("  " + "; ".join(marks))
+    out.extend(layer_table.stage_summary(plan.layers, interleaved))
     out.append("")
     if ex.findings:
-        out.append(f"findings ({len(ex.findings)}):")
-        for f in ex.findings:
-            where = f"  [{f.source}]" if f.source else ""
-            out.append(f"  {f.code} {f.severity:<7} {f.message}{where}")
+        out.extend(findings_block(ex.findings))
     else:
-        out.append("findings: none")
+        out.extend(["Findings: none", ""])
     if plan.swap and plan.geometry.pipeline_stage <= 1 and not ex.env:
         # SW302 depends on the launch environment, which explain cannot see without --env
         out.append("not checked (needs --env): SW302, the launch needs ENABLE_LAZY_INLINE_NO_PIPELINE=1 "
                    "for swap without pipeline parallel (`swapwatch run` sets it)")
+    while out and not out[-1]:
+        out.pop()
     return "\n".join(line.rstrip() for line in out) + "\n"
 
-
-def _fmt_row(cells: List[str], widths: List[int]) -> str:
-    return "  ".join(c.ljust(w) for c, w in zip(cells, widths))

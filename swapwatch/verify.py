@@ -16,6 +16,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from .checks import REGISTRY, CheckContext, Finding, run_rules
 from .errors import InputError
+from .file_kind import reject_yaml_for_verify
 
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 INITIAL_SECTIONS = ("recompute_config", "swap_config", "parallel_config")
@@ -48,8 +49,29 @@ class VerifyResult:
         return f.severity == "error" or (self.strict and f.severity == "warning")
 
     def to_json(self) -> Dict[str, Any]:
+        """DESIGN §3.3, plus (added, nothing removed): ``counts`` of findings by severity,
+        ``config`` (path and sha256 of a ``--config`` file; ``source`` says where a config taken
+        from the log came from), ``num_layers`` (the same number as ``layers``, under explain's
+        name: explain's ``layers`` is the per-layer list) and ``layer_map`` (per layer, expected
+        vs logged, and the ranks whose log differs there)."""
+        from .verify_render import layer_map_json
+
         return {"verdict": self.verdict, "ranks": list(self.ranks), "layers": self.layers,
-                "findings": [f.to_json() for f in self.findings]}
+                "findings": [f.to_json() for f in self.findings],
+                "counts": self.counts(), "num_layers": self.layers,
+                "config": _config_json(self.config_source), "layer_map": layer_map_json(self)}
+
+
+def _config_json(source: str) -> Dict[str, Any]:
+    """``{"path", "sha256", "source"}``: path and hash when the config is a file (``--config``),
+    both null when it was rebuilt from the log (``source`` then names the log line)."""
+    import hashlib
+
+    if source and os.path.isfile(source):
+        with open(source, "rb") as fh:
+            digest = hashlib.sha256(fh.read()).hexdigest()
+        return {"path": source, "sha256": digest, "source": source}
+    return {"path": None, "sha256": None, "source": source or None}
 
 
 def verify(paths: Sequence[str], config_path: Optional[str] = None,
@@ -67,6 +89,7 @@ def verify(paths: Sequence[str], config_path: Optional[str] = None,
     for p in paths:
         if not os.path.exists(p):
             raise InputError("no such file or directory", file=str(p))
+        reject_yaml_for_verify(str(p))
     if ir_dir and not os.path.isdir(ir_dir):
         raise InputError("--ir: not a directory", file=str(ir_dir))
 
@@ -87,7 +110,7 @@ def verify(paths: Sequence[str], config_path: Optional[str] = None,
     # without --config the log's own config is the reference: SW107 would compare it with itself
     return evaluate(make_plan(config), runlog, config=config, env=merged_env(runlog, env),
                     ignore=skip, strict=strict, ir=ir, config_source=source,
-                    skip_codes=() if config_path else ("SW107",))
+                    skip_codes=() if config_path else ("SW107", "SW109"))
 
 
 def evaluate(plan: Any, runlog: Any, config: Any = None, env: Optional[Mapping[str, str]] = None,
@@ -101,11 +124,13 @@ def evaluate(plan: Any, runlog: Any, config: Any = None, env: Optional[Mapping[s
     needs = ["config", "run"] + (["ir"] if ir is not None else [])
     findings = run_rules(ctx, needs=needs, ignore=skip)
     findings = _dedupe(list(getattr(plan, "findings", None) or []) + findings, skip)
+    findings = one_cause(findings)
     findings.sort(key=_sort_key)
     result = VerifyResult(findings=findings, verdict="pass", exit_code=0,
                           ranks=sorted(runlog.ranks), layers=len(plan.layers), strict=strict,
                           config_source=config_source, env=dict(env or {}), plan=plan,
-                          runlog=runlog, comparison=comparison(ctx))
+                          runlog=runlog,
+                          comparison=None if _not_this_config(findings) else comparison(ctx))
     if any(result.failing(f) for f in findings):
         result.verdict, result.exit_code = "fail", 1
     return result
@@ -234,6 +259,21 @@ def _first_source(rank_log: Any, kind: str) -> Optional[str]:
 # ---------------------------------------------------------------------------------------------
 # Findings
 # ---------------------------------------------------------------------------------------------
+
+def one_cause(findings: List[Finding]) -> List[Finding]:
+    """When the log is not a run of ``--config`` (SW109), that is the one cause: drop the per-layer
+    comparison findings that follow from it (``checks.sw109_not_this_config.CASCADE``), so one
+    wrong config is one error, not one per layer and rank."""
+    if not _not_this_config(findings):
+        return findings
+    from .checks.sw109_not_this_config import CASCADE
+
+    return [f for f in findings if f.code not in CASCADE]
+
+
+def _not_this_config(findings: List[Finding]) -> bool:
+    return any(f.code == "SW109" for f in findings)
+
 
 def _dedupe(findings: List[Any], skip: set) -> List[Finding]:
     out: List[Finding] = []

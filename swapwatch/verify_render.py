@@ -2,8 +2,12 @@
 junit (CI systems), markdown (a PR comment).
 
 The per-layer map shows, for one rank, what the config applies and what the log shows, one
-column per action; cells where the two differ are marked ``✗ expected → actual``. Consecutive
-layers with identical, matching rows are folded into one row so a 96-layer model stays readable.
+column per action, in the words every per-layer table shares (:mod:`swapwatch.layer_table`);
+cells where the two differ are marked ``✗ expected → actual``, cells the log cannot speak for
+``?`` (a rank with no strategy line at all is all ``?``: it cannot be verified, which is not a
+difference). Consecutive identical rows fold into one, so a 96-layer model stays readable.
+Findings are grouped by cause (:mod:`swapwatch.finding_groups`) with rank and layer ranges, so
+10,000 ranks read as a few lines; JSON keeps every finding.
 """
 from __future__ import annotations
 
@@ -13,26 +17,23 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 from xml.etree import ElementTree as ET
 
+from . import finding_groups, layer_table
 from .checks import REGISTRY
 from .checks._compare import RankDiff
 
 FORMATS = ("table", "json", "junit", "markdown")
-COLUMNS = OrderedDict([
-    ("full_recompute", "full"),
-    ("select_recompute", "select recompute"),
-    ("select_comm_recompute", "comm recompute"),
-    ("select_recompute_exclude", "exclude"),
-    ("select_comm_recompute_exclude", "comm exclude"),
-    ("layer_swap", "layer swap"),
-    ("op_swap", "op swap"),
-])
+COLUMNS = layer_table.COLUMNS
 FAMILIES = OrderedDict([
     ("SW1", "the log shows the configured strategy"),
     ("SW2", "swap and recompute work together"),
     ("SW3", "the environment supports the strategy"),
     ("SW4", "all ranks agree and are present"),
 ])
-MARK = "✗"
+MARK = layer_table.DIFF
+#: Group lines shown per rule in the table before "... and N more".
+TABLE_GROUPS = 50
+#: A PR comment holds at most 65,536 characters; the Markdown report stays under this.
+MARKDOWN_BUDGET = 60_000
 
 
 def render(result: Any, fmt: str) -> str:
@@ -54,14 +55,14 @@ class Cell:
     expected: str = ""
     actual: str = ""
     differs: bool = False
-    unknown: bool = False          # the log is cut before this layer
+    unknown: bool = False          # the log cannot speak for this cell (cut off, or no strategy lines)
 
     def text(self) -> str:
         if self.unknown:
-            return f"{self.expected} ?" if self.expected else "?"
+            return f"{self.expected} {layer_table.UNKNOWN}" if self.expected else layer_table.UNKNOWN
         if not self.differs:
             return self.expected
-        return f"{MARK} {self.expected or '-'} → {self.actual or '-'}"
+        return f"{MARK} {self.expected or layer_table.NONE} → {self.actual or layer_table.NONE}"
 
 
 @dataclass
@@ -69,34 +70,53 @@ class Row:
     layers: List[int]
     stage: str
     cells: Dict[str, Cell] = field(default_factory=dict)
-    overridden: str = ""
 
     @property
     def differs(self) -> bool:
         return any(c.differs for c in self.cells.values())
 
     def label(self) -> str:
-        a, b = self.layers[0], self.layers[-1]
-        return str(a) if a == b else f"{a}-{b}"
+        return layer_table.layer_label(self.layers)
 
     def signature(self) -> Tuple:
-        return (self.stage, self.overridden) + tuple(
+        return (self.stage,) + tuple(
             (k, c.expected, c.actual, c.differs, c.unknown) for k, c in sorted(self.cells.items()))
 
 
+def unverifiable(result: Any, rank: Optional[int]) -> bool:
+    """A rank whose log has no strategy line at all cannot say what it applied: its map is ``?``,
+    never a column of differences (SW106 / SW108 say why)."""
+    comp = result.comparison
+    diff = comp.ranks.get(rank) if comp is not None and rank is not None else None
+    return diff is not None and not diff.has_strategy_lines
+
+
 def map_rank(result: Any) -> Optional[int]:
-    """The rank whose map is shown: the first rank with findings of its own, else the first rank
-    with strategy lines."""
+    """The rank whose map is shown: the first rank with strategy lines and findings of its own
+    about the strategy (SW1xx), else the first rank with strategy lines, else the first rank."""
     comp = result.comparison
     if comp is None or not comp.ranks:
         return None
     for f in result.findings:
-        if f.rank is not None and f.rank in comp.ranks and f.code.startswith("SW1"):
+        if (f.rank is not None and f.rank in comp.ranks and f.code.startswith("SW1")
+                and comp.ranks[f.rank].has_strategy_lines):
             return f.rank
     for r, d in sorted(comp.ranks.items()):
         if d.has_strategy_lines:
             return r
     return min(comp.ranks)
+
+
+def _layout(result: Any) -> Any:
+    plan = result.plan
+    if plan is None:
+        return None
+    try:
+        from .models import load_layout
+
+        return load_layout(getattr(plan, "model", None) or "llama")
+    except Exception:           # an unknown family: patterns are shown as written
+        return None
 
 
 def layer_map(result: Any, rank: Optional[int] = None, fold: bool = True) -> List[Row]:
@@ -106,24 +126,60 @@ def layer_map(result: Any, rank: Optional[int] = None, fold: bool = True) -> Lis
         return []
     rank = map_rank(result) if rank is None else rank
     diff: RankDiff = comp.ranks.get(rank) if rank is not None else None
-    bad = _bad_cells(diff) if diff else set()
-    rows: List[Row] = []
+    blind = unverifiable(result, rank)
+    bad = _bad_cells(diff) if diff and not blind else set()
+    layout = _layout(result)
     plan_layers = {lp.layer: lp for lp in result.plan.layers} if result.plan is not None else {}
+    interleaved = any(getattr(lp, "interleave", 0) for lp in plan_layers.values())
+    rows: List[Row] = []
     all_layers = sorted(set(comp.expected) | (set(diff.seen) if diff else set()))
     for layer in all_layers:
         lp = plan_layers.get(layer)
-        stage = (f"{lp.stage}" + (f" v{lp.interleave}" if getattr(lp, "interleave", 0) else "")) if lp else "?"
-        row = Row([layer], stage, overridden=", ".join(getattr(lp, "swap_overridden", None) or []))
-        exp = comp.expected.get(layer, [])
-        got = diff.seen.get(layer, []) if diff else []
+        stage = layer_table.stage_label(lp.stage if lp else None, lp.interleave if lp else 0, interleaved)
+        exp = layer_table.plan_cells(lp, layout) if lp else {}
+        got_items = diff.seen.get(layer, []) if diff else []
+        got = layer_table.logged_cells(got_items)
+        row = Row([layer], stage)
         for action in COLUMNS:
-            e_items = [e for e in exp if e.action == action]
-            s_items = [s for s in got if s.action == action]
-            row.cells[action] = Cell(_expected_text(action, e_items), _actual_text(action, s_items),
-                                     (layer, action) in bad,
-                                     bool(diff) and layer in diff.cut_layers and not s_items)
+            unknown = blind or (bool(diff) and layer in diff.cut_layers
+                                and not any(s.action == action for s in got_items))
+            row.cells[action] = Cell(exp.get(action, ""), got.get(action, ""),
+                                     (layer, action) in bad and not unknown, unknown)
         rows.append(row)
-    return _fold(rows) if fold else rows
+    if not fold:
+        return rows
+    # identical rows fold whether they match or differ: 64 layers with one systematic difference
+    # read as one row "0-63 ✗ yes → -"
+    return layer_table.fold(rows, key=Row.signature, layers=lambda r: r.layers)
+
+
+def layer_map_json(result: Any) -> Dict[str, Any]:
+    """The per-layer map as data for ``verify --format json``: for each layer its stage and
+    interleave, what the config applies and what the shown rank logged (one text per column, in
+    the table's words), the columns that differ, the columns the log cannot speak for, and every
+    rank whose log differs at that layer (all ranks, not only the shown one)."""
+    comp = result.comparison
+    rank = map_rank(result)
+    if comp is None:
+        return {"rank": None, "layers": []}
+    differing: Dict[int, set] = defaultdict(set)
+    for r, diff in comp.ranks.items():
+        if diff.has_strategy_lines:
+            for layer, _ in _bad_cells(diff):
+                differing[layer].add(r)
+    plan_layers = {lp.layer: lp for lp in result.plan.layers} if result.plan is not None else {}
+    out = []
+    for row in layer_map(result, rank, fold=False):
+        layer = row.layers[0]
+        lp = plan_layers.get(layer)
+        out.append({"layer": layer, "stage": lp.stage if lp else None,
+                    "interleave": lp.interleave if lp else None,
+                    "expected": {a: c.expected for a, c in row.cells.items() if c.expected},
+                    "actual": {a: c.actual for a, c in row.cells.items() if c.actual},
+                    "differs": [a for a, c in row.cells.items() if c.differs],
+                    "unknown": [a for a, c in row.cells.items() if c.unknown],
+                    "ranks_differing": sorted(differing.get(layer, ()))})
+    return {"rank": rank, "verified": not unverifiable(result, rank), "layers": out}
 
 
 def _bad_cells(diff: RankDiff) -> set:
@@ -133,40 +189,28 @@ def _bad_cells(diff: RankDiff) -> set:
     return bad
 
 
-def _expected_text(action: str, items) -> str:
-    if not items:
-        return ""
-    if action == "full_recompute":
-        return "yes" if items[0].logged else "yes (no line)"
-    if action == "layer_swap":
-        return f"p={items[0].value}"
-    if action == "op_swap":
-        return ", ".join(f"{e.op}={e.value}" for e in items)
-    return ", ".join(e.op for e in items)
+def _map_columns(rows: List[Row]) -> List[str]:
+    """Columns that something expected or logged fills (a bare ``?`` does not earn a column)."""
+    return layer_table.used_columns([{a: r.cells[a].expected or r.cells[a].actual for a in COLUMNS}
+                                     for r in rows])
 
 
-def _actual_text(action: str, items) -> str:
-    if not items:
-        return ""
-    if action == "full_recompute":
-        return "yes"
-    if action == "layer_swap":
-        return ", ".join(f"p={s.value}" for s in items)
-    if action == "op_swap":
-        return ", ".join(f"{s.path}={s.value}" for s in items)
-    return ", ".join(s.path for s in items)
+def _map_heading(result: Any, rank: Optional[int]) -> str:
+    head = f"Per-layer strategy, rank {rank}: expected (config: {result.config_source}) vs the log"
+    if unverifiable(result, rank):
+        head += (f"; rank {rank}'s log has no strategy line, so {layer_table.UNKNOWN} everywhere: "
+                 "it cannot be verified")
+    return head
 
 
-def _fold(rows: List[Row]) -> List[Row]:
-    out: List[Row] = []
-    for row in rows:
-        prev = out[-1] if out else None
-        if (prev is not None and not row.differs and not prev.differs
-                and prev.layers[-1] + 1 == row.layers[0] and prev.signature() == row.signature()):
-            prev.layers.append(row.layers[0])
-        else:
-            out.append(row)
-    return out
+def _map_legend(body: List[List[str]]) -> List[str]:
+    cells = [c for row in body for c in row[2:]]
+    marks = []
+    if any(c.startswith(MARK) for c in cells):
+        marks.append(f"{MARK} = the log differs (expected → logged)")
+    if any(c.endswith(layer_table.UNKNOWN) for c in cells):
+        marks.append(f"{layer_table.UNKNOWN} = the log does not reach this layer")
+    return marks + layer_table.legend(cells)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -178,107 +222,63 @@ def render_table(result: Any) -> str:
     rank = map_rank(result)
     rows = layer_map(result, rank)
     if rows:
-        cols = [a for a in COLUMNS if any(r.cells[a].text() for r in rows)]
+        cols = _map_columns(rows)
         header = ["layer", "stage"] + [COLUMNS[a] for a in cols]
-        with_over = any(r.overridden for r in rows)
-        if with_over:
-            header.append("swap overridden")
-        body = []
-        for r in rows:
-            cells = [r.label(), r.stage] + [r.cells[a].text() or "·" for a in cols]
-            if with_over:
-                cells.append(r.overridden or "·")
-            body.append(cells)
-        lines.append(f"Per-layer strategy, rank {rank}: expected (config: {result.config_source}) "
-                     f"vs the log; {MARK} marks a difference, ? a layer the log does not reach")
-        lines.extend(_grid(header, body))
+        body = [[r.label(), r.stage] + [r.cells[a].text() for a in cols] for r in rows]
+        lines.append(_map_heading(result, rank))
+        lines.extend(layer_table.grid(header, body))
+        marks = _map_legend(body)
+        if marks:
+            lines.append("  " + "; ".join(marks))
+        if result.plan is not None:
+            lines.extend(layer_table.stage_summary(result.plan.layers, _interleaved(result)))
+        blind = [r for r in result.ranks if r != rank and unverifiable(result, r)]
+        if blind:
+            lines.append(f"not verified (no strategy lines): rank(s) {layer_table.ranges(blind, 6)}")
         lines.append("")
-    groups = _by_code(result.findings)
-    if groups:
-        lines.append("Findings")
-        for code, items in groups.items():
-            rule = REGISTRY.get(code)
-            title = rule.title if rule else ""
-            lines.append(f"  {code} {items[0].severity}: {title} ({len(items)})")
-            same = _across_ranks(items)
-            for f, text, n_sources in same[:50]:
-                more = f" +{n_sources - 1} more" if n_sources > 1 else ""
-                src = f" [{f.source}{more}]" if f.source else ""
-                lines.append(f"    {text}{src}")
-            if len(same) > 50:
-                lines.append(f"    ... and {len(same) - 50} more (use --format json for all)")
-        lines.append("")
+    lines.extend(findings_block(result.findings, result.failing))
     lines.append(verdict_line(result))
     return "\n".join(lines) + "\n"
 
 
-def _grid(header: List[str], body: List[List[str]]) -> List[str]:
-    widths = [max(len(str(row[i])) for row in [header] + body) for i in range(len(header))]
-
-    def fmt(row):
-        return "  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip()
-
-    return [fmt(header), "  ".join("-" * w for w in widths)] + [fmt(r) for r in body]
+def _interleaved(result: Any) -> bool:
+    return any(getattr(lp, "interleave", 0) for lp in result.plan.layers)
 
 
-def _across_ranks(items) -> List[Tuple[Any, str, int]]:
-    """Fold findings that differ only in rank and source into one line per (layer, op, message).
-
-    A config mismatch on a 64-rank job is the same sentence 64 times; a person wants it once with
-    "ranks 0-63" and the first place to look. JSON, JUnit and markdown keep every finding.
-    Returns (first finding, text with its rank/layer prefix, number of distinct sources).
-    """
-    groups: "OrderedDict[Tuple, list]" = OrderedDict()
-    for f in items:
-        prefix = f"rank {f.rank}"
-        shared = (f.rank is not None and f.message.startswith(prefix)
-                  and f.message[len(prefix):len(prefix) + 1] in (" ", ":"))
-        body = f.message[len(prefix):] if shared else f.message
-        # a message that does not start with its rank cannot be re-prefixed: keep such findings apart
-        key = (f.severity, f.layer, f.op, body, repr(f.expected), repr(f.actual), None if shared else f.rank)
-        groups.setdefault(key, []).append((f, body))
-    out = []
-    for members in groups.values():
-        f, body = members[0]
-        ranks = sorted({m.rank for m, _ in members if m.rank is not None})
-        text = f"ranks {_ranges(ranks)}{body}" if len(ranks) > 1 else f"{_where(f)}{f.message}"
-        out.append((f, text, len({m.source for m, _ in members if m.source})))
-    return out
-
-
-def _where(f) -> str:
-    parts = []
-    if f.rank is not None:
-        parts.append(f"rank {f.rank}")
-    if f.layer is not None:
-        parts.append(f"layer {f.layer}")
-    return (" ".join(parts) + ": ") if parts and not f.message.startswith(parts[0]) else ""
+def findings_block(findings: List[Any], failing=lambda f: f.severity == "error",
+                   max_groups: int = TABLE_GROUPS) -> List[str]:
+    """The Findings section of a table: per rule, a header ending with where its fix is, then
+    one line per cause with the ranks and layers it hits; the ranks hit hardest at the end."""
+    if not findings:
+        return []
+    lines = ["Findings"]
+    for code, groups in finding_groups.by_code(finding_groups.group(findings)).items():
+        rule = REGISTRY.get(code)
+        title = rule.title if rule else ""
+        n = sum(len(g.findings) for g in groups)
+        lines.append(f"  {code} {groups[0].severity}: {title} ({n})  → swapwatch rules {code}")
+        for g in groups[:max_groups]:
+            count = f" ({len(g.findings)})" if len(g.findings) > 1 else ""
+            src = f" [{g.source_text()}]" if g.sources else ""
+            lines.append(f"    {g.text()}{count}{src}")
+        if len(groups) > max_groups:
+            lines.append(f"    ... and {len(groups) - max_groups} more (use --format json for all)")
+    worst = finding_groups.worst_ranks(findings, failing)
+    hit = {f.rank for f in findings if f.rank is not None and failing(f)}
+    if len(hit) > 1:
+        lines.append(f"  ranks with failing findings: {len(hit)}; most: "
+                     + ", ".join(f"rank {r} ({n})" for r, n in worst))
+    lines.append("")
+    return lines
 
 
 def verdict_line(result: Any) -> str:
     c = result.counts()
-    ranks = _ranges(result.ranks)
+    ranks = layer_table.ranges(result.ranks, 6)
     tally = f"{c['error']} error(s), {c['warning']} warning(s)" + (f", {c['info']} note(s)" if c["info"] else "")
     strict = " (--strict: warnings fail)" if result.strict and c["warning"] else ""
     return (f"{result.verdict.upper()}: {tally}{strict}; {len(result.ranks)} rank(s) [{ranks}], "
             f"{result.layers} layers, config from {result.config_source}")
-
-
-def _by_code(findings) -> "OrderedDict[str, list]":
-    groups: "OrderedDict[str, list]" = OrderedDict()
-    for f in findings:
-        groups.setdefault(f.code, []).append(f)
-    return groups
-
-
-def _ranges(ranks: List[int]) -> str:
-    out, start = [], None
-    for i, r in enumerate(ranks):
-        start = r if start is None else start
-        if i + 1 == len(ranks) or ranks[i + 1] != r + 1:
-            out.append(str(start) if start == r else f"{start}-{r}")
-            start = None
-    return ", ".join(out)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -302,50 +302,79 @@ def _jsonable(value: Any) -> Any:
 # ---------------------------------------------------------------------------------------------
 
 def render_junit(result: Any) -> str:
-    """One testcase per rank × rule family (config-level findings under ``all ranks``)."""
-    cases: Dict[Tuple[str, str], list] = OrderedDict()
-    for rank in result.ranks:
-        for fam in ("SW1", "SW4"):
-            cases[(f"rank {rank}", fam)] = []
-    for fam in FAMILIES:
-        cases.setdefault(("all ranks", fam), [])
-    by_case: Dict[Tuple[str, str], list] = defaultdict(list)
-    for f in result.findings:
-        who = f"rank {f.rank}" if f.rank is not None else "all ranks"
-        key = (who, f.code[:3])
-        cases.setdefault(key, [])
-        by_case[key].append(f)
-    failures = sum(1 for k in cases if any(result.failing(f) for f in by_case[k]))
-    root = ET.Element("testsuites", name="swapwatch verify", tests=str(len(cases)),
-                      failures=str(failures), errors="0")
-    suite = ET.SubElement(root, "testsuite", name="swapwatch.verify", tests=str(len(cases)),
-                          failures=str(failures), errors="0", skipped="0")
-    for (who, fam), _ in cases.items():
-        found = by_case[(who, fam)]
-        case = ET.SubElement(suite, "testcase",
-                             classname=f"swapwatch.{who.replace(' ', '_')}",
+    """One testcase per rule family per group of ranks whose findings of that family say the
+    same thing (config-level findings under ``all ranks``), so 10,000 identical ranks are one
+    testcase, not 10,000; ``<properties>`` come first, as the JUnit schema wants."""
+    c = result.counts()
+    root = ET.Element("testsuites", name="swapwatch verify")
+    suite = ET.SubElement(root, "testsuite", name="swapwatch.verify", errors="0", skipped="0")
+    props = ET.SubElement(suite, "properties")
+    cfg = _config_json_of(result)
+    for name, value in (("verdict", result.verdict), ("config", cfg.get("source") or ""),
+                        ("config_sha256", cfg.get("sha256") or ""), ("errors", c["error"]),
+                        ("warnings", c["warning"]), ("ranks", len(result.ranks))):
+        ET.SubElement(props, "property", name=name, value=_clean(str(value)))
+    cases = _junit_cases(result)
+    failures = 0
+    for who, fam, found in cases:
+        case = ET.SubElement(suite, "testcase", classname=f"swapwatch.{who.replace(' ', '_')}",
                              name=f"{fam}xx {FAMILIES.get(fam, 'other checks')}", time="0")
         failing = [f for f in found if result.failing(f)]
         if failing:
-            fail = ET.SubElement(case, "failure", type=",".join(sorted({f.code for f in failing})),
-                                 message=_clean(failing[0].message)[:500])
-            fail.text = _clean("\n".join(_finding_line(f) for f in failing))
+            failures += 1
+            codes = ",".join(sorted({f.code for f in failing}))
+            fail = ET.SubElement(case, "failure", type=codes, message=_clean(failing[0].message)[:500])
+            fail.text = _clean("\n".join(_group_lines(failing)))
         rest = [f for f in found if not result.failing(f)]
         if rest:
             out = ET.SubElement(case, "system-out")
-            out.text = _clean("\n".join(_finding_line(f) for f in rest))
-    props = ET.SubElement(suite, "properties")
-    ET.SubElement(props, "property", name="verdict", value=result.verdict)
-    ET.SubElement(props, "property", name="config", value=_clean(str(result.config_source)))
+            out.text = _clean("\n".join(_group_lines(rest)))
+    for el in (root, suite):
+        el.set("tests", str(len(cases)))
+        el.set("failures", str(failures))
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 
 
-def _finding_line(f) -> str:
-    src = f" [{f.source}]" if f.source else ""
-    extra = ""
-    if f.expected is not None or f.actual is not None:
-        extra = f" (expected: {f.expected}; actual: {f.actual})"
-    return f"{f.code} {f.severity}: {f.message}{extra}{src}"
+def _config_json_of(result: Any) -> Dict[str, Any]:
+    from .verify import _config_json
+
+    return _config_json(result.config_source)
+
+
+def _junit_cases(result: Any) -> List[Tuple[str, str, List[Any]]]:
+    """(who, family, findings): per family, ranks with the same findings (rank taken out) are
+    one case named by their rank ranges; findings without a rank are ``all ranks``."""
+    by_rank_fam: Dict[Tuple[Any, str], List[Any]] = defaultdict(list)
+    for f in result.findings:
+        by_rank_fam[(f.rank, finding_groups.family(f.code))].append(f)
+    cases: List[Tuple[str, str, List[Any]]] = []
+    for fam in FAMILIES:
+        cases.append(("all ranks", fam, by_rank_fam.get((None, fam), [])))
+    fams = list(FAMILIES) + sorted({fam for _, fam in by_rank_fam} - set(FAMILIES))
+    for fam in fams:
+        if fam not in ("SW1", "SW4") and not any(r is not None and fm == fam for r, fm in by_rank_fam):
+            continue                     # a per-rank case only where ranks can differ
+        sigs: "OrderedDict[Tuple, List[int]]" = OrderedDict()
+        for rank in result.ranks:
+            sig = finding_groups.rank_signature(by_rank_fam.get((rank, fam), []))
+            sigs.setdefault(sig, []).append(rank)
+        extra = sorted({r for r, fm in by_rank_fam if fm == fam and r is not None} - set(result.ranks))
+        for r in extra:
+            sigs.setdefault(("extra", r), []).append(r)
+        for ranks in sigs.values():
+            found = [f for r in ranks for f in by_rank_fam.get((r, fam), [])]
+            who = ("rank " if len(ranks) == 1 else "ranks ") + layer_table.ranges(ranks, 6)
+            cases.append((who, fam, found))
+    return cases
+
+
+def _group_lines(findings: List[Any]) -> List[str]:
+    out = []
+    for g in finding_groups.group(findings):
+        src = f" [{g.source_text()}]" if g.sources else ""
+        count = f" ({len(g.findings)})" if len(g.findings) > 1 else ""
+        out.append(f"{g.code} {g.severity}: {g.text()}{count}{src} (swapwatch rules {g.code})")
+    return out
 
 
 def _clean(text: str) -> str:
@@ -358,33 +387,58 @@ def _clean(text: str) -> str:
 # ---------------------------------------------------------------------------------------------
 
 def render_markdown(result: Any) -> str:
+    """A PR comment: the verdict, one row per cause (ranks and layers as ranges, a count, the
+    first source), the ranks hit hardest, the per-layer map folded; always under
+    :data:`MARKDOWN_BUDGET` characters (what does not fit is counted, JSON has it all)."""
     icon = "✅" if result.verdict == "pass" else "❌"
-    lines = [f"### swapwatch verify: {icon} {result.verdict}", "", verdict_line(result), ""]
-    if result.findings:
-        lines += ["| code | severity | rank | layer | op | expected | actual | source | message |",
-                  "|---|---|---|---|---|---|---|---|---|"]
-        for f in result.findings[:200]:
-            lines.append("| " + " | ".join(_md(x) for x in (
-                f.code, f.severity, f.rank, f.layer, f.op, f.expected, f.actual,
-                f"`{f.source}`" if f.source else "", f.message)) + " |")
-        if len(result.findings) > 200:
-            lines.append(f"\n… and {len(result.findings) - 200} more findings.")
-        lines.append("")
-    else:
-        lines += ["No findings.", ""]
+    head = [f"### swapwatch verify: {icon} {result.verdict}", "", verdict_line(result), ""]
+    tail: List[str] = []
     rank = map_rank(result)
     rows = layer_map(result, rank)
     if rows:
-        cols = [a for a in COLUMNS if any(r.cells[a].text() for r in rows)]
-        lines += ["<details><summary>Per-layer strategy, rank "
-                  f"{rank} ({MARK} = differs from the config)</summary>", "",
-                  "| layer | stage | " + " | ".join(COLUMNS[a] for a in cols) + " |",
-                  "|---|---|" + "---|" * len(cols)]
+        cols = _map_columns(rows)
+        tail += ["<details><summary>Per-layer strategy, rank "
+                 f"{rank} ({MARK} = differs from the config, {layer_table.UNKNOWN} = not in the log)"
+                 "</summary>", "",
+                 "| layer | stage | " + " | ".join(COLUMNS[a] for a in cols) + " |",
+                 "|---|---|" + "---|" * len(cols)]
         for r in rows:
-            lines.append("| " + " | ".join(_md(x) for x in [r.label(), r.stage]
-                                           + [r.cells[a].text() for a in cols]) + " |")
-        lines += ["", "</details>", ""]
-    return "\n".join(lines)
+            tail.append("| " + " | ".join(_md(x or layer_table.NONE) for x in [r.label(), r.stage]
+                                          + [r.cells[a].text() for a in cols]) + " |")
+        if result.plan is not None:
+            tail += [""] + [f"- {line}" for line in layer_table.stage_summary(result.plan.layers)]
+        tail += ["", "</details>", ""]
+    body: List[str] = []
+    if result.findings:
+        groups = finding_groups.group(result.findings)
+        body += ["| code | severity | ranks | layers | count | finding | first source | fix |",
+                 "|---|---|---|---|---|---|---|---|"]
+        budget = MARKDOWN_BUDGET - _size(head) - _size(tail) - 400
+        shown = 0
+        for g in groups:
+            line = "| " + " | ".join(_md(x) for x in (
+                g.code, g.severity, layer_table.ranges(g.ranks, 6), layer_table.ranges(g.layers, 6),
+                len(g.findings), g.body if g.placed else g.first.message,
+                f"`{g.source_text()}`" if g.sources else "", f"`swapwatch rules {g.code}`")) + " |"
+            if budget - len(line) - 1 < 0:
+                break
+            budget -= len(line) + 1
+            body.append(line)
+            shown += 1
+        if shown < len(groups):
+            body.append(f"\n… and {len(groups) - shown} more causes "
+                        f"({sum(len(g.findings) for g in groups[shown:])} findings): `--format json` has them all.")
+        worst = finding_groups.worst_ranks(result.findings, result.failing)
+        if len({f.rank for f in result.findings if f.rank is not None and result.failing(f)}) > 1:
+            body += ["", "Most failing findings: " + ", ".join(f"rank {r} ({n})" for r, n in worst)]
+        body.append("")
+    else:
+        body += ["No findings.", ""]
+    return "\n".join(head + body + tail)
+
+
+def _size(lines: List[str]) -> int:
+    return sum(len(x) + 1 for x in lines)
 
 
 def _md(value: Any) -> str:

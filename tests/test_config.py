@@ -178,7 +178,7 @@ SWAP = "model: {{model_config: {{num_layers: 4}}}}\nswap_config:\n  swap: {swap}
      "op_swap entry has no op_name (is 'opname' a misspelling of 'op_name'?)"),
     ("  layer_swap:\n    - {backward_prefech: 1, layers: [2]}\n", "misspelling of 'backward_prefetch'"),
     ("  layer_swap:\n    - {backward_prefetch: 1, layers: [[3, 4]]}\n", "layers must be a flat list of layer ids"),
-    ("  layer_swap:\n    - {backward_prefetch: Auto, layers: [1]}\n", "'Auto' only passes the mcore path"),
+    ("  layer_swap:\n    - {backward_prefetch: Auto, layers: [1]}\n", "check_rules rejects 'Auto' in swap_config"),
     ("  op_swap:\n    - {op_name: 'a(', backward_prefetch: 1, layers: [1]}\n", "not a valid regular expression"),
 ])
 def test_swap_errors(tmp_path, body, fragment):

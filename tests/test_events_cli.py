@@ -24,14 +24,19 @@ def test_jsonl_one_event_per_line():
     assert rows[-1]["values"] == {"attention": 10} and rows[-1]["source"].endswith("swap_case3.log:20")
 
 
-def test_csv_has_fixed_columns():
+def test_csv_has_one_column_per_field():
+    # issue 16: the detail is flattened into columns (it used to be one JSON blob column)
     r = run(os.path.join(LOGS, "msrun_2ranks"), "--format", "csv")
     assert r.exit_code == 0
     rows = list(csv.DictReader(io.StringIO(r.output)))
-    assert set(rows[0]) == {"kind", "rank", "source", "detail"}
+    assert list(rows[0])[:3] == ["kind", "rank", "source"] and "detail" not in rows[0]
+    assert {"layer", "action", "paths", "loss", "metric", "bytes", "what"} <= set(rows[0])
     assert {row["rank"] for row in rows} >= {"0", "1"}
     step = next(row for row in rows if row["kind"] == "step")
-    assert json.loads(step["detail"])["loss"] == pytest.approx(10.636)
+    assert float(step["loss"]) == pytest.approx(10.636) and step["layer"] == ""
+    two = next(row for row in rows if row["kind"] == "action" and row["layer"] == "1")
+    assert two["paths"] == "attention;feed_forward" and json.loads(two["values"]) == {"attention": 20,
+                                                                                       "feed_forward": 15}
 
 
 @pytest.mark.parametrize("args, needle", [

@@ -31,13 +31,15 @@ def test_clean_examples_exit_0(name):
     r = CliRunner().invoke(cli, ["explain", cfg(name)], standalone_mode=False)
     assert r.exception is None, r.output
     assert r.return_value == 0
-    assert "findings" in r.output
+    assert "Findings" in r.output
 
 
 def test_conflict_exit_1_and_marks():
     r = run("explain", "fixtures/configs/conflict.yaml")
     assert r.returncode == 1, r.stderr
-    assert "!layer p=2" in r.stdout and "!feed_forward.w1 p=1" in r.stdout
+    row0 = next(ln for ln in r.stdout.splitlines() if ln.startswith("0 "))
+    row2 = next(ln for ln in r.stdout.splitlines() if ln.startswith("2 "))
+    assert row0.split()[3:] == ["-", "!p=2", "-"] and row2.endswith("!feed_forward.w1 p=1")
     assert "SW201 error" in r.stdout and "conflict.yaml:" in r.stdout
 
 
@@ -45,8 +47,12 @@ def test_swap_case3_table():
     r = run("explain", "fixtures/configs/swap_case3.yaml")
     assert r.returncode == 0
     rows = [ln.split(None, 3) for ln in r.stdout.splitlines() if ln[:1].isdigit()]
+    assert [row[0] for row in rows] == ["0", "1-2", "3"]            # layers 1 and 2 fold
     assert [row[3] for row in rows] == ["attention p=20", "attention p=20, feed_forward p=15",
-                                        "attention p=20, feed_forward p=15", "attention p=10"]
+                                        "attention p=10"]
+    r = run("explain", "fixtures/configs/swap_case3.yaml", "--all-layers")
+    rows = [ln.split(None, 3) for ln in r.stdout.splitlines() if ln[:1].isdigit()]
+    assert [row[0] for row in rows] == ["0", "1", "2", "3"]
 
 
 def test_json_format_matches_plan():
@@ -121,3 +127,53 @@ def test_missing_file_and_bad_format(tmp_path):
     assert r.returncode == 2 and "cannot read config" in r.stderr and "Traceback" not in r.stderr
     r = run("explain", "fixtures/configs/swap_case1.yaml", "--format", "xml")
     assert r.returncode == 2 and "Traceback" not in r.stderr
+
+
+# ---- issue 11.1 / 16.10: fold like verify, one vocabulary, a per-stage summary ---------------
+
+def _yaml_64(tmp_path):
+    p = tmp_path / "llama64.yaml"
+    p.write_text("model:\n  model_config:\n    num_layers: 64\nparallel_config:\n  pipeline_stage: 4\n"
+                 "recompute_config:\n  recompute: [6, 4, 2, 0]\n  select_recompute: ['feed_forward\\.mul']\n")
+    return p
+
+
+def test_64_layer_table_folds_and_all_layers_expands(tmp_path):
+    p = _yaml_64(tmp_path)
+    r = run("explain", str(p))
+    assert r.returncode == 0, r.stderr
+    rows = [ln.split()[:2] for ln in r.stdout.splitlines() if ln[:1].isdigit()]
+    assert rows == [["0-5", "0"], ["6-15", "0"], ["16-19", "1"], ["20-31", "1"], ["32-33", "2"],
+                    ["34-47", "2"], ["48-63", "3"]]
+    summary = [ln for ln in r.stdout.splitlines() if ln.startswith("stage ")]
+    assert summary[0] == "stage 0: layers 0-15 (16), full 6, select 10, comm 0, swap 0"
+    assert summary[3] == "stage 3: layers 48-63 (16), full 0, select 16, comm 0, swap 0"
+    full = run("explain", str(p), "--all-layers")
+    assert [ln.split()[0] for ln in full.stdout.splitlines() if ln[:1].isdigit()] == [str(i) for i in range(64)]
+
+
+def test_explain_and_verify_tables_share_one_vocabulary():
+    """The same plan read before launch (explain) and after (verify, clean run) prints the same
+    per-layer rows: column names, stage label, '-' for nothing, op paths rather than regexes."""
+    from swapwatch.verify import verify
+
+    ex = run("explain", "fixtures/configs/recompute_48l.yaml").stdout.splitlines()
+    ve = subprocess.run([EXE, "verify", "fixtures/logs/recompute_48l.log", "--config",
+                         "fixtures/configs/recompute_48l.yaml"], capture_output=True, text=True,
+                        cwd=ROOT, timeout=120).stdout.splitlines()
+
+    def table(lines):
+        start = next(i for i, ln in enumerate(lines) if ln.startswith("layer "))
+        end = next(i for i, ln in enumerate(lines) if ln.startswith("stage 4:"))
+        return lines[start:end + 1]
+
+    assert table(ex) == table(ve)
+    assert table(ex)[0].split("  ")[:3] == ["layer", "stage", "full"]
+    assert "0 v1" in table(ex)[9] and "·" not in "\n".join(ve)
+    assert verify  # imported: the library path is the one the CLI uses
+
+
+def test_findings_end_with_where_the_fix_is():
+    r = run("explain", "fixtures/configs/conflict.yaml")
+    header = next(ln for ln in r.stdout.splitlines() if ln.startswith("  SW201 error"))
+    assert header.endswith("→ swapwatch rules SW201")

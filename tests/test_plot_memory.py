@@ -98,8 +98,15 @@ def test_cpu_rss_fallback_is_labelled_and_zero_series_skipped():
     steps = step_frame(memory_frame(rl))
     assert set(steps["metric"]) == {"rss"}
     fig = plot_memory(rl)
-    assert "RSS" in fig.axes[0].get_ylabel()
+    # 555 MB growing 3 MB a step moves 1.6 %: flat, so the pool peak alone is drawn, with a note
+    assert fig.memory_panels == ["peaks"] and "process RSS (CPU fallback) is flat" in fig._suptitle.get_text()
+    # RSS that really moves keeps a (narrower) panel that does not start at 0, with the caveat
+    moving = make_run("cpu", nranks=1, steps=4, metric="rss", base_mb=20, peak_mb=1, frag_mb=0)
+    fig = plot_memory(moving)
+    assert fig.memory_panels == ["steps", "peaks"] and "RSS" in fig.axes[0].get_ylabel()
     assert any("does not show" in t.get_text() for t in fig.axes[0].texts)
+    assert fig.axes[0].get_ylim()[0] > 0
+    assert fig.axes[0].get_position().width < fig.axes[1].get_position().width * 1.5
 
 
 def test_ranks_filter_and_unknown_ranks():
@@ -213,3 +220,38 @@ def test_legends_stay_inside_the_figure_with_long_run_names(tmp_path):
         assert box.x0 >= fig_box.x0 - 1 and box.x1 <= fig_box.x1 + 1, (box, fig_box)
     texts = [t.get_text() for t in fig.axes[1].texts]
     assert any("−32% vs baseline" in t and "demo_baseline" not in t for t in texts), texts
+
+
+def test_bar_legend_swatch_has_the_bars_colours():
+    """Issue 16.11: the 'used peak' key was a grey square beside coloured bars."""
+    from matplotlib.colors import to_rgba
+
+    runs = [make_run("a", strategy="none", peak_mb=62), make_run("b", strategy="full", peak_mb=20)]
+    fig = plot_memory(runs)
+    bars = patches_by_gid(fig)
+    colours = [to_rgba(bars[f"peak|{k}|used"].get_facecolor())[:3] for k in ("a (none)", "b (full)")]
+    leg = fig.axes[1].get_legend()
+    assert leg.get_texts()[0].get_text() == "used peak"
+    # the key draws one swatch per bar colour (a tuple handle), filled like the bars
+    from matplotlib.patches import Rectangle
+
+    filled = [to_rgba(r.get_facecolor())[:3] for r in leg.findobj(Rectangle)
+              if r.get_facecolor()[:3] != (1.0, 1.0, 1.0) and r.get_width() > 0]
+    assert filled[:2] == colours
+
+
+def test_runs_of_another_shape_are_not_comparable():
+    """Issue 16.9: a 32-layer run beside a 4-layer one is not '-92 %'."""
+    a = make_run("big", strategy="none", peak_mb=620)
+    b = make_run("small", strategy="full", peak_mb=50)
+    a.run_info["command"] = ["python", "train.py", "--layers", "32", "--seq", "4096"]
+    b.run_info["command"] = ["python", "train.py", "--layers", "4", "--seq", "4096"]
+    fig = plot_memory([a, b])
+    assert fig.memory_incomparable == ["layers 32 vs 4"]
+    label = next(t.get_text() for t in fig.axes[1].texts if t.get_gid() == "peak|small (full)|label")
+    assert label.endswith("not comparable") and "%" not in label
+    assert "runs not comparable (layers 32 vs 4)" in fig._suptitle.get_text()
+    b.run_info["command"] = ["python", "train.py", "--layers", "32", "--seq", "4096"]
+    fig = plot_memory([a, b])
+    assert fig.memory_incomparable == [] and "%" in next(
+        t.get_text() for t in fig.axes[1].texts if t.get_gid() == "peak|small (full)|label")

@@ -145,3 +145,91 @@ def test_partial_layer_swap_override_is_one_stroke():
         per_layer[round(sum(ln.get_xdata()) / 2)] = per_layer.get(round(sum(ln.get_xdata()) / 2), 0) + 1
     assert per_layer == {1: 2, 3: 1}
     assert any("partly overridden" in t.get_text() for t in fig.legends[0].get_texts())
+
+
+# ---- issue 16.11: what the strategy map must not hide or blur ---------------------------------
+
+def _config_plot(tmp_path, text, name="x.yaml"):
+    from swapwatch.config import load_config
+    from swapwatch.strategy import plan as make_plan
+
+    p = tmp_path / name
+    p.write_text(text)
+    plan = make_plan(load_config(str(p)))
+    return plan, plot_strategy(plan, out=str(tmp_path / "s.png"))
+
+
+TYPO = """\
+model:
+  model_config:
+    num_layers: 4
+recompute_config:
+  recompute: [0]
+  select_recompute:
+    'flash_atention': [1, 2]
+context:
+  memory_optimize_level: O0
+swap_config:
+  swap: True
+  layer_swap:
+    - backward_prefetch: 12
+      layers: [0, 3]
+"""
+
+
+def test_a_pattern_that_matches_nothing_is_not_drawn_as_a_select_box(tmp_path):
+    plan, fig = _config_plot(tmp_path, TYPO)
+    f = strategy_frame(plan)
+    typo = f[f["item"] == "flash_atention"]
+    assert list(typo["layer"]) == [1, 2] and set(typo["effect"]) == {"no_match"}
+    boxes = patches_by_gid(fig)
+    cell = boxes["cell|config|1|select_recompute|flash_atention"]
+    assert cell.get_fill() is False or cell.get_facecolor()[3] == 0       # hollow, not a filled box
+    assert cell.get_linestyle() in ("--", "dashed")
+    ax = fig.axes[0]
+    assert "select recompute · flash_atention (matches nothing)" in [t.get_text() for t in ax.get_yticklabels()]
+    assert any("matches nothing" in t.get_text() for t in fig.legends[0].get_texts())
+
+
+def test_voided_select_rows_are_shown(tmp_path):
+    """recompute_48l: feed_forward\\.w3\\.matmul is configured only where layers are fully
+    recomputed (SW105); its row used to be missing from the map."""
+    import os
+
+    from swapwatch.config import load_config
+    from swapwatch.strategy import plan as make_plan
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    plan = make_plan(load_config(os.path.join(root, "fixtures", "configs", "recompute_48l.yaml")))
+    f = strategy_frame(plan)
+    w3 = f[f["item"] == r"feed_forward\.w3\.matmul"]
+    assert sorted(w3["layer"]) == [0, 4, 24] and set(w3["effect"]) == {"voided"}
+    assert all(plan.layers[i].full_recompute for i in w3["layer"])
+    fig = plot_strategy(plan)
+    labels = [t.get_text() for ax in fig.axes for t in ax.get_yticklabels()]
+    assert r"select recompute · feed_forward\.w3\.matmul (voided: full recompute)" in labels
+
+
+def test_prefetch_under_a_red_cross_sits_on_its_own_label(tmp_path):
+    plan, fig = _config_plot(tmp_path, TYPO.replace("recompute: [0]", "recompute: [0, 3]"))
+    ax = fig.axes[0]
+    crossed = [t for t in ax.texts if t.get_text() == "12" and t.get_bbox_patch() is not None]
+    assert len(crossed) == 2                        # layers 0 and 3: layer swap under full recompute
+    assert all(t.get_zorder() > 2 and t.get_color() == "black" for t in crossed)
+
+
+def test_48_layers_wrap_into_bands_of_a_sensible_aspect(tmp_path):
+    import os
+
+    from swapwatch.config import load_config
+    from swapwatch.strategy import plan as make_plan
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    plan = make_plan(load_config(os.path.join(root, "fixtures", "configs", "recompute_48l.yaml")))
+    out = tmp_path / "s48.png"
+    fig = plot_strategy(plan, out=str(out))
+    assert [ax.get_xlim() for ax in fig.axes] == [(-0.5, 23.5), (23.5, 47.5)]
+    w, h = png_size(out)
+    assert w <= 1400 and w / h < 2.5, (w, h)        # was 1952 x 382
+    drawn = {int(g.split("|")[2]) for g in patches_by_gid(fig) if g.startswith("cell|")}
+    assert drawn == set(range(48))

@@ -19,6 +19,12 @@ def test_registered_with_docstrings():
     for code in ("SW104", "SW201", "SW203", "SW301", "SW302", "SW303", "SW304", "SW305"):
         rule = rule_variants(code)[0]
         assert rule.needs == "config" and rule.title and "How to fix it" in (type(rule).__doc__ or "")
+    for code, needs in (("SW109", "run"), ("SW112", "run"), ("SW204", "config"), ("SW205", "config"),
+                        ("SW206", "config"), ("SW403", "run")):         # issue 16's rules
+        rule = rule_variants(code)[0]
+        doc = type(rule).__doc__ or ""
+        assert rule.needs == needs and rule.title and rule.severity in ("error", "warning")
+        assert all(h in doc for h in ("**What it means.**", "**Why it matters.**", "**How to fix it.**")), code
 
 
 def test_sw201_fires_on_full_and_same_op():

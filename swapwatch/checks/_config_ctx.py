@@ -1,7 +1,10 @@
 """Helpers the config-time rules share: the config behind a plan and where its keys are."""
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, List, Optional, Tuple
+
+#: The recompute keys whose lists are layer ids when swap is on.
+RECOMPUTE_ID_KEYS = ("recompute", "select_recompute", "select_comm_recompute")
 
 
 def config_of(ctx: Any) -> Any:
@@ -22,3 +25,57 @@ def was_given(cfg: Any, section: str, key: str) -> bool:
     """Did the user write ``section.key`` (as opposed to a template default)?"""
     fn = getattr(cfg, "was_given", None)
     return bool(fn(section, key)) if fn else False
+
+
+def pattern_where(cfg: Any, action: str, pattern: str) -> Optional[str]:
+    """``file:line`` of a configured pattern: the ``op_swap`` entry that names it, or the
+    ``recompute_config.<action>`` key of it (the key's own line when the pattern is a mapping key).
+    For a config rebuilt from a log, the log line it came from."""
+    if cfg is None:
+        return None
+    if action == "op_swap":
+        from ..config import _op_swap_key
+
+        return where(cfg, _op_swap_key(getattr(cfg, "swap_config", None) or {}, pattern))
+    return where(cfg, f"recompute_config.{action}.{pattern}")
+
+
+def layer_swap_where(cfg: Any, layer: int) -> Optional[str]:
+    """``file:line`` of the ``layer_swap`` entry that swaps ``layer`` (first match wins, as in
+    MindFormers), else of the ``layer_swap`` key."""
+    raw = (getattr(cfg, "swap_config", None) or {}).get("layer_swap")
+    if isinstance(raw, list):
+        for i, item in enumerate(raw):
+            ids = item.get("layers") if isinstance(item, dict) else None
+            if ids is True or (isinstance(ids, list) and layer in ids):
+                return where(cfg, f"swap_config.layer_swap[{i}]")
+    return where(cfg, "swap_config.layer_swap")
+
+
+def swap_id_lists(cfg: Any) -> List[Tuple[str, List[int]]]:
+    """(YAML key path, list of layer ids) of every swap-mode id list the user wrote, in file order."""
+    out: List[Tuple[str, List[int]]] = []
+    rc = getattr(cfg, "recompute_config", None) or {}
+    for key in RECOMPUTE_ID_KEYS:
+        value = rc.get(key)
+        if _layer_ids(value):
+            out.append((f"recompute_config.{key}", list(value)))
+        elif isinstance(value, dict):
+            out.extend((f"recompute_config.{key}.{pat}", list(ids)) for pat, ids in value.items() if _layer_ids(ids))
+    sc = getattr(cfg, "swap_config", None) or {}
+    for key in ("layer_swap", "op_swap"):
+        raw = sc.get(key)
+        if isinstance(raw, dict):
+            items = [(f"swap_config.{key}", raw)]
+        elif isinstance(raw, list):
+            items = [(f"swap_config.{key}[{i}]", item) for i, item in enumerate(raw)]
+        else:
+            items = []
+        for path, item in items:
+            if isinstance(item, dict) and _layer_ids(item.get("layers")):
+                out.append((f"{path}.layers", list(item["layers"])))
+    return out
+
+
+def _layer_ids(value: Any) -> bool:
+    return isinstance(value, (list, tuple)) and all(isinstance(x, int) and not isinstance(x, bool) for x in value)

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from . import CheckContext, Finding, Rule, register
+from ._config_ctx import config_of, pattern_where
 from ._compare import LABEL, comparison
 
 
@@ -57,7 +58,8 @@ class PatternNeverLogged(Rule):
                     f"{LABEL[e.action]} pattern '{e.pattern}' is applied on {len(layers)} layer(s) "
                     f"(first {layers[0]}) but no rank logged any path it matches: it does nothing",
                     layer=layers[0], op=e.pattern, expected=f"a matching path on layers {_span(layers)}",
-                    actual="(no matching path logged)")
+                    actual="(no matching path logged)",
+                    source=pattern_where(config_of(ctx), e.action, e.pattern))
 
 
 def _span(layers) -> str:

@@ -1,10 +1,12 @@
 """SW104 (config time): a pattern that reaches nothing on the model layout, before launch."""
 from __future__ import annotations
 
-from typing import Iterable, List
+import difflib
+import re
+from typing import Any, Iterable, List, Optional
 
 from . import CheckContext, Finding, Rule, register
-from ._config_ctx import config_of, where
+from ._config_ctx import config_of, pattern_where
 from .. import strategy
 
 ACTIONS = ("select_recompute", "select_comm_recompute", "select_recompute_exclude",
@@ -64,10 +66,33 @@ class PatternMatchesNothing(Rule):
                            f"{action.replace('_', ' ')} only acts on primitives")
                 else:
                     why = f"nothing in the {plan.model} layer is named like that"
-                key = "swap_config.op_swap" if action == "op_swap" else f"recompute_config.{action}"
+                    near = nearest_path(layout, pat)
+                    if near:
+                        why += f" (did you mean '{near}'?)"
                 yield self.finding(f"{action} pattern '{pat}' (applied on {_span(layers)}) matches nothing: {why}",
-                                   layer=layers[0], op=pat, source=where(cfg, f"{key}.{pat}") or where(cfg, key),
+                                   layer=layers[0], op=pat, source=pattern_where(cfg, action, pat),
                                    expected="a primitive or cell it reaches", actual="no match")
+
+
+#: Regex syntax besides the ``\.`` separator: such a pattern is not a misspelt path, so no suggestion.
+_REGEX_META = re.compile(r"[*+?()\[\]{}|^$\\]")
+_ANY_PREFIX = ".*\\."
+
+
+def nearest_path(layout: Any, pattern: str) -> Optional[str]:
+    r"""The layout path closest to a pattern that matches nothing, written as a pattern
+    (``attention\.flash_atention`` -> ``attention\.flash_attention``), or None when nothing is
+    close or the pattern is a real regex. A leading ``.*\.`` is kept and the rest compared with
+    path endings."""
+    prefix, rest = (_ANY_PREFIX, pattern[len(_ANY_PREFIX):]) if pattern.startswith(_ANY_PREFIX) else ("", pattern)
+    text = rest.replace("\\.", ".")
+    if not text or _REGEX_META.search(text):
+        return None
+    paths = [p for p, _ in layout.paths()]
+    if prefix:
+        paths = sorted({".".join(p.split(".")[i:]) for p in paths for i in range(len(p.split(".")))})
+    close = difflib.get_close_matches(text, paths, n=1, cutoff=0.8)
+    return prefix + close[0].replace(".", "\\.") if close else None
 
 
 def _span(layers: List[int]) -> str:

@@ -4,6 +4,8 @@ from __future__ import annotations
 from typing import Any, Iterable, Set, Tuple
 
 from . import CheckContext, Finding, Rule, register
+from ._config_ctx import config_of, where
+from .sw402_missing_ranks import _ranges
 
 #: (Formative key, LayerPlan attribute) of the two keys a full recompute shadows.
 SHADOWED_KEYS = (("select_recompute", "select_recompute"),
@@ -56,7 +58,8 @@ class SelectShadowed(Rule):
                 yield self.finding(
                     f"{label} pattern '{pattern}' targets only fully recomputed layers "
                     f"({_describe(value, plan.swap)}); MindFormers never applies it",
-                    op=pattern, expected="applied on at least one layer",
+                    op=pattern, source=where(config_of(ctx), f"recompute_config.{key}.{pattern}"),
+                    expected="applied on at least one layer",
                     actual="shadowed by full recompute on every targeted layer")
 
 
@@ -84,4 +87,8 @@ def _flat(value: Any) -> Tuple[int, ...]:
 
 
 def _describe(value: Any, swap: bool) -> str:
-    return f"layers {value}" if swap else f"per-chunk counts {value}"
+    """The layers a swap-mode value selects, as a set (``[2, 2, 2, 2]`` selects layer 2 only)."""
+    if swap:
+        ids = sorted(set(_flat(value)))
+        return f"layer{'s' if len(ids) > 1 else ''} {_ranges(ids)}"
+    return f"per-chunk counts {value}"

@@ -74,7 +74,7 @@ class LogConfigDiffers(Rule):
                                         want[key], value[key])
 
     def _differs(self, rank: int, rank_log: Any, kind: str, key: str, want: Any, got: Any) -> Finding:
-        label = {"geometry": "the layer split", "formative": f"Formative {key}",
+        label = {"geometry": "layer split", "formative": f"Formative {key}",
                  "initial_config": key}[kind]
         return self.finding(
             f"rank {rank}: the log's {label} is {_short(got)}, --config gives {_short(want)}",

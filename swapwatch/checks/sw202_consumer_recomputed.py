@@ -5,6 +5,7 @@ import functools
 from typing import Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
 
 from . import CheckContext, Finding, Rule, register
+from ._config_ctx import config_of, layer_swap_where, pattern_where
 from .. import patterns
 from ..models import load_flows, load_layout
 
@@ -15,9 +16,14 @@ WHOLE_LAYER = "(whole layer)"
 class ConsumerRecomputed(Rule):
     """A swapped activation feeds an op that is recomputed, so the swap saves nothing.
 
-    **What it means.** MindFormers' SWAP documentation: when recompute and swap are both on,
-    recompute wins, and *swapping an op whose output feeds a recomputed op has no effect*. This
-    rule follows the model family's producer -> consumer data (``flows`` in
+    **What it means.** MindFormers' documentation *Fine-Grained Activations SWAP*
+    (``docs/mindformers/docs/source_en/function/fine_grained_activations_swap.md`` in the
+    MindSpore docs repository), section "Used together with Recomputation", point 2: "For any
+    operator with SWAP enabled, if its output is used by an operator with recomputation enabled,
+    then SWAP for that operator will not take effect." (Point 1 is SW201: an op both recomputed
+    and swapped is recomputed, not swapped.)
+
+    This rule follows the model family's producer -> consumer data (``flows`` in
     ``swapwatch/models/<family>.yaml``: flash_attention -> wo, w1 -> activation -> mul, w3 -> mul,
     mul -> w2, the norms -> their projections, w2 -> the next layer's attention_norm) for every op a
     swap reaches (an ``op_swap`` cell covers every op inside it; a ``layer_swap`` covers the whole
@@ -81,7 +87,9 @@ class ConsumerRecomputed(Rule):
                         f"layer {i}: {kind} (prefetch {prefetch}) offloads activations whose "
                         f"consumer is recomputed, so the swap saves nothing: {shown}",
                         layer=i, op=what, expected="consumer kept (not recomputed)",
-                        actual=f"recomputed consumer: {pairs[0].split(' -> ', 1)[1]}")
+                        actual=f"recomputed consumer: {pairs[0].split(' -> ', 1)[1]}",
+                        source=(layer_swap_where(config_of(ctx), i) if what == WHOLE_LAYER
+                                else pattern_where(config_of(ctx), "op_swap", what)))
 
 
 class _Graph:

@@ -42,7 +42,8 @@ class DefaultPrefetchIgnored(Rule):
             return
         if not (was_given(cfg, "swap_config", "default_prefetch") or sc.get("default_prefetch", 1) != 1):
             return
-        which = " and ".join(k for k in ("layer_swap", "op_swap") if sc.get(k) is not None)
+        given = [k for k in ("layer_swap", "op_swap") if sc.get(k) is not None]
+        which = f"{' and '.join(given)} {'are' if len(given) > 1 else 'is'} set"
         yield self.finding(f"swap_config.default_prefetch ({sc.get('default_prefetch')!r}) is ignored because "
-                           f"{which} is set", source=where(cfg, "swap_config.default_prefetch"),
+                           f"{which}", source=where(cfg, "swap_config.default_prefetch"),
                            expected="used", actual="ignored")

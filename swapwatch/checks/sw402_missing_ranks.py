@@ -1,7 +1,8 @@
 """SW402: ranks of the run whose logs are missing."""
 from __future__ import annotations
 
-from typing import Iterable, List, Tuple
+import os
+from typing import Iterable, List, Optional, Tuple
 
 from . import CheckContext, Finding, Rule, register
 
@@ -47,7 +48,16 @@ class MissingRanks(Rule):
         for rank in sorted(set(expected) - present):
             yield self.finding(
                 f"rank {rank}: no log found ({why}; found ranks {_ranges(sorted(present))})",
-                rank=rank, expected="a worker log", actual="(missing)")
+                rank=rank, expected="a worker log", actual="(missing)", source=_expected_at(runlog, rank))
+
+
+def _expected_at(runlog, rank: int) -> Optional[str]:
+    """Where the missing rank's log should be: ``worker_<rank>.log`` beside the logs found."""
+    for r in sorted(runlog.ranks):
+        files = runlog.ranks[r].files
+        if files:
+            return os.path.join(os.path.dirname(files[0]), f"worker_{rank}.log (missing)")
+    return None
 
 
 def _expected_ranks(runlog) -> Tuple[List[int], str]:

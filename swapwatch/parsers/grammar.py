@@ -161,6 +161,9 @@ EXIT_RE = r"Worker process (?P<pid>\d+) exit with exception\. Error code: (?P<co
 EXIT_NEEDLE = b"exit with exception. Error code: "
 OFFLOAD_RE = r"Offload does not take effect outside the scope of the lazy_inline Cell\.?\s*(?P<rest>.*)$"
 OFFLOAD_NEEDLE = b"Offload does not take effect outside"
+#: The primitive of the node an offload warning names (``ValueNode<Primitive> PrimFunc_BatchMatMul``):
+#: MindSpore 2.10 WarningOffloadOutsideLazyInline, one line per marked node (SW112 counts them).
+OFFLOAD_PRIM_RE = r"ValueNode<Primitive> (?:PrimFunc_)?(?P<prim>\w+)"
 TRACEBACK_NEEDLE = b"Traceback (most recent call last)"
 SWAPWATCH_NEEDLE = b'SWAPWATCH {"'
 #: Rank evidence in a log's head (the file name wins when it has a number; SWAPWATCH events win over both).

@@ -10,11 +10,12 @@ from __future__ import annotations
 import re
 from typing import Iterable, List, Optional, Set
 
-from .grammar import EXIT_RE, OFFLOAD_RE, RANK_RES
+from .grammar import EXIT_RE, OFFLOAD_PRIM_RE, OFFLOAD_RE, RANK_RES
 from .model import Event, ExitEvent, NoticeEvent
 
 _EXIT = re.compile(EXIT_RE)
 _OFFLOAD = re.compile(OFFLOAD_RE)
+_OFFLOAD_PRIM = re.compile(OFFLOAD_PRIM_RE)
 _RANKS = [re.compile(rx) for rx in RANK_RES]
 _WORKER = re.compile(r"worker_(\d+)\.log(?:\.gz)?$")
 _RANK_DIR = re.compile(r"(?:^|[/\\])rank_(\d+)(?:[/\\])")
@@ -31,8 +32,9 @@ def parse_offload(msg: str, rank: Optional[int], source: str) -> List[Event]:
     if not m:
         return []
     node = re.search(r"NOde: (\S+?)[{,]", m.group("rest"))
+    prim = _OFFLOAD_PRIM.search(m.group("rest"))
     return [NoticeEvent(rank, source, what="offload_outside_lazy_inline",
-                        data={"node": node.group(1) if node else None})]
+                        data={"node": node.group(1) if node else None, "prim": prim.group("prim") if prim else None})]
 
 
 def rank_from_name(path: str) -> Optional[int]:

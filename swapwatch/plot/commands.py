@@ -73,6 +73,9 @@ def memory_command(paths: Sequence[str], output: Optional[str] = None, ranks: Op
         if not has_memory(rl) and warn is not None:
             warn(f"{', '.join(g)}: no memory figures in these logs, left out of the plot")
     fig = plot_memory([rl for _, rl in with_mem], out, ranks=rank_list, fmt=f)
+    if fig.memory_incomparable and warn is not None:
+        warn("these runs are not comparable (" + ", ".join(fig.memory_incomparable)
+             + "): the peak bars carry no percentage")
     frame = fig.memory_frame
     n_runs = frame["run"].nunique()
     n_ranks = frame["rank"].nunique()

@@ -266,7 +266,8 @@ def _draw_steps(ax, steps: pd.DataFrame, runs: List[str], colors: Dict[str, Any]
     if len(xs) == 1:                           # one step: a tick at it, not 0.95 ... 1.05
         ax.set_xlim(xs[0] - 1, xs[0] + 1)
         ax.set_xticks([xs[0]])
-    ax.set_ylim(bottom=0)
+    if not all(m.startswith("rss") for m in metrics):
+        ax.set_ylim(bottom=0)                  # RSS is mostly the framework: 0 would flatten it
     if any(m.startswith("rss") for m in metrics):
         ax.text(0.01, 0.02, "RSS is the whole process (framework included): on CPU it does not show\n"
                 "what recompute saves; the pool peak does.", transform=ax.transAxes, fontsize=7,
@@ -282,7 +283,7 @@ def _peaks_by_rank(peaks: pd.DataFrame, runs: List[str]) -> bool:
 
 
 def _draw_peaks(ax, peaks: pd.DataFrame, runs: List[str], colors: Dict[str, Any],
-                rank_colors: Dict[int, Any], unit) -> None:
+                rank_colors: Dict[int, Any], unit, comparable: bool = True) -> None:
     name, div = unit
     families = sorted(set(peaks["family"]))
     by_rank = _peaks_by_rank(peaks, runs)
@@ -320,7 +321,9 @@ def _draw_peaks(ax, peaks: pd.DataFrame, runs: List[str], colors: Dict[str, Any]
             text = _render.fmt_bytes(used, unit)
         else:
             text = f"{_render.fmt_bytes(used, unit)}\n+{_render.fmt_bytes(actual - used, unit)} frag."
-        if not by_rank and i > 0 and baseline and not np.isnan(base):
+        if not by_rank and i > 0 and not comparable:
+            text += "\nnot comparable"      # another model or run shape: a percentage would lie
+        elif not by_rank and i > 0 and baseline and not np.isnan(base):
             # what the strategy bought, against the first run given (the baseline by convention)
             pct = f"{(base - baseline) / baseline * 100:+.0f}%".replace("-", "−")
             text += f"\n{pct} vs {groups[0][0].split(' (')[0]}"
@@ -346,12 +349,15 @@ def _draw_peaks(ax, peaks: pd.DataFrame, runs: List[str], colors: Dict[str, Any]
     ax.set_ylabel(f"whole-run peak ({name})")
     sub = "" if by_rank else "\nbar: max over ranks · dots: ranks" if peaks["rank"].nunique() > 1 else ""
     ax.set_title(f"whole-run {fam} peak{sub}")
-    # neutral legend proxies: the colours are the runs', the legend explains the two parts
-    handles = [Patch(facecolor="0.45", label="used peak" if peaks["used"].notna().any() else "actual peak")]
+    # each legend swatch is the bars' own colours side by side, so the key looks like the bars
+    bar_colors = [c for _, c, _ in groups]
+    handles: List[Any] = [tuple(Patch(facecolor=c, alpha=0.85) for c in bar_colors)]
+    labels = ["used peak" if peaks["used"].notna().any() else "actual peak"]
     if frag_labelled:
-        handles.append(Patch(facecolor="white", edgecolor="0.45", hatch="////", label="fragmentation (actual − used)"))
-    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.13),
-              ncols=_legend_cols([h.get_label() for h in handles], ax, 2))
+        handles.append(tuple(Patch(facecolor="white", edgecolor=c, hatch="////", lw=0.8) for c in bar_colors))
+        labels.append("fragmentation (actual − used)")
+    ax.legend(handles, labels, handler_map={tuple: HandlerTuple(ndivide=None, pad=0)},
+              loc="upper center", bbox_to_anchor=(0.5, -0.13), ncols=_legend_cols(labels, ax, 2))
 
 
 def _legend_cols(labels: Sequence[str], ax: Any, most: int) -> int:
@@ -399,9 +405,25 @@ def plot_memory(runlogs: Any, out: Optional[str] = None, ranks: Optional[Iterabl
     peak_unit = _render.unit_for(float(np.nanmax(peaks[["used", "actual"]].to_numpy())) if not peaks.empty else 0.0)
 
     panels = [p for p, d in (("steps", steps), ("peaks", peaks)) if not d.empty]
+    notes: List[str] = []
+    rss_only = not steps.empty and all(m.startswith("rss") for m in set(steps["metric"]))
+    if rss_only and not peaks.empty and _flat(steps):
+        # a flat line of the whole process's RSS says nothing about the strategy: the pool peak does
+        lo, hi = float(steps["bytes"].min()), float(steps["bytes"].max())
+        panels.remove("steps")
+        notes.append(f"per-step panel left out: process RSS (CPU fallback) is flat at "
+                     f"{_render.fmt_bytes(lo, step_unit)}–{_render.fmt_bytes(hi, step_unit)} and does not "
+                     f"show what recompute saves; the pool peak does")
+    from ..run_shape import differences, run_shape
+
+    incomparable = differences([run_shape(rl) for rl in runlogs]) if len(runlogs) > 1 else []
+    if incomparable:
+        notes.append("runs not comparable (" + ", ".join(incomparable) + "): the bars are not what a "
+                     "strategy saved")
     n_peak_groups = peaks["rank"].nunique() if _peaks_by_rank(peaks, runs) else len(runs)
     peak_w = min(8.0, max(3.4, 0.8 * n_peak_groups + 1.6))
-    widths = {"steps": 7.6, "peaks": peak_w}
+    # an RSS panel that moves a little still gets less room than a device-memory one
+    widths = {"steps": 4.4 if rss_only and not peaks.empty else 7.6, "peaks": peak_w}
     run_ranks = sorted(set(frame["rank"])) if len(runs) == 1 else []
     rank_colors = dict(zip(run_ranks, _colors(len(run_ranks)))) if len(run_ranks) <= MAX_RANK_LINES else {}
     with _render.style():
@@ -413,7 +435,7 @@ def plot_memory(runlogs: Any, out: Optional[str] = None, ranks: Optional[Iterabl
             if p == "steps":
                 _draw_steps(ax, steps, runs, colors, rank_colors, step_unit)
             else:
-                _draw_peaks(ax, peaks, runs, colors, rank_colors, peak_unit)
+                _draw_peaks(ax, peaks, runs, colors, rank_colors, peak_unit, comparable=not incomparable)
         missing = []
         if steps.empty:
             missing.append("no per-step memory events (run through `swapwatch run` to get them)")
@@ -424,13 +446,29 @@ def plot_memory(runlogs: Any, out: Optional[str] = None, ranks: Optional[Iterabl
         elif set(runs) - set(peaks["run"]):
             missing.append("no peak lines for " + ", ".join(sorted(set(runs) - set(peaks["run"]))))
         title = _title(runs, int(frame.groupby("run", observed=True)["rank"].nunique().max()))
-        if missing:
-            title += "\n" + "\n".join(textwrap.wrap("; ".join(missing), int(fig_w * 11)))
+        if missing or notes:
+            title += "\n" + "\n".join(textwrap.wrap("; ".join(missing + notes), int(fig_w * 11)))
         fig.suptitle(title, fontsize=11)
         fig.memory_frame = frame               # the data behind the figure, for callers and tests
+        fig.memory_panels = list(panels)
+        fig.memory_notes = notes
+        fig.memory_incomparable = incomparable
     if out is not None:
         _render.save(fig, out, fmt)
     return fig
+
+
+#: A per-step series that moves less than this share of its median carries no signal.
+FLAT = 0.05
+
+
+def _flat(steps: pd.DataFrame) -> bool:
+    """Every run's and rank's per-step series stays within :data:`FLAT` of its median."""
+    for _, s in steps.groupby(["run", "rank"], observed=True):
+        med = float(s["bytes"].median())
+        if med > 0 and (float(s["bytes"].max()) - float(s["bytes"].min())) / med > FLAT:
+            return False
+    return True
 
 
 def _ranges(nums: Sequence[int]) -> str:

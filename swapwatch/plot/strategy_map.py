@@ -20,10 +20,18 @@ from matplotlib.patches import Patch, Rectangle
 
 from .. import patterns
 from ..errors import InputError
+from ..layer_table import stage_label
 from . import _render
 
 FRAME_COLUMNS = ["source", "rank", "layer", "stage", "interleave", "mechanism", "item", "value",
-                 "overridden", "partial", "why", "paths"]
+                 "overridden", "partial", "why", "paths", "effect"]
+#: ``effect`` of a config row: applied (""), a pattern that reaches nothing on the model layout
+#: (``no_match``: MindFormers applies and logs nothing), or a select pattern configured on a layer
+#: that full recompute covers (``voided``: MindFormers never applies it there, SW105).
+NO_MATCH, VOIDED = "no_match", "voided"
+NO_MATCH_MARK = "∅"
+#: A map wider than this many layers wraps onto several bands (a 48-layer map is two bands of 24).
+BAND_LAYERS = 32
 
 #: Row order, display names and colours; excludes are grey and hatched: they *remove* recompute.
 MECHANISMS = (
@@ -50,8 +58,64 @@ def _is_plan(obj: Any) -> bool:
     return hasattr(obj, "layers") and hasattr(obj, "geometry")
 
 
+def _plan_layout(plan: Any) -> Any:
+    try:
+        from ..models import load_layout
+
+        return load_layout(getattr(plan, "model", None) or "llama")
+    except Exception:            # an unknown family: every pattern is drawn as applied
+        return None
+
+
+def _reaches_nothing(layout: Any, pattern: str, mech: str) -> bool:
+    """True when ``pattern`` reaches no op on the layout (MindFormers' walk, :mod:`layer_table`)."""
+    from ..layer_table import WALK_MODE
+    from ..strategy import walk
+
+    if layout is None:
+        return False
+    try:
+        return not walk(layout, pattern, WALK_MODE[mech]).targets
+    except Exception:
+        return False
+
+
+def _voided_selects(plan: Any, layout: Any) -> List[Tuple[int, str, str]]:
+    """(layer, mechanism, pattern) of select / comm patterns the config puts on a layer that full
+    recompute covers, where MindFormers never applies them. Asked of the strategy engine itself:
+    the same config with full recompute off says where the select patterns would have landed."""
+    import dataclasses
+
+    from ..strategy import plan as make_plan
+
+    config = getattr(plan, "config", None)
+    if config is None or getattr(plan, "legacy_recompute", None) is not None:
+        return []
+    if not any(lp.full_recompute for lp in plan.layers):
+        return []
+    try:
+        rc = dict(getattr(config, "recompute_config", None) or {})
+        rc["recompute"] = False
+        bare = make_plan(dataclasses.replace(config, recompute_config=rc), layout=layout,
+                         model=getattr(plan, "model", "llama"))
+    except Exception:            # the engine refuses the variant: nothing to say about it
+        return []
+    out = []
+    for lp, alt in zip(plan.layers, bare.layers):
+        if lp.full_recompute:
+            for mech in ("select_recompute", "select_comm_recompute"):
+                out.extend((lp.layer, mech, pat) for pat in getattr(alt, mech) or [])
+    return out
+
+
 def _plan_rows(plan: Any) -> List[tuple]:
     rows = []
+    layout = _plan_layout(plan)
+    stage_of = {lp.layer: (lp.stage, lp.interleave) for lp in plan.layers}
+    for layer, mech, pat in _voided_selects(plan, layout):
+        st, v = stage_of[layer]
+        rows.append(("config", None, layer, st, v, mech, pat, True, False, False,
+                     "the layer is fully recomputed", (), VOIDED))
     for lp in plan.layers:
         over = [str(o) for o in (lp.swap_overridden or [])]
         why = dict(getattr(lp, "overridden_by", None) or {})
@@ -61,8 +125,9 @@ def _plan_rows(plan: Any) -> List[tuple]:
         part = [o for o in over if o.startswith("layer_swap[")]
 
         def add(mech, item, value, overridden=False, partial=False, reason=""):
+            effect = NO_MATCH if item is not None and _reaches_nothing(layout, item, mech) else ""
             rows.append(("config", None, lp.layer, lp.stage, lp.interleave, mech, item, value,
-                         bool(overridden), bool(partial), reason, ()))
+                         bool(overridden), bool(partial), reason, (), effect))
         if lp.full_recompute:
             add("full_recompute", None, True)
         for mech in ("select_recompute", "select_comm_recompute", "select_recompute_exclude",
@@ -127,7 +192,7 @@ def _log_rows(runlog: Any, rank: int, plan: Any = None) -> List[tuple]:
             stage = pp[a.layer] if 0 <= a.layer < len(pp) else 0
             inter = vv[a.layer] if 0 <= a.layer < len(vv) else 0
             rows[key] = ["logs", rank, a.layer, stage, inter, a.action, item, value, False, False, "",
-                         (path,) if path else ()]
+                         (path,) if path else (), ""]
     # recompute overrides swap: MindFormers logs the swap anyway and only WARNs (reference §3.6)
     for n in rl.of("notice"):
         if n.what != "swap_conflict":
@@ -147,7 +212,7 @@ def _log_rows(runlog: Any, rank: int, plan: Any = None) -> List[tuple]:
 
 
 def strategy_frame(what: Any, rank: Optional[int] = None, plan: Any = None) -> pd.DataFrame:
-    """One row per (layer, mechanism, item) applied: the data behind :func:`plot_strategy`.
+    """One row per (layer, mechanism, item) configured or logged: the data behind :func:`plot_strategy`.
 
     ``what`` is a :class:`~swapwatch.strategy.Plan` (source ``config``: what MindFormers will apply)
     or a :class:`~swapwatch.parsers.model.RunLog` (source ``logs``: what one rank logged; ``rank``
@@ -155,7 +220,9 @@ def strategy_frame(what: Any, rank: Optional[int] = None, plan: Any = None) -> p
     mechanisms); for logs it is the configured pattern the logged path matches when ``plan`` is
     given, else the SWAPWATCH pattern, else the logged path. ``value`` is the prefetch for swaps,
     True otherwise; ``overridden`` marks swaps that recompute makes ineffective; ``paths`` are the
-    logged op paths (empty for config rows).
+    logged op paths (empty for config rows); ``effect`` (config rows) is ``""`` when applied,
+    ``no_match`` for a pattern that reaches nothing on the layout, ``voided`` for a select pattern
+    configured where full recompute covers the layer (never applied there).
     """
     if _is_plan(what):
         rows = _plan_rows(what)
@@ -215,13 +282,28 @@ def _norm_item(it: Any) -> Optional[str]:
     return None if it is None or (isinstance(it, float) and np.isnan(it)) else it
 
 
-def _row_label(key: Tuple[str, Optional[str]]) -> str:
+def _row_label(key: Tuple[str, Optional[str]], effects: Set[str] = frozenset()) -> str:
     mech, item = key
     name = _NAME.get(mech, mech)
     if item is None:
         return name
     item = item if len(item) <= 38 else item[:36] + "…"
-    return f"{name} · {item}"
+    tail = ""
+    if effects == {NO_MATCH}:
+        tail = " (matches nothing)"
+    elif effects == {VOIDED}:
+        tail = " (voided: full recompute)"
+    return f"{name} · {item}{tail}"
+
+
+def _row_effects(frames: List[pd.DataFrame]) -> Dict[Tuple[str, Optional[str]], Set[str]]:
+    out: Dict[Tuple[str, Optional[str]], Set[str]] = {}
+    for f in frames:
+        if f.empty:
+            continue
+        for m, it, eff in zip(f["mechanism"], f["item"], f["effect"]):
+            out.setdefault((m, _norm_item(it)), set()).add(eff or "")
+    return out
 
 
 def _fmt_value(v: Any) -> str:
@@ -231,57 +313,88 @@ def _fmt_value(v: Any) -> str:
 
 
 def _draw_map(ax, frame: pd.DataFrame, keys, n_layers: int, stages: List[int], inters: List[int],
-              title: str, diffs: Optional[pd.DataFrame] = None, cut: Set[int] = frozenset()) -> None:
+              title: str, diffs: Optional[pd.DataFrame] = None, cut: Set[int] = frozenset(),
+              span: Optional[Tuple[int, int]] = None, effects: Optional[Dict] = None) -> None:
+    """One band of the map: layers ``span`` = [lo, hi) (default all)."""
+    lo, hi = span or (0, n_layers)
     row_of = {k: i for i, k in enumerate(keys)}
-    text_ok = n_layers <= 40
+    text_ok = hi - lo <= 40
     for rec in frame.itertuples(index=False):
+        if not lo <= rec.layer < hi:
+            continue
         y = row_of[(rec.mechanism, _norm_item(rec.item))]
         color = _COLOR.get(rec.mechanism, "0.5")
         excl = rec.mechanism.endswith("_exclude")
+        gid = f"cell|{rec.source}|{rec.layer}|{rec.mechanism}|{rec.item}"
+        effect = getattr(rec, "effect", "") or ""
+        if effect == NO_MATCH:
+            # configured, but it reaches nothing: an empty dashed box, never a normal filled cell
+            ax.add_patch(Rectangle((rec.layer - 0.42, y - 0.37), 0.84, 0.74, facecolor="none", edgecolor=color,
+                                   ls="--", lw=1.1, gid=gid))
+            if text_ok:
+                ax.text(rec.layer, y, NO_MATCH_MARK, ha="center", va="center", fontsize=8, color=color)
+            continue
+        if effect == VOIDED:
+            ax.add_patch(Rectangle((rec.layer - 0.45, y - 0.4), 0.9, 0.8, facecolor="#eeeeee", edgecolor=color,
+                                   hatch="....", lw=0.8, gid=gid))
+            continue
         ax.add_patch(Rectangle((rec.layer - 0.45, y - 0.4), 0.9, 0.8, facecolor=color, edgecolor="white",
-                               hatch="xxx" if excl else None, lw=0.5,
-                               gid=f"cell|{rec.source}|{rec.layer}|{rec.mechanism}|{rec.item}"))
-        if rec.mechanism in _SWAPS and text_ok:
-            ax.text(rec.layer, y, _fmt_value(rec.value), ha="center", va="center", fontsize=7,
-                    color="white" if rec.mechanism == "layer_swap" else "black")
+                               hatch="xxx" if excl else None, lw=0.5, gid=gid))
         if rec.overridden:
-            ax.plot([rec.layer - 0.4, rec.layer + 0.4], [y + 0.35, y - 0.35], color=OVERRIDE_COLOR, lw=1.6)
+            ax.plot([rec.layer - 0.4, rec.layer + 0.4], [y + 0.35, y - 0.35], color=OVERRIDE_COLOR, lw=1.4,
+                    alpha=0.85)
             if not rec.partial:            # a cross: all of it is voided; one stroke: part of it
-                ax.plot([rec.layer - 0.4, rec.layer + 0.4], [y - 0.35, y + 0.35], color=OVERRIDE_COLOR, lw=1.6)
+                ax.plot([rec.layer - 0.4, rec.layer + 0.4], [y - 0.35, y + 0.35], color=OVERRIDE_COLOR, lw=1.4,
+                        alpha=0.85)
+        if rec.mechanism in _SWAPS and text_ok:
+            # the prefetch stays readable over a red cross: on its own white label, above the strokes
+            box = {"boxstyle": "round,pad=0.12", "fc": "white", "ec": "none", "alpha": 0.9} if rec.overridden else None
+            ax.text(rec.layer, y, _fmt_value(rec.value), ha="center", va="center", fontsize=7, zorder=5,
+                    color="black" if rec.overridden or rec.mechanism != "layer_swap" else "white", bbox=box)
     if diffs is not None:
         for d in diffs.itertuples(index=False):
             key = (d.mechanism, _norm_item(d.item))
-            if key not in row_of:
+            if key not in row_of or not lo <= d.layer < hi:
                 continue
             ax.add_patch(Rectangle((d.layer - 0.5, row_of[key] - 0.47), 1.0, 0.94, fill=False,
                                    edgecolor=DIFF_COLOR, lw=1.8, ls="--" if d.kind == "missing" else "-",
                                    gid=f"diff|{d.kind}|{d.layer}|{d.mechanism}|{d.item}"))
     for layer in sorted(cut):
-        ax.axvspan(layer - 0.5, layer + 0.5, color="0.85", zorder=0, lw=0)
-    # pipeline stages / interleave chunks: a line where the chunk changes, named once
+        if lo <= layer < hi:
+            ax.axvspan(layer - 0.5, layer + 0.5, color="0.85", zorder=0, lw=0)
+    # pipeline stages / interleave chunks: a line where the chunk changes, named once per band
     chunks = list(zip(stages, inters)) if len(stages) == n_layers else []
     multi_v = len(set(inters)) > 1
-    start = 0
-    for i in range(1, n_layers + 1):
-        if i == n_layers or chunks and chunks[i] != chunks[i - 1]:
-            if chunks and len(set(chunks)) > 1:
-                s, v = chunks[start]
-                ax.text((start + i - 1) / 2, -0.75, f"stage {s}" + (f" · v{v}" if multi_v else ""),
+    named = bool(chunks) and len(set(chunks)) > 1
+    start = lo
+    for i in range(lo + 1, hi + 1):
+        if i == hi or chunks and chunks[i] != chunks[i - 1]:
+            if named:
+                st, v = chunks[start]
+                ax.text((start + i - 1) / 2, -0.75, "stage " + stage_label(st, v, multi_v),
                         ha="center", va="bottom", fontsize=7, color="0.3")
-                if i < n_layers:
+                if i < hi:
                     ax.axvline(i - 0.5, color="0.35", lw=0.9)
             start = i
-    ax.set_xlim(-0.5, n_layers - 0.5)
-    ax.set_ylim(len(keys) - 0.5, -0.9 if chunks and len(set(chunks)) > 1 else -0.5)
+    ax.set_xlim(lo - 0.5, hi - 0.5)
+    ax.set_ylim(len(keys) - 0.5, -0.9 if named else -0.5)
     ax.set_yticks(range(len(keys)))
-    ax.set_yticklabels([_row_label(k) for k in keys], fontsize=8)
-    step = 1 if n_layers <= 32 else int(np.ceil(n_layers / 32))
-    ax.set_xticks(range(0, n_layers, step))
+    ax.set_yticklabels([_row_label(k, (effects or {}).get(k, set())) for k in keys], fontsize=8)
+    width = hi - lo
+    step = 1 if width <= 32 else int(np.ceil(width / 32))
+    ax.set_xticks(range(lo, hi, step))
     ax.grid(False)
     for sp in ("top", "right", "left"):
         ax.spines[sp].set_visible(False)
     ax.tick_params(axis="y", length=0)
     ax.set_title(title, loc="left")
+
+
+def bands(n_layers: int, per_band: int = BAND_LAYERS) -> List[Tuple[int, int]]:
+    """[lo, hi) layer spans of equal size, at most ``per_band`` layers each."""
+    n = max(1, int(np.ceil(n_layers / per_band)))
+    size = int(np.ceil(n_layers / n))
+    return [(lo, min(n_layers, lo + size)) for lo in range(0, n_layers, size)] or [(0, max(1, n_layers))]
 
 
 def _legend_handles(frames: List[pd.DataFrame], with_diff: bool, with_cut: bool) -> List[Any]:
@@ -298,6 +411,16 @@ def _legend_handles(frames: List[pd.DataFrame], with_diff: bool, with_cut: bool)
             label = name + (" (number: backward_prefetch)" if mech in _SWAPS else "")
             hs.append(Patch(facecolor=color, hatch="xxx" if mech.endswith("_exclude") else None,
                             edgecolor="white", label=label))
+    effects = set()
+    for f in frames:
+        if not f.empty:
+            effects |= set(f["effect"])
+    if NO_MATCH in effects:
+        hs.append(Patch(facecolor="none", edgecolor="0.3", ls="--",
+                        label=f"{NO_MATCH_MARK} pattern matches nothing on the model (no effect)"))
+    if VOIDED in effects:
+        hs.append(Patch(facecolor="#eeeeee", edgecolor="0.3", hatch="....",
+                        label="configured, voided: the layer is fully recomputed (select is skipped there)"))
     if overridden:
         hs.append(Line2D([], [], color=OVERRIDE_COLOR, marker="x", ls="none", ms=8, mew=1.8,
                          label="swap overridden by recompute (logged, no effect)"))
@@ -362,21 +485,30 @@ def plot_strategy(what: Any, out: Optional[str] = None, plan: Any = None, rank: 
         raise InputError("nothing to draw: no layer has recompute or swap in "
                          + ("this config" if _is_plan(what) else "these logs"))
     keys = _row_keys([f for _, f in panels])
+    effects = _row_effects([f for _, f in panels])
     stages, inters = _stage_ids(ref_plan, what, n_layers)
-    width = min(20.0, max(7.5, 3.2 + 0.34 * n_layers))
+    spans = bands(n_layers)
+    band_w = max(hi - lo for lo, hi in spans)
+    label_w = 0.065 * max(len(_row_label(k, effects.get(k, set()))) for k in keys)   # inches at 8 pt
+    width = min(20.0, max(7.5, label_w + 0.6 + 0.34 * band_w))
     row_h = 0.27
-    heights = [max(1.2, row_h * len(keys) + 0.9) for _ in panels]
+    one = [max(1.2, row_h * len(keys) + 0.9) for _ in panels]
+    heights = one * len(spans)
     with _render.style():
         fig = _render.new_figure(width, sum(heights) + 1.3)
-        axes = fig.subplots(len(panels), 1, squeeze=False, sharex=True,
-                            gridspec_kw={"height_ratios": heights})[:, 0]
-        for i, (ax, (ptitle, frame)) in enumerate(zip(axes, panels)):
-            last = i == len(panels) - 1
-            _draw_map(ax, frame, keys, n_layers, stages, inters, ptitle,
-                      diffs if (last and diffs is not None and len(panels) > 1) else None,
-                      cut if last else set())
-            if last:
-                ax.set_xlabel("layer")
+        axes = fig.subplots(len(heights), 1, squeeze=False, gridspec_kw={"height_ratios": heights})[:, 0]
+        k = 0
+        for b, span in enumerate(spans):
+            for i, (ptitle, frame) in enumerate(panels):
+                ax = axes[k]
+                k += 1
+                last = i == len(panels) - 1
+                band_title = ptitle if b == 0 else (f"layers {span[0]}-{span[1] - 1}" if i == 0 else "")
+                _draw_map(ax, frame, keys, n_layers, stages, inters, band_title,
+                          diffs if (last and diffs is not None and len(panels) > 1) else None,
+                          cut if last else set(), span=span, effects=effects)
+                if last:
+                    ax.set_xlabel("layer")
         handles = _legend_handles([f for _, f in panels], diffs is not None and not diffs.empty, bool(cut))
         # legend entries are ~3 inches wide: as many columns as fit, so nothing is cut off
         fig.legend(handles=handles, loc="outside lower center", fontsize=8,

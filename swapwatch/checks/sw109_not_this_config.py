@@ -1,0 +1,115 @@
+"""SW109: the log is not a run of ``--config`` (another layer split, or other logged config sections).
+
+Said once for the whole run, and it stands in for the per-layer comparison: when the run used
+another config, "layer 5: full recompute missing" on every layer and rank is noise that hides the
+one cause. ``verify`` drops the comparison findings (:data:`CASCADE`) when this rule fires.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any, Dict, Iterable, List, Optional, Tuple
+
+from . import CheckContext, Finding, Rule, register
+from .sw107_log_config_differs import _canon, _config_sections, _short, _source
+from .sw402_missing_ranks import _ranges
+
+#: Findings that compare the run with ``--config`` layer by layer: they follow from SW109.
+CASCADE = frozenset({"SW101", "SW102", "SW103", "SW104", "SW106", "SW107", "SW110"})
+
+
+@register
+class NotThisConfig(Rule):
+    """The log is not a run of the config you verify it against.
+
+    **What it means.** MindFormers prints the layer split it used (``num_layers per stage: [[8, 8,
+    8, 8]]``) and the config sections it was given (``initial recompute_config / swap_config /
+    parallel_config from dict``). Here they disagree with ``--config``: another number of layers,
+    pipeline stages, interleaves or offsets, or another value of a recompute / swap key. The
+    verdict says it once (``4 vs 32 layers, pp 1 vs 4``, log first) and skips the per-layer
+    comparison (SW101-SW104, SW106, SW107, SW110), which would otherwise report every layer of
+    every rank.
+
+    **Why it matters.** Either the job ran another YAML, or the YAML was edited after the job
+    (see SW403): the per-layer differences would all be true and all beside the point.
+
+    **How to fix it.** Verify against the YAML the job really used (``swapwatch run`` keeps its
+    path and hash in ``run.json``), or without ``--config`` to check the run against the config it
+    printed::
+
+        swapwatch verify output/msrun_log --config the_yaml_the_job_used.yaml
+        swapwatch verify output/msrun_log            # the config the log printed
+    """
+
+    code = "SW109"
+    severity = "error"
+    title = "the log is not a run of this config (layer split or logged config differs)"
+    needs = "run"
+
+    def check(self, ctx: CheckContext) -> Iterable[Finding]:
+        if ctx.runlog is None or ctx.plan is None:
+            return
+        sections = _config_sections(ctx.config)
+        groups: "OrderedDict[Tuple[str, ...], List[Tuple[int, Optional[str]]]]" = OrderedDict()
+        formative = _canon(getattr(ctx.plan, "formative", None) or {})
+        for rank, rank_log in sorted(ctx.runlog.ranks.items()):
+            diffs, source = _differences(ctx.plan.geometry, rank_log, sections)
+            if not diffs:
+                diffs, source = _formative_differences(formative, rank_log)
+            if diffs:
+                groups.setdefault(tuple(diffs), []).append((rank, source))
+        for diffs, members in groups.items():
+            ranks = [r for r, _ in members]
+            who = f"rank {ranks[0]}: this log" if len(ranks) == 1 else f"this log (ranks {_ranges(ranks)})"
+            shown = ", ".join(diffs[:4]) + (f" and {len(diffs) - 4} more" if len(diffs) > 4 else "")
+            yield self.finding(
+                f"{who} is not a run of this config: {shown} (log vs --config); "
+                f"the per-layer comparison is skipped",
+                rank=ranks[0] if len(ranks) == 1 else None, expected="the config the log printed",
+                actual=list(diffs), source=members[0][1])
+
+
+def _differences(geometry: Any, rank_log: Any, sections: Optional[Dict[str, Dict[str, Any]]]
+                 ) -> Tuple[List[str], Optional[str]]:
+    """Short "log vs config" phrases for one rank, and the log line of the first one."""
+    out: List[str] = []
+    source: Optional[str] = None
+    logged = rank_log.geometry().get("layer_list")
+    want = _canon(getattr(geometry, "layer_list", None))
+    got = _canon(logged)
+    if isinstance(got, list) and got and all(isinstance(r, list) for r in got) and got != want:
+        source = _source(rank_log, "geometry", "layer_list")
+        n_got, n_want = sum(map(sum, got)), sum(map(sum, want))
+        if n_got != n_want:
+            out.append(f"{n_got} vs {n_want} layers")
+        if len(got[0]) != len(want[0]):
+            out.append(f"pp {len(got[0])} vs {len(want[0])}")
+        if len(got) != len(want):
+            out.append(f"interleave {len(got)} vs {len(want)}")
+        if not out:
+            out.append(f"layer split {got} vs {want} (offset)")
+    for section, value in (rank_log.initial_config() or {}).items():
+        wanted = (sections or {}).get(section)
+        if not isinstance(value, dict) or not isinstance(wanted, dict):
+            continue
+        for key in sorted(set(value) & set(wanted)):
+            if _canon(value[key]) != _canon(wanted[key]):
+                got_s, want_s = _short(value[key], 400), _short(wanted[key], 400)
+                out.append(f"{section}.{key} {got_s} vs {want_s}" if len(got_s) + len(want_s) <= 60
+                           else f"{section}.{key} differs")
+                source = source or _source(rank_log, "initial_config", f"{section}.{key}")
+    return out, source
+
+
+def _formative_differences(formative: Dict[str, Any], rank_log: Any) -> Tuple[List[str], Optional[str]]:
+    """For logs without ``initial ... from dict`` lines: the ``Formative ...`` values MindFormers
+    logged that differ from the ones ``--config`` gives (the same comparison as SW107)."""
+    out: List[str] = []
+    source: Optional[str] = None
+    for logged_key, value in rank_log.formative().items():
+        key = logged_key.replace(" ", "_")
+        key = key if key in formative else logged_key
+        if key in formative and _canon(value) != formative[key]:
+            out.append(f"Formative {logged_key} differs")
+            source = source or _source(rank_log, "formative", logged_key)
+    return out, source
+

@@ -1,0 +1,87 @@
+"""SW206: recompute counts larger than the layers of their stage are capped without a word."""
+from __future__ import annotations
+
+from typing import Any, Iterable, Iterator, List, Tuple
+
+from . import CheckContext, Finding, Rule, register
+from ._config_ctx import config_of, where
+from ..strategy import SELECT_KEYS, jsonable
+
+
+@register
+class CountsCapped(Rule):
+    """A recompute count asks for more layers than its pipeline stage has; MindFormers caps it.
+
+    **What it means.** Without swap, ``recompute`` and the select keys take *counts*: "the first N
+    layers of each stage" (a 1-D list, one count per stage) or of each interleave x stage chunk (a
+    2-D table). MindFormers' ``LayerSetting`` silently caps every count at the number of layers
+    there: ``recompute: [9, 4, 2, 0]`` with 8 layers per stage recomputes 8 layers of stage 0, and
+    the log shows only the capped table (``Formative layer_recompute``). This rule compares what
+    you wrote with the table swapwatch's engine builds, the same way MindFormers does.
+
+    **Why it matters.** The count no longer means what the YAML says; often the stage split
+    changed (``pipeline_stage``, ``offset``, ``num_layers``) and the counts were written for the
+    old one, so the other stages' counts are probably stale too.
+
+    **How to fix it.** Write the counts for the current split (``swapwatch explain`` prints
+    ``layers per chunk``), or ``True`` for "every layer of the model"::
+
+        recompute_config:
+          recompute: [8, 4, 2, 0]        # stage 0 has 8 layers
+    """
+
+    code = "SW206"
+    severity = "warning"
+    title = "recompute counts capped at the layers of their stage"
+    needs = "config"
+
+    def check(self, ctx: CheckContext) -> Iterable[Finding]:
+        plan = ctx.plan
+        cfg = config_of(ctx)
+        if plan is None or cfg is None or plan.swap or getattr(plan, "legacy_recompute", None) is not None:
+            return
+        formative = plan.formative or {}
+        rc = getattr(cfg, "recompute_config", None) or {}
+        pairs: List[Tuple[str, Any, Any]] = [("recompute_config.recompute", rc.get("recompute"),
+                                              formative.get("layer_recompute"))]
+        for key, _ in SELECT_KEYS:
+            raw, tables = rc.get(key), formative.get(key) or {}
+            if isinstance(raw, dict):
+                pairs.extend((f"recompute_config.{key}.{pat}", v, tables.get(pat)) for pat, v in raw.items())
+            elif tables:                 # one value for the default patterns: they share its table
+                pairs.append((f"recompute_config.{key}", raw, next(iter(tables.values()))))
+        for key, raw, table in pairs:
+            if table is None:
+                continue
+            for index, where_, asked, got in _capped(raw, jsonable(table)):
+                yield self.finding(
+                    f"{key}: {_show(raw)} asks for {asked} layers on {where_}, which has {got}; "
+                    f"MindFormers applies it to those {got} (the count is capped without a word)",
+                    op=key, expected=f"at most {got}", actual=asked, source=where(cfg, f"{key}{index}"))
+
+
+def _capped(raw: Any, table: Any) -> Iterator[Tuple[str, str, int, int]]:
+    """(index suffix, "stage j" / "interleave i, stage j", asked, applied) of every capped count."""
+    if not isinstance(raw, (list, tuple)) or not isinstance(table, list):
+        return
+    if all(_count(x) or isinstance(x, bool) for x in raw):            # 1-D: one count per stage
+        for j, x in enumerate(raw):
+            if _count(x) and j < len(table[0]):
+                got = sum(int(row[j]) for row in table)
+                if x > got:
+                    yield f"[{j}]", f"stage {j}", x, got
+        return
+    for i, row in enumerate(raw):                                     # 2-D: interleave x stage
+        if not isinstance(row, (list, tuple)) or i >= len(table) or not isinstance(table[i], list):
+            continue
+        for j, x in enumerate(row):
+            if _count(x) and j < len(table[i]) and x > int(table[i][j]):
+                yield f"[{i}][{j}]", f"interleave {i}, stage {j}", x, int(table[i][j])
+
+
+def _count(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _show(raw: Any) -> str:
+    return str(jsonable(raw))

@@ -1,0 +1,288 @@
+"""``swapwatch diff A B``: what changes, layer by layer and stage by stage, between two configs'
+plans or between the strategies two runs applied.
+
+The question behind it: "I changed ``recompute: [6, 4, 2, 0]`` to ``[4, 4, 2, 0]``; which layers
+stop being fully recomputed, on which stage?" For two YAMLs both sides are the plan MindFormers
+will apply (:func:`swapwatch.explain.explain`, so the family and the layout are the ones explain
+uses); for two runs (run dirs, msrun log dirs, worker logs) both sides are what the log of one rank
+says was applied (the lowest rank with strategy lines). A config against a run is what
+``swapwatch verify`` answers, so it is refused with that advice: the two sides would speak in
+different words (the paths a pattern reaches vs the paths MindFormers logs).
+
+The table is the one every per-layer table shares (:mod:`swapwatch.layer_table`): differing cells
+read ``✗ A → B``. Exit 0 same, 1 differ, 2 bad input (DESIGN §3.1).
+"""
+from __future__ import annotations
+
+import json
+import os
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
+
+from . import layer_table, run_shape
+from .errors import InputError
+
+FORMATS = ("table", "json")
+
+
+@dataclass
+class Side:
+    """One side of a diff: a config's plan or a run's applied strategy, per layer."""
+
+    path: str
+    kind: str                                   # "config" | "run"
+    cells: Dict[int, Dict[str, str]]            # layer -> column texts (layer_table words)
+    stages: Dict[int, Tuple[int, int]]          # layer -> (stage, interleave)
+    shape: Dict[str, int]
+    swap: Optional[bool] = None
+    rank: Optional[int] = None                  # runs: the rank whose log is read
+    note: str = ""
+
+    def describe(self) -> str:
+        what = f"{self.kind}"
+        if self.rank is not None:
+            what += f", rank {self.rank}"
+        n = self.shape.get("num_layers", len(self.cells))
+        bits = [f"{n} layers", f"pipeline_stage {self.shape.get('pipeline_stage', '?')}"]
+        if self.swap is not None:
+            bits.append("swap ON" if self.swap else "swap off")
+        return f"{self.path} ({what}: {', '.join(bits)}){self.note}"
+
+
+@dataclass
+class LayerDiff:
+    layer: int
+    stage: str
+    a: Dict[str, str]
+    b: Dict[str, str]
+    cells: Dict[str, str]                       # equal text, or "✗ a → b"
+    differs: List[str] = field(default_factory=list)
+
+
+@dataclass
+class DiffResult:
+    a: Side
+    b: Side
+    layers: List[LayerDiff]
+    shape: List[str]                            # "layers 32 vs 4", ...
+
+    @property
+    def same(self) -> bool:
+        return not self.shape and not any(ld.differs for ld in self.layers) and self.a.swap == self.b.swap
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.same else 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading the two sides
+# ---------------------------------------------------------------------------------------------
+
+def is_config(path: str) -> bool:
+    return os.path.isfile(path) and os.path.splitext(path)[1].lower() in (".yaml", ".yml")
+
+
+def config_side(path: str) -> Side:
+    from .explain import explain
+
+    ex = explain(path)
+    plan = ex.plan
+    return Side(path=path, kind="config",
+                cells={lp.layer: layer_table.plan_cells(lp, ex.layout) for lp in plan.layers},
+                stages={lp.layer: (lp.stage, lp.interleave) for lp in plan.layers},
+                shape=run_shape.config_shape(ex.config), swap=plan.swap)
+
+
+def run_side(path: str) -> Side:
+    from .checks._compare import seen_items
+    from .parsers import read_logs
+
+    runlog = read_logs([path])
+    if not runlog.ranks:
+        raise InputError("no worker logs found here (expected worker_*.log, a run dir, or log files)",
+                         file=path)
+    ranks = sorted(runlog.ranks)
+    seen = None
+    rank = ranks[0]
+    for r in ranks:
+        items = seen_items(runlog.ranks[r])
+        if any(items.values()):
+            rank, seen = r, items
+            break
+    if seen is None:
+        raise InputError("no strategy lines (Set ... at layer N) in these logs: nothing to compare",
+                         file=path)
+    geo = runlog.ranks[rank].geometry()
+    pp_ids, inter_ids = geo.get("pp_ids") or [], geo.get("interleave_ids") or []
+    shape = run_shape.run_shape(runlog)
+    n = shape.get("num_layers") or (max(seen) + 1 if seen else 0)
+    layers = range(max(n, max(seen) + 1 if seen else 0))
+    stages = {i: (pp_ids[i] if i < len(pp_ids) else None, inter_ids[i] if i < len(inter_ids) else 0)
+              for i in layers}
+    swap = _logged_swap(runlog.ranks[rank])
+    note = f"; {len(ranks)} ranks, the map is rank {rank}'s" if len(ranks) > 1 else ""
+    return Side(path=path, kind="run", rank=rank, shape=shape, swap=swap, note=note, stages=stages,
+                cells={i: layer_table.logged_cells(seen.get(i, [])) for i in layers})
+
+
+def _logged_swap(rank_log: Any) -> Optional[bool]:
+    section = rank_log.initial_config().get("swap_config")
+    if isinstance(section, dict) and "swap" in section:
+        return bool(section["swap"])
+    return None
+
+
+def side(path: str) -> Side:
+    if not os.path.exists(path):
+        raise InputError("no such file or directory", file=path)
+    return config_side(path) if is_config(path) else run_side(path)
+
+
+# ---------------------------------------------------------------------------------------------
+# The comparison
+# ---------------------------------------------------------------------------------------------
+
+def diff(path_a: str, path_b: str) -> DiffResult:
+    """Compare two configs or two runs. InputError (exit 2) for a missing path, a bad config, or
+    a config against a run."""
+    for p in (path_a, path_b):
+        if not os.path.exists(p):
+            raise InputError("no such file or directory", file=p)
+    if is_config(path_a) != is_config(path_b):
+        cfg, run = (path_a, path_b) if is_config(path_a) else (path_b, path_a)
+        raise InputError(f"{cfg} is a config and {run} a run: `swapwatch diff` compares two configs "
+                         f"or two runs; to check a run against a config use "
+                         f"`swapwatch verify {run} --config {cfg}`")
+    a, b = side(path_a), side(path_b)
+    interleaved = any(v for _, v in a.stages.values()) or any(v for _, v in b.stages.values())
+    layers: List[LayerDiff] = []
+    for layer in sorted(set(a.cells) | set(b.cells)):
+        ca, cb = a.cells.get(layer, {}), b.cells.get(layer, {})
+        cells, differs = layer_table.pairs(ca, cb)
+        sa = layer_table.stage_label(*a.stages.get(layer, (None, 0)), interleaved)
+        sb = layer_table.stage_label(*b.stages.get(layer, (None, 0)), interleaved)
+        stage = sa if sa == sb else f"{layer_table.DIFF} {sa} → {sb}"
+        if layer not in a.cells or layer not in b.cells:
+            differs = differs or ["layer"]
+        layers.append(LayerDiff(layer, stage, ca, cb, cells, differs))
+    return DiffResult(a, b, layers, run_shape.differences([a.shape, b.shape]))
+
+
+def kind(cells: Dict[str, str]) -> str:
+    """A layer's strategy in a word or two: ``full``, ``select``, ``select+swap``, ``none``."""
+    if cells.get("full_recompute"):
+        parts = ["full"]
+    else:
+        parts = [w for a, w in (("select_recompute", "select"), ("select_comm_recompute", "comm"))
+                 if cells.get(a)]
+    if cells.get("layer_swap") or cells.get("op_swap"):
+        parts.append("swap")
+    return "+".join(parts) or "none"
+
+
+def stage_changes(result: DiffResult) -> List[str]:
+    """Per stage of A, the changed layers grouped by what they change from and to, e.g.
+    ``stage 0: layers 4-5 full → none``; ``stage 2: no change``."""
+    by_stage: "OrderedDict[str, List[LayerDiff]]" = OrderedDict()
+    for ld in sorted(result.layers, key=lambda x: (_stage_key(result, x.layer), x.layer)):
+        by_stage.setdefault(_stage_name(result, ld.layer), []).append(ld)
+    out = []
+    for stage, lds in by_stage.items():
+        changes: "OrderedDict[str, List[int]]" = OrderedDict()
+        for ld in lds:
+            if not ld.differs:
+                continue
+            ka, kb = kind(ld.a), kind(ld.b)
+            if ld.layer not in result.a.cells:
+                what = "only in B"
+            elif ld.layer not in result.b.cells:
+                what = "only in A"
+            elif ka != kb:
+                what = f"{ka} → {kb}"
+            else:
+                what = f"{ka}: {', '.join(layer_table.COLUMNS[a] for a in ld.differs if a in layer_table.COLUMNS)} differ"
+            changes.setdefault(what, []).append(ld.layer)
+        if not changes:
+            out.append(f"{stage}: no change")
+        else:
+            out.append(f"{stage}: " + "; ".join(
+                f"{'layer' if len(ls) == 1 else 'layers'} {layer_table.ranges(ls)} {what}"
+                for what, ls in changes.items()))
+    return out
+
+
+def _stage_key(result: DiffResult, layer: int) -> Tuple[int, int]:
+    st, inter = result.a.stages.get(layer) or result.b.stages.get(layer) or (None, 0)
+    return (st if st is not None else 1 << 30, inter or 0)
+
+
+def _stage_name(result: DiffResult, layer: int) -> str:
+    st, _ = result.a.stages.get(layer) or result.b.stages.get(layer) or (None, 0)
+    return "stage ?" if st is None else f"stage {st}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Rendering
+# ---------------------------------------------------------------------------------------------
+
+def render(result: DiffResult, fmt: str = "table", all_layers: bool = False) -> str:
+    if fmt == "json":
+        return json.dumps(to_json(result), indent=1, ensure_ascii=False) + "\n"
+    if fmt != "table":
+        raise ValueError(f"unknown format {fmt!r}")
+    return render_table(result, all_layers)
+
+
+def render_table(result: DiffResult, all_layers: bool = False) -> str:
+    out = [f"A: {result.a.describe()}", f"B: {result.b.describe()}"]
+    if result.shape:
+        out.append("not the same model or run shape: " + ", ".join(result.shape))
+    if result.a.swap != result.b.swap and None not in (result.a.swap, result.b.swap):
+        out.append(f"swap {'ON' if result.a.swap else 'off'} → {'ON' if result.b.swap else 'off'} "
+                   "(with swap ON, recompute keys are layer ids, not per-stage counts)")
+    out.append("")
+    rows = [([ld.layer], ld.stage, ld) for ld in result.layers]
+    if not all_layers:
+        rows = layer_table.fold(rows, key=lambda r: (r[1], tuple(sorted(r[2].cells.items()))),
+                                layers=lambda r: r[0])
+    cols = layer_table.used_columns([r[2].cells for r in rows])
+    header = ["layer", "stage"] + [layer_table.COLUMNS[a] for a in cols]
+    body = [[layer_table.layer_label(ls), stage] + [ld.cells[a] for a in cols] for ls, stage, ld in rows]
+    out.extend(layer_table.grid(header, body))
+    marks = [f"{layer_table.DIFF} = differs (A → B)"] if any(ld.differs for ld in result.layers) else []
+    marks += layer_table.legend(c for row in body for c in row[2:])
+    if marks:
+        out.append("  " + "; ".join(marks))
+    out.append("")
+    out.extend(stage_changes(result))
+    n = sum(1 for ld in result.layers if ld.differs)
+    out.append("")
+    out.append("SAME: the two strategies are identical layer by layer" if result.same else
+               f"DIFFER: {n} of {len(result.layers)} layers" + (", and the shape" if result.shape else ""))
+    return "\n".join(line.rstrip() for line in out) + "\n"
+
+
+def to_json(result: DiffResult) -> Dict[str, Any]:
+    """``{"same", "a", "b", "shape_differences", "stages", "layers"}``; per layer the two sides'
+    column texts (only filled columns) and the columns that differ."""
+    def side_json(s: Side) -> Dict[str, Any]:
+        return {"path": s.path, "kind": s.kind, "rank": s.rank, "swap": s.swap, "shape": dict(s.shape)}
+
+    return {"same": result.same, "a": side_json(result.a), "b": side_json(result.b),
+            "shape_differences": list(result.shape),
+            "stages": stage_changes(result),
+            "layers": [{"layer": ld.layer,
+                        "stage": {"a": _stage_of(result.a, ld.layer), "b": _stage_of(result.b, ld.layer)},
+                        "a": {k: v for k, v in ld.a.items() if v},
+                        "b": {k: v for k, v in ld.b.items() if v},
+                        "differs": list(ld.differs)} for ld in result.layers]}
+
+
+def _stage_of(s: Side, layer: int) -> Optional[Dict[str, Any]]:
+    if layer not in s.stages:
+        return None
+    st, inter = s.stages[layer]
+    return {"stage": st, "interleave": inter}
+

@@ -1,0 +1,74 @@
+"""Which kind of file the user handed a command: a training YAML or a worker log.
+
+``explain`` on a worker log used to answer "YAML syntax error", ``verify`` on a YAML "the logs hold
+no initial lines": both true and both useless. Each command asks here when its input is the other
+kind, and says which command the user meant (one line, exit 2). The log test uses the logger
+prefixes of :mod:`swapwatch.parsers.grammar` (the one description of what log lines look like).
+"""
+from __future__ import annotations
+
+import gzip
+import os
+import re
+from typing import Optional
+
+from .errors import InputError
+
+#: Top-level keys of a MindFormers training YAML (any of them makes a mapping a training config).
+YAML_KEYS = ("recompute_config", "swap_config", "parallel_config", "model", "context", "runner_config")
+HEAD_BYTES = 64 * 1024
+
+
+def looks_like_log(path: str) -> bool:
+    """Does the head of ``path`` read like a worker log (MindFormers / MindSpore / SWAPWATCH lines)?"""
+    from .parsers.grammar import PREFIXES, SWAPWATCH_NEEDLE
+
+    head = _head(path)
+    if head is None:
+        return False
+    if SWAPWATCH_NEEDLE.decode() in head:
+        return True
+    rxs = [re.compile(rx) for _, rx, _ in PREFIXES if not rx.startswith(r"^\s*-?")]  # not the bare "- INFO -"
+    lines = [ln for ln in head.splitlines()[:200] if ln.strip()]
+    return any(rx.match(ln) for ln in lines for rx in rxs)
+
+
+def looks_like_yaml_config(path: str) -> bool:
+    """Is ``path`` a training YAML (a ``.yaml``/``.yml`` file, or a mapping with a training key)?"""
+    if not os.path.isfile(path):
+        return False
+    if path.lower().endswith((".yaml", ".yml")):
+        return True
+    head = _head(path)
+    if head is None or looks_like_log(path):
+        return False
+    import yaml
+
+    try:
+        data = yaml.safe_load(head)
+    except yaml.YAMLError:
+        return False
+    return isinstance(data, dict) and any(k in data for k in YAML_KEYS)
+
+
+def reject_log_for_explain(path: str) -> None:
+    """``explain`` was given a worker log: raise the one line that points to ``verify``."""
+    if looks_like_log(path):
+        raise InputError("this is a worker log, not a training YAML; to check what the run applied: "
+                         f"swapwatch verify {path} --config CONFIG.yaml", file=path)
+
+
+def reject_yaml_for_verify(path: str) -> None:
+    """``verify`` was given a training YAML as a log: raise the one line that points to ``explain``."""
+    if looks_like_yaml_config(path):
+        raise InputError("this is a training YAML, not a worker log; for its plan: swapwatch explain "
+                         f"{path}; to check a run against it: swapwatch verify LOGS --config {path}", file=path)
+
+
+def _head(path: str) -> Optional[str]:
+    try:
+        opener = gzip.open if path.endswith(".gz") else open
+        with opener(path, "rb") as fh:
+            return fh.read(HEAD_BYTES).decode("utf-8", "replace")
+    except (OSError, EOFError):
+        return None

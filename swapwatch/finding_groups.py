@@ -1,0 +1,130 @@
+"""Findings grouped by cause, for people: one line per cause with the ranks and layers it hits.
+
+A config mismatch on a 1,024-rank job is the same sentence 1,024 times, and a missing action on
+every layer of every rank is ranks x layers lines; a person (a terminal, a PR comment, a CI
+report) wants each cause once, with "ranks 0-1023, layers 0-31", a count, the first place to look
+and the ranks hit hardest. JSON keeps every finding; the table, Markdown and JUnit use these
+groups. Findings are grouped by code, severity, op and message once the finding's *own* rank and
+layer are taken out of the message's leading ``rank R layer L:`` part (the checks' convention);
+a message that still differs (another value, another path) is another cause.
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter, OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Iterable, List, Optional, Tuple
+
+from .layer_table import ranges
+
+#: How many rank / layer runs a range text shows before "…".
+RANGE_RUNS = 6
+
+
+@dataclass
+class Group:
+    """One cause: the findings that share it."""
+
+    code: str
+    severity: str
+    body: str                           # the message without its leading rank/layer part
+    findings: List[Any] = field(default_factory=list)
+    #: False when the message itself names its place (not as a leading part): no ranges prefix
+    placed: bool = True
+
+    @property
+    def first(self) -> Any:
+        return self.findings[0]
+
+    @property
+    def ranks(self) -> List[int]:
+        return sorted({f.rank for f in self.findings if f.rank is not None})
+
+    @property
+    def layers(self) -> List[int]:
+        return sorted({f.layer for f in self.findings if f.layer is not None})
+
+    @property
+    def sources(self) -> List[str]:
+        seen: "OrderedDict[str, None]" = OrderedDict()
+        for f in self.findings:
+            if f.source:
+                seen.setdefault(f.source, None)
+        return list(seen)
+
+    def where(self, limit: Optional[int] = RANGE_RUNS) -> str:
+        """``ranks 0-3, 7 · layers 0-31`` (or ``rank 5 · layer 2``; empty when neither applies)."""
+        if not self.placed:
+            return ""
+        parts = []
+        ranks, layers = self.ranks, self.layers
+        if ranks:
+            parts.append(("rank " if len(ranks) == 1 else "ranks ") + ranges(ranks, limit))
+        if layers:
+            parts.append(("layer " if len(layers) == 1 else "layers ") + ranges(layers, limit))
+        return " · ".join(parts)
+
+    def source_text(self) -> str:
+        srcs = self.sources
+        if not srcs:
+            return ""
+        return srcs[0] + (f" +{len(srcs) - 1} more" if len(srcs) > 1 else "")
+
+    def text(self, limit: Optional[int] = RANGE_RUNS) -> str:
+        where = self.where(limit)
+        return f"{where}: {self.body}" if where else self.body
+
+
+def _strip_own(f: Any) -> Tuple[str, bool]:
+    """The message without the leading ``rank R``, ``layer L`` naming the finding's own place,
+    and whether such a part was there."""
+    msg = f.message
+    if f.rank is None and f.layer is None:
+        return msg, True
+    rank_part = rf"(?:rank {f.rank}\b ?)?" if f.rank is not None else ""
+    layer_part = rf"(?:layer {f.layer}\b)?" if f.layer is not None else ""
+    m = re.match("^" + rank_part + layer_part + r"\s*:\s*", msg)
+    if m and m.group(0).strip(": "):
+        return msg[m.end():], True
+    return msg, False
+
+
+def group(findings: Iterable[Any]) -> List[Group]:
+    """Findings grouped by cause, in the order their first finding comes."""
+    groups: "OrderedDict[Tuple, Group]" = OrderedDict()
+    for f in findings:
+        body, placed = _strip_own(f)
+        key = (f.code, f.severity, f.op, body, repr(f.expected), repr(f.actual))
+        if not placed:
+            # the place is inside the sentence: merging would hide it, so the place is the key too
+            key += (f.rank, f.layer)
+        g = groups.get(key)
+        if g is None:
+            g = groups[key] = Group(f.code, f.severity, body, placed=placed)
+        g.findings.append(f)
+    return list(groups.values())
+
+
+def by_code(groups: Iterable[Group]) -> "OrderedDict[str, List[Group]]":
+    out: "OrderedDict[str, List[Group]]" = OrderedDict()
+    for g in groups:
+        out.setdefault(g.code, []).append(g)
+    return out
+
+
+def worst_ranks(findings: Iterable[Any], failing=lambda f: True, n: int = 5) -> List[Tuple[int, int]]:
+    """The ``n`` ranks with the most (failing) findings, as (rank, count), most first."""
+    counts = Counter(f.rank for f in findings if f.rank is not None and failing(f))
+    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:n]
+
+
+def rank_signature(findings: Iterable[Any]) -> Tuple:
+    """What a rank's findings say once the rank is taken out: ranks with equal signatures are
+    one JUnit testcase."""
+    return tuple(sorted((f.code, f.severity, f.layer if f.layer is not None else -1, _strip_own(f)[0])
+                        for f in findings))
+
+
+def family(code: str) -> str:
+    """``SW1`` for SW101..SW199: the rule family a testcase stands for."""
+    return code[:3]

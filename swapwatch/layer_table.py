@@ -1,0 +1,245 @@
+"""The one vocabulary and look of every per-layer table: ``explain``, ``verify`` and ``diff``.
+
+A user reads the plan before launch (explain), the run after it (verify) and the change between
+two configs or runs (diff); the three tables name the same things the same way so that a line of
+one can be compared with a line of another by eye: the same column names, the same stage label
+(``0``, or ``0 v1`` for interleave chunk 1), the same mark for "nothing here" (``-``), the same
+text for a pattern (the op paths it reaches on the model layout, as MindFormers' walk finds them,
+or ``PATTERN (no match)``), ``!`` before a swap that recompute voids, and consecutive identical
+layers folded into ranges (``0-7``) unless the caller asks for every layer.
+"""
+from __future__ import annotations
+
+import textwrap
+from collections import OrderedDict
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+
+#: action -> column header, in MindFormers' per-layer order (events.ACTIONS).
+COLUMNS = OrderedDict([
+    ("full_recompute", "full"),
+    ("select_recompute", "select recompute"),
+    ("select_comm_recompute", "comm recompute"),
+    ("select_recompute_exclude", "exclude"),
+    ("select_comm_recompute_exclude", "comm exclude"),
+    ("layer_swap", "layer swap"),
+    ("op_swap", "op swap"),
+])
+#: How the cell walk treats each pattern action (patterns.walk ``mode``).
+WALK_MODE = {
+    "select_recompute": "recompute",
+    "select_comm_recompute": "comm",
+    "select_recompute_exclude": "exclude",
+    "select_comm_recompute_exclude": "comm_exclude",
+    "op_swap": "swap",
+}
+NONE = "-"          # nothing applied in this cell
+DIFF = "✗"          # verify/diff: the two sides differ here
+UNKNOWN = "?"       # verify: the log cannot speak for this cell
+VOIDED = "!"        # a swap that recompute on the same layer voids (SW201)
+WRAP = 50           # a cell wider than this wraps onto continuation lines
+WRAP_DIFF = 90      # ... in a table of "✗ expected → actual" cells, which hold two sides
+
+
+def stage_label(stage: Any, interleave: Any, interleaved: bool) -> str:
+    """``0`` without interleave; ``0 v1`` (stage 0, interleave chunk 1) with it."""
+    if stage is None:
+        return UNKNOWN
+    return f"{stage} v{interleave or 0}" if interleaved else str(stage)
+
+
+def ranges(values: Iterable[int], limit: Optional[int] = None) -> str:
+    """``0-3, 5, 7-9``; with ``limit``, at most that many runs and then ``… (N in all)``."""
+    vals = sorted(set(values))
+    runs: List[str] = []
+    start = None
+    for i, v in enumerate(vals):
+        start = v if start is None else start
+        if i + 1 == len(vals) or vals[i + 1] != v + 1:
+            runs.append(str(start) if start == v else f"{start}-{v}")
+            start = None
+    if limit is not None and len(runs) > limit:
+        head = runs[:limit - 1]
+        return f"{', '.join(head)}, …, {runs[-1]} ({len(vals)} in all)"
+    return ", ".join(runs)
+
+
+def pattern_text(layout: Any, pattern: str, mode: str) -> List[str]:
+    """A pattern as the op paths it reaches on ``layout``; ``PATTERN (no match)`` when it reaches
+    nothing and ``PATTERN (cell only: no effect)`` when it reaches only cells the mode skips."""
+    from . import strategy
+
+    if layout is None:
+        return [pattern]
+    try:
+        res = strategy.walk(layout, pattern, mode)
+    except Exception:            # an invalid regex is reported by config checks, not here
+        return [f"{pattern} (invalid pattern)"]
+    if res.targets:
+        return [t.path for t in res.targets]
+    if res.skipped_cells:
+        return [f"{pattern} (cell only: no effect)"]
+    return [f"{pattern} (no match)"]
+
+
+def _voided(lp: Any, key: str) -> bool:
+    over = set(getattr(lp, "swap_overridden", None) or [])
+    if key == "layer_swap":
+        return "layer_swap" in over or any(o.startswith("layer_swap[") for o in over)
+    return key in over
+
+
+def plan_cells(lp: Any, layout: Any) -> Dict[str, str]:
+    """The text of every column for one :class:`~swapwatch.strategy.LayerPlan` (empty = nothing)."""
+    cells: Dict[str, str] = {}
+    if lp.full_recompute:
+        cells["full_recompute"] = "yes" if getattr(lp, "full_recompute_logged", True) else "yes*"
+    else:
+        cells["full_recompute"] = ""
+    for action in ("select_recompute", "select_comm_recompute", "select_recompute_exclude",
+                   "select_comm_recompute_exclude"):
+        items: List[str] = []
+        for pat in getattr(lp, action) or []:
+            items.extend(pattern_text(layout, pat, WALK_MODE[action]))
+        cells[action] = ", ".join(items)
+    if lp.layer_swap is not None:
+        cells["layer_swap"] = f"{VOIDED if _voided(lp, 'layer_swap') else ''}p={lp.layer_swap}"
+    else:
+        cells["layer_swap"] = ""
+    ops = []
+    for pat, prefetch in (lp.op_swap or {}).items():
+        mark = VOIDED if _voided(lp, pat) else ""
+        ops.append(f"{mark}{', '.join(pattern_text(layout, pat, 'swap'))} p={prefetch}")
+    cells["op_swap"] = ", ".join(ops)
+    return cells
+
+
+def logged_cells(items: Sequence[Any]) -> Dict[str, str]:
+    """The text of every column for what a log shows at one layer (``Seen`` items: action, path,
+    value), in the same words as :func:`plan_cells`."""
+    cells = {a: "" for a in COLUMNS}
+    for action in COLUMNS:
+        got = [s for s in items if s.action == action]
+        if not got:
+            continue
+        if action == "full_recompute":
+            cells[action] = "yes"
+        elif action == "layer_swap":
+            cells[action] = ", ".join(f"p={s.value}" for s in got)
+        elif action == "op_swap":
+            cells[action] = ", ".join(f"{s.path} p={s.value}" for s in got)
+        else:
+            cells[action] = ", ".join(str(s.path) for s in got)
+    return cells
+
+
+def legend(texts: Iterable[str]) -> List[str]:
+    """The legend lines a table needs for the marks its cells use."""
+    joined = " ".join(texts)
+    out = []
+    if "yes*" in joined:
+        out.append("yes* = fully recomputed without a log line")
+    if VOIDED in joined:
+        out.append(f"{VOIDED} = swap voided by recompute on that layer (SW201)")
+    if "p=" in joined:
+        out.append("p = backward_prefetch")
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Rows, folding, the grid
+# ---------------------------------------------------------------------------------------------
+
+def fold(rows: List[Any], key: Callable[[Any], Any], layers: Callable[[Any], List[int]],
+         foldable: Callable[[Any], bool] = lambda r: True) -> List[Any]:
+    """Merge consecutive rows whose ``key`` is equal and whose layers follow each other.
+
+    ``layers(row)`` is the row's (mutable) list of layer ids; merged rows extend the first."""
+    out: List[Any] = []
+    for row in rows:
+        prev = out[-1] if out else None
+        if (prev is not None and foldable(row) and foldable(prev)
+                and layers(prev)[-1] + 1 == layers(row)[0] and key(prev) == key(row)):
+            layers(prev).extend(layers(row))
+        else:
+            out.append(row)
+    return out
+
+
+def layer_label(layers: Sequence[int]) -> str:
+    a, b = layers[0], layers[-1]
+    return str(a) if a == b else f"{a}-{b}"
+
+
+def grid(header: List[str], body: List[List[str]], wrap: int = WRAP) -> List[str]:
+    """A plain-text table: header, dashes, rows; an empty cell shows ``-``; a cell wider than
+    ``wrap`` (a ``✗ a → b`` cell: :data:`WRAP_DIFF`) continues on the next lines of the row."""
+    cells = [[_wrap(c, WRAP_DIFF if str(c).startswith(DIFF) else wrap) for c in row] for row in body]
+    widths = [max([len(h)] + [len(line) for row in cells for line in row[i]])
+              for i, h in enumerate(header)]
+
+    def fmt(parts: List[str]) -> str:
+        return "  ".join(p.ljust(w) for p, w in zip(parts, widths)).rstrip()
+
+    out = [fmt(header), fmt(["-" * w for w in widths])]
+    for row in cells:
+        for k in range(max(len(c) for c in row)):
+            out.append(fmt([c[k] if k < len(c) else "" for c in row]))
+    return out
+
+
+def _wrap(text: str, width: int) -> List[str]:
+    text = str(text) if text not in (None, "") else NONE
+    if len(text) <= width:
+        return [text]
+    return textwrap.wrap(text, width=width, break_long_words=False, break_on_hyphens=False) or [text]
+
+
+def used_columns(rows: Iterable[Dict[str, str]], always: Sequence[str] = ("full_recompute",)) -> List[str]:
+    """The action columns worth a column: those some row fills (plus ``always``)."""
+    rows = list(rows)
+    return [a for a in COLUMNS if a in always or any(r.get(a) for r in rows)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-stage summary
+# ---------------------------------------------------------------------------------------------
+
+def stage_summary(layer_plans: Sequence[Any], interleaved: bool = False) -> List[str]:
+    """One line per pipeline stage: its layers and how many get each mechanism, e.g.
+    ``stage 0: layers 0-7 (8), full 3, select 2, comm 0, swap 1``; a swap voided by recompute is
+    counted apart (``voided swap 1``)."""
+    by_stage: "OrderedDict[Any, List[Any]]" = OrderedDict()
+    for lp in sorted(layer_plans, key=lambda x: (x.stage, x.layer)):
+        by_stage.setdefault(lp.stage, []).append(lp)
+    out = []
+    for stage, lps in by_stage.items():
+        full = sum(1 for lp in lps if lp.full_recompute)
+        select = sum(1 for lp in lps if lp.select_recompute)
+        comm = sum(1 for lp in lps if lp.select_comm_recompute)
+        swap = sum(1 for lp in lps if lp.layer_swap is not None or lp.op_swap)
+        voided = sum(1 for lp in lps if lp.swap_overridden)
+        layers = ranges(lp.layer for lp in lps)
+        parts = [f"full {full}", f"select {select}", f"comm {comm}", f"swap {swap}"]
+        if voided:
+            parts.append(f"voided swap {voided}")
+        out.append(f"stage {stage}: layers {layers} ({len(lps)}), " + ", ".join(parts))
+    return out
+
+
+def rule_hint(code: str) -> str:
+    """Where the fix for a finding lives."""
+    return f"(swapwatch rules {code})"
+
+
+def pairs(a: Dict[str, str], b: Dict[str, str]) -> Tuple[Dict[str, str], List[str]]:
+    """Cell texts for an A-vs-B row: equal cells as they are, differing ones ``✗ a → b``; and
+    the actions that differ."""
+    out, differ = {}, []
+    for action in COLUMNS:
+        x, y = a.get(action, ""), b.get(action, "")
+        if x == y:
+            out[action] = x
+        else:
+            out[action] = f"{DIFF} {x or NONE} → {y or NONE}"
+            differ.append(action)
+    return out, differ
