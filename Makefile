@@ -39,7 +39,7 @@ demo: install
 	BIN=$(BIN) scripts/demo.sh
 
 bench: install
-	$(PY) bench/run.py
+	$(PY) bench/run.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) $(ORACLE) .pytest_cache .hypothesis demo-runs bench/out

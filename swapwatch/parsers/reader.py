@@ -137,7 +137,7 @@ def _pack_file(piece: Piece, rank: Optional[int], result: PieceResult) -> None:
             e.source = e.source.rpartition(":")[2]
         return
     rl = RankLog(rank, files=[piece.display])
-    events = _thin(result.events)
+    events = result.events
     for e in events:
         e.rank = rank
     rl.events = events
@@ -364,30 +364,10 @@ def _add(run: RunLog, rank: int, f: inp.LogFile, events: List[Event]) -> RankLog
     if rl is None:
         rl = run.ranks[rank] = RankLog(rank)
     rl.files.append(f.display)
-    events = _thin(events)
     for e in events:
         e.rank = rank
     rl.events = rl.events + events if rl.events else events
     return rl
-
-
-def _thin(events: List[Event]) -> List[Event]:
-    """Drop the compile-time offload warnings a run model does not need: MindSpore prints one per
-    offloaded node (hundreds per rank), and only the first after each LayerSetting block start is
-    evidence of anything (:func:`complete_blocks`: the process moved on past model building).
-    ``swapwatch events`` still lists every one (it streams, keeping nothing)."""
-    out: List[Event] = []
-    want = True
-    for e in events:
-        if isinstance(e, NoticeEvent) and e.what == "offload_outside_lazy_inline":
-            if not want:
-                continue
-            want = False
-        elif (isinstance(e, GeometryEvent) and e.what == "layer_list") or \
-                (isinstance(e, SwapwatchEvent) and e.payload.get("kind") == "plan"):
-            want = True
-        out.append(e)
-    return out
 
 
 def _has_mindformers(r: RankLog) -> bool:
