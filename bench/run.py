@@ -8,7 +8,9 @@ step lines, memory peaks, error codes, SWAPWATCH), its counts written to a file 
 writing to /dev/null stops at the first match). Page cache warm (every file read once first), the
 minimum of ``--repeat`` runs (3) of each, both under ``LC_ALL=C.UTF-8``. Peak RSS is GNU time's
 ``%M`` for the command (the largest process of its tree, pool workers included) when
-``/usr/bin/time`` exists, else the largest child's ``ru_maxrss``.
+``/usr/bin/time`` exists, else the largest child's ``ru_maxrss``. The CPU time (``%U + %S``, the
+command and its pool workers) is printed too: on a shared machine it varies far less than the
+wall clock.
 
 Workloads (generated once into ``bench/out/``, gitignored, and reused):
 
@@ -80,34 +82,37 @@ def warm(files: List[str]) -> int:
     return size
 
 
-def run(cmd: List[str], out_path: str) -> Tuple[float, Optional[int], int]:
-    """(seconds, peak RSS in KB or None, exit code) of one run, stdout to ``out_path``."""
+def run(cmd: List[str], out_path: str) -> Tuple[float, Optional[int], int, Optional[float]]:
+    """(seconds, peak RSS in KB or None, exit code, CPU seconds user+sys or None) of one run,
+    stdout to ``out_path``."""
     timed = os.path.exists(GNU_TIME)
     rss_file = out_path + ".rss"
-    full = [GNU_TIME, "-f", "%M", "-o", rss_file] + cmd if timed else cmd
+    full = [GNU_TIME, "-f", "%M %U %S", "-o", rss_file] + cmd if timed else cmd
     with open(out_path, "wb") as out:
         t = time.perf_counter()
         p = subprocess.run(full, stdout=out, stderr=subprocess.PIPE, env=ENV, cwd=ROOT)
         dt = time.perf_counter() - t
-    rss = None
+    rss, cpu = None, None
     if timed:
-        with open(rss_file) as f:
-            lines = [x for x in f.read().split() if x.isdigit()]
-        rss = int(lines[-1]) if lines else None
+        with open(rss_file) as f:     # the last line is ours ("Command exited with ..." may precede it)
+            last = f.read().strip().splitlines()[-1].split()
+        rss, cpu = int(last[0]), float(last[1]) + float(last[2])
     else:
         rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     if p.returncode not in (0, 1):
         sys.stderr.write(p.stderr.decode(errors="replace")[-2000:])
-    return dt, rss, p.returncode
+    return dt, rss, p.returncode, cpu
 
 
-def best(cmd: List[str], out_path: str, repeat: int) -> Tuple[float, int, int]:
-    times, peak, rc = [], 0, 0
+def best(cmd: List[str], out_path: str, repeat: int) -> Tuple[float, int, int, float]:
+    """Minimum wall time, largest peak RSS, last exit code, minimum CPU time over ``repeat`` runs."""
+    times, cpus, peak, rc = [], [], 0, 0
     for _ in range(repeat):
-        dt, rss, rc = run(cmd, out_path)
+        dt, rss, rc, cpu = run(cmd, out_path)
         times.append(dt)
+        cpus.append(cpu if cpu is not None else float("nan"))
         peak = max(peak, rss or 0)
-    return min(times), peak, rc
+    return min(times), peak, rc, min(cpus)
 
 
 def main(argv=None) -> int:
@@ -125,7 +130,7 @@ def main(argv=None) -> int:
         for name in [x.strip() for x in a.only.split(",") if x.strip()]:
             what, files = workload(name)
             size = warm(files)
-            g, _, _ = best([grep, "-cE", PATTERN] + files, os.path.join(tmp, "counts.txt"), a.repeat)
+            g, _, _, gcpu = best([grep, "-cE", PATTERN] + files, os.path.join(tmp, "counts.txt"), a.repeat)
             target = files if name == "1gb" else [os.path.dirname(files[0])]
             cmds = [("verify", sw + ["verify"] + target + ["--format", "json"], "report.json")]
             if name == "1024":
@@ -133,17 +138,18 @@ def main(argv=None) -> int:
                          ("plot memory", sw + ["plot", "memory"] + target + ["-o", os.path.join(tmp, "memory.png")],
                           "plot.txt")]
             for label, cmd, out in cmds:
-                dt, rss, rc = best(cmd, os.path.join(tmp, out), a.repeat)
+                dt, rss, rc, cpu = best(cmd, os.path.join(tmp, out), a.repeat)
                 rows.append({"workload": what, "command": label, "s": dt, "grep": g, "rss": rss, "rc": rc,
-                             "mb": size / 1e6})
+                             "cpu": cpu, "gcpu": gcpu})
                 print(f"{what:<28} {label:<12} {dt:7.2f} s   grep -cE {g:6.2f} s   ratio {dt / g:5.2f}   "
-                      f"peak RSS {rss / 1024:6.0f} MB   exit {rc}", flush=True)
+                      f"peak RSS {rss / 1024:6.0f} MB   CPU {cpu:6.2f} s (grep {gcpu:5.2f} s)   exit {rc}",
+                      flush=True)
     print()
-    print("| workload | command | swapwatch | grep -cE | ratio | peak RSS |")
-    print("|---|---|---|---|---|---|")
+    print("| workload | command | swapwatch | grep -cE | ratio | peak RSS | CPU swapwatch / grep |")
+    print("|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['workload']} | {r['command']} | {r['s']:.2f} s | {r['grep']:.2f} s | "
-              f"{r['s'] / r['grep']:.2f} | {r['rss'] / 1024:.0f} MB |")
+              f"{r['s'] / r['grep']:.2f} | {r['rss'] / 1024:.0f} MB | {r['cpu']:.2f} s / {r['gcpu']:.2f} s |")
     print(f"\n{os.cpu_count()} cores; goals: ratio <= 1.5 (plot memory: <= 10 s), peak RSS <= 200 MB")
     return 0
 
