@@ -1,0 +1,204 @@
+"""Choose per layer none / select / full (/ swap) so that every stage fits the budget at the least
+recompute cost: the search behind ``swapwatch plan``.
+
+The model (:mod:`swapwatch.memory.model`) makes a stage's peak
+
+    static + residual + scale * (sum over chunks of inflight_c * sum of kept bytes + max extra + fixed)
+
+where ``extra`` is a layer's recompute transient (or its swap prefetch window) and ``fixed`` the
+backward workspace and the head. Stages are independent, so each is solved alone:
+
+* the choices are *levels*: none, the family's select groups nested in one order (``g1``, then
+  ``g1+g2`` ...), full, and with swap ``swap:p``. Nesting is what MindFormers' count tables force
+  (a pattern with count N applies to the first N layers of each chunk), and searching every order
+  of the groups covers every count table of those patterns;
+* layers of one chunk are identical to the model, so a chunk's choice is how many layers take each
+  level; the Pareto front (kept bytes, FLOPs) of those count vectors is built level by level, and
+  the chunks' fronts are combined the same way;
+* the ``max extra`` term is handled exactly by trying each distinct extra as a cap (only levels at
+  or below it allowed) and keeping the cheapest feasible answer.
+
+The answer is exact for the model: :func:`brute_force` (tests) enumerates every per-layer
+assignment of small cases and finds the same cost.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
+
+from .family import Family, LayerCost
+from .model import Calibration, head_bytes, inflight, static_parts
+from .spec import ModelSpec
+
+
+@dataclass(frozen=True)
+class Level:
+    """One per-layer choice: a label, the select patterns it applies (in group order), whether it is
+    full recompute or a layer swap (with its prefetch), and what it costs the model."""
+
+    label: str
+    patterns: Tuple[str, ...]
+    full: bool
+    swap: Optional[int]
+    cost: LayerCost
+    rank: int                        # position in its chain (0 = none): nesting order for emission
+
+    @property
+    def extra(self) -> int:
+        return self.cost.regen if self.swap is None else self.swap * self.cost.host
+
+
+@dataclass
+class StagePlan:
+    stage: int
+    fits: bool
+    levels: Dict[int, Level] = field(default_factory=dict)     # layer -> level
+    dynamic: int = 0
+    static: int = 0
+    flops: float = 0.0
+
+
+def chains(fam: Family, allow_swap: bool = False, prefetches: Sequence[int] = (1, 2)) -> List[List[Level]]:
+    """Every nesting order of the family's select groups as a list of levels none < ... < full
+    (plus the swap levels, which sit beside the chain: swap mode takes layer ids, no nesting)."""
+    out = []
+    none = Level("none", (), False, None, fam.cost(frozenset()), 0)
+    full = Level("full", (), True, None, fam.cost(fam.all_ops, fam.layer_boundary), 10 ** 6)
+    swaps = [Level(f"swap:{p}", (), False, p, fam.cost(frozenset(), frozenset(), frozenset(), True), -p)
+             for p in prefetches] if allow_swap else []
+    for order in itertools.permutations(fam.groups):
+        chain = [none]
+        pats: Tuple[str, ...] = ()
+        for k, (_, gpats) in enumerate(order, start=1):
+            pats = pats + tuple(gpats)
+            marked, boundary = fam.ops_reached(pats)
+            chain.append(Level("select:" + ",".join(pats), pats, False, None, fam.cost(marked, boundary), k))
+        out.append(chain + [full] + swaps)
+    return out or [[none, full] + swaps]
+
+
+Front = List[Tuple[float, float, Tuple[int, ...]]]       # (weight, flops, counts per level)
+
+
+def _prune(points: Front, cap: float) -> Front:
+    """Pareto front (smaller weight and smaller cost are better) of the points within ``cap``."""
+    pts = sorted((p for p in points if p[0] <= cap + 1e-9), key=lambda p: (p[0], p[1]))
+    out: Front = []
+    best = float("inf")
+    for p in pts:
+        if p[1] < best - 1e-9:
+            out.append(p)
+            best = p[1]
+    return out
+
+
+def chunk_front(levels: Sequence[Level], n: int, cap: float) -> Front:
+    """Pareto front over count vectors of ``n`` identical layers spread over ``levels``."""
+    fronts: List[Front] = [[(0.0, 0.0, ())]] + [[] for _ in range(n)]
+    for lv in levels:
+        w, c = float(lv.cost.kept), float(lv.cost.flops)
+        new: List[Front] = [[] for _ in range(n + 1)]
+        for m in range(n + 1):
+            cand: Front = []
+            for used in range(m + 1):
+                k = m - used
+                for pw, pc, cnt in fronts[used]:
+                    cand.append((pw + k * w, pc + k * c, cnt + (k,)))
+            new[m] = _prune(cand, cap)
+        fronts = new
+    return fronts[n]
+
+
+def combine(a: Front, b: Front, cap: float) -> Front:
+    return _prune([(x[0] + y[0], x[1] + y[1], x[2] + y[2]) for x in a for y in b], cap)
+
+
+def solve_stage(spec: ModelSpec, fam: Family, geo, stage: int, cal: Calibration, budget: int,
+                allow_swap: bool = False) -> StagePlan:
+    """The cheapest per-layer levels of ``stage`` whose predicted peak is <= ``budget``."""
+    P, V = geo.pipeline_stage, geo.pp_interleave_num
+    counts = inflight(P, V, spec.micro_batch_num, stage)
+    chunks = [(list(range(geo.chunk_starts[v][stage], geo.chunk_starts[v][stage] + geo.layer_list[v][stage])),
+               counts[v]) for v in range(V)]
+    n_layers = sum(len(c) for c, _ in chunks)
+    static = sum(static_parts(spec, fam, stage, n_layers).values())
+    fixed = (fam.workspace if n_layers else 0) + head_bytes(spec, stage)
+    room = (budget - static - cal.residual) / cal.scale - fixed
+    all_chains = chains(fam, allow_swap)
+    extras = sorted({lv.extra for ch in all_chains for lv in ch})
+    best: Optional[Tuple[float, float, List[Tuple[List[Level], Tuple[int, ...]]]]] = None
+    for cap_extra in extras:
+        cap = room - cap_extra
+        if cap < 0:
+            break
+        total: Front = [(0.0, 0.0, ())]
+        picks: List[Dict[Tuple[int, ...], List[Level]]] = []
+        for layers, w in chunks:
+            if not layers:
+                picks.append({})
+                continue
+            merged: Front = []
+            owner: Dict[Tuple[int, ...], List[Level]] = {}
+            for ci, ch in enumerate(all_chains):
+                allowed = [lv for lv in ch if lv.extra <= cap_extra]
+                for kw, kc, cnt in chunk_front(allowed, len(layers), cap / w):
+                    key = (ci,) + cnt
+                    owner[key] = allowed
+                    merged.append((kw * w, kc * spec.micro_batch_num, key))
+            front = _prune(merged, cap)
+            picks.append(owner)
+            total = combine(total, [(p[0], p[1], (p[2],)) for p in front], cap)
+        # the front is sorted by weight, so its last point is the cheapest that fits
+        if total and (best is None or total[-1][1] < best[1] - 1e-9):
+            kw, kc, keys = total[-1]
+            chosen = [(picks[v][key], key[1:]) for v, key in enumerate(keys)] if keys else []
+            best = (kw + cap_extra, kc, chosen)
+    out = StagePlan(stage=stage, fits=best is not None, static=static)
+    if best is None:
+        return out
+    out.flops = best[1]
+    ki = 0
+    for layers, _ in chunks:
+        if not layers:
+            continue
+        allowed, cnt = best[2][ki]
+        ki += 1
+        # MindFormers' order inside a chunk: full first, then the deeper select levels, none last;
+        # swap levels take layer ids, put after the recompute prefix
+        ordered = sorted(zip(allowed, cnt), key=lambda x: -x[0].rank if x[0].swap is None else 10 ** 7)
+        pos = 0
+        for lv, k in ordered:
+            for _ in range(k):
+                out.levels[layers[pos]] = lv
+                pos += 1
+    out.dynamic = fixed + max(lv.extra for lv in out.levels.values()) + sum(
+        w * sum(out.levels[i].cost.kept for i in layers) for layers, w in chunks)
+    return out
+
+
+def lowest_peak(spec: ModelSpec, fam: Family, geo, stage: int, cal: Calibration, allow_swap: bool = False) -> int:
+    """The least predicted peak ``stage`` can reach with these choices: for each transient cap,
+    every layer at the level that keeps least among those the cap allows."""
+    P, V = geo.pipeline_stage, geo.pp_interleave_num
+    counts = inflight(P, V, spec.micro_batch_num, stage)
+    n_layers = sum(geo.layer_list[v][stage] for v in range(V))
+    static = sum(static_parts(spec, fam, stage, n_layers).values())
+    fixed = (fam.workspace if n_layers else 0) + head_bytes(spec, stage)
+    weight = sum(counts[v] * geo.layer_list[v][stage] for v in range(V))
+    levels = [lv for ch in chains(fam, allow_swap) for lv in ch]
+    best = min(weight * min(lv.cost.kept for lv in levels if lv.extra <= cap) + cap
+               for cap in {lv.extra for lv in levels})
+    return cal.peak(static, best + fixed)
+
+
+def brute_force(levels: Sequence[Level], layer_weights: Sequence[int], micro: int, room: float) -> Optional[float]:
+    """Least total FLOPs over every per-layer assignment of ``levels`` with
+    ``sum(weight * kept) + max(extra) <= room`` (tests check :func:`solve_stage` against it)."""
+    best = None
+    for combo in itertools.product(levels, repeat=len(layer_weights)):
+        dyn = sum(w * lv.cost.kept for w, lv in zip(layer_weights, combo)) + max(lv.extra for lv in combo)
+        if dyn <= room + 1e-9:
+            cost = micro * sum(lv.cost.flops for lv in combo)
+            best = cost if best is None else min(best, cost)
+    return best
