@@ -67,15 +67,26 @@ def chains(fam: Family, allow_swap: bool = False, prefetches: Sequence[int] = (1
     full = Level("full", (), True, None, fam.cost(fam.all_ops, fam.layer_boundary), 10 ** 6)
     swaps = [Level(f"swap:{p}", (), False, p, fam.cost(frozenset(), frozenset(), frozenset(), True), -p)
              for p in prefetches] if allow_swap else []
+    seen = set()
     for order in itertools.permutations(fam.groups):
         chain = [none]
         pats: Tuple[str, ...] = ()
-        for k, (_, gpats) in enumerate(order, start=1):
+        for _, gpats in order:
+            marked, boundary = fam.ops_reached(pats + tuple(gpats))
+            cost = fam.cost(marked, boundary)
+            if _same(cost, chain[-1].cost):
+                continue          # the group changes nothing here (e.g. a fused kernel keeps its output)
             pats = pats + tuple(gpats)
-            marked, boundary = fam.ops_reached(pats)
-            chain.append(Level("select:" + ",".join(pats), pats, False, None, fam.cost(marked, boundary), k))
-        out.append(chain + [full] + swaps)
-    return out or [[none, full] + swaps]
+            chain.append(Level("select:" + ",".join(pats), pats, False, None, cost, len(chain)))
+        key = tuple(lv.patterns for lv in chain)
+        if key not in seen:
+            seen.add(key)
+            out.append(chain + [full] + swaps)
+    return out
+
+
+def _same(a: LayerCost, b: LayerCost) -> bool:
+    return (a.kept, a.regen, a.host, a.flops) == (b.kept, b.regen, b.host, b.flops)
 
 
 Front = List[Tuple[float, float, Tuple[int, ...]]]       # (weight, flops, counts per level)
