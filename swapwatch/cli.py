@@ -241,6 +241,25 @@ def plot_strategy_cmd(source, config, output, rank, fmt):
     return 0
 
 
+@plot_group.command("estimate")
+@click.argument("config")
+@click.option("--calibrate", "run_dirs", multiple=True, metavar="RUN_DIR",
+              help="Calibration run of this model (repeatable); its measured peak is drawn when it ran CONFIG.")
+@click.option("--budget", default=None, metavar="SIZE", help="Draw this budget as a line (58GiB, 45MB, bytes).")
+@click.option("-o", "--output", default=None, metavar="FILE",
+              help="Image to write (default: estimate.<format> here, never replaced without -o).")
+@click.option("--format", "fmt", default=None, metavar="png|svg|pdf",
+              help="Image format (default: from the -o name, else png).")
+@click.option("--model", default="llama", show_default=True, help="Model family (layout and tensor table).")
+def plot_estimate_cmd(config, run_dirs, budget, output, fmt, model):
+    """Predicted peak per pipeline stage as stacked components (weights, gradients, optimizer states,
+    activations, transients), measured peak beside it when calibrated."""
+    from .plot.commands import estimate_command
+
+    click.echo(estimate_command(config, run_dirs, output, fmt, budget, model))
+    return 0
+
+
 # ---- estimate / plan -----------------------------------------------------------------------
 
 @cli.command("estimate")
