@@ -175,4 +175,5 @@ def test_missing_size_is_one_line_naming_the_key(tmp_path):
     path = write(tmp_path, open(TINY).read().replace("hidden_size: 256", "hidden_size: wide"), "y.yaml")
     with pytest.raises(ConfigError) as exc:
         load_spec(path)
-    assert exc.value.line == 7 and "hidden_size" in exc.value.one_line()
+    want = open(TINY).read().splitlines().index("    hidden_size: 256") + 1
+    assert exc.value.line == want and "hidden_size" in exc.value.one_line()

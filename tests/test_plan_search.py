@@ -17,7 +17,7 @@ from swapwatch.explain import explain
 from swapwatch.memory.family import Family
 from swapwatch.memory.model import Calibration, estimate, inflight
 from swapwatch.memory.planner import make_plan, parse_size
-from swapwatch.memory.search import brute_force, chains, lowest_peak, solve_stage
+from swapwatch.memory.search import brute_force, chains, extra_of, lowest_peak, solve_stage
 from swapwatch.memory.spec import load_spec
 
 TINY = "fixtures/configs/plan_tiny.yaml"
@@ -51,16 +51,15 @@ def test_search_matches_brute_force_on_every_budget(tmp_path, layers):
     cal = Calibration(residual=-3 * MiB, scale=1.25, fitted=True)
     sp0 = solve_stage(spec, fam, geo, 0, cal, 1 << 40)
     # workspace + head: what the stage needs whatever the choice
-    static, fixed = sp0.static, sp0.dynamic - sum(lv.cost.kept for lv in sp0.levels.values()) \
-        - max(lv.extra for lv in sp0.levels.values())
-    assert fixed == fam.workspace + B_S_H_V_HEAD
+    static, fixed = sp0.static, fam.workspace + B_S_H_V_HEAD
+    assert sp0.dynamic == fixed + sum(lv.cost.kept for lv in sp0.levels.values())     # all none
     checked = fitting = 0
     for mib in range(15, 75):
         budget = mib * MiB
         room = (budget - static - cal.residual) / cal.scale - fixed
         want = None
         for chain in chains(fam):
-            got = brute_force(chain, [1] * layers, spec.micro_batch_num, room)
+            got = brute_force(chain, [1] * layers, spec.micro_batch_num, room, ordered=True)
             if got is not None and (want is None or got < want):
                 want = got
         sp = solve_stage(spec, fam, geo, 0, cal, budget)
@@ -82,14 +81,47 @@ def test_search_is_optimal_with_pipeline_weights(tmp_path):
     assert w == 2
     sp_free = solve_stage(spec, fam, geo, 0, cal, 1 << 40)
     fixed = sp_free.dynamic - sum(w * lv.cost.kept for lv in sp_free.levels.values())
+    assert fixed == fam.workspace                 # not the last stage: no head
     for mib in range(30, 110, 3):
         room = (mib * MiB - sp_free.static) - fixed
-        want = min((x for x in (brute_force(ch, [w, w], spec.micro_batch_num, room) for ch in chains(fam))
+        want = min((x for x in (brute_force(ch, [w, w], spec.micro_batch_num, room, ordered=True)
+                                for ch in chains(fam))
                     if x is not None), default=None)
         sp = solve_stage(spec, fam, geo, 0, cal, mib * MiB)
         assert sp.fits == (want is not None)
         if want is not None:
             assert sp.flops == pytest.approx(want)
+
+
+def test_bound_search_matches_brute_force_with_interleave(tmp_path):
+    # interleave (two chunks per stage) uses the Pareto search on the bound: largest transient on
+    # top of every kept byte; brute force over both chunks' layers with that bound
+    path = variant(tmp_path, "il.yaml", **{
+        "num_layers: 4": "num_layers: 4\n    pp_interleave_num: 2",
+        "optimizer:": "parallel:\n  pipeline_config:\n    pipeline_interleave: True\noptimizer:"})
+    spec, fam, geo = _setup(path)
+    assert geo.pp_interleave_num == 2 and geo.layer_list == [[2], [2]]
+    cal = Calibration()
+    sp_free = solve_stage(spec, fam, geo, 0, cal, 1 << 40)
+    fixed = fam.workspace + B_S_H_V_HEAD
+    fits = 0
+    for mib in range(40, 90, 2):
+        room = mib * MiB - sp_free.static - fixed
+        want = None
+        for c0 in chains(fam):
+            for c1 in chains(fam):
+                # each chunk picks its own nesting order: brute force over the union per chunk pair
+                for combo in __import__("itertools").product(c0, c0, c1, c1):
+                    dyn = sum(lv.cost.kept for lv in combo) + extra_of(combo)
+                    if dyn <= room:
+                        cost = spec.micro_batch_num * sum(lv.cost.flops for lv in combo)
+                        want = cost if want is None or cost < want else want
+        sp = solve_stage(spec, fam, geo, 0, cal, mib * MiB)
+        assert sp.fits == (want is not None), mib
+        if want is not None:
+            fits += 1
+            assert sp.flops == pytest.approx(want), mib
+    assert 0 < fits < 25
 
 
 def test_lowest_peak_is_what_the_tightest_feasible_budget_gives():
@@ -211,3 +243,22 @@ def test_cli_yaml_and_json_formats():
     assert {r["choice"].split(":")[0] for r in js["layers"]} <= {"none", "select", "full"}
     r = cli("estimate", TINY, "--format", "json")
     assert r.returncode == 0 and json.loads(r.stdout)["stages"][0]["peak_bytes"] > 0
+
+
+def test_allow_swap_plans_layer_swaps_that_explain_accepts(tmp_path):
+    res = make_plan(QWEN, 7 << 30, allow_swap=True)
+    assert res.fits
+    choices = [r["choice"] for r in res.estimate.layers]
+    assert any(c.startswith("swap:") for c in choices)
+    out = tmp_path / "swap.yaml"
+    out.write_text(res.text)
+    ex = explain(str(out))
+    assert ex.exit_code == 0 and not ex.plan.findings
+    assert 'memory_optimize_level: "O0"' in res.text and "layer_swap:" in res.text   # quoting kept
+    # cheaper than the best plan without swap at the same budget (swap is hidden behind compute)
+    assert sum(s.flops for s in res.stages) < sum(s.flops for s in make_plan(QWEN, 7 << 30).stages)
+
+
+def test_allow_swap_refused_off_ascend(tmp_path):
+    with pytest.raises(InputError, match="device_target is CPU"):
+        make_plan(TINY, 60 * MiB, allow_swap=True)

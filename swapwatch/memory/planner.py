@@ -94,6 +94,10 @@ def make_plan(config: str, budget: int, run_dirs: Sequence[str] = (), allow_swap
     cfg = load_config(config)
     spec = load_spec(config)
     spec.pp = cfg.pipeline_stage
+    target = str((cfg.context or {}).get("device_target", "Ascend"))
+    if allow_swap and target.lower() != "ascend":
+        raise InputError(f"--allow-swap: swap only moves memory on Ascend, and context.device_target is {target}",
+                         file=config)
     geo = strategy.plan(cfg, model=family).geometry
     fam = Family(spec, family)
     cal = calibrate(run_dirs, family)[0] if run_dirs else NO_CALIBRATION

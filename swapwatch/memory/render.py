@@ -115,5 +115,7 @@ def render_plan(res: PlanResult, fmt: str) -> str:
     est = res.estimate
     flops = sum(s.flops for s in res.stages)
     out = [header(est), ""] + stage_rows(est, res.budget) + [""] + layer_rows(est)
-    out += ["", f"{res.message()}; recompute costs {flops / 1e9:.4g} GFLOP per step (forward FLOPs recomputed)"]
+    what = "forward FLOPs recomputed" + (", plus swap transfer not hidden by compute, in FLOP-equivalents"
+                                         if any(lv.swap for s in res.stages for lv in s.levels.values()) else "")
+    out += ["", f"{res.message()}; modelled cost {flops / 1e9:.4g} GFLOP per step ({what})"]
     return "\n".join(out) + "\n"

@@ -3,10 +3,11 @@ recompute cost: the search behind ``swapwatch plan``.
 
 The model (:mod:`swapwatch.memory.model`) makes a stage's peak
 
-    static + residual + scale * (sum over chunks of inflight_c * sum of kept bytes + max extra + fixed)
+    static + residual + scale * (sum over chunks of inflight_c * sum of kept bytes
+                                 + max recompute transient + max swap window + fixed)
 
-where ``extra`` is a layer's recompute transient (or its swap prefetch window) and ``fixed`` the
-backward workspace and the head. Stages are independent, so each is solved alone:
+where the transient is what one layer regenerates during its backward, the window what a layer
+swap's prefetch brings back, and ``fixed`` the backward workspace and the head. Stages are independent, so each is solved alone:
 
 * the choices are *levels*: none, the family's select groups nested in one order (``g1``, then
   ``g1+g2`` ...), full, and with swap ``swap:p``. Nesting is what MindFormers' count tables force
@@ -15,17 +16,21 @@ backward workspace and the head. Stages are independent, so each is solved alone
 * layers of one chunk are identical to the model, so a chunk's choice is how many layers take each
   level; the Pareto front (kept bytes, FLOPs) of those count vectors is built level by level, and
   the chunks' fronts are combined the same way;
-* the ``max extra`` term is handled exactly by trying each distinct extra as a cap (only levels at
-  or below it allowed) and keeping the cheapest feasible answer.
+* the two max terms are handled exactly by trying each pair of distinct values as caps (only
+  levels at or below them allowed) and keeping the cheapest feasible answer.
 
-The answer is exact for the model: :func:`brute_force` (tests) enumerates every per-layer
-assignment of small cases and finds the same cost.
+The answer is exact for this bound: :func:`brute_force` (tests) enumerates every per-layer
+assignment of small cases and finds the same cost. The bound counts the largest transient on top
+of *every* kept byte; the estimate of the written YAML (what ``plan`` reports) also credits what the
+layers after the transient's layer have freed by then, so it is at most the bound: the plan fits
+with room to spare on mixed plans, never the other way round.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 from dataclasses import dataclass, field
-from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
+from typing import Any, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 from .family import Family, LayerCost
 from .model import Calibration, head_bytes, inflight, static_parts
@@ -45,8 +50,9 @@ class Level:
     rank: int                        # position in its chain (0 = none): nesting order for emission
 
     @property
-    def extra(self) -> int:
-        return self.cost.regen if self.swap is None else self.swap * self.cost.host
+    def window(self) -> int:
+        """The prefetch window this level brings back during backward (its layers, identical)."""
+        return 0 if self.swap is None else self.swap * self.cost.host
 
 
 @dataclass
@@ -59,14 +65,30 @@ class StagePlan:
     flops: float = 0.0
 
 
+#: What swap's cost is priced with (Ascend 910B-class, assumed): sustained matmul throughput and
+#: host <-> device bandwidth. Swap costs the transfer time the prefetch window does not hide behind
+#: the backward of the layers in it, in FLOP-equivalents so it compares with recompute.
+DEVICE_FLOPS = 2.0e14
+HOST_BYTES_PER_S = 2.4e10
+
+
+def swap_cost(fam: Family, prefetch: int) -> LayerCost:
+    """A layer swap with ``backward_prefetch``: everything it keeps goes to host and back; the
+    transfer overlaps the backward (about twice the forward) of ``prefetch`` layers."""
+    base = fam.cost(frozenset(), frozenset(), frozenset(), True)
+    transfer = 2 * base.host / HOST_BYTES_PER_S
+    hidden = prefetch * 2 * fam.forward_flops() / DEVICE_FLOPS
+    return LayerCost(kept=base.kept, host=base.host, regen=0,
+                     flops=max(0.0, transfer - hidden) * DEVICE_FLOPS, by_tensor=base.by_tensor)
+
+
 def chains(fam: Family, allow_swap: bool = False, prefetches: Sequence[int] = (1, 2)) -> List[List[Level]]:
     """Every nesting order of the family's select groups as a list of levels none < ... < full
     (plus the swap levels, which sit beside the chain: swap mode takes layer ids, no nesting)."""
     out = []
     none = Level("none", (), False, None, fam.cost(frozenset()), 0)
     full = Level("full", (), True, None, fam.cost(fam.all_ops, fam.layer_boundary), 10 ** 6)
-    swaps = [Level(f"swap:{p}", (), False, p, fam.cost(frozenset(), frozenset(), frozenset(), True), -p)
-             for p in prefetches] if allow_swap else []
+    swaps = [Level(f"swap:{p}", (), False, p, swap_cost(fam, p), -p) for p in prefetches] if allow_swap else []
     seen = set()
     for order in itertools.permutations(fam.groups):
         chain = [none]
@@ -137,9 +159,16 @@ def solve_stage(spec: ModelSpec, fam: Family, geo, stage: int, cal: Calibration,
     fixed = (fam.workspace if n_layers else 0) + head_bytes(spec, stage)
     room = (budget - static - cal.residual) / cal.scale - fixed
     all_chains = chains(fam, allow_swap)
-    extras = sorted({lv.extra for ch in all_chains for lv in ch})
+    if V == 1 and not allow_swap and chunks[0][0]:
+        return _solve_single_chunk(stage, static, fixed, room, chunks[0][0], counts[0], spec.micro_batch_num,
+                                   all_chains)
+    # the largest recompute transient and the largest swap window of the stage add to the peak:
+    # try every pair of caps (levels above a cap not allowed) and keep the cheapest that fits
+    caps = sorted({(r, w) for r in {lv.cost.regen for ch in all_chains for lv in ch}
+                   for w in {lv.window for ch in all_chains for lv in ch}}, key=lambda rw: rw[0] + rw[1])
     best: Optional[Tuple[float, float, List[Tuple[List[Level], Tuple[int, ...]]]]] = None
-    for cap_extra in extras:
+    for cap_r, cap_w in caps:
+        cap_extra = cap_r + cap_w
         cap = room - cap_extra
         if cap < 0:
             break
@@ -152,7 +181,7 @@ def solve_stage(spec: ModelSpec, fam: Family, geo, stage: int, cal: Calibration,
             merged: Front = []
             owner: Dict[Tuple[int, ...], List[Level]] = {}
             for ci, ch in enumerate(all_chains):
-                allowed = [lv for lv in ch if lv.extra <= cap_extra]
+                allowed = [lv for lv in ch if lv.cost.regen <= cap_r and lv.window <= cap_w]
                 for kw, kc, cnt in chunk_front(allowed, len(layers), cap / w):
                     key = (ci,) + cnt
                     owner[key] = allowed
@@ -183,9 +212,76 @@ def solve_stage(spec: ModelSpec, fam: Family, geo, stage: int, cal: Calibration,
             for _ in range(k):
                 out.levels[layers[pos]] = lv
                 pos += 1
-    out.dynamic = fixed + max(lv.extra for lv in out.levels.values()) + sum(
+    out.dynamic = fixed + extra_of(out.levels.values()) + sum(
         w * sum(out.levels[i].cost.kept for i in layers) for layers, w in chunks)
     return out
+
+
+@functools.lru_cache(maxsize=64)
+def compositions(n: int, k: int):
+    """Every k-tuple of non-negative ints summing to n, as an (m, k) int64 array."""
+    import numpy as np
+
+    if k == 1:
+        return np.array([[n]], dtype=np.int64)
+    grids = np.indices((n + 1,) * (k - 1), dtype=np.int64).reshape(k - 1, -1).T
+    grids = grids[grids.sum(axis=1) <= n]
+    return np.concatenate([grids, n - grids.sum(axis=1, keepdims=True)], axis=1)
+
+
+def ordered_transient(block_levels: Sequence[Level], counts) -> "Any":
+    """For layers laid out in MindFormers' order (blocks of identical levels, full first), the
+    largest recompute transient less what the layers after it have freed (numpy over count rows)."""
+    import numpy as np
+
+    kept = np.array([lv.cost.kept for lv in block_levels], dtype=np.float64)
+    regen = np.array([lv.cost.regen for lv in block_levels], dtype=np.float64)
+    per_block = counts * kept
+    after = np.cumsum(per_block[:, ::-1], axis=1)[:, ::-1] - per_block       # kept by the blocks after
+    cand = np.where(counts > 0, regen - after, 0.0)
+    return np.maximum(cand.max(axis=1), 0.0)
+
+
+def _solve_single_chunk(stage: int, static: int, fixed: int, room: float, layers: List[int], w: int, micro: int,
+                        all_chains: List[List[Level]]) -> StagePlan:
+    """One chunk, no swap: every count vector of every chain, exactly as the estimate counts it
+    (all micro-batches in flight keep everything; the transient is credited with what the layers
+    after its layer have freed)."""
+    import numpy as np
+
+    best = None
+    for ch in all_chains:
+        blocks = sorted(ch, key=lambda lv: -lv.rank)              # MindFormers' order: full first
+        cnt = compositions(len(layers), len(blocks))
+        kept = np.array([lv.cost.kept for lv in blocks], dtype=np.float64)
+        flops = np.array([lv.cost.flops for lv in blocks], dtype=np.float64)
+        total = cnt @ kept
+        dyn = w * total + ordered_transient(blocks, cnt)
+        ok = np.nonzero(dyn <= room + 1e-6)[0]
+        if not len(ok):
+            continue
+        cost = (cnt[ok] @ flops) * micro
+        pick = np.lexsort((dyn[ok], cost))[0]          # cheapest, then the lowest peak
+        j, c = ok[pick], float(cost[pick])
+        if best is None or c < best[0] - 1e-9 or (abs(c - best[0]) <= 1e-9 and dyn[j] < best[1]):
+            best = (c, float(dyn[j]), blocks, cnt[j])
+    out = StagePlan(stage=stage, fits=best is not None, static=static)
+    if best is None:
+        return out
+    out.flops, dyn, blocks, cnt = best[0], best[1], best[2], best[3]
+    pos = 0
+    for lv, k in zip(blocks, cnt):
+        for _ in range(int(k)):
+            out.levels[layers[pos]] = lv
+            pos += 1
+    out.dynamic = int(round(dyn + fixed))
+    return out
+
+
+def extra_of(levels) -> int:
+    """The stage's transient term: largest recompute transient plus largest swap window."""
+    levels = list(levels)
+    return max(lv.cost.regen for lv in levels) + max(lv.window for lv in levels)
 
 
 def lowest_peak(spec: ModelSpec, fam: Family, geo, stage: int, cal: Calibration, allow_swap: bool = False) -> int:
@@ -197,18 +293,35 @@ def lowest_peak(spec: ModelSpec, fam: Family, geo, stage: int, cal: Calibration,
     static = sum(static_parts(spec, fam, stage, n_layers).values())
     fixed = (fam.workspace if n_layers else 0) + head_bytes(spec, stage)
     weight = sum(counts[v] * geo.layer_list[v][stage] for v in range(V))
+    if V == 1 and not allow_swap and weight:
+        import numpy as np
+
+        best_dyn = min(float(np.min(counts[0] * (cnt @ np.array([lv.cost.kept for lv in blocks], dtype=np.float64))
+                                    + ordered_transient(blocks, cnt)))
+                       for blocks in (sorted(ch, key=lambda lv: -lv.rank) for ch in chains(fam))
+                       for cnt in (compositions(geo.layer_list[0][stage], len(blocks)),))
+        return cal.peak(static, best_dyn + fixed)
     levels = [lv for ch in chains(fam, allow_swap) for lv in ch]
-    best = min(weight * min(lv.cost.kept for lv in levels if lv.extra <= cap) + cap
-               for cap in {lv.extra for lv in levels})
+    best = min(weight * min(lv.cost.kept for lv in levels if lv.cost.regen <= r and lv.window <= w) + r + w
+               for r in {lv.cost.regen for lv in levels} for w in {lv.window for lv in levels}
+               if any(lv.cost.regen <= r and lv.window <= w for lv in levels))
     return cal.peak(static, best + fixed)
 
 
-def brute_force(levels: Sequence[Level], layer_weights: Sequence[int], micro: int, room: float) -> Optional[float]:
+def brute_force(levels: Sequence[Level], layer_weights: Sequence[int], micro: int, room: float,
+                ordered: bool = False) -> Optional[float]:
     """Least total FLOPs over every per-layer assignment of ``levels`` with
-    ``sum(weight * kept) + max(extra) <= room`` (tests check :func:`solve_stage` against it)."""
+    ``sum(weight * kept) + transient <= room`` (tests check :func:`solve_stage` against it). The
+    transient is :func:`extra_of` (the bound), or with ``ordered`` the largest regen less what the
+    layers after it keep, with the layers in MindFormers' order (full first)."""
     best = None
     for combo in itertools.product(levels, repeat=len(layer_weights)):
-        dyn = sum(w * lv.cost.kept for w, lv in zip(layer_weights, combo)) + max(lv.extra for lv in combo)
+        if ordered:
+            lay = sorted(combo, key=lambda lv: -lv.rank)
+            extra = max([0] + [lv.cost.regen - sum(x.cost.kept for x in lay[i + 1:]) for i, lv in enumerate(lay)])
+        else:
+            extra = extra_of(combo)
+        dyn = sum(w * lv.cost.kept for w, lv in zip(layer_weights, combo)) + extra
         if dyn <= room + 1e-9:
             cost = micro * sum(lv.cost.flops for lv in combo)
             best = cost if best is None else min(best, cost)
