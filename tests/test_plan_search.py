@@ -59,7 +59,7 @@ def test_search_matches_brute_force_on_every_budget(tmp_path, layers):
         room = (budget - static - cal.residual) / cal.scale - fixed
         want = None
         for chain in chains(fam):
-            got = brute_force(chain, [1] * layers, spec.micro_batch_num, room, ordered=True)
+            got = brute_force(chain, [1] * layers, spec.micro_batch_num, room)
             if got is not None and (want is None or got < want):
                 want = got
         sp = solve_stage(spec, fam, geo, 0, cal, budget)
@@ -84,7 +84,7 @@ def test_search_is_optimal_with_pipeline_weights(tmp_path):
     assert fixed == fam.workspace                 # not the last stage: no head
     for mib in range(30, 110, 3):
         room = (mib * MiB - sp_free.static) - fixed
-        want = min((x for x in (brute_force(ch, [w, w], spec.micro_batch_num, room, ordered=True)
+        want = min((x for x in (brute_force(ch, [w, w], spec.micro_batch_num, room)
                                 for ch in chains(fam))
                     if x is not None), default=None)
         sp = solve_stage(spec, fam, geo, 0, cal, mib * MiB)

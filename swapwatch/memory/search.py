@@ -19,11 +19,10 @@ swap's prefetch brings back, and ``fixed`` the backward workspace and the head. 
 * the two max terms are handled exactly by trying each pair of distinct values as caps (only
   levels at or below them allowed) and keeping the cheapest feasible answer.
 
-The answer is exact for this bound: :func:`brute_force` (tests) enumerates every per-layer
-assignment of small cases and finds the same cost. The bound counts the largest transient on top
-of *every* kept byte; the estimate of the written YAML (what ``plan`` reports) also credits what the
-layers after the transient's layer have freed by then, so it is at most the bound: the plan fits
-with room to spare on mixed plans, never the other way round.
+The answer is exact for the model: :func:`brute_force` (tests) enumerates every per-layer
+assignment of small cases and finds the same cost. A stage with one chunk and no swap (the common
+case) is solved by enumerating every count vector of every nesting order with numpy, which is fast
+even for 128 layers in one stage; interleaved chunks and swap use the Pareto search.
 """
 from __future__ import annotations
 
@@ -229,24 +228,18 @@ def compositions(n: int, k: int):
     return np.concatenate([grids, n - grids.sum(axis=1, keepdims=True)], axis=1)
 
 
-def ordered_transient(block_levels: Sequence[Level], counts) -> "Any":
-    """For layers laid out in MindFormers' order (blocks of identical levels, full first), the
-    largest recompute transient less what the layers after it have freed (numpy over count rows)."""
+def block_transient(block_levels: Sequence[Level], counts) -> "Any":
+    """The largest recompute transient among the levels a count row uses (numpy over rows)."""
     import numpy as np
 
-    kept = np.array([lv.cost.kept for lv in block_levels], dtype=np.float64)
     regen = np.array([lv.cost.regen for lv in block_levels], dtype=np.float64)
-    per_block = counts * kept
-    after = np.cumsum(per_block[:, ::-1], axis=1)[:, ::-1] - per_block       # kept by the blocks after
-    cand = np.where(counts > 0, regen - after, 0.0)
-    return np.maximum(cand.max(axis=1), 0.0)
+    return np.where(counts > 0, regen, 0.0).max(axis=1)
 
 
 def _solve_single_chunk(stage: int, static: int, fixed: int, room: float, layers: List[int], w: int, micro: int,
                         all_chains: List[List[Level]]) -> StagePlan:
     """One chunk, no swap: every count vector of every chain, exactly as the estimate counts it
-    (all micro-batches in flight keep everything; the transient is credited with what the layers
-    after its layer have freed)."""
+    (every micro-batch in flight keeps everything, plus the largest transient)."""
     import numpy as np
 
     best = None
@@ -256,7 +249,7 @@ def _solve_single_chunk(stage: int, static: int, fixed: int, room: float, layers
         kept = np.array([lv.cost.kept for lv in blocks], dtype=np.float64)
         flops = np.array([lv.cost.flops for lv in blocks], dtype=np.float64)
         total = cnt @ kept
-        dyn = w * total + ordered_transient(blocks, cnt)
+        dyn = w * total + block_transient(blocks, cnt)
         ok = np.nonzero(dyn <= room + 1e-6)[0]
         if not len(ok):
             continue
@@ -297,7 +290,7 @@ def lowest_peak(spec: ModelSpec, fam: Family, geo, stage: int, cal: Calibration,
         import numpy as np
 
         best_dyn = min(float(np.min(counts[0] * (cnt @ np.array([lv.cost.kept for lv in blocks], dtype=np.float64))
-                                    + ordered_transient(blocks, cnt)))
+                                    + block_transient(blocks, cnt)))
                        for blocks in (sorted(ch, key=lambda lv: -lv.rank) for ch in chains(fam))
                        for cnt in (compositions(geo.layer_list[0][stage], len(blocks)),))
         return cal.peak(static, best_dyn + fixed)
@@ -308,20 +301,12 @@ def lowest_peak(spec: ModelSpec, fam: Family, geo, stage: int, cal: Calibration,
     return cal.peak(static, best + fixed)
 
 
-def brute_force(levels: Sequence[Level], layer_weights: Sequence[int], micro: int, room: float,
-                ordered: bool = False) -> Optional[float]:
+def brute_force(levels: Sequence[Level], layer_weights: Sequence[int], micro: int, room: float) -> Optional[float]:
     """Least total FLOPs over every per-layer assignment of ``levels`` with
-    ``sum(weight * kept) + transient <= room`` (tests check :func:`solve_stage` against it). The
-    transient is :func:`extra_of` (the bound), or with ``ordered`` the largest regen less what the
-    layers after it keep, with the layers in MindFormers' order (full first)."""
+    ``sum(weight * kept) + extra_of(levels) <= room`` (tests check :func:`solve_stage` against it)."""
     best = None
     for combo in itertools.product(levels, repeat=len(layer_weights)):
-        if ordered:
-            lay = sorted(combo, key=lambda lv: -lv.rank)
-            extra = max([0] + [lv.cost.regen - sum(x.cost.kept for x in lay[i + 1:]) for i, lv in enumerate(lay)])
-        else:
-            extra = extra_of(combo)
-        dyn = sum(w * lv.cost.kept for w, lv in zip(layer_weights, combo)) + extra
+        dyn = sum(w * lv.cost.kept for w, lv in zip(layer_weights, combo)) + extra_of(combo)
         if dyn <= room + 1e-9:
             cost = micro * sum(lv.cost.flops for lv in combo)
             best = cost if best is None else min(best, cost)
