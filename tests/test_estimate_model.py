@@ -177,3 +177,16 @@ def test_missing_size_is_one_line_naming_the_key(tmp_path):
         load_spec(path)
     want = open(TINY).read().splitlines().index("    hidden_size: 256") + 1
     assert exc.value.line == want and "hidden_size" in exc.value.one_line()
+
+
+def test_full_recompute_with_flash_attention_keeps_the_layer_input_only(tmp_path):
+    # the fused kernel's softmax statistics are a side output for its own backward, not the layer's
+    path = write(tmp_path, open(TINY).read().replace("    softmax_compute_type: float32",
+                                                      "    softmax_compute_type: float32\n    use_flash_attention: True"))
+    fam = fam_of(path)
+    assert fam.cost(fam.all_ops, fam.layer_boundary).kept == B * S * H * 4
+    # recomputing the attention cell regenerates q, k, v and the kernel's output
+    c = cost_of(fam, [r"attention"])
+    assert c.kept == fam.cost(frozenset()).kept - (4 * B * S * H * 4 + 2 * B * A * S * 8 * 4)
+    # the fused kernel's cell alone is its own output: marking it recomputes nothing
+    assert cost_of(fam, [r"attention\.flash_attention"]) == fam.cost(frozenset())

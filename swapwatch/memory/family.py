@@ -86,8 +86,7 @@ class Family:
                 self.consumers.setdefault(t, []).append(i)
         self.layout = load_layout(family)
         #: full recompute marks the layer cell: the ops producing the layer's output stay
-        self.layer_boundary = frozenset(i for i, op in enumerate(self.ops)
-                                        if any(t not in self.consumers for t in op.outs))
+        self.layer_boundary = frozenset(i for i, op in enumerate(self.ops) if op.outs[0] not in self.consumers)
         #: the backward's own working set: the gradient of the largest tensor and its input's
         self.workspace = 2 * max(self.bytes[t] for o in self.ops for t in o.outs)
 
@@ -107,7 +106,7 @@ class Family:
         while changed:
             changed = False
             for i in sorted(eff):
-                users = [j for t in self.ops[i].outs for j in self.consumers.get(t, [None])]
+                users = self.consumers.get(self.ops[i].outs[0], [None])    # side outputs: its own backward
                 if any(j is None or j not in accept for j in users):
                     eff.discard(i)
                     accept.discard(i) if i not in boundary else None
@@ -149,7 +148,7 @@ class Family:
                 marked.update(inside)
                 if t.kind == "cell":
                     for i in inside:
-                        users = [j for o in self.ops[i].outs for j in self.consumers.get(o, [None])]
+                        users = self.consumers.get(self.ops[i].outs[0], [None])
                         if any(j is None or j not in inside for j in users):
                             boundary.add(i)
         return frozenset(marked), frozenset(boundary)
