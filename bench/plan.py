@@ -94,9 +94,10 @@ def main() -> int:
 
     lo, hi = measured["full"][1]["peak"], measured["none"][1]["peak"]
     print(f"\nplans for budgets between full ({lo / MiB:.0f} MiB) and none ({hi / MiB:.0f} MiB):\n")
-    print("| budget | plan (per layer) | predicted | measured | within budget | above full | step time (full: "
-          f"{measured['full'][1]['step_ms']:.0f} ms) | verify |")
-    print("|---|---|---|---|---|---|---|---|")
+    full_flops = sum(r["recompute_flops"] for r in estimate(measured["full"][0]).layers)
+    print("| budget | plan (per layer) | predicted | measured | within budget | above full | recompute FLOPs vs full "
+          f"| step time (full: {measured['full'][1]['step_ms']:.0f} ms) | verify |")
+    print("|---|---|---|---|---|---|---|---|---|")
     src = config("plan_source", "recompute: False")
     for k in range(1, a.budgets + 1):
         budget = int(lo + (hi - lo) * k / (a.budgets + 1))
@@ -104,7 +105,7 @@ def main() -> int:
         r = sh([os.path.join(BIN, "swapwatch"), "plan", src, "--budget", str(budget), "--format", "json", "-o",
                 planned, "--calibrate", dirs["none"], "--calibrate", dirs["full"]])
         if r.returncode != 0:
-            print(f"| {budget / MiB:.1f} MiB | plan exit {r.returncode}: {r.stderr.strip()} | | | | | | |")
+            print(f"| {budget / MiB:.1f} MiB | plan exit {r.returncode}: {r.stderr.strip()} | | | | | | | |")
             continue
         js = json.loads(r.stdout)
         choices = _compact([row["choice"] for row in js["layers"]])
@@ -112,7 +113,7 @@ def main() -> int:
         pred = js["stages"][0]["peak_bytes"]
         print(f"| {budget / MiB:.1f} MiB | {choices} | {pred / MiB:.1f} MiB | {m['peak'] / MiB:.0f} MiB | "
               f"{'yes' if m['peak'] <= budget else 'NO'} | {'yes' if m['peak'] > lo else 'no'} | "
-              f"{m['step_ms']:.0f} ms | {'PASS' if m['exit'] == 0 else 'exit %d' % m['exit']} |")
+              f"{js['recompute_flops'] / full_flops:.0%} | {m['step_ms']:.0f} ms | {'PASS' if m['exit'] == 0 else 'exit %d' % m['exit']} |")
     below = sh([os.path.join(BIN, "swapwatch"), "plan", src, "--budget", str(lo - MiB),
                 "--calibrate", dirs["none"], "--calibrate", dirs["full"]])
     print(f"\nbudget {(lo - MiB) / MiB:.0f} MiB (below full recompute): exit {below.returncode}; "
