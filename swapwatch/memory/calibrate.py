@@ -109,7 +109,6 @@ def calibrate(run_dirs: Sequence[str], family: str = "llama") -> Tuple[Calibrati
     rows: List[Tuple[str, int, Any, int, Optional[int]]] = []
     measured: Dict[str, Measured] = {}
     for rd in run_dirs:
-        m0 = None
         cfg = run_config(rd, _run_json(rd))
         est = estimate(cfg, family)
         m0 = measure(rd, len(est.stages))

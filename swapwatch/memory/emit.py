@@ -15,7 +15,7 @@ rest of the file stay as the user wrote them.
 from __future__ import annotations
 
 import io
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Sequence
 
 from ..errors import ConfigError
 from .search import Level, StagePlan

@@ -20,7 +20,7 @@ on the rest: ``peak = static + residual + scale * (activations + other)``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence
 
 from .. import strategy
 from ..config import load_config

@@ -75,7 +75,6 @@ class ModelSpec:
     seq_parallel: bool = False
     optimizer_shard: bool = False
     optimizer_shard_size: int = 0       # 0: all data-parallel ranks
-    interleave: int = 1
     #: dotted key -> line, for messages
     lines: Dict[str, int] = field(default_factory=dict)
 
@@ -212,10 +211,6 @@ def spec_from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional
     if isinstance(shard_size, bool) or not isinstance(shard_size, int):
         raise err("parallel.parallel_optimizer_config.optimizer_weight_shard_size",
                   f"expected an integer, got {shard_size!r}")
-    pcfg = section(par, "pipeline_config", "parallel.")
-    interleave = 1
-    if flag(pcfg, "pipeline_interleave", "parallel.pipeline_config.pipeline_interleave"):
-        interleave = pos(mc.get("pp_interleave_num", 1), f"{MC}.pp_interleave_num")
     if heads % tp:
         raise err("parallel_config.model_parallel", f"num_heads {heads} is not a multiple of model_parallel {tp}")
 
@@ -230,7 +225,7 @@ def spec_from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional
         num_experts=experts, top_k=top_k, moe_ffn=moe_ffn,
         tie_embeddings=flag(mc, "tie_word_embeddings", f"{MC}.tie_word_embeddings"),
         mla=mla, dp=dp, tp=tp, pp=pp, cp=cp, ep=ep, micro_batch_num=mbn, seq_parallel=sp,
-        optimizer_shard=shard, optimizer_shard_size=shard_size, interleave=interleave, lines=lines)
+        optimizer_shard=shard, optimizer_shard_size=shard_size, lines=lines)
 
 
 def llama_ffn(hidden: int, multiple_of: Any = 256, multiplier: Any = None) -> int:
