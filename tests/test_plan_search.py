@@ -262,3 +262,19 @@ def test_allow_swap_plans_layer_swaps_that_explain_accepts(tmp_path):
 def test_allow_swap_refused_off_ascend(tmp_path):
     with pytest.raises(InputError, match="device_target is CPU"):
         make_plan(TINY, 60 * MiB, allow_swap=True)
+
+
+def test_legacy_parallel_config_recompute_is_replaced(tmp_path):
+    # parallel_config.recompute as a plain bool makes MindFormers skip recompute_config entirely:
+    # the plan can only take effect without it
+    text = open(TINY).read().replace("  pipeline_stage: 1", "  pipeline_stage: 1\n  recompute: True")
+    text = text.replace("recompute_config:\n  recompute: False\n", "")
+    src = tmp_path / "legacy.yaml"
+    src.write_text(text)
+    res = make_plan(str(src), 60 * MiB)
+    assert res.fits
+    out = tmp_path / "out.yaml"
+    out.write_text(res.text)
+    cfg = load_config(str(out))
+    assert cfg.parallel_recompute is None and "recompute_config:" in res.text
+    assert [r["choice"] for r in estimate(str(out)).layers] == [r["choice"] for r in res.estimate.layers]
