@@ -278,3 +278,23 @@ def test_legacy_parallel_config_recompute_is_replaced(tmp_path):
     cfg = load_config(str(out))
     assert cfg.parallel_recompute is None and "recompute_config:" in res.text
     assert [r["choice"] for r in estimate(str(out)).layers] == [r["choice"] for r in res.estimate.layers]
+
+
+def test_the_example_trainer_takes_its_sizes_from_the_yaml(tmp_path):
+    # what plan sized is what runs: the trainer reads model_config / runner_config, flags override
+    from swapwatch.examples.train import fill_sizes, parse_args
+
+    a = parse_args(["--config", TINY])
+    fill_sizes(a)
+    assert (a.hidden, a.heads, a.ffn, a.seq, a.batch, a.vocab) == (256, 4, 688, 256, 2, 128)
+    a = parse_args(["--config", TINY, "--hidden", "64", "--seq", "32"])
+    fill_sizes(a)
+    assert (a.hidden, a.seq, a.ffn) == (64, 32, 688)
+    a = parse_args([])
+    fill_sizes(a)
+    assert (a.hidden, a.heads, a.ffn, a.seq, a.batch, a.vocab) == (64, 4, 172, 32, 2, 128)
+    bad = variant(tmp_path, "bad.yaml", **{"seq_length: 256": "seq_length: long"})
+    a = parse_args(["--config", bad])
+    with pytest.raises(InputError) as exc:
+        fill_sizes(a)
+    assert "model.model_config.seq_length" in exc.value.one_line() and exc.value.line

@@ -25,7 +25,8 @@ if __package__ in (None, ""):
 
 from swapwatch.errors import InputError  # noqa: E402
 
-#: flag -> (the YAML key it defaults to, the built-in default when the YAML has none)
+#: flag -> (the YAML key it defaults to, the built-in default when the YAML has none); model_config
+#: keys are looked up under every name swapwatch.memory.spec.ALIASES knows, as `estimate` reads them
 SIZE_KEYS = {"hidden": ("model.model_config.hidden_size", 64), "heads": ("model.model_config.num_heads", 4),
              "ffn": ("model.model_config.intermediate_size", 172), "seq": ("model.model_config.seq_length", 32),
              "batch": ("runner_config.batch_size", 2), "vocab": ("model.model_config.vocab_size", 128)}
@@ -34,6 +35,8 @@ SIZE_KEYS = {"hidden": ("model.model_config.hidden_size", 64), "heads": ("model.
 def fill_sizes(a: argparse.Namespace) -> None:
     """Model sizes the flags left open, from the YAML (so explain, estimate, plan, run and verify
     read one source of truth), else the built-in tiny defaults. A bad value: InputError (exit 2)."""
+    from swapwatch.memory.spec import ALIASES
+
     tree: dict = {}
     lines: dict = {}
     if a.config:
@@ -44,15 +47,21 @@ def fill_sizes(a: argparse.Namespace) -> None:
     for flag, (key, default) in SIZE_KEYS.items():
         if getattr(a, flag) is not None:
             continue
+        section, _, name = key.rpartition(".")
         node: object = tree
-        for part in key.split("."):
+        for part in section.split("."):
             node = node.get(part) if isinstance(node, dict) else None
-        if node is None:
+        value = None
+        for alias in ALIASES.get(name, (name,)):
+            if isinstance(node, dict) and node.get(alias) is not None:
+                value, key = node[alias], f"{section}.{alias}"
+                break
+        if value is None:
             setattr(a, flag, default)
-        elif isinstance(node, bool) or not isinstance(node, int) or node < 1:
-            raise InputError(f"expected a positive integer, got {node!r}", file=a.config, line=lines.get(key), key=key)
+        elif isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InputError(f"expected a positive integer, got {value!r}", file=a.config, line=lines.get(key), key=key)
         else:
-            setattr(a, flag, node)
+            setattr(a, flag, value)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
