@@ -72,7 +72,9 @@ def _origin(exc: BaseException) -> str:
 @click.option("--offset", default=None, metavar="JSON", help="Override model.model_config.offset, e.g. '[1,0,0,1]'.")
 @click.option("--env", "env", multiple=True, metavar="KEY=VALUE",
               help="Environment the run will have (SW302 needs it; repeatable).")
-@click.option("--model", default="llama", show_default=True, help="Model family layout to resolve patterns on.")
+@click.option("--model", default=None,
+              help="Model family to resolve patterns on (default: the family the YAML names; "
+                   "`swapwatch families` lists them).")
 def explain_cmd(config, fmt, num_layers, pipeline_stage, pp_interleave_num, offset, env, model):
     """Show what MindFormers will apply to every layer for CONFIG (a training YAML or fragment).
 

@@ -28,11 +28,11 @@ def render(ex: Explanation, fmt: str) -> str:
 
 # ---------------------------------------------------------------------------------------------
 
-def _paths(ex: Explanation, patterns: Sequence[str], mode: str) -> List[str]:
-    """Each pattern as the paths it reaches; a pattern that reaches nothing is shown as such."""
+def _paths(ex: Explanation, patterns: Sequence[str], mode: str, layer: int = 0) -> List[str]:
+    """Each pattern as the paths it reaches on ``layer``'s tree; reaching nothing is shown as such."""
     out: List[str] = []
     for pat in patterns:
-        res = strategy.walk(ex.layout, pat, mode)
+        res = ex.walk(layer, pat, mode)
         if res.targets:
             out.extend(t.path for t in res.targets)
         elif res.skipped_cells:
@@ -50,7 +50,7 @@ def _swap_cell(ex: Explanation, lp: strategy.LayerPlan) -> List[str]:
         items.append(f"{mark}layer p={lp.layer_swap}")
     for pat, p in lp.op_swap.items():
         mark = "!" if pat in over else ""
-        targets = [t.path for t in strategy.walk(ex.layout, pat, "swap").targets]
+        targets = [t.path for t in ex.walk(lp.layer, pat, "swap").targets]
         shown = ", ".join(targets) if targets else f"{pat} (no match)"
         items.append(f"{mark}{shown} p={p}")
     return items
@@ -70,6 +70,8 @@ def render_table(ex: Explanation) -> str:
     mode = "swap ON (recompute keys are layer ids)" if plan.swap else "swap off"
     out.append(f"{src}: {g.num_layers} layers, pipeline_stage {g.pipeline_stage}, "
                f"pp_interleave_num {g.pp_interleave_num}, {mode}; model layout: {plan.model}")
+    if plan.family is not None:
+        out.append(f"  model family: {plan.family.describe()}")
     if cfg.mtp_depth:
         out.append(f"  (num_layers includes mtp_depth {cfg.mtp_depth}, as MindFormers passes it to LayerSetting)")
     if cfg.pp_interleave_num > 1 and not cfg.pipeline_interleave:
@@ -91,11 +93,11 @@ def render_table(ex: Explanation) -> str:
         full = "yes" if lp.full_recompute else "-"
         if lp.full_recompute and not lp.full_recompute_logged:
             full = "yes*"
-        excl = _paths(ex, lp.select_recompute_exclude, "exclude") + \
-            [f"comm:{p}" for p in _paths(ex, lp.select_comm_recompute_exclude, "comm_exclude")]
+        excl = _paths(ex, lp.select_recompute_exclude, "exclude", lp.layer) + \
+            [f"comm:{p}" for p in _paths(ex, lp.select_comm_recompute_exclude, "comm_exclude", lp.layer)]
         rows.append([[str(lp.layer)], [f"{lp.stage}/{lp.interleave}" if interleaved else str(lp.stage)], [full],
-                     _wrap(_paths(ex, lp.select_recompute, "recompute")),
-                     _wrap(_paths(ex, lp.select_comm_recompute, "comm")),
+                     _wrap(_paths(ex, lp.select_recompute, "recompute", lp.layer)),
+                     _wrap(_paths(ex, lp.select_comm_recompute, "comm", lp.layer)),
                      _wrap(excl), _wrap(_swap_cell(ex, lp)) if plan.swap else ["-"]])
     # a column that says "-" on every layer (no exclude, no swap) only costs width
     keep = [i for i in range(len(headers)) if i < 3 or any(r[i] != ["-"] for r in rows)]

@@ -116,10 +116,13 @@ class Comparison:
 # ---------------------------------------------------------------------------------------------
 
 @functools.lru_cache(maxsize=1024)
-def _layout_walk(family: str, pattern: str, mode: str) -> Tuple[str, ...]:
-    """The dotted paths the layout says a pattern's log item names (empty: it logs nothing)."""
+def _layout_walk(family: Optional[str], pattern: str, mode: str) -> Tuple[str, ...]:
+    """The dotted paths the layout (a layout key, ``family:kind``) says a pattern's log item
+    names (empty: it logs nothing, or the family is unknown)."""
     from ..models import load_layout
 
+    if family is None:
+        return ()
     try:
         result = patterns.walk_layout(load_layout(family), pattern, mode)
     except patterns.PatternError:
@@ -127,12 +130,24 @@ def _layout_walk(family: str, pattern: str, mode: str) -> Tuple[str, ...]:
     return tuple(patterns.logged_paths(result.raw_log))
 
 
-@functools.lru_cache(maxsize=8)
-def layout_paths(family: str = "llama") -> frozenset:
-    """Every path (cell or prim) of the family's layer layout."""
-    from ..models import load_layout
+@functools.lru_cache(maxsize=32)
+def layout_paths(family: str = "tinyllama") -> frozenset:
+    """Every path (cell or prim) of the family's layer layouts (every kind: dense, MoE, MTP)."""
+    from ..models import family_data, load_layout
 
-    return frozenset(p for p, _ in load_layout(family).paths())
+    if ":" in family:
+        return frozenset(p for p, _ in load_layout(family).paths())
+    out = set()
+    for kind in family_data(family)["layouts"]:
+        out |= {p for p, _ in load_layout(f"{family}:{kind}").paths()}
+    return frozenset(out)
+
+
+def _key_of(plan: Any, layer: int, family: str) -> Optional[str]:
+    """The layout key of one layer: the plan's own (per layer kind) when it has one."""
+    if hasattr(plan, "layout_key") and getattr(plan, "family", None) is not None:
+        return plan.layout_key(layer)
+    return family
 
 
 def silent_full_recompute(plan: Any) -> bool:
@@ -145,11 +160,14 @@ def silent_full_recompute(plan: Any) -> bool:
     return bool(getattr(plan, "swap", False)) and formative.get("layer_recompute") is True
 
 
-def expected_actions(plan: Any, family: str = "llama") -> Dict[int, List[Expected]]:
-    """Per layer, what the plan applies, in MindFormers' per-layer order, with the expected paths."""
+def expected_actions(plan: Any, family: str = "tinyllama") -> Dict[int, List[Expected]]:
+    """Per layer, what the plan applies, in MindFormers' per-layer order, with the expected paths
+    (each layer resolved on its own tree: dense, MoE)."""
     silent_full = silent_full_recompute(plan)
     out: Dict[int, List[Expected]] = {}
+    base = family
     for lp in plan.layers:
+        family = _key_of(plan, lp.layer, base)
         items: List[Expected] = []
         if lp.full_recompute:
             logged = getattr(lp, "full_recompute_logged", None)    # the engine says so when it can
@@ -202,10 +220,12 @@ def norm_value(value: Any) -> str:
 # The comparison
 # ---------------------------------------------------------------------------------------------
 
-def compare(plan: Any, runlog: Any, family: str = "llama") -> Comparison:
+def compare(plan: Any, runlog: Any, family: str = "tinyllama") -> Comparison:
     """Compare every rank of ``runlog`` with ``plan``."""
     expected = expected_actions(plan, family)
-    known = layout_paths(family)
+    fam = getattr(plan, "family", None)
+    known = layout_paths(fam.name if fam is not None and fam.known else family) \
+        if fam is None or fam.known else frozenset()
     seen_by_rank = {r: seen_items(rl) for r, rl in sorted(runlog.ranks.items())}
     logged_paths = {s.path for seen in seen_by_rank.values() for items in seen.values()
                     for s in items if s.path is not None}
@@ -317,7 +337,7 @@ def comparison(ctx: Any, family: Optional[str] = None) -> Optional[Comparison]:
     """The comparison for a check context, computed once and shared by every rule."""
     if ctx.runlog is None or ctx.plan is None:
         return None
-    family = family or getattr(ctx.plan, "model", None) or "llama"
+    family = family or getattr(ctx.plan, "model", None) or "tinyllama"
     cache = ctx.__dict__.setdefault("_swapwatch_cache", {})
     key = ("compare", family)
     if key not in cache:
