@@ -141,6 +141,17 @@ def rules_cmd(code):
     return 0
 
 
+# ---- families ------------------------------------------------------------------------------
+
+@cli.command("families")
+def families_cmd():
+    """The model families swapwatch knows, with the MindFormers classes their layer trees come from."""
+    from .families import family_table
+
+    click.echo(family_table(), nl=False)
+    return 0
+
+
 # ---- events --------------------------------------------------------------------------------
 
 @cli.command("events")

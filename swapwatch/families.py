@@ -41,6 +41,11 @@ MCORE_TYPES = {
     "telechat3": "telechat3", "Telechat3ForCausalLM": "telechat3", "TeleChat3ForCausalLM": "telechat3",
 }
 
+#: Structural defaults of the mcore config classes, used when the YAML leaves the key out
+#: (``models/deepseek3/configuration_deepseek_v3.py:DeepseekV3Config.__init__``:
+#: ``first_k_dense_replace=3``, ``num_nextn_predict_layers=1``).
+MCORE_DEFAULTS = {"deepseek_v3": {"first_k_dense_replace": 3, "mtp_layers": 1}}
+
 
 @dataclass
 class ModelFamily:
@@ -146,6 +151,34 @@ def known_families() -> List[str]:
     return _stems()
 
 
+def family_table() -> str:
+    """``swapwatch families``: one row per family: path, layer kinds with their classes, how the
+    YAML names it."""
+    names: Dict[str, List[str]] = {}
+    for value, fam in list(LEGACY_ARCH.items()) + list(MCORE_TYPES.items()):
+        names.setdefault(fam, []).append(value)
+    rows = [("family", "path", "MindFormers classes (model; layer kinds)", "named in the YAML by")]
+    for name in known_families():
+        data = family_data(name)
+        kinds = "; ".join(f"{k}: {v.get('class') or '?'}" for k, v in data["layouts"].items())
+        model = data.get("model_class") or "swapwatch.examples.tinyllama"
+        if name.startswith("llama"):
+            flags = {"qkv_concat": False, **(data.get("set") or {})}
+            by = "model.arch.type LlamaForCausalLM, " + ", ".join(f"{k}: {v}" for k, v in flags.items())
+        elif name == DEFAULT_FAMILY:
+            by = "(default when the YAML names no model)"
+        else:
+            by = ", ".join(names.get(name, []))
+        rows.append((name, data.get("path", "example"), f"{model}; {kinds}", by))
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    out = []
+    for r in rows:
+        out.append("  ".join(c.ljust(widths[i]) for i, c in enumerate(r[:3])) + "  " + r[3])
+    out.insert(1, "  ".join("-" * w for w in widths) + "  " + "-" * len(rows[0][3]))
+    return "\n".join(out) + "\n\nLayer trees: swapwatch/models/<family>.yaml, extracted from MindFormers " \
+        "2.1.0 by tools/extract_layouts.py.\n"
+
+
 def from_name(name: str, origin: str = "--model") -> ModelFamily:
     """The family ``name`` (``--model``); an unknown name is bad input (exit 2)."""
     from .errors import InputError
@@ -183,9 +216,14 @@ def detect(data: Mapping[str, Any], where: Any = None) -> ModelFamily:
         if fam is None:
             return ModelFamily("mcore model", origin="use_legacy: False but model.model_config has no "
                                                     "model_type / architectures", known=False)
-        mtp = mc.get("mtp_num_layers", mc.get("mtp_depth", mc.get("num_nextn_predict_layers")))
+        defaults = MCORE_DEFAULTS.get(fam.name, {})
+        # the aliases TransformerConfig accepts for the MTP depth (transformer_config_utils.py)
+        mtp = next((mc[k] for k in ("mtp_num_layers", "mtp_depth", "num_nextn_predict_layers") if k in mc),
+                   defaults.get("mtp_layers", 0))
         fam.mtp_layers = mtp if isinstance(mtp, int) and not isinstance(mtp, bool) and mtp > 0 else 0
-        fk = mc.get("first_k_dense_replace")
+        if fam.mtp_layers and "mtp" not in fam.kinds:
+            fam.mtp_layers = 0            # the family has no MTP block
+        fk = mc.get("first_k_dense_replace", defaults.get("first_k_dense_replace"))
         fam.first_k_dense_replace = fk if isinstance(fk, int) and not isinstance(fk, bool) else None
         return fam
     atype = arch.get("type")

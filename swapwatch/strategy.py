@@ -37,6 +37,9 @@ Prefetch = Union[int, str]
 MAX_INT32 = 2147483647
 #: Default select_recompute patterns of legacy (Llama-family) models.
 DEFAULT_SELECT = [r"feed_forward\.mul", r"feed_forward\.w1\.activation\.silu"]
+#: Default select_recompute patterns on the mcore path (``use_legacy: False``), LayerSetting.__init__.
+DEFAULT_SELECT_MCORE = [r"mlp\.shared_experts\.mul", r"mlp\.shared_experts\.activation_func\.silu",
+                        r"mlp\.mul", r"mlp\.activation_func\.silu"]
 #: Default select_comm_recompute pattern.
 DEFAULT_COMM = [r".*\.norm"]
 #: The default swap strategy's op pattern (used when neither layer_swap nor op_swap is given).
@@ -531,6 +534,8 @@ def plan(config: Any, layout: Any = None, model: Optional[str] = None, family: A
         layer_recompute = _fmt(lambda: fmt.layer_ids(rc["recompute"]) if swap else fmt.counts(rc["recompute"]),
                                "recompute_config.recompute", config.recompute_config["recompute"], swap, err)
         for key, defaults in SELECT_KEYS:
+            if key == "select_recompute" and getattr(config, "mcore", False):
+                defaults = DEFAULT_SELECT_MCORE
             ids = swap and not key.endswith("_exclude")
             tables[key] = _fmt(lambda: fmt.pattern_table(rc[key], defaults, ids),
                                f"recompute_config.{key}", config.recompute_config[key], ids, err)
