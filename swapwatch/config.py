@@ -121,6 +121,14 @@ class TrainingConfig:
     def was_given(self, section: str, key: str) -> bool:
         return key in self.given.get(section, [])
 
+    def initial_dicts(self) -> Dict[str, Dict[str, Any]]:
+        """The sections as MindFormers logs them (``initial ... from dict``): on the mcore path
+        the *top-level* swap_config is what is logged (and ignored), not the model_config keys
+        LayerSetting uses."""
+        swap = dict(SWAP_DEFAULTS, **(self.ignored_swap_config or {})) if self.mcore else self.swap_config
+        return {"recompute_config": self.recompute_config, "swap_config": swap,
+                "parallel_config": {"pipeline_stage": self.pipeline_stage}}
+
 
 # ---------------------------------------------------------------------------------------------
 # YAML with marks

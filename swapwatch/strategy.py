@@ -151,6 +151,9 @@ class Plan:
     mtp: List[LayerPlan] = field(default_factory=list)
     #: one layout (a LayoutNode) for every layer, when the caller gave one explicitly
     layout_override: Any = None
+    #: select key -> the default patterns MindFormers filled in (the value was a bool or counts):
+    #: on mcore they cover every layer kind, so one reaching nothing on some model is by design
+    defaulted: Dict[str, List[str]] = field(default_factory=dict)
 
     @property
     def model(self) -> str:
@@ -527,6 +530,7 @@ def plan(config: Any, layout: Any = None, model: Optional[str] = None, family: A
     fmt = _Formatter(geo)
     formative: Dict[str, Any] = {}
     removed: List[Tuple[str, str]] = []
+    defaulted: Dict[str, List[str]] = {}
     tables: Dict[str, Dict[str, Any]] = {}
     layer_recompute: Any = None
 
@@ -537,6 +541,9 @@ def plan(config: Any, layout: Any = None, model: Optional[str] = None, family: A
             if key == "select_recompute" and getattr(config, "mcore", False):
                 defaults = DEFAULT_SELECT_MCORE
             ids = swap and not key.endswith("_exclude")
+            if defaults and not isinstance(rc[key], dict) and not (
+                    isinstance(rc[key], (list, tuple)) and all(isinstance(x, str) for x in rc[key])):
+                defaulted[key] = list(defaults)
             tables[key] = _fmt(lambda: fmt.pattern_table(rc[key], defaults, ids),
                                f"recompute_config.{key}", config.recompute_config[key], ids, err)
             for pat in tables[key]:
@@ -585,7 +592,8 @@ def plan(config: Any, layout: Any = None, model: Optional[str] = None, family: A
         layers.append(lp)
 
     result = Plan(geometry=geo, swap=swap, formative=formative, layers=layers, config=config,
-                  removed=removed, legacy_recompute=legacy, family=family, layout_override=layout)
+                  removed=removed, legacy_recompute=legacy, family=family, layout_override=layout,
+                  defaulted=defaulted)
     if getattr(family, "mtp_layers", 0) and layers:
         # MultiTokenPredictionBlock: the same LayerSetting config, layer id num_layers - 1
         result.mtp = [copy.deepcopy(layers[-1]) for _ in range(family.mtp_layers)]

@@ -73,8 +73,7 @@ FAMILIES = {
     "qwen3_moe": {"config": "configs/qwen3_moe/pretrain_qwen3_30b_a3b_4k.yaml", "set": {"num_hidden_layers": 2},
                   "about": "mcore Qwen3-MoE (model_type qwen3_moe)"},
     "deepseek_v3": {"config": "configs/deepseek3/pretrain_deepseek3_671b.yaml", "set": {"first_k_dense_replace": 1,
-                                                                                     "num_hidden_layers": 3,
-                                                                                     "seq_length": 4096},
+                                                                                     "num_hidden_layers": 3},
                     "about": "mcore DeepSeek-V3 (MLA, MoE with shared experts, MTP)"},
     "telechat3": {"config": "configs/telechat3/pretrain_telechat3_36b.yaml", "set": {"num_hidden_layers": 2},
                   "about": "mcore TeleChat3 (model_type telechat3)"},
@@ -85,7 +84,7 @@ SHRINK = {"hidden_size": 64, "num_attention_heads": 4, "num_heads": 4, "num_key_
           "multi_query_group_num": 2, "kv_channels": 16, "head_dim": 16, "intermediate_size": 128,
           "ffn_hidden_size": 128, "moe_intermediate_size": 32, "moe_ffn_hidden_size": 32,
           "moe_shared_expert_intermediate_size": 32, "vocab_size": 256, "padded_vocab_size": 256,
-          "seq_length": 32, "max_position_embeddings": 64, "q_lora_rank": 32, "kv_lora_rank": 16,
+          "max_position_embeddings": 64, "q_lora_rank": 32, "kv_lora_rank": 16,
           "qk_nope_head_dim": 16, "qk_rope_head_dim": 16, "v_head_dim": 16, "qk_head_dim": 16,
           "n_routed_experts": 4, "num_experts": 4, "expert_num": 4, "num_moe_experts": 4, "num_experts_per_tok": 2,
           "moe_router_topk": 2, "n_group": 1, "topk_group": 1, "moe_router_num_groups": 1,
@@ -94,45 +93,53 @@ SHRINK = {"hidden_size": 64, "num_attention_heads": 4, "num_heads": 4, "num_key_
 
 # ---- one build (runs in the oracle venv) ---------------------------------------------------
 
-def build_one(name: str) -> dict:
+def _env() -> None:
     os.environ.setdefault("LOG_MF_PATH", os.path.join(os.environ.get("TMPDIR", "/tmp"), "swapwatch_extract_logs"))
     os.environ.setdefault("GLOG_v", "3")
     import numpy as np
-    np.set_printoptions(legacy="1.25")
-    import mindspore as ms
-    from mindspore import Tensor, ops
-    from mindspore.nn.utils import no_init_parameters
+    np.set_printoptions(legacy="1.25")   # numpy-1 reprs in the logged lists, as on a real install
+
+
+def tiny_config(src, overrides=None, keep_strategy=False):
+    """A MindFormerConfig of ``src`` (a YAML path or a config dict) with the sizes that do not
+    change the layer tree shrunk (:data:`SHRINK`) and ``overrides`` set in model_config. Unless
+    ``keep_strategy``, the YAML's recompute / swap settings are dropped and the pipeline is one
+    stage, so the layers are read as built."""
+    _env()
     from mindformers.tools.register import MindFormerConfig
+
+    cfg = MindFormerConfig(src) if isinstance(src, str) else MindFormerConfig(**copy.deepcopy(src))
+    mc = cfg.model.model_config
+    for key, value in SHRINK.items():
+        if key in mc and mc[key] is not None:
+            mc[key] = value
+    for key, value in (overrides or {}).items():
+        mc[key] = value
+    if not keep_strategy:
+        mc["offset"] = 0
+        mc["pp_interleave_num"] = 1
+        cfg.recompute_config = {"recompute": False}
+        cfg.swap_config = {"swap": False}
+        for key in ("cpu_offloading", "swap", "op_swap", "cpu_offloading_num_layers", "layer_swap"):
+            mc.pop(key, None)
+        cfg.parallel_config.pipeline_stage = 1
+    return cfg
+
+
+def build(cfg):
+    """Build ``cfg``'s network on CPU as ``BaseTrainer.create_network`` does (reference recipe in
+    the module docstring); return (network, [(LayerSetting instance id, layer id, layer)]).
+    MindFormers' own errors (config classes, check_rules, LayerSetting) propagate."""
+    _env()
+    import mindspore as ms
+    from mindspore import Tensor
+    from mindspore.nn.utils import no_init_parameters
     from mindformers.core.context.build_context import build_context
     from mindformers.core.parallel_config import build_parallel_config
     from mindformers.tools.check_rules import _check_recompute, _check_swap
     from mindformers.models.build_model import build_network
     from mindformers.parallel_core.training_graph.transformer import utils as tu
-    import mindformers
 
-    spec = FAMILIES[name]
-    src = spec["config"]
-    if isinstance(src, str):
-        site = os.path.dirname(os.path.dirname(mindformers.__file__))
-        cfg = MindFormerConfig(os.path.join(site, src))
-    else:
-        cfg = MindFormerConfig(**copy.deepcopy(src))
-    mc = cfg.model.model_config
-    for key, value in SHRINK.items():
-        if key in mc and mc[key] is not None:
-            mc[key] = value
-    for key, value in spec["set"].items():
-        mc[key] = value
-    mc["offset"] = 0
-    # read the layers as built: no strategy of the YAML may touch them before they are read
-    cfg.recompute_config = {"recompute": False}
-    cfg.swap_config = {"swap": False}
-    for key in ("cpu_offloading", "swap", "op_swap", "cpu_offloading_num_layers", "layer_swap"):
-        mc.pop(key, None)
-    cfg.parallel_config.pipeline_stage = 1
-    for key, value in (("model_parallel", 1), ("expert_parallel", 1), ("context_parallel", 1),
-                       ("use_seq_parallel", False), ("micro_batch_num", 1), ("data_parallel", 1)):
-        cfg.parallel_config[key] = value
     # step 1: a CPU, single-process copy of the config sets MindFormers' context (use_legacy included)
     ctx_cfg = copy.deepcopy(cfg)
     ctx_cfg.use_parallel = False
@@ -143,10 +150,17 @@ def build_one(name: str) -> dict:
     build_context(ctx_cfg)
     ms.set_device("CPU")
     # step 2: the trainer's parallel config and check_rules, in that order
-    ms.set_auto_parallel_context(pipeline_stages=1)
+    pipe = (cfg.get("parallel") or {}).get("pipeline_config") or {}
+    ms.set_auto_parallel_context(pipeline_stages=(cfg.parallel_config or {}).get("pipeline_stage", 1) or 1,
+                                 pipeline_config={"pipeline_interleave": bool(pipe.get("pipeline_interleave")),
+                                                  "pipeline_scheduler": pipe.get("pipeline_scheduler", "1f1b")})
     build_parallel_config(cfg)
     _check_recompute(cfg)
     _check_swap(cfg)
+    # step 3: groups one CPU process cannot create; they do not reach LayerSetting
+    for key, value in (("model_parallel", 1), ("expert_parallel", 1), ("context_parallel", 1),
+                       ("use_seq_parallel", False)):
+        setattr(cfg.parallel_config, key, value)
     # step 5: MindSpore's one-time numpy C-API import fails under numpy 2 and leaves a Python
     # exception pending, which surfaces in the first eager op (GenerationMixin.__init__'s
     # ``Tensor([0], bfloat16).reshape(1, 1)``). Triggering it once here absorbs it; every later
@@ -167,9 +181,25 @@ def build_one(name: str) -> dict:
     tu.LayerSetting.__call__ = call
     default_args = {"parallel_config": cfg.parallel_config, "moe_config": cfg.moe_config,
                     "dataset_config": cfg.train_dataset, "calculate_per_token_loss": False, "batch_size": 1}
-    with no_init_parameters():
-        net = build_network(cfg.model, default_args=default_args)
-    tu.LayerSetting.__call__ = orig_call
+    try:
+        with no_init_parameters():
+            net = build_network(cfg.model, default_args=default_args)
+    finally:
+        tu.LayerSetting.__call__ = orig_call
+    return net, seen
+
+
+def build_one(name: str) -> dict:
+    """Build family ``name`` and read its layer trees."""
+    import mindformers
+    from mindspore import ops
+
+    spec = FAMILIES[name]
+    src = spec["config"]
+    if isinstance(src, str):
+        src = os.path.join(os.path.dirname(os.path.dirname(mindformers.__file__)), src)
+    cfg = tiny_config(src, spec["set"])
+    net, seen = build(cfg)
     if not seen:
         raise SystemExit(f"{name}: LayerSetting set no layer")
 

@@ -62,6 +62,9 @@ class Expected:
     value: Any = None                   # prefetch for swaps
     paths: List[str] = field(default_factory=list)   # what the layout says the line will name
     logged: bool = True                 # False: applied without a log line (swap-mode recompute: True)
+    #: the paths come from the layer's own tree of a family the config names: an empty ``paths``
+    #: then means "this layer logs nothing for it" (a default pattern of another layer kind)
+    resolved: bool = False
 
     @property
     def op(self) -> Optional[str]:
@@ -166,6 +169,8 @@ def expected_actions(plan: Any, family: str = "tinyllama") -> Dict[int, List[Exp
     silent_full = silent_full_recompute(plan)
     out: Dict[int, List[Expected]] = {}
     base = family
+    fam = getattr(plan, "family", None)
+    resolved = bool(fam is not None and fam.known and not fam.origin.startswith("default"))
     for lp in plan.layers:
         family = _key_of(plan, lp.layer, base)
         items: List[Expected] = []
@@ -176,12 +181,12 @@ def expected_actions(plan: Any, family: str = "tinyllama") -> Dict[int, List[Exp
         for action in PATTERN_ACTIONS[:4]:
             for pat in getattr(lp, action) or []:
                 items.append(Expected(lp.layer, action, pat, True,
-                                      list(_layout_walk(family, pat, WALK_MODE[action]))))
+                                      list(_layout_walk(family, pat, WALK_MODE[action])), resolved=resolved))
         if lp.layer_swap is not None:
             items.append(Expected(lp.layer, "layer_swap", value=lp.layer_swap))
         for pat, prefetch in (lp.op_swap or {}).items():
             items.append(Expected(lp.layer, "op_swap", pat, prefetch,
-                                  list(_layout_walk(family, pat, "swap"))))
+                                  list(_layout_walk(family, pat, "swap")), resolved=resolved))
         out[lp.layer] = items
     return out
 
@@ -286,7 +291,7 @@ def _compare_patterns(diff: RankDiff, layer: int, exp: List[Expected], got: List
         hits = [s for s in got if patterns.logged_path_matches(e.pattern, s.path)]
         if hits:
             diff.matched[(e.action, e.pattern)].add(layer)
-        elif e.logged and layer not in diff.cut_layers:
+        elif e.logged and layer not in diff.cut_layers and not (e.resolved and not e.paths):
             diff.missing.append(e)
     for s in got:
         owners = [e for e in exp if patterns.logged_path_matches(e.pattern, s.path)]
@@ -296,15 +301,44 @@ def _compare_patterns(diff: RankDiff, layer: int, exp: List[Expected], got: List
             diff.value_diffs.append((owners[0], s))
 
 
+def expects_line(e: Expected) -> bool:
+    """Does MindFormers leave a line for ``e``? Not when it applies silently, and not for a
+    pattern the layer's own (resolved) tree gives nothing to log."""
+    return e.logged and not (e.resolved and e.pattern is not None and not e.paths)
+
+
 def _cut_layers(rank_log: Any, seen: Dict[int, List[Seen]],
                 expected: Dict[int, List[Expected]]) -> Set[int]:
     """Layers the log cannot speak for: everything from the last logged layer on when the log is
     cut off (the file is truncated, or the process died inside the strategy block). The last
-    logged layer itself is included: its later lines may be what was cut."""
+    logged layer itself is included: its later lines may be what was cut. A block that stops
+    after the last layer anything is configured to log on is complete as far as the strategy
+    goes (MindFormers logs nothing for layers without actions): no layer is cut then."""
     if not is_cut(rank_log):
         return set()
     last = max((layer for layer, items in seen.items() if items), default=-1)
+    if strategy_complete(seen, expected, last):
+        return set()
     return {layer for layer in expected if layer >= last}
+
+
+def strategy_complete(seen: Dict[int, List[Seen]], expected: Dict[int, List[Expected]], last: int) -> bool:
+    """True when nothing configured to log lies after layer ``last`` and every line expected at
+    ``last`` itself was logged (a cut inside that layer would drop its later lines)."""
+    if any(expects_line(e) for layer, items in expected.items() if layer > last for e in items):
+        return False
+    if last < 0:
+        return True
+    got = seen.get(last, [])
+    for e in expected.get(last, []):
+        if not expects_line(e):
+            continue
+        if e.pattern is None:
+            if not any(s.action == e.action for s in got):
+                return False
+        elif not any(s.action == e.action and patterns.logged_path_matches(e.pattern, s.path) for s in got):
+            return False
+    return True
 
 
 #: Notices that mean the process stopped with an error.

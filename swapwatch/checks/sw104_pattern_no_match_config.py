@@ -60,6 +60,10 @@ class PatternMatchesNothing(Rule):
                 results = [plan.walker(i)(pat, strategy.WALK_MODE[action]) for i in _one_per_kind(plan, layers)]
                 if any(r.targets for r in results):
                     continue
+                dflt = (getattr(plan, "defaulted", None) or {}).get(action, ())
+                if pat in dflt and any(plan.walker(i)(d, strategy.WALK_MODE[action]).targets
+                                       for d in dflt for i in _one_per_kind(plan, layers)):
+                    continue        # MindFormers' defaults span layer kinds: others of them apply
                 skipped = [c for r in results for c in r.skipped_cells]
                 if skipped:
                     why = (f"it only reaches cell(s) {', '.join(dict.fromkeys(skipped))}, and "
