@@ -1,0 +1,127 @@
+"""Oracle tier for the model families: real MindFormers 2.1.0 models vs explain and verify.
+
+Skipped unless ``.oracle-venv/.ready`` exists. Each case (``tests/oracle/family_cases.py``) is a
+maintainer YAML of the MindFormers repository with a small layer count and a strategy; the real
+network is built on CPU as ``BaseTrainer.create_network`` does (``tests/oracle/mf_models.py``), so
+MindFormers' own LayerSetting sets the real decoder layers (dense, MoE) and the MTP layer. Then:
+
+* explain's LayerSetting lines (geometry, Formative values, warnings, every ``Set ...`` line; the
+  second block of the MTP layer included) equal what MindFormers logged, line for line;
+* where MindFormers refuses the config, swapwatch refuses it (ConfigError, exit 2); where the build
+  crashes on a preset / shared primitive, explain has an SW207 error naming it;
+* ``verify`` on the real log of every genuine case reports no run-time error, and keeps SW201
+  exactly where explain has it (a real swap/recompute conflict).
+
+Also the drift test of the extracted layer trees (``tools/extract_layouts.py --check``).
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from swapwatch.config import load_config
+from swapwatch.errors import ConfigError
+from swapwatch.explain import explain
+from swapwatch import strategy
+from swapwatch.verify import verify
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ORACLE_PY = os.path.join(ROOT, ".oracle-venv", "bin", "python")
+READY = os.path.join(ROOT, ".oracle-venv", ".ready")
+SCRIPT = os.path.join(ROOT, "tests", "oracle", "mf_models.py")
+MARK = "@@SWAPWATCH_ORACLE@@"
+N_RANDOM = int(os.environ.get("SWAPWATCH_FAMILY_CASES", "40"))
+NP_SCALAR = re.compile(r"np\.(?:int|uint|float)\d+\((-?[\d.]+)\)")
+#: run-time rules: none may fire on the log of a config MindFormers ran
+RUN_RULES = {"SW101", "SW102", "SW103", "SW106", "SW107", "SW401"}
+
+sys.path.insert(0, os.path.join(ROOT, "tests", "oracle"))
+from family_cases import CRASH, HAND, LEGACY, random_cases, write_yaml  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not (os.path.exists(READY) and os.path.exists(ORACLE_PY)),
+                                reason="no MindFormers oracle venv (.oracle-venv/.ready)")
+
+CASES = HAND + random_cases(N_RANDOM)
+
+
+def run_oracle(paths):
+    proc = subprocess.run([ORACLE_PY, SCRIPT], input=json.dumps(paths), capture_output=True, text=True,
+                          timeout=1800, cwd=ROOT)
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith(MARK)), None)
+    assert line is not None, f"oracle failed: {proc.stderr[-3000:]}"
+    return json.loads(line[len(MARK):])
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    d = tmp_path_factory.mktemp("families")
+    paths = [write_yaml(c, str(d / f"case{i}.yaml")) for i, c in enumerate(CASES)]
+    crash_paths = [write_yaml(c, str(d / f"crash{i}.yaml")) for i, c in enumerate(CRASH)]
+    every = paths + crash_paths
+    # one process per code path: MindFormers' use_legacy context is process-wide
+    legacy = [i for i, c in enumerate(CASES + CRASH) if c["family"] in LEGACY]
+    mcore = [i for i in range(len(every)) if i not in legacy]
+    results = [None] * len(every)
+    for group in (legacy, mcore):
+        if group:
+            for i, r in zip(group, run_oracle([every[i] for i in group])):
+                results[i] = r
+    return d, paths, results[:len(paths)], crash_paths, results[len(paths):]
+
+
+def mf_lines(result):
+    return [NP_SCALAR.sub(r"\1", msg) for _, msg in result["lines"]]
+
+
+@pytest.mark.parametrize("index", range(len(CASES)))
+def test_explain_matches_real_model(built, index):
+    _, paths, results, _, _ = built
+    case, mf = CASES[index], results[index]
+    try:
+        lines = strategy.layer_setting_lines(strategy.plan(load_config(paths[index])))
+        error = None
+    except ConfigError as exc:
+        lines, error = None, exc
+    if "error" in mf:
+        assert error is not None, f"MindFormers raised {mf['error']!r}; swapwatch accepted {case!r}"
+        return
+    assert error is None, f"swapwatch refused what MindFormers builds: {error.one_line()} ({case!r})"
+    assert lines == mf_lines(mf), f"case {case!r}"
+
+
+@pytest.mark.parametrize("index", range(len(CASES)))
+def test_verify_real_log_clean(built, index):
+    d, paths, results, _, _ = built
+    mf = results[index]
+    if "error" in mf:
+        pytest.skip("MindFormers refused this config (checked by the explain test)")
+    logdir = d / f"log{index}"
+    logdir.mkdir(exist_ok=True)
+    (logdir / "worker_0.log").write_text(mf["log"], encoding="utf-8")
+    res = verify([str(logdir)], config_path=paths[index])
+    run_errors = [f for f in res.findings if f.code in RUN_RULES and f.severity == "error"]
+    assert not run_errors, [f.message for f in run_errors]
+    ex = explain(paths[index])
+    assert {f.layer for f in ex.findings if f.code == "SW201"} == \
+        {f.layer for f in res.findings if f.code == "SW201"}
+
+
+@pytest.mark.parametrize("index", range(len(CRASH)))
+def test_build_crash_is_sw207(built, index):
+    _, _, _, crash_paths, crash_results = built
+    mf = crash_results[index]
+    assert "'bool' object is not callable" in mf.get("error", ""), mf.get("error")
+    ex = explain(crash_paths[index])
+    hits = [f for f in ex.findings if f.code == "SW207" and f.severity == "error"]
+    assert hits and all(CRASH[index]["primitive"] in f.message for f in hits), [f.message for f in ex.findings]
+    assert ex.exit_code == 1
+
+
+def test_extracted_layouts_match_mindformers():
+    """Rebuild every family from MindFormers' classes: the stored trees must not drift."""
+    proc = subprocess.run([ORACLE_PY, os.path.join(ROOT, "tools", "extract_layouts.py"), "--check"],
+                          capture_output=True, text=True, timeout=1800, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
