@@ -22,11 +22,12 @@ class Explanation:
     findings: List[Finding] = field(default_factory=list)
     env: Dict[str, str] = field(default_factory=dict)
 
-    def walk(self, layer: int, pattern: str, mode: str) -> "strategy.patterns.WalkResult":
-        """What ``pattern`` reaches on ``layer``'s own tree (dense / MoE kind of the family)."""
+    def walk(self, layer: int, pattern: str, mode: str, mtp: bool = False) -> "strategy.patterns.WalkResult":
+        """What ``pattern`` reaches on ``layer``'s own tree (dense / MoE kind of the family, or
+        the MTP layer's with ``mtp``)."""
         if self.layout is not None:
             return strategy.walk(self.layout, pattern, mode)
-        return self.plan.walker(layer)(pattern, mode)
+        return self.plan.walker(layer, mtp)(pattern, mode)
 
     @property
     def exit_code(self) -> int:

@@ -28,11 +28,11 @@ def render(ex: Explanation, fmt: str) -> str:
 
 # ---------------------------------------------------------------------------------------------
 
-def _paths(ex: Explanation, patterns: Sequence[str], mode: str, layer: int = 0) -> List[str]:
+def _paths(ex: Explanation, patterns: Sequence[str], mode: str, layer: int = 0, mtp: bool = False) -> List[str]:
     """Each pattern as the paths it reaches on ``layer``'s tree; reaching nothing is shown as such."""
     out: List[str] = []
     for pat in patterns:
-        res = ex.walk(layer, pat, mode)
+        res = ex.walk(layer, pat, mode, mtp)
         if res.targets:
             out.extend(t.path for t in res.targets)
         elif res.skipped_cells:
@@ -42,7 +42,7 @@ def _paths(ex: Explanation, patterns: Sequence[str], mode: str, layer: int = 0) 
     return out
 
 
-def _swap_cell(ex: Explanation, lp: strategy.LayerPlan) -> List[str]:
+def _swap_cell(ex: Explanation, lp: strategy.LayerPlan, mtp: bool = False) -> List[str]:
     items: List[str] = []
     over = set(lp.swap_overridden)
     if lp.layer_swap is not None:
@@ -50,7 +50,7 @@ def _swap_cell(ex: Explanation, lp: strategy.LayerPlan) -> List[str]:
         items.append(f"{mark}layer p={lp.layer_swap}")
     for pat, p in lp.op_swap.items():
         mark = "!" if pat in over else ""
-        targets = [t.path for t in ex.walk(lp.layer, pat, "swap").targets]
+        targets = [t.path for t in ex.walk(lp.layer, pat, "swap", mtp).targets]
         shown = ", ".join(targets) if targets else f"{pat} (no match)"
         items.append(f"{mark}{shown} p={p}")
     return items
@@ -89,16 +89,18 @@ def render_table(ex: Explanation) -> str:
     headers = ["layer", "stage/v" if interleaved else "stage", "full", "select recompute",
                "comm recompute", "exclude", "swap (p = backward_prefetch)"]
     rows = []
-    for lp in plan.layers:
+    # the MTP layer (a second LayerSetting, set as layer num_layers - 1) is a row of its own
+    for lp, mtp in strategy.all_layer_plans(plan):
         full = "yes" if lp.full_recompute else "-"
         if lp.full_recompute and not lp.full_recompute_logged:
             full = "yes*"
-        excl = _paths(ex, lp.select_recompute_exclude, "exclude", lp.layer) + \
-            [f"comm:{p}" for p in _paths(ex, lp.select_comm_recompute_exclude, "comm_exclude", lp.layer)]
-        rows.append([[str(lp.layer)], [f"{lp.stage}/{lp.interleave}" if interleaved else str(lp.stage)], [full],
-                     _wrap(_paths(ex, lp.select_recompute, "recompute", lp.layer)),
-                     _wrap(_paths(ex, lp.select_comm_recompute, "comm", lp.layer)),
-                     _wrap(excl), _wrap(_swap_cell(ex, lp)) if plan.swap else ["-"]])
+        excl = _paths(ex, lp.select_recompute_exclude, "exclude", lp.layer, mtp) + \
+            [f"comm:{p}" for p in _paths(ex, lp.select_comm_recompute_exclude, "comm_exclude", lp.layer, mtp)]
+        rows.append([[f"{lp.layer} (MTP)" if mtp else str(lp.layer)],
+                     [f"{lp.stage}/{lp.interleave}" if interleaved else str(lp.stage)], [full],
+                     _wrap(_paths(ex, lp.select_recompute, "recompute", lp.layer, mtp)),
+                     _wrap(_paths(ex, lp.select_comm_recompute, "comm", lp.layer, mtp)),
+                     _wrap(excl), _wrap(_swap_cell(ex, lp, mtp)) if plan.swap else ["-"]])
     # a column that says "-" on every layer (no exclude, no swap) only costs width
     keep = [i for i in range(len(headers)) if i < 3 or any(r[i] != ["-"] for r in rows)]
     headers = [headers[i] for i in keep]

@@ -183,7 +183,12 @@ class Plan:
                 "pp_interleave_num": g.pp_interleave_num, "swap": self.swap,
                 "formative": jsonable(self.formative),
                 "layers": [lp.to_json() for lp in self.layers],
-                "findings": [f.to_json() if hasattr(f, "to_json") else f for f in self.findings]}
+                "findings": [f.to_json() if hasattr(f, "to_json") else f for f in self.findings],
+                # additions (issue 11): the family, and the MTP layer(s) set as layer num_layers - 1
+                "family": None if self.family is None else {
+                    "name": self.family.name, "known": self.family.known, "origin": self.family.origin,
+                    "path": self.family.path if self.family.known else None},
+                "mtp": [dict(lp.to_json(), layout=self.layout_key(lp.layer, True)) for lp in self.mtp]}
 
 
 def jsonable(obj: Any) -> Any:
