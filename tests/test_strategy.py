@@ -376,7 +376,8 @@ def test_to_json_shape():
              {"swap": True, "op_swap": [{"op_name": "attention", "backward_prefetch": 20, "layers": True}]},
              check_rules=False)
     doc = p.to_json()
-    assert set(doc) == {"num_layers", "pipeline_stage", "pp_interleave_num", "swap", "formative", "layers", "findings"}
+    assert set(doc) == {"num_layers", "pipeline_stage", "pp_interleave_num", "swap", "formative", "layers", "findings",
+                        "family", "mtp"}
     assert doc["layers"][0] == {"layer": 0, "stage": 0, "interleave": 0, "full_recompute": False,
                                 "select_recompute": [r"feed_forward\.mul"], "select_comm_recompute": [],
                                 "select_recompute_exclude": [], "select_comm_recompute_exclude": [],
