@@ -22,9 +22,11 @@ BASES = {
     "deepseek_v3": "pretrain_deepseek3_671b.yaml",
     "glm4": "finetune_glm4_9b.yaml",
     "telechat3": "pretrain_telechat3_36b.yaml",
+    "llama2_70b": "pretrain_llama2_70b.yaml",
+    "qwen2_5": "finetune_qwen2_5_7b_8k.yaml",
 }
 #: families on the legacy path (built in their own oracle process: use_legacy is process-wide)
-LEGACY = {"glm4"}
+LEGACY = {"glm4", "llama2_70b", "qwen2_5"}
 
 SELECT_POOL = [r"mlp\.mul", r"mlp\.activation_func\.silu", r"mlp\.linear_fc1", r"self_attention\.core_attention",
                r"input_layernorm", r"self_attention\.linear_proj", r"mlp\.shared_experts", r"mlp\.experts",
@@ -66,6 +68,12 @@ HAND: List[Dict[str, Any]] = [
     # legacy GLM4 (ChatGLM2Block): its own tree
     dict(family="glm4", layers=2, recompute_config={"select_recompute": [r"mlp\.activation_func"],
                                                     "select_comm_recompute": True}),
+    # legacy Llama maintainer YAMLs with their own strategy: Qwen2.5 (qkv bias), and with qkv_concat
+    # True (fused w_qkv / w_gate_hidden: the feed_forward\.w1 patterns reach nothing there)
+    dict(family="qwen2_5", layers=4, pipeline_stage=2, recompute_config=None),
+    dict(family="qwen2_5", layers=16, pipeline_stage=2, recompute_config=None, model_config={"qkv_concat": True}),
+    dict(family="llama2_70b", layers=4, pipeline_stage=2,
+         recompute_config={"recompute": [1, 0], "select_recompute": True, "select_comm_recompute": True}),
     # TeleChat3 (mcore, dense)
     dict(family="telechat3", layers=2, recompute_config={"select_recompute": True}),
     # exclude keys on mcore
@@ -147,7 +155,8 @@ def write_yaml(case: Dict[str, Any], path: str) -> str:
     data["parallel_config"]["pipeline_stage"] = pp
     data["parallel_config"]["micro_batch_num"] = max(pp, 1)
     data.setdefault("parallel", {})["pipeline_config"] = {"pipeline_interleave": False, "pipeline_scheduler": "1f1b"}
-    data["recompute_config"] = case.get("recompute_config") or {"recompute": False}
+    if case.get("recompute_config", {}) is not None:        # None: the maintainer YAML's own strategy
+        data["recompute_config"] = case.get("recompute_config") or {"recompute": False}
     if "swap_config" in case:
         data["swap_config"] = case["swap_config"]
     else:
