@@ -279,3 +279,13 @@ def test_unknown_family_is_not_llama():
 def test_input_error_for_unknown_layout_key():
     with pytest.raises(InputError):
         load_layout("qwen3:mtp")
+
+
+def test_readme_family_outputs_are_real():
+    """The README's `swapwatch families` and DeepSeek-V3 explain blocks are what the commands print."""
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as fh:
+        readme = fh.read()
+    assert family_table().rstrip("\n") in readme
+    ex = cli("explain", "fixtures/configs/families/deepseek_v3_bad.yaml").stdout.splitlines()
+    shown = "\n".join(ex[:2] + ex[ex.index(next(x for x in ex if x.startswith("findings"))):])
+    assert shown in readme
