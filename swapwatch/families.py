@@ -244,3 +244,133 @@ def detect(data: Mapping[str, Any], where: Any = None) -> ModelFamily:
         return ModelFamily(ctype, origin=f"model.model_config.type {ctype}{loc('model.model_config.type')} "
                                          f"without model.arch.type", known=False)
     return ModelFamily(DEFAULT_FAMILY, origin="default: the YAML names no model (--model to choose)")
+
+
+# ---------------------------------------------------------------------------------------------
+# The family of a log (verify without --config)
+# ---------------------------------------------------------------------------------------------
+
+#: When several families fit a log equally well, the first of these wins (the most common).
+LOG_PREFERENCE = ("qwen3", "qwen3_moe", "deepseek_v3", "telechat3", "llama", "llama_qkv_concat_bias",
+                  "llama_qkv_concat", "llama_qkv_bias", "glm4")
+
+
+def from_log(rank_log: Any) -> Optional[ModelFamily]:
+    """The family a worker log was made by, as far as its own lines tell.
+
+    Candidates: every family whose trees hold all paths the log's ``Set ...`` lines name, with an
+    MTP block exactly when the log has a second LayerSetting block, on the mcore path when the
+    Formative select patterns are mcore's defaults. Among them, the one that best explains the
+    log: fewest Formative patterns that would reach something there but were never logged, or
+    were logged but reach nothing there (so a ``qkv_concat`` Llama log, whose ``feed_forward\\.w1``
+    patterns log nothing, is read on the fused tree). None when nothing fits, or when the log names
+    no path (and is not recognisably mcore): then nothing says which tree it was."""
+    from .patterns import logged_path_matches
+
+    logged = {path for a in getattr(rank_log, "actions", []) for path, _ in a.items() if path}
+    formative = rank_log.formative() if hasattr(rank_log, "formative") else {}
+    swap_mode = "layer swap" in formative or "op swap" in formative
+    pats = []
+    for key, mode in (("select_recompute", "recompute"), ("select_comm_recompute", "comm"),
+                      ("op swap", "swap")):
+        value = formative.get(key)
+        if isinstance(value, dict):
+            # only patterns applied on some layer are evidence (a pattern on no layer logs nothing)
+            pats.extend((p, mode) for p, v in value.items() if _applied(v, swap_mode))
+    sel = formative.get("select_recompute")
+    mcore_hint = isinstance(sel, dict) and any(p.startswith("mlp\\.shared_experts") for p in sel)
+    mtp = getattr(rank_log, "layer_settings", 1) > 1          # a second block: MTP, on mcore
+    if not logged and not (mcore_hint or mtp):
+        return None                 # no evidence: the log reads as before (the default tree)
+    scored = []
+    order = list(LOG_PREFERENCE) + [n for n in known_families() if n not in LOG_PREFERENCE]
+    for name in order:
+        if name == DEFAULT_FAMILY or name not in known_families():
+            continue
+        fam = ModelFamily(name, origin="")
+        if mtp != ("mtp" in fam.kinds) or (mcore_hint and fam.path != "mcore"):
+            continue
+        paths = set()
+        for kind in fam.kinds:
+            paths |= {p for p, _ in load_layout(fam.key(kind)).paths()}
+        if not logged <= paths:
+            continue
+        score = 0
+        for pat, mode in pats:
+            reaches = any(fam.walk(fam.key(kind), pat, mode).matched for kind in fam.kinds)
+            seen = any(logged_path_matches(pat, path) for path in logged)
+            score += reaches != seen
+        scored.append((score, name))
+    if not scored:
+        return None
+    best = min(score for score, _ in scored)
+    names = [n for score, n in scored if score == best]
+    src = rank_log.files[0] if getattr(rank_log, "files", None) else "the log"
+    fam = ModelFamily(names[0], origin=f"read from {src} (its logged paths and patterns" +
+                      (f"; {', '.join(names[1:])} fit as well)" if len(names) > 1 else ")"))
+    fam.mtp_layers = 1 if mtp else 0
+    return fam
+
+
+def _applied(value: Any, swap_mode: bool) -> bool:
+    """Does a Formative value apply its pattern on any layer? Swap mode: True or a non-empty list
+    of layer ids (op swap: entries with such ``layers``); otherwise a count table with a count > 0."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, dict):
+        return _applied(value.get("layers"), True)
+    if isinstance(value, (list, tuple)):
+        if swap_mode and value and all(isinstance(x, int) and not isinstance(x, bool) for x in value):
+            return True
+        return any(_applied(x, swap_mode) for x in value)
+    if isinstance(value, (int, float)):
+        return value > 0
+    return False
+
+
+def apply_log_family(config: Any, rank_log: Any) -> None:
+    """Give a config rebuilt from a log (``initial ... from dict``) the family the log shows, and on
+    the mcore path the swap LayerSetting really used: the top-level swap_config a log prints is
+    the one mcore ignores, while its ``Formative layer swap`` / ``op swap`` lines carry the real one."""
+    fam = from_log(rank_log)
+    if fam is None:
+        return
+    config.family = fam
+    if fam.path != "mcore":
+        return
+    if fam.name in MCORE_DEFAULTS:
+        fk = _dense_layers_from_log(rank_log) if fam.name == "deepseek_v3" else None
+        if fk is None:
+            fk = MCORE_DEFAULTS[fam.name].get("first_k_dense_replace")
+            fam.origin += f"; first_k_dense_replace guessed: {fk}, the config class default (no logged " \
+                          f"path tells dense from MoE layers; --config gives the real one)"
+        fam.first_k_dense_replace = fk
+    config.mcore = True
+    top = {k: v for k, v in config.swap_config.items() if v is not None}
+    config.ignored_swap_config = top if top.get("swap") else None
+    f = rank_log.formative()
+    if "layer swap" in f or "op swap" in f:
+        op_swap = [dict(e, op_name=name) for name, entries in (f.get("op swap") or {}).items() for e in entries]
+        config.swap_config = {"swap": True, "layer_swap": f.get("layer swap") or None,
+                              "op_swap": op_swap or None, "default_prefetch": 1}
+    else:
+        config.swap_config = {"swap": False, "layer_swap": None, "op_swap": None, "default_prefetch": 1}
+
+
+def _dense_layers_from_log(rank_log: Any) -> Optional[int]:
+    """DeepSeek-V3's first_k_dense_replace as the log shows it: the first layer whose lines name
+    a path only MoE layers have (None: the log cannot tell, the config class default applies)."""
+    moe_only = {p for p, _ in load_layout("deepseek_v3:moe").paths()} - \
+        {p for p, _ in load_layout("deepseek_v3:dense").paths()}
+    dense_only = {p for p, _ in load_layout("deepseek_v3:dense").paths()} - \
+        {p for p, _ in load_layout("deepseek_v3:moe").paths()}
+    first_moe, last_dense = None, None
+    for a in getattr(rank_log, "actions", []):
+        for path, _ in a.items():
+            if path in moe_only and (first_moe is None or a.layer < first_moe):
+                first_moe = a.layer
+            if path in dense_only and (last_dense is None or a.layer > last_dense):
+                last_dense = a.layer
+    if first_moe is not None:
+        return first_moe if last_dense is None or last_dense < first_moe else None
+    return None if last_dense is None else last_dense + 1

@@ -265,6 +265,24 @@ def test_verify_real_family_logs(name, codes):
         [f.message for f in res.findings]
 
 
+@pytest.mark.parametrize("name, codes, family", [
+    ("qwen3_select", set(), "qwen3"),
+    ("deepseek_v3_mtp", set(), "deepseek_v3"),
+    ("glm4_select", set(), "glm4"),
+    ("llama2_70b_select", set(), "llama"),
+    ("qwen2_5_qkv_concat", {"SW104"}, "llama_qkv_concat_bias"),
+    ("qwen3_swap_conflict", {"SW201"}, "qwen3"),
+    ("qwen3_moe_ignored_swap", {"SW306"}, "qwen3_moe"),
+])
+def test_verify_real_family_logs_without_config(name, codes, family):
+    """Without --config the log's own config is used, read on the family its lines show (and on
+    mcore with the swap LayerSetting really used, from its Formative lines)."""
+    res = verify([os.path.join(FAM_LOG, f"{name}.log")])
+    assert res.plan.family.name == family, res.plan.family
+    assert {f.code for f in res.findings if f.severity in ("error", "warning")} == codes, \
+        [f.message for f in res.findings]
+
+
 def test_verify_mcore_conflict_layer():
     res = verify([os.path.join(FAM_LOG, "qwen3_swap_conflict.log")],
                  config_path=os.path.join(FAM_CFG, "qwen3_swap_conflict.yaml"))
