@@ -16,8 +16,8 @@ kinds with their trees, preset and shared primitives, its flows (SW202), and a m
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from dataclasses import dataclass
+from typing import Any, Dict, List, Mapping, Optional
 
 from . import patterns
 from .models import families as _stems, family_data, load_flows, load_layer_info, load_layout
@@ -63,7 +63,6 @@ class ModelFamily:
     first_k_dense_replace: Optional[int] = None
     #: MTP layers (MultiTokenPredictionBlock): each is set again as layer num_layers - 1
     mtp_layers: int = 0
-    _walks: Dict[Tuple[str, str, str], patterns.WalkResult] = field(default_factory=dict, repr=False)
 
     # -- what the data says -------------------------------------------------------------
     @property
@@ -117,11 +116,7 @@ class ModelFamily:
         family is unknown: nothing can be resolved)."""
         if key is None:
             return patterns.WalkResult()
-        k = (key, pattern, mode)
-        hit = self._walks.get(k)
-        if hit is None:
-            hit = self._walks[k] = _walk(key, pattern, mode)
-        return hit
+        return _walk(key, pattern, mode)
 
     def layout(self, key: Optional[str]) -> Any:
         return load_layout(key) if key else None
@@ -144,6 +139,8 @@ class ModelFamily:
 
 @functools.lru_cache(maxsize=4096)
 def _walk(key: str, pattern: str, mode: str) -> patterns.WalkResult:
+    """The memo behind :meth:`ModelFamily.walk`: a layout key's tree is immutable data, so one
+    walk per (tree, pattern, mode) serves every plan, layer and rule."""
     return patterns.walk_layout(load_layout(key), pattern, mode)
 
 

@@ -307,3 +307,20 @@ def test_readme_family_outputs_are_real():
     ex = cli("explain", "fixtures/configs/families/deepseek_v3_bad.yaml").stdout.splitlines()
     shown = "\n".join(ex[:2] + ex[ex.index(next(x for x in ex if x.startswith("findings"))):])
     assert shown in readme
+
+
+# ---- SW202 on a generated family's flows ------------------------------------------------------
+
+def test_sw202_follows_the_family_flows(tmp_path):
+    """Qwen3 (mcore): the core attention's output feeds linear_proj; recomputing linear_proj on a
+    layer where core_attention is swapped voids the swap there, and only there."""
+    op = [{"op_name": r"self_attention\.core_attention", "backward_prefetch": 1, "layers": [1, 2]}]
+    p = edited(tmp_path, "pretrain_qwen3_32b_4k.yaml", recompute={"select_recompute": {r"self_attention\.linear_proj": [1]}},
+               model_config={"cpu_offloading": True, "op_swap": op})
+    found = [f for f in explain(p).findings if f.code == "SW202"]
+    assert [f.layer for f in found] == [1]
+    assert "self_attention.core_attention -> self_attention.linear_proj" in found[0].message
+    p = edited(tmp_path, "pretrain_qwen3_32b_4k.yaml", name="y.yaml",
+               recompute={"select_recompute": {r"mlp\.linear_fc2": [1]}},
+               model_config={"cpu_offloading": True, "op_swap": op})
+    assert not [f for f in explain(p).findings if f.code == "SW202"]
