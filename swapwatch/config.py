@@ -331,7 +331,9 @@ def _from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional[str
         num_layers = model_config.get("num_layers", model_config.get("num_hidden_layers"))
         n_src = n_key
     if num_layers is None:
-        raise ConfigError("the layer count is unknown: set model.model_config.num_layers in the YAML, "
+        hint = " (this YAML takes it from pretrained_model_dir's config.json, which swapwatch does not " \
+               "read)" if data.get("pretrained_model_dir") else ""
+        raise ConfigError(f"the layer count is unknown{hint}: set model.model_config.num_layers in the YAML, "
                           "or pass --num-layers N for a fragment", file=source, key=f"{mc}.num_layers")
     num_layers = _positive_int(num_layers, n_src, err)
     mtp_depth = 0

@@ -211,8 +211,10 @@ def detect(data: Mapping[str, Any], where: Any = None) -> ModelFamily:
                 fam = ModelFamily(name, origin=origin) if name else ModelFamily(value, origin=origin, known=False)
                 break
         if fam is None:
+            why = " (they come from pretrained_model_dir's config.json, which swapwatch does not read; " \
+                  "--model to choose)" if data.get("pretrained_model_dir") else ""
             return ModelFamily("mcore model", origin="use_legacy: False but model.model_config has no "
-                                                    "model_type / architectures", known=False)
+                                                    f"model_type / architectures{why}", known=False)
         defaults = MCORE_DEFAULTS.get(fam.name, {})
         # the aliases TransformerConfig accepts for the MTP depth (transformer_config_utils.py)
         mtp = next((mc[k] for k in ("mtp_num_layers", "mtp_depth", "num_nextn_predict_layers") if k in mc),
