@@ -304,6 +304,13 @@ def _from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional[str
 
     model = _section(data, "model", err)
     model_config = _section(model, "model_config", err, prefix="model.") if model else {}
+    hf, hf_path = _pretrained_config(data, source)
+    yaml_mc_keys = set(model_config)
+    if hf:
+        # MindFormers merges the HF config.json under the YAML's model_config (the YAML wins):
+        # models/build_config.py:merge_model_config
+        model_config = {**hf, **model_config}
+        data = dict(data, model=dict(model, model_config=model_config))
     parallel_config = _section(data, "parallel_config", err)
     parallel = _section(data, "parallel", err)
     pipeline_config = _section(parallel, "pipeline_config", err, prefix="parallel.") if parallel else {}
@@ -403,7 +410,13 @@ def _from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional[str
                          ignored_default_prefetch=ignored_prefetch)
     from .families import detect
 
-    cfg.family = detect(data, cfg.where)
+    def where_key(key: str) -> Optional[str]:
+        leaf = key.rsplit(".", 1)[-1]
+        if hf and key.startswith("model.model_config.") and leaf not in yaml_mc_keys and leaf in hf:
+            return hf_path                # the value came from pretrained_model_dir/config.json
+        return cfg.where(key)
+
+    cfg.family = detect(data, where_key)
     if mcore and recompute.get("recompute_slice_activation") is True:
         raise err("recompute_config.recompute_slice_activation",
                   "recompute_slice_activation is not supported in Mcore (use_legacy: False); "
@@ -439,6 +452,25 @@ def _mcore_swap(model_config: Dict[str, Any], err) -> Tuple[Dict[str, Any], List
     if out["swap"] is None:
         out["swap"] = False
     return out, given, model_config.get("default_prefetch")
+
+
+def _pretrained_config(data: Dict[str, Any], source: Optional[str]) -> Tuple[Dict[str, Any], Optional[str]]:
+    """(``pretrained_model_dir/config.json``, its path) when the YAML names such a directory and it
+    is there (finetune YAMLs take the model's sizes and type from it); ({}, None) otherwise."""
+    import os
+
+    pdir = data.get("pretrained_model_dir")
+    if not isinstance(pdir, str) or not pdir:
+        return {}, None
+    if not os.path.isabs(pdir) and source:
+        pdir = os.path.join(os.path.dirname(os.path.abspath(source)), pdir) if not os.path.isdir(pdir) else pdir
+    path = os.path.join(pdir, "config.json")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            hf = json.load(fh)
+    except (OSError, ValueError):
+        return {}, None
+    return (hf, path) if isinstance(hf, dict) else ({}, None)
 
 
 def _line(lines: Dict[str, int], key: str) -> Optional[int]:

@@ -324,3 +324,18 @@ def test_sw202_follows_the_family_flows(tmp_path):
                recompute={"select_recompute": {r"mlp\.linear_fc2": [1]}},
                model_config={"cpu_offloading": True, "op_swap": op})
     assert not [f for f in explain(p).findings if f.code == "SW202"]
+
+
+def test_pretrained_model_dir_config_json(tmp_path):
+    """A finetune YAML takes the model from pretrained_model_dir/config.json (the YAML's own
+    model_config keys win, as MindFormers' merge_model_config does)."""
+    hf = tmp_path / "hf"
+    hf.mkdir()
+    (hf / "config.json").write_text('{"model_type": "qwen3_moe", "num_hidden_layers": 8, "num_experts": 8}')
+    p = edited(tmp_path, "pretrain_qwen3_32b_4k.yaml", drop=("model_type", "architectures", "num_hidden_layers"),
+               pretrained_model_dir=str(hf))
+    ex = explain(p)
+    assert ex.plan.family.name == "qwen3_moe" and ex.plan.geometry.num_layers == 8
+    assert str(hf / "config.json") in ex.plan.family.origin
+    p = edited(tmp_path, "pretrain_qwen3_32b_4k.yaml", name="y.yaml", pretrained_model_dir=str(hf))
+    assert explain(p).plan.family.name == "qwen3"        # the YAML's model_type wins
