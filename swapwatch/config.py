@@ -115,8 +115,24 @@ class TrainingConfig:
         return f"{self.source}:{ln}" if ln else self.source
 
     def error(self, key: str, message: str) -> ConfigError:
-        """A ConfigError located at ``key``."""
+        """A ConfigError located at ``key`` (on mcore, a ``swap_config.*`` key the user did not
+        write at the top level names the model_config key it came from)."""
+        key = self.mcore_swap_key(key)
         return ConfigError(message, file=self.source, line=self.line(key), key=key)
+
+    def mcore_swap_key(self, key: str) -> str:
+        """``swap_config.layer_swap[0]`` -> ``model.model_config.cpu_offloading_num_layers[0]`` (or
+        the alias the YAML used) on the mcore path, where LayerSetting's swap comes from."""
+        if not self.mcore or not key.startswith("swap_config."):
+            return key
+        rest = key[len("swap_config."):]
+        for name, alias, meaning in MCORE_SWAP_KEYS:
+            if rest == meaning or rest.startswith((meaning + ".", meaning + "[")):
+                if meaning in (self.ignored_swap_config or {}):
+                    return key                    # the top-level key itself (check_rules sees it)
+                written = alias if alias and f"model.model_config.{alias}" in self.lines else name
+                return f"model.model_config.{written}{rest[len(meaning):]}"
+        return key
 
     def was_given(self, section: str, key: str) -> bool:
         return key in self.given.get(section, [])

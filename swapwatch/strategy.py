@@ -1,9 +1,13 @@
 """MindFormers' recompute / swap semantics -> a per-layer Plan. THE one place for these semantics.
 
 Everything swapwatch says about what a YAML *does* comes from here: ``explain`` prints it, the
-hooks apply it, ``verify`` compares logs with it. It reproduces MindFormers 2.1.0's legacy-model
-``LayerSetting`` (``parallel_core/training_graph/transformer/utils.py``) and the normalisation of
-``TransformerSwapConfig``, including their quirks, because users are debugging *those*:
+hooks apply it, ``verify`` compares logs with it. It reproduces MindFormers 2.1.0's
+``LayerSetting`` (``parallel_core/training_graph/transformer/utils.py``, the same class on the
+legacy and the mcore path; the mcore differences are where the swap keys come from
+(``swapwatch.config``), the default select patterns, and the MTP block's second instance) and the
+normalisation of ``TransformerSwapConfig``, including their quirks, because users are debugging
+*those*. What a pattern reaches is resolved per layer on the tree of the plan's model family
+(:mod:`swapwatch.families`: dense, MoE and MTP layers differ):
 
 * geometry: layers per (interleave, stage) chunk, each layer's stage and interleave, chunk starts;
 * non-swap mode: every value form becomes a V x P count table ("first N layers of each chunk"),

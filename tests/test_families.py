@@ -339,3 +339,12 @@ def test_pretrained_model_dir_config_json(tmp_path):
     assert str(hf / "config.json") in ex.plan.family.origin
     p = edited(tmp_path, "pretrain_qwen3_32b_4k.yaml", name="y.yaml", pretrained_model_dir=str(hf))
     assert explain(p).plan.family.name == "qwen3"        # the YAML's model_type wins
+
+
+def test_mcore_swap_errors_name_the_model_config_key(tmp_path):
+    """TransformerSwapConfig's refusal of the model_config swap keys points at those keys."""
+    p = edited(tmp_path, "pretrain_qwen3_32b_4k.yaml", model_config={
+        "swap": True, "layer_swap": [{"backward_prefetch": 1, "layers": True}, {"backward_prefetch": 2, "layers": [1]}]})
+    r = cli("explain", p)
+    assert r.returncode == 2 and "model.model_config.layer_swap[1]: " in r.stderr, r.stderr
+    assert "Invalid layer_swap configuration at index 1" in r.stderr
