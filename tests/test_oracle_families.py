@@ -92,6 +92,62 @@ def test_explain_matches_real_model(built, index):
     assert lines == mf_lines(mf), f"case {case!r}"
 
 
+def expected_state(plan, lp, mtp):
+    """What the plan says LayerSetting leaves on one real layer, on that layer's own tree."""
+    fam = plan.family
+    key = plan.layout_key(lp.layer, mtp)
+    shared = set(fam.shared(key))
+    rec = {p: v["recompute"] for p, v in fam.preset(key).items() if "recompute" in v}
+    comm, cells, offload = {}, {""} if lp.full_recompute else set(), {}
+
+    def targets(pats, mode):
+        return [t for pat in pats for t in fam.walk(key, pat, mode).targets]
+
+    for t in targets(lp.select_recompute, "recompute"):
+        (cells.add(t.path) if t.kind == "cell" else rec.__setitem__(t.path, True))
+    for t in targets(lp.select_recompute_exclude, "exclude"):
+        rec[t.path] = False
+    for t in targets(lp.select_comm_recompute, "comm"):
+        comm[t.path] = True
+    for t in targets(lp.select_comm_recompute_exclude, "comm_exclude"):
+        comm[t.path] = False
+    prims = [p for p, kind in fam.layout(key).paths() if kind == "prim"]
+    for pat, prefetch in lp.op_swap.items():
+        for t in fam.walk(key, pat, "swap").targets:
+            # Cell.offload() marks every primitive inside the cell
+            for p in ([t.path] if t.kind == "prim" else [p for p in prims if p.startswith(t.path + ".")]):
+                offload[p] = prefetch                  # a later pattern's call wins
+    return {"recompute": rec, "comm": comm, "cells": cells, "offload": offload}, shared
+
+
+@pytest.mark.parametrize("index", range(len(CASES)))
+def test_each_real_layer_carries_what_the_plan_says(built, index):
+    """Per layer (MTP included): the primitives and cells MindFormers marked on the real layer are
+    exactly those the plan's patterns reach on that layer's tree (preset ones included; shared
+    primitives, whose one object every layer marks, and offload under a whole-layer swap aside)."""
+    _, paths, results, _, _ = built
+    mf = results[index]
+    if "error" in mf:
+        pytest.skip("MindFormers refused this config (checked by the explain test)")
+    plan = strategy.plan(load_config(paths[index]))
+    if plan.legacy_recompute is not None:
+        pytest.skip("plain-bool parallel_config.recompute")
+    plans = {(lp.layer, mtp): lp for lp, mtp in strategy.all_layer_plans(plan)}
+    assert sorted((s["layer"], s["mtp"]) for s in mf["layers"]) == sorted(plans)
+    for state in mf["layers"]:
+        lp = plans[(state["layer"], state["mtp"])]
+        want, shared = expected_state(plan, lp, state["mtp"])
+        where = f"layer {lp.layer}{' (MTP)' if state['mtp'] else ''} of {CASES[index]!r}"
+        for what in ("recompute", "comm"):
+            got = {p: v for p, v in state[what].items() if p not in shared}
+            assert got == {p: v for p, v in want[what].items() if p not in shared}, f"{what}: {where}"
+        assert set(state["cells"]) == want["cells"], f"cells: {where}"
+        if lp.layer_swap is None:
+            got = {p: v for p, v in state["offload"].items() if p not in shared}
+            assert {p: str(v) for p, v in got.items()} == {p: str(v) for p, v in want["offload"].items()}, \
+                f"offload: {where}"
+
+
 @pytest.mark.parametrize("index", range(len(CASES)))
 def test_verify_real_log_clean(built, index):
     d, paths, results, _, _ = built

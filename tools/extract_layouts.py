@@ -189,6 +189,46 @@ def build(cfg):
     return net, seen
 
 
+def cell_recomputed(cell) -> bool:
+    """Has ``Cell.recompute()`` been called on ``cell`` (MindSpore 2.10 records it in
+    ``_has_config_recompute``)?"""
+    return bool(cell.__dict__.get("_has_config_recompute"))
+
+
+def layer_state(layer):
+    """What LayerSetting (or construction) set on one layer, by dotted path: primitives'
+    ``recompute`` and ``recompute_comm_op`` attributes, ``offload`` prefetches, and the cells
+    ``recompute()`` was called on ("" is the layer itself). For the oracle's per-layer check."""
+    from mindspore import ops
+
+    out = {"recompute": {}, "comm": {}, "offload": {}, "cells": []}
+
+    def visit(cell, prefix, inside=False):
+        # Cell.recompute() marks the whole subtree: report the outermost marked cells only
+        marked = cell_recomputed(cell)
+        if marked and not inside:
+            out["cells"].append(prefix[:-1])
+        for attr in dir(cell):
+            try:
+                obj = getattr(cell, attr)
+            except Exception:  # noqa: BLE001
+                continue
+            if isinstance(obj, ops.Primitive):
+                attrs = obj.attrs
+                if "recompute" in attrs:
+                    out["recompute"][prefix + attr] = bool(attrs["recompute"])
+                if "recompute_comm_op" in attrs:
+                    out["comm"][prefix + attr] = bool(attrs["recompute_comm_op"])
+                if attrs.get("offload"):
+                    out["offload"][prefix + attr] = attrs.get("backward_prefetch")
+        for name, child in cell._cells.items():  # pylint: disable=protected-access
+            if child is not None and name != "_recompute_cell":    # MindSpore's wrapper of a recomputed cell
+                visit(child, f"{prefix}{name}.", inside or marked)
+
+    visit(layer, "")
+    return out
+
+
 def build_one(name: str) -> dict:
     """Build family ``name`` and read its layer trees."""
     import mindformers
@@ -234,7 +274,7 @@ def build_one(name: str) -> dict:
         for child_name, child in cell._cells.items():  # pylint: disable=protected-access
             if child is None:
                 continue
-            if getattr(child, "_recompute_cell", None) is not None or getattr(child, "recompute_cell", False):
+            if cell_recomputed(child):
                 presets[prefix + child_name] = {"recompute": True}
             node["cells"][child_name] = tree(child, f"{prefix}{child_name}.", presets, objs)
         if not node["cells"]:

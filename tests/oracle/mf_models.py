@@ -9,9 +9,11 @@ stdin: a JSON list of YAML paths (each a whole training YAML, tiny sizes are app
 network is built on CPU as ``BaseTrainer.create_network`` does (``tools/extract_layouts.py:build``),
 with the YAML's own recompute / swap settings, so every decoder layer, and the MTP layer, is set by
 MindFormers' own ``LayerSetting`` on the real layer. stdout: one line ``MARK + JSON``, per YAML
-``{"lines": [[level, message], ...], "log": text}`` (``lines``: everything ``LayerSetting``'s
-module logged, in order; ``log``: every MindFormers log line of the build, formatted by its own
-stdout handler, i.e. a worker log) or ``{"error": "ExcType: message", ...}``.
+``{"lines": [[level, message], ...], "log": text, "layers": [...]}`` (``lines``: everything
+``LayerSetting``'s module logged, in order; ``log``: every MindFormers log line of the build,
+formatted by its own stdout handler, i.e. a worker log; ``layers``: per layer LayerSetting set
+(``mtp`` for the MTP block's), what its cells and primitives carry afterwards,
+``tools/extract_layouts.py:layer_state``) or ``{"error": "ExcType: message", ...}``.
 """
 import json
 import logging
@@ -54,8 +56,11 @@ def main():
     for path in paths:
         capture.lines, capture.log = [], []
         try:
-            extract_layouts.build(extract_layouts.tiny_config(path, keep_strategy=True))
-            out.append({"lines": capture.lines, "log": "\n".join(capture.log) + "\n"})
+            _, seen = extract_layouts.build(extract_layouts.tiny_config(path, keep_strategy=True))
+            first = seen[0][0] if seen else None
+            layers = [dict(extract_layouts.layer_state(layer), layer=layer_id, mtp=inst != first)
+                      for inst, layer_id, layer in seen]
+            out.append({"lines": capture.lines, "log": "\n".join(capture.log) + "\n", "layers": layers})
         except Exception as exc:  # noqa: BLE001  (the oracle reports whatever MindFormers raised)
             out.append({"error": f"{type(exc).__name__}: {exc}", "lines": capture.lines})
     sys.stdout.write(MARK + json.dumps(out) + "\n")
