@@ -156,6 +156,11 @@ def test_sw306_fires_on_top_level_swap_config(tmp_path):
     assert not ex.plan.swap and all(lp.layer_swap is None for lp in ex.plan.layers)
 
 
+def test_sw306_quiet_when_the_top_level_swap_is_off(tmp_path):
+    p = edited(tmp_path, "pretrain_qwen3_32b_4k.yaml", swap_config={"swap": False, "default_prefetch": 2})
+    assert not [f for f in explain(p).findings if f.code == "SW306"]
+
+
 def test_sw306_quiet_with_model_config_keys(tmp_path):
     p = edited(tmp_path, "pretrain_qwen3_32b_4k.yaml", recompute={"recompute": [2]},
                model_config={"swap": True, "layer_swap": [{"backward_prefetch": 2, "layers": [5]}]})

@@ -37,8 +37,8 @@ class McoreSwapConfigIgnored(Rule):
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
         cfg = config_of(ctx)
         ignored = getattr(cfg, "ignored_swap_config", None)
-        if not getattr(cfg, "mcore", False) or not ignored:
-            return
+        if not getattr(cfg, "mcore", False) or not ignored or ignored.get("swap") is not True:
+            return                  # nothing asked for swap there (swap: False does nothing anyway)
         yield self.finding(f"swap_config has no effect on use_legacy: False models; set cpu_offloading / "
                            f"cpu_offloading_num_layers / op_swap in model.model_config (ignored: "
                            f"{', '.join(f'{k}={v!r}' for k, v in ignored.items())})",
