@@ -44,7 +44,8 @@ MCORE_TYPES = {
 #: Structural defaults of the mcore config classes, used when the YAML leaves the key out
 #: (``models/deepseek3/configuration_deepseek_v3.py:DeepseekV3Config.__init__``:
 #: ``first_k_dense_replace=3``, ``num_nextn_predict_layers=1``).
-MCORE_DEFAULTS = {"deepseek_v3": {"first_k_dense_replace": 3, "mtp_layers": 1}}
+MCORE_DEFAULTS = {"deepseek_v3": {"first_k_dense_replace": 3, "mtp_layers": 1},
+                  "deepseek_v3_no_q_lora": {"first_k_dense_replace": 3, "mtp_layers": 1}}
 
 
 @dataclass
@@ -124,8 +125,17 @@ class ModelFamily:
     def flows(self, key: str) -> Dict[str, List[str]]:
         return load_flows(key)
 
-    def preset(self, key: Optional[str]) -> Dict[str, Dict[str, bool]]:
-        return load_layer_info(key)["preset"] if key else {}
+    def preset(self, key: Optional[str], select_recompute: bool = False) -> Dict[str, Dict[str, bool]]:
+        """Primitives (and cells) the layer marks itself when built; with ``select_recompute`` set
+        (any truthy value) some layers mark more (legacy LLamaAttention without flash attention
+        recomputes its core ops: ``models/llama/llama_transformer.py:LLamaAttention.__init__``)."""
+        if not key:
+            return {}
+        info = load_layer_info(key)
+        out = dict(info["preset"])
+        if select_recompute:
+            out.update(info["preset_if_select_recompute"])
+        return out
 
     def shared(self, key: Optional[str]) -> List[str]:
         return load_layer_info(key)["shared"] if key else []
@@ -162,6 +172,8 @@ def family_table() -> str:
         if name.startswith("llama"):
             flags = {"qkv_concat": False, **(data.get("set") or {})}
             by = "model.arch.type LlamaForCausalLM, " + ", ".join(f"{k}: {v}" for k, v in flags.items())
+        elif name == "deepseek_v3_no_q_lora":
+            by = "deepseek_v3 / DeepseekV3ForCausalLM with q_lora_rank: null"
         elif name == DEFAULT_FAMILY:
             by = "(default when the YAML names no model)"
         else:
@@ -208,6 +220,9 @@ def detect(data: Mapping[str, Any], where: Any = None) -> ModelFamily:
             if isinstance(value, str) and value:
                 origin = f"use_legacy: False, {key} {value}{loc(key)}"
                 name = MCORE_TYPES.get(value)
+                if name == "deepseek_v3" and "q_lora_rank" in mc and mc["q_lora_rank"] is None:
+                    # MLA without the query LoRA: one linear_q_proj (TransformerConfig q_lora_rank None)
+                    name, origin = "deepseek_v3_no_q_lora", origin + ", q_lora_rank null"
                 fam = ModelFamily(name, origin=origin) if name else ModelFamily(value, origin=origin, known=False)
                 break
         if fam is None:
@@ -236,6 +251,10 @@ def detect(data: Mapping[str, Any], where: Any = None) -> ModelFamily:
             base = "llama" + ("_qkv_concat" if concat else "") + ("_qkv_bias" if bias and not concat else "") + \
                 ("_bias" if bias and concat else "")
             flags = [f"qkv_concat {concat}"] + ([f"qkv_has_bias {bias}"] if bias else [])
+            if mc.get("use_flash_attention") is False:
+                # LLamaDecodeLayer without flash attention has no attention.flash_attention cell
+                base += "_noflash"
+                flags.append("use_flash_attention False")
             origin += f", {', '.join(flags)}"
         return ModelFamily(base, origin=origin)
     ctype = mc.get("type")
@@ -251,7 +270,7 @@ def detect(data: Mapping[str, Any], where: Any = None) -> ModelFamily:
 
 #: When several families fit a log equally well, the first of these wins (the most common).
 LOG_PREFERENCE = ("qwen3", "qwen3_moe", "deepseek_v3", "telechat3", "llama", "llama_qkv_concat_bias",
-                  "llama_qkv_concat", "llama_qkv_bias", "glm4")
+                  "llama_qkv_concat", "llama_qkv_bias", "glm4", "deepseek_v3_no_q_lora")
 
 
 def from_log(rank_log: Any) -> Optional[ModelFamily]:
@@ -338,7 +357,7 @@ def apply_log_family(config: Any, rank_log: Any) -> None:
     if fam.path != "mcore":
         return
     if fam.name in MCORE_DEFAULTS:
-        fk = _dense_layers_from_log(rank_log) if fam.name == "deepseek_v3" else None
+        fk = _dense_layers_from_log(rank_log) if fam.name.startswith("deepseek_v3") else None
         if fk is None:
             fk = MCORE_DEFAULTS[fam.name].get("first_k_dense_replace")
             fam.origin += f"; first_k_dense_replace guessed: {fk}, the config class default (no logged " \

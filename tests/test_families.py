@@ -87,6 +87,23 @@ def test_llama_variants_from_flags(tmp_path):
         assert explain(str(p)).plan.family.name == name
 
 
+def test_structural_variants(tmp_path):
+    """Flash attention off (legacy Llama: no attention.flash_attention cell, so the default op swap
+    reaches nothing) and DeepSeek-V3 with q_lora_rank null (one linear_q_proj) have their own trees."""
+    p = tmp_path / "noflash.yaml"
+    p.write_text(yaml.safe_dump({"model": {"arch": {"type": "LlamaForCausalLM"},
+                                           "model_config": {"num_layers": 2, "use_flash_attention": False}},
+                                 "swap_config": {"swap": True}}))
+    ex = explain(str(p))
+    assert ex.plan.family.name == "llama_noflash"
+    assert any(f.code == "SW104" and f.op == r".*\.flash_attention" for f in ex.findings)
+    p = edited(tmp_path, "pretrain_deepseek3_671b.yaml", model_config={"q_lora_rank": None},
+               recompute={"select_recompute": [r"self_attention\.linear_q_proj", r"self_attention\.linear_q_up_proj"]})
+    ex = explain(p)
+    assert ex.plan.family.name == "deepseek_v3_no_q_lora" and len(ex.plan.mtp) == 1
+    assert [f.op for f in ex.findings if f.code == "SW104"] == [r"self_attention\.linear_q_up_proj"]
+
+
 def test_qkv_concat_tree_has_no_w1(tmp_path):
     """Qwen2.5-style Llama (qkv_concat True): feed_forward\\.w1\\..* reaches nothing (SW104), the
     fused w_gate_hidden does."""
@@ -353,3 +370,17 @@ def test_mcore_swap_errors_name_the_model_config_key(tmp_path):
     r = cli("explain", p)
     assert r.returncode == 2 and "model.model_config.layer_swap[1]: " in r.stderr, r.stderr
     assert "Invalid layer_swap configuration at index 1" in r.stderr
+
+
+def test_sw207_conditional_preset_of_llama_without_flash_attention(tmp_path):
+    """LLamaAttention without flash attention recomputes its core ops itself as soon as
+    select_recompute is set; a select pattern on one of them crashes the build."""
+    p = tmp_path / "nf.yaml"
+    p.write_text(yaml.safe_dump({"model": {"arch": {"type": "LlamaForCausalLM"},
+                                           "model_config": {"num_layers": 2, "use_flash_attention": False}},
+                                 "recompute_config": {"select_recompute": [r"attention\.softmax"]}}))
+    assert [f.op for f in explain(str(p)).findings if f.code == "SW207"] == ["attention.softmax"]
+    p.write_text(yaml.safe_dump({"model": {"arch": {"type": "LlamaForCausalLM"},
+                                           "model_config": {"num_layers": 2, "use_flash_attention": False}},
+                                 "recompute_config": {"select_recompute": [r"feed_forward\.mul"]}}))
+    assert not [f for f in explain(str(p)).findings if f.code == "SW207"]

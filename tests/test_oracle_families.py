@@ -97,8 +97,11 @@ def expected_state(plan, lp, mtp):
     fam = plan.family
     key = plan.layout_key(lp.layer, mtp)
     shared = set(fam.shared(key))
-    rec = {p: v["recompute"] for p, v in fam.preset(key).items() if "recompute" in v}
+    preset = fam.preset(key, bool(plan.config.recompute_config.get("select_recompute")))
+    cell_paths = {p for p, kind in fam.layout(key).paths() if kind == "cell"}
+    rec = {p: v["recompute"] for p, v in preset.items() if "recompute" in v and p not in cell_paths}
     comm, cells, offload = {}, {""} if lp.full_recompute else set(), {}
+    cells |= {p for p in preset if p in cell_paths}
 
     def targets(pats, mode):
         return [t for pat in pats for t in fam.walk(key, pat, mode).targets]
@@ -117,6 +120,8 @@ def expected_state(plan, lp, mtp):
             # Cell.offload() marks every primitive inside the cell
             for p in ([t.path] if t.kind == "prim" else [p for p in prims if p.startswith(t.path + ".")]):
                 offload[p] = prefetch                  # a later pattern's call wins
+    # Cell.recompute() marks a whole subtree: only the outermost marked cells are reported
+    cells = {c for c in cells if not any(o != c and (o == "" or c.startswith(o + ".")) for o in cells)}
     return {"recompute": rec, "comm": comm, "cells": cells, "offload": offload}, shared
 
 

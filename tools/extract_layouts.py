@@ -77,7 +77,16 @@ FAMILIES = {
                     "about": "mcore DeepSeek-V3 (MLA, MoE with shared experts, MTP)"},
     "telechat3": {"config": "configs/telechat3/pretrain_telechat3_36b.yaml", "set": {"num_hidden_layers": 2},
                   "about": "mcore TeleChat3 (model_type telechat3)"},
+    # DeepSeek-V3 without the query LoRA (q_lora_rank null): linear_q_proj instead of q_down/q_up
+    "deepseek_v3_no_q_lora": {"config": "configs/deepseek3/pretrain_deepseek3_671b.yaml",
+                              "set": {"first_k_dense_replace": 1, "num_hidden_layers": 3, "q_lora_rank": None},
+                              "about": "mcore DeepSeek-V3 with q_lora_rank null (one linear_q_proj)"},
 }
+# The legacy Llama layer without flash attention has no attention.flash_attention cell (the
+# default op swap '.*\.flash_attention' reaches nothing there); mcore layers keep the same tree.
+for _name in ("llama", "llama_qkv_concat", "llama_qkv_concat_bias", "llama_qkv_bias"):
+    FAMILIES[_name + "_noflash"] = {"config": _LLAMA, "set": dict(FAMILIES[_name]["set"], use_flash_attention=False),
+                                    "about": FAMILIES[_name]["about"] + ", use_flash_attention False"}
 
 #: model_config sizes shrunk for the tiny build (they change shapes, never the cell tree)
 SHRINK = {"hidden_size": 64, "num_attention_heads": 4, "num_heads": 4, "num_key_value_heads": 2, "n_kv_heads": 2,
@@ -229,6 +238,16 @@ def layer_state(layer):
     return out
 
 
+#: a select_recompute pattern that reaches nothing in any layer (makes select_recompute "set")
+NO_MATCH = r"swapwatch_reaches_nothing"
+
+
+def _keyed(seen):
+    """(block index, entry) for LayerSetting's calls: 0 for the decoder block, 1 for MTP."""
+    first = seen[0][0] if seen else None
+    return [(0 if inst == first else 1, (inst, layer_id, layer)) for inst, layer_id, layer in seen]
+
+
 def build_one(name: str) -> dict:
     """Build family ``name`` and read its layer trees."""
     import mindformers
@@ -242,6 +261,14 @@ def build_one(name: str) -> dict:
     net, seen = build(cfg)
     if not seen:
         raise SystemExit(f"{name}: LayerSetting set no layer")
+    # Some layers preset more when select_recompute is set at all (legacy LLamaAttention without
+    # flash attention recomputes its core ops itself): build once more with a select pattern that
+    # reaches nothing, and keep what is preset then and not before.
+    cfg2 = tiny_config(src, spec["set"])
+    cfg2.recompute_config = {"recompute": False, "select_recompute": [NO_MATCH]}
+    _, seen2 = build(cfg2)
+    with_select = {(layer_id, instances_key): layer_state(layer)
+                   for instances_key, (_, layer_id, layer) in _keyed(seen2)}
 
     instances = []
     for inst, _, _ in seen:
@@ -308,6 +335,12 @@ def build_one(name: str) -> dict:
     for kind, entry in out_layouts.items():
         rec = next(r for r in records if r["kind"] == kind)
         entry["shared"] = sorted(p for p, oid in rec["objs"].items() if len(all_ids[oid]) > 1)
+        base = rec["preset"]
+        state = with_select[(rec["layer"], 1 if kind == "mtp" else 0)]
+        extra = {p: {"recompute": v} for p, v in state["recompute"].items() if p not in base}
+        extra.update({c: {"recompute": True} for c in state["cells"] if c and c not in base})
+        if extra:
+            entry["preset_if_select_recompute"] = dict(sorted(extra.items()))
     model_cls = type(net).__name__
     return {"family": name, "about": spec["about"], "source": spec["config"] if isinstance(spec["config"], str)
             else "minimal legacy config (tools/extract_layouts.py)",

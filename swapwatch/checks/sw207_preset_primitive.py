@@ -49,11 +49,13 @@ class PresetPrimitive(Rule):
             return
         from ..strategy import WALK_MODE, all_layer_plans
 
+        rc = getattr(cfg, "recompute_config", None) or {}
+        select_set = bool(rc.get("select_recompute"))     # the layer's constructor reads it as a bool
         done = set()
         shared_hits = {}
         for lp, mtp in all_layer_plans(plan):
             key = plan.layout_key(lp.layer, mtp)
-            preset, shared = fam.preset(key), set(fam.shared(key))
+            preset, shared = fam.preset(key, select_set), set(fam.shared(key))
             where_layer = f"MTP layer (set as layer {lp.layer})" if mtp else f"layer {lp.layer}"
             for sel in RECOMPUTE_CALLS:
                 for pat in getattr(lp, sel):

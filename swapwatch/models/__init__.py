@@ -80,10 +80,12 @@ def load_layout(key: str = "tinyllama") -> LayoutNode:
 
 
 def load_layer_info(key: str) -> Dict[str, Any]:
-    """``{class, preset, shared}`` of a layout key: what the tree alone does not say."""
+    """``{class, preset, preset_if_select_recompute, shared}`` of a layout key: what the tree alone
+    does not say (the second preset applies when ``select_recompute`` is set at all)."""
     family, kind = split_key(key)
     entry = _data(family)["layouts"][kind]
     return {"class": entry.get("class", ""), "preset": dict(entry.get("preset") or {}),
+            "preset_if_select_recompute": dict(entry.get("preset_if_select_recompute") or {}),
             "shared": list(entry.get("shared") or [])}
 
 

@@ -74,6 +74,12 @@ HAND: List[Dict[str, Any]] = [
     dict(family="qwen2_5", layers=16, pipeline_stage=2, recompute_config=None, model_config={"qkv_concat": True}),
     dict(family="llama2_70b", layers=4, pipeline_stage=2,
          recompute_config={"recompute": [1, 0], "select_recompute": True, "select_comm_recompute": True}),
+    # structural variants: legacy Llama without flash attention (swap on: the default op swap
+    # reaches nothing), DeepSeek-V3 with q_lora_rank null
+    dict(family="llama2_70b", layers=2, model_config={"use_flash_attention": False},
+         recompute_config={"select_recompute": {r"attention\.wo": [1]}}, swap_config={"swap": True}),
+    dict(family="deepseek_v3", layers=3, model_config={"first_k_dense_replace": 1, "q_lora_rank": None},
+         recompute_config={"select_recompute": [r"self_attention\.linear_q_proj"], "select_comm_recompute": True}),
     # TeleChat3 (mcore, dense)
     dict(family="telechat3", layers=2, recompute_config={"select_recompute": True}),
     # exclude keys on mcore
