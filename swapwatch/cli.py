@@ -92,7 +92,9 @@ def _origin(exc: BaseException) -> str:
 @click.option("--offset", default=None, metavar="JSON", help="Override model.model_config.offset, e.g. '[1,0,0,1]'.")
 @click.option("--env", "env", multiple=True, metavar="KEY=VALUE",
               help="Environment the run will have (SW302 needs it; repeatable).")
-@click.option("--model", default="llama", show_default=True, help="Model family layout to resolve patterns on.")
+@click.option("--model", default=None,
+              help="Model family to resolve patterns on (default: the family the YAML names; "
+                   "`swapwatch families` lists them).")
 @click.option("--all-layers", "all_layers", is_flag=True,
               help="One table row per layer (default: consecutive identical layers fold into ranges).")
 def explain_cmd(config, fmt, num_layers, pipeline_stage, pp_interleave_num, offset, env, model, all_layers):
@@ -159,6 +161,17 @@ def rules_cmd(code):
 
     text = explain_rule(code, style=click.style) if code else list_rules()
     click.echo(text, nl=False)          # click drops the bold when stdout is not a terminal
+    return 0
+
+
+# ---- families ------------------------------------------------------------------------------
+
+@cli.command("families")
+def families_cmd():
+    """The model families swapwatch knows, with the MindFormers classes their layer trees come from."""
+    from .families import family_table
+
+    click.echo(family_table(), nl=False)
     return 0
 
 

@@ -80,6 +80,14 @@ class TrainingConfig:
     lines: Dict[str, int] = field(default_factory=dict)
     #: recompute/swap keys the user actually wrote (as opposed to template defaults)
     given: Dict[str, List[str]] = field(default_factory=dict)
+    #: the model family the YAML names (:class:`swapwatch.families.ModelFamily`; None: not read)
+    family: Any = None
+    #: ``use_legacy: False``: the mcore path (swap keys in model_config, MTP as a second block)
+    mcore: bool = False
+    #: mcore: a top-level ``swap_config`` the user wrote, which never reaches LayerSetting (SW306)
+    ignored_swap_config: Optional[Dict[str, Any]] = None
+    #: mcore: ``model_config.default_prefetch`` given, which LayerSetting never receives (SW308)
+    ignored_default_prefetch: Any = None
 
     @property
     def swap(self) -> bool:
@@ -107,11 +115,35 @@ class TrainingConfig:
         return f"{self.source}:{ln}" if ln else self.source
 
     def error(self, key: str, message: str) -> ConfigError:
-        """A ConfigError located at ``key``."""
+        """A ConfigError located at ``key`` (on mcore, a ``swap_config.*`` key the user did not
+        write at the top level names the model_config key it came from)."""
+        key = self.mcore_swap_key(key)
         return ConfigError(message, file=self.source, line=self.line(key), key=key)
+
+    def mcore_swap_key(self, key: str) -> str:
+        """``swap_config.layer_swap[0]`` -> ``model.model_config.cpu_offloading_num_layers[0]`` (or
+        the alias the YAML used) on the mcore path, where LayerSetting's swap comes from."""
+        if not self.mcore or not key.startswith("swap_config."):
+            return key
+        rest = key[len("swap_config."):]
+        for name, alias, meaning in MCORE_SWAP_KEYS:
+            if rest == meaning or rest.startswith((meaning + ".", meaning + "[")):
+                if meaning in (self.ignored_swap_config or {}):
+                    return key                    # the top-level key itself (check_rules sees it)
+                written = alias if alias and f"model.model_config.{alias}" in self.lines else name
+                return f"model.model_config.{written}{rest[len(meaning):]}"
+        return key
 
     def was_given(self, section: str, key: str) -> bool:
         return key in self.given.get(section, [])
+
+    def initial_dicts(self) -> Dict[str, Dict[str, Any]]:
+        """The sections as MindFormers logs them (``initial ... from dict``): on the mcore path
+        the *top-level* swap_config is what is logged (and ignored), not the model_config keys
+        LayerSetting uses."""
+        swap = dict(SWAP_DEFAULTS, **(self.ignored_swap_config or {})) if self.mcore else self.swap_config
+        return {"recompute_config": self.recompute_config, "swap_config": swap,
+                "parallel_config": {"pipeline_stage": self.pipeline_stage}}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -288,6 +320,13 @@ def _from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional[str
 
     model = _section(data, "model", err)
     model_config = _section(model, "model_config", err, prefix="model.") if model else {}
+    hf, hf_path = _pretrained_config(data, source)
+    yaml_mc_keys = set(model_config)
+    if hf:
+        # MindFormers merges the HF config.json under the YAML's model_config (the YAML wins):
+        # models/build_config.py:merge_model_config
+        model_config = {**hf, **model_config}
+        data = dict(data, model=dict(model, model_config=model_config))
     parallel_config = _section(data, "parallel_config", err)
     parallel = _section(data, "parallel", err)
     pipeline_config = _section(parallel, "pipeline_config", err, prefix="parallel.") if parallel else {}
@@ -299,6 +338,11 @@ def _from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional[str
         recompute, given_r = _template({"recompute_config": parallel_config["recompute"]},
                                        "recompute_config", RECOMPUTE_DEFAULTS, err)
     swap, given_s = _template(data, "swap_config", SWAP_DEFAULTS, err)
+    mcore = data.get("use_legacy") is False
+    ignored_swap = ignored_prefetch = None
+    if mcore:
+        ignored_swap = {k: data["swap_config"][k] for k in given_s} if given_s else None
+        swap, given_s, ignored_prefetch = _mcore_swap(model_config, err)
 
     # -- geometry -------------------------------------------------------------------------
     mc = "model.model_config"
@@ -310,11 +354,13 @@ def _from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional[str
         num_layers = model_config.get("num_layers", model_config.get("num_hidden_layers"))
         n_src = n_key
     if num_layers is None:
-        raise ConfigError("the layer count is unknown: set model.model_config.num_layers in the YAML, "
+        hint = " (this YAML takes it from pretrained_model_dir's config.json, which swapwatch does not " \
+               "read)" if data.get("pretrained_model_dir") else ""
+        raise ConfigError(f"the layer count is unknown{hint}: set model.model_config.num_layers in the YAML, "
                           "or pass --num-layers N for a fragment", file=source, key=f"{mc}.num_layers")
     num_layers = _positive_int(num_layers, n_src, err)
     mtp_depth = 0
-    if overrides["num_layers"] is None and model_config.get("mtp_depth") not in (None, 0):
+    if overrides["num_layers"] is None and model_config.get("mtp_depth") not in (None, 0) and not mcore:
         # DeepSeek-style models hand num_layers + mtp_depth to LayerSetting (train/finetune)
         mtp_depth = _nonneg_int(model_config["mtp_depth"], f"{mc}.mtp_depth", err)
         num_layers += mtp_depth
@@ -375,9 +421,72 @@ def _from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional[str
                          pipeline_interleave=pipeline_interleave, offset=offset,
                          parallel_recompute=parallel_recompute, context=ctx,
                          pipeline_scheduler=scheduler, mtp_depth=mtp_depth, source=source,
-                         lines=dict(lines), given={"recompute_config": given_r, "swap_config": given_s})
+                         lines=dict(lines), given={"recompute_config": given_r, "swap_config": given_s},
+                         mcore=mcore, ignored_swap_config=ignored_swap,
+                         ignored_default_prefetch=ignored_prefetch)
+    from .families import detect
+
+    def where_key(key: str) -> Optional[str]:
+        leaf = key.rsplit(".", 1)[-1]
+        if hf and key.startswith("model.model_config.") and leaf not in yaml_mc_keys and leaf in hf:
+            return hf_path                # the value came from pretrained_model_dir/config.json
+        return cfg.where(key)
+
+    cfg.family = detect(data, where_key)
+    if mcore and recompute.get("recompute_slice_activation") is True:
+        raise err("recompute_config.recompute_slice_activation",
+                  "recompute_slice_activation is not supported in Mcore (use_legacy: False); "
+                  "MindFormers' TransformerConfig rejects it")
     validate(cfg, check_rules=check_rules)
     return cfg
+
+
+#: mcore ``model_config`` swap keys: (TransformerConfig name, alias, swap_config meaning)
+MCORE_SWAP_KEYS = (("cpu_offloading", "swap", "swap"), ("cpu_offloading_num_layers", "layer_swap", "layer_swap"),
+                   ("op_swap", None, "op_swap"))
+
+
+def _mcore_swap(model_config: Dict[str, Any], err) -> Tuple[Dict[str, Any], List[str], Any]:
+    """The swap config mcore LayerSetting really gets (``parallel_core/training_graph/transformer/
+    utils.py:LayerSetting.__init__``): ``TransformerSwapConfig(swap=cpu_offloading,
+    layer_swap=cpu_offloading_num_layers, op_swap=op_swap)`` from ``model.model_config``, where
+    ``swap`` / ``layer_swap`` are accepted aliases (``parallel_core/transformer_config_utils.py``
+    COMMON_CONFIG_MAPPING). ``default_prefetch`` is converted but never passed on, so the default
+    strategy always uses prefetch 1. Returns (swap config, keys given, ignored default_prefetch)."""
+    mc = "model.model_config"
+    out = dict(SWAP_DEFAULTS)
+    given: List[str] = []
+    for name, alias, meaning in MCORE_SWAP_KEYS:
+        present = [k for k in (name, alias) if k and k in model_config]
+        if len(present) == 2 and model_config[present[0]] != model_config[present[1]]:
+            raise err(f"{mc}.{present[1]}", f"{present[1]} and {present[0]} are aliases of one TransformerConfig "
+                                            f"key and disagree ({model_config[present[1]]!r} vs "
+                                            f"{model_config[present[0]]!r}); MindFormers refuses the config")
+        if present and model_config[present[0]] is not None:
+            out[meaning] = model_config[present[0]]
+            given.append(meaning)
+    if out["swap"] is None:
+        out["swap"] = False
+    return out, given, model_config.get("default_prefetch")
+
+
+def _pretrained_config(data: Dict[str, Any], source: Optional[str]) -> Tuple[Dict[str, Any], Optional[str]]:
+    """(``pretrained_model_dir/config.json``, its path) when the YAML names such a directory and it
+    is there (finetune YAMLs take the model's sizes and type from it); ({}, None) otherwise."""
+    import os
+
+    pdir = data.get("pretrained_model_dir")
+    if not isinstance(pdir, str) or not pdir:
+        return {}, None
+    if not os.path.isabs(pdir) and source:
+        pdir = os.path.join(os.path.dirname(os.path.abspath(source)), pdir) if not os.path.isdir(pdir) else pdir
+    path = os.path.join(pdir, "config.json")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            hf = json.load(fh)
+    except (OSError, ValueError):
+        return {}, None
+    return (hf, path) if isinstance(hf, dict) else ({}, None)
 
 
 def _line(lines: Dict[str, int], key: str) -> Optional[int]:
@@ -479,6 +588,14 @@ def validate(cfg: TrainingConfig, check_rules: bool = True) -> None:
                         "AttributeError); move the setting to recompute_config.recompute")
     # TransformerSwapConfig is built even when swap is off, so its errors always apply
     layer_swap, op_swap = normalize_swap_config(sc, cfg)
+    if cfg.mcore:
+        # check_rules only sees the top-level swap_config (ignored by mcore LayerSetting): with
+        # cpu_offloading on, the recompute lists still get the per-stage length rule, and a
+        # model-level backward_prefetch 'Auto' passes (tools/check_rules.py:_check_recompute)
+        sc = dict(SWAP_DEFAULTS, **(cfg.ignored_swap_config or {}))
+        if not isinstance(sc.get("swap"), bool):
+            raise cfg.error("swap_config.swap", f"must be True or False, got {sc.get('swap')!r}")
+        layer_swap, op_swap = normalize_swap_config(sc, cfg)
     if not check_rules:
         return
     if not sc["swap"]:

@@ -4,14 +4,14 @@ from __future__ import annotations
 from typing import Any, Iterable, List, Optional, Set
 
 from . import CheckContext, Finding, Rule, register
-from ._compare import comparison, fatal_after_actions, is_cut
+from ._compare import comparison, expects_line, fatal_after_actions, is_cut
 
 #: Event kinds that only MindFormers' own logger produces (a rank with none of them printed nothing).
 MINDFORMERS_KINDS = ("geometry", "formative", "initial_config", "action", "step")
 
 
 def _expects_lines(comp) -> bool:
-    return any(e.logged for items in comp.expected.values() for e in items)
+    return any(expects_line(e) for items in comp.expected.values() for e in items)
 
 
 def _printed_mindformers(rank_log: Any) -> bool:
@@ -81,8 +81,16 @@ class IncompleteLog(Rule):
             rank_log = ctx.runlog.ranks[rank]
             src = rank_log.files[0] if rank_log.files else None
             if diff.has_strategy_lines:
-                if is_cut(rank_log):
+                if is_cut(rank_log) and diff.cut_layers:
                     yield self._cut(rank, diff, rank_log, comp)
+                elif is_cut(rank_log):
+                    # the block stops, but after the last layer anything is configured to log
+                    # on: nothing configured is missing (layers without actions log nothing)
+                    last = max((lay for lay, items in diff.seen.items() if items), default=-1)
+                    yield Finding(self.code, "info",
+                                  f"rank {rank}: the log ends after layer {last}, the last layer the "
+                                  f"strategy logs anything for: complete as far as the strategy goes",
+                                  rank=rank, layer=last, source=_last_source(diff))
                 continue
             if not expects:
                 continue
