@@ -279,7 +279,9 @@ def test_mtp_row_in_explain_table():
     ("qwen3_swap_conflict", {"SW201"}),
     ("qwen3_moe_ignored_swap", {"SW306"}),
     ("llama2_70b_select", set()),
-    ("qwen2_5_qkv_concat", {"SW104"}),      # the w1 patterns reach nothing on the fused FFN: a warning, no SW101
+    # the w1 patterns reach nothing on the fused FFN: a warning, no SW101; the maintainer YAML's
+    # per-stage counts exceed the stage's layers (capped by MindFormers without a word: SW206)
+    ("qwen2_5_qkv_concat", {"SW104", "SW206"}),
 ])
 def test_verify_real_family_logs(name, codes):
     res = verify([os.path.join(FAM_LOG, f"{name}.log")], config_path=os.path.join(FAM_CFG, f"{name}.yaml"))
@@ -292,7 +294,7 @@ def test_verify_real_family_logs(name, codes):
     ("deepseek_v3_mtp", set(), "deepseek_v3"),
     ("glm4_select", set(), "glm4"),
     ("llama2_70b_select", set(), "llama"),
-    ("qwen2_5_qkv_concat", {"SW104"}, "llama_qkv_concat_bias"),
+    ("qwen2_5_qkv_concat", {"SW104", "SW206"}, "llama_qkv_concat_bias"),
     ("qwen3_swap_conflict", {"SW201"}, "qwen3"),
     ("qwen3_moe_ignored_swap", {"SW306"}, "qwen3_moe"),
 ])
@@ -327,7 +329,7 @@ def test_readme_family_outputs_are_real():
         readme = fh.read()
     assert family_table().rstrip("\n") in readme
     ex = cli("explain", "fixtures/configs/families/deepseek_v3_bad.yaml").stdout.splitlines()
-    shown = "\n".join(ex[:2] + ex[ex.index(next(x for x in ex if x.startswith("findings"))):])
+    shown = "\n".join(ex[:2] + ["..."] + ex[ex.index(next(x for x in ex if x.startswith("Findings"))):])
     assert shown in readme
 
 
