@@ -12,8 +12,9 @@ each of these once:
   ``python`` is the right one;
 * the command runs in its own session/process group, its stdout+stderr stream byte for byte to the
   terminal and to ``<run-dir>/console.log``;
-* SIGINT/SIGTERM stop the whole tree: descendants are snapshotted *before* signalling (msrun's
-  workers are session leaders, out of reach of the process group), then SIGINT to the group (msrun
+* SIGINT/SIGTERM stop the whole tree: the runner is the subreaper of its descendants and
+  snapshots them *before* signalling (msrun's workers are session leaders, out of reach of the
+  process group; :mod:`swapwatch.proctree`, standard library only), then SIGINT to the group (msrun
   kills its workers on SIGINT, not on SIGTERM), a grace period, then SIGKILL for whatever is left;
 * msrun's ``--log_dir`` (or msrun_launcher.sh's positional LOG_DIR) is copied into
   ``<run-dir>/msrun_log`` (a copy, because the next msrun run truncates the originals);
@@ -44,6 +45,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .errors import InputError
+from .proctree import Tree
 
 #: Passes whose IR dumps show recompute clones and offload marks (reference §2d).
 IR_PASSES = "add_recomputation,validate"
@@ -286,53 +288,8 @@ def _now() -> str:
 # The child process tree
 # --------------------------------------------------------------------------------------------
 
-class Tree:
-    """The child and every descendant ever seen (workers escape the process group via setsid)."""
-
-    def __init__(self, proc: subprocess.Popen):
-        import psutil
-
-        self.proc = proc
-        self.known: Dict[int, Any] = {}
-        try:
-            self.root = psutil.Process(proc.pid)
-        except psutil.NoSuchProcess:
-            self.root = None
-
-    def snapshot(self) -> None:
-        import psutil
-
-        if self.root is None:
-            return
-        try:
-            for p in self.root.children(recursive=True):
-                self.known.setdefault(p.pid, p)
-        except psutil.NoSuchProcess:
-            pass
-
-    def alive(self) -> List[Any]:
-        out = []
-        for p in self.known.values():
-            try:
-                if p.is_running() and p.status() != "zombie":
-                    out.append(p)
-            except Exception:  # noqa: BLE001 - gone meanwhile
-                pass
-        return out
-
-    def signal_group(self, sig: int) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, sig)
-
-    def kill_leftovers(self) -> List[int]:
-        import psutil
-
-        left = self.alive()
-        for p in left:
-            with contextlib.suppress(psutil.Error):
-                p.kill()
-        psutil.wait_procs(left, timeout=5)
-        return [p.pid for p in left]
+# The tree itself (finding every descendant, setsid'd ones included, and stopping them) lives in
+# swapwatch.proctree: standard library only, so `run` works from the core install.
 
 
 # --------------------------------------------------------------------------------------------
@@ -416,18 +373,23 @@ def _supervise(command, env, rdir: Path, info: Dict[str, Any], out, grace: float
 
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     console = (rdir / "console.log").open("wb")
+    tree = Tree()
     try:
-        proc = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            proc = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
+        except OSError as exc:   # not executable, not a program (ENOEXEC), ...
+            raise InputError(f"cannot start the command: {exc.strerror or exc}", file=command[0]) from None
+        tree.attach(proc.pid)
         info["pid"] = proc.pid
         write_json(rdir / "run.json", info)
-        tree = Tree(proc)
         try:
             return _pump(proc, tree, rdir, info, out, grace, notes, stop, console)
         except BaseException:
             _emergency_stop(proc, tree, grace)   # never leave the tree behind, whatever went wrong
             raise
     finally:
+        tree.close()
         console.close()
         for s, h in old.items():
             signal.signal(s, h)

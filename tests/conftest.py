@@ -23,6 +23,9 @@ def _missing():
         yield f"msrun is not in {Path(sys.executable).parent}"
     if not (REPO / ".oracle-venv" / ".ready").exists():
         yield "the MindFormers oracle venv .oracle-venv/.ready is missing (make oracle)"
+    core = os.environ.get("SWAPWATCH_CORE_VENV")
+    if not core or not (Path(core) / "bin" / "swapwatch").exists():
+        yield "SWAPWATCH_CORE_VENV does not name a core-only venv with swapwatch installed (make core)"
 
 
 def pytest_configure(config):
