@@ -45,6 +45,13 @@ RECOMPUTE_DEFAULTS: Dict[str, Any] = {
 SWAP_DEFAULTS: Dict[str, Any] = {"swap": False, "layer_swap": None, "op_swap": None, "default_prefetch": 1}
 #: Keys MindFormers' config class type-checks as plain bools in its constructor.
 RECOMPUTE_BOOL_KEYS = ("parallel_optimizer_comm_recompute", "mp_comm_recompute", "recompute_slice_activation")
+#: MindFormers keeps the offsets and the layer split in int32 numpy arrays (``LayerSetting.__init__``:
+#: ``np.array(offset, np.int32)``, ``np.ones((V, P), np.int32)``): a larger value wraps around there.
+INT32_MAX = 2 ** 31 - 1
+#: swapwatch's own ceiling on the layer count (the plan, its tables and the logs hold one entry per
+#: layer, so 10**12 layers would run for ever). No MindFormers model comes near: the largest
+#: released configs have about a hundred decoder layers.
+MAX_LAYERS = 10_000
 #: Pre-release names of the exclude keys (never in a release tag, but seen in logs of dev builds).
 RENAMED_KEYS = {"select_recompute_off": "select_recompute_exclude",
                 "select_comm_recompute_off": "select_comm_recompute_exclude"}
@@ -223,6 +230,12 @@ def config_from_dicts(recompute_config: Optional[Mapping[str, Any]] = None,
     names ``select_recompute_off`` / ``select_comm_recompute_off`` are read as the exclude keys.
     """
     tree: Dict[str, Any] = {}
+    for name, section in (("recompute_config", recompute_config), ("swap_config", swap_config),
+                          ("parallel_config", parallel_config), ("context", context)):
+        if section is not None and not isinstance(section, Mapping):
+            # a damaged log line can parse as a list or a string
+            raise ConfigError(f"the logged {name} is not a mapping: {_short(section)}", file=source,
+                              key=name)
     if recompute_config is not None:
         rc = dict(recompute_config)
         for old, new in RENAMED_KEYS.items():
@@ -312,24 +325,29 @@ def _from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional[str
     if num_layers is None:
         raise ConfigError("the layer count is unknown: set model.model_config.num_layers in the YAML, "
                           "or pass --num-layers N for a fragment", file=source, key=f"{mc}.num_layers")
-    num_layers = _positive_int(num_layers, n_src, err)
+    num_layers = _positive_int(num_layers, n_src, err, limit=MAX_LAYERS, why=_LAYERS_WHY)
     mtp_depth = 0
     if overrides["num_layers"] is None and model_config.get("mtp_depth") not in (None, 0):
         # DeepSeek-style models hand num_layers + mtp_depth to LayerSetting (train/finetune)
         mtp_depth = _nonneg_int(model_config["mtp_depth"], f"{mc}.mtp_depth", err)
-        num_layers += mtp_depth
+        num_layers = _positive_int(num_layers + mtp_depth, f"{mc}.mtp_depth", err, limit=MAX_LAYERS,
+                                   why=_LAYERS_WHY + " (num_layers + mtp_depth)")
 
     pipeline_stage = overrides["pipeline_stage"]
     if pipeline_stage is None:
-        pipeline_stage = _positive_int(parallel_config.get("pipeline_stage", 1), "parallel_config.pipeline_stage", err)
+        p_key = "parallel_config.pipeline_stage"
+        pipeline_stage = _positive_int(parallel_config.get("pipeline_stage", 1), p_key, err, limit=INT32_MAX)
     else:
-        pipeline_stage = _positive_int(pipeline_stage, "--pipeline-stage", err)
+        p_key = "--pipeline-stage"
+        pipeline_stage = _positive_int(pipeline_stage, p_key, err, limit=INT32_MAX)
 
     pp_int = overrides["pp_interleave_num"]
     if pp_int is None:
-        pp_int = _positive_int(model_config.get("pp_interleave_num", 1), f"{mc}.pp_interleave_num", err)
+        v_key = f"{mc}.pp_interleave_num"
+        pp_int = _positive_int(model_config.get("pp_interleave_num", 1), v_key, err, limit=INT32_MAX)
     else:
-        pp_int = _positive_int(pp_int, "--pp-interleave-num", err)
+        v_key = "--pp-interleave-num"
+        pp_int = _positive_int(pp_int, v_key, err, limit=INT32_MAX)
 
     pipeline_interleave = overrides["pipeline_interleave"]
     if pipeline_interleave is None:
@@ -341,6 +359,9 @@ def _from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional[str
             and pp_int > 1 and "pipeline_interleave" not in pipeline_config:
         # --pp-interleave-num on a fragment means "the run has pipeline_interleave on"
         pipeline_interleave = True
+
+    _check_chunks(num_layers, pipeline_stage, pp_int if pipeline_interleave else 1,
+                  v_key if pipeline_interleave and pp_int > 1 else p_key, err)
 
     offset = overrides["offset"]
     o_key = "--offset"
@@ -422,12 +443,35 @@ def _unknown_key_message(key: Any, known: Sequence[str]) -> str:
     return f"unknown key (MindFormers rejects it); known keys: {', '.join(known)}"
 
 
-def _positive_int(value: Any, key: str, err) -> int:
+_LAYERS_WHY = f"swapwatch plans at most {MAX_LAYERS} layers (one entry per layer; real models have ~100)"
+
+
+def _positive_int(value: Any, key: str, err, limit: Optional[int] = None, why: str = "") -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise err(key, f"expected a positive integer, got {_kind(value)} {value!r}")
+        raise err(key, f"expected a positive integer, got {_kind(value)} {_short(value)}")
     if value < 1:
         raise err(key, f"expected a positive integer, got {value}")
+    if limit is not None and value > limit:
+        raise err(key, f"{_short(value)} is too large: " +
+                  (why or f"MindFormers keeps it in an int32 array (at most {limit})"))
     return value
+
+
+def _short(value: Any, width: int = 60) -> str:
+    """``repr`` cut to ``width`` characters: a one-line error must stay one readable line."""
+    text = repr(value)
+    return text if len(text) <= width else text[:width - 4] + " ..."
+
+
+def _check_chunks(num_layers: int, stages: int, interleave: int, key: str, err) -> None:
+    """MindFormers' ``_check_inputs``: every chunk but the first and the last needs a layer, so
+    more than ``num_layers + 2`` chunks can never be split (checked here, before any table of
+    ``stages x interleave`` entries is built: 10**9 stages would otherwise exhaust memory)."""
+    chunks = stages * interleave
+    if chunks > 2 and chunks - 2 > num_layers:
+        raise err(key, f"{stages} pipeline stage(s) x {interleave} interleave(s) = {chunks} chunks for "
+                       f"{num_layers} layer(s): MindFormers needs at least one layer in every chunk but "
+                       f"the first and the last")
 
 
 def _nonneg_int(value: Any, key: str, err) -> int:
@@ -441,16 +485,21 @@ def _check_offset_type(offset: Any, key: str, err) -> None:
     def is_int(x: Any) -> bool:
         return isinstance(x, int) and not isinstance(x, bool)
 
+    def check_range(values: List[int]) -> None:
+        for x in values:
+            if not -INT32_MAX - 1 <= x <= INT32_MAX:
+                raise err(key, f"offset {_short(x)} does not fit MindFormers' int32 offset array")
+
     if is_int(offset):
-        return
+        return check_range([offset])
     if isinstance(offset, list) and all(is_int(x) for x in offset):
-        return
+        return check_range(offset)
     if isinstance(offset, list) and offset and all(isinstance(r, list) and all(is_int(x) for x in r) for r in offset):
         if len({len(r) for r in offset}) == 1:
-            return
-        raise err(key, f"the rows of a 2-D offset must be equally long, got {offset!r}")
+            return check_range([x for r in offset for x in r])
+        raise err(key, f"the rows of a 2-D offset must be equally long, got {_short(offset)}")
     raise err(key, f"expected an int, a list of ints (one per stage) or a list of such lists "
-                   f"(one per interleave), got {offset!r}")
+                   f"(one per interleave), got {_short(offset)}")
 
 
 def _kind(value: Any) -> str:
