@@ -52,6 +52,9 @@ INT32_MAX = 2 ** 31 - 1
 #: layer, so 10**12 layers would run for ever). No MindFormers model comes near: the largest
 #: released configs have about a hundred decoder layers.
 MAX_LAYERS = 10_000
+#: MindSpore stores ``backward_prefetch`` as a C++ long (``Cell.offload`` / ``Primitive._offload``
+#: raise "Unable to cast ... to C++ type 'long'" past it); MindFormers passes the value through.
+INT64_MAX = 2 ** 63 - 1
 #: Pre-release names of the exclude keys (never in a release tag, but seen in logs of dev builds).
 RENAMED_KEYS = {"select_recompute_off": "select_recompute_exclude",
                 "select_comm_recompute_off": "select_comm_recompute_exclude"}
@@ -545,7 +548,9 @@ def validate(cfg: TrainingConfig, check_rules: bool = True) -> None:
     dp = sc["default_prefetch"]
     if not isinstance(dp, int) or dp < 1:
         raise cfg.error("swap_config.default_prefetch",
-                        f"must be an integer >= 1 when swap is on, got {dp!r}")
+                        f"must be an integer >= 1 when swap is on, got {_short(dp)}")
+    if dp > INT64_MAX:
+        raise cfg.error("swap_config.default_prefetch", _PREFETCH_TOO_LARGE.format(_short(dp)))
     if sc.get("layer_swap") is not None and not isinstance(sc["layer_swap"], (list, dict)):
         raise cfg.error("swap_config.layer_swap", "must be a list of {backward_prefetch, layers} entries")
     for i, item in enumerate(layer_swap):
@@ -600,7 +605,12 @@ def _rule_swap_entry(cfg: TrainingConfig, item: Dict[str, Any], key: str, label:
     if not isinstance(p, int) or p < 1:
         raise cfg.error(f"{key}.backward_prefetch",
                         f"{label}: backward_prefetch must be an integer >= 1 on this (legacy model) path, "
-                        f"got {p!r}" + (" ('Auto' only passes the mcore path)" if p == "Auto" else ""))
+                        f"got {_short(p)}" + (" ('Auto' only passes the mcore path)" if p == "Auto" else ""))
+    if p > INT64_MAX:
+        raise cfg.error(f"{key}.backward_prefetch", f"{label}: " + _PREFETCH_TOO_LARGE.format(_short(p)))
+
+
+_PREFETCH_TOO_LARGE = "backward_prefetch {} is too large: MindSpore stores it as a C++ long (at most 2**63-1)"
 
 
 def parse_offset(text: str) -> Any:

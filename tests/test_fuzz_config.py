@@ -10,6 +10,7 @@ error, never a traceback, and bad input is one line.
 """
 import json
 
+import pytest
 import yaml
 from hypothesis import given
 from hypothesis import strategies as st
@@ -118,3 +119,65 @@ def test_explain_never_crashes_on_a_fragment_with_overrides(tmp_path_factory, tr
         argv += ["--offset", json.dumps(offset)]
     code, _out, err = run_cli(argv)
     assert_clean_exit(code, err, f"{argv} of\n{path.read_text()}")
+
+
+# ---- the bad numbers and shapes the fuzzer draws, one by one: each a clear line at its key ------
+
+M = "model:\n  model_config:\n    num_layers: 4\n"
+SWAP = "swap_config:\n  swap: True\n"
+
+
+@pytest.mark.parametrize("text, where, says", [
+    ("model:\n  model_config:\n    num_layers: 1000000000000\n", "x.yaml:3: model.model_config.num_layers",
+     "1000000000000 is too large: swapwatch plans at most 10000 layers"),
+    ("model:\n  model_config:\n    num_layers: -4\n", "x.yaml:3: model.model_config.num_layers", "got -4"),
+    ("model:\n  model_config:\n    num_layers: 4.0\n", "x.yaml:3: model.model_config.num_layers", "got a float 4.0"),
+    ("model:\n  model_config:\n    num_layers: true\n", "x.yaml:3: model.model_config.num_layers", "got a bool True"),
+    ("model:\n  model_config:\n    num_layers: '4'\n", "x.yaml:3: model.model_config.num_layers", "got a string '4'"),
+    ("model:\n  model_config:\n    num_layers: 8\n    mtp_depth: 9999\n", "x.yaml:4: model.model_config.mtp_depth",
+     "10007 is too large"),
+    (M + "parallel_config:\n  pipeline_stage: 1000000000\n", "x.yaml:5: parallel_config.pipeline_stage",
+     "1000000000 chunks for 4 layer(s): MindFormers needs at least one layer in every chunk"),
+    (M + "parallel_config:\n  pipeline_stage: 10000000000\n", "x.yaml:5: parallel_config.pipeline_stage",
+     "MindFormers keeps it in an int32 array"),
+    (M + "parallel_config:\n  pipeline_stage: 2.5\n", "x.yaml:5: parallel_config.pipeline_stage", "got a float 2.5"),
+    ("model:\n  model_config:\n    num_layers: 4\n    offset: 10000000000\nparallel_config:\n  pipeline_stage: 2\n",
+     "x.yaml:4: model.model_config.offset", "does not fit MindFormers' int32 offset array"),
+    ("model:\n  model_config:\n    num_layers: 4\n    offset: [[[1]]]\nparallel_config:\n  pipeline_stage: 2\n",
+     "x.yaml:4: model.model_config.offset", "expected an int, a list of ints"),
+    (M + "recompute_config:\n  recompute: [[[[1]]]]\n", "x.yaml:5: recompute_config.recompute", "is not a count or a bool"),
+    (M + "recompute_config:\n  recompute: '0,1'\n", "x.yaml:5: recompute_config.recompute", "not a form MindFormers accepts"),
+    (M + "recompute_config:\n  mp_comm_recompute: 1\n", "x.yaml:5: recompute_config.mp_comm_recompute", "True or False"),
+    (M + SWAP + "  layer_swap: 'abc'\n", "x.yaml:6: swap_config.layer_swap", "must be a list of"),
+    (M + SWAP + "  default_prefetch: 1.5\n", "x.yaml:6: swap_config.default_prefetch", "integer >= 1"),
+    (M + SWAP + "  default_prefetch: 100000000000000000000\n", "x.yaml:6: swap_config.default_prefetch",
+     "MindSpore stores it as a C++ long"),
+    (M + SWAP + "  op_swap: [{op_name: attention, backward_prefetch: 100000000000000000000, layers: [0]}]\n",
+     "x.yaml:6: swap_config.op_swap[0].backward_prefetch", "C++ long"),
+    (M + SWAP + "  op_swap: [{op_name: attention, backward_prefetch: 1, layers: '0,1'}]\n",
+     "x.yaml:6: swap_config.op_swap[0].layers", "got '0,1'"),
+    (M + "recompute_config:\n  recompute: " + "[" * 3000 + "]" * 3000 + "\n", "x.yaml", "nesting too deep"),
+])
+def test_a_bad_number_or_shape_is_one_line_at_its_key(tmp_path, text, where, says):
+    path = tmp_path / "x.yaml"
+    path.write_text(text)
+    code, out, err = run_cli(["explain", str(path)])
+    assert code == 2 and out == "", err
+    line = err.strip()
+    assert "\n" not in line and line.startswith(f"swapwatch: error: {tmp_path}/{where}"), line
+    assert says in line, line
+
+
+def test_the_largest_accepted_values_still_explain(tmp_path):
+    """The limits are limits, not a ban on big numbers: counts, layer ids and prefetches past
+    int32 are what MindFormers caps or ignores, and 10000 layers is accepted."""
+    path = tmp_path / "x.yaml"
+    path.write_text("model:\n  model_config:\n    num_layers: 10000\nrecompute_config:\n  recompute: [10000000000000]\n")
+    code, out, err = run_cli(["explain", str(path), "--format", "json"])
+    assert code == 0, err
+    assert len(json.loads(out)["layers"]) == 10000
+    path.write_text(M + SWAP + "  op_swap: [{op_name: attention, backward_prefetch: 9223372036854775807, "
+                               "layers: [0, 10000000000000]}]\n")
+    code, out, err = run_cli(["explain", str(path), "--format", "json"])
+    assert code == 0, err
+    assert json.loads(out)["layers"][0]["op_swap"] == {"attention": 9223372036854775807}
