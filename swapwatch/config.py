@@ -55,6 +55,9 @@ MAX_LAYERS = 10_000
 #: MindSpore stores ``backward_prefetch`` as a C++ long (``Cell.offload`` / ``Primitive._offload``
 #: raise "Unable to cast ... to C++ type 'long'" past it); MindFormers passes the value through.
 INT64_MAX = 2 ** 63 - 1
+#: Deepest nesting of YAML collections accepted: real training YAMLs nest about five levels, and
+#: a bound that does not depend on the interpreter's recursion limit keeps deep input one clear line.
+MAX_DEPTH = 64
 #: Pre-release names of the exclude keys (never in a release tag, but seen in logs of dev builds).
 RENAMED_KEYS = {"select_recompute_off": "select_recompute_exclude",
                 "select_comm_recompute_off": "select_comm_recompute_exclude"}
@@ -160,7 +163,10 @@ def parse_yaml(text: str, path: str = "<string>") -> Tuple[Any, Dict[str, int]]:
     except yaml.YAMLError as exc:
         raise ConfigError(f"YAML error: {_first_line(exc)}", file=path) from None
     except RecursionError:
-        raise ConfigError("YAML nesting too deep", file=path) from None
+        raise ConfigError(f"YAML nesting too deep (more than {MAX_DEPTH} levels)", file=path) from None
+    except ConfigError as exc:            # raised by _build, which does not know the file
+        exc.file = exc.file or path
+        raise
     finally:
         loader.dispose()
     return data, lines
@@ -170,7 +176,10 @@ def _first_line(exc: Exception) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
-def _build(loader: yaml.SafeLoader, node: yaml.Node, path: str, lines: Dict[str, int]) -> Any:
+def _build(loader: yaml.SafeLoader, node: yaml.Node, path: str, lines: Dict[str, int], depth: int = 0) -> Any:
+    if depth > MAX_DEPTH and isinstance(node, (yaml.MappingNode, yaml.SequenceNode)):
+        raise ConfigError(f"YAML nesting too deep (more than {MAX_DEPTH} levels)", line=node.start_mark.line + 1,
+                          key=path or None)
     if isinstance(node, yaml.MappingNode):
         loader.flatten_mapping(node)          # YAML merge keys (<<)
         out: Dict[Any, Any] = {}
@@ -183,14 +192,14 @@ def _build(loader: yaml.SafeLoader, node: yaml.Node, path: str, lines: Dict[str,
                                   key=path or None) from None
             kp = f"{path}.{key}" if path else str(key)
             lines.setdefault(kp, knode.start_mark.line + 1)
-            out[key] = _build(loader, vnode, kp, lines)
+            out[key] = _build(loader, vnode, kp, lines, depth + 1)
         return out
     if isinstance(node, yaml.SequenceNode):
         items = []
         for i, item in enumerate(node.value):
             kp = f"{path}[{i}]"
             lines.setdefault(kp, item.start_mark.line + 1)
-            items.append(_build(loader, item, kp, lines))
+            items.append(_build(loader, item, kp, lines, depth + 1))
         return items
     return loader.construct_object(node, deep=True)
 

@@ -156,7 +156,10 @@ SWAP = "swap_config:\n  swap: True\n"
      "x.yaml:6: swap_config.op_swap[0].backward_prefetch", "C++ long"),
     (M + SWAP + "  op_swap: [{op_name: attention, backward_prefetch: 1, layers: '0,1'}]\n",
      "x.yaml:6: swap_config.op_swap[0].layers", "got '0,1'"),
-    (M + "recompute_config:\n  recompute: " + "[" * 3000 + "]" * 3000 + "\n", "x.yaml", "nesting too deep"),
+    (M + "recompute_config:\n  recompute: " + "[" * 3000 + "]" * 3000 + "\n", "x.yaml", "nesting too deep (more than 64 levels)"),
+    (M + "recompute_config:\n  recompute: " + "[" * 66 + "]" * 66 + "\n", "x.yaml:5: recompute_config.recompute", "nesting too deep (more than 64 levels)"),
+    (M + "recompute_config:\n  recompute: " + "{a: " * 70 + "1" + "}" * 70 + "\n", "x.yaml:5: recompute_config.recompute", "nesting too deep"),
+    ("{? [1, 2]: 3}\n", "x.yaml:1", "a mapping key must be a plain value"),
 ])
 def test_a_bad_number_or_shape_is_one_line_at_its_key(tmp_path, text, where, says):
     path = tmp_path / "x.yaml"
