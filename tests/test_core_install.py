@@ -1,8 +1,9 @@
 """Every command from a core-only install (`pip install .`, no extras), as a cluster user has it.
 
-The Makefile builds ``.core-venv`` (no MindSpore, no psutil) and passes it as SWAPWATCH_CORE_VENV;
-under SWAPWATCH_REQUIRE_ALL (``make test``, CI) a missing core venv stops the run in conftest, so
-this module can never turn into silent skips there. Each command runs as the user would run it:
+The Makefile builds ``.core-venv`` (no MindSpore, no psutil; ``make test`` reinstalls it whenever a
+package file changed) and passes it as SWAPWATCH_CORE_VENV (default: ``.core-venv``); under
+SWAPWATCH_REQUIRE_ALL (``make test``, CI) a missing core venv stops the run in conftest, so this
+module can never turn into silent skips there. Each command runs as the user would run it:
 the installed ``swapwatch`` script, from a directory outside the checkout (so the source tree is
 not what gets imported). The orphan check uses psutil from the *test* venv: an independent witness,
 not the runner's own /proc walk.
@@ -20,9 +21,10 @@ import psutil
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-CORE = os.environ.get("SWAPWATCH_CORE_VENV")
+CORE = os.environ.get("SWAPWATCH_CORE_VENV") or str(REPO / ".core-venv")
 
-pytestmark = pytest.mark.skipif(not CORE, reason="SWAPWATCH_CORE_VENV not set (make core; make test sets it)")
+pytestmark = pytest.mark.skipif(not (Path(CORE) / "bin" / "swapwatch").exists(),
+                                reason=f"no core-only venv at {CORE} (make core)")
 
 
 def core_bin(name):
