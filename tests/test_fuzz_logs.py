@@ -9,8 +9,10 @@ mid-line, a duplicated block, a dropped or shuffled block. Properties:
 * when a mutation damaged a strategy line (``Set ... at layer N ...``: its message is no longer
   intact on a line of its own), verify does not PASS: damaged evidence must never read as proof.
 """
+import json
 import re
 import shutil
+from xml.etree import ElementTree
 from pathlib import Path
 
 import pytest
@@ -146,8 +148,8 @@ def cases_dir(tmp_path_factory):
 
 @fuzz_settings(40)
 @given(case=st.integers(0, len(CASES) - 1), names=st.lists(st.sampled_from(sorted(MUTATIONS)), min_size=1, max_size=3),
-       rnd=st.randoms(use_true_random=False))
-def test_verify_survives_damaged_logs_and_never_passes_damaged_evidence(cases_dir, case, names, rnd):
+       rnd=st.randoms(use_true_random=False), fmt=st.sampled_from(["table", "json", "junit", "markdown"]))
+def test_verify_survives_damaged_logs_and_never_passes_damaged_evidence(cases_dir, case, names, rnd, fmt):
     d, cfg, original = cases_dir[case]
     data = original
     for name in names:
@@ -155,11 +157,21 @@ def test_verify_survives_damaged_logs_and_never_passes_damaged_evidence(cases_di
     worker = d / "worker_0.log"
     worker.write_bytes(data)
     try:
-        code, out, err = run_cli(["verify", str(d)] + (["--config", str(cfg)] if cfg else []))
+        code, out, err = run_cli(["verify", str(d), "--format", fmt] + (["--config", str(cfg)] if cfg else []))
+        e_code, e_out, e_err = run_cli(["events", str(d)])
     finally:
         worker.write_bytes(original)
-    what = f"verify {CASES[case][0].name} after {names}"
+    what = f"verify --format {fmt} {CASES[case][0].name} after {names}"
     assert_clean_exit(code, err, what)
+    assert_clean_exit(e_code, e_err, f"events of {CASES[case][0].name} after {names}")
+    if code in (0, 1):
+        if fmt == "json":
+            json.loads(out)
+        elif fmt == "junit":
+            ElementTree.fromstring(out.encode("utf-8"))     # CI parses it: it must stay XML
+    if e_code == 0:
+        for line in e_out.splitlines():
+            json.loads(line)
     damaged = [m for m in strategy_messages(original) if not intact(m, data)]
     if damaged:
         assert code != 0, f"{what}: PASS although {damaged[0][:120]!r} was damaged\n{out[-1500:]}"
