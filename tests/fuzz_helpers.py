@@ -6,6 +6,8 @@ time); ``SWAPWATCH_FUZZ_EXAMPLES=N`` runs N random examples per test for a longe
 import contextlib
 import io
 import os
+import sys
+import warnings
 
 from hypothesis import HealthCheck, settings
 
@@ -27,7 +29,7 @@ def run_cli(argv):
     out, err = io.StringIO(), io.StringIO()
     old = os.environ.pop("SWAPWATCH_DEBUG", None)
     try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), _python_warnings():
             try:
                 main(list(argv))
                 code = 0
@@ -47,3 +49,17 @@ def assert_clean_exit(code, err, what):
     if code == 2:
         lines = err.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("swapwatch: error: "), f"{what}: {err[:2000]}"
+
+
+@contextlib.contextmanager
+def _python_warnings():
+    """Warnings as a user's terminal shows them (Python's default filters, printed to stderr), not
+    as pytest collects them: a stray SyntaxWarning is a second line on stderr the user sees."""
+    with warnings.catch_warnings():
+        warnings.resetwarnings()
+        warnings.simplefilter("default")
+        for quiet in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
+            warnings.simplefilter("ignore", quiet)
+        warnings.showwarning = lambda message, category, filename, lineno, file=None, line=None: \
+            sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+        yield

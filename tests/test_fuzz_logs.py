@@ -185,3 +185,14 @@ def test_the_damage_check_sees_damage():
     assert all(intact(m, crlf(ansi(log, __import__("random").Random(1)), None)) for m in msgs)
     cut = log[:log.index(msgs[-1]) + len(msgs[-1]) - 3]
     assert not intact(msgs[-1], cut)
+
+
+@pytest.mark.parametrize("value", ['{"a": 1if 2 else 3}', '{"a": 0x1for}', '{"a": "\\q"}'])
+def test_a_damaged_logged_config_is_still_one_line(tmp_path, value):
+    """Found by the fuzzer: a logged repr that is not a literal made Python print a SyntaxWarning
+    line of its own before the one-line error."""
+    (tmp_path / "worker_0.log").write_text(
+        f"2026-11-22 04:02:37,939 - mindformers[x.py:1] - INFO - initial swap_config from dict: {value}\n")
+    code, _out, err = run_cli(["verify", str(tmp_path)])
+    assert_clean_exit(code, err, value)
+    assert code == 2
