@@ -576,8 +576,9 @@ def _verify(rdir: Path, config: Optional[str], ir: bool, info: Dict[str, Any], n
         text = f"swapwatch verify: {exc.one_line()}\n"
         code = 2
     except Exception as exc:  # noqa: BLE001 - a verify bug must not lose the run's record
-        text = f"swapwatch verify crashed: {type(exc).__name__}: {exc}\n"
-        code = 1
+        text = (f"swapwatch run: internal error in verify: {type(exc).__name__}: {exc} (a bug in swapwatch: "
+                f"please report it; `swapwatch verify {rdir}` with SWAPWATCH_DEBUG=1 shows the traceback)\n")
+        code = 3                        # as on every command: a bug of ours, not a failed verification
     else:
         text = render(result, "table")
         if not text.endswith("\n"):

@@ -347,3 +347,14 @@ def test_an_interrupt_at_any_moment_leaves_a_valid_run_json(tmp_path, sig, child
         assert rc == 128 + sig and info["interrupted"] == signal.Signals(sig).name
     if info["child_exit_code"] is None:
         assert info["pid"] is None or info["interrupted"]
+
+
+def test_a_bug_in_verify_is_exit_3_and_the_run_is_still_recorded(tmp_path, monkeypatch):
+    def broken(*_a, **_k):
+        raise ZeroDivisionError("a bug")
+
+    monkeypatch.setattr("swapwatch.verify.verify", broken)
+    res, out = _run(tmp_path, "print('Set full recompute at layer 0')")
+    assert res.exit_code == 3 and b"internal error in verify: ZeroDivisionError: a bug" in out
+    info = json.loads((res.run_dir / "run.json").read_text())
+    assert info["exit_code"] == 3 and info["end"] and (res.run_dir / "verify.txt").exists()
