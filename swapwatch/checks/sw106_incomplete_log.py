@@ -30,6 +30,19 @@ def _fatal(rank_log: Any) -> Optional[Any]:
     return None
 
 
+def _reached_exit(rank_log: Any) -> bool:
+    """The log shows MindSpore's exit-time memory-pool lines, which every rank prints whatever
+    ``STDOUT_DEVICES`` says (they are glog lines, not MindFormers')."""
+    return any(e.kind == "memory" and str(getattr(e, "metric", "")).startswith("pool_") for e in rank_log.events)
+
+
+def cut_before_mindformers(rank_log: Any, ranks: dict) -> bool:
+    """A silent rank that is not a STDOUT_DEVICES rank but a log cut short: another rank's log
+    reached the exit-time lines and this one, which would have them too, did not."""
+    return not _printed_mindformers(rank_log) and not _reached_exit(rank_log) and \
+        any(_reached_exit(rl) for rl in ranks.values() if rl is not rank_log)
+
+
 def stdout_devices(env: dict) -> Optional[Set[int]]:
     """Ranks allowed to print by ``STDOUT_DEVICES`` (``(0,1)``, ``[0]``, ``0,1``), None if unset."""
     raw = (env or {}).get("STDOUT_DEVICES")
@@ -118,6 +131,12 @@ class IncompleteLog(Rule):
                     f"rank {rank}: no MindFormers line at all (no strategy, no steps); nothing "
                     f"could be verified (is this a worker log of a MindFormers job?)",
                     rank=rank, expected="MindFormers log lines", actual="(none)", source=src)
+            elif cut_before_mindformers(rank_log, ctx.runlog.ranks):
+                yield self.finding(
+                    f"rank {rank}: the log ends before any MindFormers line, while other ranks' logs "
+                    f"go on to the end of the run: it is truncated, or the process died early",
+                    rank=rank, expected="Set ... lines for the configured strategy",
+                    actual="(none; the log stops early)", source=src)
             # else: a silent rank while others printed: SW108
 
     def _cut(self, rank: int, diff, rank_log, comp) -> Finding:
@@ -169,7 +188,8 @@ class SilentRank(Rule):
             return              # nobody printed: SW106 reports it as an error
         allowed = stdout_devices(ctx.env)
         for rank, rank_log in sorted(ranks.items()):
-            if _printed_mindformers(rank_log) or _fatal(rank_log) is not None:
+            if _printed_mindformers(rank_log) or _fatal(rank_log) is not None \
+                    or cut_before_mindformers(rank_log, ranks):      # SW106 reports that one
                 continue
             src = rank_log.files[0] if rank_log.files else None
             if allowed is not None and rank not in allowed:
