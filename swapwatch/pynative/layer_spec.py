@@ -34,6 +34,7 @@ class Refusal(ConfigError):
         self.mf_message = mf_message
         self.tag = tag
         self.exc = exc
+        self.lines_before: list = []     # what the run logged before refusing (set by resolve)
 
     @property
     def log_text(self) -> Optional[str]:

@@ -159,12 +159,24 @@ def _blocked(path: str, wrapped: Set[str]) -> bool:
 
 
 def resolve(cfg: PynativeConfig) -> PynativePlan:
-    """The plan for ``cfg``; raises :class:`Refusal` for what ``apply_ac`` refuses (in its order)."""
+    """The plan for ``cfg``; raises :class:`Refusal` for what ``apply_ac`` refuses (in its order).
+
+    The refusal carries ``lines_before``: what the run had already logged when it came (a swap refusal
+    comes after recompute was applied and logged).
+    """
+    lines: List[LogLine] = []
+    try:
+        return _resolve(cfg, lines)
+    except Refusal as exc:
+        exc.lines_before = list(lines)
+        raise
+
+
+def _resolve(cfg: PynativeConfig, lines: List[LogLine]) -> PynativePlan:
     need_rc, need_comm, need_swap = _v.enabled(cfg)
     total = cfg.total_layers
     paths = layer_lists(cfg.family, cfg.num_layers, cfg.mtp_layers, cfg.first_k_dense)
     layers = [LayerActions(i, mtp=i >= cfg.num_layers) for i in range(total)]
-    lines: List[LogLine] = []
     no_match: List[Tuple[str, str]] = []
     maps: Dict[str, Dict[int, List[str]]] = {}
     sections = {"recompute": cfg.recompute, "recompute_comm": cfg.recompute_comm, "swap": cfg.swap}
@@ -177,10 +189,9 @@ def resolve(cfg: PynativeConfig) -> PynativePlan:
     select: Dict[int, List[str]] = {}
     wrapped_by_layer: Dict[int, Set[str]] = {}     # cells wrapped by recompute, per layer (walls for swap)
     if need_rc or need_comm:
-        rc, comm = _v.validate_recompute(cfg)
+        rc, comm = _v.validate_recompute(cfg, warn=lambda: lines.append(
+            LogLine("WARNING", EXCLUDE_NONE_WARNING, "exclude_ignored")))
         sections.update(recompute=rc, recompute_comm=comm)
-        if not need_rc and rc["exclude_op"]:
-            lines.append(LogLine("WARNING", EXCLUDE_NONE_WARNING, "exclude_ignored"))
         exclude: Dict[int, List[str]] = {}
         comm_map: Dict[int, List[str]] = {}
         if need_rc:

@@ -11,7 +11,7 @@ the sections (MindFormers writes normalized specs back into the lists) and raise
 from __future__ import annotations
 
 import copy
-from typing import Any, Dict, Tuple
+from typing import Any, Callable, Dict, Tuple
 
 from .config import PynativeConfig
 from .layer_spec import RECOMPUTE_TAG, SWAP_TAG, Refusal, validate_specs
@@ -36,8 +36,12 @@ def _module_dict(value: Any, pfx: str, what: str = "module path", kind: str = "m
                           f"got {type(ranges).__name__}", RECOMPUTE_TAG, exc="TypeError")
 
 
-def validate_recompute(cfg: PynativeConfig) -> Tuple[Dict[str, Any], Dict[str, Any]]:
-    """Steps (b)-(d): normalized (recompute, recompute_comm) copies, or :class:`Refusal`."""
+def validate_recompute(cfg: PynativeConfig, warn: Callable[[], None] = lambda: None
+                       ) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    """Steps (b)-(d): normalized (recompute, recompute_comm) copies, or :class:`Refusal`.
+
+    ``warn`` is called where MindFormers logs its "exclude_op has no effect" WARNING (mode ``None``).
+    """
     rc, comm = copy.deepcopy(cfg.recompute), copy.deepcopy(cfg.recompute_comm)
     total = cfg.total_layers
     need_rc, need_comm, _ = enabled(cfg)
@@ -70,6 +74,8 @@ def validate_recompute(cfg: PynativeConfig) -> Tuple[Dict[str, Any], Dict[str, A
                 comm["select_module"][key], f"TrainConfig.recompute_config.recompute_comm.select_module[{key!r}]",
                 total)
     if rc["exclude_op"] is not None:
+        if not need_rc and rc["exclude_op"]:
+            warn()
         _module_dict(rc["exclude_op"], "TrainConfig.recompute.exclude_op")
         for key in rc["exclude_op"]:
             rc["exclude_op"][key] = validate_specs(rc["exclude_op"][key], f"TrainConfig.recompute.exclude_op[{key!r}]",
