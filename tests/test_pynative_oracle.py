@@ -31,6 +31,12 @@ D = dict(model={"model_type": "deepseek_v3", "num_hidden_layers": 4, "first_k_de
 SEL = {"mode": "select", "select_module": {"mlp": ["0-3"]}}
 
 CASES = {
+    # refusals when the YAML is loaded (config.py: RecomputeConfig / SwapConfig from_dict)
+    "mode_capitalised": (Q, {"recompute": {"mode": "Full", "full_recompute_layer": ["0"]}}),
+    "mode_null": (Q, {"recompute": {"mode": None}}),
+    "unknown_key": (Q, {"recompute": {"mode": "full", "full_recompute_layers": ["0"]}}),
+    "enable_str": (Q, {"swap": {"enable": "yes"}}),
+    "prefetch_str": (Q, {"swap": {"enable": True, "default_prefetch": "2"}}),
     # refusals of the structure
     "full_without_layers": (Q, {"recompute": {"mode": "full"}}),
     "select_without_module": (Q, {"recompute": {"mode": "select"}}),
