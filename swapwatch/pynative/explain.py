@@ -40,7 +40,9 @@ def explain_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional[s
     except pconfig.ConfigError as exc:
         if exc.file is None:
             exc.file = source
-        if exc.line is None:        # point at the section the refused value sits in
+        if exc.line is None and exc.key:
+            exc.line = cfg.line(exc.key)
+        elif exc.line is None:      # point at the section the refused value sits in
             text = getattr(exc, "mf_message", exc.message)
             sec = ("swap" if "swap" in text.split(":")[0] else
                    "recompute_comm" if "recompute_comm" in text.split(":")[0] else "recompute")
