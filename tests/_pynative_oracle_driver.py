@@ -152,10 +152,14 @@ def main():
     spec = importlib.util.spec_from_file_location("mf_activation_checkpoint", here)
     A = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(A)
+    real_logger = A.logger
     results = []
     for case in json.load(sys.stdin)["cases"]:
         log = Logger()
-        A.logger = log
+        real = case.get("real_logger")           # keep MindFormers' logger: its stdout records are the output
+        A.logger = real_logger if real else log
+        if real and case.get("world_size"):
+            real_logger.info(f"Current world size: {case['world_size']}.")
         del PAIRS[:]
         paths = {int(k): v for k, v in case["paths"].items()}
         n, m = case["num_layers"], case.get("mtp_layers", 0)
