@@ -28,6 +28,7 @@ FAMILIES = OrderedDict([
     ("SW2", "swap and recompute work together"),
     ("SW3", "the environment supports the strategy"),
     ("SW4", "all ranks agree and are present"),
+    ("SW5", "the PyNative (r2.x) strategy does what it says"),
 ])
 MARK = layer_table.DIFF
 #: Group lines shown per rule in the table before "... and N more".

@@ -17,7 +17,7 @@ from .layersetting import split_paths
 from .model import ActionEvent, Event, NoticeEvent
 
 _ROWS = [(r.name, re.compile(r.regex)) for r in PYNATIVE]
-_KEYWORDS = ("--- Final ", "layer", "-----", "Set ", "did not match", "Config] ", "Current world size")
+_KEYWORDS = ("--- Final ", "layer", "-----", "Set ", "[Recompute Config] ", "[Swap Config] ", "Current world size")
 
 
 def parse(msg: str, rank: Optional[int], source: str, level: Optional[str] = None) -> Optional[Event]:
