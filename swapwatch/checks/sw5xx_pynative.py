@@ -45,7 +45,7 @@ class SingleCardIgnoresStrategy(Rule):
     """
 
     code = "SW501"
-    severity = "info"
+    severity = "warning"
     title = "PyNative: a single-card run ignores recompute/swap without a line"
     needs = "config"
 
@@ -60,6 +60,24 @@ class SingleCardIgnoresStrategy(Rule):
                            "parallelize_model); parallelism asks for no parallel degree > 1, so a one-card "
                            "launch ignores recompute/swap without any log line",
                            source=plan.config.where("parallelism"))
+
+
+@register
+class SingleCardRan(SingleCardIgnoresStrategy):
+    __doc__ = SingleCardIgnoresStrategy.__doc__
+    severity = "warning"
+    needs = "run"
+
+    def check(self, ctx: CheckContext) -> Iterable[Finding]:
+        """Ranks whose log says ``Current world size: 1.`` and holds no PyNative strategy line."""
+        plan = _pyn(ctx)
+        if plan is None or not plan.applied or ctx.runlog is None:
+            return
+        for rank, rlog in sorted(ctx.runlog.ranks.items()):
+            sizes = [e for e in rlog.events if getattr(e, "what", None) == "world_size"]
+            if sizes and sizes[-1].data["n"] == 1 and not rlog.actions:
+                yield self.finding("the run had world size 1: the PyNative trainer never calls apply_ac on one "
+                                   "card, so no recompute/swap was applied", rank=rank, source=sizes[-1].source)
 
 
 @register
@@ -211,6 +229,8 @@ class ExcludeWithoutRecompute(Rule):
     ``mode: 'None'`` MindFormers logs a WARNING only if ``recompute_comm`` is enabled; otherwise ``apply_ac``
     never looks at ``exclude_op`` and says nothing.
 
+    **Why it matters.** The ops you meant to keep out of recompute are not excluded from anything.
+
     **How to fix it.** Set ``recompute.mode`` (``full`` or ``select``) or delete ``exclude_op``.
     """
 
@@ -239,6 +259,8 @@ class CommPathIsCell(Rule):
     ending at a cell MindFormers logs "... is expected to be operation but got cell, this configuration
     will not be effective." at INFO and moves on.
 
+    **Why it matters.** The communication you meant to recompute keeps its activations.
+
     **How to fix it.** Use a pattern that ends at the operation, e.g. ``'self_attention\\.reshape'`` or
     ``'mlp\\.linear_fc2\\..*'`` instead of the cell itself.
     """
@@ -266,6 +288,8 @@ class OpSwapOverwritten(Rule):
 
     **What it means.** ``_expand_op_swap`` merges the entries into one ``{op_name: layers}`` dict, so a
     repeated ``op_name`` keeps only the last entry's ``layers``.
+
+    **Why it matters.** The layers of the earlier entry are not swapped, and nothing says so.
 
     **How to fix it.** One entry per ``op_name`` with all its layers: ``layers: ['0-3', '8']``.
     """

@@ -9,7 +9,7 @@ make of the PyNative lines (:mod:`swapwatch.parsers.pynative`). Per rank and lay
 * SW104 (warning): the log says a pattern matched nothing;
 * SW106 (error): no strategy line at all on a multi-card rank, or MindFormers refused the config
   (``[Recompute Config]`` / ``[Swap Config]`` ERROR: the run stopped at model build);
-* SW501 (warning): the rank ran on one card (``Current world size: 1.``), so nothing was applied;
+* SW501 (warning, its run variant): the rank ran on one card (``Current world size: 1.``), nothing applied;
 * SW401 (warning): ranks (without pipeline parallel) logged different strategies.
 
 With pipeline parallel each stage logs only its own layers, so "missing" is decided on the union of ranks.
@@ -129,11 +129,7 @@ def compare(plan: PynativePlan, runlog: Any) -> List[Finding]:
                                                       f"build: {n.data['tag']} {n.data['text']}", rank=rank,
                                     source=n.source, actual=n.data["text"]))
         if not got and plan.applied and not refused:
-            if world and world[-1] == 1:
-                findings.append(Finding("SW501", "warning", "the run had world size 1: the PyNative trainer never "
-                                                            "calls apply_ac on one card, so no recompute/swap was "
-                                                            "applied", rank=rank, source=_source(notices, "world_size")))
-            else:
+            if not (world and world[-1] == 1):          # world size 1 is SW501's (run variant)
                 findings.append(Finding("SW106", "error", "no PyNative strategy line in this rank's log (no map, no "
                                                           "'Set ...' line) although the config enables recompute/swap",
                                         rank=rank))
@@ -157,17 +153,15 @@ def compare(plan: PynativePlan, runlog: Any) -> List[Finding]:
     return findings
 
 
-def _source(notices: List[NoticeEvent], what: str) -> Optional[str]:
-    return next((n.source for n in notices if n.what == what), None)
-
-
 def verify_pynative(ex: PynativeExplanation, runlog: Any, config_source: str, ignore: Iterable[str] = (),
                     strict: bool = False, env: Optional[Dict[str, str]] = None):
     """The :class:`~swapwatch.verify.VerifyResult` of a PyNative run (no per-layer static comparison)."""
     from ..verify import VerifyResult, _sort_key
     skip = set(ignore)
     config_time = [f for f in ex.findings if f.code not in ("SW104",)]   # the log says SW104 itself
-    findings = [f for f in config_time + compare(ex.plan, runlog) if f.code not in skip]
+    from ..checks import CheckContext, VARIANTS
+    run_time = list(VARIANTS["SW501"]["run"].check(CheckContext(plan=ex.plan, config=ex.config, runlog=runlog)))
+    findings = [f for f in config_time + compare(ex.plan, runlog) + run_time if f.code not in skip]
     findings.sort(key=_sort_key)
     result = VerifyResult(findings=findings, verdict="pass", exit_code=0, ranks=sorted(runlog.ranks),
                           layers=len(ex.plan.layers), strict=strict, config_source=config_source,
