@@ -166,7 +166,13 @@ class OpSwapVoid(Rule):
     **Why it matters.** The log's map says the op is swapped; the memory is not saved.
 
     **How to fix it.** Drop the layer from the op swap (a fully recomputed layer keeps little to swap), or
-    swap the whole layer with ``layer_swap``, or swap the recomputed cell itself (the path of the cell).
+    swap the whole layer with ``layer_swap``, or swap the recomputed cell itself (the path of the cell)::
+
+        swap:
+          enable: true
+          op_swap:
+            - op_name: 'mlp\\.linear_fc1'
+              layers: ['2-3']      # was ['0-3']; layers 0-1 are in full_recompute_layer
     """
 
     code = "SW504"
