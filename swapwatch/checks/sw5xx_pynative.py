@@ -267,8 +267,14 @@ class CommPathIsCell(Rule):
 
     **Why it matters.** The communication you meant to recompute keeps its activations.
 
-    **How to fix it.** Use a pattern that ends at the operation, e.g. ``'self_attention\\.reshape'`` or
-    ``'mlp\\.linear_fc2\\..*'`` instead of the cell itself.
+    **Why it matters.** The communication you meant to recompute keeps its activations.
+
+    **How to fix it.** Use a pattern that ends at the operation instead of the cell itself::
+
+        recompute_comm:
+          enable: true
+          select_module:
+            'self_attention\\.reshape': ['0-3']     # not 'self_attention'
     """
 
     code = "SW507"
