@@ -8,7 +8,7 @@ PY := $(BIN)/python
 export PATH := $(BIN):$(PATH)
 export PYTHONUNBUFFERED := 1
 
-.PHONY: install oracle test demo bench clean
+.PHONY: install oracle test demo bench bench-plan clean
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -40,6 +40,11 @@ demo: install
 
 bench: install
 	$(PY) bench/run.py
+
+# swapwatch plan on real MindSpore: plan for budgets between full and no recompute, run each plan,
+# compare predicted with measured pool peaks and step times (about 3 minutes on 2 cores).
+bench-plan: install
+	$(PY) bench/plan.py
 
 clean:
 	rm -rf $(VENV) $(ORACLE) .pytest_cache .hypothesis demo-runs bench/out

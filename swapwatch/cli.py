@@ -295,5 +295,79 @@ def plot_strategy_cmd(source, config, output, rank, fmt):
     return 0
 
 
+@plot_group.command("estimate")
+@click.argument("config")
+@click.option("--calibrate", "run_dirs", multiple=True, metavar="RUN_DIR",
+              help="Calibration run of this model (repeatable); its measured peak is drawn when it ran CONFIG.")
+@click.option("--budget", default=None, metavar="SIZE", help="Draw this budget as a line (58GiB, 45MB, bytes).")
+@click.option("-o", "--output", default=None, metavar="FILE",
+              help="Image to write (default: estimate.<format> here, never replaced without -o).")
+@click.option("--format", "fmt", default=None, metavar="png|svg|pdf",
+              help="Image format (default: from the -o name, else png).")
+@click.option("--model", default="llama", show_default=True, help="Model family (layout and tensor table).")
+def plot_estimate_cmd(config, run_dirs, budget, output, fmt, model):
+    """Predicted peak per pipeline stage as stacked components (weights, gradients, optimizer states,
+    activations, transients), measured peak beside it when calibrated."""
+    from .plot.commands import estimate_command
+
+    click.echo(estimate_command(config, run_dirs, output, fmt, budget, model))
+    return 0
+
+
+# ---- estimate / plan -----------------------------------------------------------------------
+
+@cli.command("estimate")
+@click.argument("config")
+@click.option("--calibrate", "run_dirs", multiple=True, metavar="RUN_DIR",
+              help="A `swapwatch run` directory of this model with a known strategy (repeatable): fits the "
+                   "model's free terms to its measured peaks.")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option("--model", default="llama", show_default=True, help="Model family (layout and tensor table).")
+def estimate_cmd(config, run_dirs, fmt, model):
+    """Predicted peak memory per pipeline stage of CONFIG's strategy, with its breakdown; measured
+    beside it when a calibration run used CONFIG. Exit 0; 2 bad input."""
+    from .memory.calibrate import calibrated_estimate
+    from .memory.render import render_estimate
+
+    click.echo(render_estimate(calibrated_estimate(config, run_dirs, model), fmt), nl=False)
+    return 0
+
+
+@cli.command("plan")
+@click.argument("config")
+@click.option("--budget", required=True, metavar="SIZE", help="Peak memory per rank: 58GiB, 45MB, 62914560 (bytes).")
+@click.option("--calibrate", "run_dirs", multiple=True, metavar="RUN_DIR",
+              help="A `swapwatch run` directory of this model (repeatable): calibrates the prediction.")
+@click.option("-o", "--output", default=None, metavar="OUT.yaml", help="Write the planned YAML here.")
+@click.option("--force", is_flag=True, help="Replace OUT.yaml when it exists.")
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "yaml"]), default="table", show_default=True)
+@click.option("--allow-swap", is_flag=True, help="Also consider layer swap with a prefetch (Ascend only).")
+@click.option("--model", default="llama", show_default=True, help="Model family (layout and tensor table).")
+def plan_cmd(config, budget, run_dirs, output, force, fmt, allow_swap, model):
+    """The cheapest recompute strategy (least forward FLOPs recomputed) whose predicted peak fits
+    --budget on every stage, written into a copy of CONFIG. Exit 0 fits; 1 nothing fits (says the
+    lowest reachable peak); 2 bad input."""
+    from .memory.planner import make_plan, parse_size
+    from .memory.render import render_plan
+
+    size = parse_size(budget)
+    if output and os.path.exists(output) and not force:
+        raise InputError("exists; not replacing it (use --force, or another -o)", file=output)
+    res = make_plan(config, size, run_dirs, allow_swap=allow_swap, family=model)
+    if output and res.fits:
+        try:
+            with open(output, "w", encoding="utf-8") as fh:
+                fh.write(res.text)
+        except OSError as exc:
+            raise InputError(f"cannot write the plan: {exc.strerror}", file=output) from None
+        click.echo(f"swapwatch plan: wrote {output}", err=True)
+    text = render_plan(res, fmt)
+    if text:
+        click.echo(text, nl=False)
+    if not res.fits and fmt != "table":
+        click.echo(f"swapwatch plan: {res.message()}", err=True)
+    return res.exit_code
+
+
 if __name__ == "__main__":
     main()

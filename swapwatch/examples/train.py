@@ -25,17 +25,53 @@ if __package__ in (None, ""):
 
 from swapwatch.errors import InputError  # noqa: E402
 
+#: flag -> (the YAML key it defaults to, the built-in default when the YAML has none); model_config
+#: keys are looked up under every name swapwatch.memory.spec.ALIASES knows, as `estimate` reads them
+SIZE_KEYS = {"hidden": ("model.model_config.hidden_size", 64), "heads": ("model.model_config.num_heads", 4),
+             "ffn": ("model.model_config.intermediate_size", 172), "seq": ("model.model_config.seq_length", 32),
+             "batch": ("runner_config.batch_size", 2), "vocab": ("model.model_config.vocab_size", 128)}
+
+
+def fill_sizes(a: argparse.Namespace) -> None:
+    """Model sizes the flags left open, from the YAML (so explain, estimate, plan, run and verify
+    read one source of truth), else the built-in tiny defaults. A bad value: InputError (exit 2)."""
+    from swapwatch.memory.spec import ALIASES
+
+    tree: dict = {}
+    lines: dict = {}
+    if a.config:
+        from swapwatch.config import read_yaml
+
+        tree, lines = read_yaml(a.config)
+        tree = tree if isinstance(tree, dict) else {}
+    for flag, (key, default) in SIZE_KEYS.items():
+        if getattr(a, flag) is not None:
+            continue
+        section, _, name = key.rpartition(".")
+        node: object = tree
+        for part in section.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        value = None
+        for alias in ALIASES.get(name, (name,)):
+            if isinstance(node, dict) and node.get(alias) is not None:
+                value, key = node[alias], f"{section}.{alias}"
+                break
+        if value is None:
+            setattr(a, flag, default)
+        elif isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InputError(f"expected a positive integer, got {value!r}", file=a.config, line=lines.get(key), key=key)
+        else:
+            setattr(a, flag, value)
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m swapwatch.examples.train", description=__doc__.split("\n\n")[0])
     p.add_argument("--config", help="training YAML with recompute_config / swap_config (omit: no strategy)")
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--layers", type=int, default=None, help="decoder layers (default: the config's num_layers, else 4)")
-    p.add_argument("--hidden", type=int, default=64)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--ffn", type=int, default=172)
-    p.add_argument("--seq", type=int, default=32)
-    p.add_argument("--batch", type=int, default=2)
-    p.add_argument("--vocab", type=int, default=128)
+    # model sizes: the flag, else the config's model.model_config / runner_config value, else the default
+    for flag, (key, default) in SIZE_KEYS.items():
+        p.add_argument(f"--{flag}", type=int, default=None, help=f"default: the config's {key}, else {default}")
     p.add_argument("--lr", type=float, default=0.01)
     p.add_argument("--quirks", action="store_true", help="log MindFormers' exact whitespace quirks")
     p.add_argument("--sleep", type=float, default=0.0, help="seconds to sleep after each step (tests)")
@@ -59,6 +95,7 @@ def main(argv=None) -> int:
     from swapwatch.hooks.memory import record_step
     from swapwatch.events import format_event
 
+    fill_sizes(a)
     log = get_logger()
     plan = sha = None
     if a.config:

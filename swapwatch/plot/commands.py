@@ -131,3 +131,19 @@ def strategy_command(source: str, config: Optional[str] = None, output: Optional
         if cut:
             what += f"; the log stops at layer {min(cut)}"
     return f"wrote {out}: {what}"
+
+
+def estimate_command(config: str, run_dirs: Sequence[str] = (), output: Optional[str] = None,
+                     fmt: Optional[str] = None, budget: Optional[str] = None, model: str = "llama") -> str:
+    """``swapwatch plot estimate``: predicted components per stage vs measured; returns the line to print."""
+    from ..memory.calibrate import calibrated_estimate
+    from ..memory.planner import parse_size
+    from .estimate import plot_estimate
+
+    size = parse_size(budget) if budget is not None else None
+    out, f = output_path(output, fmt, "estimate")
+    est = calibrated_estimate(config, run_dirs, model)
+    plot_estimate(est, out, fmt=f, budget=size)
+    n = len(est.stages)
+    return f"wrote {out}: {n} stage{'s' if n != 1 else ''}, " + (
+        f"measured peaks of {len(est.measured)}" if est.measured else "no measured peak for this config")

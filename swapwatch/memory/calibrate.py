@@ -1,0 +1,160 @@
+"""Fit the memory model's free terms to measured peaks of real runs (``--calibrate RUN_DIR``).
+
+Why: the model counts tensors; an allocator adds what no tensor table shows (CPU: weights outside
+the pool, the pool's own rounding; Ascend: workspace, communication buffers, fragmentation). Runs of
+the same model with known strategies pin that down. Each run directory (``swapwatch run`` output)
+names its config in ``run.json``; its logs give the measured peak of every rank, which is compared
+with the model's prediction for that rank's pipeline stage (the worst rank of each stage).
+
+Fitted, by least squares over every (run, stage): ``measured = static + residual + scale * dynamic``
+(``dynamic`` = activations + transients + head, see :mod:`swapwatch.memory.model`). With one point,
+or when every point has the same dynamic part, the scale stays 1 and only the residual is fitted.
+``fragmentation`` is the mean measured actual / used peak (Ascend ``Actual`` vs ``Used`` peak, CPU
+``actual peak used mem`` vs ``peak used mem``).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from ..errors import InputError
+from .model import Calibration, Estimate, estimate
+
+#: measured peak metrics, most specific first (parsers' MemoryEvent.metric names)
+USED_METRICS = ("pool_peak", "used_peak", "max_memory_allocated")
+ACTUAL_METRICS = ("pool_actual_peak", "actual_peak", "max_memory_reserved")
+
+
+@dataclass
+class Measured:
+    run_dir: str
+    config: str
+    used: Dict[int, int]        # stage -> worst rank's used peak
+    actual: Dict[int, int]      # stage -> worst rank's actual peak (when logged)
+
+
+def run_config(run_dir: str, info: Dict[str, Any]) -> str:
+    """The config path a ``swapwatch run`` directory recorded (resolved like the run did)."""
+    cfg = (info.get("config") or {}).get("path") if isinstance(info.get("config"), dict) else None
+    if not cfg:
+        raise InputError("the run directory names no config (run.json has no config.path): "
+                         "calibration needs runs made with `swapwatch run --config X.yaml`", file=run_dir)
+    if not os.path.isabs(cfg):
+        cfg = os.path.join(info.get("cwd") or os.getcwd(), cfg)
+    if not os.path.exists(cfg):
+        raise InputError(f"the run's config {cfg} no longer exists", file=os.path.join(run_dir, "run.json"))
+    want = info["config"].get("sha256")
+    if want:
+        import hashlib
+
+        with open(cfg, "rb") as fh:
+            if hashlib.sha256(fh.read()).hexdigest() != want:
+                raise InputError(f"the run's config {cfg} changed since the run (sha256 differs from "
+                                 f"run.json): it no longer says what ran", file=run_dir)
+    return cfg
+
+
+def measure(run_dir: str, pipeline_stages: int) -> Measured:
+    """Measured peaks per stage of one run directory."""
+    from ..parsers import read_logs
+
+    if not os.path.isdir(run_dir):
+        raise InputError("not a run directory", file=run_dir)
+    run = read_logs([run_dir], show_progress=False)
+    cfg = run_config(run_dir, run.run_info)
+    per_rank_used: Dict[int, int] = {}
+    per_rank_actual: Dict[int, int] = {}
+    for rank, rlog in run.ranks.items():
+        mem = [e for e in rlog.events if e.kind == "memory"]
+        for metrics, out in ((USED_METRICS, per_rank_used), (ACTUAL_METRICS, per_rank_actual)):
+            for metric in metrics:
+                vals = [e.bytes for e in mem if e.metric == metric and e.bytes > 0]
+                if vals:
+                    out[rank] = max(vals)
+                    break
+    if not per_rank_used:
+        raise InputError("no peak memory figures in the run's logs (the CPU pool peak needs GLOG_v=2 "
+                         "MS_SUBMODULE_LOG_v={PRE_ACT:1}, which `swapwatch run` sets)", file=run_dir)
+    world = max(len(run.ranks), max(run.ranks) + 1)
+    per_stage = max(1, world // pipeline_stages)
+
+    def by_stage(values: Dict[int, int]) -> Dict[int, int]:
+        out: Dict[int, int] = {}
+        for rank, v in values.items():
+            st = min(rank // per_stage, pipeline_stages - 1)
+            out[st] = max(out.get(st, 0), v)
+        return out
+
+    return Measured(run_dir, cfg, by_stage(per_rank_used), by_stage(per_rank_actual))
+
+
+def fit(points: Sequence[Tuple[float, float, float]]) -> Tuple[float, float]:
+    """(residual, scale) fitting ``measured = static + residual + scale * dynamic`` to
+    ``(static, dynamic, measured)`` points; a scale <= 0 (nonsense) falls back to 1."""
+    n = len(points)
+    ys = [m - s for s, _, m in points]
+    xs = [d for _, d, _ in points]
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    if n >= 2 and sxx > 0:
+        scale = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
+        if scale > 0:
+            return my - scale * mx, scale
+    return my - mx, 1.0
+
+
+def calibrate(run_dirs: Sequence[str], family: str = "llama") -> Tuple[Calibration, Dict[str, Measured]]:
+    """Fit a :class:`Calibration` to the runs; each run's rows say predicted vs measured."""
+    rows: List[Tuple[str, int, Any, int, Optional[int]]] = []
+    measured: Dict[str, Measured] = {}
+    for rd in run_dirs:
+        cfg = run_config(rd, _run_json(rd))
+        est = estimate(cfg, family)
+        m0 = measure(rd, len(est.stages))
+        measured[rd] = m0
+        for st in est.stages:
+            if st.stage in m0.used:
+                rows.append((rd, st.stage, st, m0.used[st.stage], m0.actual.get(st.stage)))
+    if not rows:
+        raise InputError("no calibration run covers any pipeline stage", file=run_dirs[0] if run_dirs else None)
+    residual, scale = fit([(st.static_total, st.dynamic, used) for _, _, st, used, _ in rows])
+    fr = [a / u for *_, u, a in rows if a and u]
+    cal = Calibration(residual=residual, scale=scale, fragmentation=sum(fr) / len(fr) if fr else 1.0, fitted=True)
+    for rd, stage, st, used, _ in rows:
+        pred = st.peak(cal)
+        cal.runs.append({"run": rd, "config": measured[rd].config, "stage": stage, "predicted_bytes": pred,
+                         "measured_bytes": used, "residual_bytes": used - pred,
+                         "error": round((pred - used) / used, 4) if used else None})
+    return cal, measured
+
+
+def _run_json(run_dir: str) -> Dict[str, Any]:
+    import json
+
+    path = os.path.join(run_dir, "run.json")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except FileNotFoundError:
+        raise InputError("not a swapwatch run directory (no run.json)", file=run_dir) from None
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot read run.json: {exc}", file=path) from None
+    if not isinstance(data, dict):
+        raise InputError("run.json is not a JSON object", file=path)
+    return data
+
+
+def calibrated_estimate(config: str, run_dirs: Sequence[str], family: str = "llama") -> Estimate:
+    """``estimate`` of ``config`` with the calibration of ``run_dirs``; measured peaks beside the
+    prediction where a calibration run used this very config."""
+    est = estimate(config, family)
+    if not run_dirs:
+        return est
+    cal, measured = calibrate(run_dirs, family)
+    est.calibration = cal
+    same = [m for m in measured.values() if os.path.realpath(m.config) == os.path.realpath(config)]
+    for m in same:
+        for stage, used in m.used.items():
+            est.measured[stage] = max(est.measured.get(stage, 0), used)
+    return est

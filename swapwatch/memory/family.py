@@ -1,0 +1,194 @@
+"""One decoder layer's saved tensors, and what a strategy leaves of them.
+
+The family's data (``swapwatch/memory/<family>.yaml``) says, per op of the layer's cell tree, what
+the op produces and what its backward needs. From that, for a set R of recomputed ops:
+
+* kept on device = (what the backward of ops outside R needs, plus the inputs of ops in R) minus
+  the outputs of ops in R: recomputed outputs are regenerated from their inputs during backward,
+  so full recompute keeps only the layer input (Korthikanti et al.'s ``2sbh`` in fp16);
+* regenerated = what the backward needs that R produces: it exists again, for one layer at a time,
+  while that layer runs backward (the recompute transient);
+* recompute cost = the forward FLOPs of the ops in R.
+
+Which ops a pattern reaches is decided by the one matcher on the one layout (``swapwatch.strategy``
+walks ``swapwatch/models/<family>.yaml``): a cell target recomputes every op under it.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from importlib import resources
+from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
+
+import yaml
+
+from .. import strategy
+from ..errors import InputError
+from ..models import load_layout
+from .spec import ModelSpec, product
+
+
+@dataclass(frozen=True)
+class Op:
+    path: str
+    ins: Tuple[str, ...]
+    outs: Tuple[str, ...]
+    saves: Tuple[str, ...]
+    flops: Tuple[object, ...]
+
+
+@dataclass(frozen=True)
+class LayerCost:
+    """Bytes of one layer for one micro-batch under one choice, and the recompute FLOPs."""
+
+    kept: int            # on device from forward to backward
+    host: int            # moved to host by swap (kept on device only inside the prefetch window)
+    regen: int           # regenerated during this layer's backward
+    flops: float         # forward FLOPs recomputed
+    by_tensor: Tuple[Tuple[str, int], ...] = ()   # kept bytes per tensor, for the breakdown
+
+
+@functools.lru_cache(maxsize=None)
+def family_data(family: str) -> dict:
+    try:
+        text = resources.files(__package__).joinpath(f"{family}.yaml").read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"no memory model for model family {family!r} (swapwatch/memory/<family>.yaml)") from None
+    return yaml.safe_load(text)
+
+
+class Family:
+    """The tensor table of ``family`` sized for ``spec`` (one rank, one micro-batch)."""
+
+    def __init__(self, spec: ModelSpec, family: str = "llama"):
+        self.name = family
+        self.spec = spec
+        data = family_data(family)
+        sym = spec.symbols()
+        variant = "flash" if spec.flash else "plain"
+        dbytes = {"compute": spec.compute_bytes, "softmax": spec.softmax_bytes, "float32": 4}
+        self.bytes: Dict[str, int] = {
+            name: product(t["shape"], sym) * dbytes[t.get("dtype", "compute")]
+            for name, t in data["tensors"].items()}
+        self.ops: List[Op] = [
+            Op(o["path"], tuple(o["in"]), (o["out"],) + tuple(o.get("also_out", ())), tuple(o["saves"]),
+               tuple(o["flops"]))
+            for o in data["ops"] if o.get("variant", variant) == variant]
+        self.op_flops = [float(product(list(o.flops), sym)) for o in self.ops]
+        self.params_rows = data["params"]
+        self.groups: List[Tuple[str, List[str]]] = [(g["name"], list(g["patterns"]))
+                                                   for g in data.get("select_groups", [])]
+        self.all_ops: FrozenSet[int] = frozenset(range(len(self.ops)))
+        #: tensor -> the ops consuming it in forward (a tensor with none leaves the layer)
+        self.consumers: Dict[str, List[int]] = {}
+        for i, op in enumerate(self.ops):
+            for t in op.ins:
+                self.consumers.setdefault(t, []).append(i)
+        self.layout = load_layout(family)
+        #: full recompute marks the layer cell: the ops producing the layer's output stay
+        self.layer_boundary = frozenset(i for i, op in enumerate(self.ops) if op.outs[0] not in self.consumers)
+        #: the backward's own working set: the gradient of the largest tensor and its input's
+        self.workspace = 2 * max(self.bytes[t] for o in self.ops for t in o.outs)
+
+    # -- what a choice keeps ------------------------------------------------------------------
+    def effective(self, marked: FrozenSet[int], boundary: FrozenSet[int] = frozenset()) -> FrozenSet[int]:
+        """The ops really recomputed when ``marked`` are marked for recompute.
+
+        MindSpore recomputes a marked op only when every forward consumer of its output is marked
+        too (else the output stays alive for that consumer and the mark is silently dropped: on the
+        tiny Llama ``feed_forward.mul`` + ``silu`` alone clone nothing, see rule SW110), and a marked
+        cell keeps its own output (``boundary``: the ops producing it are marked but not
+        recomputed). Dropping one op can void its producers in turn, hence the fixed point.
+        """
+        eff = set(marked - boundary)
+        accept = set(marked)
+        changed = True
+        while changed:
+            changed = False
+            for i in sorted(eff):
+                users = self.consumers.get(self.ops[i].outs[0], [None])    # side outputs: its own backward
+                if any(j is None or j not in accept for j in users):
+                    eff.discard(i)
+                    accept.discard(i) if i not in boundary else None
+                    changed = True
+        return frozenset(eff)
+
+    @functools.lru_cache(maxsize=None)
+    def cost(self, marked: FrozenSet[int], boundary: FrozenSet[int] = frozenset(),
+             swapped: FrozenSet[str] = frozenset(), layer_swap: bool = False) -> LayerCost:
+        """Bytes kept / regenerated / swapped and FLOPs recomputed when the ops ``marked`` (indices
+        into ``ops``; ``boundary``: outputs of marked cells) are marked for recompute and the tensors
+        ``swapped`` (or, with ``layer_swap``, everything kept) go to host."""
+        recomputed = self.effective(marked, boundary)
+        needed = set()
+        for i, op in enumerate(self.ops):
+            needed.update(op.ins if i in recomputed else op.saves)
+        produced = {t for i in recomputed for t in self.ops[i].outs}
+        kept = sorted(needed - produced)
+        saves_all = {t for o in self.ops for t in o.saves}
+        regen = sum(self.bytes[t] for t in saves_all & produced)
+        on_host = set(kept) if layer_swap else set(kept) & set(swapped)
+        device = [(t, self.bytes[t]) for t in kept if t not in on_host]
+        return LayerCost(kept=sum(b for _, b in device), host=sum(self.bytes[t] for t in on_host),
+                         regen=regen, flops=sum(self.op_flops[i] for i in recomputed),
+                         by_tensor=tuple(device))
+
+    def forward_flops(self) -> float:
+        return sum(self.op_flops)
+
+    # -- patterns -> ops ----------------------------------------------------------------------
+    def ops_reached(self, patterns: Sequence[str], mode: str = "recompute") -> Tuple[FrozenSet[int], FrozenSet[int]]:
+        """(marked, boundary): the ops the patterns reach on the family's tree with MindFormers'
+        walk, and among them those producing a reached cell's output (a cell reaches its ops)."""
+        marked, boundary = set(), set()
+        for pat in patterns:
+            for t in strategy.walk(self.layout, pat, mode).targets:
+                inside = [i for i, op in enumerate(self.ops)
+                          if op.path == t.path or op.path.startswith(t.path + ".")]
+                marked.update(inside)
+                if t.kind == "cell":
+                    for i in inside:
+                        users = self.consumers.get(self.ops[i].outs[0], [None])
+                        if any(j is None or j not in inside for j in users):
+                            boundary.add(i)
+        return frozenset(marked), frozenset(boundary)
+
+    def outputs_of(self, ops: FrozenSet[int]) -> FrozenSet[str]:
+        return frozenset(t for i in ops for t in self.ops[i].outs)
+
+    def layer_choice(self, lp: strategy.LayerPlan) -> Tuple[str, LayerCost]:
+        """What MindFormers applies at one layer (``lp``) -> its label and cost.
+
+        Full recompute marks the whole layer cell (its output is the boundary) but the excluded
+        ops; select recompute the ops its patterns reach. Comm recompute is not counted: it only
+        changes what a communication op keeps (the gathered copy under sequence parallel), which
+        this model does not size. Swaps voided by recompute (``swap_overridden``) move nothing.
+        """
+        if lp.full_recompute:
+            excluded, _ = self.ops_reached(lp.select_recompute_exclude, "exclude")
+            marked, boundary = self.all_ops - excluded, self.layer_boundary
+            label = "full"
+        elif lp.select_recompute:
+            marked, boundary = self.ops_reached(lp.select_recompute)
+            label = "select:" + ",".join(lp.select_recompute)
+        else:
+            marked, boundary, label = frozenset(), frozenset(), "none"
+        layer_swap = lp.layer_swap is not None and "layer_swap" not in lp.swap_overridden
+        swapped: FrozenSet[str] = frozenset()
+        live_ops = [p for p in lp.op_swap if p not in lp.swap_overridden]
+        if live_ops:
+            swapped = self.outputs_of(self.ops_reached(live_ops, "swap")[0])
+        if layer_swap:
+            label = f"swap:{lp.layer_swap}" if label == "none" else f"{label}+swap:{lp.layer_swap}"
+        elif live_ops:
+            label += "+op_swap:" + ",".join(f"{p}={lp.op_swap[p]}" for p in live_ops)
+        return label, self.cost(marked, boundary, swapped, layer_swap)
+
+    def prefetch_of(self, lp: strategy.LayerPlan) -> Optional[int]:
+        """The backward_prefetch of what this layer swaps (the largest, when several)."""
+        vals = []
+        if lp.layer_swap is not None and "layer_swap" not in lp.swap_overridden:
+            vals.append(lp.layer_swap)
+        vals += [p for k, p in lp.op_swap.items() if k not in lp.swap_overridden]
+        ints = [v for v in vals if isinstance(v, int)]
+        return max(ints) if ints else (1 if vals else None)

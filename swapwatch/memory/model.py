@@ -1,0 +1,212 @@
+"""Predicted peak memory per pipeline stage: static + in-flight activations + backward transients.
+
+Per stage (the worst rank of that stage), in bytes:
+
+* **static**: the stage's weights, their gradients and the optimizer states. Weights and optimizer
+  states are split over the optimizer-parallel ranks when the optimizer shard is on (MindSpore's
+  parallel optimizer); gradients stay whole (the accumulation buffer). Matrices are split over
+  model_parallel. The embedding sits on the first stage, the final norm and the head on the last.
+* **activations**: what each layer keeps for backward (:mod:`swapwatch.memory.family`), times the
+  micro-batches in flight when the stage starts its first backward: ``min(m, P - p)`` for 1F1B, the
+  warm-up of the interleaved schedule per chunk otherwise (one micro-batch without pipeline: the
+  gradient accumulation steps run one after another). Swapped tensors live on host except inside the
+  prefetch window (the ``backward_prefetch`` largest swapped layers of the stage come back).
+* **other**: the largest recompute transient of one layer, the backward's working set, and on the
+  last stage the head's logits (compute dtype, fp32 copy and the loss' softmax).
+
+Calibration (:mod:`swapwatch.memory.calibrate`) fits a residual added to the static part and a scale
+on the rest: ``peak = static + residual + scale * (activations + other)``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence
+
+from .. import strategy
+from ..config import load_config
+from .family import Family, LayerCost
+from .spec import ModelSpec, load_spec, params_per_layer
+
+
+@dataclass
+class Calibration:
+    """The fitted free terms: ``peak = static + residual + scale * dynamic``; ``fragmentation`` is
+    measured actual / used peak (1.0 when the logs have no actual peak)."""
+
+    residual: float = 0.0
+    scale: float = 1.0
+    fragmentation: float = 1.0
+    runs: List[Dict[str, Any]] = field(default_factory=list)
+    fitted: bool = False
+
+    def peak(self, static: float, dynamic: float) -> int:
+        return int(round(static + self.residual + self.scale * dynamic))
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"residual_bytes": int(round(self.residual)), "activation_scale": round(self.scale, 4),
+                "fragmentation": round(self.fragmentation, 4), "runs": self.runs}
+
+
+NO_CALIBRATION = Calibration()       # read-only default: never mutated
+
+
+def inflight(P: int, V: int, m: int, p: int) -> List[int]:
+    """Micro-batches of each chunk (interleave) that stage ``p`` holds at its first backward."""
+    if P == 1:
+        return [1] * V
+    if V == 1:
+        return [max(1, min(m, P - p))]
+    warm = min((P - p - 1) * 2 + (V - 1) * P + 1, m * V)
+    counts = [0] * V
+    for k in range(warm):
+        counts[(k // P) % V] += 1
+    return [max(1, c) for c in counts]
+
+
+def static_parts(spec: ModelSpec, fam: Family, stage: int, n_layers: int) -> Dict[str, int]:
+    """Weights, gradients and optimizer states of one rank of ``stage`` (bytes)."""
+    sym = spec.symbols()
+    params = n_layers * params_per_layer(spec, fam.params_rows)
+    if stage == 0:
+        params += sym["v"] * spec.hidden
+    if stage == spec.pp - 1:
+        params += spec.hidden
+        if not (spec.tie_embeddings and spec.pp == 1):
+            params += sym["v"] * spec.hidden
+    pb = spec.param_bytes
+    return {"weights": params * pb // spec.shard, "grads": params * pb,
+            "optimizer_states": params * pb * spec.optimizer_states // spec.shard}
+
+
+def head_bytes(spec: ModelSpec, stage: int) -> int:
+    """Last stage: the final norm's input and the logits (compute dtype, fp32 copy, softmax)."""
+    if stage != spec.pp - 1:
+        return 0
+    sym = spec.symbols()
+    return sym["b"] * sym["sq"] * spec.hidden * spec.compute_bytes + \
+        sym["b"] * sym["s"] * sym["v"] * (spec.compute_bytes + 8)
+
+
+@dataclass
+class StageMemory:
+    """Unscaled parts of one stage's peak."""
+
+    stage: int
+    layers: List[int]
+    static: Dict[str, int]
+    activations: int
+    swap_window: int
+    transient: int
+    workspace: int
+    head: int
+
+    @property
+    def static_total(self) -> int:
+        return sum(self.static.values())
+
+    @property
+    def dynamic(self) -> int:
+        return self.activations + self.swap_window + self.transient + self.workspace + self.head
+
+    def peak(self, cal: Calibration = NO_CALIBRATION) -> int:
+        return cal.peak(self.static_total, self.dynamic)
+
+    def to_json(self, cal: Calibration = NO_CALIBRATION, measured: Optional[int] = None) -> Dict[str, Any]:
+        s = cal.scale
+        other = self.transient + self.workspace + self.head
+        return {"stage": self.stage, "layers": self.layers, "peak_bytes": self.peak(cal),
+                "components": {"static": int(round(self.static_total + cal.residual)),
+                               "activations": int(round(s * (self.activations + self.swap_window))),
+                               "other": int(round(s * other))},
+                "breakdown": {**self.static, "calibration_residual": int(round(cal.residual)),
+                              "saved_activations": int(round(s * self.activations)),
+                              "swap_prefetch_window": int(round(s * self.swap_window)),
+                              "recompute_transient": int(round(s * self.transient)),
+                              "backward_workspace": int(round(s * self.workspace)),
+                              "head_and_logits": int(round(s * self.head))},
+                "measured_peak_bytes": measured}
+
+
+def stage_memory(spec: ModelSpec, fam: Family, geo: strategy.Geometry, stage: int,
+                 costs: Sequence[LayerCost], prefetch: Sequence[Optional[int]] = ()) -> StageMemory:
+    """The parts of ``stage``'s peak for per-layer ``costs`` (indexed by global layer id)."""
+    P, V = geo.pipeline_stage, geo.pp_interleave_num
+    counts = inflight(P, V, spec.micro_batch_num, stage)
+    layers: List[int] = []
+    act = 0
+    window = 0
+    for v in range(V):
+        start, n = geo.chunk_starts[v][stage], geo.layer_list[v][stage]
+        chunk = list(range(start, start + n))
+        layers += chunk
+        act += counts[v] * sum(costs[i].kept for i in chunk)
+        swapped = sorted(((costs[i].host, prefetch[i] if i < len(prefetch) else None) for i in chunk
+                          if costs[i].host), reverse=True)
+        if swapped:
+            depth = max((p or 1) for _, p in swapped)
+            window = max(window, sum(h for h, _ in swapped[:depth]))
+    # the largest recompute transient on top of everything kept. Crediting it with what the layers
+    # after it have freed by its backward looked right on paper and broke budgets on real MindSpore
+    # (bench/plan.py: a plan predicted 44.2 MiB measured 48 MiB): the pool does not give that back
+    transient = max((costs[i].regen for i in layers), default=0)
+    return StageMemory(stage=stage, layers=layers, static=static_parts(spec, fam, stage, len(layers)),
+                       activations=act, swap_window=window, transient=transient,
+                       workspace=fam.workspace if layers else 0, head=head_bytes(spec, stage))
+
+
+@dataclass
+class Estimate:
+    """``swapwatch estimate``'s answer: per stage the predicted peak and its parts, per layer the
+    choice and what it keeps (DESIGN §3.3a)."""
+
+    config: str
+    family: str
+    spec: ModelSpec
+    plan: strategy.Plan
+    fam: Family
+    stages: List[StageMemory]
+    layers: List[Dict[str, Any]]
+    calibration: Calibration = field(default_factory=Calibration)
+    measured: Dict[int, int] = field(default_factory=dict)
+    budget_bytes: Optional[int] = None
+
+    def stage_peak(self, stage: int) -> int:
+        return self.stages[stage].peak(self.calibration)
+
+    def to_json(self) -> Dict[str, Any]:
+        cal = self.calibration
+        out = {"config": self.config, "family": self.family, "budget_bytes": self.budget_bytes,
+               "stages": [st.to_json(cal, self.measured.get(st.stage)) for st in self.stages],
+               "layers": [{**row, "activation_bytes": int(round(cal.scale * row["activation_bytes"]))}
+                          for row in self.layers]}
+        if cal.fitted:
+            out["calibration"] = cal.to_json()
+        return out
+
+
+def estimate_plan(path: str, cfg: Any, plan: strategy.Plan, spec: ModelSpec, family: str = "llama",
+                  calibration: Calibration = NO_CALIBRATION) -> Estimate:
+    """Predict the peaks of an already resolved plan (``plan`` reuses it for its own output)."""
+    fam = Family(spec, family)
+    costs: List[LayerCost] = []
+    prefetch: List[Optional[int]] = []
+    rows = []
+    for lp in plan.layers:
+        label, cost = fam.layer_choice(lp)
+        costs.append(cost)
+        prefetch.append(fam.prefetch_of(lp))
+        rows.append({"layer": lp.layer, "stage": lp.stage, "choice": label, "activation_bytes": cost.kept,
+                     "host_bytes": cost.host, "recompute_flops": cost.flops})
+    geo = plan.geometry
+    stages = [stage_memory(spec, fam, geo, p, costs, prefetch) for p in range(geo.pipeline_stage)]
+    return Estimate(config=path, family=family, spec=spec, plan=plan, fam=fam, stages=stages, layers=rows,
+                    calibration=calibration)
+
+
+def estimate(path: str, family: str = "llama", calibration: Calibration = NO_CALIBRATION) -> Estimate:
+    """Predicted peak per stage of the strategy the YAML at ``path`` asks for."""
+    cfg = load_config(path)
+    spec = load_spec(path)
+    if cfg.pipeline_stage != spec.pp:
+        spec.pp = cfg.pipeline_stage
+    return estimate_plan(path, cfg, strategy.plan(cfg, model=family), spec, family, calibration)

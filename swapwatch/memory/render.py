@@ -1,0 +1,121 @@
+"""Text and JSON views of ``estimate`` and ``plan`` (DESIGN §3.3a for the JSON)."""
+from __future__ import annotations
+
+import json
+from typing import Any, Dict, List, Optional
+
+from .model import Estimate
+from .planner import PlanResult, fmt_size
+
+
+def _table(rows: List[List[str]]) -> List[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    out = []
+    for k, r in enumerate(rows):
+        out.append("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+        if k == 0:
+            out.append("  ".join("-" * w for w in widths))
+    return out
+
+
+def _ranges(ids: List[int]) -> str:
+    parts, start, prev = [], None, None
+    for i in ids:
+        if start is None:
+            start = prev = i
+        elif i == prev + 1:
+            prev = i
+        else:
+            parts.append(f"{start}" if start == prev else f"{start}-{prev}")
+            start = prev = i
+    if start is not None:
+        parts.append(f"{start}" if start == prev else f"{start}-{prev}")
+    return ",".join(parts)
+
+
+def header(est: Estimate) -> str:
+    sp = est.spec
+    dt = {4: "fp32", 2: "16-bit"}.get(sp.compute_bytes, f"{sp.compute_bytes}-byte")
+    par = f"dp {sp.dp} tp {sp.tp} pp {sp.pp}" + (f" cp {sp.cp}" if sp.cp > 1 else "") + \
+        (f" ep {sp.ep}" if sp.ep > 1 else "") + (f" x{est.plan.geometry.pp_interleave_num} interleave"
+                                                 if est.plan.geometry.pp_interleave_num > 1 else "")
+    line = (f"{est.config}: {est.family}, {sp.num_layers} layers, hidden {sp.hidden}, seq {sp.seq}, "
+            f"micro-batch {sp.batch}, {dt} activations, {par}, {sp.micro_batch_num} micro-batch(es), "
+            f"optimizer {sp.optimizer}")
+    cal = est.calibration
+    if cal.fitted:
+        line += (f"\ncalibrated on {len({r['run'] for r in cal.runs})} run(s): static residual "
+                 f"{fmt_size(cal.residual)}, activation scale {cal.scale:.3f}, fragmentation {cal.fragmentation:.3f}")
+    else:
+        line += "\nuncalibrated (tensor bytes only; --calibrate RUN_DIR fits the allocator's share)"
+    return line
+
+
+def stage_rows(est: Estimate, budget: Optional[int] = None) -> List[str]:
+    rows = [["stage", "layers", "predicted peak", "static", "activations", "other"]
+            + (["budget"] if budget else []) + ["measured", "error"]]
+    for st, js in zip(est.stages, est.to_json()["stages"]):
+        c = js["components"]
+        meas = js["measured_peak_bytes"]
+        err = f"{(js['peak_bytes'] - meas) / meas:+.1%}" if meas else "-"
+        rows.append([str(st.stage), _ranges(st.layers), fmt_size(js["peak_bytes"]), fmt_size(c["static"]),
+                     fmt_size(c["activations"]), fmt_size(c["other"])]
+                    + ([fmt_size(budget)] if budget else []) + [fmt_size(meas) if meas else "-", err])
+    return _table(rows)
+
+
+def layer_rows(est: Estimate) -> List[str]:
+    """Consecutive layers with the same choice share a row."""
+    rows = [["layers", "stage", "choice", "kept per micro-batch", "recompute GFLOP per micro-batch"]]
+    groups: List[List[Dict[str, Any]]] = []
+    for r in est.to_json()["layers"]:
+        src = next(x for x in est.layers if x["layer"] == r["layer"])
+        r = {**r, "recompute_flops": src["recompute_flops"]}
+        if groups and groups[-1][-1]["choice"] == r["choice"] and groups[-1][-1]["stage"] == r["stage"] \
+                and groups[-1][-1]["layer"] == r["layer"] - 1:
+            groups[-1].append(r)
+        else:
+            groups.append([r])
+    for g in groups:
+        rows.append([_ranges([r["layer"] for r in g]), str(g[0]["stage"]), g[0]["choice"],
+                     fmt_size(g[0]["activation_bytes"]), f"{g[0]['recompute_flops'] / 1e9:.3g}"])
+    return _table(rows)
+
+
+def calibration_rows(est: Estimate) -> List[str]:
+    cal = est.calibration
+    if not cal.fitted:
+        return []
+    rows = [["calibration run", "stage", "predicted", "measured", "residual", "error"]]
+    for r in cal.runs:
+        rows.append([r["run"], str(r["stage"]), fmt_size(r["predicted_bytes"]), fmt_size(r["measured_bytes"]),
+                     fmt_size(r["residual_bytes"]), f"{r['error']:+.1%}" if r["error"] is not None else "-"])
+    return _table(rows)
+
+
+def render_estimate(est: Estimate, fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps(est.to_json(), indent=2) + "\n"
+    out = [header(est), ""] + stage_rows(est) + [""] + layer_rows(est)
+    cal = calibration_rows(est)
+    if cal:
+        out += [""] + cal
+    return "\n".join(out) + "\n"
+
+
+def render_plan(res: PlanResult, fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps(res.to_json(), indent=2) + "\n"
+    if fmt == "yaml":
+        return res.text if res.fits and res.text is not None else ""
+    if not res.fits:
+        rows = [["stage", "lowest reachable peak", "budget"]]
+        rows += [[str(s.stage), fmt_size(res.lowest[s.stage]), fmt_size(res.budget)] for s in res.stages]
+        return "\n".join(_table(rows) + ["", res.message()]) + "\n"
+    est = res.estimate
+    flops = sum(s.flops for s in res.stages)
+    out = [header(est), ""] + stage_rows(est, res.budget) + [""] + layer_rows(est)
+    what = "forward FLOPs recomputed" + (", plus swap transfer not hidden by compute, in FLOP-equivalents"
+                                         if any(lv.swap for s in res.stages for lv in s.levels.values()) else "")
+    out += ["", f"{res.message()}; modelled cost {flops / 1e9:.4g} GFLOP per step ({what})"]
+    return "\n".join(out) + "\n"

@@ -1,0 +1,313 @@
+"""Choose per layer none / select / full (/ swap) so that every stage fits the budget at the least
+recompute cost: the search behind ``swapwatch plan``.
+
+The model (:mod:`swapwatch.memory.model`) makes a stage's peak
+
+    static + residual + scale * (sum over chunks of inflight_c * sum of kept bytes
+                                 + max recompute transient + max swap window + fixed)
+
+where the transient is what one layer regenerates during its backward, the window what a layer
+swap's prefetch brings back, and ``fixed`` the backward workspace and the head. Stages are independent, so each is solved alone:
+
+* the choices are *levels*: none, the family's select groups nested in one order (``g1``, then
+  ``g1+g2`` ...), full, and with swap ``swap:p``. Nesting is what MindFormers' count tables force
+  (a pattern with count N applies to the first N layers of each chunk), and searching every order
+  of the groups covers every count table of those patterns;
+* layers of one chunk are identical to the model, so a chunk's choice is how many layers take each
+  level; the Pareto front (kept bytes, FLOPs) of those count vectors is built level by level, and
+  the chunks' fronts are combined the same way;
+* the two max terms are handled exactly by trying each pair of distinct values as caps (only
+  levels at or below them allowed) and keeping the cheapest feasible answer.
+
+The answer is exact for the model: :func:`brute_force` (tests) enumerates every per-layer
+assignment of small cases and finds the same cost. A stage with one chunk and no swap (the common
+case) is solved by enumerating every count vector of every nesting order with numpy, which is fast
+even for 128 layers in one stage; interleaved chunks and swap use the Pareto search.
+"""
+from __future__ import annotations
+
+import functools
+import itertools
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from .family import Family, LayerCost
+from .model import Calibration, head_bytes, inflight, static_parts
+from .spec import ModelSpec
+
+
+@dataclass(frozen=True)
+class Level:
+    """One per-layer choice: a label, the select patterns it applies (in group order), whether it is
+    full recompute or a layer swap (with its prefetch), and what it costs the model."""
+
+    label: str
+    patterns: Tuple[str, ...]
+    full: bool
+    swap: Optional[int]
+    cost: LayerCost
+    rank: int                        # position in its chain (0 = none): nesting order for emission
+
+    @property
+    def window(self) -> int:
+        """The prefetch window this level brings back during backward (its layers, identical)."""
+        return 0 if self.swap is None else self.swap * self.cost.host
+
+
+@dataclass
+class StagePlan:
+    stage: int
+    fits: bool
+    levels: Dict[int, Level] = field(default_factory=dict)     # layer -> level
+    dynamic: int = 0
+    static: int = 0
+    flops: float = 0.0
+
+
+#: What swap's cost is priced with (Ascend 910B-class, assumed): sustained matmul throughput and
+#: host <-> device bandwidth. Swap costs the transfer time the prefetch window does not hide behind
+#: the backward of the layers in it, in FLOP-equivalents so it compares with recompute.
+DEVICE_FLOPS = 2.0e14
+HOST_BYTES_PER_S = 2.4e10
+
+
+def swap_cost(fam: Family, prefetch: int) -> LayerCost:
+    """A layer swap with ``backward_prefetch``: everything it keeps goes to host and back; the
+    transfer overlaps the backward (about twice the forward) of ``prefetch`` layers."""
+    base = fam.cost(frozenset(), frozenset(), frozenset(), True)
+    transfer = 2 * base.host / HOST_BYTES_PER_S
+    hidden = prefetch * 2 * fam.forward_flops() / DEVICE_FLOPS
+    return LayerCost(kept=base.kept, host=base.host, regen=0,
+                     flops=max(0.0, transfer - hidden) * DEVICE_FLOPS, by_tensor=base.by_tensor)
+
+
+def chains(fam: Family, allow_swap: bool = False, prefetches: Sequence[int] = (1, 2)) -> List[List[Level]]:
+    """Every nesting order of the family's select groups as a list of levels none < ... < full
+    (plus the swap levels, which sit beside the chain: swap mode takes layer ids, no nesting)."""
+    out = []
+    none = Level("none", (), False, None, fam.cost(frozenset()), 0)
+    full = Level("full", (), True, None, fam.cost(fam.all_ops, fam.layer_boundary), 10 ** 6)
+    swaps = [Level(f"swap:{p}", (), False, p, swap_cost(fam, p), -p) for p in prefetches] if allow_swap else []
+    seen = set()
+    for order in itertools.permutations(fam.groups):
+        chain = [none]
+        pats: Tuple[str, ...] = ()
+        for _, gpats in order:
+            marked, boundary = fam.ops_reached(pats + tuple(gpats))
+            cost = fam.cost(marked, boundary)
+            if _same(cost, chain[-1].cost):
+                continue          # the group changes nothing here (e.g. a fused kernel keeps its output)
+            pats = pats + tuple(gpats)
+            chain.append(Level("select:" + ",".join(pats), pats, False, None, cost, len(chain)))
+        key = tuple(lv.patterns for lv in chain)
+        if key not in seen:
+            seen.add(key)
+            out.append(chain + [full] + swaps)
+    return out
+
+
+def _same(a: LayerCost, b: LayerCost) -> bool:
+    return (a.kept, a.regen, a.host, a.flops) == (b.kept, b.regen, b.host, b.flops)
+
+
+Front = List[Tuple[float, float, Tuple[int, ...]]]       # (weight, flops, counts per level)
+
+
+def _prune(points: Front, cap: float) -> Front:
+    """Pareto front (smaller weight and smaller cost are better) of the points within ``cap``."""
+    pts = sorted((p for p in points if p[0] <= cap + 1e-9), key=lambda p: (p[0], p[1]))
+    out: Front = []
+    best = float("inf")
+    for p in pts:
+        if p[1] < best - 1e-9:
+            out.append(p)
+            best = p[1]
+    return out
+
+
+def chunk_front(levels: Sequence[Level], n: int, cap: float) -> Front:
+    """Pareto front over count vectors of ``n`` identical layers spread over ``levels``."""
+    fronts: List[Front] = [[(0.0, 0.0, ())]] + [[] for _ in range(n)]
+    for lv in levels:
+        w, c = float(lv.cost.kept), float(lv.cost.flops)
+        new: List[Front] = [[] for _ in range(n + 1)]
+        for m in range(n + 1):
+            cand: Front = []
+            for used in range(m + 1):
+                k = m - used
+                for pw, pc, cnt in fronts[used]:
+                    cand.append((pw + k * w, pc + k * c, cnt + (k,)))
+            new[m] = _prune(cand, cap)
+        fronts = new
+    return fronts[n]
+
+
+def combine(a: Front, b: Front, cap: float) -> Front:
+    return _prune([(x[0] + y[0], x[1] + y[1], x[2] + y[2]) for x in a for y in b], cap)
+
+
+def solve_stage(spec: ModelSpec, fam: Family, geo, stage: int, cal: Calibration, budget: int,
+                allow_swap: bool = False) -> StagePlan:
+    """The cheapest per-layer levels of ``stage`` whose predicted peak is <= ``budget``."""
+    P, V = geo.pipeline_stage, geo.pp_interleave_num
+    counts = inflight(P, V, spec.micro_batch_num, stage)
+    chunks = [(list(range(geo.chunk_starts[v][stage], geo.chunk_starts[v][stage] + geo.layer_list[v][stage])),
+               counts[v]) for v in range(V)]
+    n_layers = sum(len(c) for c, _ in chunks)
+    static = sum(static_parts(spec, fam, stage, n_layers).values())
+    fixed = (fam.workspace if n_layers else 0) + head_bytes(spec, stage)
+    room = (budget - static - cal.residual) / cal.scale - fixed
+    all_chains = chains(fam, allow_swap)
+    if V == 1 and not allow_swap and chunks[0][0]:
+        return _solve_single_chunk(stage, static, fixed, room, chunks[0][0], counts[0], spec.micro_batch_num,
+                                   all_chains)
+    # the largest recompute transient and the largest swap window of the stage add to the peak:
+    # try every pair of caps (levels above a cap not allowed) and keep the cheapest that fits
+    caps = sorted({(r, w) for r in {lv.cost.regen for ch in all_chains for lv in ch}
+                   for w in {lv.window for ch in all_chains for lv in ch}}, key=lambda rw: rw[0] + rw[1])
+    best: Optional[Tuple[float, float, List[Tuple[List[Level], Tuple[int, ...]]]]] = None
+    for cap_r, cap_w in caps:
+        cap_extra = cap_r + cap_w
+        cap = room - cap_extra
+        if cap < 0:
+            break
+        total: Front = [(0.0, 0.0, ())]
+        picks: List[Dict[Tuple[int, ...], List[Level]]] = []
+        for layers, w in chunks:
+            if not layers:
+                picks.append({})
+                continue
+            merged: Front = []
+            owner: Dict[Tuple[int, ...], List[Level]] = {}
+            for ci, ch in enumerate(all_chains):
+                allowed = [lv for lv in ch if lv.cost.regen <= cap_r and lv.window <= cap_w]
+                for kw, kc, cnt in chunk_front(allowed, len(layers), cap / w):
+                    key = (ci,) + cnt
+                    owner[key] = allowed
+                    merged.append((kw * w, kc * spec.micro_batch_num, key))
+            front = _prune(merged, cap)
+            picks.append(owner)
+            total = combine(total, [(p[0], p[1], (p[2],)) for p in front], cap)
+        # the front is sorted by weight, so its last point is the cheapest that fits
+        if total and (best is None or total[-1][1] < best[1] - 1e-9):
+            kw, kc, keys = total[-1]
+            chosen = [(picks[v][key], key[1:]) for v, key in enumerate(keys)] if keys else []
+            best = (kw + cap_extra, kc, chosen)
+    out = StagePlan(stage=stage, fits=best is not None, static=static)
+    if best is None:
+        return out
+    out.flops = best[1]
+    ki = 0
+    for layers, _ in chunks:
+        if not layers:
+            continue
+        allowed, cnt = best[2][ki]
+        ki += 1
+        # MindFormers' order inside a chunk: full first, then the deeper select levels, none last;
+        # swap levels take layer ids, put after the recompute prefix
+        ordered = sorted(zip(allowed, cnt), key=lambda x: -x[0].rank if x[0].swap is None else 10 ** 7)
+        pos = 0
+        for lv, k in ordered:
+            for _ in range(k):
+                out.levels[layers[pos]] = lv
+                pos += 1
+    out.dynamic = fixed + extra_of(out.levels.values()) + sum(
+        w * sum(out.levels[i].cost.kept for i in layers) for layers, w in chunks)
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def compositions(n: int, k: int):
+    """Every k-tuple of non-negative ints summing to n, as an (m, k) int64 array."""
+    import numpy as np
+
+    if k == 1:
+        return np.array([[n]], dtype=np.int64)
+    grids = np.indices((n + 1,) * (k - 1), dtype=np.int64).reshape(k - 1, -1).T
+    grids = grids[grids.sum(axis=1) <= n]
+    return np.concatenate([grids, n - grids.sum(axis=1, keepdims=True)], axis=1)
+
+
+def block_transient(block_levels: Sequence[Level], counts) -> "Any":
+    """The largest recompute transient among the levels a count row uses (numpy over rows)."""
+    import numpy as np
+
+    regen = np.array([lv.cost.regen for lv in block_levels], dtype=np.float64)
+    return np.where(counts > 0, regen, 0.0).max(axis=1)
+
+
+def _solve_single_chunk(stage: int, static: int, fixed: int, room: float, layers: List[int], w: int, micro: int,
+                        all_chains: List[List[Level]]) -> StagePlan:
+    """One chunk, no swap: every count vector of every chain, exactly as the estimate counts it
+    (every micro-batch in flight keeps everything, plus the largest transient)."""
+    import numpy as np
+
+    best = None
+    for ch in all_chains:
+        blocks = sorted(ch, key=lambda lv: -lv.rank)              # MindFormers' order: full first
+        cnt = compositions(len(layers), len(blocks))
+        kept = np.array([lv.cost.kept for lv in blocks], dtype=np.float64)
+        flops = np.array([lv.cost.flops for lv in blocks], dtype=np.float64)
+        total = cnt @ kept
+        dyn = w * total + block_transient(blocks, cnt)
+        ok = np.nonzero(dyn <= room + 1e-6)[0]
+        if not len(ok):
+            continue
+        cost = (cnt[ok] @ flops) * micro
+        pick = np.lexsort((dyn[ok], cost))[0]          # cheapest, then the lowest peak
+        j, c = ok[pick], float(cost[pick])
+        if best is None or c < best[0] - 1e-9 or (abs(c - best[0]) <= 1e-9 and dyn[j] < best[1]):
+            best = (c, float(dyn[j]), blocks, cnt[j])
+    out = StagePlan(stage=stage, fits=best is not None, static=static)
+    if best is None:
+        return out
+    out.flops, dyn, blocks, cnt = best[0], best[1], best[2], best[3]
+    pos = 0
+    for lv, k in zip(blocks, cnt):
+        for _ in range(int(k)):
+            out.levels[layers[pos]] = lv
+            pos += 1
+    out.dynamic = int(round(dyn + fixed))
+    return out
+
+
+def extra_of(levels) -> int:
+    """The stage's transient term: largest recompute transient plus largest swap window."""
+    levels = list(levels)
+    return max(lv.cost.regen for lv in levels) + max(lv.window for lv in levels)
+
+
+def lowest_peak(spec: ModelSpec, fam: Family, geo, stage: int, cal: Calibration, allow_swap: bool = False) -> int:
+    """The least predicted peak ``stage`` can reach with these choices: for each transient cap,
+    every layer at the level that keeps least among those the cap allows."""
+    P, V = geo.pipeline_stage, geo.pp_interleave_num
+    counts = inflight(P, V, spec.micro_batch_num, stage)
+    n_layers = sum(geo.layer_list[v][stage] for v in range(V))
+    static = sum(static_parts(spec, fam, stage, n_layers).values())
+    fixed = (fam.workspace if n_layers else 0) + head_bytes(spec, stage)
+    weight = sum(counts[v] * geo.layer_list[v][stage] for v in range(V))
+    if V == 1 and not allow_swap and weight:
+        import numpy as np
+
+        best_dyn = min(float(np.min(counts[0] * (cnt @ np.array([lv.cost.kept for lv in blocks], dtype=np.float64))
+                                    + block_transient(blocks, cnt)))
+                       for blocks in (sorted(ch, key=lambda lv: -lv.rank) for ch in chains(fam))
+                       for cnt in (compositions(geo.layer_list[0][stage], len(blocks)),))
+        return cal.peak(static, best_dyn + fixed)
+    levels = [lv for ch in chains(fam, allow_swap) for lv in ch]
+    best = min(weight * min(lv.cost.kept for lv in levels if lv.cost.regen <= r and lv.window <= w) + r + w
+               for r in {lv.cost.regen for lv in levels} for w in {lv.window for lv in levels}
+               if any(lv.cost.regen <= r and lv.window <= w for lv in levels))
+    return cal.peak(static, best + fixed)
+
+
+def brute_force(levels: Sequence[Level], layer_weights: Sequence[int], micro: int, room: float) -> Optional[float]:
+    """Least total FLOPs over every per-layer assignment of ``levels`` with
+    ``sum(weight * kept) + extra_of(levels) <= room`` (tests check :func:`solve_stage` against it)."""
+    best = None
+    for combo in itertools.product(levels, repeat=len(layer_weights)):
+        dyn = sum(w * lv.cost.kept for w, lv in zip(layer_weights, combo)) + extra_of(combo)
+        if dyn <= room + 1e-9:
+            cost = micro * sum(lv.cost.flops for lv in combo)
+            best = cost if best is None else min(best, cost)
+    return best

@@ -1,0 +1,262 @@
+"""Model and parallel sizes from a training YAML: everything the memory model multiplies.
+
+Why a module of its own: ``swapwatch.config`` reads what the *strategy* needs (layer count,
+stages, the two strategy sections); the memory model needs the sizes beside them (hidden, heads,
+ffn, sequence, vocabulary, dtypes, MoE and MLA sizes, the parallel degrees, the micro-batch). They
+are read here from the same file, with the same one-line errors (file:line, key path), and turned
+into the per-rank symbols of the family's tensor table (``swapwatch/memory/llama.yaml``).
+
+Where keys have several names in MindFormers YAMLs (legacy ``model_config`` vs mcore / Hugging Face
+names) the first one present wins, in the order listed in :data:`ALIASES`.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
+
+from ..config import read_yaml
+from ..errors import ConfigError
+
+MC = "model.model_config"
+#: our name -> the model_config keys MindFormers YAMLs use for it, first present wins
+ALIASES: Dict[str, Tuple[str, ...]] = {
+    "hidden_size": ("hidden_size",),
+    "num_heads": ("num_heads", "num_attention_heads"),
+    "n_kv_heads": ("n_kv_heads", "num_key_value_heads", "num_query_groups"),
+    "intermediate_size": ("intermediate_size", "ffn_hidden_size"),
+    "seq_length": ("seq_length", "max_position_embeddings"),
+    "vocab_size": ("vocab_size",),
+    "num_layers": ("num_layers", "num_hidden_layers"),
+    "num_experts": ("num_experts", "n_routed_experts"),
+    "top_k": ("num_experts_per_tok", "moe_router_topk"),
+    "moe_intermediate_size": ("moe_intermediate_size", "moe_ffn_hidden_size"),
+    "head_dim": ("head_dim", "kv_channels"),
+}
+#: bytes per element of the dtype names MindFormers YAMLs use
+DTYPE_BYTES = {"float32": 4, "fp32": 4, "float16": 2, "fp16": 2, "bfloat16": 2, "bf16": 2}
+#: optimizer states per parameter (each in the parameter's dtype), by ``optimizer.type``
+OPTIMIZER_STATES = {"adamw": 2, "adam": 2, "fusedadamw": 2, "adamweightdecay": 2, "lamb": 2,
+                    "came": 2, "momentum": 1, "sgd": 0}
+
+
+@dataclass
+class ModelSpec:
+    """Sizes of one training job, per the YAML (defaults are MindFormers' LlamaConfig's)."""
+
+    source: Optional[str]
+    num_layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    ffn: int
+    seq: int
+    vocab: int
+    head_dim: int
+    batch: int = 1                      # runner_config.batch_size: the micro-batch per rank
+    compute_bytes: int = 2
+    softmax_bytes: int = 4
+    param_bytes: int = 4
+    optimizer: str = "adamw"
+    optimizer_states: int = 2
+    flash: bool = False
+    num_experts: int = 0
+    top_k: int = 1
+    moe_ffn: int = 0
+    tie_embeddings: bool = False
+    # MLA (DeepSeek): recorded and counted in the weights; the layer tensors stay the Llama ones
+    mla: Dict[str, int] = field(default_factory=dict)
+    dp: int = 1
+    tp: int = 1
+    pp: int = 1
+    cp: int = 1
+    ep: int = 1
+    micro_batch_num: int = 1
+    seq_parallel: bool = False
+    optimizer_shard: bool = False
+    optimizer_shard_size: int = 0       # 0: all data-parallel ranks
+    #: dotted key -> line, for messages
+    lines: Dict[str, int] = field(default_factory=dict)
+
+    def symbols(self) -> Dict[str, int]:
+        """Per-rank sizes of the family's tensor table (see ``swapwatch/memory/llama.yaml``)."""
+        tp, cp = self.tp, self.cp
+        s = max(1, self.seq // cp)
+        moe = self.num_experts > 0
+        ffn = self.moe_ffn if moe and self.moe_ffn else self.ffn
+        local_experts = max(1, self.num_experts // self.ep) if moe else 1
+        return {"b": self.batch, "s": s, "sq": max(1, s // tp) if self.seq_parallel else s,
+                "h": self.hidden, "hq": self.heads * self.head_dim // tp,
+                "hkv": max(1, self.kv_heads * self.head_dim // tp), "at": max(1, self.heads // tp),
+                "d": self.head_dim, "ft": max(1, ffn // tp), "k": self.top_k if moe else 1,
+                "fw": max(1, ffn // tp) * local_experts, "v": max(1, self.vocab // tp)}
+
+    @property
+    def shard(self) -> int:
+        """Ranks the optimizer parallel splits weights and optimizer states over (1 when off)."""
+        if not self.optimizer_shard:
+            return 1
+        size = self.optimizer_shard_size if self.optimizer_shard_size > 0 else self.dp
+        return max(1, min(size, self.dp))
+
+
+def load_spec(path: str) -> ModelSpec:
+    """Read the sizes from the YAML at ``path``; ConfigError (exit 2) names file, line and key."""
+    data, lines = read_yaml(path)
+    if not isinstance(data, dict):
+        raise ConfigError("expected a mapping of config sections at the top level", file=path, line=1)
+    return spec_from_tree(data, lines, path)
+
+
+def spec_from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional[str]) -> ModelSpec:
+    def err(key: str, message: str) -> ConfigError:
+        k = key
+        while k and k not in lines:
+            k = k.rpartition(".")[0]
+        return ConfigError(message, file=source, line=lines.get(k), key=key)
+
+    def section(tree: Any, name: str, prefix: str) -> Dict[str, Any]:
+        value = tree.get(name) if isinstance(tree, dict) else None
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise err(prefix + name, f"expected a mapping, got {value!r}")
+        return value
+
+    model = section(data, "model", "")
+    mc = section(model, "model_config", "model.")
+    pc = section(data, "parallel_config", "")
+    par = section(data, "parallel", "")
+    runner = section(data, "runner_config", "")
+    opt = section(data, "optimizer", "")
+
+    def get(name: str, default: Any = None, required: bool = False) -> Tuple[Any, str]:
+        for key in ALIASES.get(name, (name,)):
+            if mc.get(key) is not None:
+                return mc[key], f"{MC}.{key}"
+        if required:
+            raise err(f"{MC}.{ALIASES.get(name, (name,))[0]}",
+                      "needed to estimate memory: set it in the YAML (the model's size)")
+        return default, f"{MC}.{ALIASES.get(name, (name,))[0]}"
+
+    def pos(value: Any, key: str, minimum: int = 1) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            kind = "a positive" if minimum == 1 else "a non-negative"
+            raise err(key, f"expected {kind} integer, got {value!r}")
+        return value
+
+    def flag(tree: Dict[str, Any], key: str, full: str, default: bool = False) -> bool:
+        value = tree.get(key, default)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            raise err(full, f"expected True or False, got {value!r}")
+        return value
+
+    def dtype(key: str, default: str) -> int:
+        value = mc.get(key, default)
+        if not isinstance(value, str) or value.lower() not in DTYPE_BYTES:
+            raise err(f"{MC}.{key}", f"unknown dtype {value!r} (known: float32, float16, bfloat16)")
+        return DTYPE_BYTES[value.lower()]
+
+    hidden = pos(*get("hidden_size", required=True))
+    heads = pos(*get("num_heads", required=True))
+    kv_raw, kv_key = get("n_kv_heads")
+    kv = heads if kv_raw is None else pos(kv_raw, kv_key)
+    hd_raw, hd_key = get("head_dim")
+    head_dim = pos(hd_raw, hd_key) if hd_raw is not None else hidden // heads
+    if hd_raw is None and hidden % heads:
+        raise err(f"{MC}.num_heads", f"hidden_size {hidden} is not a multiple of num_heads {heads}")
+    ffn_raw, ffn_key = get("intermediate_size")
+    if ffn_raw is None:
+        ffn = llama_ffn(hidden, mc.get("multiple_of", 256), mc.get("ffn_dim_multiplier"))
+    else:
+        ffn = pos(ffn_raw, ffn_key)
+    seq = pos(*get("seq_length", required=True))
+    vocab = pos(*get("vocab_size", required=True))
+    layers = pos(*get("num_layers", required=True))
+
+    moe_cfg = section(model, "moe_config", "model.") or section(data, "moe_config", "")
+    experts_raw, experts_key = get("num_experts")
+    if experts_raw is None and moe_cfg.get("expert_num") is not None:
+        experts_raw, experts_key = moe_cfg["expert_num"], "moe_config.expert_num"
+    experts = pos(experts_raw, experts_key, 0) if experts_raw is not None else 0
+    topk_raw, topk_key = get("top_k")
+    if topk_raw is None and moe_cfg.get("num_experts_chosen") is not None:
+        topk_raw, topk_key = moe_cfg["num_experts_chosen"], "moe_config.num_experts_chosen"
+    top_k = pos(topk_raw, topk_key) if topk_raw is not None else 1
+    moe_ffn_raw, moe_ffn_key = get("moe_intermediate_size")
+    moe_ffn = pos(moe_ffn_raw, moe_ffn_key) if moe_ffn_raw is not None else 0
+    mla = {k: pos(mc[k], f"{MC}.{k}") for k in ("q_lora_rank", "kv_lora_rank", "qk_rope_head_dim",
+                                                 "qk_nope_head_dim", "v_head_dim")
+           if mc.get(k) is not None}
+
+    opt_type = opt.get("type", "AdamW")
+    if not isinstance(opt_type, str):
+        raise err("optimizer.type", f"expected an optimizer class name, got {opt_type!r}")
+    states = OPTIMIZER_STATES.get(opt_type.lower().replace("_", ""), 2)
+
+    batch = pos(runner.get("batch_size", 1), "runner_config.batch_size")
+    dp = pos(pc.get("data_parallel", 1), "parallel_config.data_parallel")
+    tp = pos(pc.get("model_parallel", 1), "parallel_config.model_parallel")
+    pp = pos(pc.get("pipeline_stage", 1), "parallel_config.pipeline_stage")
+    cp = pos(pc.get("context_parallel", 1), "parallel_config.context_parallel")
+    ep = pos(pc.get("expert_parallel", 1), "parallel_config.expert_parallel")
+    mbn = pos(pc.get("micro_batch_num", 1), "parallel_config.micro_batch_num")
+    sp = flag(pc, "use_seq_parallel", "parallel_config.use_seq_parallel")
+    shard = flag(pc, "optimizer_shard", "parallel_config.optimizer_shard") or \
+        flag(par, "enable_parallel_optimizer", "parallel.enable_parallel_optimizer")
+    poc = section(par, "parallel_optimizer_config", "parallel.")
+    shard_size = poc.get("optimizer_weight_shard_size", 0)
+    if isinstance(shard_size, bool) or not isinstance(shard_size, int):
+        raise err("parallel.parallel_optimizer_config.optimizer_weight_shard_size",
+                  f"expected an integer, got {shard_size!r}")
+    if heads % tp:
+        raise err("parallel_config.model_parallel", f"num_heads {heads} is not a multiple of model_parallel {tp}")
+
+    return ModelSpec(
+        source=source, num_layers=layers, hidden=hidden, heads=heads, kv_heads=kv, ffn=ffn, seq=seq,
+        vocab=vocab, head_dim=head_dim, batch=batch,
+        compute_bytes=dtype("compute_dtype", "float16"),
+        softmax_bytes=dtype("softmax_compute_type", "float32"),
+        param_bytes=dtype("param_init_type", "float16"),
+        optimizer=opt_type, optimizer_states=states,
+        flash=flag(mc, "use_flash_attention", f"{MC}.use_flash_attention"),
+        num_experts=experts, top_k=top_k, moe_ffn=moe_ffn,
+        tie_embeddings=flag(mc, "tie_word_embeddings", f"{MC}.tie_word_embeddings"),
+        mla=mla, dp=dp, tp=tp, pp=pp, cp=cp, ep=ep, micro_batch_num=mbn, seq_parallel=sp,
+        optimizer_shard=shard, optimizer_shard_size=shard_size, lines=lines)
+
+
+def llama_ffn(hidden: int, multiple_of: Any = 256, multiplier: Any = None) -> int:
+    """The FFN width MindFormers' LlamaFeedForward derives when intermediate_size is not given
+    (``models/llama/llama_layer.py:LlamaFeedForward``): 2/3 of 4h, times ffn_dim_multiplier when
+    set, rounded up to a multiple of ``multiple_of``."""
+    ffn = int(2 * 4 * hidden / 3)
+    if multiplier is not None:
+        ffn = int(multiplier * ffn)
+    mult = multiple_of if isinstance(multiple_of, int) and multiple_of > 0 else 256
+    return mult * math.ceil(ffn / mult)
+
+
+def params_per_layer(spec: ModelSpec, rows: List[List[Any]]) -> int:
+    """Weight elements of one layer on one rank, from the family's ``params`` rows (plus MLA's
+    low-rank projections when the YAML has them, in place of wq/wk/wv)."""
+    sym = spec.symbols()
+    total = sum(product(row, sym) for row in rows)
+    if spec.mla:
+        h, at = spec.hidden, sym["at"]
+        qk = spec.mla.get("qk_nope_head_dim", spec.head_dim) + spec.mla.get("qk_rope_head_dim", 0)
+        vd = spec.mla.get("v_head_dim", spec.head_dim)
+        ql, kvl = spec.mla.get("q_lora_rank", 0), spec.mla.get("kv_lora_rank", 0)
+        q = (h * ql + ql * at * qk) if ql else h * at * qk
+        kv = h * (kvl + spec.mla.get("qk_rope_head_dim", 0)) + kvl * at * (qk - spec.mla.get("qk_rope_head_dim", 0) + vd)
+        total += q + kv - product(["h", "hq"], sym) - 2 * product(["h", "hkv"], sym)
+    return total
+
+
+def product(factors: List[Any], sym: Dict[str, int]) -> int:
+    out = 1
+    for f in factors:
+        out *= f if isinstance(f, int) else sym[f]
+    return out

@@ -1,0 +1,300 @@
+"""`swapwatch plan`: the search is optimal (brute force on small cases), the YAML it writes keeps the
+rest of the file and does what was planned (read back through explain's engine), and the command's
+exit codes and messages."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from swapwatch import strategy
+from swapwatch.config import load_config
+from swapwatch.errors import InputError
+from swapwatch.explain import explain
+from swapwatch.memory.family import Family
+from swapwatch.memory.model import Calibration, estimate, inflight
+from swapwatch.memory.planner import make_plan, parse_size
+from swapwatch.memory.search import brute_force, chains, extra_of, lowest_peak, solve_stage
+from swapwatch.memory.spec import load_spec
+
+TINY = "fixtures/configs/plan_tiny.yaml"
+QWEN = "fixtures/configs/plan_qwen64.yaml"
+MiB = 1 << 20
+#: the tiny model's head on its last stage: final norm input b*s*h and logits b*s*v in fp32, fp32 copy, softmax
+B_S_H_V_HEAD = 2 * 256 * 256 * 4 + 2 * 256 * 128 * (4 + 8)
+
+
+def variant(tmp_path, name: str, **repl) -> str:
+    text = open(TINY).read()
+    for old, new in repl.items():
+        assert old in text
+        text = text.replace(old, new)
+    p = tmp_path / name
+    p.write_text(text)
+    return str(p)
+
+
+def _setup(path):
+    cfg = load_config(path)
+    spec = load_spec(path)
+    spec.pp = cfg.pipeline_stage
+    return spec, Family(spec), strategy.plan(cfg).geometry
+
+
+@pytest.mark.parametrize("layers", [3, 4])
+def test_search_matches_brute_force_on_every_budget(tmp_path, layers):
+    path = variant(tmp_path, "t.yaml", **{"num_layers: 4": f"num_layers: {layers}"})
+    spec, fam, geo = _setup(path)
+    cal = Calibration(residual=-3 * MiB, scale=1.25, fitted=True)
+    sp0 = solve_stage(spec, fam, geo, 0, cal, 1 << 40)
+    # workspace + head: what the stage needs whatever the choice
+    static, fixed = sp0.static, fam.workspace + B_S_H_V_HEAD
+    assert sp0.dynamic == fixed + sum(lv.cost.kept for lv in sp0.levels.values())     # all none
+    checked = fitting = 0
+    for mib in range(15, 75):
+        budget = mib * MiB
+        room = (budget - static - cal.residual) / cal.scale - fixed
+        want = None
+        for chain in chains(fam):
+            got = brute_force(chain, [1] * layers, spec.micro_batch_num, room)
+            if got is not None and (want is None or got < want):
+                want = got
+        sp = solve_stage(spec, fam, geo, 0, cal, budget)
+        assert sp.fits == (want is not None), mib
+        if sp.fits:
+            fitting += 1
+            assert sp.flops == pytest.approx(want), mib
+            assert cal.peak(sp.static, sp.dynamic) <= budget
+        checked += 1
+    assert fitting and fitting < checked          # the sweep crosses the feasibility edge
+
+
+def test_search_is_optimal_with_pipeline_weights(tmp_path):
+    # 2 stages, 4 micro-batches: stage 0 holds 2 micro-batches of each of its layers
+    path = variant(tmp_path, "pp.yaml", **{"  pipeline_stage: 1": "  pipeline_stage: 2\n  micro_batch_num: 4"})
+    spec, fam, geo = _setup(path)
+    cal = Calibration()
+    w = inflight(2, 1, 4, 0)[0]
+    assert w == 2
+    sp_free = solve_stage(spec, fam, geo, 0, cal, 1 << 40)
+    fixed = sp_free.dynamic - sum(w * lv.cost.kept for lv in sp_free.levels.values())
+    assert fixed == fam.workspace                 # not the last stage: no head
+    for mib in range(30, 110, 3):
+        room = (mib * MiB - sp_free.static) - fixed
+        want = min((x for x in (brute_force(ch, [w, w], spec.micro_batch_num, room)
+                                for ch in chains(fam))
+                    if x is not None), default=None)
+        sp = solve_stage(spec, fam, geo, 0, cal, mib * MiB)
+        assert sp.fits == (want is not None)
+        if want is not None:
+            assert sp.flops == pytest.approx(want)
+
+
+def test_bound_search_matches_brute_force_with_interleave(tmp_path):
+    # interleave (two chunks per stage) uses the Pareto search on the bound: largest transient on
+    # top of every kept byte; brute force over both chunks' layers with that bound
+    path = variant(tmp_path, "il.yaml", **{
+        "num_layers: 4": "num_layers: 4\n    pp_interleave_num: 2",
+        "optimizer:": "parallel:\n  pipeline_config:\n    pipeline_interleave: True\noptimizer:"})
+    spec, fam, geo = _setup(path)
+    assert geo.pp_interleave_num == 2 and geo.layer_list == [[2], [2]]
+    cal = Calibration()
+    sp_free = solve_stage(spec, fam, geo, 0, cal, 1 << 40)
+    fixed = fam.workspace + B_S_H_V_HEAD
+    fits = 0
+    for mib in range(40, 90, 2):
+        room = mib * MiB - sp_free.static - fixed
+        want = None
+        for c0 in chains(fam):
+            for c1 in chains(fam):
+                # each chunk picks its own nesting order: brute force over the union per chunk pair
+                for combo in __import__("itertools").product(c0, c0, c1, c1):
+                    dyn = sum(lv.cost.kept for lv in combo) + extra_of(combo)
+                    if dyn <= room:
+                        cost = spec.micro_batch_num * sum(lv.cost.flops for lv in combo)
+                        want = cost if want is None or cost < want else want
+        sp = solve_stage(spec, fam, geo, 0, cal, mib * MiB)
+        assert sp.fits == (want is not None), mib
+        if want is not None:
+            fits += 1
+            assert sp.flops == pytest.approx(want), mib
+    assert 0 < fits < 25
+
+
+def test_lowest_peak_is_what_the_tightest_feasible_budget_gives():
+    spec, fam, geo = _setup(TINY)
+    cal = Calibration()
+    low = lowest_peak(spec, fam, geo, 0, cal)
+    assert solve_stage(spec, fam, geo, 0, cal, low).fits
+    assert not solve_stage(spec, fam, geo, 0, cal, low - 1).fits
+
+
+def test_planned_yaml_keeps_everything_else_and_comments(tmp_path):
+    src = variant(tmp_path, "src.yaml", **{
+        "  recompute: False": "  recompute: False      # was hand-tuned\n  mp_comm_recompute: True",
+        "swap_config:": "# swap is Ascend-only\nswap_config:"})
+    res = make_plan(src, 45 * MiB)
+    assert res.fits
+    before, after = open(src).read().splitlines(), res.text.splitlines()
+    # every original line is still there, in order, except the planned recompute key
+    kept = [ln for ln in before if not ln.strip().startswith("recompute:")]
+    it = iter(after)
+    assert all(any(ln == a for a in it) for ln in kept), "a line of the input was lost or changed"
+    assert "# swap is Ascend-only" in res.text and "  swap: False" in res.text
+    assert "select_recompute:" in res.text
+
+
+def test_planned_yaml_reads_back_to_the_plan_and_passes_explain(tmp_path):
+    src = variant(tmp_path, "pp.yaml", **{
+        "num_layers: 4": "num_layers: 8\n    pp_interleave_num: 2",
+        "  pipeline_stage: 1": "  pipeline_stage: 2\n  micro_batch_num: 4",
+        "optimizer:": "parallel:\n  pipeline_config:\n    pipeline_interleave: True\noptimizer:"})
+    seen = set()
+    texts = []
+    for mib in (50, 70, 90, 120, 160):
+        res = make_plan(src, mib * MiB)
+        assert res.fits, mib
+        out = tmp_path / f"plan{mib}.yaml"
+        out.write_text(res.text)
+        ex = explain(str(out))
+        assert ex.exit_code == 0 and not ex.plan.findings, (mib, [f.message for f in ex.plan.findings])
+        est = estimate(str(out))
+        assert [r["choice"] for r in est.layers] == [r["choice"] for r in res.estimate.layers]
+        assert all(st.peak() <= mib * MiB for st in est.stages)
+        seen.add(tuple(r["choice"] for r in est.layers))
+        texts.append(res.text)
+    assert len(seen) >= 3                       # the budgets really give different strategies
+    # interleave: 2-D count tables (one row per chunk), as MindFormers reads them per (interleave, stage)
+    assert "  recompute:\n  - [" in texts[0]
+
+
+def test_64_layer_yaml_plans_under_a_second():
+    t = time.perf_counter()
+    res = make_plan(QWEN, 8 << 30)
+    took = time.perf_counter() - t
+    assert res.fits and took < 1.0
+    choices = {r["choice"] for r in res.estimate.layers}
+    assert "none" in choices and len(choices) >= 2
+
+
+def test_128_layers_16_stages(tmp_path):
+    text = open(QWEN).read().replace("num_layers: 64", "num_layers: 128").replace(
+        "pipeline_stage: 4", "pipeline_stage: 16").replace("micro_batch_num: 16", "micro_batch_num: 32")
+    p = tmp_path / "q128.yaml"
+    p.write_text(text)
+    t = time.perf_counter()
+    res = make_plan(str(p), 10 << 30)
+    assert time.perf_counter() - t < 1.0
+    assert res.fits and len(res.estimate.stages) == 16
+
+
+@pytest.mark.parametrize("text,want", [("58GiB", 58 << 30), ("45MB", 45_000_000), ("62914560", 62914560),
+                                       ("20M", 20 << 20), ("1.5GiB", 3 << 29)])
+def test_sizes(text, want):
+    assert parse_size(text) == want
+
+
+@pytest.mark.parametrize("text", ["", "abc", "12XB", "-3MB", "0"])
+def test_bad_sizes(text):
+    with pytest.raises(InputError):
+        parse_size(text)
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "swapwatch.cli", *args], capture_output=True, text=True)
+
+
+def test_cli_exit_codes_and_no_overwrite(tmp_path):
+    FULL = variant(tmp_path, "full.yaml", **{"  recompute: False": "  recompute: True"})
+    out = tmp_path / "out.yaml"
+    # uncalibrated tiny model: none 75.4 MiB, full recompute 42.8 MiB
+    r = cli("plan", TINY, "--budget", "60MiB", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "fits:" in r.stdout and out.exists()
+    first = out.read_text()
+    r = cli("plan", TINY, "--budget", "50MiB", "-o", str(out))
+    assert r.returncode == 2 and "exists" in r.stderr and out.read_text() == first
+    r = cli("plan", TINY, "--budget", "50MiB", "-o", str(out), "--force")
+    assert r.returncode == 0 and out.read_text() != first
+    # below what full recompute reaches: exit 1 with the lowest reachable peak
+    r = cli("plan", TINY, "--budget", "40MiB", "--format", "json")
+    assert r.returncode == 1
+    js = json.loads(r.stdout)
+    assert js["fits"] is False and js["lowest_peak_bytes"] == estimate(FULL).stages[0].peak()
+    assert "lowest" in r.stderr or "cannot get below" in r.stderr
+    r = cli("plan", TINY, "--budget", "lots")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+    # a YAML without the model's sizes: one line naming the first missing key, exit 2
+    r = cli("plan", "fixtures/configs/conflict.yaml", "--budget", "1GiB")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+    assert "conflict.yaml:" in r.stderr and "model.model_config.vocab_size: needed to estimate memory" in r.stderr
+
+
+def test_cli_yaml_and_json_formats():
+    r = cli("plan", TINY, "--budget", "60MiB", "--format", "yaml")
+    assert r.returncode == 0 and r.stdout.startswith("# The tiny Llama")
+    r = cli("plan", TINY, "--budget", "60MiB", "--format", "json")
+    js = json.loads(r.stdout)
+    assert js["budget_bytes"] == 60 * MiB and js["fits"] is True
+    assert all(st["peak_bytes"] <= 60 * MiB for st in js["stages"])
+    assert {r["choice"].split(":")[0] for r in js["layers"]} <= {"none", "select", "full"}
+    r = cli("estimate", TINY, "--format", "json")
+    assert r.returncode == 0 and json.loads(r.stdout)["stages"][0]["peak_bytes"] > 0
+
+
+def test_allow_swap_plans_layer_swaps_that_explain_accepts(tmp_path):
+    res = make_plan(QWEN, 7 << 30, allow_swap=True)
+    assert res.fits
+    choices = [r["choice"] for r in res.estimate.layers]
+    assert any(c.startswith("swap:") for c in choices)
+    out = tmp_path / "swap.yaml"
+    out.write_text(res.text)
+    ex = explain(str(out))
+    assert ex.exit_code == 0 and not ex.plan.findings
+    assert 'memory_optimize_level: "O0"' in res.text and "layer_swap:" in res.text   # quoting kept
+    # cheaper than the best plan without swap at the same budget (swap is hidden behind compute)
+    assert sum(s.flops for s in res.stages) < sum(s.flops for s in make_plan(QWEN, 7 << 30).stages)
+
+
+def test_allow_swap_refused_off_ascend(tmp_path):
+    with pytest.raises(InputError, match="device_target is CPU"):
+        make_plan(TINY, 60 * MiB, allow_swap=True)
+
+
+def test_legacy_parallel_config_recompute_is_replaced(tmp_path):
+    # parallel_config.recompute as a plain bool makes MindFormers skip recompute_config entirely:
+    # the plan can only take effect without it
+    text = open(TINY).read().replace("  pipeline_stage: 1", "  pipeline_stage: 1\n  recompute: True")
+    text = text.replace("recompute_config:\n  recompute: False\n", "")
+    src = tmp_path / "legacy.yaml"
+    src.write_text(text)
+    res = make_plan(str(src), 60 * MiB)
+    assert res.fits
+    out = tmp_path / "out.yaml"
+    out.write_text(res.text)
+    cfg = load_config(str(out))
+    assert cfg.parallel_recompute is None and "recompute_config:" in res.text
+    assert [r["choice"] for r in estimate(str(out)).layers] == [r["choice"] for r in res.estimate.layers]
+
+
+def test_the_example_trainer_takes_its_sizes_from_the_yaml(tmp_path):
+    # what plan sized is what runs: the trainer reads model_config / runner_config, flags override
+    from swapwatch.examples.train import fill_sizes, parse_args
+
+    a = parse_args(["--config", TINY])
+    fill_sizes(a)
+    assert (a.hidden, a.heads, a.ffn, a.seq, a.batch, a.vocab) == (256, 4, 688, 256, 2, 128)
+    a = parse_args(["--config", TINY, "--hidden", "64", "--seq", "32"])
+    fill_sizes(a)
+    assert (a.hidden, a.seq, a.ffn) == (64, 32, 688)
+    a = parse_args([])
+    fill_sizes(a)
+    assert (a.hidden, a.heads, a.ffn, a.seq, a.batch, a.vocab) == (64, 4, 172, 32, 2, 128)
+    bad = variant(tmp_path, "bad.yaml", **{"seq_length: 256": "seq_length: long"})
+    a = parse_args(["--config", bad])
+    with pytest.raises(InputError) as exc:
+        fill_sizes(a)
+    assert "model.model_config.seq_length" in exc.value.one_line() and exc.value.line
