@@ -295,3 +295,12 @@ def _load(name):
     path = CONFIGS / name
     data, lines = pconfig.read_yaml(str(path))
     return data, lines, str(path)
+
+
+def test_static_yaml_with_a_pynative_section_is_read_as_pynative_and_says_what_it_ignores():
+    tree = {"model": {"model_type": "qwen3", "model_config": {"num_layers": 2}},
+            "parallel_config": {"recompute": True}, "recompute": {"mode": "full", "full_recompute_layer": ["1"]}}
+    e = explain_tree(tree, {}, "x.yaml")
+    assert e.config.num_layers == 2 and e.plan.layers[1].full
+    sw505 = [f for f in e.findings if f.code == "SW505"]
+    assert sw505 and "parallel_config.recompute, model.model_config" in sw505[0].message

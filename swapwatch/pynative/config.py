@@ -136,7 +136,8 @@ def from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional[str]
     model = data.get("model") if isinstance(data.get("model"), dict) else {}
     n = num_layers
     if n is None:
-        n = model.get("num_hidden_layers", model.get("num_layers"))
+        mc = model.get("model_config") if isinstance(model.get("model_config"), dict) else {}
+        n = model.get("num_hidden_layers", model.get("num_layers", mc.get("num_layers")))
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
         raise ConfigError("the layer count is unknown: set model.num_hidden_layers in the YAML or pass "
                           "--num-layers", file=source, line=lines.get("model"), key="model.num_hidden_layers")
