@@ -166,6 +166,9 @@ def main():
         A._get_modules_and_ops_list = lambda model, paths=paths: {
             i: list(paths[i]) for i in range(model.layer_start, model.layer_end + 1)}
         decoder = Block([build_layer(paths[i]) for i in range(n)], n, m)
+        if "layer_start" in case:    # one pipeline stage's chunk: global ids layer_start..layer_end
+            object.__setattr__(decoder, "layer_start", case["layer_start"])
+            object.__setattr__(decoder, "layer_end", case["layer_end"])
         mtp = Block([build_layer(paths[n + i]) for i in range(m)], n, m) if m else None
         out = {"lines": log.lines, "error": None, "pairs": []}
         try:

@@ -123,3 +123,12 @@ def test_every_format_names_rank_and_layer(tmp_path, fmt):
 def test_pynative_log_without_config_asks_for_it():
     out = subprocess.run([EXE, "verify", str(LOGS / "pynative_qwen3")], capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and "--config" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_pipeline_stages_each_log_their_own_layers(tmp_path):
+    pp2 = str(CONFIGS / "pynative_pp2.yaml")
+    r = verify([str(LOGS / "pynative_pp2")], config_path=pp2)
+    assert r.verdict == "pass" and codes(r) == [], [f.message for f in r.findings]    # stage-local no-match: not SW104
+    d = edited(tmp_path, "pynative_pp2", lambda ls: [l for l in ls if "Set select recompute at layer 3" not in l])
+    r = verify([d], config_path=pp2)
+    assert [(f.code, f.rank, f.layer) for f in r.findings if f.severity == "error"] == [("SW101", None, 3)]

@@ -12,7 +12,8 @@ make of the PyNative lines (:mod:`swapwatch.parsers.pynative`). Per rank and lay
 * SW501 (warning, its run variant): the rank ran on one card (``Current world size: 1.``), nothing applied;
 * SW401 (warning): ranks (without pipeline parallel) logged different strategies.
 
-With pipeline parallel each stage logs only its own layers, so "missing" is decided on the union of ranks.
+With pipeline parallel each stage logs only its own layers, so "missing" is decided on the union of ranks, and
+a stage's no-match warning for a pattern that matches on another stage is not SW104.
 """
 from __future__ import annotations
 
@@ -121,6 +122,8 @@ def compare(plan: PynativePlan, runlog: Any) -> List[Finding]:
         world = [n.data["n"] for n in notices if n.what == "world_size"]
         refused = [n for n in notices if n.what == "pyn_config_error" and n.data.get("level") in ("ERROR", None)]
         for n in notices:
+            if n.what == "pattern_no_match" and pp > 1 and (n.data["label"], n.data["pattern"]) not in plan.no_match:
+                continue        # a stage warns for a pattern whose layers are on another stage: matched there
             if n.what == "pattern_no_match":
                 findings.append(Finding("SW104", "warning", f"rank {rank}: {n.data['label']} pattern '{n.data['pattern']}' did not "
                                                             "match any module (MindFormers' warning): nothing applied "
