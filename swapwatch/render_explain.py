@@ -49,6 +49,10 @@ def render_table(ex: Explanation, all_layers: bool = False) -> str:
     mode = "swap ON (recompute keys are layer ids)" if plan.swap else "swap off"
     out.append(f"{src}: {g.num_layers} layers, pipeline_stage {g.pipeline_stage}, "
                f"pp_interleave_num {g.pp_interleave_num}, {mode}; model layout: {plan.model}")
+    from .pynative.config import static_path_line      # legacy or mcore (use_legacy: False); PyNative is apart
+    path_line = static_path_line(cfg.source)
+    if path_line:
+        out.append(path_line)
     if cfg.mtp_depth:
         out.append(f"  (num_layers includes mtp_depth {cfg.mtp_depth}, as MindFormers passes it to LayerSetting)")
     if cfg.pp_interleave_num > 1 and not cfg.pipeline_interleave:
