@@ -37,6 +37,13 @@ CASES = {
     "unknown_key": (Q, {"recompute": {"mode": "full", "full_recompute_layers": ["0"]}}),
     "enable_str": (Q, {"swap": {"enable": "yes"}}),
     "prefetch_str": (Q, {"swap": {"enable": True, "default_prefetch": "2"}}),
+    "full_layers_str": (Q, {"recompute": {"mode": "full", "full_recompute_layer": "0-3"}}),
+    "full_layers_int": (Q, {"recompute": {"mode": "full", "full_recompute_layer": 3}}),
+    "select_module_str": (Q, {"recompute": {"mode": "select", "select_module": "mlp"}}),
+    "exclude_op_list": (Q, {"recompute": {"mode": "full", "full_recompute_layer": ["0"], "exclude_op": ["mlp"]}}),
+    "comm_module_int": (Q, {"recompute_comm": {"enable": True, "select_module": 3}}),
+    "layer_swap_str": (Q, {"swap": {"enable": True, "layer_swap": "0"}}),
+    "op_swap_int": (Q, {"swap": {"enable": True, "op_swap": 1}}),
     # refusals of the structure
     "full_without_layers": (Q, {"recompute": {"mode": "full"}}),
     "select_without_module": (Q, {"recompute": {"mode": "select"}}),

@@ -71,8 +71,14 @@ def validate_specs(specs: Sequence[Any], label: str, total: int, prefetch: Optio
     """A list of specs -> the normalized list (as MindFormers writes it back), or :class:`Refusal`."""
     out: List[str] = []
     prev_hi = -1
+    if specs and not hasattr(specs, "__iter__"):     # e.g. ``full_recompute_layer: 3``: Python's own error
+        raise Refusal(f"'{type(specs).__name__}' object is not iterable", exc="TypeError")
     for i, spec in enumerate(specs or []):
         norm = normalize_spec(f"{label}[{i}]", spec, total)
+        if not isinstance(specs, list):
+            # MindFormers writes the normalized spec back (``specs[i] = ...``): a string (YAML ``'0-3'`` without
+            # brackets) is not type-checked when the YAML is loaded and fails here, with Python's own message
+            raise Refusal(f"'{type(specs).__name__}' object does not support item assignment", exc="TypeError")
         lo, hi = bounds(norm)
         if lo <= prev_hi:
             raise Refusal(f"{label}: layer specs must be in strictly ascending order; spec[{i}] '{norm}' "
