@@ -311,3 +311,31 @@ def test_static_header_names_legacy_or_mcore(tmp_path):
     p = tmp_path / "m.yaml"
     p.write_text((CONFIGS / "select_recompute.yaml").read_text() + "\nuse_legacy: False\n")
     assert "path: static graph, mcore (use_legacy: False)" in run("explain", str(p)).output
+
+
+_VALS = st.recursive(
+    st.none() | st.booleans() | st.integers(-2, 9)
+    | st.sampled_from(["0", "1-2", "3-1", "x", "mlp", ".*", "mlp(", "9", "None", "full", "select", ""]),
+    lambda c: st.lists(c, max_size=3) | st.dictionaries(
+        st.sampled_from(["mlp", "layers", "op_name", ".*norm", "self_attention", 5]), c, max_size=3),
+    max_leaves=8)
+
+
+def _sec(keys):
+    return st.dictionaries(st.sampled_from(keys), _VALS, max_size=4)
+
+
+@given(_sec(["mode", "full_recompute_layer", "select_module", "exclude_op"]), _sec(["enable", "select_module"]),
+       _sec(["enable", "default_prefetch", "layer_swap", "op_swap"]), st.integers(1, 3),
+       st.sampled_from(["qwen3", "deepseek_v3"]))
+@settings(max_examples=300, deadline=None)
+def test_any_sections_give_a_plan_or_a_one_line_refusal(r, c, s, pp, fam):
+    """Property: whatever the sections hold, explain gives a plan or a ConfigError, never a crash (exit 3)."""
+    tree = {"model": {"model_type": fam, "num_hidden_layers": 4, "num_nextn_predict_layers": int(fam != "qwen3")},
+            "parallelism": {"pipeline_parallel": pp}, "recompute": r, "recompute_comm": c, "swap": s}
+    try:
+        e = explain_tree(tree, {}, "x.yaml")
+    except pconfig.ConfigError as exc:
+        assert "\n" not in exc.one_line()
+    else:
+        assert len(e.plan.layers) == 4 + int(fam != "qwen3")

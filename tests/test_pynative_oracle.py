@@ -196,3 +196,53 @@ def test_the_cases_cover_refusals_quirks_and_applied_plans(oracle):
 def test_int_module_key_refused_as_mindformers_words_it():
     got = _mine(_tree(*CASES["select_key_int"]))
     assert got["error"] == ["ValueError", "TrainConfig.recompute.select_module: invalid module path key 5"]
+
+
+def _random_sections(rng):
+    """A random mix of valid and invalid strategy sections (layer specs, regexes, structure)."""
+    specs = ["0", "1", "2", "3", "4", "0-1", "1-3", "2-3", "0-3", "3-1", "5", "a", 2, " 1 "]
+    keys = ["mlp", "mlp\\.linear_fc1", "self_attention", ".*layernorm", "self_attention\\..*", "add", "nope",
+            "mlp\\.experts", "transformer_layer\\.mlp", "self_attention.core_attention", "mlp.*", "eh_proj"]
+
+    def spec_list(top=4):
+        out = sorted(rng.sample(range(top), rng.randint(0, 3)))
+        lst = [str(x) for x in out]
+        if rng.random() < 0.1:
+            lst.append(rng.choice(specs))
+        return lst
+
+    def module_dict():
+        return {rng.choice(keys): spec_list() or ["0"] for _ in range(rng.randint(1, 3))}
+
+    out = {}
+    mode = rng.choice(["None", "full", "select", "select"])
+    rc = {"mode": mode}
+    if rng.random() < 0.6:
+        rc["full_recompute_layer"] = spec_list()
+    if rng.random() < 0.8:
+        rc["select_module"] = module_dict()
+    if rng.random() < 0.3:
+        rc["exclude_op"] = module_dict()
+    out["recompute"] = rc
+    if rng.random() < 0.5:
+        out["recompute_comm"] = {"enable": True, "select_module": module_dict()}
+    if rng.random() < 0.6:
+        sw = {"enable": True, "default_prefetch": rng.choice([1, 1, 2])}
+        if rng.random() < 0.6:
+            sw["layer_swap"] = [{"layers": spec_list(3)} for _ in range(rng.randint(1, 2))]
+        if rng.random() < 0.6:
+            sw["op_swap"] = [{"op_name": rng.choice(keys), "layers": spec_list(3)} for _ in range(rng.randint(1, 2))]
+        out["swap"] = sw
+    return out
+
+
+def test_random_configs_behave_as_mindformers():
+    """Property: on 200 random Qwen3 / DeepSeek-V3+MTP configs the engine's lines, pairs and refusals are
+    MindFormers' own (one oracle process for all)."""
+    import random
+    rng = random.Random(15)
+    trees = [_tree(rng.choice([Q, D]), _random_sections(rng)) for _ in range(200)]
+    results = run_oracle([_oracle_case(t) for t in trees])
+    mismatches = [(t, _mine(t), r) for t, r in zip(trees, results) if _mine(t) != r]
+    assert not mismatches, mismatches[:1]
+    assert sum(1 for r in results if r["error"]) > 20 and sum(1 for r in results if r["pairs"]) > 20

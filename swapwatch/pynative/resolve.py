@@ -113,6 +113,9 @@ def _expand(paths: Dict[int, Tuple[str, ...]], module_dict: Dict[str, Any], labe
                     hit = regex.fullmatch(key, item, timeout=1)
                 except regex.error as exc:
                     raise Refusal(f"{exc}", exc="regex.error") from None
+                except TimeoutError as exc:     # activation_checkpoint.py:regex_match: warn, count as no match
+                    lines.append(LogLine("WARNING", f"{exc} Please check and fix it.", "regex_timeout", key=key))
+                    hit = None
                 if hit:
                     matched = True
                     bucket = out.setdefault(lid, [])
