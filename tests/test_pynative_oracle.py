@@ -1,7 +1,7 @@
 """The PyNative engine against MindFormers 2.1.0's own ``apply_ac`` (oracle venv), case by case.
 
 Each case is run twice: by :mod:`swapwatch.pynative` and by the real ``activation_checkpoint.py`` (through
-``tests/_pynative_oracle_driver.py``, on stand-in cells built from the same per-layer path lists). Every log
+``tests/oracle/mf_apply_ac.py``, on stand-in cells built from the same per-layer path lists). Every log
 line (warnings, maps, ``Set ...`` lines, the ERROR line before a refusal), the prefetch pairs and the refusal
 (exception type and text) must be identical. One oracle process runs all cases (MindFormers imports slowly).
 """
@@ -156,7 +156,7 @@ def _oracle_case(tree):
 
 
 def run_oracle(cases):
-    out = subprocess.run([str(ORACLE), str(REPO / "tests" / "_pynative_oracle_driver.py")],
+    out = subprocess.run([str(ORACLE), str(REPO / "tests" / "oracle" / "mf_apply_ac.py")],
                          input=json.dumps({"cases": cases}), capture_output=True, text=True, timeout=600)
     line = [ln for ln in out.stdout.splitlines() if ln.startswith(MARK)]
     assert line, out.stderr[-2000:]

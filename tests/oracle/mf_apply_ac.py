@@ -1,6 +1,6 @@
 """Run MindFormers 2.1.0's real PyNative ``apply_ac`` on stand-in cells, for the oracle tests (oracle venv only).
 
-Usage: ``.oracle-venv/bin/python tests/_pynative_oracle_driver.py < cases.json``: the last stdout line is
+Usage: ``.oracle-venv/bin/python tests/oracle/mf_apply_ac.py < cases.json``: the last stdout line is
 ``MARK`` + a JSON list, one result per case.
 
 ``activation_checkpoint.py`` is loaded from the installed wheel file itself. What it imports from
