@@ -132,3 +132,18 @@ def test_pipeline_stages_each_log_their_own_layers(tmp_path):
     d = edited(tmp_path, "pynative_pp2", lambda ls: [l for l in ls if "Set select recompute at layer 3" not in l])
     r = verify([d], config_path=pp2)
     assert [(f.code, f.rank, f.layer) for f in r.findings if f.severity == "error"] == [("SW101", None, 3)]
+
+
+def test_layer_map_in_table_and_json(tmp_path):
+    d = edited(tmp_path, "pynative_qwen3", lambda ls: [l for l in ls if "Set full recompute at layer 0" not in l])
+    r = verify([d], config_path=QWEN)
+    from swapwatch.pynative.verify import layer_map, map_lines
+    m = layer_map(r)
+    assert m["rank"] == 1 and m["layers"][0]["differs"] == ["full_recompute"]
+    assert m["layers"][2]["expected"] == {"select_recompute": "mlp", "select_comm_recompute": "self_attention.reshape",
+                                          "layer_swap": "yes"} == m["layers"][2]["actual"]
+    text = "\n".join(map_lines(r))
+    assert "vs rank 1" in text and "✗ yes → -" in text
+    out = subprocess.run([EXE, "verify", d, "--config", QWEN, "--format", "json"], capture_output=True, text=True,
+                         timeout=120)
+    assert json.loads(out.stdout)["layer_map"]["layers"][0]["differs"] == ["full_recompute"]

@@ -173,3 +173,74 @@ def verify_pynative(ex: PynativeExplanation, runlog: Any, config_source: str, ig
     if any(result.failing(f) for f in findings):
         result.verdict, result.exit_code = "fail", 1
     return result
+
+
+#: verify-map column -> the action its ``Set ...`` lines log (the shared column names of layer_table)
+_MAP_ACTIONS = (("full_recompute", "full_recompute"), ("select_recompute", "select_recompute"),
+                ("select_comm_recompute", "select_comm_recompute"),
+                ("select_recompute_exclude", "select_recompute_exclude"),
+                ("layer_swap", "layer_swap"), ("op_swap", "op_swap"))
+
+
+def _cell(key: Key, table: Dict[Key, List[str]]) -> str:
+    if key not in table:
+        return ""
+    return "yes" if key[1] in ("full_recompute", "layer_swap") else ", ".join(table[key])
+
+
+def layer_map(result: Any, rank: Optional[int] = None) -> Dict[str, Any]:
+    """Per layer, what the plan's ``Set ...`` lines say and what ``rank`` logged (default: the first rank with
+    strategy lines), with the columns that differ: the PyNative counterpart of verify's layer map."""
+    plan = result.plan
+    exp = expected(plan)
+    ranks = sorted(result.runlog.ranks)
+    if rank is None:        # as verify's static map: the first rank with a finding of its own about the strategy
+        own = sorted({f.rank for f in result.findings if f.rank in result.runlog.ranks and f.code.startswith("SW1")
+                      and f.code != "SW104"})
+        rank = own[0] if own else next((r for r in ranks if logged(result.runlog.ranks[r].events)[0]),
+                                        ranks[0] if ranks else None)
+    got = logged(result.runlog.ranks[rank].events)[0] if rank is not None else {}
+    if plan.config.pipeline_parallel > 1:       # each stage logs its own layers: show them all together
+        got = {}
+        for r in ranks:
+            for k, v in logged(result.runlog.ranks[r].events)[0].items():
+                got.setdefault(k, v)
+    layers = []
+    for la in plan.layers:
+        row = {"layer": la.layer, "mtp": la.mtp, "expected": {}, "actual": {}, "differs": []}
+        for col, action in _MAP_ACTIONS:
+            e, g = _cell((la.layer, action), exp), _cell((la.layer, action), got)
+            if e:
+                row["expected"][col] = e
+            if g:
+                row["actual"][col] = g
+            if e != g:
+                row["differs"].append(col)
+        layers.append(row)
+    return {"rank": None if plan.config.pipeline_parallel > 1 else rank, "verified": bool(got), "layers": layers}
+
+
+def map_lines(result: Any) -> List[str]:
+    """The verify table's per-layer map for a PyNative run (before the findings)."""
+    from .. import layer_table
+    m = layer_map(result)
+    cols = [c for c, _ in _MAP_ACTIONS
+            if c == "full_recompute" or any(c in r["expected"] or c in r["actual"] for r in m["layers"])]
+    body = []
+    for r in m["layers"]:
+        cells = []
+        for c in cols:
+            e, g = r["expected"].get(c, ""), r["actual"].get(c, "")
+            cells.append(f"{layer_table.DIFF} {e or layer_table.NONE} → {g or layer_table.NONE}" if c in r["differs"]
+                         else e)
+        body.append(([r["layer"]], "mtp" if r["mtp"] else "decoder", cells))
+    body = layer_table.fold(body, key=lambda x: (x[1], x[2]), layers=lambda x: x[0])
+    who = "all ranks (pipeline stages)" if m["rank"] is None else f"rank {m['rank']}"
+    out = [f"PyNative: per layer, the Set ... lines the config leads to vs {who}"
+           + ("" if m["verified"] else " (no strategy line logged)")]
+    out.extend(layer_table.grid(["layer", "kind"] + [layer_table.COLUMNS[c] for c in cols],
+                                [[layer_table.layer_label(ls), kind] + cells for ls, kind, cells in body]))
+    if any(r["differs"] for r in m["layers"]):
+        out.append(f"  {layer_table.DIFF} expected → logged")
+    out.append("")
+    return out
