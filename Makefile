@@ -39,7 +39,7 @@ demo: install
 	BIN=$(BIN) scripts/demo.sh
 
 bench: install
-	$(PY) bench/run.py
+	$(PY) bench/run.py $(BENCH_ARGS)
 
 # swapwatch plan on real MindSpore: plan for budgets between full and no recompute, run each plan,
 # compare predicted with measured pool peaks and step times (about 3 minutes on 2 cores).

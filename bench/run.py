@@ -1,100 +1,156 @@
-"""``make bench``: swapwatch's log parsing vs ``grep -cE`` on the same 1 GB worker log, and peak RSS.
+"""``make bench``: the whole ``swapwatch`` command against ``grep -cE`` on the same files, and peak RSS.
 
-What is compared: ``swapwatch.read_logs`` (the whole parse: candidate search, decoding, every family
-parser, completeness) in a fresh subprocess, against ``grep -cE`` with an alternation of the literals
-that identify the same line families (the message needles of ``swapwatch.parsers.grammar``, i.e.
-what a user would grep for). Both run on a warm page cache; each is timed twice and the best run
-counts. Peak RSS is the subprocess's ``ru_maxrss`` (it includes its pool workers, which it reaps).
+What is compared (the method of the README's Speed section): the whole process a user runs
+(interpreter start, imports, parse, checks, render), ``swapwatch verify LOGS --format json`` with
+its report written to a file, against ``grep -cE`` over the same files with the alternation of the
+seven line families verify reads (LayerSetting ``Set ...``, ``Formative``, ``initial ... from dict``,
+step lines, memory peaks, error codes, SWAPWATCH), its counts written to a file too (GNU grep
+writing to /dev/null stops at the first match). Page cache warm (every file read once first), the
+minimum of ``--repeat`` runs (3) of each, both under ``LC_ALL=C.UTF-8``. Peak RSS is GNU time's
+``%M`` for the command (the largest process of its tree, pool workers included) when
+``/usr/bin/time`` exists, else the largest child's ``ru_maxrss``. The CPU time (``%U + %S``, the
+command and its pool workers) is printed too: on a shared machine it varies far less than the
+wall clock.
 
-The log is generated once by ``bench/gen_log.py`` into ``bench/out/`` (gitignored) and reused.
-Goals: ratio <= 1.5, peak RSS <= 200 MB whatever the log size.
+Workloads (generated once into ``bench/out/``, gitignored, and reused):
+
+* ``1gb``: one 1 GB worker log (``gen_log.py``: a real strategy block in ~1 GB of MindSpore noise);
+* ``1024``: an msrun job of 1,024 worker logs of 1 MB (``gen_job.py``: ranks differ in rank ids,
+  timings and memory figures, three ranks in strategy), plus ``swapwatch events`` and
+  ``swapwatch plot memory`` over it;
+* ``10k``: 10,000 worker logs of 100 KB.
+
+Goals: ratio <= 1.5 (1.0 stretch), peak RSS <= 200 MB whatever the size or the number of logs;
+the plot over 1,024 ranks <= 10 s. ``--only 1gb,1024`` picks workloads; ``--repeat 1`` for a quick look.
 """
 from __future__ import annotations
 
 import argparse
 import os
-import re
 import resource
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
+from typing import Dict, List, Optional, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, ROOT)
-
-from swapwatch.parsers import grammar  # noqa: E402
-
-PARSE = """
-import sys, time
-from swapwatch.parsers import read_logs
-t = time.perf_counter()
-run = read_logs([sys.argv[1]], show_progress=True)
-dt = time.perf_counter() - t
-r = next(iter(run.ranks.values()))
-kinds = {}
-for e in r.events:
-    kinds[e.kind] = kinds.get(e.kind, 0) + 1
-print(dt, len(r.events), r.complete, r.truncated, sorted(kinds.items()))
-"""
+OUT = os.path.join(HERE, "out")
+#: The grep a user would run instead (the seven line families verify reads).
+PATTERN = ("Set (full recompute|select|layer swap|op_swap)|Formative|initial [a-z_]+ from dict|per_step_time|"
+           "peak|Error code|SWAPWATCH")
+ENV = dict(os.environ, LC_ALL="C.UTF-8", LANG="C.UTF-8")
+GNU_TIME = "/usr/bin/time"
 
 
-def grep_pattern() -> str:
-    lits = sorted(set(grammar.raw_needles()) | set(grammar.ANYWHERE))
-    return "|".join(re.sub(r"([][{}()|.*+?^$\\])", r"\\\1", x.decode()) for x in lits)
+def swapwatch_cmd() -> List[str]:
+    exe = os.path.join(os.path.dirname(sys.executable), "swapwatch")
+    return [exe] if os.path.exists(exe) else [sys.executable, "-m", "swapwatch.cli"]
 
 
-def timed(cmd, **kw):
-    t = time.perf_counter()
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, **kw)
-    return time.perf_counter() - t, p
+def workload(name: str) -> Tuple[str, List[str]]:
+    """(what, files) of a workload, generating it once."""
+    gen = [sys.executable]
+    if name == "1gb":
+        path = os.path.join(OUT, "worker_0_1024mb.log")
+        if not os.path.exists(path):
+            print(f"generating {path} (1 GB, once) ...", flush=True)
+            subprocess.run(gen + [os.path.join(HERE, "gen_log.py"), "--size-mb", "1024", "--out", path], check=True)
+        return "one 1 GB worker log", [path]
+    ranks, kb = {"1024": (1024, 1000), "10k": (10000, 100)}[name]
+    path = os.path.join(OUT, f"job_{ranks}x{kb}kb")
+    if not os.path.exists(os.path.join(path, ".complete")):
+        print(f"generating {path} ({ranks} logs of {kb} KB, once) ...", flush=True)
+        subprocess.run(gen + [os.path.join(HERE, "gen_job.py"), "--ranks", str(ranks), "--size-kb", str(kb),
+                              "--out", path], check=True)
+    files = sorted((os.path.join(path, f) for f in os.listdir(path) if f.endswith(".log")),
+                   key=lambda p: int(os.path.basename(p)[7:-4]))
+    return f"{ranks:,} worker logs of {kb // 1000 or kb} {'MB' if kb >= 1000 else 'KB'}", files
+
+
+def warm(files: List[str]) -> int:
+    size = 0
+    for p in files:
+        with open(p, "rb") as f:
+            while True:
+                block = f.read(16 << 20)
+                if not block:
+                    break
+                size += len(block)
+    return size
+
+
+def run(cmd: List[str], out_path: str) -> Tuple[float, Optional[int], int, Optional[float]]:
+    """(seconds, peak RSS in KB or None, exit code, CPU seconds user+sys or None) of one run,
+    stdout to ``out_path``."""
+    timed = os.path.exists(GNU_TIME)
+    rss_file = out_path + ".rss"
+    full = [GNU_TIME, "-f", "%M %U %S", "-o", rss_file] + cmd if timed else cmd
+    with open(out_path, "wb") as out:
+        t = time.perf_counter()
+        p = subprocess.run(full, stdout=out, stderr=subprocess.PIPE, env=ENV, cwd=ROOT)
+        dt = time.perf_counter() - t
+    rss, cpu = None, None
+    if timed:
+        with open(rss_file) as f:     # the last line is ours ("Command exited with ..." may precede it)
+            last = f.read().strip().splitlines()[-1].split()
+        rss, cpu = int(last[0]), float(last[1]) + float(last[2])
+    else:
+        rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    if p.returncode not in (0, 1):
+        sys.stderr.write(p.stderr.decode(errors="replace")[-2000:])
+    return dt, rss, p.returncode, cpu
+
+
+def best(cmd: List[str], out_path: str, repeat: int) -> Tuple[float, int, int, float]:
+    """Minimum wall time, largest peak RSS, last exit code, minimum CPU time over ``repeat`` runs."""
+    times, cpus, peak, rc = [], [], 0, 0
+    for _ in range(repeat):
+        dt, rss, rc, cpu = run(cmd, out_path)
+        times.append(dt)
+        cpus.append(cpu if cpu is not None else float("nan"))
+        peak = max(peak, rss or 0)
+    return min(times), peak, rc, min(cpus)
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--size-mb", type=int, default=1024)
-    ap.add_argument("--log", default=None, help="use this log instead of the generated one")
-    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--only", default="1gb,1024,10k", help="workloads, comma-separated: 1gb, 1024, 10k")
+    ap.add_argument("--repeat", type=int, default=3)
     a = ap.parse_args(argv)
-    path = a.log or os.path.join(HERE, "out", f"worker_0_{a.size_mb}mb.log")
-    if not os.path.exists(path):
-        print(f"generating {path} ({a.size_mb} MB, once) ...", flush=True)
-        subprocess.run([sys.executable, os.path.join(HERE, "gen_log.py"), "--size-mb", str(a.size_mb),
-                        "--out", path], check=True)
-    size = os.path.getsize(path)
-    with open(path, "rb") as f:                     # warm the page cache for both contenders
-        while f.read(16 << 20):
-            pass
     grep = shutil.which("grep")
-    pat = grep_pattern()
-    g_best = None
-    g_count = None
-    if grep:
-        for _ in range(a.repeat):
-            dt, p = timed([grep, "-cE", pat, path], env=dict(os.environ, LC_ALL="C"))
-            g_best = dt if g_best is None else min(g_best, dt)
-            g_count = p.stdout.strip()
-    s_best = None
-    info = ""
-    for _ in range(a.repeat):
-        dt, p = timed([sys.executable, "-c", PARSE, path], cwd=ROOT)
-        if p.returncode:
-            print("swapwatch parse failed", file=sys.stderr)
-            return 1
-        if s_best is None or dt < s_best:
-            s_best, info = dt, p.stdout.strip()
-    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    rss_mb = rss / 1024 if sys.platform != "darwin" else rss / 1024 / 1024
-    print(f"log:           {path} ({size / 1e6:,.0f} MB)")
-    print(f"swapwatch:     {s_best:.2f} s  ({size / s_best / 1e9:.2f} GB/s, {os.cpu_count()} cores)  "
-          f"(in-process parse s, events, complete, truncated, kinds: {info})")
-    if g_best is not None:
-        print(f"grep -cE:      {g_best:.2f} s  ({size / g_best / 1e9:.2f} GB/s, {g_count} matching lines)")
-        print(f"ratio:         {s_best / g_best:.2f}  (goal <= 1.5)")
-    else:
-        print("grep -cE:      not available")
-    print(f"peak RSS:      {rss_mb:.0f} MB  (goal <= 200 MB)")
+    if not grep:
+        print("grep not found: no baseline", file=sys.stderr)
+        return 1
+    sw = swapwatch_cmd()
+    rows: List[Dict[str, object]] = []
+    with tempfile.TemporaryDirectory(prefix="swapwatch-bench-") as tmp:
+        for name in [x.strip() for x in a.only.split(",") if x.strip()]:
+            what, files = workload(name)
+            size = warm(files)
+            g, _, _, gcpu = best([grep, "-cE", PATTERN] + files, os.path.join(tmp, "counts.txt"), a.repeat)
+            target = files if name == "1gb" else [os.path.dirname(files[0])]
+            cmds = [("verify", sw + ["verify"] + target + ["--format", "json"], "report.json")]
+            if name == "1024":
+                cmds += [("events", sw + ["events"] + target, "events.jsonl"),
+                         ("plot memory", sw + ["plot", "memory"] + target + ["-o", os.path.join(tmp, "memory.png")],
+                          "plot.txt")]
+            for label, cmd, out in cmds:
+                dt, rss, rc, cpu = best(cmd, os.path.join(tmp, out), a.repeat)
+                rows.append({"workload": what, "command": label, "s": dt, "grep": g, "rss": rss, "rc": rc,
+                             "cpu": cpu, "gcpu": gcpu})
+                print(f"{what:<28} {label:<12} {dt:7.2f} s   grep -cE {g:6.2f} s   ratio {dt / g:5.2f}   "
+                      f"peak RSS {rss / 1024:6.0f} MB   CPU {cpu:6.2f} s (grep {gcpu:5.2f} s)   exit {rc}",
+                      flush=True)
+    print()
+    print("| workload | command | swapwatch | grep -cE | ratio | peak RSS | CPU swapwatch / grep |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['workload']} | {r['command']} | {r['s']:.2f} s | {r['grep']:.2f} s | "
+              f"{r['s'] / r['grep']:.2f} | {r['rss'] / 1024:.0f} MB | {r['cpu']:.2f} s / {r['gcpu']:.2f} s |")
+    print(f"\n{os.cpu_count()} cores; goals: ratio <= 1.5 (plot memory: <= 10 s), peak RSS <= 200 MB")
     return 0
 
 

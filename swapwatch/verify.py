@@ -251,6 +251,8 @@ def read_ir(ir_dir: str) -> Any:
 
 
 def _first_source(rank_log: Any, kind: str) -> Optional[str]:
+    if callable(getattr(rank_log, "first_source", None)):
+        return rank_log.first_source(kind)
     for e in rank_log.events:
         if e.kind == kind:
             return e.source

@@ -17,12 +17,14 @@ for those semantics); this module only knows which of them leave a line in the l
 from __future__ import annotations
 
 import functools
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
 from .. import patterns
 from ..events import ACTIONS
+from ..parsers import model as _model
 
 #: Actions whose items are pattern-driven paths (the rest are whole-layer actions).
 PATTERN_ACTIONS = (
@@ -96,6 +98,9 @@ class RankDiff:
     cut_layers: Set[int] = field(default_factory=set)
     seen: Dict[int, List[Seen]] = field(default_factory=lambda: defaultdict(list))
     has_strategy_lines: bool = False
+    #: a lower rank that logged exactly the same items with the same cut (this diff is its
+    #: verdicts with this rank's sources), None when this rank was compared on its own
+    same_as: Optional[int] = None
 
 
 @dataclass
@@ -203,25 +208,92 @@ def norm_value(value: Any) -> str:
 # ---------------------------------------------------------------------------------------------
 
 def compare(plan: Any, runlog: Any, family: str = "llama") -> Comparison:
-    """Compare every rank of ``runlog`` with ``plan``."""
+    """Compare every rank of ``runlog`` with ``plan``.
+
+    Ranks are visited one at a time (a packed rank is unpacked only while it is compared), and
+    ranks that logged the same strategy items with the same cut are compared once: the others get
+    the same verdicts with their own sources (:func:`_refold`). For a packed rank the diff keeps no
+    copy of its logged items; ``RankDiff.seen`` reads them back from the rank when asked.
+    """
     expected = expected_actions(plan, family)
     known = layout_paths(family)
-    seen_by_rank = {r: seen_items(rl) for r, rl in sorted(runlog.ranks.items())}
-    logged_paths = {s.path for seen in seen_by_rank.values() for items in seen.values()
-                    for s in items if s.path is not None}
-    layout_trusted = logged_paths <= known
-
     layout_matches = {(e.action, e.pattern) for items in expected.values() for e in items
                       if e.pattern is not None and e.paths}
     ranks: Dict[int, RankDiff] = {}
     seen_anywhere: Set[Tuple[str, str]] = set()
-    for r, seen in seen_by_rank.items():
-        diff = _compare_rank(r, runlog.ranks[r], expected, seen)
+    logged_paths: Set[str] = set()
+    folds: Dict[Any, Tuple[RankDiff, Dict[int, int]]] = {}
+    for r, rank_log in sorted(runlog.ranks.items()):
+        packed = callable(getattr(rank_log, "strategy_key", None)) and rank_log.strategy_key() is not None
+        if packed:
+            # a packed rank knows its strategy's content: equal content, equal items, no unpacking
+            quick = ("packed", rank_log.strategy_key(), is_cut(rank_log))
+            folded = folds.get(quick)
+            if folded is not None and not folded[0].extra and not folded[0].value_diffs:
+                ranks[r] = _refold(r, folded, [], LazySeen(rank_log))
+                continue
+        seen = seen_items(rank_log)
+        flat = [s for items in seen.values() for s in items]
+        logged_paths.update(s.path for s in flat if s.path is not None)
+        key = (tuple((s.layer, s.action, s.path, norm_value(s.value)) for s in flat), is_cut(rank_log))
+        folded = folds.get(key)
+        if folded is None:
+            diff = _compare_rank(r, rank_log, expected, seen)
+            folded = folds[key] = (diff, {id(s): i for i, s in enumerate(flat)})
+            for k, layers in diff.matched.items():
+                if layers:
+                    seen_anywhere.add(k)
+        else:
+            diff = _refold(r, folded, flat, seen)
+        if packed:
+            folds.setdefault(quick, folded)
+            diff.seen = LazySeen(rank_log)
         ranks[r] = diff
-        for key, layers in diff.matched.items():
-            if layers:
-                seen_anywhere.add(key)
-    return Comparison(expected, ranks, layout_trusted, seen_anywhere, layout_matches)
+    return Comparison(expected, ranks, logged_paths <= known, seen_anywhere, layout_matches)
+
+
+def _refold(rank: int, folded: Tuple[RankDiff, Dict[int, int]], flat: List[Seen],
+            seen: Dict[int, List[Seen]]) -> RankDiff:
+    """The diff of a rank that logged exactly what an already compared rank logged (same items,
+    same order, same cut): the same verdicts, with this rank's own Seen items (its sources)."""
+    ref, index = folded
+    diff = RankDiff(rank, same_as=ref.rank)
+    diff.seen = seen
+    diff.has_strategy_lines = ref.has_strategy_lines
+    diff.cut_layers = ref.cut_layers
+    diff.matched = ref.matched
+    diff.missing = ref.missing
+    diff.extra = [flat[index[id(s)]] for s in ref.extra]
+    diff.value_diffs = [(e, flat[index[id(s)]]) for e, s in ref.value_diffs]
+    return diff
+
+
+class LazySeen(Mapping):
+    """``RankDiff.seen`` of a packed rank: read back from the rank's events when asked, so a
+    10,000-rank comparison holds no copy of every rank's items (the last few are cached)."""
+
+    _recent: "OrderedDict[int, Tuple[Any, Dict[int, List[Seen]]]]" = OrderedDict()
+
+    def __init__(self, rank_log: Any):
+        self.rank_log = rank_log
+
+    def _items(self) -> Dict[int, List[Seen]]:
+        key = id(self)
+        got = self._recent.get(key)
+        if got is None:       # the entry holds self, so its id is not reused while cached
+            got = self._recent[key] = (self, seen_items(self.rank_log))
+            while len(self._recent) > 16:
+                self._recent.popitem(last=False)
+        return got[1]
+
+    def __getitem__(self, layer: int) -> List[Seen]:
+        return self._items()[layer]
+
+    def __iter__(self):
+        return iter(self._items())
+
+    def __len__(self) -> int:
+        return len(self._items())
 
 
 def _compare_rank(rank: int, rank_log: Any, expected: Dict[int, List[Expected]],
@@ -287,8 +359,8 @@ def _cut_layers(rank_log: Any, seen: Dict[int, List[Seen]],
     return {layer for layer in expected if layer >= last}
 
 
-#: Notices that mean the process stopped with an error.
-FATAL_NOTICES = ("traceback", "config_error")
+#: Notices that mean the process stopped with an error (the parsers' vocabulary, re-exported).
+FATAL_NOTICES = _model.FATAL_NOTICES
 
 
 def is_cut(rank_log: Any) -> bool:
@@ -301,16 +373,9 @@ def is_cut(rank_log: Any) -> bool:
 
 def fatal_after_actions(rank_log: Any) -> Optional[Any]:
     """The first fatal event (traceback, config error, non-zero exit) after the last action line."""
-    events = list(getattr(rank_log, "events", []))
-    last_action = max((i for i, e in enumerate(events) if e.kind == "action"), default=-1)
-    for e in events[last_action + 1:]:
-        if e.kind == "step":       # training started: the strategy block was finished
-            return None
-        if e.kind == "notice" and getattr(e, "what", "") in FATAL_NOTICES:
-            return e
-        if e.kind == "exit" and getattr(e, "code", 0):
-            return e
-    return None
+    if callable(getattr(rank_log, "fatal_after_actions", None)):
+        return rank_log.fatal_after_actions()          # a RankLog answers without unpacking
+    return _model.fatal_after_actions_of(list(getattr(rank_log, "events", [])))
 
 
 def comparison(ctx: Any, family: Optional[str] = None) -> Optional[Comparison]:

@@ -15,6 +15,9 @@ def _expects_lines(comp) -> bool:
 
 
 def _printed_mindformers(rank_log: Any) -> bool:
+    kinds = getattr(rank_log, "kinds", None)
+    if callable(kinds):                  # a RankLog answers without unpacking its events
+        return not kinds().isdisjoint(MINDFORMERS_KINDS)
     return any(e.kind in MINDFORMERS_KINDS for e in rank_log.events)
 
 

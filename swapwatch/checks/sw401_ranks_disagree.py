@@ -43,44 +43,55 @@ class RanksDisagree(Rule):
         if runlog is None or len(runlog.ranks) < 2:
             return
         comp = comparison(ctx)
+        # Ranks that logged the same items share one signature object (one per distinct strategy,
+        # not one per rank), and are voted on as groups: 10,000 identical ranks cost one entry.
         per_rank: Dict[int, Dict[Tuple[int, str], FrozenSet[Item]]] = {}
-        sources: Dict[int, Dict[Tuple[int, str], str]] = {}
+        interned: Dict[Any, Dict[Tuple[int, str], FrozenSet[Item]]] = {}
         limits: Dict[int, Optional[int]] = {}
+        groups: Dict[Tuple[int, Optional[int]], List[int]] = {}
         for rank, rank_log in sorted(runlog.ranks.items()):
+            same = comp.ranks[rank].same_as if comp is not None else None
+            if same is not None:                # same items and cut as a lower rank: its signature
+                if same in per_rank:
+                    per_rank[rank], limits[rank] = per_rank[same], limits[same]
+                    groups.setdefault((id(per_rank[rank]), limits[rank]), []).append(rank)
+                continue
             seen = comp.ranks[rank].seen if comp is not None else seen_items(rank_log)
             if not any(seen.values()):
                 continue                        # silent or failed rank: SW106 / SW108
             sig: Dict[Tuple[int, str], Set[Item]] = {}
-            src: Dict[Tuple[int, str], str] = {}
             for layer, items in seen.items():
                 for s in items:
                     sig.setdefault((layer, s.action), set()).add((s.path, norm_value(s.value)))
-                    src.setdefault((layer, s.action), s.source)
-            per_rank[rank] = {k: frozenset(v) for k, v in sig.items()}
-            sources[rank] = src
+            frozen = {k: frozenset(v) for k, v in sig.items()}
+            per_rank[rank] = interned.setdefault(tuple(sorted(frozen.items(), key=lambda kv: kv[0])), frozen)
             cut = comp.ranks[rank].cut_layers if comp is not None else set()
             limits[rank] = min(cut) if cut else None
+            groups.setdefault((id(per_rank[rank]), limits[rank]), []).append(rank)
         if len(per_rank) < 2:
             return
-        keys = sorted({k for sig in per_rank.values() for k in sig})
+        keys = sorted({k for sig in interned.values() for k in sig})
         for key in keys:
             layer = key[0]
-            votes = Counter(per_rank[r].get(key, frozenset()) for r in per_rank
-                            if limits[r] is None or layer < limits[r])
+            votes: Counter = Counter()
+            first: Dict[FrozenSet[Item], int] = {}
+            live: List[Tuple[FrozenSet[Item], List[int]]] = []
+            for (_, limit), members in groups.items():
+                mine = per_rank[members[0]].get(key, frozenset())
+                first[mine] = min(first.get(mine, members[0]), members[0])
+                if limit is None or layer < limit:
+                    votes[mine] += len(members)
+                    live.append((mine, members))
             if len(votes) < 2:
                 continue
-            majority, _ = max(votes.items(), key=lambda kv: (kv[1], -_first_rank(per_rank, key, kv[0])))
-            ref = _first_rank(per_rank, key, majority)
-            for rank in sorted(per_rank):
-                if limits[rank] is not None and layer >= limits[rank]:
-                    continue
-                mine = per_rank[rank].get(key, frozenset())
-                if mine == majority:
-                    continue
-                src = sources[rank].get(key) or _nearest(sources[rank], layer)
-                others = [r for r in sorted(per_rank) if per_rank[r].get(key, frozenset()) == majority
-                          and (limits[r] is None or layer < limits[r])]
-                who = f"rank {ref}" if len(others) == 1 else f"{len(others)} ranks ({_list(others)})"
+            majority, _ = max(votes.items(), key=lambda kv: (kv[1], -first[kv[0]]))
+            ref = first[majority]
+            others = sorted(r for mine, members in live if mine == majority for r in members)
+            who = f"rank {ref}" if len(others) == 1 else f"{len(others)} ranks ({_list(others)})"
+            odd = sorted((r, mine) for mine, members in live if mine != majority for r in members)
+            for rank, mine in odd:
+                sources = _sources(comp.ranks[rank].seen if comp is not None else seen_items(runlog.ranks[rank]))
+                src = sources.get(key) or _nearest(sources, layer)
                 yield self.finding(
                     f"rank {rank} layer {layer}: {LABEL.get(key[1], key[1])} is "
                     f"{_show(mine)} but {who} logged {_show(majority)}",
@@ -92,34 +103,53 @@ class RanksDisagree(Rule):
         """The logged ``initial ... from dict`` and ``Formative`` values must agree too."""
         for label, getter in (("initial config", lambda rl: rl.initial_config()),
                               ("Formative values", lambda rl: rl.formative())):
-            values = {r: getter(runlog.ranks[r]) for r in sorted(ranks)}
-            values = {r: v for r, v in values.items() if v}
-            if len(values) < 2:
+            # one canonical text per rank (shared between equal ranks), the values re-read only
+            # for the ranks that differ
+            canon: Dict[str, str] = {}
+            by_ids: Dict[tuple, str] = {}       # ranks that share the parsed values share the text
+            texts: Dict[int, str] = {}
+            for r in sorted(ranks):
+                v = getter(runlog.ranks[r])
+                if v:
+                    ids = tuple((k, id(x)) for k, x in v.items())
+                    text = by_ids.get(ids)
+                    if text is None:
+                        text = repr(_canon(v))
+                        text = by_ids[ids] = canon.setdefault(text, text)
+                    texts[r] = text
+            if len(texts) < 2:
                 continue
-            counts = Counter(repr(_canon(v)) for v in values.values())
+            counts = Counter(texts.values())
             if len(counts) < 2:
                 continue
             major = counts.most_common(1)[0][0]
-            ref = next(r for r, v in values.items() if repr(_canon(v)) == major)
-            for r, v in values.items():
-                if repr(_canon(v)) == major:
+            ref = next(r for r, t in texts.items() if t == major)
+            ref_values = getter(runlog.ranks[ref])
+            for r, t in texts.items():
+                if t == major:
                     continue
-                diff = sorted(k for k in set(v) | set(values[ref])
-                              if repr(_canon(v.get(k))) != repr(_canon(values[ref].get(k))))
+                v = getter(runlog.ranks[r])
+                diff = sorted(k for k in set(v) | set(ref_values)
+                              if repr(_canon(v.get(k))) != repr(_canon(ref_values.get(k))))
                 yield self.finding(
                     f"rank {r}: logged {label} differ from rank {ref}'s in {', '.join(diff)}",
                     rank=r, op=", ".join(diff),
-                    expected={k: values[ref].get(k) for k in diff},
+                    expected={k: ref_values.get(k) for k in diff},
                     actual={k: v.get(k) for k in diff},
                     source=_source_of(runlog.ranks[r], label))
 
 
+def _sources(seen) -> Dict[Tuple[int, str], str]:
+    """(layer, action) -> the first line that logged it on one rank."""
+    src: Dict[Tuple[int, str], str] = {}
+    for layer, items in seen.items():
+        for s in items:
+            src.setdefault((layer, s.action), s.source)
+    return src
+
+
 def _list(ranks: List[int]) -> str:
     return ", ".join(map(str, ranks[:8])) + (", ..." if len(ranks) > 8 else "")
-
-
-def _first_rank(per_rank, key, sig) -> int:
-    return min(r for r in per_rank if per_rank[r].get(key, frozenset()) == sig)
 
 
 def _show(items: FrozenSet[Item]) -> str:

@@ -9,7 +9,7 @@ are msrun's, tracebacks and SWAPWATCH lines are raw or inside any record.
 """
 from __future__ import annotations
 
-from typing import Callable, Iterable, List, Optional
+from typing import Callable, Dict, Iterable, List, Optional
 
 from . import layersetting, memory, msrun, pynative, steps, swapwatch_lines, tracebacks
 from .grammar import ASCEND_NEEDLE, CPU_NEEDLE, EXIT_NEEDLE, OFFLOAD_NEEDLE, SWAPWATCH_NEEDLE, TRACEBACK_NEEDLE
@@ -25,6 +25,44 @@ _EXIT = EXIT_NEEDLE.decode()
 _OFF = OFFLOAD_NEEDLE.decode()
 
 Follow = Callable[[], Iterable[tuple]]
+
+#: Parsed MindFormers records by their text after the timestamp (see :func:`classify_cached`).
+_CACHE: Dict[tuple, List[Event]] = {}
+CACHE_MAX = 8192
+_new = object.__new__
+
+
+def classify_cached(text: str, rank: Optional[int], source: str, follow: Optional[Follow] = None,
+                    prefixed: bool = False) -> List[Event]:
+    """:func:`classify` with the parse of MindFormers records remembered across lines and files.
+
+    Why: every rank of a job logs the same strategy block (the same ``Set ...``, ``Formative`` and
+    ``initial ... from dict`` records), and only the timestamp in front differs, so parsing the
+    message once per job instead of once per rank removes most of the per-rank cost at 1,000+
+    ranks. Only records that start with the fixed-width ``YYYY-MM-DD HH:MM:SS,mmm`` timestamp are
+    remembered (the event never carries the timestamp), and never the families whose events depend
+    on the lines after them (tracebacks, Ascend blocks) or on their own rank (SWAPWATCH). A hit
+    returns shallow copies with this line's rank and source. The table is bounded (cleared when
+    full), so memory does not grow with the input.
+    """
+    if len(text) < 30 or text[4] != "-" or text[19] != "," or _SW in text or _TB in text or _ASC in text:
+        return classify(text, rank, source, follow, prefixed)
+    key = (text[23:], prefixed)
+    hit = _CACHE.get(key)
+    if hit is None:
+        hit = classify(text, None, "", follow, prefixed)
+        if len(_CACHE) >= CACHE_MAX:
+            _CACHE.clear()
+        _CACHE[key] = hit
+    out = []
+    for e in hit:
+        c = _new(type(e))
+        d = c.__dict__
+        d.update(e.__dict__)
+        d["rank"] = rank
+        d["source"] = source
+        out.append(c)
+    return out
 
 
 def classify(text: str, rank: Optional[int], source: str, follow: Optional[Follow] = None,

@@ -7,8 +7,11 @@ an existing field.
 """
 from __future__ import annotations
 
+import pickle
+import zlib
+from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 
 @dataclass
@@ -218,10 +221,16 @@ class RankLog:
 
     def initial_config(self) -> Dict[str, Any]:
         """section -> dict from the ``initial ... from dict`` lines (last one wins)."""
+        memo = self._summary()
+        if memo is not None:
+            return dict(memo["initial_config"])
         return {e.section: e.value for e in self.events if isinstance(e, InitialConfigEvent)}
 
     def formative(self) -> Dict[str, Any]:
         """Logged Formative values (first LayerSetting block)."""
+        memo = self._summary()
+        if memo is not None:
+            return dict(memo["formative"])
         out: Dict[str, Any] = {}
         for e in self.events:
             if isinstance(e, FormativeEvent):
@@ -229,11 +238,157 @@ class RankLog:
         return out
 
     def geometry(self) -> Dict[str, Any]:
+        memo = self._summary()
+        if memo is not None:
+            return dict(memo["geometry"])
         out: Dict[str, Any] = {}
         for e in self.events:
             if isinstance(e, GeometryEvent):
                 out.setdefault(e.what, e.value)
         return out
+
+    def kinds(self) -> frozenset:
+        """The event kinds this rank has, plus ``kind:origin`` for actions and steps."""
+        memo = self._summary()
+        if memo is not None:
+            return memo["kinds"]
+        return _kinds(self.events)
+
+    def first_source(self, kind: str) -> Optional[str]:
+        """``file:line`` of this rank's first event of ``kind`` (None when it has none)."""
+        memo = self._summary()
+        if memo is not None:
+            return memo["first"].get(kind)
+        return next((e.source for e in self.events if e.kind == kind), None)
+
+    def fatal_after_actions(self) -> Optional[Event]:
+        """The first fatal event (traceback, config error, non-zero exit) after the last action
+        line, unless a step line comes first (training started: the strategy block was finished)."""
+        memo = self._summary()
+        if memo is not None:
+            return memo["fatal_after_actions"]
+        return fatal_after_actions_of(self.events)
+
+    def strategy_key(self) -> Optional[tuple]:
+        """The content of this rank's action events in order (no ranks, no sources), one shared
+        object per distinct strategy: ranks with equal keys logged exactly the same strategy.
+        None when the rank is not packed (then nobody needs to fold it)."""
+        memo = self._summary()
+        return memo["strategy"] if memo is not None else None
+
+    def _summary(self) -> Optional[Dict[str, Any]]:
+        return self.__dict__.get("_memo") if self.__dict__.get("_packed") is not None else None
+
+
+#: Notices that mean the process stopped with an error.
+FATAL_NOTICES = ("traceback", "config_error")
+
+
+def _kinds(events: List[Event]) -> frozenset:
+    out = {e.kind for e in events}
+    out.update(f"{e.kind}:{e.origin}" for e in events if e.kind in ("action", "step"))
+    return frozenset(out)
+
+
+def fatal_after_actions_of(events: Sequence[Event]) -> Optional[Event]:
+    """See :meth:`RankLog.fatal_after_actions` (here for event lists that are not a RankLog)."""
+    last_action = max((i for i, e in enumerate(events) if e.kind == "action"), default=-1)
+    for e in events[last_action + 1:]:
+        if e.kind == "step":
+            return None
+        if e.kind == "notice" and getattr(e, "what", "") in FATAL_NOTICES:
+            return e
+        if e.kind == "exit" and getattr(e, "code", 0):
+            return e
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Packed ranks: bounded memory whatever the number of ranks
+# ---------------------------------------------------------------------------------------------
+#: How many packed ranks keep their events unpacked at once (most recently used first).
+UNPACKED_MAX = 64
+_UNPACKED: "OrderedDict[int, RankLog]" = OrderedDict()
+
+
+def _get_events(self: "RankLog") -> List[Event]:
+    packed = self.__dict__.get("_packed")
+    if packed is None:
+        return self.__dict__["_events"]
+    key = id(self)
+    cached = self.__dict__.get("_events")
+    if cached is not None:
+        _UNPACKED.move_to_end(key)
+        return cached
+    events = pickle.loads(zlib.decompress(packed))
+    self.__dict__["_events"] = events
+    _UNPACKED[key] = self
+    while len(_UNPACKED) > UNPACKED_MAX:
+        _, old = _UNPACKED.popitem(last=False)
+        if old.__dict__.get("_packed") is not None:
+            old.__dict__["_events"] = None
+    return events
+
+
+def _set_events(self: "RankLog", events: List[Event]) -> None:
+    self.__dict__["_events"] = events
+    self.__dict__["_packed"] = None
+    _UNPACKED.pop(id(self), None)
+
+
+RankLog.events = property(_get_events, _set_events, doc=RankLog.__doc__)  # type: ignore[assignment]
+
+
+_INTERNED: Dict[Any, Any] = {}
+
+
+def _intern(value: Any) -> Any:
+    return _INTERNED.setdefault(value, value)
+
+
+def pack(rank_log: "RankLog") -> None:
+    """Keep ``rank_log``'s events compressed (a few KB instead of ~0.5 KB per event) and unpack
+    them on access; at most :data:`UNPACKED_MAX` packed ranks are unpacked at a time. What the
+    checks ask of every rank (kinds present, ``initial``/Formative/geometry values, the first source
+    of each kind, a fatal event after the strategy block) is kept unpacked beside it, so a check
+    that visits every rank does not unpack every rank.
+
+    Why: a 10,000-rank job holds ~1.2 million events; as objects that is gigabytes, packed it is
+    tens of MB, and the checks visit ranks one after the other, so a small window of unpacked ranks
+    serves them. The events read back are equal to the ones packed (same classes, same fields).
+    A packed rank's list must not be changed in place (the change would be lost when the rank is
+    packed away again): assign a new list instead, which unpacks the rank for good.
+    """
+    events = rank_log.__dict__.get("_events")
+    if events is None:
+        return
+    first: Dict[str, str] = {}
+    for e in events:
+        first.setdefault(e.kind, e.source)
+    rank_log.__dict__["_memo"] = {
+        "initial_config": rank_log.initial_config(), "formative": rank_log.formative(),
+        "geometry": rank_log.geometry(), "kinds": _intern(_kinds(events)), "first": first,
+        "fatal_after_actions": fatal_after_actions_of(events),
+        "strategy": _intern(tuple((e.layer, e.action, tuple(e.paths), repr(e.value),
+                                   tuple((k, repr(v)) for k, v in (e.values or {}).items()), e.origin)
+                                  for e in events if isinstance(e, ActionEvent)))}
+    rank_log.__dict__["_packed"] = zlib.compress(pickle.dumps(events, protocol=pickle.HIGHEST_PROTOCOL), 1)
+    rank_log.__dict__["_events"] = None
+    _UNPACKED.pop(id(rank_log), None)
+
+
+def share(rank_log: "RankLog") -> None:
+    """Let a packed rank that came from another process share its summary's strategy and kinds
+    with equal ranks here (one object per distinct strategy, not one per batch of ranks)."""
+    memo = rank_log.__dict__.get("_memo")
+    if memo is not None:
+        memo["strategy"] = _intern(memo["strategy"])
+        memo["kinds"] = _intern(memo["kinds"])
+
+
+def unpacked(rank_log: "RankLog") -> List[Event]:
+    """The events of a rank, packed or not, as a list of its own."""
+    return list(rank_log.events)
 
 
 @dataclass

@@ -46,11 +46,17 @@ def rank_from_name(path: str) -> Optional[int]:
     return int(m.group(1)) if m else None
 
 
-def rank_from_head(head: bytes) -> Optional[int]:
-    """Rank evidence in the first bytes of a log (``rank id: N``, ``RANK_ID=N``, SWAPWATCH ``"rank":N``)."""
-    for rx in _RANKS:
+def rank_from_head(head: bytes, conclusive: bool = False) -> Optional[int]:
+    """Rank evidence in the first bytes of a log (``rank id: N``, ``RANK_ID=N``, SWAPWATCH ``"rank":N``).
+
+    ``conclusive``: ``head`` is only the start of a longer head; answer only when a longer head
+    could not change the answer (the first, preferred form matched and does not touch the end of
+    ``head``), else None (read more)."""
+    for i, rx in enumerate(_RANKS):
         m = rx.search(head)
         if m:
+            if conclusive and (i > 0 or m.end() >= len(head)):
+                return None
             return int(m.group(1))
     return None
 

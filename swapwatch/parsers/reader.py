@@ -22,21 +22,26 @@ Per rank, afterwards:
 from __future__ import annotations
 
 import os
+from collections import deque
 from concurrent.futures import ProcessPoolExecutor
+from itertools import islice
 from dataclasses import dataclass
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Deque, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from ..errors import InputError
 from . import inputs as inp
-from .classify import classify
+from .classify import classify_cached
 from .model import (ActionEvent, Event, ExitEvent, GeometryEvent, MemoryEvent, NoticeEvent, RankLog, RunLog,
-                    StepEvent, SwapwatchEvent)
+                    StepEvent, SwapwatchEvent, pack, share, unpacked)
 from .msrun import rank_from_head, scheduler_ranks
 from .progress import Progress
 from .scanner import CHUNK, Needles, Scan, is_prefixed
 
 PIECE = 32 << 20           # bytes per parallel piece of one big file (small enough to balance 2+ workers)
+WINDOW = 2               # batches in flight per worker
 PARALLEL_MIN = 48 << 20    # below this total, process pieces in-process (pool start-up costs more)
+PACK_MIN = 128            # above this many rank logs, each rank's events are kept packed (model.pack)
+SMALL_HEAD = 64 << 10     # most logs are decided by their first 64 KB (the full head is 1 MB)
 TAIL_SLACK = 200           # log lines after a block that show the process moved on
 
 
@@ -47,9 +52,11 @@ class Piece:
     display: str
     start: int
     end: Optional[int]      # None: to EOF (gz or last piece)
-    prefixed: bool
+    prefixed: Optional[bool]  # None: a whole file, decided by the worker from the file's head
     rank: Optional[int]
     chunk: int = CHUNK
+    head_rank: bool = False   # the worker takes the rank from the file's head when it names one
+    pack: bool = False        # a whole rank file for read_logs: the worker settles and packs it
 
 
 @dataclass
@@ -58,22 +65,55 @@ class PieceResult:
     events: List[Event]     # ``source`` holds the piece-relative line number (as str)
     newlines: int
     nbytes: int
+    head_rank: Optional[int] = None   # the rank the file's head names (``Piece.head_rank``)
+    packed: Optional["Packed"] = None  # ``Piece.pack``: the file's rank, settled and packed (events empty)
+
+
+@dataclass
+class Packed:
+    """One rank file settled and packed by the worker that scanned it (:func:`_pack_file`), so
+    the parent neither unpickles nor re-pickles its events. ``mf_before``/``mf_after``: it has
+    MindFormers lines before / after the authority filter (what :func:`read_logs` needs to know)."""
+
+    rank_log: RankLog
+    mf_before: bool
+    mf_after: bool
+
+
+def _decide(piece: Piece) -> Tuple[bool, Optional[int]]:
+    """(prefixed, head rank) of a whole-file piece, from its head (read here, in the worker, so the
+    parent never holds 1,000 heads and each file's head is read by the process that scans it)."""
+    head = inp.read_head(piece.path, SMALL_HEAD)
+    if len(head) == SMALL_HEAD:           # more file than this: is the small head conclusive?
+        pre = is_prefixed(head)
+        rank = rank_from_head(head, conclusive=True) if piece.head_rank else None
+        if pre and (rank is not None or not piece.head_rank):
+            return pre, rank
+        head = inp.read_head(piece.path)
+    return is_prefixed(head), (rank_from_head(head) if piece.head_rank else None)
 
 
 def _parse_piece(piece: Piece, progress=None) -> PieceResult:
+    head_rank = None
+    prefixed = piece.prefixed
+    rank = piece.rank
+    if prefixed is None:
+        prefixed, head_rank = _decide(piece)
+        if head_rank is not None:
+            rank = head_rank
     try:
         with inp.open_binary(piece.path) as f:
             if piece.start:
                 f.seek(piece.start)
             owned = None if piece.end is None else piece.end - piece.start
-            scan = Scan(f, Needles.for_file(piece.prefixed), owned=owned, chunk=piece.chunk, progress=progress)
+            scan = Scan(f, Needles.for_file(prefixed), owned=owned, chunk=piece.chunk, progress=progress)
             events: List[Event] = []
             for line, text in scan:
-                evs = classify(text, piece.rank, str(line), follow=scan.follow, prefixed=piece.prefixed)
+                evs = classify_cached(text, rank, str(line), follow=scan.follow, prefixed=prefixed)
                 if scan.partial and evs and not all(getattr(e, "origin", "") == "swapwatch" or
                                                     e.kind == "swapwatch" for e in evs):
                     # a line cut off mid-way would parse into wrong paths/values: say so instead
-                    evs = [NoticeEvent(piece.rank, str(line), what="partial_line", data={"text": text[:200]})]
+                    evs = [NoticeEvent(rank, str(line), what="partial_line", data={"text": text[:200]})]
                 events.extend(evs)
     except (OSError, EOFError) as exc:
         raise InputError(f"cannot read log: {exc.__class__.__name__}: {exc}", file=piece.path) from None
@@ -81,7 +121,31 @@ def _parse_piece(piece: Piece, progress=None) -> PieceResult:
         if exc.__class__.__name__ in ("error", "BadGzipFile"):
             raise InputError(f"cannot read log: {exc}", file=piece.path) from None
         raise
-    return PieceResult(piece.index, events, scan.newlines, scan.bytes)
+    result = PieceResult(piece.index, events, scan.newlines, scan.bytes, head_rank)
+    if piece.pack:
+        _pack_file(piece, rank, result)
+    return result
+
+
+def _pack_file(piece: Piece, rank: Optional[int], result: PieceResult) -> None:
+    """Settle and pack a whole rank file in the worker (what read_logs would do in the parent)."""
+    for e in result.events:
+        e.source = f"{piece.display}:{e.source}"
+    rank = _events_rank(result.events, rank)
+    if rank is None:                  # unranked: the parent guesses its rank once all files are in
+        for e in result.events:
+            e.source = e.source.rpartition(":")[2]
+        return
+    rl = RankLog(rank, files=[piece.display])
+    events = result.events
+    for e in events:
+        e.rank = rank
+    rl.events = events
+    before = _has_mindformers(rl)
+    _settle(rl, {piece.display: result.newlines})
+    result.packed = Packed(rl, before, _has_mindformers(rl))
+    pack(rl)
+    result.events = []
 
 
 def _align(path: str, pos: int) -> int:
@@ -99,21 +163,36 @@ def _align(path: str, pos: int) -> int:
                 return f.tell() - len(block) + i + 1
 
 
-def _plan(files: Sequence[inp.LogFile], heads: Dict[str, bytes], chunk: int, piece: int) -> List[Piece]:
+def _plan(files: Sequence[inp.LogFile], chunk: int, piece: int, pack_files: bool = False) -> List[Piece]:
+    """Pieces in file order. A file of one piece is decided (prefixed? rank in its head?) by the
+    worker that scans it; a file cut into several is decided here once, so all its pieces agree."""
     pieces: List[Piece] = []
     for f in files:
-        head = heads[f.path]
-        pre = is_prefixed(head)
-        rank = f.name_rank
+        wants_rank = f.name_rank is None or f.role == "rank"
         cut = [0]
         if not f.gz and f.size > piece * 3 // 2:
             for p in range(piece, f.size - piece // 2, piece):
                 a = _align(f.path, p)
                 if a > cut[-1] and a < f.size:
                     cut.append(a)
+        if len(cut) == 1:
+            pieces.append(Piece(len(pieces), f.path, f.display, 0, None, None, f.name_rank, chunk,
+                                head_rank=wants_rank and f.role == "rank", pack=pack_files and f.role == "rank"))
+            continue
+        head = inp.read_head(f.path)
+        if wants_rank:
+            _apply_head_rank(f, rank_from_head(head))
+        pre = is_prefixed(head)
+        del head
         for a, b in zip(cut, cut[1:] + [None]):
-            pieces.append(Piece(len(pieces), f.path, f.display, a, b, pre, rank, chunk))
+            pieces.append(Piece(len(pieces), f.path, f.display, a, b, pre, f.name_rank, chunk))
     return pieces
+
+
+def _apply_head_rank(f: inp.LogFile, head_rank: Optional[int]) -> None:
+    """A worker log's head (``rank id: N``) names its rank better than its file name."""
+    if head_rank is not None and f.role == "rank":
+        f.name_rank = head_rank
 
 
 def _workers() -> int:
@@ -129,10 +208,27 @@ def _run(pieces: List[Piece], total: int, jobs: Optional[int], progress: Progres
         for p in pieces:
             yield _parse_piece(p, progress.add)
         return
-    with ProcessPoolExecutor(max_workers=min(jobs, len(pieces))) as ex:
-        for r in ex.map(_parse_piece, pieces):
-            progress.add(r.nbytes)
-            yield r
+    workers = min(jobs, len(pieces))
+    # Batches of pieces per task (1,000 small files cost 1,000 round trips otherwise), and only
+    # WINDOW batches per worker in flight: results the caller has not taken yet are memory, and
+    # ``Executor.map`` would run ahead through the whole input.
+    batch = max(1, min(32, len(pieces) // (workers * 8)))
+    batches = [pieces[i:i + batch] for i in range(0, len(pieces), batch)]
+    with ProcessPoolExecutor(max_workers=workers) as ex:
+        todo = iter(batches)
+        pending: Deque = deque(ex.submit(_parse_batch, b) for b in islice(todo, WINDOW * workers))
+        while pending:
+            results = pending.popleft().result()
+            nxt = next(todo, None)
+            if nxt is not None:
+                pending.append(ex.submit(_parse_batch, nxt))
+            for r in results:
+                progress.add(r.nbytes)
+                yield r
+
+
+def _parse_batch(pieces: List[Piece]) -> List[PieceResult]:
+    return [_parse_piece(p) for p in pieces]
 
 
 def iter_file_events(paths: Sequence[str], chunk: int = CHUNK, jobs: Optional[int] = None, piece: int = PIECE,
@@ -148,31 +244,34 @@ def iter_file_events(paths: Sequence[str], chunk: int = CHUNK, jobs: Optional[in
 
 
 def _iter_found(found: inp.Inputs, chunk: int, jobs: Optional[int], piece: int,
-                show_progress: bool) -> Iterator[Tuple[inp.LogFile, List[Event]]]:
-    heads = {f.path: inp.read_head(f.path) for f in found.files}
-    for f in found.files:
-        if f.name_rank is None or f.role == "rank":
-            hr = rank_from_head(heads[f.path])
-            if hr is not None and f.role == "rank":
-                f.name_rank = hr
-    pieces = _plan(found.files, heads, chunk, piece)
+                show_progress: bool, pack_files: bool = False) -> Iterator[Tuple[inp.LogFile, List[Event], int]]:
+    """As :func:`iter_file_events`; with ``pack_files`` a whole rank file may come back as a
+    :class:`Packed` rank instead of its events."""
+    pieces = _plan(found.files, chunk, piece, pack_files)
     total = sum(f.size for f in found.files)
-    progress = Progress(total if show_progress else 0)
+    progress = Progress(total if show_progress else 0, files=len(found.files))
     by_path = {f.path: f for f in found.files}
     cur: Optional[str] = None
     base = 0
     acc: List[Event] = []
     try:
         for p, r in zip(pieces, _run(pieces, total, jobs, progress)):
+            if p.head_rank:
+                _apply_head_rank(by_path[p.path], r.head_rank)
             if p.path != cur:
                 if cur is not None:
+                    progress.file_done()
                     yield by_path[cur], acc, base
                 cur, base, acc = p.path, 0, []
-            for e in r.events:
-                e.source = f"{p.display}:{base + int(e.source)}"
-            acc.extend(r.events)
+            if r.packed is not None:
+                acc = r.packed             # the whole file (Piece.pack is only set for those)
+            else:
+                for e in r.events:
+                    e.source = f"{p.display}:{base + int(e.source)}"
+                acc.extend(r.events)
             base += r.newlines
         if cur is not None:
+            progress.file_done()
             yield by_path[cur], acc, base
     finally:
         progress.close()
@@ -190,11 +289,15 @@ def iter_events(paths: Sequence[str], **kw) -> Iterator[Event]:
 
 def _file_rank(f: inp.LogFile, events: List[Event]) -> Optional[int]:
     """SWAPWATCH rank (authoritative) > content (``rank id:``) / file name (already in name_rank)."""
+    return _events_rank(events, f.name_rank)
+
+
+def _events_rank(events: List[Event], otherwise: Optional[int]) -> Optional[int]:
     for e in events:
         if getattr(e, "origin", None) == "swapwatch" or isinstance(e, SwapwatchEvent):
             if e.rank is not None:
                 return e.rank
-    return f.name_rank
+    return otherwise
 
 
 def read_logs(paths: Sequence[str], chunk: int = CHUNK, jobs: Optional[int] = None, piece: int = PIECE,
@@ -209,8 +312,19 @@ def read_logs(paths: Sequence[str], chunk: int = CHUNK, jobs: Optional[int] = No
     expected = set(found.expected_ranks or [])
     unranked: List[Tuple[inp.LogFile, List[Event]]] = []
     lines: Dict[str, int] = {}
-    for f, events, nlines in _iter_found(found, chunk, jobs, piece, show_progress):
+    packing = sum(f.role == "rank" for f in found.files) > PACK_MIN
+    mf_any = False                  # some rank printed MindFormers lines (before the authority filter)
+    mf_after: Dict[int, bool] = {}  # packed ranks: MindFormers lines left after it
+    for f, events, nlines in _iter_found(found, chunk, jobs, piece, show_progress, pack_files=packing):
         lines[f.display] = nlines
+        if isinstance(events, Packed):
+            if events.rank_log.rank not in run.ranks:
+                rl = run.ranks[events.rank_log.rank] = events.rank_log
+                share(rl)
+                mf_any = mf_any or events.mf_before
+                mf_after[rl.rank] = events.mf_after
+                continue
+            events = unpacked(events.rank_log)      # a second file of a rank: merge as usual
         if f.role == "scheduler":
             run.run_events.extend(events)
             if not found.run_info.get("ranks") and not found.run_info.get("world_size"):
@@ -221,27 +335,39 @@ def read_logs(paths: Sequence[str], chunk: int = CHUNK, jobs: Optional[int] = No
         if rank is None:
             unranked.append((f, events))
             continue
-        _add(run, rank, f, events)
+        rl = _add(run, rank, f, events)
+        if packing:
+            # settle and pack this rank now, so only one rank's events are ever unpacked here
+            mf_any = mf_any or _has_mindformers(rl)
+            _settle(rl, lines)
+            mf_after[rank] = _has_mindformers(rl)
+            pack(rl)
     for f, events in unranked:
         rank = 0 if not run.ranks and len(unranked) == 1 else max(list(run.ranks) + [-1]) + 1
         events.insert(0, NoticeEvent(rank, f"{f.display}:1", what="rank_guessed",
                                      data={"file": f.display, "rank": rank}))
         _add(run, rank, f, events)
+        mf_after.pop(rank, None)
     run.expected_ranks = sorted(expected) if expected else None
-    any_mf = any(_has_mindformers(r) for r in run.ranks.values())
-    for r in run.ranks.values():
-        _finish(r, any_mf, lines)
+    any_mf = mf_any or any(_has_mindformers(r) for k, r in run.ranks.items() if k not in mf_after)
+    for k, r in run.ranks.items():
+        if k not in mf_after:
+            _finish(r, any_mf, lines)
+        elif any_mf and not mf_after[k]:
+            r.events = [_silent_notice(r)] + r.events
+            pack(r)
     return run
 
 
-def _add(run: RunLog, rank: int, f: inp.LogFile, events: List[Event]) -> None:
+def _add(run: RunLog, rank: int, f: inp.LogFile, events: List[Event]) -> RankLog:
     rl = run.ranks.get(rank)
     if rl is None:
         rl = run.ranks[rank] = RankLog(rank)
     rl.files.append(f.display)
     for e in events:
         e.rank = rank
-    rl.events.extend(events)
+    rl.events = rl.events + events if rl.events else events
+    return rl
 
 
 def _has_mindformers(r: RankLog) -> bool:
@@ -249,7 +375,8 @@ def _has_mindformers(r: RankLog) -> bool:
                (e.kind in ("action", "step") and getattr(e, "origin", "text") == "text") for e in r.events)
 
 
-def _finish(r: RankLog, any_mf: bool, lines: Dict[str, int]) -> None:
+def _settle(r: RankLog, lines: Dict[str, int]) -> None:
+    """Authority (SWAPWATCH events over text lines) and completeness of one rank's events."""
     for kind, cls in (("action", ActionEvent), ("step", StepEvent)):
         if any(isinstance(e, cls) and e.origin == "swapwatch" for e in r.events):
             r.events = [e for e in r.events if not (isinstance(e, cls) and e.origin == "text")]
@@ -257,11 +384,18 @@ def _finish(r: RankLog, any_mf: bool, lines: Dict[str, int]) -> None:
     r.layer_settings = len(blocks)
     r.complete = bool(blocks) and all(b["complete"] for b in blocks)
     r.truncated = any(not b["complete"] for b in blocks)
+
+
+def _finish(r: RankLog, any_mf: bool, lines: Dict[str, int]) -> None:
+    _settle(r, lines)
     if any_mf and not _has_mindformers(r):
-        r.events.insert(0, NoticeEvent(r.rank, r.events[0].source if r.events else f"{r.files[0]}:1",
-                                       what="no_mindformers_lines",
-                                       data={"hint": "STDOUT_DEVICES may hide this rank's MindFormers lines; "
-                                                     "its output/log/rank_N/info.log has them"}))
+        r.events.insert(0, _silent_notice(r))
+
+
+def _silent_notice(r: RankLog) -> NoticeEvent:
+    return NoticeEvent(r.rank, r.events[0].source if r.events else f"{r.files[0]}:1", what="no_mindformers_lines",
+                       data={"hint": "STDOUT_DEVICES may hide this rank's MindFormers lines; "
+                                     "its output/log/rank_N/info.log has them"})
 
 
 def _num_layers(value) -> Optional[int]:

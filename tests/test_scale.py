@@ -1,0 +1,117 @@
+"""Many ranks: packed ranks and folded comparisons give exactly the findings of one rank at a time.
+
+A 64-rank msrun job is generated from the real 2-rank fixture (each copy names its own rank id),
+three ranks altered: rank 5 lost a ``Set op_swap`` line, rank 20 logs another prefetch, rank 47's
+log is cut off inside the strategy block. The job is read twice, once with every rank packed
+(``reader.PACK_MIN = 0``: the path 1,000+ rank jobs take) and once with none packed (the path of
+small jobs, unchanged), and verified; the findings must be identical, and be exactly the ones the
+alterations cause.
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from swapwatch.parsers import model, reader
+from swapwatch.verify import verify
+
+FIXTURE = os.path.join(os.path.dirname(__file__), "..", "fixtures", "logs", "msrun_2ranks", "worker_0.log")
+RANKS = 64
+
+
+def _job(tmp_path) -> str:
+    with open(FIXTURE, encoding="utf-8") as f:
+        text = f.read()
+    assert "This node 0 rank id: 0" in text and "Set op_swap at layer 2:" in text and "value=10" in text
+    job = tmp_path / "job"
+    job.mkdir()
+    for r in range(RANKS):
+        t = text.replace("This node 0 rank id: 0", f"This node 0 rank id: {r}")
+        if r == 5:
+            t = "".join(x for x in t.splitlines(True) if "Set op_swap at layer 2:" not in x)
+        elif r == 20:
+            t = t.replace("Set op_swap at layer 3: .attention, value=10", "Set op_swap at layer 3: .attention, value=12")
+        elif r == 47:
+            t = t[:t.index("Set op_swap at layer 2:")]
+            t = t[:t.rindex("\n") + 1]
+        (job / f"worker_{r}.log").write_text(t, encoding="utf-8")
+    return str(job)
+
+
+def _findings(job, monkeypatch, pack_min):
+    monkeypatch.setattr(reader, "PACK_MIN", pack_min)
+    result = verify([job])
+    packed = [r.__dict__.get("_packed") is not None for r in result.runlog.ranks.values()]
+    return result, packed
+
+
+def test_packed_and_folded_ranks_find_exactly_what_unpacked_ranks_find(tmp_path, monkeypatch):
+    job = _job(tmp_path)
+    plain, packed_flags = _findings(job, monkeypatch, 10 ** 9)
+    assert not any(packed_flags)
+    packed, packed_flags = _findings(job, monkeypatch, 0)
+    assert all(packed_flags) and len(packed_flags) == RANKS
+    assert [f.to_json() for f in packed.findings] == [f.to_json() for f in plain.findings]
+    assert packed.to_json() == plain.to_json()
+    # the runs' events read back from packed ranks are the events of the unpacked ones
+    for r in range(RANKS):
+        assert [e.to_json() for e in packed.runlog.ranks[r].events] == \
+               [e.to_json() for e in plain.runlog.ranks[r].events]
+    fired = sorted({(f.code, f.rank) for f in plain.findings if f.code != "SW112"})
+    assert fired == [("SW101", 5), ("SW103", 20), ("SW106", 47), ("SW401", 5), ("SW401", 20)]
+    # the fixture's CPU run warns that the offload moved nothing: every rank whose log reaches it
+    assert sorted(f.rank for f in plain.findings if f.code == "SW112") == [r for r in range(RANKS) if r != 47]
+    by = {(f.code, f.rank): f for f in plain.findings}
+    assert by[("SW101", 5)].layer == 2
+    assert by[("SW103", 20)].layer == 3 and by[("SW103", 20)].source.endswith("worker_20.log:26")
+    assert "62 ranks" in by[("SW401", 20)].message      # not rank 20, not rank 47 (cut before layer 3)
+    # rank 47 is cut after layer 1: its missing layers are SW106, not SW101 or SW401
+    assert by[("SW106", 47)].layer == 1
+    # the folded comparison: every unaltered rank reuses rank 0's verdicts with its own sources
+    comp = packed.comparison
+    assert {r for r, d in comp.ranks.items() if d.same_as is None} == {0, 5, 20, 47}
+    seen = comp.ranks[63].seen
+    assert seen[3][0].source.endswith("worker_63.log:26")
+
+
+def test_unpacked_window_is_bounded(tmp_path, monkeypatch):
+    job = _job(tmp_path)
+    monkeypatch.setattr(reader, "PACK_MIN", 0)
+    monkeypatch.setattr(model, "UNPACKED_MAX", 4)
+    run = reader.read_logs([job], show_progress=False)
+    for r in run.ranks.values():
+        assert r.events                      # unpack every rank once
+    unpacked = [r for r in run.ranks.values() if r.__dict__.get("_events") is not None]
+    assert len(unpacked) <= 4
+
+
+def test_a_packed_rank_that_is_assigned_new_events_keeps_them(tmp_path, monkeypatch):
+    job = _job(tmp_path)
+    monkeypatch.setattr(reader, "PACK_MIN", 0)
+    run = reader.read_logs([job], show_progress=False)
+    r = run.ranks[3]
+    kept = r.events[:2]
+    r.events = kept
+    for other in run.ranks.values():          # push rank 3 out of the unpacked window
+        other.events
+    assert r.events == kept and r.__dict__.get("_packed") is None
+
+
+@pytest.mark.parametrize("files", [1, 3])
+def test_progress_names_files_and_bytes(files):
+    import io
+
+    from swapwatch.parsers.progress import Progress
+    out = io.StringIO()
+    p = Progress(3_000_000, stream=out, force=True, files=files, interval=0)
+    p.add(1_500_000)
+    p.file_done()
+    p.close()
+    text = out.getvalue()
+    assert "2/3 MB" in text and ("1/3 files" in text) == (files == 3)
+    quiet = io.StringIO()
+    q = Progress(10 ** 12, stream=quiet)       # not a terminal: never drawn, however big
+    q.add(10 ** 12)
+    q.close()
+    assert quiet.getvalue() == ""
