@@ -306,12 +306,6 @@ def test_static_yaml_with_a_pynative_section_is_read_as_pynative_and_says_what_i
     assert sw505 and "parallel_config.recompute, model.model_config" in sw505[0].message
 
 
-def test_static_header_names_legacy_or_mcore(tmp_path):
-    assert "path: static graph, legacy" in run("explain", str(CONFIGS / "select_recompute.yaml")).output
-    p = tmp_path / "m.yaml"
-    p.write_text((CONFIGS / "select_recompute.yaml").read_text() + "\nuse_legacy: False\n")
-    assert "path: static graph, mcore (use_legacy: False)" in run("explain", str(p)).output
-
 
 _VALS = st.recursive(
     st.none() | st.booleans() | st.integers(-2, 9)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 from ..config import read_yaml
-from ..errors import ConfigError, InputError
+from ..errors import ConfigError
 from .layer_spec import Refusal
 
 #: Field defaults of the three config classes (``config.py:RecomputeConfig`` etc.).
@@ -92,17 +92,6 @@ def detect_path(data: Any) -> str:
 PATH_NAMES = {"pynative": "PyNative (r2.x: recompute / recompute_comm / swap, applied by apply_ac)",
               "mcore": "static graph, mcore (use_legacy: False)",
               "legacy": "static graph, legacy (recompute_config / swap_config)"}
-
-
-def static_path_line(source: Optional[str]) -> Optional[str]:
-    """explain's header line naming the static path of the YAML at ``source`` (None when it cannot be read)."""
-    if not source:
-        return None
-    try:
-        data, _ = read_yaml(source)
-    except InputError:          # not a file (a config rebuilt from a log): nothing to name
-        return None
-    return f"path: {PATH_NAMES[detect_path(data)]}"
 
 
 def _check_field(cls: str, key: str, value: Any, where) -> None:
