@@ -111,6 +111,9 @@ def explain_cmd(config, fmt, num_layers, pipeline_stage, pp_interleave_num, offs
                  pp_interleave_num=pp_interleave_num,
                  offset=parse_offset(offset) if offset is not None else None,
                  env=parse_env(env), model=model)
+    if getattr(ex, "path", None) == "pynative":          # a PyNative (r2.x) YAML: swapwatch.pynative
+        from .pynative.explain import render as render_pynative
+        render = render_pynative
     click.echo(render(ex, fmt, all_layers=all_layers), nl=False)
     return ex.exit_code
 
