@@ -31,6 +31,7 @@ from typing import BinaryIO, Callable, Iterator, List, Optional, Tuple
 import numpy as np
 
 from . import grammar
+from .prefilter import compiled
 from .prefix import clean
 
 CHUNK = 8 << 20
@@ -50,13 +51,15 @@ class Needles:
     prefixed: bool
     literals: Tuple[bytes, ...] = field(default=())
     follow: Tuple[bytes, ...] = field(default=())      # literals whose lines read ahead
+    records: Tuple[bytes, ...] = field(default=())     # prefixed logs: ``] - LEVEL - `` separators
 
     @classmethod
     def for_file(cls, prefixed: bool) -> "Needles":
         lits = list(grammar.ANYWHERE)
         if not prefixed:
             lits += [n for n in grammar.raw_needles() if n not in lits]
-        return cls(prefixed, tuple(lits), tuple(n for n, k in grammar.ANYWHERE.items() if k))
+        records = tuple(_REC + level for level in grammar.MF_LEVELS) if prefixed else ()
+        return cls(prefixed, tuple(lits), tuple(n for n, k in grammar.ANYWHERE.items() if k), records)
 
 
 _MF_STARTS = grammar.mf_info_starts()
@@ -208,72 +211,77 @@ class Scan:
             carry = data[cut:]
 
     def _region(self, buf: bytes, lo: int, hi: int) -> Iterator[Tuple[int, str]]:
-        """Candidate lines of ``buf[lo:hi]`` (whole lines; ``hi`` follows a newline or ends the input)."""
-        arr = np.frombuffer(buf, np.uint8, count=hi - lo, offset=lo)
-        nl = np.flatnonzero(arr == 10)
-        hits = self._hits(buf, lo, hi)
-        if self.needles.prefixed:
-            hits.extend(self._mf_records(buf, arr, nl, lo, hi))
-        base = self.newlines
-        self.newlines += len(nl)
-        if not hits:
-            return
-        if lo:
-            nl += lo
-        idx = np.unique(np.searchsorted(nl, np.asarray(hits, dtype=np.int64)))
-        n = len(nl)
-        for i in idx.tolist():
-            ls = int(nl[i - 1]) + 1 if i > 0 else lo
-            le = int(nl[i]) if i < n else hi
-            self._cur = (buf, le, hi)
-            self._cur_line = base + i + 1
-            self.partial = i >= n          # no line feed after it: the file ends (or a giant line is cut) here
-            yield self._cur_line, buf[ls:le].decode("utf-8", "replace")
+        """Candidate lines of ``buf[lo:hi]`` (whole lines; ``hi`` follows a newline or ends the input).
 
-    def _mf_records(self, buf: bytes, arr, nl, lo: int, hi: int) -> List[int]:
-        """Positions of the MindFormers stdout records worth parsing in ``buf[lo:hi]``.
-
-        A record is a line that starts with the logger's fixed-width ``YYYY-MM-DD HH:MM:SS,mmm - ``
-        (checked for all lines at once with numpy) and holds ``] - LEVEL - ``; INFO records are kept
-        when their message starts like a family we parse, WARNING and above always. Lines that start
-        with an ANSI colour code and hold ``] - `` are always candidates (classify strips the codes).
+        Literal-led: one prefilter pass finds the needles (and, in prefixed logs, the record
+        separators ``] - LEVEL - ``); lines are located and numbered only around those hits
+        (``rfind``/``find`` of the line feeds, the line feeds before each hit counted once).
         """
-        starts = np.empty(len(nl) + 1, dtype=np.int64)
-        starts[0] = 0
-        starts[1:] = nl + 1
-        starts = starts[starts + _TS_LEN < len(arr)]
-        if not len(starts):
-            return []
-        m = ((arr[starts + 4] == 45) & (arr[starts + 19] == 44) & (arr[starts + 23] == 32)
-             & (arr[starts + 24] == 45) & (arr[starts] - 48 < 10))
-        ansi = arr[starts] == 27          # a colour code before the timestamp: checked by classify
-        out: List[int] = []
-        find, sw = buf.find, buf.startswith
-        for st in (starts[ansi] + lo).tolist():
-            end = find(b"\n", st, hi)
-            p = find(_REC, st, hi if end < 0 else end)
-            if p >= 0:
-                out.append(p)
-        for st in (starts[m] + lo).tolist():
-            end = find(b"\n", st, hi)
-            p = find(_REC, st + _TS_LEN, hi if end < 0 else end)
-            if p < 0:
+        needles = self.needles
+        hits = compiled(needles.literals + needles.records, buf, lo, hi).find(buf, lo, hi)
+        if needles.prefixed:
+            hits.extend((p, b"") for p in self._ansi_records(buf, lo, hi))
+        base = self.newlines
+        if not hits:
+            self.newlines = base + _count_newlines(buf, lo, hi)
+            return
+        hits.sort()
+        records = needles.records
+        rfind, find = buf.rfind, buf.find
+        counted, lines, last = lo, 0, -1
+        for p, lit in hits:
+            ls = rfind(b"\n", lo, p) + 1 or lo
+            if ls == last:
                 continue
-            q = p + 4
-            if sw(_INFO, q):
-                if sw(_MF_STARTS, q + 7):
-                    out.append(p)
-            elif sw(_OTHER_LEVELS, q):
-                out.append(p)
+            le = find(b"\n", p, hi)
+            if lit in records and not _is_record(buf, ls, p, hi, le):
+                continue
+            last = ls
+            lines += _count_newlines(buf, counted, ls)
+            counted = ls
+            self.partial = le < 0       # no line feed after it: the file ends (or a giant line is cut) here
+            if le < 0:
+                le = hi
+            self._cur = (buf, le, hi)
+            self._cur_line = base + lines + 1
+            yield self._cur_line, buf[ls:le].decode("utf-8", "replace")
+        self.newlines = base + lines + _count_newlines(buf, counted, hi)
+
+    def _ansi_records(self, buf: bytes, lo: int, hi: int) -> List[int]:
+        """Positions of the record separator in lines that start with an ANSI colour code and hold
+        ``] - `` (always candidates; classify strips the codes)."""
+        out: List[int] = []
+        find = buf.find
+        p = find(b"\x1b", lo, hi)
+        while p >= 0:
+            if (p == lo or buf[p - 1] == 10) and p + _TS_LEN < hi:
+                end = find(b"\n", p, hi)
+                q = find(_REC, p, hi if end < 0 else end)
+                if q >= 0:
+                    out.append(q)
+            p = find(b"\x1b", p + 1, hi)
         return out
 
-    def _hits(self, buf: bytes, lo: int, hi: int) -> List[int]:
-        hits: List[int] = []
-        add = hits.append
-        find = buf.find
-        for lit in self.needles.literals:
-            p = find(lit, lo, hi)
-            while p >= 0:
-                add(p)
-                p = find(lit, p + 1, hi)
-        return hits
+
+def _is_record(buf: bytes, ls: int, p: int, hi: int, le: int) -> bool:
+    """Is ``p`` (a ``] - LEVEL - `` hit) the separator of a MindFormers record worth parsing?
+
+    A record is a line that starts with the logger's fixed-width ``YYYY-MM-DD HH:MM:SS,mmm - ``
+    and whose first ``] - `` after it is followed by the level; INFO records are kept when their
+    message starts like a family we parse, WARNING and above always.
+    """
+    if ls + _TS_LEN >= hi or not (48 <= buf[ls] <= 57 and buf[ls + 4] == 45 and buf[ls + 19] == 44
+                                  and buf[ls + 23] == 32 and buf[ls + 24] == 45):
+        return False
+    if buf.find(_REC, ls + _TS_LEN, hi if le < 0 else le) != p:
+        return False
+    q = p + 4
+    if buf.startswith(_INFO, q):
+        return buf.startswith(_MF_STARTS, q + 7)
+    return buf.startswith(_OTHER_LEVELS, q)
+
+
+def _count_newlines(buf: bytes, lo: int, hi: int) -> int:
+    if hi - lo > 1 << 16:               # numpy compares faster than bytes.count's byte loop
+        return int(np.count_nonzero(np.frombuffer(buf, np.uint8, count=hi - lo, offset=lo) == 10))
+    return buf.count(b"\n", lo, hi)
