@@ -25,6 +25,21 @@ def _pair(lit: bytes, j: int) -> int:
     return lit[j] | (lit[j + 1] << 8)
 
 
+def _gram_counter(sample: bytes, pairs):
+    """How often a 2- or 4-byte string occurs in ``sample`` (4-byte ones counted at once, sorted)."""
+    n = len(sample)
+    grams = [np.frombuffer(sample, "<u4", count=(n - a) // 4, offset=a) for a in range(4) if n - a >= 4]
+    values, freq = np.unique(np.concatenate(grams), return_counts=True) if grams else (np.zeros(0, "<u4"),) * 2
+
+    def count(gram: bytes) -> int:
+        if len(gram) == 2:
+            return int(pairs[gram[0] | (gram[1] << 8)])
+        key = int.from_bytes(gram, "little")
+        i = int(np.searchsorted(values, key))
+        return int(freq[i]) if i < len(values) and values[i] == key else 0
+    return count
+
+
 class Prefilter:
     """One literal set, compiled against a data sample (see the module docstring)."""
 
@@ -34,33 +49,40 @@ class Prefilter:
         if n >= 4:
             counts += np.bincount(np.frombuffer(sample, np.uint16, count=n // 2), minlength=65536)
             counts += np.bincount(np.frombuffer(sample, np.uint16, count=n // 2 - 1, offset=1), minlength=65536)
+        quads = _gram_counter(sample, counts)
         self.table = np.zeros(65536, np.bool_)       # first byte pair -> maybe a literal starts near
         self.wild = np.zeros(65536, np.bool_)        # ... and no second pair to check (3-4 byte literals)
         keys = set()                                 # (first pair | second pair << 16) of the others
-        self.at: Dict[int, List[Tuple[bytes, int]]] = {}
+        self.at4: Dict[int, List[Tuple[bytes, int]]] = {}  # both pairs -> (literal, offset of the first)
+        self.at2: Dict[int, List[Tuple[bytes, int]]] = {}  # first pair of a wild one -> the same
         self.short: List[bytes] = []
         for lit in dict.fromkeys(literals):
             if len(lit) < 3:
                 self.short.append(lit)
                 continue
-            # offsets j, j+1 whose pairs are rarest; with 5+ bytes each is followed by a second pair
+            # offsets j, j+1 whose 4-byte windows are rarest in the sample (those reach the Python
+            # check); with 5+ bytes each first pair is followed by a second one inside the literal
             last = len(lit) - 5 if len(lit) >= 5 else len(lit) - 3
-            j = min(range(last + 1), key=lambda k: counts[_pair(lit, k)] + counts[_pair(lit, k + 1)])
+            width = 4 if len(lit) >= 5 else 2
+            j = min(range(last + 1), key=lambda k: (quads(lit[k:k + width]) + quads(lit[k + 1:k + 1 + width]),
+                                                    counts[_pair(lit, k)] + counts[_pair(lit, k + 1)]))
             for off in (j, j + 1):
                 v = _pair(lit, off)
                 self.table[v] = True
-                self.at.setdefault(v, []).append((lit, off))
                 if off + 4 <= len(lit):
-                    keys.add(v | (_pair(lit, off + 2) << 16))
+                    key = v | (_pair(lit, off + 2) << 16)
+                    keys.add(key)
+                    self.at4.setdefault(key, []).append((lit, off))
                 else:
                     self.wild[v] = True
+                    self.at2.setdefault(v, []).append((lit, off))
         self.keys = np.array(sorted(keys), np.uint32)
 
     def find(self, buf: bytes, lo: int, hi: int) -> List[Tuple[int, bytes]]:
         """(start, literal) of every occurrence of a literal wholly inside ``buf[lo:hi]``."""
         out: List[Tuple[int, bytes]] = []
         add = out.append
-        table, at, sw = self.table, self.at, buf.startswith
+        table, wild, at4, at2, sw = self.table, self.wild, self.at4, self.at2, buf.startswith
         last = hi - 2                       # the last position a checked byte pair may start at
         for blo in range(lo, last + 1, BLOCK):
             count = (min(blo + BLOCK - 1, last) - blo) // 2 + 1
@@ -74,7 +96,11 @@ class Prefilter:
             keep = np.isin(first.astype(np.uint32) | (second << 16), self.keys) | np.take(self.wild, first)
             for k in idx[keep].tolist():
                 p = blo + 2 * k
-                for lit, off in at[buf[p] | (buf[p + 1] << 8)]:
+                v = buf[p] | (buf[p + 1] << 8)
+                cands = at4.get(v | (buf[p + 2] << 16) | (buf[p + 3] << 24), ()) if p + 4 <= len(buf) else ()
+                if wild[v]:
+                    cands = list(cands) + at2[v]
+                for lit, off in cands:
                     s = p - off
                     if s >= lo and sw(lit, s, hi):
                         add((s, lit))

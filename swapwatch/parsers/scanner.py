@@ -42,6 +42,7 @@ _REC = grammar.MF_RECORD
 _INFO = b"INFO - "
 _OTHER_LEVELS = (b"WARNING - ", b"ERROR - ", b"CRITICAL - ")
 _TS_LEN = 26                  # len("2026-07-14 06:47:08,133 - ")
+_MF_STARTS = grammar.mf_info_starts()
 
 
 @dataclass
@@ -51,18 +52,19 @@ class Needles:
     prefixed: bool
     literals: Tuple[bytes, ...] = field(default=())
     follow: Tuple[bytes, ...] = field(default=())      # literals whose lines read ahead
-    records: Tuple[bytes, ...] = field(default=())     # prefixed logs: ``] - LEVEL - `` separators
+    records: Tuple[bytes, ...] = field(default=())     # prefixed logs: ``] - LEVEL - `` (+ message start)
 
     @classmethod
     def for_file(cls, prefixed: bool) -> "Needles":
         lits = list(grammar.ANYWHERE)
         if not prefixed:
             lits += [n for n in grammar.raw_needles() if n not in lits]
-        records = tuple(_REC + level for level in grammar.MF_LEVELS) if prefixed else ()
+        records: Tuple[bytes, ...] = ()
+        if prefixed:      # INFO records only when their message starts like a family we parse
+            records = tuple(_REC + _INFO + start for start in _MF_STARTS) + \
+                tuple(_REC + level for level in grammar.MF_LEVELS if level != _INFO)
         return cls(prefixed, tuple(lits), tuple(n for n, k in grammar.ANYWHERE.items() if k), records)
 
-
-_MF_STARTS = grammar.mf_info_starts()
 
 
 def is_prefixed(head: bytes) -> bool:
