@@ -229,25 +229,30 @@ class Scan:
             return
         hits.sort()
         records = needles.records
-        rfind, find = buf.rfind, buf.find
-        counted, lines, last = lo, 0, -1
-        for p, lit in hits:
-            ls = rfind(b"\n", lo, p) + 1 or lo
+        if len(hits) > (hi - lo) >> 15:     # dense: every line feed's offset at once (numpy)
+            nl = np.flatnonzero(np.frombuffer(buf, np.uint8, count=hi - lo, offset=lo) == 10)
+            at = np.searchsorted(nl, np.fromiter((p for p, _ in hits), np.int64, len(hits)) - lo)
+            n = len(nl)
+            nl = nl.tolist() if n < 4 * len(hits) else nl
+            spans = ((i, lo + int(nl[i - 1]) + 1 if i else lo, lo + int(nl[i]) if i < n else -1)
+                     for i in at.tolist())
+        else:                                # sparse: look around each hit, count the feeds between
+            n = -1
+            spans = _spans(buf, lo, hi, hits)
+        last = -1
+        for (p, lit), (i, ls, le) in zip(hits, spans):
             if ls == last:
                 continue
-            le = find(b"\n", p, hi)
             if lit in records and not _is_record(buf, ls, p, hi, le):
                 continue
             last = ls
-            lines += _count_newlines(buf, counted, ls)
-            counted = ls
             self.partial = le < 0       # no line feed after it: the file ends (or a giant line is cut) here
             if le < 0:
                 le = hi
             self._cur = (buf, le, hi)
-            self._cur_line = base + lines + 1
+            self._cur_line = base + i + 1
             yield self._cur_line, buf[ls:le].decode("utf-8", "replace")
-        self.newlines = base + lines + _count_newlines(buf, counted, hi)
+        self.newlines = base + (n if n >= 0 else _count_newlines(buf, lo, hi))
 
     def _ansi_records(self, buf: bytes, lo: int, hi: int) -> List[int]:
         """Positions of the record separator in lines that start with an ANSI colour code and hold
@@ -283,7 +288,19 @@ def _is_record(buf: bytes, ls: int, p: int, hi: int, le: int) -> bool:
     return buf.startswith(_OTHER_LEVELS, q)
 
 
+def _spans(buf: bytes, lo: int, hi: int, hits: List[Tuple[int, bytes]]) -> Iterator[Tuple[int, int, int]]:
+    """(line feeds before the line, line start, line end or -1) of each sorted hit."""
+    rfind, find = buf.rfind, buf.find
+    counted = lo
+    before = 0
+    for p, _ in hits:
+        ls = rfind(b"\n", lo, p) + 1 or lo
+        before += _count_newlines(buf, counted, ls)
+        counted = ls
+        yield before, ls, find(b"\n", p, hi)
+
+
 def _count_newlines(buf: bytes, lo: int, hi: int) -> int:
-    if hi - lo > 1 << 16:               # numpy compares faster than bytes.count's byte loop
+    if hi - lo > 1 << 13:               # numpy compares faster than bytes.count's byte loop
         return int(np.count_nonzero(np.frombuffer(buf, np.uint8, count=hi - lo, offset=lo) == 10))
     return buf.count(b"\n", lo, hi)
