@@ -93,7 +93,11 @@ class Prefilter:
             # second stage on the few candidates: the byte pair after the first must fit too
             first = words[idx]
             second = words[np.minimum(idx + 1, len(words) - 1)].astype(np.uint32)
-            keep = np.isin(first.astype(np.uint32) | (second << 16), self.keys) | np.take(self.wild, first)
+            quad = first.astype(np.uint32) | (second << 16)
+            keys = self.keys
+            keep = keys[np.minimum(np.searchsorted(keys, quad), len(keys) - 1)] == quad if len(keys) else \
+                np.zeros(len(quad), np.bool_)
+            keep |= np.take(self.wild, first)
             for k in idx[keep].tolist():
                 p = blo + 2 * k
                 v = buf[p] | (buf[p + 1] << 8)
