@@ -1,16 +1,17 @@
 """The fast scanner: big binary chunks, literal search for candidate lines, parse only those.
 
 Why this shape (anchors §D): the lines swapwatch needs are O(layers x ranks + steps) inside
-GB-size logs, so the cost is the search, not the parsing. Python can only search at C speed with
-``bytes.find`` (CPython's two-way/Horspool search, 0.25-0.75 ns/byte per literal) and count lines
-with numpy (one vectorised compare per chunk); any per-line Python loop or regex alternation is
-3-20x slower. So we keep the number of literal passes small:
+GB-size logs, so the cost is the search, not the parsing, and any per-line Python loop or regex
+alternation is 3-20x slower than C-level search. ``bytes.find`` searches one literal per pass, so
+all needles are found in ONE pass instead (:mod:`swapwatch.parsers.prefilter`: a numpy gather
+over the chunk's byte pairs, then ``startswith`` on the few candidates); only the hits are then
+placed in their lines and numbered:
 
-* in logs with MindFormers stdout records (every msrun worker log) no literal pass is needed for
-  them: the records start with a fixed-width timestamp, so one numpy gather over the chunk's line
-  starts finds them all, and a C-level ``startswith`` on the message keeps only the INFO records
-  whose message starts like a family we parse (plus all WARNING/ERROR records). A record is a line
-  that *starts* with that timestamp; in such logs an unprefixed ``Set ...`` line is not MindFormers';
+* in logs with MindFormers stdout records (every msrun worker log) a record is a line that
+  *starts* with the logger's fixed-width timestamp and holds ``] - LEVEL - ``; the needles are the
+  separator with its level, for INFO with the message start of a family we parse (the ``starts``
+  column of :mod:`swapwatch.parsers.grammar`), checked against the line start afterwards. In such
+  logs an unprefixed ``Set ...`` line is not MindFormers';
 * in logs without that prefix (info.log, raw excerpts, hook-only runs) the message needles of
   :mod:`swapwatch.parsers.grammar` are searched instead;
 * a few needles (MindSpore memory/offload lines, msrun exits, tracebacks, SWAPWATCH) are searched
@@ -20,8 +21,8 @@ Lines are never split across chunks: a chunk is processed up to its last newline
 carried over; a family that needs the lines after its own (tracebacks, the Ascend memory block)
 reads ahead through :meth:`Scan.follow`, which pulls more data from the stream when the buffer ends,
 so the result never depends on the chunk size. A line longer than ``max_line`` is processed in
-pieces, which bounds memory whatever the input. Line numbers are counted with numpy over each
-chunk: ``searchsorted`` over the newline offsets gives every hit its line at once.
+pieces, which bounds memory whatever the input. Line numbers are counted only up to the hits:
+with numpy over the line feeds when hits are dense, by counting between them when sparse.
 """
 from __future__ import annotations
 
@@ -216,8 +217,7 @@ class Scan:
         """Candidate lines of ``buf[lo:hi]`` (whole lines; ``hi`` follows a newline or ends the input).
 
         Literal-led: one prefilter pass finds the needles (and, in prefixed logs, the record
-        separators ``] - LEVEL - ``); lines are located and numbered only around those hits
-        (``rfind``/``find`` of the line feeds, the line feeds before each hit counted once).
+        separators ``] - LEVEL - ``); lines are located and numbered only around those hits.
         """
         needles = self.needles
         hits = compiled(needles.literals + needles.records, buf, lo, hi).find(buf, lo, hi)
@@ -261,7 +261,7 @@ class Scan:
         find = buf.find
         p = find(b"\x1b", lo, hi)
         while p >= 0:
-            if (p == lo or buf[p - 1] == 10) and p + _TS_LEN < hi:
+            if p == lo or buf[p - 1] == 10:
                 end = find(b"\n", p, hi)
                 q = find(_REC, p, hi if end < 0 else end)
                 if q >= 0:
