@@ -8,7 +8,7 @@ PY := $(BIN)/python
 export PATH := $(BIN):$(PATH)
 export PYTHONUNBUFFERED := 1
 
-.PHONY: install oracle test demo bench bench-plan clean
+.PHONY: install oracle core test demo bench bench-plan clean
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -28,9 +28,21 @@ $(ORACLE)/.ready: tests/oracle/requirements.lock
 
 oracle: $(ORACLE)/.ready
 
-# SWAPWATCH_REQUIRE_ALL: MindSpore, msrun and the oracle must be there (no silent skips).
-test: install oracle
-	SWAPWATCH_REQUIRE_ALL=1 $(PY) -m pytest -q tests
+# A core-only install (`pip install .`, no extras: no MindSpore, no psutil), as a user on an Ascend
+# cluster has it: tests/test_core_install.py runs every command once from it (SWAPWATCH_CORE_VENV).
+# Reinstalled whenever a package file changes, so it always holds the code under test.
+CORE := .core-venv
+$(CORE)/.installed: setup.cfg pyproject.toml $(shell find swapwatch -name '*.py' -o -name '*.yaml')
+	test -x $(CORE)/bin/python || $(PYTHON) -m venv $(CORE)
+	$(CORE)/bin/python -m pip install -q .
+	rm -rf build
+	touch $@
+
+core: $(CORE)/.installed
+
+# SWAPWATCH_REQUIRE_ALL: MindSpore, msrun, the oracle and the core venv must be there (no silent skips).
+test: install oracle core
+	SWAPWATCH_REQUIRE_ALL=1 SWAPWATCH_CORE_VENV=$(CURDIR)/$(CORE) $(PY) -m pytest -q tests
 
 # The whole loop on 2 CPU cores in about a minute: the plan, 2-worker msrun jobs of the tiny Llama
 # (baseline, then the demo YAML) through `swapwatch run` (env, logs, IR dumps, verification), then
@@ -47,4 +59,4 @@ bench-plan: install
 	$(PY) bench/plan.py
 
 clean:
-	rm -rf $(VENV) $(ORACLE) .pytest_cache .hypothesis demo-runs bench/out
+	rm -rf $(VENV) $(ORACLE) $(CORE) .pytest_cache .hypothesis demo-runs bench/out

@@ -92,7 +92,9 @@ def _origin(exc: BaseException) -> str:
 @click.option("--offset", default=None, metavar="JSON", help="Override model.model_config.offset, e.g. '[1,0,0,1]'.")
 @click.option("--env", "env", multiple=True, metavar="KEY=VALUE",
               help="Environment the run will have (SW302 needs it; repeatable).")
-@click.option("--model", default="llama", show_default=True, help="Model family layout to resolve patterns on.")
+@click.option("--model", default=None,
+              help="Model family to resolve patterns on (default: the family the YAML names; "
+                   "`swapwatch families` lists them).")
 @click.option("--all-layers", "all_layers", is_flag=True,
               help="One table row per layer (default: consecutive identical layers fold into ranges).")
 def explain_cmd(config, fmt, num_layers, pipeline_stage, pp_interleave_num, offset, env, model, all_layers):
@@ -126,25 +128,26 @@ def explain_cmd(config, fmt, num_layers, pipeline_stage, pp_interleave_num, offs
 @click.option("--ir", "ir", default=None, metavar="DIR", help="Compiled-graph IR dump dir (SW110).")
 @click.option("--env", "env", multiple=True, metavar="KEY=VALUE",
               help="Environment the run had, for logs from elsewhere (repeatable).")
-@click.option("-o", "--output", default=None, metavar="FILE", help="Write the report to FILE.")
-def verify_cmd(paths, config_path, fmt, strict, ignore, ir, env, output):
+@click.option("-o", "--output", default=None, metavar="FILE", help="Write the report to FILE (never over an "
+                                                                  "existing file without --force).")
+@click.option("--force", is_flag=True, help="Let -o replace an existing file.")
+def verify_cmd(paths, config_path, fmt, strict, ignore, ir, env, output, force):
     """Check that worker logs show exactly the strategy the config asks for.
 
     PATH: worker_N.log files, msrun log dirs or swapwatch run dirs. Exit 0 pass, 1 failing
     findings, 2 bad input.
     """
+    from .outputs import refuse_overwrite, write_text
     from .verify import parse_env, verify
     from .verify_render import render
 
+    if output:
+        refuse_overwrite(output, force)         # before reading GBs of logs
     result = verify(paths, config_path=config_path, env=parse_env(env), ignore=ignore,
                     strict=strict, ir_dir=ir)
     text = render(result, fmt)
     if output:
-        try:
-            with open(output, "w", encoding="utf-8") as fh:
-                fh.write(text)
-        except OSError as exc:
-            raise InputError(f"cannot write the report: {exc.strerror}", file=output) from None
+        write_text(output, text, force)
         click.echo(f"swapwatch verify: {result.verdict} ({output})", err=True)
     else:
         click.echo(text, nl=False)
@@ -159,6 +162,17 @@ def rules_cmd(code):
 
     text = explain_rule(code, style=click.style) if code else list_rules()
     click.echo(text, nl=False)          # click drops the bold when stdout is not a terminal
+    return 0
+
+
+# ---- families ------------------------------------------------------------------------------
+
+@cli.command("families")
+def families_cmd():
+    """The model families swapwatch knows, with the MindFormers classes their layer trees come from."""
+    from .families import family_table
+
+    click.echo(family_table(), nl=False)
     return 0
 
 
@@ -216,16 +230,20 @@ def events_cmd(paths, fmt, kinds, ranks):
 @click.option("--ir", "ir", is_flag=True, help="Dump the add_recomputation/validate IR into <run-dir>/ir.")
 @click.option("--mindformers-shim", "shim", is_flag=True,
               help="Make MindFormers' own LayerSetting emit SWAPWATCH events (no code change).")
+@click.option("--force", is_flag=True,
+              help="Start the command even when the preflight finds errors in --config.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
-def run_cmd(config, run_dir, no_verify, ir, shim, command):
+def run_cmd(config, run_dir, no_verify, ir, shim, force, command):
     """Run COMMAND (msrun, msrun_launcher.sh, python ...) with the environment the strategy needs,
     keep its output and logs in a run directory, and verify the run.
 
-    Exit code: the command's failure code (the worker's real code under msrun), else verify's."""
+    With --config, explain's checks run first: error findings stop the launch (exit 1) unless
+    --force. Exit code: the command's failure code (the worker's real code under msrun), else
+    verify's; a job that logged nothing to verify keeps its own code."""
     from .runner import run as run_command
 
     result = run_command(list(command), config=config, run_dir=run_dir, verify=not no_verify, ir=ir,
-                         mindformers_shim=shim)
+                         mindformers_shim=shim, force=force)
     return result.exit_code
 
 
@@ -263,14 +281,18 @@ def plot_group():
 @click.option("--ranks", default=None, metavar="0,1,...", help="Only these ranks (ranges like 0-7 too).")
 @click.option("--format", "fmt", default=None, metavar="png|svg|pdf",
               help="Image format (default: from the -o name, else png).")
-def plot_memory_cmd(paths, output, ranks, fmt):
+@click.option("--force", is_flag=True, help="Let -o replace an existing file.")
+def plot_memory_cmd(paths, output, ranks, fmt, force):
     """Memory per step and rank, and the whole-run Used vs Actual peaks; several runs side by side.
 
     PATH: run dirs, msrun log dirs or worker_N.log files. Each directory is one run; files in the
     same directory are the ranks of one run.
     """
+    from .outputs import refuse_overwrite
     from .plot.commands import memory_command
 
+    if output:
+        refuse_overwrite(output, force)
     click.echo(memory_command(paths, output, ranks, fmt,
                               warn=lambda m: click.echo(f"swapwatch: warning: {m}", err=True)))
     return 0
@@ -285,12 +307,16 @@ def plot_memory_cmd(paths, output, ranks, fmt):
 @click.option("--rank", "rank", type=int, default=None, help="Rank whose logs to map (default: the first).")
 @click.option("--format", "fmt", default=None, metavar="png|svg|pdf",
               help="Image format (default: from the -o name, else png).")
-def plot_strategy_cmd(source, config, output, rank, fmt):
+@click.option("--force", is_flag=True, help="Let -o replace an existing file.")
+def plot_strategy_cmd(source, config, output, rank, fmt, force):
     """Layer x mechanism map: recompute (full, select, comm), excludes, layer and op swap with
     prefetch, overridden swaps crossed out. From a config (intended) or logs (actual); config and
     logs side by side when they differ."""
+    from .outputs import refuse_overwrite
     from .plot.commands import strategy_command
 
+    if output:
+        refuse_overwrite(output, force)
     click.echo(strategy_command(source, config, output, rank, fmt))
     return 0
 
@@ -304,7 +330,7 @@ def plot_strategy_cmd(source, config, output, rank, fmt):
               help="Image to write (default: estimate.<format> here, never replaced without -o).")
 @click.option("--format", "fmt", default=None, metavar="png|svg|pdf",
               help="Image format (default: from the -o name, else png).")
-@click.option("--model", default="llama", show_default=True, help="Model family (layout and tensor table).")
+@click.option("--model", default="tinyllama", show_default=True, help="Memory model's tensor table: the Llama layer as drawn in swapwatch/models/tinyllama.yaml (the only one so far).")
 def plot_estimate_cmd(config, run_dirs, budget, output, fmt, model):
     """Predicted peak per pipeline stage as stacked components (weights, gradients, optimizer states,
     activations, transients), measured peak beside it when calibrated."""
@@ -322,7 +348,7 @@ def plot_estimate_cmd(config, run_dirs, budget, output, fmt, model):
               help="A `swapwatch run` directory of this model with a known strategy (repeatable): fits the "
                    "model's free terms to its measured peaks.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
-@click.option("--model", default="llama", show_default=True, help="Model family (layout and tensor table).")
+@click.option("--model", default="tinyllama", show_default=True, help="Memory model's tensor table: the Llama layer as drawn in swapwatch/models/tinyllama.yaml (the only one so far).")
 def estimate_cmd(config, run_dirs, fmt, model):
     """Predicted peak memory per pipeline stage of CONFIG's strategy, with its breakdown; measured
     beside it when a calibration run used CONFIG. Exit 0; 2 bad input."""
@@ -342,7 +368,7 @@ def estimate_cmd(config, run_dirs, fmt, model):
 @click.option("--force", is_flag=True, help="Replace OUT.yaml when it exists.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "yaml"]), default="table", show_default=True)
 @click.option("--allow-swap", is_flag=True, help="Also consider layer swap with a prefetch (Ascend only).")
-@click.option("--model", default="llama", show_default=True, help="Model family (layout and tensor table).")
+@click.option("--model", default="tinyllama", show_default=True, help="Memory model's tensor table: the Llama layer as drawn in swapwatch/models/tinyllama.yaml (the only one so far).")
 def plan_cmd(config, budget, run_dirs, output, force, fmt, allow_swap, model):
     """The cheapest recompute strategy (least forward FLOPs recomputed) whose predicted peak fits
     --budget on every stage, written into a copy of CONFIG. Exit 0 fits; 1 nothing fits (says the

@@ -45,6 +45,19 @@ RECOMPUTE_DEFAULTS: Dict[str, Any] = {
 SWAP_DEFAULTS: Dict[str, Any] = {"swap": False, "layer_swap": None, "op_swap": None, "default_prefetch": 1}
 #: Keys MindFormers' config class type-checks as plain bools in its constructor.
 RECOMPUTE_BOOL_KEYS = ("parallel_optimizer_comm_recompute", "mp_comm_recompute", "recompute_slice_activation")
+#: MindFormers keeps the offsets and the layer split in int32 numpy arrays (``LayerSetting.__init__``:
+#: ``np.array(offset, np.int32)``, ``np.ones((V, P), np.int32)``): a larger value wraps around there.
+INT32_MAX = 2 ** 31 - 1
+#: swapwatch's own ceiling on the layer count (the plan, its tables and the logs hold one entry per
+#: layer, so 10**12 layers would run for ever). No MindFormers model comes near: the largest
+#: released configs have about a hundred decoder layers.
+MAX_LAYERS = 10_000
+#: MindSpore stores ``backward_prefetch`` as a C++ long (``Cell.offload`` / ``Primitive._offload``
+#: raise "Unable to cast ... to C++ type 'long'" past it); MindFormers passes the value through.
+INT64_MAX = 2 ** 63 - 1
+#: Deepest nesting of YAML collections accepted: real training YAMLs nest about five levels, and
+#: a bound that does not depend on the interpreter's recursion limit keeps deep input one clear line.
+MAX_DEPTH = 64
 #: Pre-release names of the exclude keys (never in a release tag, but seen in logs of dev builds).
 RENAMED_KEYS = {"select_recompute_off": "select_recompute_exclude",
                 "select_comm_recompute_off": "select_comm_recompute_exclude"}
@@ -80,6 +93,14 @@ class TrainingConfig:
     lines: Dict[str, int] = field(default_factory=dict)
     #: recompute/swap keys the user actually wrote (as opposed to template defaults)
     given: Dict[str, List[str]] = field(default_factory=dict)
+    #: the model family the YAML names (:class:`swapwatch.families.ModelFamily`; None: not read)
+    family: Any = None
+    #: ``use_legacy: False``: the mcore path (swap keys in model_config, MTP as a second block)
+    mcore: bool = False
+    #: mcore: a top-level ``swap_config`` the user wrote, which never reaches LayerSetting (SW306)
+    ignored_swap_config: Optional[Dict[str, Any]] = None
+    #: mcore: ``model_config.default_prefetch`` given, which LayerSetting never receives (SW308)
+    ignored_default_prefetch: Any = None
 
     @property
     def swap(self) -> bool:
@@ -107,11 +128,35 @@ class TrainingConfig:
         return f"{self.source}:{ln}" if ln else self.source
 
     def error(self, key: str, message: str) -> ConfigError:
-        """A ConfigError located at ``key``."""
+        """A ConfigError located at ``key`` (on mcore, a ``swap_config.*`` key the user did not
+        write at the top level names the model_config key it came from)."""
+        key = self.mcore_swap_key(key)
         return ConfigError(message, file=self.source, line=self.line(key), key=key)
+
+    def mcore_swap_key(self, key: str) -> str:
+        """``swap_config.layer_swap[0]`` -> ``model.model_config.cpu_offloading_num_layers[0]`` (or
+        the alias the YAML used) on the mcore path, where LayerSetting's swap comes from."""
+        if not self.mcore or not key.startswith("swap_config."):
+            return key
+        rest = key[len("swap_config."):]
+        for name, alias, meaning in MCORE_SWAP_KEYS:
+            if rest == meaning or rest.startswith((meaning + ".", meaning + "[")):
+                if meaning in (self.ignored_swap_config or {}):
+                    return key                    # the top-level key itself (check_rules sees it)
+                written = alias if alias and f"model.model_config.{alias}" in self.lines else name
+                return f"model.model_config.{written}{rest[len(meaning):]}"
+        return key
 
     def was_given(self, section: str, key: str) -> bool:
         return key in self.given.get(section, [])
+
+    def initial_dicts(self) -> Dict[str, Dict[str, Any]]:
+        """The sections as MindFormers logs them (``initial ... from dict``): on the mcore path
+        the *top-level* swap_config is what is logged (and ignored), not the model_config keys
+        LayerSetting uses."""
+        swap = dict(SWAP_DEFAULTS, **(self.ignored_swap_config or {})) if self.mcore else self.swap_config
+        return {"recompute_config": self.recompute_config, "swap_config": swap,
+                "parallel_config": {"pipeline_stage": self.pipeline_stage}}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -150,7 +195,10 @@ def parse_yaml(text: str, path: str = "<string>") -> Tuple[Any, Dict[str, int]]:
     except yaml.YAMLError as exc:
         raise ConfigError(f"YAML error: {_first_line(exc)}", file=path) from None
     except RecursionError:
-        raise ConfigError("YAML nesting too deep", file=path) from None
+        raise ConfigError(f"YAML nesting too deep (more than {MAX_DEPTH} levels)", file=path) from None
+    except ConfigError as exc:            # raised by _build, which does not know the file
+        exc.file = exc.file or path
+        raise
     finally:
         loader.dispose()
     return data, lines
@@ -160,7 +208,10 @@ def _first_line(exc: Exception) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
-def _build(loader: yaml.SafeLoader, node: yaml.Node, path: str, lines: Dict[str, int]) -> Any:
+def _build(loader: yaml.SafeLoader, node: yaml.Node, path: str, lines: Dict[str, int], depth: int = 0) -> Any:
+    if depth > MAX_DEPTH and isinstance(node, (yaml.MappingNode, yaml.SequenceNode)):
+        raise ConfigError(f"YAML nesting too deep (more than {MAX_DEPTH} levels)", line=node.start_mark.line + 1,
+                          key=path or None)
     if isinstance(node, yaml.MappingNode):
         loader.flatten_mapping(node)          # YAML merge keys (<<)
         out: Dict[Any, Any] = {}
@@ -173,14 +224,14 @@ def _build(loader: yaml.SafeLoader, node: yaml.Node, path: str, lines: Dict[str,
                                   key=path or None) from None
             kp = f"{path}.{key}" if path else str(key)
             lines.setdefault(kp, knode.start_mark.line + 1)
-            out[key] = _build(loader, vnode, kp, lines)
+            out[key] = _build(loader, vnode, kp, lines, depth + 1)
         return out
     if isinstance(node, yaml.SequenceNode):
         items = []
         for i, item in enumerate(node.value):
             kp = f"{path}[{i}]"
             lines.setdefault(kp, item.start_mark.line + 1)
-            items.append(_build(loader, item, kp, lines))
+            items.append(_build(loader, item, kp, lines, depth + 1))
         return items
     return loader.construct_object(node, deep=True)
 
@@ -223,6 +274,12 @@ def config_from_dicts(recompute_config: Optional[Mapping[str, Any]] = None,
     names ``select_recompute_off`` / ``select_comm_recompute_off`` are read as the exclude keys.
     """
     tree: Dict[str, Any] = {}
+    for name, section in (("recompute_config", recompute_config), ("swap_config", swap_config),
+                          ("parallel_config", parallel_config), ("context", context)):
+        if section is not None and not isinstance(section, Mapping):
+            # a damaged log line can parse as a list or a string
+            raise ConfigError(f"the logged {name} is not a mapping: {_short(section)}", file=source,
+                              key=name)
     if recompute_config is not None:
         rc = dict(recompute_config)
         for old, new in RENAMED_KEYS.items():
@@ -288,6 +345,13 @@ def _from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional[str
 
     model = _section(data, "model", err)
     model_config = _section(model, "model_config", err, prefix="model.") if model else {}
+    hf, hf_path = _pretrained_config(data, source)
+    yaml_mc_keys = set(model_config)
+    if hf:
+        # MindFormers merges the HF config.json under the YAML's model_config (the YAML wins):
+        # models/build_config.py:merge_model_config
+        model_config = {**hf, **model_config}
+        data = dict(data, model=dict(model, model_config=model_config))
     parallel_config = _section(data, "parallel_config", err)
     parallel = _section(data, "parallel", err)
     pipeline_config = _section(parallel, "pipeline_config", err, prefix="parallel.") if parallel else {}
@@ -299,6 +363,11 @@ def _from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional[str
         recompute, given_r = _template({"recompute_config": parallel_config["recompute"]},
                                        "recompute_config", RECOMPUTE_DEFAULTS, err)
     swap, given_s = _template(data, "swap_config", SWAP_DEFAULTS, err)
+    mcore = data.get("use_legacy") is False
+    ignored_swap = ignored_prefetch = None
+    if mcore:
+        ignored_swap = {k: data["swap_config"][k] for k in given_s} if given_s else None
+        swap, given_s, ignored_prefetch = _mcore_swap(model_config, err)
 
     # -- geometry -------------------------------------------------------------------------
     mc = "model.model_config"
@@ -310,26 +379,33 @@ def _from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional[str
         num_layers = model_config.get("num_layers", model_config.get("num_hidden_layers"))
         n_src = n_key
     if num_layers is None:
-        raise ConfigError("the layer count is unknown: set model.model_config.num_layers in the YAML, "
+        hint = " (this YAML takes it from pretrained_model_dir's config.json, which swapwatch does not " \
+               "read)" if data.get("pretrained_model_dir") else ""
+        raise ConfigError(f"the layer count is unknown{hint}: set model.model_config.num_layers in the YAML, "
                           "or pass --num-layers N for a fragment", file=source, key=f"{mc}.num_layers")
-    num_layers = _positive_int(num_layers, n_src, err)
+    num_layers = _positive_int(num_layers, n_src, err, limit=MAX_LAYERS, why=_LAYERS_WHY)
     mtp_depth = 0
-    if overrides["num_layers"] is None and model_config.get("mtp_depth") not in (None, 0):
+    if overrides["num_layers"] is None and model_config.get("mtp_depth") not in (None, 0) and not mcore:
         # DeepSeek-style models hand num_layers + mtp_depth to LayerSetting (train/finetune)
         mtp_depth = _nonneg_int(model_config["mtp_depth"], f"{mc}.mtp_depth", err)
-        num_layers += mtp_depth
+        num_layers = _positive_int(num_layers + mtp_depth, f"{mc}.mtp_depth", err, limit=MAX_LAYERS,
+                                   why=_LAYERS_WHY + " (num_layers + mtp_depth)")
 
     pipeline_stage = overrides["pipeline_stage"]
     if pipeline_stage is None:
-        pipeline_stage = _positive_int(parallel_config.get("pipeline_stage", 1), "parallel_config.pipeline_stage", err)
+        p_key = "parallel_config.pipeline_stage"
+        pipeline_stage = _positive_int(parallel_config.get("pipeline_stage", 1), p_key, err, limit=INT32_MAX)
     else:
-        pipeline_stage = _positive_int(pipeline_stage, "--pipeline-stage", err)
+        p_key = "--pipeline-stage"
+        pipeline_stage = _positive_int(pipeline_stage, p_key, err, limit=INT32_MAX)
 
     pp_int = overrides["pp_interleave_num"]
     if pp_int is None:
-        pp_int = _positive_int(model_config.get("pp_interleave_num", 1), f"{mc}.pp_interleave_num", err)
+        v_key = f"{mc}.pp_interleave_num"
+        pp_int = _positive_int(model_config.get("pp_interleave_num", 1), v_key, err, limit=INT32_MAX)
     else:
-        pp_int = _positive_int(pp_int, "--pp-interleave-num", err)
+        v_key = "--pp-interleave-num"
+        pp_int = _positive_int(pp_int, v_key, err, limit=INT32_MAX)
 
     pipeline_interleave = overrides["pipeline_interleave"]
     if pipeline_interleave is None:
@@ -341,6 +417,9 @@ def _from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional[str
             and pp_int > 1 and "pipeline_interleave" not in pipeline_config:
         # --pp-interleave-num on a fragment means "the run has pipeline_interleave on"
         pipeline_interleave = True
+
+    _check_chunks(num_layers, pipeline_stage, pp_int if pipeline_interleave else 1,
+                  v_key if pipeline_interleave and pp_int > 1 else p_key, err)
 
     offset = overrides["offset"]
     o_key = "--offset"
@@ -375,9 +454,72 @@ def _from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional[str
                          pipeline_interleave=pipeline_interleave, offset=offset,
                          parallel_recompute=parallel_recompute, context=ctx,
                          pipeline_scheduler=scheduler, mtp_depth=mtp_depth, source=source,
-                         lines=dict(lines), given={"recompute_config": given_r, "swap_config": given_s})
+                         lines=dict(lines), given={"recompute_config": given_r, "swap_config": given_s},
+                         mcore=mcore, ignored_swap_config=ignored_swap,
+                         ignored_default_prefetch=ignored_prefetch)
+    from .families import detect
+
+    def where_key(key: str) -> Optional[str]:
+        leaf = key.rsplit(".", 1)[-1]
+        if hf and key.startswith("model.model_config.") and leaf not in yaml_mc_keys and leaf in hf:
+            return hf_path                # the value came from pretrained_model_dir/config.json
+        return cfg.where(key)
+
+    cfg.family = detect(data, where_key)
+    if mcore and recompute.get("recompute_slice_activation") is True:
+        raise err("recompute_config.recompute_slice_activation",
+                  "recompute_slice_activation is not supported in Mcore (use_legacy: False); "
+                  "MindFormers' TransformerConfig rejects it")
     validate(cfg, check_rules=check_rules)
     return cfg
+
+
+#: mcore ``model_config`` swap keys: (TransformerConfig name, alias, swap_config meaning)
+MCORE_SWAP_KEYS = (("cpu_offloading", "swap", "swap"), ("cpu_offloading_num_layers", "layer_swap", "layer_swap"),
+                   ("op_swap", None, "op_swap"))
+
+
+def _mcore_swap(model_config: Dict[str, Any], err) -> Tuple[Dict[str, Any], List[str], Any]:
+    """The swap config mcore LayerSetting really gets (``parallel_core/training_graph/transformer/
+    utils.py:LayerSetting.__init__``): ``TransformerSwapConfig(swap=cpu_offloading,
+    layer_swap=cpu_offloading_num_layers, op_swap=op_swap)`` from ``model.model_config``, where
+    ``swap`` / ``layer_swap`` are accepted aliases (``parallel_core/transformer_config_utils.py``
+    COMMON_CONFIG_MAPPING). ``default_prefetch`` is converted but never passed on, so the default
+    strategy always uses prefetch 1. Returns (swap config, keys given, ignored default_prefetch)."""
+    mc = "model.model_config"
+    out = dict(SWAP_DEFAULTS)
+    given: List[str] = []
+    for name, alias, meaning in MCORE_SWAP_KEYS:
+        present = [k for k in (name, alias) if k and k in model_config]
+        if len(present) == 2 and model_config[present[0]] != model_config[present[1]]:
+            raise err(f"{mc}.{present[1]}", f"{present[1]} and {present[0]} are aliases of one TransformerConfig "
+                                            f"key and disagree ({model_config[present[1]]!r} vs "
+                                            f"{model_config[present[0]]!r}); MindFormers refuses the config")
+        if present and model_config[present[0]] is not None:
+            out[meaning] = model_config[present[0]]
+            given.append(meaning)
+    if out["swap"] is None:
+        out["swap"] = False
+    return out, given, model_config.get("default_prefetch")
+
+
+def _pretrained_config(data: Dict[str, Any], source: Optional[str]) -> Tuple[Dict[str, Any], Optional[str]]:
+    """(``pretrained_model_dir/config.json``, its path) when the YAML names such a directory and it
+    is there (finetune YAMLs take the model's sizes and type from it); ({}, None) otherwise."""
+    import os
+
+    pdir = data.get("pretrained_model_dir")
+    if not isinstance(pdir, str) or not pdir:
+        return {}, None
+    if not os.path.isabs(pdir) and source:
+        pdir = os.path.join(os.path.dirname(os.path.abspath(source)), pdir) if not os.path.isdir(pdir) else pdir
+    path = os.path.join(pdir, "config.json")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            hf = json.load(fh)
+    except (OSError, ValueError):
+        return {}, None
+    return (hf, path) if isinstance(hf, dict) else ({}, None)
 
 
 def _line(lines: Dict[str, int], key: str) -> Optional[int]:
@@ -422,12 +564,35 @@ def _unknown_key_message(key: Any, known: Sequence[str]) -> str:
     return f"unknown key (MindFormers rejects it); known keys: {', '.join(known)}"
 
 
-def _positive_int(value: Any, key: str, err) -> int:
+_LAYERS_WHY = f"swapwatch plans at most {MAX_LAYERS} layers (one entry per layer; real models have ~100)"
+
+
+def _positive_int(value: Any, key: str, err, limit: Optional[int] = None, why: str = "") -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise err(key, f"expected a positive integer, got {_kind(value)} {value!r}")
+        raise err(key, f"expected a positive integer, got {_kind(value)} {_short(value)}")
     if value < 1:
         raise err(key, f"expected a positive integer, got {value}")
+    if limit is not None and value > limit:
+        raise err(key, f"{_short(value)} is too large: " +
+                  (why or f"MindFormers keeps it in an int32 array (at most {limit})"))
     return value
+
+
+def _short(value: Any, width: int = 60) -> str:
+    """``repr`` cut to ``width`` characters: a one-line error must stay one readable line."""
+    text = repr(value)
+    return text if len(text) <= width else text[:width - 4] + " ..."
+
+
+def _check_chunks(num_layers: int, stages: int, interleave: int, key: str, err) -> None:
+    """MindFormers' ``_check_inputs``: every chunk but the first and the last needs a layer, so
+    more than ``num_layers + 2`` chunks can never be split (checked here, before any table of
+    ``stages x interleave`` entries is built: 10**9 stages would otherwise exhaust memory)."""
+    chunks = stages * interleave
+    if chunks > 2 and chunks - 2 > num_layers:
+        raise err(key, f"{stages} pipeline stage(s) x {interleave} interleave(s) = {chunks} chunks for "
+                       f"{num_layers} layer(s): MindFormers needs at least one layer in every chunk but "
+                       f"the first and the last")
 
 
 def _nonneg_int(value: Any, key: str, err) -> int:
@@ -441,16 +606,21 @@ def _check_offset_type(offset: Any, key: str, err) -> None:
     def is_int(x: Any) -> bool:
         return isinstance(x, int) and not isinstance(x, bool)
 
+    def check_range(values: List[int]) -> None:
+        for x in values:
+            if not -INT32_MAX - 1 <= x <= INT32_MAX:
+                raise err(key, f"offset {_short(x)} does not fit MindFormers' int32 offset array")
+
     if is_int(offset):
-        return
+        return check_range([offset])
     if isinstance(offset, list) and all(is_int(x) for x in offset):
-        return
+        return check_range(offset)
     if isinstance(offset, list) and offset and all(isinstance(r, list) and all(is_int(x) for x in r) for r in offset):
         if len({len(r) for r in offset}) == 1:
-            return
-        raise err(key, f"the rows of a 2-D offset must be equally long, got {offset!r}")
+            return check_range([x for r in offset for x in r])
+        raise err(key, f"the rows of a 2-D offset must be equally long, got {_short(offset)}")
     raise err(key, f"expected an int, a list of ints (one per stage) or a list of such lists "
-                   f"(one per interleave), got {offset!r}")
+                   f"(one per interleave), got {_short(offset)}")
 
 
 def _kind(value: Any) -> str:
@@ -479,6 +649,14 @@ def validate(cfg: TrainingConfig, check_rules: bool = True) -> None:
                         "AttributeError); move the setting to recompute_config.recompute")
     # TransformerSwapConfig is built even when swap is off, so its errors always apply
     layer_swap, op_swap = normalize_swap_config(sc, cfg)
+    if cfg.mcore:
+        # check_rules only sees the top-level swap_config (ignored by mcore LayerSetting): with
+        # cpu_offloading on, the recompute lists still get the per-stage length rule, and a
+        # model-level backward_prefetch 'Auto' passes (tools/check_rules.py:_check_recompute)
+        sc = dict(SWAP_DEFAULTS, **(cfg.ignored_swap_config or {}))
+        if not isinstance(sc.get("swap"), bool):
+            raise cfg.error("swap_config.swap", f"must be True or False, got {sc.get('swap')!r}")
+        layer_swap, op_swap = normalize_swap_config(sc, cfg)
     if not check_rules:
         return
     if not sc["swap"]:
@@ -496,7 +674,9 @@ def validate(cfg: TrainingConfig, check_rules: bool = True) -> None:
     dp = sc["default_prefetch"]
     if not isinstance(dp, int) or dp < 1:
         raise cfg.error("swap_config.default_prefetch",
-                        f"must be an integer >= 1 when swap is on, got {dp!r}")
+                        f"must be an integer >= 1 when swap is on, got {_short(dp)}")
+    if dp > INT64_MAX:
+        raise cfg.error("swap_config.default_prefetch", _PREFETCH_TOO_LARGE.format(_short(dp)))
     if sc.get("layer_swap") is not None and not isinstance(sc["layer_swap"], (list, dict)):
         raise cfg.error("swap_config.layer_swap", "must be a list of {backward_prefetch, layers} entries")
     for i, item in enumerate(layer_swap):
@@ -550,9 +730,14 @@ def _rule_swap_entry(cfg: TrainingConfig, item: Dict[str, Any], key: str, label:
     p = item.get("backward_prefetch")
     if not isinstance(p, int) or p < 1:
         raise cfg.error(f"{key}.backward_prefetch",
-                        f"{label}: backward_prefetch in swap_config must be an integer >= 1, got {p!r}"
+                        f"{label}: backward_prefetch in swap_config must be an integer >= 1, got {_short(p)}"
                         + (" (MindFormers' check_rules rejects 'Auto' in swap_config; only models that read "
                            "their swap settings from model.model_config take it there)" if p == "Auto" else ""))
+    if p > INT64_MAX:
+        raise cfg.error(f"{key}.backward_prefetch", f"{label}: " + _PREFETCH_TOO_LARGE.format(_short(p)))
+
+
+_PREFETCH_TOO_LARGE = "backward_prefetch {} is too large: MindSpore stores it as a C++ long (at most 2**63-1)"
 
 
 def parse_offset(text: str) -> Any:

@@ -90,7 +90,7 @@ def config_side(path: str) -> Side:
     ex = explain(path)
     plan = ex.plan
     return Side(path=path, kind="config",
-                cells={lp.layer: layer_table.plan_cells(lp, ex.layout) for lp in plan.layers},
+                cells={lp.layer: layer_table.plan_cells(lp, layer_table.layer_walk(plan, lp)) for lp in plan.layers},
                 stages={lp.layer: (lp.stage, lp.interleave) for lp in plan.layers},
                 shape=run_shape.config_shape(ex.config), swap=plan.swap)
 

@@ -13,7 +13,6 @@ from .checks import CheckContext, Finding, run_rules
 from .config import TrainingConfig, load_config
 from .errors import InputError
 from .file_kind import reject_log_for_explain
-from .models import load_layout
 from . import strategy
 
 
@@ -25,6 +24,13 @@ class Explanation:
     findings: List[Finding] = field(default_factory=list)
     env: Dict[str, str] = field(default_factory=dict)
 
+    def walk(self, layer: int, pattern: str, mode: str, mtp: bool = False) -> "strategy.patterns.WalkResult":
+        """What ``pattern`` reaches on ``layer``'s own tree (dense / MoE kind of the family, or
+        the MTP layer's with ``mtp``)."""
+        if self.layout is not None:
+            return strategy.walk(self.layout, pattern, mode)
+        return self.plan.walker(layer, mtp)(pattern, mode)
+
     @property
     def exit_code(self) -> int:
         return 1 if any(f.severity == "error" for f in self.findings) else 0
@@ -32,16 +38,23 @@ class Explanation:
 
 def explain(path: str, num_layers: Optional[int] = None, pipeline_stage: Optional[int] = None,
             pp_interleave_num: Optional[int] = None, offset: Any = None,
-            env: Optional[Mapping[str, str]] = None, model: str = "llama") -> Explanation:
-    """Explain the YAML at ``path``. Raises InputError/ConfigError (exit 2) for bad input."""
-    layout = load_layout(model)
+            env: Optional[Mapping[str, str]] = None, model: Optional[str] = None) -> Explanation:
+    """Explain the YAML at ``path``. Raises InputError/ConfigError (exit 2) for bad input.
+
+    The model family comes from the YAML (``swapwatch.families.detect``) unless ``model``
+    (``--model``) names one; each layer is resolved on its own tree of that family."""
+    if model is not None:
+        from .families import from_name
+
+        from_name(model)                  # an unknown --model is bad input before anything else
     try:
         config = load_config(path, num_layers=num_layers, pipeline_stage=pipeline_stage,
                              pp_interleave_num=pp_interleave_num, offset=offset)
     except InputError:
         reject_log_for_explain(path)        # a worker log: say that `verify` is the command meant
         raise
-    plan = strategy.plan(config, layout=layout, model=model)
+    plan = strategy.plan(config, model=model)
+    layout = None        # per layer, from plan.family
     ctx = CheckContext(plan=plan, config=config, env=dict(env or {}))
     findings = sorted(run_rules(ctx, needs=("config",)),
                       key=lambda f: (0 if f.severity == "error" else 1, f.code,

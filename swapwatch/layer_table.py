@@ -63,15 +63,18 @@ def ranges(values: Iterable[int], limit: Optional[int] = None) -> str:
     return ", ".join(runs)
 
 
-def pattern_text(layout: Any, pattern: str, mode: str) -> List[str]:
-    """A pattern as the op paths it reaches on ``layout``; ``PATTERN (no match)`` when it reaches
-    nothing and ``PATTERN (cell only: no effect)`` when it reaches only cells the mode skips."""
+def pattern_text(walk: Any, pattern: str, mode: str) -> List[str]:
+    """A pattern as the op paths it reaches; ``PATTERN (no match)`` when it reaches nothing and
+    ``PATTERN (cell only: no effect)`` when it reaches only cells the mode skips.
+
+    ``walk`` is the layer's walker (``Plan.walker(layer)``: each layer resolves on its own tree of
+    the model family), a layout to walk, or None (the pattern is shown as written)."""
     from . import strategy
 
-    if layout is None:
+    if walk is None:
         return [pattern]
     try:
-        res = strategy.walk(layout, pattern, mode)
+        res = walk(pattern, mode) if callable(walk) else strategy.walk(walk, pattern, mode)
     except Exception:            # an invalid regex is reported by config checks, not here
         return [f"{pattern} (invalid pattern)"]
     if res.targets:
@@ -81,6 +84,12 @@ def pattern_text(layout: Any, pattern: str, mode: str) -> List[str]:
     return [f"{pattern} (no match)"]
 
 
+def layer_walk(plan: Any, lp: Any, mtp: bool = False) -> Any:
+    """The walker of ``lp``'s own tree (dense / MoE / MTP kind of the plan's family)."""
+    walker = getattr(plan, "walker", None)
+    return walker(lp.layer, mtp) if callable(walker) else None
+
+
 def _voided(lp: Any, key: str) -> bool:
     over = set(getattr(lp, "swap_overridden", None) or [])
     if key == "layer_swap":
@@ -88,8 +97,9 @@ def _voided(lp: Any, key: str) -> bool:
     return key in over
 
 
-def plan_cells(lp: Any, layout: Any) -> Dict[str, str]:
-    """The text of every column for one :class:`~swapwatch.strategy.LayerPlan` (empty = nothing)."""
+def plan_cells(lp: Any, walk: Any) -> Dict[str, str]:
+    """The text of every column for one :class:`~swapwatch.strategy.LayerPlan` (empty = nothing);
+    ``walk`` as for :func:`pattern_text`."""
     cells: Dict[str, str] = {}
     if lp.full_recompute:
         cells["full_recompute"] = "yes" if getattr(lp, "full_recompute_logged", True) else "yes*"
@@ -99,7 +109,7 @@ def plan_cells(lp: Any, layout: Any) -> Dict[str, str]:
                    "select_comm_recompute_exclude"):
         items: List[str] = []
         for pat in getattr(lp, action) or []:
-            items.extend(pattern_text(layout, pat, WALK_MODE[action]))
+            items.extend(pattern_text(walk, pat, WALK_MODE[action]))
         cells[action] = ", ".join(items)
     if lp.layer_swap is not None:
         cells["layer_swap"] = f"{VOIDED if _voided(lp, 'layer_swap') else ''}p={lp.layer_swap}"
@@ -108,7 +118,7 @@ def plan_cells(lp: Any, layout: Any) -> Dict[str, str]:
     ops = []
     for pat, prefetch in (lp.op_swap or {}).items():
         mark = VOIDED if _voided(lp, pat) else ""
-        ops.append(f"{mark}{', '.join(pattern_text(layout, pat, 'swap'))} p={prefetch}")
+        ops.append(f"{mark}{', '.join(pattern_text(walk, pat, 'swap'))} p={prefetch}")
     cells["op_swap"] = ", ".join(ops)
     return cells
 
@@ -165,7 +175,11 @@ def fold(rows: List[Any], key: Callable[[Any], Any], layers: Callable[[Any], Lis
     return out
 
 
-def layer_label(layers: Sequence[int]) -> str:
+def layer_label(layers: Sequence[int], mtp: bool = False) -> str:
+    """``3``, ``0-7``; an MTP layer (set by a second LayerSetting as layer num_layers - 1) is
+    ``3 (MTP)``."""
+    if mtp:
+        return f"{layers[0]} (MTP)"
     a, b = layers[0], layers[-1]
     return str(a) if a == b else f"{a}-{b}"
 

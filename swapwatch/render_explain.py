@@ -27,18 +27,22 @@ def render(ex: Explanation, fmt: str, all_layers: bool = False) -> str:
 def plan_rows(ex: Explanation, all_layers: bool = False) -> Tuple[List[str], List[List[str]]]:
     """Header and rows of the per-layer table, in the vocabulary every per-layer table shares
     (:mod:`swapwatch.layer_table`); consecutive identical layers of one stage fold into a range
-    unless ``all_layers``."""
+    unless ``all_layers``. Each layer's patterns resolve on its own tree of the model family; the
+    MTP layer (a second LayerSetting, set as layer num_layers - 1) is a row of its own."""
     plan = ex.plan
     interleaved = plan.geometry.pp_interleave_num > 1
     rows = []
-    for lp in plan.layers:
-        cells = layer_table.plan_cells(lp, ex.layout)
-        rows.append(([lp.layer], layer_table.stage_label(lp.stage, lp.interleave, interleaved), cells))
+    for lp, mtp in strategy.all_layer_plans(plan):
+        walk = ex.layout if ex.layout is not None else layer_table.layer_walk(plan, lp, mtp)
+        cells = layer_table.plan_cells(lp, walk)
+        rows.append(([lp.layer], layer_table.stage_label(lp.stage, lp.interleave, interleaved), cells, mtp))
     if not all_layers:
-        rows = layer_table.fold(rows, key=lambda r: (r[1], r[2]), layers=lambda r: r[0])
+        rows = layer_table.fold(rows, key=lambda r: (r[1], r[2]), layers=lambda r: r[0],
+                                foldable=lambda r: not r[3])
     cols = layer_table.used_columns([r[2] for r in rows])
     header = ["layer", "stage"] + [layer_table.COLUMNS[a] for a in cols]
-    body = [[layer_table.layer_label(layers), stage] + [cells[a] for a in cols] for layers, stage, cells in rows]
+    body = [[layer_table.layer_label(layers, mtp), stage] + [cells[a] for a in cols]
+            for layers, stage, cells, mtp in rows]
     return header, body
 
 
@@ -49,6 +53,8 @@ def render_table(ex: Explanation, all_layers: bool = False) -> str:
     mode = "swap ON (recompute keys are layer ids)" if plan.swap else "swap off"
     out.append(f"{src}: {g.num_layers} layers, pipeline_stage {g.pipeline_stage}, "
                f"pp_interleave_num {g.pp_interleave_num}, {mode}; model layout: {plan.model}")
+    if plan.family is not None:
+        out.append(f"  model family: {plan.family.describe()}")
     if cfg.mtp_depth:
         out.append(f"  (num_layers includes mtp_depth {cfg.mtp_depth}, as MindFormers passes it to LayerSetting)")
     if cfg.pp_interleave_num > 1 and not cfg.pipeline_interleave:

@@ -12,8 +12,9 @@ each of these once:
   ``python`` is the right one;
 * the command runs in its own session/process group, its stdout+stderr stream byte for byte to the
   terminal and to ``<run-dir>/console.log``;
-* SIGINT/SIGTERM stop the whole tree: descendants are snapshotted *before* signalling (msrun's
-  workers are session leaders, out of reach of the process group), then SIGINT to the group (msrun
+* SIGINT/SIGTERM stop the whole tree: the runner is the subreaper of its descendants and
+  snapshots them *before* signalling (msrun's workers are session leaders, out of reach of the
+  process group; :mod:`swapwatch.proctree`, standard library only), then SIGINT to the group (msrun
   kills its workers on SIGINT, not on SIGTERM), a grace period, then SIGKILL for whatever is left;
 * msrun's ``--log_dir`` (or msrun_launcher.sh's positional LOG_DIR) is copied into
   ``<run-dir>/msrun_log`` (a copy, because the next msrun run truncates the originals);
@@ -38,12 +39,14 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .errors import InputError
+from .proctree import Tree
 
 #: Passes whose IR dumps show recompute clones and offload marks (reference §2d).
 IR_PASSES = "add_recomputation,validate"
@@ -56,7 +59,7 @@ _ERROR_CODE = re.compile(rb"Worker process (\d+) exit with exception\. Error cod
 
 @dataclass
 class RunResult:
-    run_dir: Path
+    run_dir: Optional[Path]          # None when preflight stopped the run before it had one
     exit_code: int
     info: Dict[str, Any] = field(default_factory=dict)
 
@@ -286,53 +289,8 @@ def _now() -> str:
 # The child process tree
 # --------------------------------------------------------------------------------------------
 
-class Tree:
-    """The child and every descendant ever seen (workers escape the process group via setsid)."""
-
-    def __init__(self, proc: subprocess.Popen):
-        import psutil
-
-        self.proc = proc
-        self.known: Dict[int, Any] = {}
-        try:
-            self.root = psutil.Process(proc.pid)
-        except psutil.NoSuchProcess:
-            self.root = None
-
-    def snapshot(self) -> None:
-        import psutil
-
-        if self.root is None:
-            return
-        try:
-            for p in self.root.children(recursive=True):
-                self.known.setdefault(p.pid, p)
-        except psutil.NoSuchProcess:
-            pass
-
-    def alive(self) -> List[Any]:
-        out = []
-        for p in self.known.values():
-            try:
-                if p.is_running() and p.status() != "zombie":
-                    out.append(p)
-            except Exception:  # noqa: BLE001 - gone meanwhile
-                pass
-        return out
-
-    def signal_group(self, sig: int) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, sig)
-
-    def kill_leftovers(self) -> List[int]:
-        import psutil
-
-        left = self.alive()
-        for p in left:
-            with contextlib.suppress(psutil.Error):
-                p.kill()
-        psutil.wait_procs(left, timeout=5)
-        return [p.pid for p in left]
+# The tree itself (finding every descendant, setsid'd ones included, and stopping them) lives in
+# swapwatch.proctree: standard library only, so `run` works from the core install.
 
 
 # --------------------------------------------------------------------------------------------
@@ -341,16 +299,52 @@ class Tree:
 
 def run(command: Sequence[str], config: Optional[str] = None, run_dir: Optional[str] = None,
         verify: bool = True, ir: bool = False, mindformers_shim: bool = False,
-        out=None, grace: float = GRACE_SECONDS) -> RunResult:
-    """Run ``command`` as described in the module docstring; returns the run dir and exit code."""
+        out=None, grace: float = GRACE_SECONDS, force: bool = False) -> RunResult:
+    """Run ``command`` as described in the module docstring; returns the run dir and exit code.
+
+    With ``config``, the config-time checks of ``explain`` run first (preflight): error findings
+    stop here with exit 1 and no run directory, unless ``force``. SIGINT/SIGTERM are recorded from
+    the moment the run directory may exist, so an interrupt at any point leaves a complete run.json.
+    """
     command = list(command)
     if not command:
         raise InputError("no command given: swapwatch run [OPTIONS] -- COMMAND...")
+    out = out if out is not None else _stdout_bytes()
+    stop = {"sig": None, "count": 0}
+    with _signals_recorded(stop):
+        return _run(command, config, run_dir, verify, ir, mindformers_shim, out, grace, force, stop)
+
+
+@contextlib.contextmanager
+def _signals_recorded(stop: Dict[str, Any]):
+    """SIGINT/SIGTERM only set ``stop`` while the run is on; the supervisor acts on it."""
+    def on_signal(signum, _frame):
+        stop["sig"] = stop["sig"] or signum
+        stop["count"] += 1
+
+    if threading.current_thread() is not threading.main_thread():
+        yield                                   # signal handlers can only be set in the main thread
+        return
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def _run(command, config, run_dir, verify, ir, mindformers_shim, out, grace, force, stop) -> RunResult:
     cfg_data, cfg_sha = read_config(config) if config else (None, None)
     base_env = dict(os.environ)
     probe_env, _ = build_env({}, base_env, False)
     if shutil.which(command[0], path=probe_env["PATH"]) is None and not os.path.isfile(command[0]):
         raise InputError(f"command not found: {command[0]}")
+    notes: List[str] = []
+    if config:
+        blocked = preflight(config, build_env(strategy_env(cfg_data, Path("."), ir, mindformers_shim),
+                                              base_env, mindformers_shim)[0], force, out, notes)
+        if blocked is not None:
+            return RunResult(None, blocked, {"preflight": "blocked"})
     name = Path(config).stem if config else os.path.basename(command[0])
     rdir = new_run_dir(run_dir, name)
     env, env_record = build_env(strategy_env(cfg_data, rdir.resolve(), ir, mindformers_shim), base_env,
@@ -359,7 +353,7 @@ def run(command: Sequence[str], config: Optional[str] = None, run_dir: Optional[
     launch = msrun_info(command, env)
     info: Dict[str, Any] = {
         "swapwatch": _version(), "command": command, "cwd": str(cwd), "run_dir": str(rdir),
-        "config": {"path": str(Path(config).resolve()), "sha256": cfg_sha} if config else None,
+        "config": {"path": str(Path(config).resolve()), "sha256": cfg_sha, "copy": CONFIG_COPY} if config else None,
         "env": env_record, "start": _now(), "end": None, "exit_code": None, "child_exit_code": None,
         "worker_exit_code": None, "interrupted": None, "launcher": launch["launcher"],
         "world_size": launch["world_size"], "local_worker_num": launch["local_worker_num"],
@@ -368,15 +362,18 @@ def run(command: Sequence[str], config: Optional[str] = None, run_dir: Optional[
         "pid": None,
     }
     run_json = rdir / "run.json"
-    write_json(run_json, info)
-    out = out if out is not None else _stdout_bytes()
-    notes: List[str] = []
-    if launch["launcher"] and not launch["join"]:
-        notes.append(f"{launch['launcher']} without --join=True returns before the workers finish: "
-                     "their exit codes and logs may be incomplete")
     code = 1
     try:
-        code = _supervise(command, env, rdir, info, out, grace, notes)
+        write_json(run_json, info)
+        if config:
+            _copy_config(config, cfg_sha, rdir / CONFIG_COPY, notes)
+        if launch["launcher"] and not launch["join"]:
+            notes.append(f"{launch['launcher']} without --join=True returns before the workers finish: "
+                         "their exit codes and logs may be incomplete")
+        if not stop["sig"]:
+            _supervise(command, env, rdir, info, out, grace, notes, stop)
+        if stop["sig"] and not info["interrupted"]:       # before the start, or after the child ended
+            _mark_interrupted(info, stop)
         src = copy_msrun_logs(launch["log_dir"], cwd, rdir / "msrun_log")
         info["msrun_log_dir"] = src
         if src:
@@ -395,6 +392,12 @@ def run(command: Sequence[str], config: Optional[str] = None, run_dir: Optional[
         else:
             info["verify"] = {"skipped": "--no-verify"}
             code = 0
+        if stop["sig"] and not info["interrupted"]:       # during the verification
+            _mark_interrupted(info, stop)
+            code = 128 + info["interrupted_signal"]
+    except InputError:
+        code = 2
+        raise
     finally:
         info["end"] = _now()
         info["exit_code"] = code
@@ -406,31 +409,80 @@ def run(command: Sequence[str], config: Optional[str] = None, run_dir: Optional[
     return RunResult(rdir, code, info)
 
 
-def _supervise(command, env, rdir: Path, info: Dict[str, Any], out, grace: float, notes: List[str]) -> int:
-    """Start the child, tee its output, handle signals; returns the child's exit code."""
-    stop = {"sig": None, "count": 0}
+#: The copy of ``--config`` inside the run directory (the YAML may be edited after the launch).
+CONFIG_COPY = "config.yaml"
 
-    def on_signal(signum, _frame):
-        stop["sig"] = stop["sig"] or signum
-        stop["count"] += 1
 
-    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    console = (rdir / "console.log").open("wb")
+def _copy_config(config: str, sha: str, dest: Path, notes: List[str]) -> None:
+    """Keep the YAML as launched; run.json's sha256 is the hash of exactly these bytes."""
     try:
-        proc = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        data = Path(config).read_bytes()
+        if hashlib.sha256(data).hexdigest() != sha:
+            notes.append(f"{config} changed while the run was starting; {CONFIG_COPY} holds the newer bytes")
+        dest.write_bytes(data)
+    except OSError as exc:
+        notes.append(f"cannot copy {config} into the run directory: {exc.strerror or exc}")
+
+
+def _mark_interrupted(info: Dict[str, Any], stop: Dict[str, Any]) -> None:
+    info["interrupted"] = signal.Signals(stop["sig"]).name
+    info["interrupted_signal"] = int(stop["sig"])
+
+
+def preflight(config: str, env: Dict[str, str], force: bool, out, notes: List[str]) -> Optional[int]:
+    """``explain``'s config-time checks before anything starts; prints the findings.
+
+    Returns the exit code when the command must not start (1: error findings; 2: a config
+    swapwatch cannot read), None to go on. ``force`` goes on anyway (and says so); warnings never
+    block. Why: an error the config alone shows (SW201, SW301 ...) otherwise surfaces at the end
+    of a job that held a cluster for hours.
+    """
+    from .explain import explain
+
+    try:
+        ex = explain(config, env=env)
+    except InputError as exc:
+        if not force:
+            raise InputError(f"preflight: {exc.message} (--force starts the command anyway)", file=exc.file,
+                             line=exc.line, key=exc.key) from None
+        notes.append(f"preflight could not check the config ({exc.one_line()}); started anyway (--force)")
+        return None
+    errors = [f for f in ex.findings if f.severity == "error"]
+    for f in ex.findings:
+        where = f"  [{f.source}]" if f.source else ""
+        _say(out, f"swapwatch run: preflight: {f.code} {f.severity}: {f.message}{where}")
+    if not errors:
+        return None
+    if force:
+        notes.append(f"preflight found {len(errors)} error(s) in {config}; started anyway (--force)")
+        return None
+    _say(out, f"swapwatch run: preflight: {len(errors)} error(s) in {config}: the command was not started "
+              f"(fix the config, see `swapwatch explain {config}`, or pass --force to start it anyway)")
+    return 1
+
+
+def _supervise(command, env, rdir: Path, info: Dict[str, Any], out, grace: float, notes: List[str],
+               stop: Dict[str, Any]) -> int:
+    """Start the child, tee its output, act on ``stop``; returns the child's exit code."""
+    console = (rdir / "console.log").open("wb")
+    tree = Tree()
+    try:
+        try:
+            proc = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
+        except OSError as exc:   # not executable, not a program (ENOEXEC), ...
+            raise InputError(f"cannot start the command: {exc.strerror or exc}", file=command[0]) from None
+        tree.attach(proc.pid)
         info["pid"] = proc.pid
         write_json(rdir / "run.json", info)
-        tree = Tree(proc)
         try:
             return _pump(proc, tree, rdir, info, out, grace, notes, stop, console)
         except BaseException:
             _emergency_stop(proc, tree, grace)   # never leave the tree behind, whatever went wrong
             raise
     finally:
+        tree.close()
         console.close()
-        for s, h in old.items():
-            signal.signal(s, h)
 
 
 def _emergency_stop(proc, tree: "Tree", grace: float) -> None:
@@ -459,8 +511,7 @@ def _pump(proc, tree: "Tree", rdir: Path, info: Dict[str, Any], out, grace: floa
             tree.snapshot()                      # BEFORE signalling: workers are session leaders
             tree.signal_group(signal.SIGINT)     # msrun stops its workers on SIGINT, not SIGTERM
             deadline = now + grace
-            info["interrupted"] = signal.Signals(stop["sig"]).name
-            info["interrupted_signal"] = int(stop["sig"])
+            _mark_interrupted(info, stop)
             write_json(rdir / "run.json", info)
         if deadline is not None and (now > deadline or stop["count"] > 1) and proc.poll() is None:
             tree.signal_group(signal.SIGKILL)
@@ -515,11 +566,19 @@ def _verify(rdir: Path, config: Optional[str], ir: bool, info: Dict[str, Any], n
     try:
         result = verify([str(rdir)], config_path=config, ir_dir=str(ir_dir) if ir and ir_dir.is_dir() else None)
     except InputError as exc:
+        if config is None and not _strategy_logged(rdir):
+            text = ("swapwatch run: nothing to verify: the job logged no strategy line ('Set ... at layer N') "
+                    "and no 'initial ... from dict' config, and no --config was given\n")
+            (rdir / "verify.txt").write_text(text, encoding="utf-8")
+            _write(out, text.encode())
+            info["verify"] = {"skipped": "nothing to verify", "output": "verify.txt"}
+            return 0                    # the job's own code: it succeeded, and nothing contradicts it
         text = f"swapwatch verify: {exc.one_line()}\n"
         code = 2
     except Exception as exc:  # noqa: BLE001 - a verify bug must not lose the run's record
-        text = f"swapwatch verify crashed: {type(exc).__name__}: {exc}\n"
-        code = 1
+        text = (f"swapwatch run: internal error in verify: {type(exc).__name__}: {exc} (a bug in swapwatch: "
+                f"please report it; `swapwatch verify {rdir}` with SWAPWATCH_DEBUG=1 shows the traceback)\n")
+        code = 3                        # as on every command: a bug of ours, not a failed verification
     else:
         text = render(result, "table")
         if not text.endswith("\n"):
@@ -531,6 +590,17 @@ def _verify(rdir: Path, config: Optional[str], ir: bool, info: Dict[str, Any], n
     info["verify"] = {"exit_code": code, "output": "verify.txt",
                       **({"json": "verify.json"} if (rdir / "verify.json").exists() else {})}
     return code
+
+
+def _strategy_logged(rdir: Path) -> bool:
+    """Whether any log of the run holds a strategy line or a logged config (what verify needs)."""
+    from .parsers import read_logs
+
+    try:
+        runlog = read_logs([str(rdir)])
+    except InputError:
+        return False
+    return any(e.kind in ("action", "initial_config") for rl in runlog.ranks.values() for e in rl.events)
 
 
 def _stdout_bytes():

@@ -1,9 +1,13 @@
 """MindFormers' recompute / swap semantics -> a per-layer Plan. THE one place for these semantics.
 
 Everything swapwatch says about what a YAML *does* comes from here: ``explain`` prints it, the
-hooks apply it, ``verify`` compares logs with it. It reproduces MindFormers 2.1.0's legacy-model
-``LayerSetting`` (``parallel_core/training_graph/transformer/utils.py``) and the normalisation of
-``TransformerSwapConfig``, including their quirks, because users are debugging *those*:
+hooks apply it, ``verify`` compares logs with it. It reproduces MindFormers 2.1.0's
+``LayerSetting`` (``parallel_core/training_graph/transformer/utils.py``, the same class on the
+legacy and the mcore path; the mcore differences are where the swap keys come from
+(``swapwatch.config``), the default select patterns, and the MTP block's second instance) and the
+normalisation of ``TransformerSwapConfig``, including their quirks, because users are debugging
+*those*. What a pattern reaches is resolved per layer on the tree of the plan's model family
+(:mod:`swapwatch.families`: dense, MoE and MTP layers differ):
 
 * geometry: layers per (interleave, stage) chunk, each layer's stage and interleave, chunk starts;
 * non-swap mode: every value form becomes a V x P count table ("first N layers of each chunk"),
@@ -37,6 +41,9 @@ Prefetch = Union[int, str]
 MAX_INT32 = 2147483647
 #: Default select_recompute patterns of legacy (Llama-family) models.
 DEFAULT_SELECT = [r"feed_forward\.mul", r"feed_forward\.w1\.activation\.silu"]
+#: Default select_recompute patterns on the mcore path (``use_legacy: False``), LayerSetting.__init__.
+DEFAULT_SELECT_MCORE = [r"mlp\.shared_experts\.mul", r"mlp\.shared_experts\.activation_func\.silu",
+                        r"mlp\.mul", r"mlp\.activation_func\.silu"]
 #: Default select_comm_recompute pattern.
 DEFAULT_COMM = [r".*\.norm"]
 #: The default swap strategy's op pattern (used when neither layer_swap nor op_swap is given).
@@ -141,7 +148,37 @@ class Plan:
     warnings: List[str] = field(default_factory=list)
     #: the legacy plain-bool ``parallel_config.recompute`` (None when recompute_config is used)
     legacy_recompute: Optional[bool] = None
-    model: str = "llama"
+    #: the model family (:class:`swapwatch.families.ModelFamily`): each layer's tree comes from it
+    family: Any = None
+    #: MTP (``MultiTokenPredictionBlock``): a second LayerSetting sets each MTP layer as layer
+    #: ``num_layers - 1``, on the MTP layer's own tree; one LayerPlan per MTP layer
+    mtp: List[LayerPlan] = field(default_factory=list)
+    #: one layout (a LayoutNode) for every layer, when the caller gave one explicitly
+    layout_override: Any = None
+    #: select key -> the default patterns MindFormers filled in (the value was a bool or counts):
+    #: on mcore they cover every layer kind, so one reaching nothing on some model is by design
+    defaulted: Dict[str, List[str]] = field(default_factory=dict)
+
+    @property
+    def model(self) -> str:
+        """The family's name (kept for callers that only want the name)."""
+        return self.family.name if self.family is not None else "tinyllama"
+
+    def layout_key(self, layer: int, mtp: bool = False) -> Optional[str]:
+        """The layout key (``family:kind``) of decoder layer ``layer`` or of the MTP layer."""
+        return self.family.layout_key(layer, mtp) if self.family is not None else "tinyllama"
+
+    def walker(self, layer: int, mtp: bool = False) -> "Walker":
+        """``walker(pattern, mode)`` over the tree of one layer (memoised per layer kind)."""
+        if self.layout_override is not None:
+            lay = self.layout_override
+            return lambda pat, mode: walk(lay, pat, mode)
+        key = self.layout_key(layer, mtp)
+        fam = self.family
+        if fam is None:
+            lay = _layout("tinyllama")
+            return lambda pat, mode: walk(lay, pat, mode)
+        return lambda pat, mode: fam.walk(key, pat, mode)
 
     def to_json(self) -> Dict[str, Any]:
         """The ``explain --format json`` document (DESIGN §3.2)."""
@@ -150,7 +187,12 @@ class Plan:
                 "pp_interleave_num": g.pp_interleave_num, "swap": self.swap,
                 "formative": jsonable(self.formative),
                 "layers": [lp.to_json() for lp in self.layers],
-                "findings": [f.to_json() if hasattr(f, "to_json") else f for f in self.findings]}
+                "findings": [f.to_json() if hasattr(f, "to_json") else f for f in self.findings],
+                # additions (issue 11): the family, and the MTP layer(s) set as layer num_layers - 1
+                "family": None if self.family is None else {
+                    "name": self.family.name, "known": self.family.known, "origin": self.family.origin,
+                    "path": self.family.path if self.family.known else None},
+                "mtp": [dict(lp.to_json(), layout=self.layout_key(lp.layer, True)) for lp in self.mtp]}
 
 
 def jsonable(obj: Any) -> Any:
@@ -466,13 +508,28 @@ class _Formatter:
 # plan()
 # ---------------------------------------------------------------------------------------------
 
-def plan(config: Any, layout: Any = None, model: str = "llama") -> Plan:
+def plan(config: Any, layout: Any = None, model: Optional[str] = None, family: Any = None) -> Plan:
     """The per-layer strategy MindFormers will apply for ``config``.
 
-    ``layout`` (a :class:`~swapwatch.patterns.LayoutNode`; default: the ``model`` family's) is only
-    used to tell which swaps recompute voids on the same op path; the per-layer pattern lists do
-    not depend on it (MindFormers applies a pattern whether or not it matches anything).
+    The model family (what each layer's tree is) is ``family`` (a
+    :class:`~swapwatch.families.ModelFamily`), else the family named ``model`` (``--model``), else
+    the one the YAML names (``config.family``), else the example model's. ``layout`` (one
+    :class:`~swapwatch.patterns.LayoutNode` for every layer) overrides the trees. The per-layer
+    pattern lists do not depend on the trees (MindFormers applies a pattern whether or not it
+    matches anything); what the patterns reach does.
     """
+    from . import families
+
+    if family is None and model is not None:
+        family = families.from_name(model)
+        detected = getattr(config, "family", None)
+        if detected is not None and detected.known and detected.name == family.name:
+            family = detected
+        elif detected is not None:
+            family.first_k_dense_replace = detected.first_k_dense_replace
+            family.mtp_layers = detected.mtp_layers
+    if family is None:
+        family = getattr(config, "family", None) or families.ModelFamily(families.DEFAULT_FAMILY)
     err = _errfn(config)
     geo = compute_geometry(config)
     rc = copy.deepcopy(config.recompute_config)       # formatting edits 2-D tables in place
@@ -482,6 +539,7 @@ def plan(config: Any, layout: Any = None, model: str = "llama") -> Plan:
     fmt = _Formatter(geo)
     formative: Dict[str, Any] = {}
     removed: List[Tuple[str, str]] = []
+    defaulted: Dict[str, List[str]] = {}
     tables: Dict[str, Dict[str, Any]] = {}
     layer_recompute: Any = None
 
@@ -489,7 +547,12 @@ def plan(config: Any, layout: Any = None, model: str = "llama") -> Plan:
         layer_recompute = _fmt(lambda: fmt.layer_ids(rc["recompute"]) if swap else fmt.counts(rc["recompute"]),
                                "recompute_config.recompute", config.recompute_config["recompute"], swap, err)
         for key, defaults in SELECT_KEYS:
+            if key == "select_recompute" and getattr(config, "mcore", False):
+                defaults = DEFAULT_SELECT_MCORE
             ids = swap and not key.endswith("_exclude")
+            if defaults and not isinstance(rc[key], dict) and not (
+                    isinstance(rc[key], (list, tuple)) and all(isinstance(x, str) for x in rc[key])):
+                defaulted[key] = list(defaults)
             tables[key] = _fmt(lambda: fmt.pattern_table(rc[key], defaults, ids),
                                f"recompute_config.{key}", config.recompute_config[key], ids, err)
             for pat in tables[key]:
@@ -538,26 +601,35 @@ def plan(config: Any, layout: Any = None, model: str = "llama") -> Plan:
         layers.append(lp)
 
     result = Plan(geometry=geo, swap=swap, formative=formative, layers=layers, config=config,
-                  removed=removed, legacy_recompute=legacy, model=model)
-    lay = layout if layout is not None else _layout(model)
-    _check_double_recompute(result, lay, err)
+                  removed=removed, legacy_recompute=legacy, family=family, layout_override=layout,
+                  defaulted=defaulted)
+    if getattr(family, "mtp_layers", 0) and layers:
+        # MultiTokenPredictionBlock: the same LayerSetting config, layer id num_layers - 1
+        result.mtp = [copy.deepcopy(layers[-1]) for _ in range(family.mtp_layers)]
+    _check_double_recompute(result, err)
     if swap and legacy is None:
         result.warnings = conflict_warnings(rc, layer_swap, op_swap, err)
     if swap:
-        mark_overridden(result, lay)
+        mark_overridden(result)
     return result
 
 
-def _check_double_recompute(result: Plan, layout: Any, err) -> None:
+def all_layer_plans(result: Plan) -> List[Tuple[LayerPlan, bool]]:
+    """(LayerPlan, is_mtp) for every layer LayerSetting sets: the decoder layers, then MTP."""
+    return [(lp, False) for lp in result.layers] + [(lp, True) for lp in result.mtp]
+
+
+def _check_double_recompute(result: Plan, err) -> None:
     """MindSpore records ``Primitive.recompute(mode)`` as a prim attribute that shadows the method,
     so a second call on the same primitive fails (``'bool' object is not callable``): MindFormers
     crashes when two select patterns, or a select and an exclude pattern, reach one primitive of a
     layer (the exclude-vs-select removal only drops the *first* overlapping select pattern)."""
-    for lp in result.layers:
+    for lp, mtp in all_layer_plans(result):
+        walker = result.walker(lp.layer, mtp)
         seen: Dict[str, Tuple[str, str]] = {}
         for key in ("select_recompute", "select_recompute_exclude"):
             for pat in getattr(lp, key):
-                for t in walk(layout, pat, WALK_MODE[key]).targets:
+                for t in walker(pat, WALK_MODE[key]).targets:
                     if t.kind != "prim":
                         continue
                     if t.path in seen:
@@ -678,7 +750,7 @@ def _covers(outer: str, inner: str) -> bool:
     return inner == outer or inner.startswith(outer + ".")
 
 
-def mark_overridden(result: Plan, layout: Any) -> None:
+def mark_overridden(result: Plan, layout: Any = None) -> None:
     """Fill ``swap_overridden``: swaps applied but voided by recompute on the same layer.
 
     * full recompute: every swap of the layer (``layer_swap`` and each op_swap pattern);
@@ -687,10 +759,12 @@ def mark_overridden(result: Plan, layout: Any) -> None:
     * a layer swap on a layer with select recompute: the selected ops' part of it
       (``layer_swap[<pattern>]``), as MindFormers warns.
     """
-    for lp in result.layers:
+    for lp, mtp in all_layer_plans(result):
         lp.swap_overridden, lp.overridden_by = [], {}
         if lp.layer_swap is None and not lp.op_swap:
             continue
+        walker = (lambda pat, mode, _l=layout: walk(_l, pat, mode)) if layout is not None \
+            else result.walker(lp.layer, mtp)
 
         def add(entry: str, why: str) -> None:
             if entry not in lp.overridden_by:
@@ -703,9 +777,9 @@ def mark_overridden(result: Plan, layout: Any) -> None:
             for pat in lp.op_swap:
                 add(pat, "the whole layer is recomputed")
             continue
-        sel_targets = {pat: pattern_targets(layout, pat, "recompute") for pat in lp.select_recompute}
+        sel_targets = {pat: [t.path for t in walker(pat, "recompute").targets] for pat in lp.select_recompute}
         for pat in lp.op_swap:
-            swapped = pattern_targets(layout, pat, "swap")
+            swapped = [t.path for t in walker(pat, "swap").targets]
             for spat, targets in sel_targets.items():
                 if spat == pat or any(_covers(s, t) for s in targets for t in swapped):
                     add(pat, f"select recompute '{spat}' recomputes it")
@@ -809,8 +883,10 @@ def init_messages(result: Plan) -> List[Tuple[str, str]]:
 
 def formative_lines(result: Plan) -> List[str]:
     """The message parts of LayerSetting's init block (geometry, Formative values, removals,
-    conflict warnings), byte for byte as MindFormers prints them under numpy<2."""
-    return [m for _, m in init_messages(result)]
+    conflict warnings), byte for byte as MindFormers prints them under numpy<2. With MTP the
+    block is logged once more (``MultiTokenPredictionBlock`` builds a second LayerSetting)."""
+    block = [m for _, m in init_messages(result)]
+    return block * (1 + (1 if result.mtp else 0))
 
 
 def layer_messages(result: Plan, layout: Any = None) -> Dict[int, List[Tuple[str, str]]]:
@@ -822,9 +898,21 @@ def layer_messages(result: Plan, layout: Any = None) -> Dict[int, List[Tuple[str
     matches nothing contributes nothing, and exclude / comm patterns that reach a cell print the
     "expected to be operation but got cell" line instead.
     """
-    layout = layout if layout is not None else _layout(result.model)
-    return {lp.layer: layer_lines(result, lp, lambda pat, mode: walk(layout, pat, mode))
-            for lp in result.layers}
+    if layout is not None:
+        return {lp.layer: layer_lines(result, lp, lambda pat, mode: walk(layout, pat, mode))
+                for lp in result.layers}
+    return {lp.layer: layer_lines(result, lp, result.walker(lp.layer)) for lp in result.layers}
+
+
+def mtp_messages(result: Plan, layout: Any = None) -> List[Tuple[str, str]]:
+    """The (level, message) lines of the MTP block's layers (each set as layer num_layers - 1,
+    on the MTP layer's tree), in order."""
+    out: List[Tuple[str, str]] = []
+    for lp in result.mtp:
+        walker = (lambda pat, mode, _l=layout: walk(_l, pat, mode)) if layout is not None \
+            else result.walker(lp.layer, mtp=True)
+        out.extend(layer_lines(result, lp, walker))
+    return out
 
 
 #: How :func:`layer_lines` reaches a layer's cells: ``walker(pattern, mode) -> WalkResult``. The
@@ -897,7 +985,11 @@ def expected_lines(result: Plan, layout: Any = None) -> Dict[int, List[str]]:
 
 def layer_setting_lines(result: Plan, layout: Any = None) -> List[str]:
     """The whole LayerSetting block as message parts: init lines, then every layer's lines."""
-    out = formative_lines(result)
+    block = [m for _, m in init_messages(result)]
+    out = list(block)
     for i, msgs in layer_messages(result, layout).items():
         out.extend(m for _, m in msgs)
+    if result.mtp:
+        out.extend(block)
+        out.extend(m for _, m in mtp_messages(result, layout))
     return out

@@ -209,6 +209,9 @@ def config_from_log(runlog: Any) -> Tuple[Any, str]:
             geometry=geometry,
             source=_first_source(rank_log, "initial_config") or f"rank {rank} log")
         _given_means_changed(config)
+        from .families import apply_log_family
+
+        apply_log_family(config, rank_log)          # the family (and mcore swap) the log shows
         return config, f"rank {rank} log ({_first_source(rank_log, 'initial_config')})"
     files = [f for r in sorted(runlog.ranks) for f in runlog.ranks[r].files][:3]
     raise InputError("no --config given and the logs hold no 'initial recompute_config/"

@@ -107,18 +107,6 @@ def map_rank(result: Any) -> Optional[int]:
     return min(comp.ranks)
 
 
-def _layout(result: Any) -> Any:
-    plan = result.plan
-    if plan is None:
-        return None
-    try:
-        from .models import load_layout
-
-        return load_layout(getattr(plan, "model", None) or "llama")
-    except Exception:           # an unknown family: patterns are shown as written
-        return None
-
-
 def layer_map(result: Any, rank: Optional[int] = None, fold: bool = True) -> List[Row]:
     """Rows of expected vs actual for ``rank`` (default :func:`map_rank`)."""
     comp = result.comparison
@@ -128,7 +116,6 @@ def layer_map(result: Any, rank: Optional[int] = None, fold: bool = True) -> Lis
     diff: RankDiff = comp.ranks.get(rank) if rank is not None else None
     blind = unverifiable(result, rank)
     bad = _bad_cells(diff) if diff and not blind else set()
-    layout = _layout(result)
     plan_layers = {lp.layer: lp for lp in result.plan.layers} if result.plan is not None else {}
     interleaved = any(getattr(lp, "interleave", 0) for lp in plan_layers.values())
     rows: List[Row] = []
@@ -136,7 +123,7 @@ def layer_map(result: Any, rank: Optional[int] = None, fold: bool = True) -> Lis
     for layer in all_layers:
         lp = plan_layers.get(layer)
         stage = layer_table.stage_label(lp.stage if lp else None, lp.interleave if lp else 0, interleaved)
-        exp = layer_table.plan_cells(lp, layout) if lp else {}
+        exp = layer_table.plan_cells(lp, layer_table.layer_walk(result.plan, lp)) if lp else {}
         got_items = diff.seen.get(layer, []) if diff else []
         got = layer_table.logged_cells(got_items)
         row = Row([layer], stage)

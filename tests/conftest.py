@@ -23,6 +23,13 @@ def _missing():
         yield f"msrun is not in {Path(sys.executable).parent}"
     if not (REPO / ".oracle-venv" / ".ready").exists():
         yield "the MindFormers oracle venv .oracle-venv/.ready is missing (make oracle)"
+    if not (core_venv() / "bin" / "swapwatch").exists():
+        yield f"the core-only venv {core_venv()} is missing (make core; SWAPWATCH_CORE_VENV names another)"
+
+
+def core_venv() -> Path:
+    """The core-only install tests/test_core_install.py runs (``make core`` builds it)."""
+    return Path(os.environ.get("SWAPWATCH_CORE_VENV") or REPO / ".core-venv")
 
 
 def pytest_configure(config):

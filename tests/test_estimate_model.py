@@ -47,7 +47,7 @@ def cost_of(fam: Family, patterns):
 
 
 def test_every_op_of_the_tensor_table_is_on_the_layout(tmp_path):
-    paths = {p for p, _ in load_layout("llama").paths()}
+    paths = {p for p, _ in load_layout("tinyllama").paths()}
     flash = write(tmp_path, open(TINY).read().replace("    softmax_compute_type: float32",
                                                        "    softmax_compute_type: float32\n    use_flash_attention: True"))
     for fam in (fam_of(TINY), fam_of(flash)):
@@ -150,7 +150,7 @@ def test_pipeline_stages_hold_their_in_flight_micro_batches(tmp_path):
 def test_estimate_json_is_design_3_3a():
     est = estimate("fixtures/configs/demo_recompute.yaml")
     js = est.to_json()
-    assert js["config"] == "fixtures/configs/demo_recompute.yaml" and js["family"] == "llama"
+    assert js["config"] == "fixtures/configs/demo_recompute.yaml" and js["family"] == "tinyllama"
     st = js["stages"][0]
     assert st["layers"] == [0, 1, 2, 3] and st["measured_peak_bytes"] is None
     assert st["peak_bytes"] == sum(st["components"].values())

@@ -8,7 +8,7 @@ from swapwatch.models import load_layout
 
 @pytest.fixture(scope="module")
 def llama():
-    return load_layout("llama")
+    return load_layout("tinyllama")
 
 
 @pytest.mark.parametrize("pattern, mode, logged, targets", [

@@ -126,7 +126,7 @@ def test_cli_strategy_from_logs_and_against_another_config(tmp_path, capsys):
     assert "identical to the config" in stdout
     png_size(out)
     code, stdout, err = run_cli(["plot", "strategy", run_dir("select"), "--config",
-                                 os.path.join(RUNS, "configs", "full.yaml"), "-o", str(out)], capsys)
+                                 os.path.join(RUNS, "configs", "full.yaml"), "-o", str(out), "--force"], capsys)
     assert code == 0, err
     assert "side by side" in stdout
     code, stdout, err = run_cli(["plot", "strategy", os.path.join(RUNS, "configs", "select.yaml"),

@@ -96,7 +96,7 @@ def test_sw104_config_time():
                   "select_comm_recompute_exclude": {"attention": True}}, code="SW104")
     msgs = {x.op: x.message for x in f}
     assert set(msgs) == {r"attention\.flash attention", "attention"}
-    assert "nothing in the llama layer" in msgs[r"attention\.flash attention"]
+    assert "nothing in the tinyllama layer" in msgs[r"attention\.flash attention"]
     assert "only reaches cell(s) attention" in msgs["attention"]
     assert not findings({"select_recompute": True}, code="SW104")
     f = findings({}, {"swap": True, "op_swap": [{"op_name": r"nothing\.here", "backward_prefetch": 1,

@@ -62,7 +62,8 @@ def test_user_env_is_never_overridden_and_both_are_recorded(tmp_path, monkeypatc
     venv_bin = str(Path(PY).parent)
     monkeypatch.setenv("PATH", os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if p != venv_bin))
     cfg = tmp_path / "swap.yaml"
-    cfg.write_text("swap_config:\n  swap: True\n")
+    cfg.write_text("model:\n  model_config:\n    num_layers: 2\ncontext:\n  memory_optimize_level: O0\n"
+                   "swap_config:\n  swap: True\n")
     res, out = _run(tmp_path, "import os; print(os.environ['GLOG_v'], os.environ['ENABLE_LAZY_INLINE_NO_PIPELINE'],"
                     " os.environ['MS_SUBMODULE_LOG_v'])", config=str(cfg), verify=False)
     assert out.startswith(b"1 1 {PRE_ACT:1}\n")
@@ -233,3 +234,127 @@ def test_sigterm_leaves_no_process_behind(tmp_path):
     assert alive == []
     info = json.loads((tmp_path / "run" / "run.json").read_text())
     assert info["interrupted"] == "SIGTERM" and info["exit_code"] == 143
+
+
+# ---- preflight, nothing to verify, the config copy (issue 16 items 5-7) -------------------------
+
+CONFLICT = str(Path(__file__).resolve().parents[1] / "fixtures" / "configs" / "conflict.yaml")
+TOUCH = "open('started', 'w').write('the child ran')"
+
+
+def _cli(tmp_path, *args):
+    return subprocess.run([PY, "-m", "swapwatch.cli", *map(str, args)], capture_output=True, text=True, cwd=tmp_path)
+
+
+def test_preflight_errors_keep_the_command_from_starting(tmp_path):
+    r = _cli(tmp_path, "run", "--config", CONFLICT, "--run-dir", tmp_path / "run", "--", PY, "-c", TOUCH)
+    assert r.returncode == 1, r.stderr
+    assert not (tmp_path / "started").exists() and not (tmp_path / "run").exists()
+    shown = [ln for ln in r.stdout.splitlines() if ln.startswith("swapwatch run: preflight: SW201 error")]
+    assert len(shown) == 2 and "conflict.yaml:44" in shown[0]
+    assert "the command was not started" in r.stdout and "--force" in r.stdout
+
+
+def test_preflight_force_starts_the_command_anyway(tmp_path):
+    r = _cli(tmp_path, "run", "--force", "--no-verify", "--config", CONFLICT, "--run-dir", tmp_path / "run",
+             "--", PY, "-c", TOUCH)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "started").read_text() == "the child ran"
+    assert "preflight found 2 error(s)" in r.stdout and "started anyway (--force)" in r.stdout
+    info = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert any("started anyway" in n for n in info["notes"])
+
+
+def test_preflight_warnings_never_block(tmp_path):
+    cfg = tmp_path / "warn.yaml"
+    cfg.write_text('model:\n  model_config:\n    num_layers: 2\nrecompute_config:\n'
+                   '  select_recompute: ["feed_forward\\\\.nosuch"]\n')
+    r = _cli(tmp_path, "run", "--no-verify", "--config", cfg, "--run-dir", tmp_path / "run", "--", PY, "-c", TOUCH)
+    assert r.returncode == 0 and (tmp_path / "started").exists(), r.stdout + r.stderr
+    assert "swapwatch run: preflight: SW104 warning" in r.stdout
+
+
+def test_preflight_on_a_config_swapwatch_rejects_is_exit_2_and_force_starts_it(tmp_path):
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text("model:\n  model_config:\n    num_layers: 4\nrecompute_config:\n  recompte: True\n")
+    r = _cli(tmp_path, "run", "--config", cfg, "--run-dir", tmp_path / "run", "--", PY, "-c", TOUCH)
+    assert r.returncode == 2 and not (tmp_path / "started").exists() and not (tmp_path / "run").exists()
+    assert r.stderr.strip().splitlines() == [f"swapwatch: error: {cfg}:5: recompute_config.recompte: preflight: "
+                                             "unknown key; did you mean 'recompute'? (--force starts the command "
+                                             "anyway)"]
+    r = _cli(tmp_path, "run", "--force", "--no-verify", "--config", cfg, "--run-dir", tmp_path / "run",
+             "--", PY, "-c", TOUCH)
+    assert r.returncode == 0 and (tmp_path / "started").exists()
+    assert "preflight could not check the config" in r.stdout
+
+
+def test_a_job_with_nothing_to_verify_keeps_its_exit_code(tmp_path):
+    res, out = _run(tmp_path, "print('training without any strategy')")
+    assert res.exit_code == 0
+    said = [ln for ln in out.decode().splitlines() if "nothing to verify" in ln]
+    assert len(said) == 1 and "no strategy line" in said[0] and "no --config" in said[0]
+    info = json.loads((res.run_dir / "run.json").read_text())
+    assert info["exit_code"] == 0 and info["verify"]["skipped"] == "nothing to verify"
+
+
+def test_a_job_with_strategy_lines_but_no_config_still_asks_for_one(tmp_path):
+    res, out = _run(tmp_path, "print('Set full recompute at layer 0')")
+    assert res.exit_code == 2 and b"pass --config" in out
+
+
+def test_the_config_is_copied_into_the_run_directory(tmp_path):
+    cfg = tmp_path / "full.yaml"
+    cfg.write_text("model:\n  model_config:\n    num_layers: 1\nrecompute_config:\n  recompute: True\n")
+    res, _ = _run(tmp_path, "print('x')", config=str(cfg), verify=False)
+    cfg.write_text("edited after the launch\n")
+    info = json.loads((res.run_dir / "run.json").read_text())
+    copy = res.run_dir / info["config"]["copy"]
+    import hashlib
+    assert copy.name == "config.yaml" and copy.read_bytes().startswith(b"model:")
+    assert hashlib.sha256(copy.read_bytes()).hexdigest() == info["config"]["sha256"]
+
+
+# ---- an interrupt at any moment leaves a complete run.json ---------------------------------------
+
+QUICK = "print('Set full recompute at layer 0', flush=True)"
+SLOW = "import time; print('working', flush=True); time.sleep(60)"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("child, delay", [(SLOW, 0.0), (SLOW, 0.15), (SLOW, 0.4), (SLOW, 1.0),
+                                          (QUICK, 0.3), (QUICK, 0.6), (QUICK, 0.9), (QUICK, 1.5)])
+def test_an_interrupt_at_any_moment_leaves_a_valid_run_json(tmp_path, sig, child, delay):
+    cfg = tmp_path / "full.yaml"
+    cfg.write_text("model:\n  model_config:\n    num_layers: 1\nrecompute_config:\n  recompute: True\n")
+    p = subprocess.Popen([PY, "-m", "swapwatch.cli", "run", "--config", str(cfg), "--run-dir", str(tmp_path / "run"),
+                          "--", PY, "-c", child], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    time.sleep(delay)
+    p.send_signal(sig)
+    rc = p.wait(timeout=120)
+    stderr = p.stderr.read().decode()
+    assert "Traceback" not in stderr and "internal error" not in stderr, stderr
+    run = tmp_path / "run"
+    if not run.exists():                  # the signal came before swapwatch had started anything
+        assert rc in (-sig, 130), (rc, stderr)
+        return
+    info = json.loads((run / "run.json").read_text())      # complete JSON, whatever the moment
+    assert info["end"] and not list(run.glob("*.tmp"))
+    if rc == -sig:    # a late signal, after the run was complete and recorded, while Python exits
+        assert info["exit_code"] in (0, 1) and info["interrupted"] is None
+        return
+    assert info["exit_code"] == rc
+    if rc != 0:       # the child may have finished (and passed) before a late signal: that run is whole
+        assert rc == 128 + sig and info["interrupted"] == signal.Signals(sig).name
+    if info["child_exit_code"] is None:
+        assert info["pid"] is None or info["interrupted"]
+
+
+def test_a_bug_in_verify_is_exit_3_and_the_run_is_still_recorded(tmp_path, monkeypatch):
+    def broken(*_a, **_k):
+        raise ZeroDivisionError("a bug")
+
+    monkeypatch.setattr("swapwatch.verify.verify", broken)
+    res, out = _run(tmp_path, "print('Set full recompute at layer 0')")
+    assert res.exit_code == 3 and b"internal error in verify: ZeroDivisionError: a bug" in out
+    info = json.loads((res.run_dir / "run.json").read_text())
+    assert info["exit_code"] == 3 and info["end"] and (res.run_dir / "verify.txt").exists()

@@ -29,7 +29,7 @@ def net():
 
 
 def test_real_layer_tree_equals_layout_yaml(net):
-    assert _paths(CellAdapter(), net.layers[0]) == load_layout("llama").paths()
+    assert _paths(CellAdapter(), net.layers[0]) == load_layout("tinyllama").paths()
 
 
 @pytest.mark.parametrize("pattern, mode", [
@@ -38,7 +38,7 @@ def test_real_layer_tree_equals_layout_yaml(net):
 ])
 def test_walk_over_real_cells_equals_walk_over_layout(net, pattern, mode):
     real = patterns.walk(CellAdapter(), net.layers[0], pattern, mode)
-    layout = patterns.walk_layout(load_layout("llama"), pattern, mode)
+    layout = patterns.walk_layout(load_layout("tinyllama"), pattern, mode)
     assert real.raw_log == layout.raw_log
     assert [(t.path, t.kind) for t in real.targets] == [(t.path, t.kind) for t in layout.targets]
 

@@ -191,7 +191,7 @@ def test_ex7_offset_sum():
 def test_ex8_leaf_under_reporting():
     p = make({"select_recompute": {r"feed_forward\.w[123]": True}})
     assert lines(p)[0] == ["Set select recompute on at layer 0: feed_forward.w3"]
-    assert strategy.pattern_targets(strategy._layout("llama"), r"feed_forward\.w[123]", "recompute") == [
+    assert strategy.pattern_targets(strategy._layout("tinyllama"), r"feed_forward\.w[123]", "recompute") == [
         "feed_forward.w1", "feed_forward.w2", "feed_forward.w3"]
 
 
@@ -376,7 +376,8 @@ def test_to_json_shape():
              {"swap": True, "op_swap": [{"op_name": "attention", "backward_prefetch": 20, "layers": True}]},
              check_rules=False)
     doc = p.to_json()
-    assert set(doc) == {"num_layers", "pipeline_stage", "pp_interleave_num", "swap", "formative", "layers", "findings"}
+    assert set(doc) == {"num_layers", "pipeline_stage", "pp_interleave_num", "swap", "formative", "layers", "findings",
+                        "family", "mtp"}
     assert doc["layers"][0] == {"layer": 0, "stage": 0, "interleave": 0, "full_recompute": False,
                                 "select_recompute": [r"feed_forward\.mul"], "select_comm_recompute": [],
                                 "select_recompute_exclude": [], "select_comm_recompute_exclude": [],

@@ -64,6 +64,9 @@ class Expected:
     value: Any = None                   # prefetch for swaps
     paths: List[str] = field(default_factory=list)   # what the layout says the line will name
     logged: bool = True                 # False: applied without a log line (swap-mode recompute: True)
+    #: the paths come from the layer's own tree of a family the config names: an empty ``paths``
+    #: then means "this layer logs nothing for it" (a default pattern of another layer kind)
+    resolved: bool = False
 
     @property
     def op(self) -> Optional[str]:
@@ -121,10 +124,13 @@ class Comparison:
 # ---------------------------------------------------------------------------------------------
 
 @functools.lru_cache(maxsize=1024)
-def _layout_walk(family: str, pattern: str, mode: str) -> Tuple[str, ...]:
-    """The dotted paths the layout says a pattern's log item names (empty: it logs nothing)."""
+def _layout_walk(family: Optional[str], pattern: str, mode: str) -> Tuple[str, ...]:
+    """The dotted paths the layout (a layout key, ``family:kind``) says a pattern's log item
+    names (empty: it logs nothing, or the family is unknown)."""
     from ..models import load_layout
 
+    if family is None:
+        return ()
     try:
         result = patterns.walk_layout(load_layout(family), pattern, mode)
     except patterns.PatternError:
@@ -132,12 +138,24 @@ def _layout_walk(family: str, pattern: str, mode: str) -> Tuple[str, ...]:
     return tuple(patterns.logged_paths(result.raw_log))
 
 
-@functools.lru_cache(maxsize=8)
-def layout_paths(family: str = "llama") -> frozenset:
-    """Every path (cell or prim) of the family's layer layout."""
-    from ..models import load_layout
+@functools.lru_cache(maxsize=32)
+def layout_paths(family: str = "tinyllama") -> frozenset:
+    """Every path (cell or prim) of the family's layer layouts (every kind: dense, MoE, MTP)."""
+    from ..models import family_data, load_layout
 
-    return frozenset(p for p, _ in load_layout(family).paths())
+    if ":" in family:
+        return frozenset(p for p, _ in load_layout(family).paths())
+    out = set()
+    for kind in family_data(family)["layouts"]:
+        out |= {p for p, _ in load_layout(f"{family}:{kind}").paths()}
+    return frozenset(out)
+
+
+def _key_of(plan: Any, layer: int, family: str) -> Optional[str]:
+    """The layout key of one layer: the plan's own (per layer kind) when it has one."""
+    if hasattr(plan, "layout_key") and getattr(plan, "family", None) is not None:
+        return plan.layout_key(layer)
+    return family
 
 
 def silent_full_recompute(plan: Any) -> bool:
@@ -150,11 +168,16 @@ def silent_full_recompute(plan: Any) -> bool:
     return bool(getattr(plan, "swap", False)) and formative.get("layer_recompute") is True
 
 
-def expected_actions(plan: Any, family: str = "llama") -> Dict[int, List[Expected]]:
-    """Per layer, what the plan applies, in MindFormers' per-layer order, with the expected paths."""
+def expected_actions(plan: Any, family: str = "tinyllama") -> Dict[int, List[Expected]]:
+    """Per layer, what the plan applies, in MindFormers' per-layer order, with the expected paths
+    (each layer resolved on its own tree: dense, MoE)."""
     silent_full = silent_full_recompute(plan)
     out: Dict[int, List[Expected]] = {}
+    base = family
+    fam = getattr(plan, "family", None)
+    resolved = bool(fam is not None and fam.known and not fam.origin.startswith("default"))
     for lp in plan.layers:
+        family = _key_of(plan, lp.layer, base)
         items: List[Expected] = []
         if lp.full_recompute:
             logged = getattr(lp, "full_recompute_logged", None)    # the engine says so when it can
@@ -163,12 +186,12 @@ def expected_actions(plan: Any, family: str = "llama") -> Dict[int, List[Expecte
         for action in PATTERN_ACTIONS[:4]:
             for pat in getattr(lp, action) or []:
                 items.append(Expected(lp.layer, action, pat, True,
-                                      list(_layout_walk(family, pat, WALK_MODE[action]))))
+                                      list(_layout_walk(family, pat, WALK_MODE[action])), resolved=resolved))
         if lp.layer_swap is not None:
             items.append(Expected(lp.layer, "layer_swap", value=lp.layer_swap))
         for pat, prefetch in (lp.op_swap or {}).items():
             items.append(Expected(lp.layer, "op_swap", pat, prefetch,
-                                  list(_layout_walk(family, pat, "swap"))))
+                                  list(_layout_walk(family, pat, "swap")), resolved=resolved))
         out[lp.layer] = items
     return out
 
@@ -207,7 +230,7 @@ def norm_value(value: Any) -> str:
 # The comparison
 # ---------------------------------------------------------------------------------------------
 
-def compare(plan: Any, runlog: Any, family: str = "llama") -> Comparison:
+def compare(plan: Any, runlog: Any, family: str = "tinyllama") -> Comparison:
     """Compare every rank of ``runlog`` with ``plan``.
 
     Ranks are visited one at a time (a packed rank is unpacked only while it is compared), and
@@ -216,7 +239,9 @@ def compare(plan: Any, runlog: Any, family: str = "llama") -> Comparison:
     copy of its logged items; ``RankDiff.seen`` reads them back from the rank when asked.
     """
     expected = expected_actions(plan, family)
-    known = layout_paths(family)
+    fam = getattr(plan, "family", None)
+    known = layout_paths(fam.name if fam is not None and fam.known else family) \
+        if fam is None or fam.known else frozenset()
     layout_matches = {(e.action, e.pattern) for items in expected.values() for e in items
                       if e.pattern is not None and e.paths}
     ranks: Dict[int, RankDiff] = {}
@@ -338,7 +363,7 @@ def _compare_patterns(diff: RankDiff, layer: int, exp: List[Expected], got: List
         hits = [s for s in got if patterns.logged_path_matches(e.pattern, s.path)]
         if hits:
             diff.matched[(e.action, e.pattern)].add(layer)
-        elif e.logged and layer not in diff.cut_layers:
+        elif e.logged and layer not in diff.cut_layers and not (e.resolved and not e.paths):
             diff.missing.append(e)
     for s in got:
         owners = [e for e in exp if patterns.logged_path_matches(e.pattern, s.path)]
@@ -348,15 +373,44 @@ def _compare_patterns(diff: RankDiff, layer: int, exp: List[Expected], got: List
             diff.value_diffs.append((owners[0], s))
 
 
+def expects_line(e: Expected) -> bool:
+    """Does MindFormers leave a line for ``e``? Not when it applies silently, and not for a
+    pattern the layer's own (resolved) tree gives nothing to log."""
+    return e.logged and not (e.resolved and e.pattern is not None and not e.paths)
+
+
 def _cut_layers(rank_log: Any, seen: Dict[int, List[Seen]],
                 expected: Dict[int, List[Expected]]) -> Set[int]:
     """Layers the log cannot speak for: everything from the last logged layer on when the log is
     cut off (the file is truncated, or the process died inside the strategy block). The last
-    logged layer itself is included: its later lines may be what was cut."""
+    logged layer itself is included: its later lines may be what was cut. A block that stops
+    after the last layer anything is configured to log on is complete as far as the strategy
+    goes (MindFormers logs nothing for layers without actions): no layer is cut then."""
     if not is_cut(rank_log):
         return set()
     last = max((layer for layer, items in seen.items() if items), default=-1)
+    if strategy_complete(seen, expected, last):
+        return set()
     return {layer for layer in expected if layer >= last}
+
+
+def strategy_complete(seen: Dict[int, List[Seen]], expected: Dict[int, List[Expected]], last: int) -> bool:
+    """True when nothing configured to log lies after layer ``last`` and every line expected at
+    ``last`` itself was logged (a cut inside that layer would drop its later lines)."""
+    if any(expects_line(e) for layer, items in expected.items() if layer > last for e in items):
+        return False
+    if last < 0:
+        return True
+    got = seen.get(last, [])
+    for e in expected.get(last, []):
+        if not expects_line(e):
+            continue
+        if e.pattern is None:
+            if not any(s.action == e.action for s in got):
+                return False
+        elif not any(s.action == e.action and patterns.logged_path_matches(e.pattern, s.path) for s in got):
+            return False
+    return True
 
 
 #: Notices that mean the process stopped with an error (the parsers' vocabulary, re-exported).
@@ -382,7 +436,7 @@ def comparison(ctx: Any, family: Optional[str] = None) -> Optional[Comparison]:
     """The comparison for a check context, computed once and shared by every rule."""
     if ctx.runlog is None or ctx.plan is None:
         return None
-    family = family or getattr(ctx.plan, "model", None) or "llama"
+    family = family or getattr(ctx.plan, "model", None) or "tinyllama"
     cache = ctx.__dict__.setdefault("_swapwatch_cache", {})
     key = ("compare", family)
     if key not in cache:

@@ -52,6 +52,9 @@ class PatternNeverLogged(Rule):
                     continue
                 if comp.layout_trusted and key in comp.layout_matches:
                     continue        # the layout says it must log: the missing lines are SW101
+                dflt = (getattr(ctx.plan, "defaulted", None) or {}).get(e.action, ())
+                if e.pattern in dflt and any((e.action, d) in comp.seen_anywhere for d in dflt):
+                    continue        # MindFormers' defaults span layer kinds: others of them applied
                 layers = [lay for lay in sorted(comp.expected)
                           if any((x.action, x.pattern) == key for x in comp.expected[lay])]
                 yield self.finding(

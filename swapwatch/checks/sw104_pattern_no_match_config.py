@@ -46,10 +46,9 @@ class PatternMatchesNothing(Rule):
         plan = ctx.plan
         if plan is None:
             return
-        try:
-            layout = strategy._layout(getattr(plan, "model", "llama"))
-        except Exception:   # unknown family: nothing to resolve against
-            return
+        fam = getattr(plan, "family", None)
+        if fam is not None and not fam.known:
+            return                        # unknown family: nothing to resolve against (SW307)
         cfg = config_of(ctx)
         for action in ACTIONS:
             layers_of = {}
@@ -58,15 +57,22 @@ class PatternMatchesNothing(Rule):
                 for pat in pats:
                     layers_of.setdefault(pat, []).append(lp.layer)
             for pat, layers in layers_of.items():
-                res = strategy.walk(layout, pat, strategy.WALK_MODE[action])
-                if res.targets:
+                # every layer kind the pattern is applied on (dense, MoE): silent only if it
+                # reaches nothing on any of them
+                results = [plan.walker(i)(pat, strategy.WALK_MODE[action]) for i in _one_per_kind(plan, layers)]
+                if any(r.targets for r in results):
                     continue
-                if res.skipped_cells:
-                    why = (f"it only reaches cell(s) {', '.join(res.skipped_cells)}, and "
+                dflt = (getattr(plan, "defaulted", None) or {}).get(action, ())
+                if pat in dflt and any(plan.walker(i)(d, strategy.WALK_MODE[action]).targets
+                                       for d in dflt for i in _one_per_kind(plan, layers)):
+                    continue        # MindFormers' defaults span layer kinds: others of them apply
+                skipped = [c for r in results for c in r.skipped_cells]
+                if skipped:
+                    why = (f"it only reaches cell(s) {', '.join(dict.fromkeys(skipped))}, and "
                            f"{action.replace('_', ' ')} only acts on primitives")
                 else:
                     why = f"nothing in the {plan.model} layer is named like that"
-                    near = nearest_path(layout, pat)
+                    near = nearest_path(plan.family.layout(plan.layout_key(layers[0])), pat)
                     if near:
                         why += f" (did you mean '{near}'?)"
                 yield self.finding(f"{action} pattern '{pat}' (applied on {_span(layers)}) matches nothing: {why}",
@@ -93,6 +99,17 @@ def nearest_path(layout: Any, pattern: str) -> Optional[str]:
         paths = sorted({".".join(p.split(".")[i:]) for p in paths for i in range(len(p.split(".")))})
     close = difflib.get_close_matches(text, paths, n=1, cutoff=0.8)
     return prefix + close[0].replace(".", "\\.") if close else None
+
+
+def _one_per_kind(plan, layers: List[int]) -> List[int]:
+    """One layer of each layout kind among ``layers`` (walks are per kind, not per layer)."""
+    seen, out = set(), []
+    for i in layers:
+        k = plan.layout_key(i) if hasattr(plan, "layout_key") else None
+        if k not in seen:
+            seen.add(k)
+            out.append(i)
+    return out
 
 
 def _span(layers: List[int]) -> str:

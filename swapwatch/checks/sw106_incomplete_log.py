@@ -4,14 +4,14 @@ from __future__ import annotations
 from typing import Any, Iterable, List, Optional, Set
 
 from . import CheckContext, Finding, Rule, register
-from ._compare import comparison, fatal_after_actions, is_cut
+from ._compare import comparison, expects_line, fatal_after_actions, is_cut
 
 #: Event kinds that only MindFormers' own logger produces (a rank with none of them printed nothing).
 MINDFORMERS_KINDS = ("geometry", "formative", "initial_config", "action", "step")
 
 
 def _expects_lines(comp) -> bool:
-    return any(e.logged for items in comp.expected.values() for e in items)
+    return any(expects_line(e) for items in comp.expected.values() for e in items)
 
 
 def _printed_mindformers(rank_log: Any) -> bool:
@@ -28,6 +28,19 @@ def _fatal(rank_log: Any) -> Optional[Any]:
         if e.kind == "exit" and getattr(e, "code", 0):
             return e
     return None
+
+
+def _reached_exit(rank_log: Any) -> bool:
+    """The log shows MindSpore's exit-time memory-pool lines, which every rank prints whatever
+    ``STDOUT_DEVICES`` says (they are glog lines, not MindFormers')."""
+    return any(e.kind == "memory" and str(getattr(e, "metric", "")).startswith("pool_") for e in rank_log.events)
+
+
+def cut_before_mindformers(rank_log: Any, ranks: dict) -> bool:
+    """A silent rank that is not a STDOUT_DEVICES rank but a log cut short: another rank's log
+    reached the exit-time lines and this one, which would have them too, did not."""
+    return not _printed_mindformers(rank_log) and not _reached_exit(rank_log) and \
+        any(_reached_exit(rl) for rl in ranks.values() if rl is not rank_log)
 
 
 def stdout_devices(env: dict) -> Optional[Set[int]]:
@@ -81,8 +94,16 @@ class IncompleteLog(Rule):
             rank_log = ctx.runlog.ranks[rank]
             src = rank_log.files[0] if rank_log.files else None
             if diff.has_strategy_lines:
-                if is_cut(rank_log):
+                if is_cut(rank_log) and diff.cut_layers:
                     yield self._cut(rank, diff, rank_log, comp)
+                elif is_cut(rank_log):
+                    # the block stops, but after the last layer anything is configured to log
+                    # on: nothing configured is missing (layers without actions log nothing)
+                    last = max((lay for lay, items in diff.seen.items() if items), default=-1)
+                    yield Finding(self.code, "info",
+                                  f"rank {rank}: the log ends after layer {last}, the last layer the "
+                                  f"strategy logs anything for: complete as far as the strategy goes",
+                                  rank=rank, layer=last, source=_last_source(diff))
                 continue
             if not expects:
                 continue
@@ -110,6 +131,12 @@ class IncompleteLog(Rule):
                     f"rank {rank}: no MindFormers line at all (no strategy, no steps); nothing "
                     f"could be verified (is this a worker log of a MindFormers job?)",
                     rank=rank, expected="MindFormers log lines", actual="(none)", source=src)
+            elif cut_before_mindformers(rank_log, ctx.runlog.ranks):
+                yield self.finding(
+                    f"rank {rank}: the log ends before any MindFormers line, while other ranks' logs "
+                    f"go on to the end of the run: it is truncated, or the process died early",
+                    rank=rank, expected="Set ... lines for the configured strategy",
+                    actual="(none; the log stops early)", source=src)
             # else: a silent rank while others printed: SW108
 
     def _cut(self, rank: int, diff, rank_log, comp) -> Finding:
@@ -161,7 +188,8 @@ class SilentRank(Rule):
             return              # nobody printed: SW106 reports it as an error
         allowed = stdout_devices(ctx.env)
         for rank, rank_log in sorted(ranks.items()):
-            if _printed_mindformers(rank_log) or _fatal(rank_log) is not None:
+            if _printed_mindformers(rank_log) or _fatal(rank_log) is not None \
+                    or cut_before_mindformers(rank_log, ranks):      # SW106 reports that one
                 continue
             src = rank_log.files[0] if rank_log.files else None
             if allowed is not None and rank not in allowed:

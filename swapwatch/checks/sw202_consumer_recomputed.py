@@ -54,11 +54,16 @@ class ConsumerRecomputed(Rule):
         plan = ctx.plan
         if plan is None or not getattr(plan, "swap", False):
             return
-        self.family = getattr(plan, "model", None) or "llama"
-        graph = _Graph.of(self.family)
         layers = {lp.layer: lp for lp in plan.layers}
-        recomputed = {i: _recompute_targets(lp, self.family) for i, lp in layers.items()}
+        # each layer on its own tree (dense / MoE): the plan's per-layer layout key
+        keys = {i: (plan.layout_key(i) if hasattr(plan, "layout_key") else getattr(plan, "model", None))
+                for i in layers}
+        recomputed = {i: _recompute_targets(lp, keys[i]) if keys[i] else frozenset() for i, lp in layers.items()}
         for i, lp in sorted(layers.items()):
+            if keys[i] is None:
+                continue                  # unknown family: nothing to resolve (SW307)
+            self.family = keys[i]
+            graph = _Graph.of(self.family)
             swaps: List[Tuple[str, object, FrozenSet[str]]] = []
             if lp.layer_swap is not None:
                 swaps.append((WHOLE_LAYER, lp.layer_swap, graph.nodes))

@@ -86,6 +86,9 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> int:
     a = parse_args(argv)
+    from swapwatch.hooks import require_mindspore
+
+    require_mindspore("python -m swapwatch.examples.train")
     if a.fail_rank is not None:
         if os.environ.get("MS_ROLE") == "MS_WORKER" and os.environ.get("RANK_ID") == str(a.fail_rank):
             print(f"worker rank {a.fail_rank}: exiting with code {a.exit_code} as asked (--fail-rank)", flush=True)

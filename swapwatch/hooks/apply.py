@@ -35,7 +35,7 @@ from typing import Any, Iterable, List, Optional, Tuple
 from .. import patterns, strategy
 from ..errors import InputError
 from ..events import format_event
-from . import env_rank
+from . import env_rank, require_mindspore
 
 #: MindFormers' stdout format (reference §6.1): existing greps and prefix regexes keep working.
 MF_FORMAT = "%(asctime)s - %(name)s[%(filepath)s:%(lineno)d] - %(levelname)s - %(message)s"
@@ -162,6 +162,7 @@ def apply(layers: Iterable[Any], plan_or_config: Any, rank: Optional[int] = None
     and leading dots in the text lines. Raises :class:`ApplyError` when the network does not fit
     the plan.
     """
+    require_mindspore("swapwatch.hooks.apply.apply()")
     plan, sha = _resolve_plan(plan_or_config)
     layers = list(layers)
     rank = env_rank() if rank is None else int(rank)

@@ -23,7 +23,7 @@ import sys
 from typing import Any, Callable, Dict, Optional
 
 from ..events import format_event
-from . import emit, env_rank
+from . import emit, env_rank, require_mindspore
 
 Emit = Callable[[str], None]
 
@@ -103,6 +103,7 @@ class MemoryCallback(_callback_base()):  # type: ignore[misc]
     """``mindspore.train.Model`` callback: a ``step`` and a ``memory`` event after every step."""
 
     def __init__(self, rank: Optional[int] = None, emit: Emit = emit):
+        require_mindspore("swapwatch.hooks.memory.MemoryCallback")   # else a callback no Model calls
         super().__init__()
         self.rank = rank
         self.emit = emit

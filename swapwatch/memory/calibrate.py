@@ -104,7 +104,7 @@ def fit(points: Sequence[Tuple[float, float, float]]) -> Tuple[float, float]:
     return my - mx, 1.0
 
 
-def calibrate(run_dirs: Sequence[str], family: str = "llama") -> Tuple[Calibration, Dict[str, Measured]]:
+def calibrate(run_dirs: Sequence[str], family: str = "tinyllama") -> Tuple[Calibration, Dict[str, Measured]]:
     """Fit a :class:`Calibration` to the runs; each run's rows say predicted vs measured."""
     rows: List[Tuple[str, int, Any, int, Optional[int]]] = []
     measured: Dict[str, Measured] = {}
@@ -145,7 +145,7 @@ def _run_json(run_dir: str) -> Dict[str, Any]:
     return data
 
 
-def calibrated_estimate(config: str, run_dirs: Sequence[str], family: str = "llama") -> Estimate:
+def calibrated_estimate(config: str, run_dirs: Sequence[str], family: str = "tinyllama") -> Estimate:
     """``estimate`` of ``config`` with the calibration of ``run_dirs``; measured peaks beside the
     prediction where a calibration run used this very config."""
     est = estimate(config, family)

@@ -60,7 +60,7 @@ def family_data(family: str) -> dict:
 class Family:
     """The tensor table of ``family`` sized for ``spec`` (one rank, one micro-batch)."""
 
-    def __init__(self, spec: ModelSpec, family: str = "llama"):
+    def __init__(self, spec: ModelSpec, family: str = "tinyllama"):
         self.name = family
         self.spec = spec
         data = family_data(family)

@@ -184,7 +184,7 @@ class Estimate:
         return out
 
 
-def estimate_plan(path: str, cfg: Any, plan: strategy.Plan, spec: ModelSpec, family: str = "llama",
+def estimate_plan(path: str, cfg: Any, plan: strategy.Plan, spec: ModelSpec, family: str = "tinyllama",
                   calibration: Calibration = NO_CALIBRATION) -> Estimate:
     """Predict the peaks of an already resolved plan (``plan`` reuses it for its own output)."""
     fam = Family(spec, family)
@@ -203,7 +203,7 @@ def estimate_plan(path: str, cfg: Any, plan: strategy.Plan, spec: ModelSpec, fam
                     calibration=calibration)
 
 
-def estimate(path: str, family: str = "llama", calibration: Calibration = NO_CALIBRATION) -> Estimate:
+def estimate(path: str, family: str = "tinyllama", calibration: Calibration = NO_CALIBRATION) -> Estimate:
     """Predicted peak per stage of the strategy the YAML at ``path`` asks for."""
     cfg = load_config(path)
     spec = load_spec(path)

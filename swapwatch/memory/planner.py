@@ -58,6 +58,7 @@ class PlanResult:
     text: Optional[str] = None              # the planned YAML (when it fits)
     estimate: Optional[Estimate] = None     # the planned YAML, estimated back
     lowest: Dict[int, int] = field(default_factory=dict)   # stage -> least reachable peak (when not)
+    family: str = "tinyllama"                # the memory model's tensor table
 
     @property
     def exit_code(self) -> int:
@@ -78,7 +79,7 @@ class PlanResult:
         if self.estimate is not None:
             out = self.estimate.to_json()
         else:
-            out = {"config": self.config, "family": "llama", "stages": [
+            out = {"config": self.config, "family": self.family, "stages": [
                 {"stage": s.stage, "lowest_peak_bytes": self.lowest.get(s.stage), "fits": s.fits}
                 for s in self.stages], "layers": []}
         out["budget_bytes"] = self.budget
@@ -90,7 +91,7 @@ class PlanResult:
 
 
 def make_plan(config: str, budget: int, run_dirs: Sequence[str] = (), allow_swap: bool = False,
-              family: str = "llama") -> PlanResult:
+              family: str = "tinyllama") -> PlanResult:
     cfg = load_config(config)
     spec = load_spec(config)
     spec.pp = cfg.pipeline_stage
@@ -103,7 +104,7 @@ def make_plan(config: str, budget: int, run_dirs: Sequence[str] = (), allow_swap
     cal = calibrate(run_dirs, family)[0] if run_dirs else NO_CALIBRATION
     stages = [solve_stage(spec, fam, geo, p, cal, budget, allow_swap) for p in range(geo.pipeline_stage)]
     result = PlanResult(config=config, budget=budget, fits=all(s.fits for s in stages), stages=stages,
-                        calibration=cal)
+                        calibration=cal, family=family)
     if not result.fits:
         result.lowest = {p: lowest_peak(spec, fam, geo, p, cal, allow_swap) for p in range(geo.pipeline_stage)}
         return result

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import re
+import warnings
 from typing import Any
 
 _NP_SCALAR = re.compile(r"\bnp\.(?:int|uint|float|bool|str)\w*\(\s*([^()]*?)\s*\)")
@@ -48,7 +49,9 @@ def literal(text: str) -> Any:
     """The Python value of a logged repr; an :class:`Unparsed` string when it is not a literal."""
     text = text.strip()
     try:
-        return ast.literal_eval(rewrite_numpy(text))
+        with warnings.catch_warnings():      # a damaged repr must not print a SyntaxWarning line
+            warnings.simplefilter("ignore")
+            return ast.literal_eval(rewrite_numpy(text))
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return Unparsed(text)
 
