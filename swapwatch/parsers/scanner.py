@@ -238,7 +238,8 @@ class Scan:
                      for i in at.tolist())
         else:                                # sparse: look around each hit, count the feeds between
             n = -1
-            spans = _spans(buf, lo, hi, hits)
+            counted = [lo, 0]                # (offset, line feeds before it) reached by _spans
+            spans = _spans(buf, lo, hi, hits, counted)
         last = -1
         for (p, lit), (i, ls, le) in zip(hits, spans):
             if ls == last:
@@ -252,7 +253,7 @@ class Scan:
             self._cur = (buf, le, hi)
             self._cur_line = base + i + 1
             yield self._cur_line, buf[ls:le].decode("utf-8", "replace")
-        self.newlines = base + (n if n >= 0 else _count_newlines(buf, lo, hi))
+        self.newlines = base + (n if n >= 0 else counted[1] + _count_newlines(buf, counted[0], hi))
 
     def _ansi_records(self, buf: bytes, lo: int, hi: int) -> List[int]:
         """Positions of the record separator in lines that start with an ANSI colour code and hold
@@ -288,16 +289,16 @@ def _is_record(buf: bytes, ls: int, p: int, hi: int, le: int) -> bool:
     return buf.startswith(_OTHER_LEVELS, q)
 
 
-def _spans(buf: bytes, lo: int, hi: int, hits: List[Tuple[int, bytes]]) -> Iterator[Tuple[int, int, int]]:
-    """(line feeds before the line, line start, line end or -1) of each sorted hit."""
+def _spans(buf: bytes, lo: int, hi: int, hits: List[Tuple[int, bytes]],
+           counted: List[int]) -> Iterator[Tuple[int, int, int]]:
+    """(line feeds before the line, line start, line end or -1) of each sorted hit; ``counted``
+    keeps the offset up to which line feeds were counted and their number."""
     rfind, find = buf.rfind, buf.find
-    counted = lo
-    before = 0
     for p, _ in hits:
         ls = rfind(b"\n", lo, p) + 1 or lo
-        before += _count_newlines(buf, counted, ls)
-        counted = ls
-        yield before, ls, find(b"\n", p, hi)
+        counted[1] += _count_newlines(buf, counted[0], ls)
+        counted[0] = ls
+        yield counted[1], ls, find(b"\n", p, hi)
 
 
 def _count_newlines(buf: bytes, lo: int, hi: int) -> int:
