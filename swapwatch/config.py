@@ -24,7 +24,7 @@ from __future__ import annotations
 import difflib
 import json
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import yaml
 
@@ -323,7 +323,7 @@ def config_from_dicts(recompute_config: Optional[Mapping[str, Any]] = None,
 
 
 def _logged_layer_list(geometry: Mapping[str, Any], source: Optional[str]) -> List[List[int]]:
-    ll = geometry.get("layer_list")
+    ll: Any = geometry.get("layer_list")
     try:
         rows = [[int(x) for x in row] for row in ll]
         if not rows or not rows[0] or any(len(r) != len(rows[0]) for r in rows):
@@ -444,7 +444,7 @@ def _from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional[str
             raise err("parallel_config.recompute",
                       f"expected True/False (the legacy shortcut) or a recompute_config mapping, got {_kind(pr)}")
 
-    ctx = {k: context[k] for k in ("mode", "memory_optimize_level", "device_target") if k in context}
+    ctx: Dict[str, Any] = {k: context[k] for k in ("mode", "memory_optimize_level", "device_target") if k in context}
     jit = context.get("jit_config")
     if isinstance(jit, dict) and "jit_level" in jit:
         ctx["jit_level"] = jit["jit_level"]
@@ -555,7 +555,7 @@ def _template(data: Dict[str, Any], name: str, defaults: Dict[str, Any], err) ->
     return out, list(value)
 
 
-def _unknown_key_message(key: Any, known: Sequence[str]) -> str:
+def _unknown_key_message(key: Any, known: Iterable[str]) -> str:
     if key in RENAMED_KEYS:
         return f"unknown key; it was renamed to '{RENAMED_KEYS[key]}' before any release"
     close = difflib.get_close_matches(str(key), list(known), n=1, cutoff=0.6)

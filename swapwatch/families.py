@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from . import patterns
 from .models import families as _stems, family_data, load_flows, load_layer_info, load_layout
@@ -199,6 +199,11 @@ def from_name(name: str, origin: str = "--model") -> ModelFamily:
     return ModelFamily(base, origin=origin)
 
 
+def _mapping(value: Any) -> Dict[str, Any]:
+    """``value`` when it is a mapping, else an empty one (a YAML may hold anything anywhere)."""
+    return value if isinstance(value, dict) else {}
+
+
 def detect(data: Mapping[str, Any], where: Any = None) -> ModelFamily:
     """The family a training YAML's data names, with its structural flags.
 
@@ -206,9 +211,9 @@ def detect(data: Mapping[str, Any], where: Any = None) -> ModelFamily:
     ``model.arch.type`` (+ ``qkv_concat`` / ``qkv_has_bias`` for the Llama variants); mcore
     (``use_legacy: False``): ``model.model_config.model_type``, else ``architectures``.
     """
-    model = data.get("model") if isinstance(data.get("model"), dict) else {}
-    mc = model.get("model_config") if isinstance(model.get("model_config"), dict) else {}
-    arch = model.get("arch") if isinstance(model.get("arch"), dict) else {}
+    model = _mapping(data.get("model"))
+    mc = _mapping(model.get("model_config"))
+    arch = _mapping(model.get("arch"))
     loc = (lambda key: f" at {where(key)}" if where and where(key) else "")
     mcore = data.get("use_legacy") is False
     fam: Optional[ModelFamily] = None
@@ -288,7 +293,7 @@ def from_log(rank_log: Any) -> Optional[ModelFamily]:
     logged = {path for a in getattr(rank_log, "actions", []) for path, _ in a.items() if path}
     formative = rank_log.formative() if hasattr(rank_log, "formative") else {}
     swap_mode = "layer swap" in formative or "op swap" in formative
-    pats = []
+    pats: List[Tuple[str, str]] = []
     for key, mode in (("select_recompute", "recompute"), ("select_comm_recompute", "comm"),
                       ("op swap", "swap")):
         value = formative.get(key)

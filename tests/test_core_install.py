@@ -62,7 +62,7 @@ def test_explain(tmp_path):
 
 def test_verify(tmp_path):
     r = sw(tmp_path, "verify", fx("plot_runs", "select-2ranks"), "--config", fx("plot_runs", "configs", "full.yaml"))
-    assert r.returncode == 1 and b"FAIL:" in r.stdout and b"SW101" in r.stdout
+    assert r.returncode == 1 and b"FAIL:" in r.stdout and b"SW109" in r.stdout
     r = sw(tmp_path, "verify", fx("plot_runs", "select-2ranks"), "--config", fx("plot_runs", "configs", "select.yaml"))
     assert r.returncode == 0 and b"PASS" in r.stdout, r.stdout[-2000:]
 

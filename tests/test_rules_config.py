@@ -1,5 +1,7 @@
 """Config-time rules: each fires on the case it is about and stays quiet otherwise."""
 
+import pytest
+
 from swapwatch import strategy
 from swapwatch.checks import CheckContext, rule_variants, run_rules
 from swapwatch.config import config_from_dicts
@@ -113,3 +115,30 @@ def test_findings_cite_yaml_lines(tmp_path):
     ex = explain(str(p))
     f = [x for x in ex.findings if x.code == "SW301"]
     assert f and f[0].source == f"{p}:3" and ex.exit_code == 1
+
+
+def test_a_crashing_rule_is_one_finding_and_the_others_still_run(monkeypatch):
+    """A bug in one rule does not sink the report: one error finding names the rule and the
+    exception, every other rule's findings are still there, and explain exits as for an error."""
+    from swapwatch import checks
+    from swapwatch.explain import explain
+
+    before = explain("fixtures/configs/conflict.yaml")
+    rule = checks.VARIANTS["SW201"]["config"]
+
+    def boom(ctx):
+        raise ZeroDivisionError("division by zero")
+        yield  # pragma: no cover
+
+    monkeypatch.setattr(rule, "check", boom)
+    monkeypatch.delenv("SWAPWATCH_DEBUG", raising=False)
+    after = explain("fixtures/configs/conflict.yaml")
+    crashed = [f for f in after.findings if f.code == "SW201"]
+    assert len(crashed) == 1 and crashed[0].severity == "error"
+    assert "crashed" in crashed[0].message and "ZeroDivisionError" in crashed[0].message
+    others = sorted((f.code, f.message) for f in before.findings if f.code != "SW201")
+    assert sorted((f.code, f.message) for f in after.findings if f.code != "SW201") == others
+    assert after.exit_code == 1
+    monkeypatch.setenv("SWAPWATCH_DEBUG", "1")
+    with pytest.raises(ZeroDivisionError):
+        explain("fixtures/configs/conflict.yaml")

@@ -96,6 +96,11 @@ def run_rules(ctx: CheckContext, needs: Iterable[str] = ("config",),
 
     When a code has several wanted variants, only the one with the most evidence runs (the logs
     know better than a layout guess whether a pattern matched anything).
+
+    A rule that crashes does not sink the report: its crash becomes one error finding under its
+    own code that names the rule and the exception (a bug in swapwatch to report), and the other
+    rules still run. Bad input (:class:`~swapwatch.errors.InputError`) still propagates (exit 2);
+    ``SWAPWATCH_DEBUG=1`` re-raises the crash with its traceback.
     """
     _load_all()
     wanted, skip = set(needs), set(ignore)
@@ -105,8 +110,32 @@ def run_rules(ctx: CheckContext, needs: Iterable[str] = ("config",),
             continue
         usable = [n for n in VARIANTS[code] if n in wanted]
         if usable:
-            out.extend(VARIANTS[code][max(usable, key=_evidence_rank)].check(ctx))
+            rule = VARIANTS[code][max(usable, key=_evidence_rank)]
+            out.extend(_run_one(rule, ctx))
     return out
+
+
+def _run_one(rule: Rule, ctx: CheckContext) -> List[Finding]:
+    """The findings of one rule, or one error finding saying that the rule itself crashed."""
+    import os
+
+    from ..errors import InputError
+
+    try:
+        return list(rule.check(ctx))
+    except InputError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a rule's bug is reported, the other rules go on
+        if os.environ.get("SWAPWATCH_DEBUG") == "1":
+            raise
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_next is not None:
+            tb = tb.tb_next
+        where = f" at {os.path.basename(tb.tb_frame.f_code.co_filename)}:{tb.tb_lineno}" if tb else ""
+        return [Finding(rule.code, "error",
+                        f"rule {rule.code} ({type(rule).__name__}) crashed{where}: {type(exc).__name__}: {exc}; "
+                        "its check was not made (a bug in swapwatch: please report it; "
+                        "SWAPWATCH_DEBUG=1 shows the traceback)")]
 
 
 def _load_all() -> None:

@@ -99,7 +99,8 @@ class RankDiff:
     matched: Dict[Tuple[str, str], Set[int]] = field(default_factory=lambda: defaultdict(set))
     #: layers whose absence cannot be judged (the log stops before them)
     cut_layers: Set[int] = field(default_factory=set)
-    seen: Dict[int, List[Seen]] = field(default_factory=lambda: defaultdict(list))
+    #: what the rank logged per layer; a packed rank's is a read-only :class:`LazySeen`
+    seen: "Mapping[int, List[Seen]]" = field(default_factory=lambda: defaultdict(list))
     has_strategy_lines: bool = False
     #: a lower rank that logged exactly the same items with the same cut (this diff is its
     #: verdicts with this rank's sources), None when this rank was compared on its own
@@ -151,7 +152,7 @@ def layout_paths(family: str = "tinyllama") -> frozenset:
     return frozenset(out)
 
 
-def _key_of(plan: Any, layer: int, family: str) -> Optional[str]:
+def _key_of(plan: Any, layer: int, family: Optional[str]) -> Optional[str]:
     """The layout key of one layer: the plan's own (per layer kind) when it has one."""
     if hasattr(plan, "layout_key") and getattr(plan, "family", None) is not None:
         return plan.layout_key(layer)
@@ -168,7 +169,7 @@ def silent_full_recompute(plan: Any) -> bool:
     return bool(getattr(plan, "swap", False)) and formative.get("layer_recompute") is True
 
 
-def expected_actions(plan: Any, family: str = "tinyllama") -> Dict[int, List[Expected]]:
+def expected_actions(plan: Any, family: Optional[str] = "tinyllama") -> Dict[int, List[Expected]]:
     """Per layer, what the plan applies, in MindFormers' per-layer order, with the expected paths
     (each layer resolved on its own tree: dense, MoE)."""
     silent_full = silent_full_recompute(plan)
@@ -177,7 +178,7 @@ def expected_actions(plan: Any, family: str = "tinyllama") -> Dict[int, List[Exp
     fam = getattr(plan, "family", None)
     resolved = bool(fam is not None and fam.known and not fam.origin.startswith("default"))
     for lp in plan.layers:
-        family = _key_of(plan, lp.layer, base)
+        family = _key_of(plan, lp.layer, base)   # None: a family with no tree
         items: List[Expected] = []
         if lp.full_recompute:
             logged = getattr(lp, "full_recompute_logged", None)    # the engine says so when it can
@@ -278,7 +279,7 @@ def compare(plan: Any, runlog: Any, family: str = "tinyllama") -> Comparison:
 
 
 def _refold(rank: int, folded: Tuple[RankDiff, Dict[int, int]], flat: List[Seen],
-            seen: Dict[int, List[Seen]]) -> RankDiff:
+            seen: "Mapping[int, List[Seen]]") -> RankDiff:
     """The diff of a rank that logged exactly what an already compared rank logged (same items,
     same order, same cut): the same verdicts, with this rank's own Seen items (its sources)."""
     ref, index = folded
@@ -361,7 +362,7 @@ def _compare_whole_layer(diff: RankDiff, layer: int, exp: List[Expected], got: L
 def _compare_patterns(diff: RankDiff, layer: int, exp: List[Expected], got: List[Seen]) -> None:
     for e in exp:
         hits = [s for s in got if patterns.logged_path_matches(e.pattern, s.path)]
-        if hits:
+        if hits and e.pattern is not None:
             diff.matched[(e.action, e.pattern)].add(layer)
         elif e.logged and layer not in diff.cut_layers and not (e.resolved and not e.paths):
             diff.missing.append(e)

@@ -286,7 +286,7 @@ FATAL_NOTICES = ("traceback", "config_error")
 
 def _kinds(events: List[Event]) -> frozenset:
     out = {e.kind for e in events}
-    out.update(f"{e.kind}:{e.origin}" for e in events if e.kind in ("action", "step"))
+    out.update(f"{e.kind}:{getattr(e, 'origin', None)}" for e in events if e.kind in ("action", "step"))
     return frozenset(out)
 
 
@@ -298,7 +298,7 @@ def fatal_after_actions_of(events: Sequence[Event]) -> Optional[Event]:
             return None
         if e.kind == "notice" and getattr(e, "what", "") in FATAL_NOTICES:
             return e
-        if e.kind == "exit" and getattr(e, "code", 0):
+        if e.kind == "exit" and getattr(e, "code", None):
             return e
     return None
 
