@@ -113,7 +113,8 @@ def main() -> int:
         pred = js["stages"][0]["peak_bytes"]
         print(f"| {budget / MiB:.1f} MiB | {choices} | {pred / MiB:.1f} MiB | {m['peak'] / MiB:.0f} MiB | "
               f"{'yes' if m['peak'] <= budget else 'NO'} | {'yes' if m['peak'] > lo else 'no'} | "
-              f"{js['recompute_flops'] / full_flops:.0%} | {m['step_ms']:.0f} ms | {'PASS' if m['exit'] == 0 else 'exit %d' % m['exit']} |")
+              f"{js['recompute_flops'] / full_flops:.0%} | {m['step_ms']:.0f} ms | "
+              f"{'PASS' if m['exit'] == 0 else 'exit %d' % m['exit']} |")
     below = sh([os.path.join(BIN, "swapwatch"), "plan", src, "--budget", str(lo - MiB),
                 "--calibrate", dirs["none"], "--calibrate", dirs["full"]])
     print(f"\nbudget {(lo - MiB) / MiB:.0f} MiB (below full recompute): exit {below.returncode}; "

@@ -129,13 +129,14 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="swapwatch-bench-") as tmp:
         for name in [x.strip() for x in a.only.split(",") if x.strip()]:
             what, files = workload(name)
-            size = warm(files)
+            warm(files)
             g, _, _, gcpu = best([grep, "-cE", PATTERN] + files, os.path.join(tmp, "counts.txt"), a.repeat)
             target = files if name == "1gb" else [os.path.dirname(files[0])]
             cmds = [("verify", sw + ["verify"] + target + ["--format", "json"], "report.json")]
             if name == "1024":
                 cmds += [("events", sw + ["events"] + target, "events.jsonl"),
-                         ("plot memory", sw + ["plot", "memory"] + target + ["-o", os.path.join(tmp, "memory.png"), "--force"],
+                         ("plot memory",
+                          sw + ["plot", "memory"] + target + ["-o", os.path.join(tmp, "memory.png"), "--force"],
                           "plot.txt")]
             for label, cmd, out in cmds:
                 dt, rss, rc, cpu = best(cmd, os.path.join(tmp, out), a.repeat)

@@ -214,7 +214,10 @@ def detect(data: Mapping[str, Any], where: Any = None) -> ModelFamily:
     model = _mapping(data.get("model"))
     mc = _mapping(model.get("model_config"))
     arch = _mapping(model.get("arch"))
-    loc = (lambda key: f" at {where(key)}" if where and where(key) else "")
+
+    def loc(key: str) -> str:
+        return f" at {where(key)}" if where and where(key) else ""
+
     mcore = data.get("use_legacy") is False
     fam: Optional[ModelFamily] = None
     if mcore:

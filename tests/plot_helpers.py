@@ -85,7 +85,7 @@ def make_strategy_log(plan: Plan, drop_select_at: Optional[int] = None, prefetch
     for lp in plan.layers:
         def add(**kw):
             nonlocal k
-            rk.events.append(ActionEvent(rank, f"worker_{rank}.log:{k}", layer=lp.layer, **kw))
+            rk.events.append(ActionEvent(rank, f"worker_{rank}.log:{k}", layer=lp.layer, **kw))  # noqa: B023 - called within this iteration
             k += 1
         if lp.full_recompute:
             add(action="full_recompute")

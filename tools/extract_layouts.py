@@ -322,7 +322,6 @@ def build_one(name: str) -> dict:
     out_layouts = {}
     for rec in records:
         kind = rec["kind"]
-        same_kind = [r for r in records if r["kind"] == kind]
         entry = out_layouts.setdefault(kind, {"class": rec["class"], "layers": [], "layer": rec["tree"],
                                               "preset": dict(sorted(rec["preset"].items())), "shared": []})
         entry["layers"].append(rec["layer"])
@@ -330,7 +329,7 @@ def build_one(name: str) -> dict:
             raise SystemExit(f"{name}: two {kind} layers have different trees; add a layer kind")
     all_ids = {}
     for rec in records:
-        for path, oid in rec["objs"].items():
+        for oid in rec["objs"].values():
             all_ids.setdefault(oid, set()).add((rec["layer"], rec["kind"]))
     for kind, entry in out_layouts.items():
         rec = next(r for r in records if r["kind"] == kind)

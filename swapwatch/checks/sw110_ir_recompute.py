@@ -10,7 +10,7 @@ def evidence(ir: Any) -> List[Any]:
     """``ctx.ir`` as a list of per-rank :class:`swapwatch.parsers.ir.IREvidence`."""
     if ir is None:
         return []
-    if hasattr(ir, "ranks") and isinstance(getattr(ir, "ranks"), dict):
+    if hasattr(ir, "ranks") and isinstance(ir.ranks, dict):
         return list(ir)
     return list(ir) if isinstance(ir, (list, tuple)) else [ir]
 

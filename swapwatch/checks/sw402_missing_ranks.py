@@ -13,7 +13,8 @@ class MissingRanks(Rule):
 
     **What it means.** The run had more ranks than the logs given: msrun's worker count, the
     ``world_size`` that ``swapwatch run`` recorded, or gaps in the ``worker_N.log`` numbers (logs
-    0, 1 and 3 mean rank 2 is missing; a single log given on its own is taken as a choice). Multi-node jobs write each node's logs on that node; for one
+    0, 1 and 3 mean rank 2 is missing; a single log given on its own is taken as a choice).
+    Multi-node jobs write each node's logs on that node; for one
     node of a multi-node launch without ``--node_rank`` only the number of local logs is known.
 
     **Why it matters.** A pass over some ranks says nothing about the others, and a crashed rank

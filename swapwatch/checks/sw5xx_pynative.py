@@ -76,8 +76,9 @@ class SingleCardRan(SingleCardIgnoresStrategy):
         for rank, rlog in sorted(ctx.runlog.ranks.items()):
             sizes = [e for e in rlog.events if getattr(e, "what", None) == "world_size"]
             if sizes and sizes[-1].data["n"] == 1 and not rlog.actions:
-                yield self.finding(f"rank {rank}: the run had world size 1: the PyNative trainer never calls apply_ac on one "
-                                   "card, so no recompute/swap was applied", rank=rank, source=sizes[-1].source)
+                yield self.finding(f"rank {rank}: the run had world size 1: the PyNative trainer never calls "
+                                   "apply_ac on one card, so no recompute/swap was applied",
+                                   rank=rank, source=sizes[-1].source)
 
 
 @register
@@ -189,8 +190,9 @@ class OpSwapVoid(Rule):
                 continue
             why = ("the layer is fully recomputed (a CheckpointWrapper)" if la.full
                    else "a cell on the path is already wrapped by recompute")
-            yield self.finding(f"layer {la.layer}: op swap {', '.join(la.op_swap_void)} is listed in the Final Swap map but swaps "
-                               f"nothing: {why}; no 'Set select swap' line, prefetch pair kept",
+            yield self.finding(f"layer {la.layer}: op swap {', '.join(la.op_swap_void)} is listed in the "
+                               f"Final Swap map but swaps nothing: {why}; no 'Set select swap' line, "
+                               "prefetch pair kept",
                                layer=la.layer, op=", ".join(la.op_swap_void),
                                source=plan.config.where("swap.op_swap"))
 
@@ -288,8 +290,8 @@ class CommPathIsCell(Rule):
             return
         for la in plan.layers:
             if la.comm_cells:
-                yield self.finding(f"layer {la.layer}: recompute_comm selects cell {', '.join(la.comm_cells)}: comm recompute "
-                                   "only wraps operations, this entry is not effective",
+                yield self.finding(f"layer {la.layer}: recompute_comm selects cell {', '.join(la.comm_cells)}: "
+                                   "comm recompute only wraps operations, this entry is not effective",
                                    layer=la.layer, op=", ".join(la.comm_cells),
                                    source=plan.config.where("recompute_comm.select_module"))
 

@@ -113,7 +113,7 @@ class Family:
                     changed = True
         return frozenset(eff)
 
-    @functools.lru_cache(maxsize=None)
+    @functools.lru_cache(maxsize=None)  # noqa: B019 - one Family per command; the cache is the search's memo
     def cost(self, marked: FrozenSet[int], boundary: FrozenSet[int] = frozenset(),
              swapped: FrozenSet[str] = frozenset(), layer_swap: bool = False) -> LayerCost:
         """Bytes kept / regenerated / swapped and FLOPs recomputed when the ops ``marked`` (indices

@@ -7,7 +7,8 @@ The model (:mod:`swapwatch.memory.model`) makes a stage's peak
                                  + max recompute transient + max swap window + fixed)
 
 where the transient is what one layer regenerates during its backward, the window what a layer
-swap's prefetch brings back, and ``fixed`` the backward workspace and the head. Stages are independent, so each is solved alone:
+swap's prefetch brings back, and ``fixed`` the backward workspace and the head. Stages are
+independent, so each is solved alone:
 
 * the choices are *levels*: none, the family's select groups nested in one order (``g1``, then
   ``g1+g2`` ...), full, and with swap ``swap:p``. Nesting is what MindFormers' count tables force

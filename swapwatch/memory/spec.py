@@ -250,7 +250,8 @@ def params_per_layer(spec: ModelSpec, rows: List[List[Any]]) -> int:
         vd = spec.mla.get("v_head_dim", spec.head_dim)
         ql, kvl = spec.mla.get("q_lora_rank", 0), spec.mla.get("kv_lora_rank", 0)
         q = (h * ql + ql * at * qk) if ql else h * at * qk
-        kv = h * (kvl + spec.mla.get("qk_rope_head_dim", 0)) + kvl * at * (qk - spec.mla.get("qk_rope_head_dim", 0) + vd)
+        rope = spec.mla.get("qk_rope_head_dim", 0)
+        kv = h * (kvl + rope) + kvl * at * (qk - rope + vd)
         total += q + kv - product(["h", "hq"], sym) - 2 * product(["h", "hkv"], sym)
     return total
 

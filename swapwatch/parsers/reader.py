@@ -377,7 +377,7 @@ def _has_mindformers(r: RankLog) -> bool:
 
 def _settle(r: RankLog, lines: Dict[str, int]) -> None:
     """Authority (SWAPWATCH events over text lines) and completeness of one rank's events."""
-    for kind, cls in (("action", ActionEvent), ("step", StepEvent)):
+    for cls in (ActionEvent, StepEvent):
         if any(isinstance(e, cls) and e.origin == "swapwatch" for e in r.events):
             r.events = [e for e in r.events if not (isinstance(e, cls) and e.origin == "text")]
     blocks = complete_blocks(r.events, lines)

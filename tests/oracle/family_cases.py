@@ -111,10 +111,10 @@ def random_cases(n: int, seed: int = 11) -> List[Dict[str, Any]]:
         rc: Dict[str, Any] = {}
 
         def ids():
-            return sorted(rng.sample(range(layers), rng.randint(0, layers)))
+            return sorted(rng.sample(range(layers), rng.randint(0, layers)))  # noqa: B023 - called within this iteration
 
         def counts():
-            return [rng.randint(0, layers) for _ in range(pp)]
+            return [rng.randint(0, layers) for _ in range(pp)]  # noqa: B023 - called within this iteration
 
         r = rng.random()
         if r < 0.25:
