@@ -33,7 +33,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 
 import numpy as np
 
-from . import patterns
+from . import actions, patterns
 from .errors import ConfigError
 
 Prefetch = Union[int, str]
@@ -49,12 +49,10 @@ DEFAULT_COMM = [r".*\.norm"]
 #: The default swap strategy's op pattern (used when neither layer_swap nor op_swap is given).
 DEFAULT_OP_SWAP = r".*\.flash_attention"
 #: Recompute keys in the order LayerSetting formats them, with their default patterns.
-SELECT_KEYS = (("select_recompute", DEFAULT_SELECT), ("select_comm_recompute", DEFAULT_COMM),
-               ("select_recompute_exclude", []), ("select_comm_recompute_exclude", []))
-#: Walk mode (patterns.walk) of each select key: what a leaf *cell* match means.
-WALK_MODE = {"select_recompute": "recompute", "select_comm_recompute": "comm",
-             "select_recompute_exclude": "exclude", "select_comm_recompute_exclude": "comm_exclude",
-             "op_swap": "swap"}
+_SELECT_DEFAULTS: Dict[str, List[str]] = {"select_recompute": DEFAULT_SELECT, "select_comm_recompute": DEFAULT_COMM}
+SELECT_KEYS = tuple((key, _SELECT_DEFAULTS.get(key, [])) for key in actions.SELECT_ACTIONS)
+#: Walk mode (patterns.walk) of each pattern action: what a leaf *cell* match means (swapwatch.actions).
+WALK_MODE = actions.WALK_MODE
 #: Runs of spaces inside MindFormers' messages (backslash line continuations in its f-strings).
 GAP_LAYER_SWAP_ALL = 33       # "Set layer swap at layer i<33>and value is: p"   (layers: True)
 GAP_LAYER_SWAP_LIST = 29      # same, layer listed explicitly
@@ -874,9 +872,9 @@ def init_messages(result: Plan) -> List[Tuple[str, str]]:
             if key in f:
                 out.append(("INFO", f"Formative {key}: {mf_repr(f[key])}"))
     if result.swap:
-        for key, label in (("layer_swap", "layer swap"), ("op_swap", "op swap")):
+        for key in actions.SWAP_ACTIONS:
             if key in f:
-                out.append(("INFO", f"Formative {label}: {mf_repr(f[key])}"))
+                out.append(("INFO", f"Formative {actions.label(key)}: {mf_repr(f[key])}"))
         out.extend(("WARNING", w) for w in result.warnings)
     return out
 

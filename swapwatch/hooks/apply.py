@@ -32,7 +32,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Iterable, List, Optional, Tuple
 
-from .. import patterns, strategy
+from .. import actions, patterns, strategy
 from ..errors import InputError
 from ..events import format_event
 from . import env_rank, require_mindspore
@@ -194,13 +194,7 @@ def apply(layers: Iterable[Any], plan_or_config: Any, rank: Optional[int] = None
 
 
 #: What a walk in each mode does, as the ``apply`` event's action name.
-_ACTION_OF_MODE = {
-    "recompute": "select_recompute",
-    "comm": "select_comm_recompute",
-    "exclude": "select_recompute_exclude",
-    "comm_exclude": "select_comm_recompute_exclude",
-    "swap": "op_swap",
-}
+_ACTION_OF_MODE = actions.ACTION_OF_MODE
 
 
 def _apply_layer(adapter, cell, plan, lp, quirks: bool, info, event, out: Applied) -> None:
