@@ -1,9 +1,9 @@
 """The action vocabulary: what MindFormers can do to one layer, in one table.
 
-MindFormers' ``LayerSetting`` (mindformers/models/utils.py: ``LayerSetting.set``) applies, per layer, full
-recompute, then the select (comm) recompute patterns and their excludes, then the swap strategy; its log lines
-and swapwatch's ``apply`` events come in that order. Every module that needs an action's name, label, table
-column, walk mode or kind reads it from :data:`KINDS` here, so adding an action is one row here.
+MindFormers' ``LayerSetting`` (parallel_core/training_graph/transformer/utils.py: ``LayerSetting.__call__``)
+applies, per layer, full recompute, then the select (comm) recompute patterns and their excludes, then the swap
+strategy; its log lines and swapwatch's ``apply`` events come in that order. Every module that needs an action's
+name, label, table column, walk mode or kind reads it from :data:`KINDS` here, so adding an action is one row.
 """
 from __future__ import annotations
 
