@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
 
 import numpy as np
 
@@ -92,7 +92,6 @@ class Plan:
     swap: bool
     formative: Dict[str, Any]
     layers: List[LayerPlan]
-    findings: List[Any] = field(default_factory=list)
     config: Any = None
     #: (select key, pattern) removed because an exclude pattern overlaps it (logged at init)
     removed: List[Tuple[str, str]] = field(default_factory=list)
@@ -132,14 +131,15 @@ class Plan:
             return lambda pat, mode: walk(lay, pat, mode)
         return lambda pat, mode: fam.walk(key, pat, mode)
 
-    def to_json(self) -> Dict[str, Any]:
-        """The ``explain --format json`` document (DESIGN §3.2)."""
+    def to_json(self, findings: Iterable[Any] = ()) -> Dict[str, Any]:
+        """The ``explain --format json`` document: the plan and the ``findings`` about it
+        (explain's, passed in: a Plan holds no findings)."""
         g = self.geometry
         return {"num_layers": g.num_layers, "pipeline_stage": g.pipeline_stage,
                 "pp_interleave_num": g.pp_interleave_num, "swap": self.swap,
                 "formative": jsonable(self.formative),
                 "layers": [lp.to_json() for lp in self.layers],
-                "findings": [f.to_json() if hasattr(f, "to_json") else f for f in self.findings],
+                "findings": [f.to_json() if hasattr(f, "to_json") else f for f in findings],
                 # additions (issue 11): the family, and the MTP layer(s) set as layer num_layers - 1
                 "family": None if self.family is None else {
                     "name": self.family.name, "known": self.family.known, "origin": self.family.origin,

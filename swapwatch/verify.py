@@ -123,7 +123,7 @@ def evaluate(plan: Any, runlog: Any, config: Any = None, env: Optional[Mapping[s
     ctx = CheckContext(plan=plan, config=config, env=dict(env or {}), runlog=runlog, ir=ir)
     needs = ["config", "run"] + (["ir"] if ir is not None else [])
     findings = run_rules(ctx, needs=needs, ignore=skip)
-    findings = _dedupe(list(getattr(plan, "findings", None) or []) + findings, skip)
+    findings = _dedupe(findings, skip)
     findings = one_cause(findings)
     findings.sort(key=_sort_key)
     result = VerifyResult(findings=findings, verdict="pass", exit_code=0,
