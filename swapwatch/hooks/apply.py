@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, List, Optional, Tuple
 
 from .. import actions, patterns, strategy
+from ..config import load_config
 from ..errors import InputError
 from ..events import format_event
 from . import env_rank, require_mindspore
@@ -302,23 +303,6 @@ def _resolve_plan(obj: Any) -> Tuple[Any, Optional[str]]:
                 sha = hashlib.sha256(fh.read()).hexdigest()
         except OSError as exc:
             raise InputError(f"cannot read config: {exc.strerror}", file=path) from None
-        cfg = _load_config(path)
-    return _plan(cfg), sha
-
-
-def _load_config(path: str) -> Any:
-    try:
-        from ..config import load_config
-    except ImportError:
-        raise InputError("swapwatch.config is not available yet: pass a strategy.Plan", file=path) from None
-    return load_config(path)
-
-
-def _plan(cfg: Any) -> Any:
-    from .. import strategy
-
-    fn = getattr(strategy, "plan", None)
-    if fn is None:
-        raise InputError("the strategy engine (swapwatch.strategy.plan) is not available yet: pass a Plan")
-    return fn(cfg)
+        cfg = load_config(path)
+    return strategy.plan(cfg), sha
 
