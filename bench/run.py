@@ -135,7 +135,7 @@ def main(argv=None) -> int:
             cmds = [("verify", sw + ["verify"] + target + ["--format", "json"], "report.json")]
             if name == "1024":
                 cmds += [("events", sw + ["events"] + target, "events.jsonl"),
-                         ("plot memory", sw + ["plot", "memory"] + target + ["-o", os.path.join(tmp, "memory.png")],
+                         ("plot memory", sw + ["plot", "memory"] + target + ["-o", os.path.join(tmp, "memory.png"), "--force"],
                           "plot.txt")]
             for label, cmd, out in cmds:
                 dt, rss, rc, cpu = best(cmd, os.path.join(tmp, out), a.repeat)

@@ -111,6 +111,9 @@ def explain_cmd(config, fmt, num_layers, pipeline_stage, pp_interleave_num, offs
                  pp_interleave_num=pp_interleave_num,
                  offset=parse_offset(offset) if offset is not None else None,
                  env=parse_env(env), model=model)
+    if getattr(ex, "path", None) == "pynative":          # a PyNative (r2.x) YAML: swapwatch.pynative
+        from .pynative.explain import render as render_pynative
+        render = render_pynative
     click.echo(render(ex, fmt, all_layers=all_layers), nl=False)
     return ex.exit_code
 
@@ -188,9 +191,7 @@ def families_cmd():
 @click.option("--rank", "ranks", default=None, metavar="0-7,12", help="Only these ranks (ranges allowed).")
 def events_cmd(paths, fmt, kinds, ranks):
     """Every parsed event of worker logs / msrun dirs / run dirs, one per line, in file order."""
-    import json
-
-    from .events_output import csv_columns, csv_row, event_filter
+    from .events_output import csv_columns, csv_row, event_dict, event_filter, jsonl_line
     from .parsers import iter_events
 
     keep = event_filter(kinds, ranks)
@@ -202,14 +203,19 @@ def events_cmd(paths, fmt, kinds, ranks):
         writer, columns = csv.writer(out, lineterminator="\n"), csv_columns(kinds)
         writer.writerow(columns)
     try:
+        lines = []          # written in blocks: one write per event costs more than its JSON
         for e in iter_events(list(paths)):
             if not keep(e):
                 continue
-            d = e.to_json()
             if writer:
-                writer.writerow(csv_row(d, columns))
-            else:
-                out.write(json.dumps(d, separators=(",", ":"), ensure_ascii=False, default=str) + "\n")
+                writer.writerow(csv_row(event_dict(e), columns))
+                continue
+            lines.append(jsonl_line(e))
+            if len(lines) >= 4096:
+                out.write("\n".join(lines) + "\n")
+                lines = []
+        if lines:
+            out.write("\n".join(lines) + "\n")
         out.flush()
     except BrokenPipeError:          # `swapwatch events ... | head`: the reader went away, not an error
         sys.stderr.close()

@@ -46,7 +46,11 @@ def explain(path: str, num_layers: Optional[int] = None, pipeline_stage: Optiona
     """Explain the YAML at ``path``. Raises InputError/ConfigError (exit 2) for bad input.
 
     The model family comes from the YAML (``swapwatch.families.detect``) unless ``model``
-    (``--model``) names one; each layer is resolved on its own tree of that family."""
+    (``--model``) names one; each layer is resolved on its own tree of that family. A PyNative (r2.x)
+    YAML is explained by :mod:`swapwatch.pynative.explain` (a ``PynativeExplanation``)."""
+    pynative = _pynative(path, num_layers, model)
+    if pynative is not None:
+        return pynative
     if model is not None:
         from .families import from_name
 
@@ -64,3 +68,17 @@ def explain(path: str, num_layers: Optional[int] = None, pipeline_stage: Optiona
                       key=lambda f: (0 if f.severity == "error" else 1, f.code,
                                      -1 if f.layer is None else f.layer))
     return Explanation(config=config, plan=plan, layout=layout, findings=findings, env=dict(env or {}))
+
+
+def _pynative(path: str, num_layers: Optional[int], model: Optional[str]) -> Any:
+    """The PyNative explanation when ``path`` is a PyNative YAML (``pynative.config.detect_path``), else None."""
+    from .config import read_yaml
+    from .pynative import config as pconfig
+    from .pynative.explain import explain_tree
+    try:
+        data, lines = read_yaml(path)
+    except InputError:
+        return None                 # the static path reports it (and recognises worker logs)
+    if pconfig.detect_path(data) != "pynative":
+        return None
+    return explain_tree(data, lines, path, num_layers=num_layers, family=model)

@@ -100,6 +100,9 @@ def verify(paths: Sequence[str], config_path: Optional[str] = None,
     runlog = read_logs(list(paths))
     if not runlog.ranks:
         raise InputError(f"no worker logs found in {', '.join(map(str, paths))}")
+    pynative = _pynative_verify(runlog, config_path, skip, strict, env)
+    if pynative is not None:
+        return pynative
     if config_path:
         config = load_config(config_path)
         source = str(config_path)
@@ -232,3 +235,26 @@ def _dedupe(findings: List[Any], skip: set) -> List[Finding]:
 def _sort_key(f: Finding):
     return (SEVERITY_ORDER.get(f.severity, 9), f.code,
             -1 if f.rank is None else f.rank, -1 if f.layer is None else f.layer, f.op or "")
+
+
+def _pynative_verify(runlog: Any, config_path: Optional[str], skip: set, strict: bool,
+                     env: Optional[Mapping[str, str]]) -> Any:
+    """A PyNative (r2.x) config or log goes to :mod:`swapwatch.pynative.verify`; None for the static paths."""
+    from .config import read_yaml
+    from .pynative import config as pconfig
+
+    if config_path:
+        data, lines = read_yaml(config_path)
+        if pconfig.detect_path(data) != "pynative":
+            return None
+        from .pynative.explain import explain_tree
+        from .pynative.verify import verify_pynative
+
+        ex = explain_tree(data, lines, str(config_path))
+        return verify_pynative(ex, runlog, str(config_path), ignore=skip, strict=strict,
+                               env=merged_env(runlog, env))
+    pyn = {"pyn_map_start", "world_size", "pyn_config_error"}
+    if any(getattr(e, "what", None) in pyn for r in runlog.ranks.values() for e in r.events):
+        raise InputError("this is a PyNative (r2.x) run: its log does not print the recompute/swap sections; "
+                         "pass the training YAML with --config")
+    return None

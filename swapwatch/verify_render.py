@@ -28,6 +28,7 @@ FAMILIES = OrderedDict([
     ("SW2", "swap and recompute work together"),
     ("SW3", "the environment supports the strategy"),
     ("SW4", "all ranks agree and are present"),
+    ("SW5", "the PyNative (r2.x) strategy does what it says"),
 ])
 MARK = layer_table.DIFF
 #: Group lines shown per rule in the table before "... and N more".
@@ -146,6 +147,9 @@ def layer_map_json(result: Any) -> Dict[str, Any]:
     the table's words), the columns that differ, the columns the log cannot speak for, and every
     rank whose log differs at that layer (all ranks, not only the shown one)."""
     comp = result.comparison
+    if getattr(result.plan, "path", None) == "pynative":       # PyNative (r2.x) run: swapwatch.pynative.verify
+        from .pynative.verify import layer_map as pynative_layer_map
+        return pynative_layer_map(result)
     rank = map_rank(result)
     if comp is None:
         return {"rank": None, "layers": []}
@@ -223,6 +227,9 @@ def render_table(result: Any) -> str:
         if blind:
             lines.append(f"not verified (no strategy lines): rank(s) {layer_table.ranges(blind, 6)}")
         lines.append("")
+    if getattr(result.plan, "path", None) == "pynative":       # PyNative (r2.x) run: its own per-layer map
+        from .pynative.verify import map_lines
+        lines.extend(map_lines(result))
     lines.extend(findings_block(result.findings, result.failing))
     lines.append(verdict_line(result))
     return "\n".join(lines) + "\n"

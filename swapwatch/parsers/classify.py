@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Callable, Dict, Iterable, List, Optional
 
-from . import layersetting, memory, msrun, steps, swapwatch_lines, tracebacks
+from . import layersetting, memory, msrun, pynative, steps, swapwatch_lines, tracebacks
 from .grammar import ASCEND_NEEDLE, CPU_NEEDLE, EXIT_NEEDLE, OFFLOAD_NEEDLE, SWAPWATCH_NEEDLE, TRACEBACK_NEEDLE
 from .model import Event, NoticeEvent
 from .prefix import clean, collapse, split
@@ -82,6 +82,8 @@ def classify(text: str, rank: Optional[int], source: str, follow: Optional[Follo
     if mf_ok:
         cmsg = collapse(msg)
         ev = steps.parse(cmsg, rank, source) if "Epoch:[" in cmsg else layersetting.parse(cmsg, rank, source)
+        if ev is None:
+            ev = pynative.parse(cmsg, rank, source, line.level)     # PyNative (r2.x) wordings
         if ev is not None:
             return [ev]
         if line.level in ("ERROR", "CRITICAL"):

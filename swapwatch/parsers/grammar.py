@@ -111,6 +111,33 @@ LAYERSETTING: List[Row] = [
 ]
 
 # --------------------------------------------------------------------------------------------
+# PyNative path (r2.x) lines: MindFormers 2.1.0 mindformers/pynative/distributed/activation_checkpoint.py
+# (maps, Set lines, no-match warnings, [Recompute Config]/[Swap Config] errors) and pynative/trainer/trainer.py
+# (world size). "Set full/select/select comm recompute" and the comm "expected to be operation" line are the
+# LAYERSETTING rows above (same words); the rows here are the PyNative-only wordings.
+# --------------------------------------------------------------------------------------------
+PYNATIVE: List[Row] = [
+    Row("pyn_map_start", r"--- Final (?P<label>.+?) Configuration Map---$", "--- Final ", "Configuration Map---",
+        "2.1.0: labels Recompute, ExcludeOp, Comm Select Recompute, Swap"),
+    Row("pyn_map_entry", r"layer(?P<layer>\d+): (?P<ops>.*)$", "layer", None,
+        "2.1.0: one per layer in sorted order; '(No Module)' when empty"),
+    Row("pyn_map_end", r"-{69}$", "-----", None, "2.1.0: 69 dashes close a map"),
+    Row("pyn_set_exclude", r"Set exclude recompute at layer (?P<layer>\d+): ?(?P<ops>.*)$", "Set ", "ecompute",
+        "2.1.0"),
+    Row("pyn_layer_swap", r"Set layer swap at layer (?P<layer>\d+)$", "Set ", "swap",
+        "2.1.0 (the static path adds 'and value is: p')"),
+    Row("pyn_select_swap", r"Set select swap at layer (?P<layer>\d+): ?(?P<ops>.*)$", "Set ", "swap",
+        "2.1.0: only when a path was really wrapped"),
+    Row("pyn_no_match", r"(?P<label>select_module|exclude_op|comm_select_module|op_swap) pattern '(?P<key>.*)' did "
+                        r"not match any module in the model, please check your (?:recompute|swap) config\.$",
+        None, "did not match any module", "2.1.0 WARNING"),
+    Row("pyn_config_error", r"\[(?P<tag>Recompute|Swap) Config\] (?P<text>.*)$", "[", "Config] ",
+        "2.1.0 ERROR before the exception; the exclude_op-without-mode WARNING has the same tag"),
+    Row("world_size", r"Current world size: (?P<n>\d+)\.$", "Current world size", "Current world size",
+        "pynative trainer: apply_ac runs only when world size > 1"),
+]
+
+# --------------------------------------------------------------------------------------------
 # Per-step training lines (semantics §7): one regex per generation, tried in order.
 # --------------------------------------------------------------------------------------------
 _STEP_HEAD = (r"\{ ?Epoch:\[\s*(?P<epoch>\d+)/\s*(?P<epochs>\d+)\], step:\[\s*(?P<step>\d+)/\s*(?P<steps>\d+)\], ")
@@ -188,8 +215,8 @@ CONFIG_ERRORS: List[Tuple[str, str]] = [
 
 
 def message_rows() -> List[Row]:
-    """All rows whose lines come through the MindFormers logger (LayerSetting + steps)."""
-    return LAYERSETTING + STEPS
+    """All rows whose lines come through the MindFormers logger (LayerSetting + PyNative + steps)."""
+    return LAYERSETTING + PYNATIVE + STEPS
 
 
 def mf_info_starts() -> Tuple[bytes, ...]:

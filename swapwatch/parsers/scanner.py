@@ -1,16 +1,17 @@
 """The fast scanner: big binary chunks, literal search for candidate lines, parse only those.
 
 Why this shape (anchors §D): the lines swapwatch needs are O(layers x ranks + steps) inside
-GB-size logs, so the cost is the search, not the parsing. Python can only search at C speed with
-``bytes.find`` (CPython's two-way/Horspool search, 0.25-0.75 ns/byte per literal) and count lines
-with numpy (one vectorised compare per chunk); any per-line Python loop or regex alternation is
-3-20x slower. So we keep the number of literal passes small:
+GB-size logs, so the cost is the search, not the parsing, and any per-line Python loop or regex
+alternation is 3-20x slower than C-level search. ``bytes.find`` searches one literal per pass, so
+all needles are found in ONE pass instead (:mod:`swapwatch.parsers.prefilter`: a numpy gather
+over the chunk's byte pairs, then ``startswith`` on the few candidates); only the hits are then
+placed in their lines and numbered:
 
-* in logs with MindFormers stdout records (every msrun worker log) no literal pass is needed for
-  them: the records start with a fixed-width timestamp, so one numpy gather over the chunk's line
-  starts finds them all, and a C-level ``startswith`` on the message keeps only the INFO records
-  whose message starts like a family we parse (plus all WARNING/ERROR records). A record is a line
-  that *starts* with that timestamp; in such logs an unprefixed ``Set ...`` line is not MindFormers';
+* in logs with MindFormers stdout records (every msrun worker log) a record is a line that
+  *starts* with the logger's fixed-width timestamp and holds ``] - LEVEL - ``; the needles are the
+  separator with its level, for INFO with the message start of a family we parse (the ``starts``
+  column of :mod:`swapwatch.parsers.grammar`), checked against the line start afterwards. In such
+  logs an unprefixed ``Set ...`` line is not MindFormers';
 * in logs without that prefix (info.log, raw excerpts, hook-only runs) the message needles of
   :mod:`swapwatch.parsers.grammar` are searched instead;
 * a few needles (MindSpore memory/offload lines, msrun exits, tracebacks, SWAPWATCH) are searched
@@ -20,8 +21,8 @@ Lines are never split across chunks: a chunk is processed up to its last newline
 carried over; a family that needs the lines after its own (tracebacks, the Ascend memory block)
 reads ahead through :meth:`Scan.follow`, which pulls more data from the stream when the buffer ends,
 so the result never depends on the chunk size. A line longer than ``max_line`` is processed in
-pieces, which bounds memory whatever the input. Line numbers are counted with numpy over each
-chunk: ``searchsorted`` over the newline offsets gives every hit its line at once.
+pieces, which bounds memory whatever the input. Line numbers are counted only up to the hits:
+with numpy over the line feeds when hits are dense, by counting between them when sparse.
 """
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ from typing import BinaryIO, Callable, Iterator, List, Optional, Tuple
 import numpy as np
 
 from . import grammar
+from .prefilter import compiled
 from .prefix import clean
 
 CHUNK = 8 << 20
@@ -41,6 +43,7 @@ _REC = grammar.MF_RECORD
 _INFO = b"INFO - "
 _OTHER_LEVELS = (b"WARNING - ", b"ERROR - ", b"CRITICAL - ")
 _TS_LEN = 26                  # len("2026-07-14 06:47:08,133 - ")
+_MF_STARTS = grammar.mf_info_starts()
 
 
 @dataclass
@@ -50,16 +53,19 @@ class Needles:
     prefixed: bool
     literals: Tuple[bytes, ...] = field(default=())
     follow: Tuple[bytes, ...] = field(default=())      # literals whose lines read ahead
+    records: Tuple[bytes, ...] = field(default=())     # prefixed logs: ``] - LEVEL - `` (+ message start)
 
     @classmethod
     def for_file(cls, prefixed: bool) -> "Needles":
         lits = list(grammar.ANYWHERE)
         if not prefixed:
             lits += [n for n in grammar.raw_needles() if n not in lits]
-        return cls(prefixed, tuple(lits), tuple(n for n, k in grammar.ANYWHERE.items() if k))
+        records: Tuple[bytes, ...] = ()
+        if prefixed:      # INFO records only when their message starts like a family we parse
+            records = tuple(_REC + _INFO + start for start in _MF_STARTS) + \
+                tuple(_REC + level for level in grammar.MF_LEVELS if level != _INFO)
+        return cls(prefixed, tuple(lits), tuple(n for n, k in grammar.ANYWHERE.items() if k), records)
 
-
-_MF_STARTS = grammar.mf_info_starts()
 
 
 def is_prefixed(head: bytes) -> bool:
@@ -208,72 +214,94 @@ class Scan:
             carry = data[cut:]
 
     def _region(self, buf: bytes, lo: int, hi: int) -> Iterator[Tuple[int, str]]:
-        """Candidate lines of ``buf[lo:hi]`` (whole lines; ``hi`` follows a newline or ends the input)."""
-        arr = np.frombuffer(buf, np.uint8, count=hi - lo, offset=lo)
-        nl = np.flatnonzero(arr == 10)
-        hits = self._hits(buf, lo, hi)
-        if self.needles.prefixed:
-            hits.extend(self._mf_records(buf, arr, nl, lo, hi))
+        """Candidate lines of ``buf[lo:hi]`` (whole lines; ``hi`` follows a newline or ends the input).
+
+        Literal-led: one prefilter pass finds the needles (and, in prefixed logs, the record
+        separators ``] - LEVEL - ``); lines are located and numbered only around those hits.
+        """
+        needles = self.needles
+        hits = compiled(needles.literals + needles.records, buf, lo, hi).find(buf, lo, hi)
+        if needles.prefixed:
+            hits.extend((p, b"") for p in self._ansi_records(buf, lo, hi))
         base = self.newlines
-        self.newlines += len(nl)
         if not hits:
+            self.newlines = base + _count_newlines(buf, lo, hi)
             return
-        if lo:
-            nl += lo
-        idx = np.unique(np.searchsorted(nl, np.asarray(hits, dtype=np.int64)))
-        n = len(nl)
-        for i in idx.tolist():
-            ls = int(nl[i - 1]) + 1 if i > 0 else lo
-            le = int(nl[i]) if i < n else hi
+        hits.sort()
+        records = needles.records
+        if len(hits) > (hi - lo) >> 15:     # dense: every line feed's offset at once (numpy)
+            nl = np.flatnonzero(np.frombuffer(buf, np.uint8, count=hi - lo, offset=lo) == 10)
+            at = np.searchsorted(nl, np.fromiter((p for p, _ in hits), np.int64, len(hits)) - lo)
+            n = len(nl)
+            nl = nl.tolist() if n < 4 * len(hits) else nl
+            spans = ((i, lo + int(nl[i - 1]) + 1 if i else lo, lo + int(nl[i]) if i < n else -1)
+                     for i in at.tolist())
+        else:                                # sparse: look around each hit, count the feeds between
+            n = -1
+            counted = [lo, 0]                # (offset, line feeds before it) reached by _spans
+            spans = _spans(buf, lo, hi, hits, counted)
+        last = -1
+        for (p, lit), (i, ls, le) in zip(hits, spans):
+            if ls == last:
+                continue
+            if lit in records and not _is_record(buf, ls, p, hi, le):
+                continue
+            last = ls
+            self.partial = le < 0       # no line feed after it: the file ends (or a giant line is cut) here
+            if le < 0:
+                le = hi
             self._cur = (buf, le, hi)
             self._cur_line = base + i + 1
-            self.partial = i >= n          # no line feed after it: the file ends (or a giant line is cut) here
             yield self._cur_line, buf[ls:le].decode("utf-8", "replace")
+        self.newlines = base + (n if n >= 0 else counted[1] + _count_newlines(buf, counted[0], hi))
 
-    def _mf_records(self, buf: bytes, arr, nl, lo: int, hi: int) -> List[int]:
-        """Positions of the MindFormers stdout records worth parsing in ``buf[lo:hi]``.
-
-        A record is a line that starts with the logger's fixed-width ``YYYY-MM-DD HH:MM:SS,mmm - ``
-        (checked for all lines at once with numpy) and holds ``] - LEVEL - ``; INFO records are kept
-        when their message starts like a family we parse, WARNING and above always. Lines that start
-        with an ANSI colour code and hold ``] - `` are always candidates (classify strips the codes).
-        """
-        starts = np.empty(len(nl) + 1, dtype=np.int64)
-        starts[0] = 0
-        starts[1:] = nl + 1
-        starts = starts[starts + _TS_LEN < len(arr)]
-        if not len(starts):
-            return []
-        m = ((arr[starts + 4] == 45) & (arr[starts + 19] == 44) & (arr[starts + 23] == 32)
-             & (arr[starts + 24] == 45) & (arr[starts] - 48 < 10))
-        ansi = arr[starts] == 27          # a colour code before the timestamp: checked by classify
+    def _ansi_records(self, buf: bytes, lo: int, hi: int) -> List[int]:
+        """Positions of the record separator in lines that start with an ANSI colour code and hold
+        ``] - `` (always candidates; classify strips the codes)."""
         out: List[int] = []
-        find, sw = buf.find, buf.startswith
-        for st in (starts[ansi] + lo).tolist():
-            end = find(b"\n", st, hi)
-            p = find(_REC, st, hi if end < 0 else end)
-            if p >= 0:
-                out.append(p)
-        for st in (starts[m] + lo).tolist():
-            end = find(b"\n", st, hi)
-            p = find(_REC, st + _TS_LEN, hi if end < 0 else end)
-            if p < 0:
-                continue
-            q = p + 4
-            if sw(_INFO, q):
-                if sw(_MF_STARTS, q + 7):
-                    out.append(p)
-            elif sw(_OTHER_LEVELS, q):
-                out.append(p)
+        find = buf.find
+        p = find(b"\x1b", lo, hi)
+        while p >= 0:
+            if p == lo or buf[p - 1] == 10:
+                end = find(b"\n", p, hi)
+                q = find(_REC, p, hi if end < 0 else end)
+                if q >= 0:
+                    out.append(q)
+            p = find(b"\x1b", p + 1, hi)
         return out
 
-    def _hits(self, buf: bytes, lo: int, hi: int) -> List[int]:
-        hits: List[int] = []
-        add = hits.append
-        find = buf.find
-        for lit in self.needles.literals:
-            p = find(lit, lo, hi)
-            while p >= 0:
-                add(p)
-                p = find(lit, p + 1, hi)
-        return hits
+
+def _is_record(buf: bytes, ls: int, p: int, hi: int, le: int) -> bool:
+    """Is ``p`` (a ``] - LEVEL - `` hit) the separator of a MindFormers record worth parsing?
+
+    A record is a line that starts with the logger's fixed-width ``YYYY-MM-DD HH:MM:SS,mmm - ``
+    and whose first ``] - `` after it is followed by the level; INFO records are kept when their
+    message starts like a family we parse, WARNING and above always.
+    """
+    if ls + _TS_LEN >= hi or not (48 <= buf[ls] <= 57 and buf[ls + 4] == 45 and buf[ls + 19] == 44
+                                  and buf[ls + 23] == 32 and buf[ls + 24] == 45):
+        return False
+    if buf.find(_REC, ls + _TS_LEN, hi if le < 0 else le) != p:
+        return False
+    q = p + 4
+    if buf.startswith(_INFO, q):
+        return buf.startswith(_MF_STARTS, q + 7)
+    return buf.startswith(_OTHER_LEVELS, q)
+
+
+def _spans(buf: bytes, lo: int, hi: int, hits: List[Tuple[int, bytes]],
+           counted: List[int]) -> Iterator[Tuple[int, int, int]]:
+    """(line feeds before the line, line start, line end or -1) of each sorted hit; ``counted``
+    keeps the offset up to which line feeds were counted and their number."""
+    rfind, find = buf.rfind, buf.find
+    for p, _ in hits:
+        ls = rfind(b"\n", lo, p) + 1 or lo
+        counted[1] += _count_newlines(buf, counted[0], ls)
+        counted[0] = ls
+        yield counted[1], ls, find(b"\n", p, hi)
+
+
+def _count_newlines(buf: bytes, lo: int, hi: int) -> int:
+    if hi - lo > 1 << 13:               # numpy compares faster than bytes.count's byte loop
+        return int(np.count_nonzero(np.frombuffer(buf, np.uint8, count=hi - lo, offset=lo) == 10))
+    return buf.count(b"\n", lo, hi)

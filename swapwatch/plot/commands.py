@@ -98,6 +98,17 @@ def strategy_command(source: str, config: Optional[str] = None, output: Optional
     if config is not None and not os.path.exists(config):
         raise InputError("no such file or directory", file=config)
     out, f = output_path(output, fmt, "strategy")
+    pynative = _pynative_plan(config if config is not None else source)
+    if pynative is not None and config is None:      # a PyNative (r2.x) YAML
+        plot_strategy(pynative, out, fmt=f, name=os.path.basename(source))
+        return f"wrote {out}: the strategy {source} asks for (PyNative path)"
+    if pynative is not None:
+        (_, runlog), = load_runs([source])
+        fig = plot_strategy(runlog, out, plan=pynative, rank=rank, fmt=f,
+                            name=f"{runlog.label or source} vs {os.path.basename(config)}")
+        n = 0 if fig.strategy_diff is None else len(fig.strategy_diff)
+        return (f"wrote {out}: " + ("as logged, identical to the config" if not n else
+                                    f"config and logs side by side, {n} difference{'s' if n != 1 else ''}"))
     if _is_config(source):
         if config is not None:
             raise InputError(f"{source} is a config already; --config is for comparing logs with a config")
@@ -147,3 +158,17 @@ def estimate_command(config: str, run_dirs: Sequence[str] = (), output: Optional
     n = len(est.stages)
     return f"wrote {out}: {n} stage{'s' if n != 1 else ''}, " + (
         f"measured peaks of {len(est.measured)}" if est.measured else "no measured peak for this config")
+
+
+def _pynative_plan(path: str):
+    """The PyNative plan of ``path`` when it is a PyNative (r2.x) YAML, else None."""
+    if not _is_config(path):
+        return None
+    from ..config import read_yaml
+    from ..pynative.config import detect_path
+    from ..pynative.explain import explain_tree
+
+    data, lines = read_yaml(path)
+    if detect_path(data) != "pynative":
+        return None
+    return explain_tree(data, lines, path).plan

@@ -29,6 +29,8 @@ FRAME_COLUMNS = ["source", "rank", "layer", "stage", "interleave", "mechanism", 
 #: (``no_match``: MindFormers applies and logs nothing), or a select pattern configured on a layer
 #: that full recompute covers (``voided``: MindFormers never applies it there, SW105).
 NO_MATCH, VOIDED = "no_match", "voided"
+#: PyNative: a configured comm path that is a cell (apply_ac leaves it, SW507)
+NOT_EFFECTIVE = "not_effective"
 NO_MATCH_MARK = "∅"
 #: A map wider than this many layers wraps onto several bands (a 48-layer map is two bands of 24).
 BAND_LAYERS = 32
@@ -47,7 +49,12 @@ _WHOLE_LAYER = ("all", "layer", "layer_swap", "*")
 # ---- data -------------------------------------------------------------------------------------
 
 def _is_plan(obj: Any) -> bool:
-    return hasattr(obj, "layers") and hasattr(obj, "geometry")
+    return (hasattr(obj, "layers") and hasattr(obj, "geometry")) or _is_pynative(obj)
+
+
+def _is_pynative(obj: Any) -> bool:
+    """A :class:`swapwatch.pynative.resolve.PynativePlan` (PyNative r2.x path)."""
+    return getattr(obj, "path", None) == "pynative"
 
 
 def _plan_layout(plan: Any) -> Any:
@@ -216,10 +223,13 @@ def strategy_frame(what: Any, rank: Optional[int] = None, plan: Any = None) -> p
     ``no_match`` for a pattern that reaches nothing on the layout, ``voided`` for a select pattern
     configured where full recompute covers the layer (never applied there).
     """
-    if _is_plan(what):
+    if _is_pynative(what):
+        from ..pynative.plot import config_rows
+        rows = config_rows(what)
+    elif _is_plan(what):
         rows = _plan_rows(what)
     elif hasattr(what, "ranks"):
-        rows = _log_rows(what, pick_rank(what, rank), plan)
+        rows = _log_rows(what, pick_rank(what, rank), None if _is_pynative(plan) else plan)
     else:
         raise TypeError(f"strategy_frame needs a Plan or a RunLog, not {type(what).__name__}")
     df = pd.DataFrame(rows, columns=FRAME_COLUMNS)
@@ -229,6 +239,7 @@ def strategy_frame(what: Any, rank: Optional[int] = None, plan: Any = None) -> p
     df = df.sort_values(["_o", "item", "layer"], na_position="first", kind="mergesort")
     df = df.drop(columns="_o").reset_index(drop=True)
     df["item"] = df["item"].astype(object).where(df["item"].notna(), None)
+    df.attrs["pynative"] = _is_pynative(what) or _is_pynative(plan)
     return df
 
 
@@ -285,6 +296,8 @@ def _row_label(key: Tuple[str, Optional[str]], effects: Set[str] = frozenset()) 
         tail = " (matches nothing)"
     elif effects == {VOIDED}:
         tail = " (voided: full recompute)"
+    elif effects == {NOT_EFFECTIVE}:
+        tail = " (not effective)"
     return f"{name} · {item}{tail}"
 
 
@@ -326,7 +339,7 @@ def _draw_map(ax, frame: pd.DataFrame, keys, n_layers: int, stages: List[int], i
             if text_ok:
                 ax.text(rec.layer, y, NO_MATCH_MARK, ha="center", va="center", fontsize=8, color=color)
             continue
-        if effect == VOIDED:
+        if effect in (VOIDED, NOT_EFFECTIVE):
             ax.add_patch(Rectangle((rec.layer - 0.45, y - 0.4), 0.9, 0.8, facecolor="#eeeeee", edgecolor=color,
                                    hatch="....", lw=0.8, gid=gid))
             continue
@@ -398,9 +411,11 @@ def _legend_handles(frames: List[pd.DataFrame], with_diff: bool, with_cut: bool)
             overridden |= bool((f["overridden"] & ~f["partial"]).any())
             partial |= bool(f["partial"].any())
     hs: List[Any] = []
+    pynative = any(f.attrs.get("pynative") for f in frames)     # PyNative r2.x: no backward_prefetch
     for mech, name, color in MECHANISMS:
         if mech in present:
-            label = name + (" (number: backward_prefetch)" if mech in _SWAPS else "")
+            label = name + ((" (→j: layer j prefetched with it)" if pynative else " (number: backward_prefetch)")
+                            if mech in _SWAPS else "")
             hs.append(Patch(facecolor=color, hatch="xxx" if mech.endswith("_exclude") else None,
                             edgecolor="white", label=label))
     effects = set()
@@ -413,9 +428,13 @@ def _legend_handles(frames: List[pd.DataFrame], with_diff: bool, with_cut: bool)
     if VOIDED in effects:
         hs.append(Patch(facecolor="#eeeeee", edgecolor="0.3", hatch="....",
                         label="configured, voided: the layer is fully recomputed (select is skipped there)"))
+    if NOT_EFFECTIVE in effects:
+        hs.append(Patch(facecolor="#eeeeee", edgecolor="0.3", hatch="....",
+                        label="configured, not effective: a cell for comm recompute (SW507)"))
     if overridden:
         hs.append(Line2D([], [], color=OVERRIDE_COLOR, marker="x", ls="none", ms=8, mew=1.8,
-                         label="swap overridden by recompute (logged, no effect)"))
+                         label="op swap in the swap map that wraps nothing (SW504)" if pynative else
+                         "swap overridden by recompute (logged, no effect)"))
     if partial:
         hs.append(Line2D([], [], color=OVERRIDE_COLOR, marker="$/$", ls="none", ms=8,
                          label="layer swap partly overridden (select recompute inside it)"))
@@ -454,12 +473,17 @@ def plot_strategy(what: Any, out: Optional[str] = None, plan: Any = None, rank: 
         n_layers = _n_layers(what, r, plan, logs)
         nranks = len(what.ranks)
         who = f"logs, rank {r}" + (f" of {nranks}" if nranks > 1 else "")
-        if plan is not None:
+        if plan is not None and _is_pynative(plan):
+            from ..pynative.plot import differences, log_values
+            logs = log_values(logs, plan)
+            diffs = differences(plan, what, r)
+        elif plan is not None:
             from ..checks._compare import compare
 
             diffs = frame_differences(plan, what, r)
             rd = compare(plan, what).ranks.get(r)
             cut = set(rd.cut_layers) if rd is not None else set()
+        if plan is not None:
             if diffs.empty and not cut:
                 panels.append((f"config = {who}: the run applied what the config asks", logs))
             else:
@@ -524,6 +548,8 @@ def _n_layers(runlog: Any, rank: int, plan: Any, frame: pd.DataFrame) -> int:
 
 
 def _stage_ids(plan: Any, what: Any, n_layers: int) -> Tuple[List[int], List[int]]:
+    if _is_pynative(plan):          # apply_ac's view: global layer ids, no stage split known
+        return [0] * n_layers, [0] * n_layers
     if plan is not None:
         return [lp.stage for lp in plan.layers], [lp.interleave for lp in plan.layers]
     if hasattr(what, "ranks") and what.ranks:

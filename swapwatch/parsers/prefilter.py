@@ -1,0 +1,134 @@
+"""Find every occurrence of a set of literals in one pass, whatever the number of literals.
+
+Why: ``bytes.find`` runs at C speed but searches one literal per pass, so N literals cost N passes
+over a GB-size log (the scanner's main cost, README "Speed"). Here each literal of 3+ bytes is
+represented by two *adjacent* byte pairs (bigrams) of itself, at offsets ``j`` and ``j + 1``: any
+occurrence of the literal puts one of those two bigrams at an even distance from the region's
+start. So one numpy gather of a 65,536-entry table over the region read as little-endian 16-bit
+words (every other byte pair) finds every place where some literal may start; each such place is
+then checked with ``bytes.startswith``. The pairs are chosen per literal as the rarest ones in a
+sample of the data (the first region scanned), which only affects speed, never the result.
+Literals shorter than 3 bytes are searched with ``bytes.find`` as before.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Sequence, Tuple
+
+import numpy as np
+
+BLOCK = 1 << 20           # bytes per gather (keeps the temporaries small and in cache)
+SAMPLE = 256 << 10        # bytes of data that decide which byte pairs stand for each literal
+_SLICES = 64              # ... taken as this many slices spread over the first region scanned
+
+
+def _pair(lit: bytes, j: int) -> int:
+    return lit[j] | (lit[j + 1] << 8)
+
+
+def _gram_counter(sample: bytes, pairs):
+    """How often a 2- or 4-byte string occurs in ``sample`` (4-byte ones counted at once, sorted)."""
+    n = len(sample)
+    grams = [np.frombuffer(sample, "<u4", count=(n - a) // 4, offset=a) for a in range(4) if n - a >= 4]
+    values, freq = np.unique(np.concatenate(grams), return_counts=True) if grams else (np.zeros(0, "<u4"),) * 2
+
+    def count(gram: bytes) -> int:
+        if len(gram) == 2:
+            return int(pairs[gram[0] | (gram[1] << 8)])
+        key = int.from_bytes(gram, "little")
+        i = int(np.searchsorted(values, key))
+        return int(freq[i]) if i < len(values) and values[i] == key else 0
+    return count
+
+
+class Prefilter:
+    """One literal set, compiled against a data sample (see the module docstring)."""
+
+    def __init__(self, literals: Sequence[bytes], sample: bytes):
+        n = len(sample) & ~1
+        counts = np.zeros(65536, np.int64)
+        if n >= 4:
+            counts += np.bincount(np.frombuffer(sample, np.uint16, count=n // 2), minlength=65536)
+            counts += np.bincount(np.frombuffer(sample, np.uint16, count=n // 2 - 1, offset=1), minlength=65536)
+        quads = _gram_counter(sample, counts)
+        self.table = np.zeros(65536, np.bool_)       # first byte pair -> maybe a literal starts near
+        self.wild = np.zeros(65536, np.bool_)        # ... and no second pair to check (3-4 byte literals)
+        keys = set()                                 # (first pair | second pair << 16) of the others
+        self.at4: Dict[int, List[Tuple[bytes, int]]] = {}  # both pairs -> (literal, offset of the first)
+        self.at2: Dict[int, List[Tuple[bytes, int]]] = {}  # first pair of a wild one -> the same
+        self.short: List[bytes] = []
+        for lit in dict.fromkeys(literals):
+            if len(lit) < 3:
+                self.short.append(lit)
+                continue
+            # offsets j, j+1 whose 4-byte windows are rarest in the sample (those reach the Python
+            # check); with 5+ bytes each first pair is followed by a second one inside the literal
+            last = len(lit) - 5 if len(lit) >= 5 else len(lit) - 3
+            width = 4 if len(lit) >= 5 else 2
+            j = min(range(last + 1), key=lambda k: (quads(lit[k:k + width]) + quads(lit[k + 1:k + 1 + width]),
+                                                    counts[_pair(lit, k)] + counts[_pair(lit, k + 1)]))
+            for off in (j, j + 1):
+                v = _pair(lit, off)
+                self.table[v] = True
+                if off + 4 <= len(lit):
+                    key = v | (_pair(lit, off + 2) << 16)
+                    keys.add(key)
+                    self.at4.setdefault(key, []).append((lit, off))
+                else:
+                    self.wild[v] = True
+                    self.at2.setdefault(v, []).append((lit, off))
+        self.keys = np.array(sorted(keys), np.uint32)
+
+    def find(self, buf: bytes, lo: int, hi: int) -> List[Tuple[int, bytes]]:
+        """(start, literal) of every occurrence of a literal wholly inside ``buf[lo:hi]``."""
+        out: List[Tuple[int, bytes]] = []
+        add = out.append
+        table, wild, at4, at2, sw = self.table, self.wild, self.at4, self.at2, buf.startswith
+        last = hi - 2                       # the last position a checked byte pair may start at
+        for blo in range(lo, last + 1, BLOCK):
+            count = (min(blo + BLOCK - 1, last) - blo) // 2 + 1
+            words = np.frombuffer(buf, np.uint16, count=min(count + 1, (len(buf) - blo) // 2), offset=blo)
+            idx = np.flatnonzero(np.take(table, words[:count]))
+            if not len(idx):
+                continue
+            # second stage on the few candidates: the byte pair after the first must fit too
+            first = words[idx]
+            second = words[np.minimum(idx + 1, len(words) - 1)].astype(np.uint32)
+            quad = first.astype(np.uint32) | (second << 16)
+            keys = self.keys
+            keep = keys[np.minimum(np.searchsorted(keys, quad), len(keys) - 1)] == quad if len(keys) else \
+                np.zeros(len(quad), np.bool_)
+            keep |= np.take(self.wild, first)
+            for k in idx[keep].tolist():
+                p = blo + 2 * k
+                v = buf[p] | (buf[p + 1] << 8)
+                cands = at4.get(v | (buf[p + 2] << 16) | (buf[p + 3] << 24), ()) if p + 4 <= len(buf) else ()
+                if wild[v]:
+                    cands = list(cands) + at2[v]
+                for lit, off in cands:
+                    s = p - off
+                    if s >= lo and sw(lit, s, hi):
+                        add((s, lit))
+        for lit in self.short:
+            p = buf.find(lit, lo, hi)
+            while p >= 0:
+                add((p, lit))
+                p = buf.find(lit, p + 1, hi)
+        return out
+
+
+_CACHE: Dict[Tuple[bytes, ...], Prefilter] = {}
+
+
+def compiled(literals: Tuple[bytes, ...], buf: bytes, lo: int, hi: int) -> Prefilter:
+    """The prefilter of ``literals``, compiled once per process from the first region it sees,
+    sampled in slices spread over it (a log's head is its strategy block, unlike the rest; the logs
+    of one job look alike, and 10,000 small files must not pay for it 10,000 times)."""
+    pf = _CACHE.get(literals)
+    if pf is None:
+        if hi - lo <= SAMPLE:
+            sample = buf[lo:hi]
+        else:
+            step, size = (hi - lo) // _SLICES, SAMPLE // _SLICES
+            sample = b"".join(buf[a:a + size] for a in range(lo, hi - size, step))
+        pf = _CACHE[literals] = Prefilter(literals, sample)
+    return pf

@@ -1,0 +1,143 @@
+"""``swapwatch explain`` for a PyNative (r2.x) YAML: the plan, the SW5xx/SW104 findings, the table and JSON.
+
+Kept beside the static path's :mod:`swapwatch.explain` so that the static results cannot change: the CLI
+and :func:`swapwatch.explain.explain` send a YAML here when :func:`.config.detect_path` says "pynative".
+The table uses the vocabulary of every per-layer table (:mod:`swapwatch.layer_table`): ``-`` for nothing,
+``!`` for a swap that recompute voids, consecutive identical layers folded into ranges.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+from .. import layer_table
+from ..checks import CheckContext, Finding
+from . import config as pconfig
+from .resolve import PynativePlan, resolve
+
+
+@dataclass
+class PynativeExplanation:
+    config: pconfig.PynativeConfig
+    plan: PynativePlan
+    findings: List[Finding] = field(default_factory=list)
+    path: str = "pynative"
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if any(f.severity == "error" for f in self.findings) else 0
+
+
+def explain_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional[str],
+                 num_layers: Optional[int] = None, family: Optional[str] = None) -> PynativeExplanation:
+    """Plan and findings for a parsed PyNative YAML; :class:`~.layer_spec.Refusal` (exit 2) when MindFormers
+    refuses it."""
+    from ..checks.sw5xx_pynative import pynative_findings
+    cfg = pconfig.from_tree(data, lines, source, num_layers=num_layers, family=family)
+    try:
+        plan = resolve(cfg)
+    except pconfig.ConfigError as exc:
+        if exc.file is None:
+            exc.file = source
+        if exc.line is None and exc.key:
+            exc.line = cfg.line(exc.key)
+        elif exc.line is None:      # point at the section the refused value sits in
+            text = getattr(exc, "mf_message", exc.message)
+            sec = ("swap" if "swap" in text.split(":")[0] else
+                   "recompute_comm" if "recompute_comm" in text.split(":")[0] else "recompute")
+            exc.line, exc.key = cfg.line(sec), sec
+        raise
+    findings = sorted(pynative_findings(CheckContext(plan=plan, config=cfg)),
+                      key=lambda f: (0 if f.severity == "error" else 1, f.code, -1 if f.layer is None else f.layer))
+    plan.findings = findings
+    return PynativeExplanation(cfg, plan, findings)
+
+
+def layer_cells(la) -> Dict[str, str]:
+    """One layer's cells in the shared column names."""
+    op = [f"{layer_table.VOIDED}{p}" for p in la.op_swap_void] + list(la.op_swap)
+    comm = list(la.comm) + [f"{p} (cell: not effective)" for p in la.comm_cells]
+    return {"full_recompute": "yes" if la.full else "",
+            "select_recompute": ", ".join(la.select),
+            "select_comm_recompute": ", ".join(comm),
+            "select_recompute_exclude": ", ".join(la.exclude),
+            "layer_swap": "yes" if la.layer_swap else "",
+            "op_swap": ", ".join(op),
+            "prefetch": f"→ {la.prefetch_to}" if la.prefetch_to is not None else ""}
+
+
+def rows(plan: PynativePlan, all_layers: bool = False):
+    """(header, body) of the per-layer table; ``kind`` is ``decoder`` or ``mtp``."""
+    raw = [([la.layer], "mtp" if la.mtp else "decoder", layer_cells(la)) for la in plan.layers]
+    if not all_layers:
+        raw = layer_table.fold(raw, key=lambda r: (r[1], r[2]), layers=lambda r: r[0])
+    cols = [c for c in list(layer_table.COLUMNS) + ["prefetch"]
+            if c == "full_recompute" or any(r[2].get(c) for r in raw)]
+    names = dict(layer_table.COLUMNS, prefetch="prefetch")
+    header = ["layer", "kind"] + [names[c] for c in cols]
+    body = [[layer_table.layer_label(ls), kind] + [cells[c] for c in cols] for ls, kind, cells in raw]
+    return header, body
+
+
+def header_lines(ex: PynativeExplanation) -> List[str]:
+    cfg, plan = ex.config, ex.plan
+    ids = (f"id {cfg.num_layers}" if cfg.mtp_layers == 1 else f"ids {cfg.num_layers}-{cfg.total_layers - 1}")
+    mtp = f" + {cfg.mtp_layers} MTP (layer {ids})" if cfg.mtp_layers else ""
+    out = [f"{cfg.source or 'config'}: path: {pconfig.PATH_NAMES['pynative']}",
+           f"{cfg.num_layers} layers{mtp}, model paths: {cfg.family}, pipeline_parallel {cfg.pipeline_parallel}; "
+           f"recompute mode {cfg.recompute['mode']}, recompute_comm {'on' if cfg.recompute_comm['enable'] else 'off'}, "
+           f"swap {'on (default_prefetch ' + str(cfg.swap['default_prefetch']) + ')' if cfg.swap['enable'] else 'off'}"]
+    if not plan.applied:
+        out.append("nothing is enabled: apply_ac returns at once and logs nothing")
+    if cfg.pipeline_parallel > 1:
+        out.append("pipeline_parallel > 1: each stage applies and logs only its own layers")
+    return out
+
+
+def render_table(ex: PynativeExplanation, all_layers: bool = False) -> str:
+    from ..verify_render import findings_block
+    out = header_lines(ex)
+    out.append("")
+    header, body = rows(ex.plan, all_layers)
+    out.extend(layer_table.grid(header, body))
+    if any(la.op_swap_void for la in ex.plan.layers):
+        out.append(f"  {layer_table.VOIDED} = op swap listed in the swap map that wraps nothing (SW504)")
+    if ex.plan.prefetch_pairs:
+        out.append("  prefetch → j: SwapManager prefetches layer j's swapped tensors when layer i runs forward")
+    out.append("")
+    out.extend(findings_block(ex.findings) if ex.findings else ["Findings: none", ""])
+    while out and not out[-1]:
+        out.pop()
+    return "\n".join(line.rstrip() for line in out) + "\n"
+
+
+def to_json(ex: PynativeExplanation) -> Dict[str, Any]:
+    cfg, plan = ex.config, ex.plan
+    return {
+        "path": "pynative",
+        "num_layers": cfg.num_layers,
+        "mtp_layers": cfg.mtp_layers,
+        "total_layers": cfg.total_layers,
+        "family": cfg.family,
+        "pipeline_parallel": cfg.pipeline_parallel,
+        "applied": plan.applied,
+        "sections": plan.sections,
+        "maps": {label: {str(k): v for k, v in sorted(m.items())} for label, m in plan.maps.items()},
+        "layers": [{"layer": la.layer, "mtp": la.mtp, "full_recompute": la.full, "select_recompute": la.select,
+                    "select_comm_recompute": la.comm, "comm_cells": la.comm_cells,
+                    "select_recompute_exclude": la.exclude, "layer_swap": la.layer_swap, "op_swap": la.op_swap,
+                    "op_swap_void": la.op_swap_void, "prefetch_to": la.prefetch_to} for la in plan.layers],
+        "prefetch_pairs": [list(p) for p in plan.prefetch_pairs],
+        "log_lines": [{"level": ln.level, "text": ln.text} for ln in plan.lines],
+        "findings": [f.to_json() for f in ex.findings],
+    }
+
+
+def render(ex: PynativeExplanation, fmt: str, all_layers: bool = False) -> str:
+    if fmt == "json":
+        return json.dumps(to_json(ex), indent=1) + "\n"
+    if fmt == "formative":
+        # the PyNative counterpart of the formative lines: what apply_ac will log, in order
+        return "".join(f"{ln.level} - {ln.text}\n" for ln in ex.plan.lines)
+    return render_table(ex, all_layers=all_layers)

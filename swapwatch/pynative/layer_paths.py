@@ -1,0 +1,75 @@
+"""The per-layer module/op path lists the PyNative regexes are matched against, for each known family.
+
+The lists are data collected from real MindFormers 2.1.0 PyNative models (see
+``swapwatch/models/pynative/README.md`` for where they came from and how to regenerate them): what
+``activation_checkpoint.py:_get_modules_and_ops_list`` returns for a layer. They do not depend on sizes, so a
+model of any depth is laid out as: DeepSeek-V3 dense list below ``first_k_dense_replace``, MoE list above,
+and the MTP list for MTP layer ``i`` at global id ``num_layers + i``; Qwen3 has one list for every layer.
+
+Whether a path is a cell (something a dotted path can walk into) is read off the list itself: a path is a
+cell when another path of the same layer extends it (``self_attention`` -> ``self_attention.cast``). Leaf
+cells without callables look like ops this way; swapwatch only uses "is a cell" to find wrapped parents
+(which always have children) and the "expected to be operation but got cell" note for comm recompute.
+"""
+from __future__ import annotations
+
+import json
+import os
+from functools import lru_cache
+from typing import Dict, FrozenSet, List, Tuple
+
+from ..errors import ConfigError
+
+DATA = os.path.join(os.path.dirname(os.path.dirname(__file__)), "models", "pynative", "layer_paths.json")
+#: YAML ``model.model_type`` (or ``--model``) -> the data's model key
+FAMILIES = {"qwen3": "qwen3", "deepseek_v3": "deepseek_v3_mtp", "deepseek_v3_mtp": "deepseek_v3_mtp"}
+
+
+@lru_cache(maxsize=None)
+def _data() -> Dict[str, Dict[str, Tuple[str, ...]]]:
+    with open(DATA, "r", encoding="utf-8") as fh:
+        raw = json.load(fh)["models"]
+    return {m: {k: tuple(v) for k, v in layers.items()} for m, layers in raw.items()}
+
+
+def family_key(family: object) -> str:
+    key = FAMILIES.get(str(family).lower()) if family is not None else None
+    if key is None:
+        raise ConfigError(f"no PyNative layer paths known for model_type {family!r}; known: "
+                          f"{', '.join(sorted(FAMILIES))} (set model.model_type or pass --model)",
+                          key="model.model_type")
+    return key
+
+
+def layer_lists(family: str, num_layers: int, mtp_layers: int = 0, first_k_dense: int = 0
+                ) -> Dict[int, Tuple[str, ...]]:
+    """Global layer id -> its path list, in collection order (decoder ids, then MTP ids)."""
+    data = _data()[family_key(family)]
+    out: Dict[int, Tuple[str, ...]] = {}
+    if "4" in data and family_key(family) == "deepseek_v3_mtp":
+        dense, moe, mtp = data["0"], data["1"], data["4"]
+        for i in range(num_layers):
+            out[i] = dense if i < first_k_dense else moe
+        for i in range(mtp_layers):
+            out[num_layers + i] = mtp
+    else:
+        one = data["0"]
+        for i in range(num_layers + mtp_layers):
+            out[i] = one
+    return out
+
+
+@lru_cache(maxsize=None)
+def cells_of(paths: Tuple[str, ...]) -> FrozenSet[str]:
+    """The paths of ``paths`` that another path extends (cells one can walk into)."""
+    cells = set()
+    for p in paths:
+        head, _, _ = p.rpartition(".")
+        while head:
+            cells.add(head)
+            head, _, _ = head.rpartition(".")
+    return frozenset(c for c in cells if c in set(paths))
+
+
+def families() -> List[str]:
+    return sorted(FAMILIES)

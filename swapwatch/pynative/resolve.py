@@ -1,0 +1,314 @@
+"""PyNative strategy -> what ``apply_ac`` applies to every layer, the maps it prints and the lines it logs.
+
+Mirrors MindFormers 2.1.0 ``mindformers/pynative/distributed/activation_checkpoint.py`` step by step:
+
+* ``_expand_select_module``: every key is a regex ``regex.fullmatch``-ed against each path of each listed
+  layer that exists; a key matching nothing logs the "did not match any module" WARNING;
+* ``_clean_and_parse_config``: per layer, paths sorted by (dots, name), a path dropped when a selected
+  shallower path is its dotted prefix, layers of ``full_recompute_layer`` (op swap: of ``layer_swap[0]``)
+  removed; the "Final ... Configuration Map" lists the result;
+* ``_clean_and_parse_comm_config``: comm paths in expansion order (not sorted), dropped on full layers and
+  when a select-recompute path of the layer is their dotted prefix;
+* ``apply_recompute``: per layer exclude -> full -> select -> comm; ``apply_swap``: layer swap of the *first*
+  ``layer_swap`` entry only, op swap, prefetch pair ``(i, i + default_prefetch)`` for each swapped layer.
+
+Walking a dotted path stops at a wrapper: once a cell is wrapped (full layer, select-recomputed cell,
+excluded cell), a later walk through it finds no child of that name. That is why an op swap on a fully
+recomputed layer is listed in the swap map, gets its prefetch pair, and swaps nothing (no
+``Set select swap`` line): observed by running ``apply_ac`` with hyper_parallel's wrappers.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Set, Tuple
+
+import regex
+
+from .config import PynativeConfig
+from .layer_paths import cells_of, layer_lists
+from .layer_spec import RECOMPUTE_TAG, Refusal, SPEC_RE, layer_ids
+from . import validate as _v
+
+#: map labels as printed: ``--- Final <label> Configuration Map---``
+RECOMPUTE_MAP, EXCLUDE_MAP, COMM_MAP, SWAP_MAP = "Recompute", "ExcludeOp", "Comm Select Recompute", "Swap"
+MAP_END = "-" * 69
+EXCLUDE_NONE_WARNING = (f"{RECOMPUTE_TAG} exclude_op is configured but recompute mode is 'None'; "
+                        "exclude_op has no effect without recompute.")
+
+
+@dataclass
+class LayerActions:
+    """What ``apply_ac`` does to one global layer id (MTP layers have ids ``num_layers + i``)."""
+
+    layer: int
+    mtp: bool = False
+    exclude: List[str] = field(default_factory=list)
+    full: bool = False
+    select: List[str] = field(default_factory=list)
+    comm: List[str] = field(default_factory=list)
+    comm_cells: List[str] = field(default_factory=list)     # comm paths ending at a cell: not effective
+    layer_swap: bool = False
+    op_swap: List[str] = field(default_factory=list)        # op-swap map paths that were wrapped
+    op_swap_void: List[str] = field(default_factory=list)   # listed in the swap map, wrapped nothing
+    blocked: List[Tuple[str, str]] = field(default_factory=list)   # (what, path) a wrapper hid
+    prefetch_to: Optional[int] = None
+
+    @property
+    def any(self) -> bool:
+        return bool(self.exclude or self.full or self.select or self.comm or self.comm_cells
+                    or self.layer_swap or self.op_swap or self.op_swap_void)
+
+
+@dataclass
+class LogLine:
+    """One line ``apply_ac`` logs: level, message, the layer it is about (None for map headers/warnings)."""
+
+    level: str
+    text: str
+    kind: str
+    layer: Optional[int] = None
+    key: Optional[str] = None
+
+
+@dataclass
+class PynativePlan:
+    config: PynativeConfig
+    applied: bool                         # apply_ac runs at all (something enabled)
+    layers: List[LayerActions]
+    maps: Dict[str, Dict[int, List[str]]]
+    no_match: List[Tuple[str, str]]       # (label, key) of regexes matching nothing
+    prefetch_pairs: List[Tuple[int, int]]
+    lines: List[LogLine]
+    sections: Dict[str, Dict[str, Any]]   # normalized sections as MindFormers holds them after validation
+    unchecked_select: List[Tuple[str, str, List[int]]] = field(default_factory=list)  # (key, spec, ids past)
+    ignored_layer_swap: List[int] = field(default_factory=list)     # indexes of layer_swap entries ignored
+    overwritten_op_swap: List[Tuple[int, str]] = field(default_factory=list)  # (index, op_name) overwritten
+    findings: List[Any] = field(default_factory=list)
+    path: str = "pynative"
+
+    @property
+    def total_layers(self) -> int:
+        return self.config.total_layers
+
+    def layer(self, i: int) -> LayerActions:
+        return self.layers[i]
+
+
+def _ids(specs: Any) -> Set[int]:
+    """``_parse_layer_ids`` on a list that may not have been validated (int() errors escape as MindFormers')."""
+    try:
+        return layer_ids(specs or [])
+    except ValueError as exc:
+        raise Refusal(str(exc)) from None
+
+
+def _expand(paths: Dict[int, Tuple[str, ...]], module_dict: Dict[str, Any], label: str, config_name: str,
+            no_match: List[Tuple[str, str]], lines: List[LogLine]) -> Dict[int, List[str]]:
+    out: Dict[int, List[str]] = {}
+    for key, ranges in module_dict.items():
+        matched = False
+        for lid in sorted(_ids(ranges)):
+            for item in paths.get(lid, ()):
+                try:
+                    hit = regex.fullmatch(key, item, timeout=1)
+                except regex.error as exc:
+                    raise Refusal(f"{exc}", exc="regex.error") from None
+                except TimeoutError as exc:     # activation_checkpoint.py:regex_match: warn, count as no match
+                    lines.append(LogLine("WARNING", f"{exc} Please check and fix it.", "regex_timeout", key=key))
+                    hit = None
+                if hit:
+                    matched = True
+                    bucket = out.setdefault(lid, [])
+                    if item not in bucket:
+                        bucket.append(item)
+        if not matched:
+            no_match.append((label, key))
+            lines.append(LogLine("WARNING", f"{label} pattern '{key}' did not match any module in the model, "
+                                            f"please check your {config_name}.", "no_match", key=key))
+    return out
+
+
+def _covered(path: str, parents: List[str]) -> bool:
+    return any(path.startswith(p + ".") for p in parents)
+
+
+def _clean(expanded: Dict[int, List[str]], skip: Set[int]) -> Dict[int, List[str]]:
+    out: Dict[int, List[str]] = {}
+    for lid, names in expanded.items():
+        if lid in skip:
+            continue
+        for name in sorted(names, key=lambda n: (n.count("."), n)):
+            if not _covered(name, out.get(lid, [])):
+                out.setdefault(lid, []).append(name)
+    return out
+
+
+def _map_lines(label: str, m: Dict[int, List[str]], lines: List[LogLine]) -> None:
+    lines.append(LogLine("INFO", f"--- Final {label} Configuration Map---", "map_start", key=label))
+    for lid in sorted(m):
+        lines.append(LogLine("INFO", f"layer{lid}: {', '.join(m[lid]) if m[lid] else '(No Module)'}", "map_entry",
+                             layer=lid, key=label))
+    lines.append(LogLine("INFO", MAP_END, "map_end", key=label))
+
+
+def _blocked(path: str, wrapped: Set[str]) -> bool:
+    """A walk along ``path`` meets a wrapper on a proper prefix (it cannot see the children behind it)."""
+    head = path.rpartition(".")[0]
+    while head:
+        if head in wrapped:
+            return True
+        head = head.rpartition(".")[0]
+    return False
+
+
+def resolve(cfg: PynativeConfig) -> PynativePlan:
+    """The plan for ``cfg``; raises :class:`Refusal` for what ``apply_ac`` refuses (in its order).
+
+    The refusal carries ``lines_before``: what the run had already logged when it came (a swap refusal
+    comes after recompute was applied and logged).
+    """
+    lines: List[LogLine] = []
+    try:
+        return _resolve(cfg, lines)
+    except Refusal as exc:
+        exc.lines_before = list(lines)
+        raise
+
+
+def _resolve(cfg: PynativeConfig, lines: List[LogLine]) -> PynativePlan:
+    need_rc, need_comm, need_swap = _v.enabled(cfg)
+    total = cfg.total_layers
+    paths = layer_lists(cfg.family, cfg.num_layers, cfg.mtp_layers, cfg.first_k_dense)
+    layers = [LayerActions(i, mtp=i >= cfg.num_layers) for i in range(total)]
+    no_match: List[Tuple[str, str]] = []
+    maps: Dict[str, Dict[int, List[str]]] = {}
+    sections = {"recompute": cfg.recompute, "recompute_comm": cfg.recompute_comm, "swap": cfg.swap}
+    plan = PynativePlan(cfg, need_rc or need_comm or need_swap, layers, maps, no_match, [], lines, sections)
+    if not plan.applied:
+        return plan
+    _v.pp_refusal(cfg)
+
+    full: Set[int] = set()
+    select: Dict[int, List[str]] = {}
+    wrapped_by_layer: Dict[int, Set[str]] = {}     # cells wrapped by recompute, per layer (walls for swap)
+    if need_rc or need_comm:
+        rc, comm = _v.validate_recompute(cfg, warn=lambda: lines.append(
+            LogLine("WARNING", EXCLUDE_NONE_WARNING, "exclude_ignored")))
+        sections.update(recompute=rc, recompute_comm=comm)
+        exclude: Dict[int, List[str]] = {}
+        comm_map: Dict[int, List[str]] = {}
+        if need_rc:
+            full = _ids(rc["full_recompute_layer"])
+            if rc["full_recompute_layer"] and rc["mode"] == "select":
+                for key, specs in rc["select_module"].items():   # never validated: the quirk
+                    for spec in specs:
+                        m = SPEC_RE.match(str(spec).strip())
+                        past = sorted(i for i in _ids([spec]) if i >= total) if m else []
+                        if past:
+                            plan.unchecked_select.append((key, str(spec), past))
+            if rc["mode"] == "select":
+                select = _clean(_expand(paths, rc["select_module"], "select_module", "recompute config",
+                                        no_match, lines), full)
+                maps[RECOMPUTE_MAP] = select
+                _map_lines(RECOMPUTE_MAP, select, lines)
+            if isinstance(rc["exclude_op"], dict) and rc["exclude_op"]:
+                exclude = _clean(_expand(paths, rc["exclude_op"], "exclude_op", "recompute config", no_match, lines),
+                                 set())
+                maps[EXCLUDE_MAP] = exclude
+                _map_lines(EXCLUDE_MAP, exclude, lines)
+        if need_comm:
+            expanded = _expand(paths, comm["select_module"], "comm_select_module", "recompute config", no_match,
+                               lines)
+            for lid, names in expanded.items():
+                if lid in full:
+                    continue
+                for name in names:
+                    if not _covered(name, select.get(lid, [])):
+                        comm_map.setdefault(lid, []).append(name)
+            maps[COMM_MAP] = comm_map
+            _map_lines(COMM_MAP, comm_map, lines)
+        for la in layers:
+            i = la.layer
+            cells = cells_of(paths[i])
+            wrapped: Set[str] = set()
+            for p in exclude.get(i, []):
+                if _blocked(p, wrapped):
+                    la.blocked.append(("exclude", p))
+                    continue
+                la.exclude.append(p)
+                if p in cells:
+                    wrapped.add(p)
+            if la.exclude:
+                lines.append(LogLine("INFO", f"Set exclude recompute at layer {i}: {', '.join(la.exclude)}",
+                                     "set_exclude", layer=i))
+            if need_rc and i in full:
+                la.full = True
+                lines.append(LogLine("INFO", f"Set full recompute at layer {i}", "set_full", layer=i))
+            if need_rc and rc["mode"] == "select":
+                for p in select.get(i, []):
+                    if _blocked(p, wrapped):
+                        la.blocked.append(("select", p))
+                        continue
+                    la.select.append(p)
+                    if p in cells:
+                        wrapped.add(p)
+                if la.select:
+                    lines.append(LogLine("INFO", f"Set select recompute at layer {i}: {', '.join(la.select)}",
+                                         "set_select", layer=i))
+            if need_comm:
+                for p in comm_map.get(i, []):
+                    if _blocked(p, wrapped):
+                        la.blocked.append(("comm", p))
+                    elif p in cells:
+                        la.comm_cells.append(p)
+                        head, _, name = p.rpartition(".")
+                        shown = f"{head}.{name}" if head else f".{name}"   # MindFormers' info.replace quirk
+                        lines.append(LogLine("INFO", f"For communication recompute, {shown} is expected to be "
+                                                     "operation but got cell, this configuration will not be "
+                                                     "effective.", "comm_cell", layer=i))
+                    else:
+                        la.comm.append(p)
+                if la.comm:
+                    lines.append(LogLine("INFO", f"Set select comm recompute at layer {i}: {', '.join(la.comm)}",
+                                         "set_comm", layer=i))
+            wrapped_by_layer[i] = wrapped
+
+    if need_swap:
+        sc = _v.validate_swap(cfg)
+        sections["swap"] = sc
+        prefetch = sc["default_prefetch"]
+        layer_swap = sc["layer_swap"] or []
+        swapped_layers = _ids(layer_swap[0].get("layers", [])) if layer_swap else set()
+        plan.ignored_layer_swap = list(range(1, len(layer_swap)))
+        op_map: Dict[int, List[str]] = {}
+        if sc["op_swap"]:
+            merged: Dict[str, Any] = {}
+            for idx, item in enumerate(sc["op_swap"]):
+                if item["op_name"] in merged:
+                    plan.overwritten_op_swap.append((idx, item["op_name"]))
+                merged[item["op_name"]] = item["layers"]
+            op_map = _clean(_expand(paths, merged, "op_swap", "swap config", no_match, lines), swapped_layers)
+            maps[SWAP_MAP] = op_map
+            _map_lines(SWAP_MAP, op_map, lines)
+        pairs = set()
+        for la in layers:
+            i = la.layer
+            if i in swapped_layers:
+                la.layer_swap = True
+                pairs.add((i, i + prefetch))
+                lines.append(LogLine("INFO", f"Set layer swap at layer {i}", "set_layer_swap", layer=i))
+            if i in op_map:
+                wrapped = wrapped_by_layer.get(i, set())
+                for p in op_map[i]:
+                    if la.full or _blocked(p, wrapped):
+                        la.op_swap_void.append(p)
+                    else:
+                        la.op_swap.append(p)
+                if la.op_swap:
+                    lines.append(LogLine("INFO", f"Set select swap at layer {i}: {', '.join(la.op_swap)}",
+                                         "set_op_swap", layer=i))
+                pairs.add((i, i + prefetch))
+        plan.prefetch_pairs = sorted(pairs)
+        for a, b in plan.prefetch_pairs:
+            layers[a].prefetch_to = b
+    return plan

@@ -1,0 +1,92 @@
+"""The literal-led scan: the one-pass prefilter finds exactly what ``bytes.find`` finds, the scanner
+yields exactly the lines a line-by-line reading selects, and the fast events output is ``to_json``."""
+import io
+import json
+import os
+
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from swapwatch.events_output import event_dict, jsonl_line
+from swapwatch.parsers import grammar, iter_events
+from swapwatch.parsers.prefilter import Prefilter
+from swapwatch.parsers.scanner import Needles, Scan
+
+LOGS = os.path.join(os.path.dirname(__file__), "..", "fixtures", "logs")
+ALPHABET = b"ab] -\nINFOSet"
+
+
+def by_find(buf, lits, lo, hi):
+    out = set()
+    for lit in lits:
+        p = buf.find(lit, lo, hi)
+        while p >= 0:
+            out.add((p, lit))
+            p = buf.find(lit, p + 1, hi)
+    return out
+
+
+LITERAL = st.binary(min_size=1, max_size=9).map(lambda b: bytes(ALPHABET[c % len(ALPHABET)] for c in b))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(lits=st.lists(LITERAL, min_size=1, max_size=6), draw=st.data(), sample=st.binary(max_size=400),
+       cut=st.tuples(st.integers(0, 40), st.integers(0, 40)))
+def test_prefilter_finds_what_find_finds(lits, draw, sample, cut):
+    """Whatever the sample that chose the byte pairs, every occurrence inside [lo, hi) is found,
+    at odd and even offsets, overlapping or at the region's edges, and nothing else."""
+    lits = [lit for lit in lits if b"\n" not in lit] or [b"Set"]
+    pieces = st.one_of(st.sampled_from(lits), st.sampled_from([bytes([c]) for c in ALPHABET]),
+                       st.sampled_from(lits).map(lambda b: b[1:]))
+    data = b"".join(draw.draw(st.lists(pieces, max_size=300)))
+    lo, hi = min(cut[0], len(data)), max(min(cut[0], len(data)), len(data) - cut[1])
+    got = Prefilter(lits, sample).find(data, lo, hi)
+    assert len(got) == len(set(got))
+    assert set(got) == by_find(data, set(lits), lo, hi)
+
+
+def naive_lines(data: bytes, needles: Needles):
+    """The candidate definition of the scanner's docstring, one line at a time."""
+    starts = grammar.mf_info_starts()
+    out = []
+    for n, line in enumerate(data.split(b"\n"), 1):
+        hit = any(lit in line for lit in needles.literals)
+        if needles.prefixed and not hit:
+            if line[:1] == b"\x1b":
+                hit = b"] - " in line
+            elif len(line) > 26 and line[:1].isdigit() and line[4:5] == b"-" and line[19:20] == b"," \
+                    and line[23:25] == b" -":
+                p = line.find(b"] - ", 26)
+                if p >= 0:
+                    rest = line[p + 4:]
+                    hit = rest.startswith(b"INFO - ") and rest[7:].startswith(starts) or \
+                        rest.startswith((b"WARNING - ", b"ERROR - ", b"CRITICAL - "))
+        if hit:
+            out.append((n, line.decode("utf-8", "replace")))
+    return out
+
+
+FRAGMENTS = [b"2026-07-14 06:47:08,133 - mf[models/utils.py:205] - ", b"INFO - ", b"WARNING - ", b"DEBUG - ",
+             b"Set full recompute at layer 3", b"Formative ", b"num_layers per stage: [4]", b"{ Epoch:[1/2]",
+             b"] - ", b"\x1b[32m", b"peak used mem: 12M", b'SWAPWATCH {"k":1}', b"noise text ", b"x" * 70,
+             b"Device MOC memory size: 3M", b"Traceback (most recent call last)", b"\n", b"\n", b"\n"]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(parts=st.lists(st.sampled_from(FRAGMENTS), max_size=120), prefixed=st.booleans(),
+       chunk=st.sampled_from([64, 333, 1 << 20]))
+def test_scanner_yields_the_lines_a_line_reader_selects(parts, prefixed, chunk):
+    data = b"".join(parts) + b"\n"
+    needles = Needles.for_file(prefixed)
+    scan = Scan(io.BytesIO(data), needles, chunk=chunk)
+    assert list(scan) == naive_lines(data, needles)
+    assert scan.newlines == data.count(b"\n")
+
+
+def test_event_lines_are_to_json_on_every_fixture():
+    n = 0
+    for e in iter_events([LOGS], show_progress=False):
+        assert event_dict(e) == e.to_json()
+        assert list(event_dict(e)) == list(e.to_json())
+        assert json.loads(jsonl_line(e)) == json.loads(json.dumps(e.to_json(), default=str))
+        n += 1
+    assert n > 100
