@@ -59,6 +59,8 @@ NAMES: Tuple[str, ...] = tuple(BY_NAME)
 PATTERN_ACTIONS: Tuple[str, ...] = tuple(k.name for k in KINDS if k.pattern_driven)
 #: The recompute pattern actions (select keys), in the order LayerSetting formats them.
 SELECT_ACTIONS: Tuple[str, ...] = tuple(k.name for k in KINDS if k.pattern_driven and not k.swap)
+#: The whole-layer actions (no pattern, no paths).
+WHOLE_LAYER_ACTIONS: Tuple[str, ...] = tuple(k.name for k in KINDS if not k.pattern_driven)
 #: The swap actions.
 SWAP_ACTIONS: Tuple[str, ...] = tuple(k.name for k in KINDS if k.swap)
 #: action -> patterns.walk mode, for the pattern-driven actions.

@@ -25,6 +25,7 @@ def test_every_vocabulary_is_read_from_the_one_table():
 
 def test_kinds_are_consistent():
     assert actions.SWAP_ACTIONS == ("layer_swap", "op_swap")
+    assert actions.WHOLE_LAYER_ACTIONS == ("full_recompute", "layer_swap")
     assert all(actions.BY_NAME[a].walk_mode for a in actions.PATTERN_ACTIONS)
     assert {a for a in actions.NAMES if actions.BY_NAME[a].exclude} == {
         "select_recompute_exclude", "select_comm_recompute_exclude"}
