@@ -20,7 +20,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
-from . import layer_table, run_shape
+from . import actions, layer_table, run_shape
 from .errors import InputError
 
 FORMATS = ("table", "json")
@@ -177,7 +177,7 @@ def kind(cells: Dict[str, str]) -> str:
     else:
         parts = [w for a, w in (("select_recompute", "select"), ("select_comm_recompute", "comm"))
                  if cells.get(a)]
-    if cells.get("layer_swap") or cells.get("op_swap"):
+    if any(cells.get(a) for a in actions.SWAP_ACTIONS):
         parts.append("swap")
     return "+".join(parts) or "none"
 

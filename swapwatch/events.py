@@ -23,20 +23,14 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, Optional
 
+from . import actions
+
 PREFIX = "SWAPWATCH "
 PREFIX_BYTES = PREFIX.encode()
 VERSION = 1
 KINDS = ("plan", "apply", "memory", "step", "run")
 #: What an ``apply`` event can say was done.
-ACTIONS = (
-    "full_recompute",
-    "select_recompute",
-    "select_comm_recompute",
-    "select_recompute_exclude",
-    "select_comm_recompute_exclude",
-    "layer_swap",
-    "op_swap",
-)
+ACTIONS = actions.NAMES
 
 
 def format_event(kind: str, rank: int, **fields: Any) -> str:

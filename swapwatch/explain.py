@@ -31,6 +31,10 @@ class Explanation:
             return strategy.walk(self.layout, pattern, mode)
         return self.plan.walker(layer, mtp)(pattern, mode)
 
+    def to_json(self) -> Dict[str, Any]:
+        """The ``explain --format json`` document."""
+        return self.plan.to_json(self.findings)
+
     @property
     def exit_code(self) -> int:
         return 1 if any(f.severity == "error" for f in self.findings) else 0
@@ -63,7 +67,6 @@ def explain(path: str, num_layers: Optional[int] = None, pipeline_stage: Optiona
     findings = sorted(run_rules(ctx, needs=("config",)),
                       key=lambda f: (0 if f.severity == "error" else 1, f.code,
                                      -1 if f.layer is None else f.layer))
-    plan.findings = findings
     return Explanation(config=config, plan=plan, layout=layout, findings=findings, env=dict(env or {}))
 
 

@@ -14,24 +14,12 @@ import textwrap
 from collections import OrderedDict
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
+from . import actions
+
 #: action -> column header, in MindFormers' per-layer order (events.ACTIONS).
-COLUMNS = OrderedDict([
-    ("full_recompute", "full"),
-    ("select_recompute", "select recompute"),
-    ("select_comm_recompute", "comm recompute"),
-    ("select_recompute_exclude", "exclude"),
-    ("select_comm_recompute_exclude", "comm exclude"),
-    ("layer_swap", "layer swap"),
-    ("op_swap", "op swap"),
-])
+COLUMNS = actions.COLUMNS
 #: How the cell walk treats each pattern action (patterns.walk ``mode``).
-WALK_MODE = {
-    "select_recompute": "recompute",
-    "select_comm_recompute": "comm",
-    "select_recompute_exclude": "exclude",
-    "select_comm_recompute_exclude": "comm_exclude",
-    "op_swap": "swap",
-}
+WALK_MODE = actions.WALK_MODE
 NONE = "-"          # nothing applied in this cell
 DIFF = "✗"          # verify/diff: the two sides differ here
 UNKNOWN = "?"       # verify: the log cannot speak for this cell

@@ -18,7 +18,7 @@ from .verify_render import findings_block
 
 def render(ex: Explanation, fmt: str, all_layers: bool = False) -> str:
     if fmt == "json":
-        return json.dumps(ex.plan.to_json(), indent=1) + "\n"
+        return json.dumps(ex.to_json(), indent=1) + "\n"
     if fmt == "formative":
         return "\n".join(strategy.layer_setting_lines(ex.plan, ex.layout)) + "\n"
     return render_table(ex, all_layers=all_layers)

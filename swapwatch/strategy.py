@@ -27,16 +27,15 @@ YAML key (and line when known), in our own words.
 from __future__ import annotations
 
 import copy
-import functools
-from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import patterns
+from . import actions, patterns
 from .errors import ConfigError
+# The Plan's types live in swapwatch.plan; re-exported so ``strategy.Plan`` etc. keep working.
+from .plan import Geometry, LayerPlan, Plan, Prefetch, Walker, _layout, jsonable, walk  # noqa: F401
 
-Prefetch = Union[int, str]
 
 MAX_INT32 = 2147483647
 #: Default select_recompute patterns of legacy (Llama-family) models.
@@ -49,12 +48,10 @@ DEFAULT_COMM = [r".*\.norm"]
 #: The default swap strategy's op pattern (used when neither layer_swap nor op_swap is given).
 DEFAULT_OP_SWAP = r".*\.flash_attention"
 #: Recompute keys in the order LayerSetting formats them, with their default patterns.
-SELECT_KEYS = (("select_recompute", DEFAULT_SELECT), ("select_comm_recompute", DEFAULT_COMM),
-               ("select_recompute_exclude", []), ("select_comm_recompute_exclude", []))
-#: Walk mode (patterns.walk) of each select key: what a leaf *cell* match means.
-WALK_MODE = {"select_recompute": "recompute", "select_comm_recompute": "comm",
-             "select_recompute_exclude": "exclude", "select_comm_recompute_exclude": "comm_exclude",
-             "op_swap": "swap"}
+_SELECT_DEFAULTS: Dict[str, List[str]] = {"select_recompute": DEFAULT_SELECT, "select_comm_recompute": DEFAULT_COMM}
+SELECT_KEYS = tuple((key, _SELECT_DEFAULTS.get(key, [])) for key in actions.SELECT_ACTIONS)
+#: Walk mode (patterns.walk) of each pattern action: what a leaf *cell* match means (swapwatch.actions).
+WALK_MODE = actions.WALK_MODE
 #: Runs of spaces inside MindFormers' messages (backslash line continuations in its f-strings).
 GAP_LAYER_SWAP_ALL = 33       # "Set layer swap at layer i<33>and value is: p"   (layers: True)
 GAP_LAYER_SWAP_LIST = 29      # same, layer listed explicitly
@@ -63,151 +60,6 @@ GAP_WARN_LAYER = 31           # "... in layer i that<31>is enabled swap": a laye
 GAP_WARN_LISTED = 35          # same text for an op swap voided; also "in all layers ...<35>Because"
 PRIORITY_LINE = ("The configuration of select_recompute_exclude and select_comm_recompute_exclude "
                  "have the highest priority.")
-
-
-# ---------------------------------------------------------------------------------------------
-# The Plan
-# ---------------------------------------------------------------------------------------------
-
-@dataclass
-class Geometry:
-    """Where every layer sits: (interleave, stage) chunks, as MindFormers' LayerSetting computes them."""
-
-    num_layers: int
-    pipeline_stage: int
-    pp_interleave_num: int
-    offset: List[List[int]]          # V x P after broadcast
-    layer_list: List[List[int]]      # layers per chunk, V x P
-    layer_accu: List[List[int]]      # cumulative, row-major over chunks
-    chunk_starts: List[List[int]]    # layer_accu_mod: start of chunk (v, p) is chunk_starts[v][p]
-    pp_ids: List[int]                # stage of every layer
-    interleave_ids: List[int]        # interleave of every layer
-    start_stage: int = 0
-
-    def chunk_of(self, layer: int) -> Tuple[int, int]:
-        """(interleave, stage) of ``layer``."""
-        return self.interleave_ids[layer], self.pp_ids[layer]
-
-    def position(self, layer: int) -> int:
-        """How far ``layer`` is into its chunk (0 = the chunk's first layer)."""
-        v, p = self.chunk_of(layer)
-        return layer - self.chunk_starts[v][p]
-
-
-@dataclass
-class LayerPlan:
-    """What MindFormers will *apply* at one layer (select patterns absent on fully recomputed layers)."""
-
-    layer: int
-    stage: int
-    interleave: int
-    full_recompute: bool = False
-    select_recompute: List[str] = field(default_factory=list)
-    select_comm_recompute: List[str] = field(default_factory=list)
-    select_recompute_exclude: List[str] = field(default_factory=list)
-    select_comm_recompute_exclude: List[str] = field(default_factory=list)
-    layer_swap: Optional[Prefetch] = None
-    op_swap: Dict[str, Prefetch] = field(default_factory=dict)
-    swap_overridden: List[str] = field(default_factory=list)
-    #: why each ``swap_overridden`` entry cannot take effect
-    overridden_by: Dict[str, str] = field(default_factory=dict)
-    #: False when the full recompute leaves no log line (swap mode with ``recompute: True``)
-    full_recompute_logged: bool = True
-
-    def to_json(self) -> Dict[str, Any]:
-        return {"layer": self.layer, "stage": self.stage, "interleave": self.interleave,
-                "full_recompute": self.full_recompute,
-                "select_recompute": list(self.select_recompute),
-                "select_comm_recompute": list(self.select_comm_recompute),
-                "select_recompute_exclude": list(self.select_recompute_exclude),
-                "select_comm_recompute_exclude": list(self.select_comm_recompute_exclude),
-                "layer_swap": self.layer_swap, "op_swap": dict(self.op_swap),
-                "swap_overridden": list(self.swap_overridden)}
-
-
-@dataclass
-class Plan:
-    """The whole intended strategy: geometry, the Formative values, one LayerPlan per layer.
-
-    ``formative`` holds the values exactly as LayerSetting builds them (numpy arrays and scalars
-    where MindFormers has them), keyed ``layer_recompute``, ``select_recompute``,
-    ``select_comm_recompute``, ``select_recompute_exclude``, ``select_comm_recompute_exclude`` and,
-    in swap mode, ``layer_swap`` and ``op_swap``. It is empty for the legacy plain-bool
-    ``parallel_config.recompute``, which makes MindFormers skip all of this (and log nothing).
-    """
-
-    geometry: Geometry
-    swap: bool
-    formative: Dict[str, Any]
-    layers: List[LayerPlan]
-    findings: List[Any] = field(default_factory=list)
-    config: Any = None
-    #: (select key, pattern) removed because an exclude pattern overlaps it (logged at init)
-    removed: List[Tuple[str, str]] = field(default_factory=list)
-    #: the swap/recompute conflict WARNING messages MindFormers prints at init (exact text)
-    warnings: List[str] = field(default_factory=list)
-    #: the legacy plain-bool ``parallel_config.recompute`` (None when recompute_config is used)
-    legacy_recompute: Optional[bool] = None
-    #: the model family (:class:`swapwatch.families.ModelFamily`): each layer's tree comes from it
-    family: Any = None
-    #: MTP (``MultiTokenPredictionBlock``): a second LayerSetting sets each MTP layer as layer
-    #: ``num_layers - 1``, on the MTP layer's own tree; one LayerPlan per MTP layer
-    mtp: List[LayerPlan] = field(default_factory=list)
-    #: one layout (a LayoutNode) for every layer, when the caller gave one explicitly
-    layout_override: Any = None
-    #: select key -> the default patterns MindFormers filled in (the value was a bool or counts):
-    #: on mcore they cover every layer kind, so one reaching nothing on some model is by design
-    defaulted: Dict[str, List[str]] = field(default_factory=dict)
-
-    @property
-    def model(self) -> str:
-        """The family's name (kept for callers that only want the name)."""
-        return self.family.name if self.family is not None else "tinyllama"
-
-    def layout_key(self, layer: int, mtp: bool = False) -> Optional[str]:
-        """The layout key (``family:kind``) of decoder layer ``layer`` or of the MTP layer."""
-        return self.family.layout_key(layer, mtp) if self.family is not None else "tinyllama"
-
-    def walker(self, layer: int, mtp: bool = False) -> "Walker":
-        """``walker(pattern, mode)`` over the tree of one layer (memoised per layer kind)."""
-        if self.layout_override is not None:
-            lay = self.layout_override
-            return lambda pat, mode: walk(lay, pat, mode)
-        key = self.layout_key(layer, mtp)
-        fam = self.family
-        if fam is None:
-            lay = _layout("tinyllama")
-            return lambda pat, mode: walk(lay, pat, mode)
-        return lambda pat, mode: fam.walk(key, pat, mode)
-
-    def to_json(self) -> Dict[str, Any]:
-        """The ``explain --format json`` document (DESIGN §3.2)."""
-        g = self.geometry
-        return {"num_layers": g.num_layers, "pipeline_stage": g.pipeline_stage,
-                "pp_interleave_num": g.pp_interleave_num, "swap": self.swap,
-                "formative": jsonable(self.formative),
-                "layers": [lp.to_json() for lp in self.layers],
-                "findings": [f.to_json() if hasattr(f, "to_json") else f for f in self.findings],
-                # additions (issue 11): the family, and the MTP layer(s) set as layer num_layers - 1
-                "family": None if self.family is None else {
-                    "name": self.family.name, "known": self.family.known, "origin": self.family.origin,
-                    "path": self.family.path if self.family.known else None},
-                "mtp": [dict(lp.to_json(), layout=self.layout_key(lp.layer, True)) for lp in self.mtp]}
-
-
-def jsonable(obj: Any) -> Any:
-    """numpy arrays / scalars -> plain lists / ints, recursively."""
-    if isinstance(obj, dict):
-        return {str(k): jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [jsonable(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return obj.tolist()
-    if isinstance(obj, np.bool_):
-        return bool(obj)
-    if isinstance(obj, np.integer):
-        return int(obj)
-    return obj
 
 
 def mf_repr(obj: Any) -> str:
@@ -719,28 +571,6 @@ def _swap_layer(lp: LayerPlan, layer_swap: List[Dict[str, Any]], op_swap: Dict[s
 # Swaps voided by recompute
 # ---------------------------------------------------------------------------------------------
 
-@functools.lru_cache(maxsize=8)
-def _layout(model: str) -> Any:
-    from .models import load_layout
-
-    return load_layout(model)
-
-
-_WALKS: Dict[Tuple[int, str, str], Tuple[Any, patterns.WalkResult]] = {}
-
-
-def walk(layout: Any, pattern: str, mode: str) -> patterns.WalkResult:
-    """Cached :func:`patterns.walk_layout` (a layout is immutable data; the cache keeps a reference
-    to it, so its id cannot be reused by another layout while the entry lives)."""
-    key = (id(layout), pattern, mode)
-    hit = _WALKS.get(key)
-    if hit is None or hit[0] is not layout:
-        if len(_WALKS) > 4096:
-            _WALKS.clear()
-        hit = _WALKS[key] = (layout, patterns.walk_layout(layout, pattern, mode))
-    return hit[1]
-
-
 def pattern_targets(layout: Any, pattern: str, mode: str) -> List[str]:
     """The op / cell paths ``pattern`` acts on in one layer (everything applied, not just logged)."""
     return [t.path for t in walk(layout, pattern, mode).targets]
@@ -874,9 +704,9 @@ def init_messages(result: Plan) -> List[Tuple[str, str]]:
             if key in f:
                 out.append(("INFO", f"Formative {key}: {mf_repr(f[key])}"))
     if result.swap:
-        for key, label in (("layer_swap", "layer swap"), ("op_swap", "op swap")):
+        for key in actions.SWAP_ACTIONS:
             if key in f:
-                out.append(("INFO", f"Formative {label}: {mf_repr(f[key])}"))
+                out.append(("INFO", f"Formative {actions.label(key)}: {mf_repr(f[key])}"))
         out.extend(("WARNING", w) for w in result.warnings)
     return out
 
@@ -913,11 +743,6 @@ def mtp_messages(result: Plan, layout: Any = None) -> List[Tuple[str, str]]:
             else result.walker(lp.layer, mtp=True)
         out.extend(layer_lines(result, lp, walker))
     return out
-
-
-#: How :func:`layer_lines` reaches a layer's cells: ``walker(pattern, mode) -> WalkResult``. The
-#: layout walk for explain/verify, the real-cell walk for the runtime hooks.
-Walker = Callable[[str, str], patterns.WalkResult]
 
 
 def layer_lines(result: Plan, lp: LayerPlan, walker: Walker) -> List[Tuple[str, str]]:

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
 
 from .checks import REGISTRY, CheckContext, Finding, run_rules
+from .config import config_from_log, load_config
 from .errors import InputError
 from .file_kind import reject_yaml_for_verify
 
@@ -103,8 +104,6 @@ def verify(paths: Sequence[str], config_path: Optional[str] = None,
     if pynative is not None:
         return pynative
     if config_path:
-        from .config import load_config
-
         config = load_config(config_path)
         source = str(config_path)
     else:
@@ -126,7 +125,7 @@ def evaluate(plan: Any, runlog: Any, config: Any = None, env: Optional[Mapping[s
     ctx = CheckContext(plan=plan, config=config, env=dict(env or {}), runlog=runlog, ir=ir)
     needs = ["config", "run"] + (["ir"] if ir is not None else [])
     findings = run_rules(ctx, needs=needs, ignore=skip)
-    findings = _dedupe(list(getattr(plan, "findings", None) or []) + findings, skip)
+    findings = _dedupe(findings, skip)
     findings = one_cause(findings)
     findings.sort(key=_sort_key)
     result = VerifyResult(findings=findings, verdict="pass", exit_code=0,
@@ -187,59 +186,6 @@ def merged_env(runlog: Any, env: Optional[Mapping[str, str]]) -> Dict[str, str]:
     return out
 
 
-def config_from_log(runlog: Any) -> Tuple[Any, str]:
-    """Rebuild the intended config from the lowest rank that printed ``initial ... from dict``.
-
-    Uses the logged geometry (``num_layers per stage``) for the layer count and split, since the
-    three config sections do not carry ``num_layers``.
-    """
-    from .config import config_from_dicts
-
-    for rank in sorted(runlog.ranks):
-        rank_log = runlog.ranks[rank]
-        sections = rank_log.initial_config()
-        if not any(k in sections for k in ("recompute_config", "swap_config")):
-            continue
-        geometry = rank_log.geometry()
-        if not geometry.get("layer_list"):
-            raise InputError("the log prints its config ('initial ... from dict') but no "
-                             "'num_layers per stage' line, so the layer count is unknown; "
-                             "pass --config CONFIG", file=_first_source(rank_log, "initial_config"))
-        config = config_from_dicts(
-            recompute_config=sections.get("recompute_config"),
-            swap_config=sections.get("swap_config"),
-            parallel_config=sections.get("parallel_config"),
-            geometry=geometry,
-            source=_first_source(rank_log, "initial_config") or f"rank {rank} log")
-        _given_means_changed(config)
-        from .families import apply_log_family
-
-        apply_log_family(config, rank_log)          # the family (and mcore swap) the log shows
-        return config, f"rank {rank} log ({_first_source(rank_log, 'initial_config')})"
-    files = [f for r in sorted(runlog.ranks) for f in runlog.ranks[r].files][:3]
-    raise InputError("no --config given and the logs hold no 'initial recompute_config/"
-                     "swap_config/parallel_config from dict' lines to take it from; pass "
-                     "--config CONFIG", file=", ".join(files) or None)
-
-
-def _given_means_changed(config: Any) -> None:
-    """A log prints every key of a section, template defaults included, so "the user wrote it"
-    cannot be known; the closest truth is "it differs from the template default". Without this,
-    rules about keys set to no effect (SW305 ``default_prefetch``) fire on every log-derived config."""
-    from . import config as config_mod
-
-    given = getattr(config, "given", None)
-    if not isinstance(given, dict):
-        return
-    for section, defaults in (("recompute_config", getattr(config_mod, "RECOMPUTE_DEFAULTS", None)),
-                              ("swap_config", getattr(config_mod, "SWAP_DEFAULTS", None))):
-        values = getattr(config, section, None)
-        if not isinstance(defaults, dict) or not isinstance(values, dict):
-            continue
-        given[section] = [k for k in given.get(section, [])
-                          if k not in defaults or values.get(k) != defaults[k]]
-
-
 def read_ir(ir_dir: str) -> Any:
     """Compiled-graph evidence for SW110 (the runtime issue's IR parser)."""
     try:
@@ -251,15 +197,6 @@ def read_ir(ir_dir: str) -> Any:
     if reader is None:
         raise InputError("--ir: swapwatch.parsers.ir has no read_ir()", file=str(ir_dir))
     return reader(ir_dir)
-
-
-def _first_source(rank_log: Any, kind: str) -> Optional[str]:
-    if callable(getattr(rank_log, "first_source", None)):
-        return rank_log.first_source(kind)
-    for e in rank_log.events:
-        if e.kind == kind:
-            return e.source
-    return None
 
 
 # ---------------------------------------------------------------------------------------------

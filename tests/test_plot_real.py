@@ -142,7 +142,8 @@ def test_strategy_differences_match_verify_on_the_quirks_fixture(tmp_path, capsy
     """Every finding verify reports as missing/unasked is an outlined cell, and nothing else is."""
     from swapwatch.plot import plot_strategy
     from swapwatch.strategy import plan as make_plan
-    from swapwatch.verify import config_from_log, verify
+    from swapwatch.config import config_from_log
+    from swapwatch.verify import verify
 
     path = os.path.join(LOGS, "quirks.log")
     (_, rl), = load_runs([path])

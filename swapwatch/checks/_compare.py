@@ -23,35 +23,14 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
 from .. import patterns
-from ..events import ACTIONS
+from .. import actions
+from ..actions import NAMES as ACTIONS
 from ..parsers import model as _model
 
-#: Actions whose items are pattern-driven paths (the rest are whole-layer actions).
-PATTERN_ACTIONS = (
-    "select_recompute",
-    "select_comm_recompute",
-    "select_recompute_exclude",
-    "select_comm_recompute_exclude",
-    "op_swap",
-)
-#: How the cell walk treats a leaf cell for each action (patterns.walk ``mode``).
-WALK_MODE = {
-    "select_recompute": "recompute",
-    "select_comm_recompute": "comm",
-    "select_recompute_exclude": "exclude",
-    "select_comm_recompute_exclude": "comm_exclude",
-    "op_swap": "swap",
-}
-#: Short names for tables and messages.
-LABEL = {
-    "full_recompute": "full recompute",
-    "select_recompute": "select recompute",
-    "select_comm_recompute": "select comm recompute",
-    "select_recompute_exclude": "select recompute exclude",
-    "select_comm_recompute_exclude": "select comm recompute exclude",
-    "layer_swap": "layer swap",
-    "op_swap": "op swap",
-}
+# The action vocabulary lives in swapwatch.actions; these names stay importable from here.
+PATTERN_ACTIONS = actions.PATTERN_ACTIONS
+WALK_MODE = actions.WALK_MODE
+LABEL = actions.LABEL
 
 
 @dataclass

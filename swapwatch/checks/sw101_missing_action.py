@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from .. import actions
 from . import CheckContext, Finding, Rule, register
 from ._compare import comparison, describe, near_source
 
@@ -63,6 +64,6 @@ class MissingAction(Rule):
 
 
 def _expected(e) -> object:
-    if e.action in ("layer_swap", "op_swap"):
+    if e.action in actions.SWAP_ACTIONS:
         return e.value
     return e.op or e.action

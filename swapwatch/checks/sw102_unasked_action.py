@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from .. import actions
 from . import CheckContext, Finding, Rule, register
 from ._compare import comparison, describe
 
@@ -43,11 +44,11 @@ class UnaskedAction(Rule):
         for rank, diff in comp.ranks.items():
             for s in diff.extra:
                 what = describe(s.action, s.path)
-                value = f" (value {s.value})" if s.action in ("layer_swap", "op_swap") else ""
+                value = f" (value {s.value})" if s.action in actions.SWAP_ACTIONS else ""
                 yield self.finding(
                     f"rank {rank} layer {s.layer}: the log shows {what}{value}, which the config "
                     f"does not apply at this layer",
                     rank=rank, layer=s.layer, op=s.path or s.action,
                     expected="(not configured)",
-                    actual=s.value if s.action in ("layer_swap", "op_swap") else (s.path or s.action),
+                    actual=s.value if s.action in actions.SWAP_ACTIONS else (s.path or s.action),
                     source=s.source)

@@ -7,10 +7,9 @@ from typing import Any, Iterable, List, Optional
 
 from . import CheckContext, Finding, Rule, register
 from ._config_ctx import config_of, pattern_where
-from .. import strategy
+from .. import actions, strategy
 
-ACTIONS = ("select_recompute", "select_comm_recompute", "select_recompute_exclude",
-           "select_comm_recompute_exclude", "op_swap")
+ACTIONS = actions.PATTERN_ACTIONS
 
 
 @register

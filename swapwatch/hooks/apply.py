@@ -32,7 +32,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Iterable, List, Optional, Tuple
 
-from .. import patterns, strategy
+from .. import actions, patterns, strategy
+from ..config import load_config
 from ..errors import InputError
 from ..events import format_event
 from . import env_rank, require_mindspore
@@ -194,13 +195,7 @@ def apply(layers: Iterable[Any], plan_or_config: Any, rank: Optional[int] = None
 
 
 #: What a walk in each mode does, as the ``apply`` event's action name.
-_ACTION_OF_MODE = {
-    "recompute": "select_recompute",
-    "comm": "select_comm_recompute",
-    "exclude": "select_recompute_exclude",
-    "comm_exclude": "select_comm_recompute_exclude",
-    "swap": "op_swap",
-}
+_ACTION_OF_MODE = actions.ACTION_OF_MODE
 
 
 def _apply_layer(adapter, cell, plan, lp, quirks: bool, info, event, out: Applied) -> None:
@@ -308,23 +303,6 @@ def _resolve_plan(obj: Any) -> Tuple[Any, Optional[str]]:
                 sha = hashlib.sha256(fh.read()).hexdigest()
         except OSError as exc:
             raise InputError(f"cannot read config: {exc.strerror}", file=path) from None
-        cfg = _load_config(path)
-    return _plan(cfg), sha
-
-
-def _load_config(path: str) -> Any:
-    try:
-        from ..config import load_config
-    except ImportError:
-        raise InputError("swapwatch.config is not available yet: pass a strategy.Plan", file=path) from None
-    return load_config(path)
-
-
-def _plan(cfg: Any) -> Any:
-    from .. import strategy
-
-    fn = getattr(strategy, "plan", None)
-    if fn is None:
-        raise InputError("the strategy engine (swapwatch.strategy.plan) is not available yet: pass a Plan")
-    return fn(cfg)
+        cfg = load_config(path)
+    return strategy.plan(cfg), sha
 

@@ -123,7 +123,7 @@ def strategy_command(source: str, config: Optional[str] = None, output: Optional
 
         plan = make_plan(load_config(config))
     else:
-        from ..verify import config_from_log
+        from ..config import config_from_log
 
         try:
             plan = make_plan(config_from_log(runlog)[0])

@@ -18,7 +18,7 @@ import pandas as pd
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 
-from .. import patterns
+from .. import actions, patterns
 from ..errors import InputError
 from ..layer_table import stage_label
 from . import _render
@@ -36,19 +36,11 @@ NO_MATCH_MARK = "∅"
 BAND_LAYERS = 32
 
 #: Row order, display names and colours; excludes are grey and hatched: they *remove* recompute.
-MECHANISMS = (
-    ("full_recompute", "full recompute", "#1f5fa8"),
-    ("select_recompute", "select recompute", "#6aaed6"),
-    ("select_comm_recompute", "comm recompute", "#8e6bbf"),
-    ("select_recompute_exclude", "select recompute exclude", "#b8b8b8"),
-    ("select_comm_recompute_exclude", "comm recompute exclude", "#b8b8b8"),
-    ("layer_swap", "layer swap", "#238b45"),
-    ("op_swap", "op swap", "#8fd18a"),
-)
+MECHANISMS = tuple((k.name, k.plot_name, k.color) for k in actions.KINDS)
 _NAME = {m: n for m, n, _ in MECHANISMS}
 _COLOR = {m: c for m, _, c in MECHANISMS}
 _ORDER = {m: i for i, (m, _, _) in enumerate(MECHANISMS)}
-_SWAPS = ("layer_swap", "op_swap")
+_SWAPS = actions.SWAP_ACTIONS
 DIFF_COLOR = "#e6550d"
 OVERRIDE_COLOR = "#d62728"
 _WHOLE_LAYER = ("all", "layer", "layer_swap", "*")

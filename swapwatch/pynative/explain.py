@@ -50,7 +50,6 @@ def explain_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional[s
         raise
     findings = sorted(pynative_findings(CheckContext(plan=plan, config=cfg)),
                       key=lambda f: (0 if f.severity == "error" else 1, f.code, -1 if f.layer is None else f.layer))
-    plan.findings = findings
     return PynativeExplanation(cfg, plan, findings)
 
 

@@ -13,10 +13,11 @@ from typing import Any, List
 
 import pandas as pd
 
+from .. import actions
 from .resolve import PynativePlan
 from .verify import expected, logged
 
-_WHOLE = ("full_recompute", "layer_swap")
+_WHOLE = actions.WHOLE_LAYER_ACTIONS
 
 
 def _row(layer: int, mech: str, item: Any, value: Any = True, overridden: bool = False, why: str = "",
@@ -52,7 +53,7 @@ def log_values(frame: pd.DataFrame, plan: PynativePlan) -> pd.DataFrame:
     to = {la.layer: la.prefetch_to for la in plan.layers}
     frame = frame.copy()
     frame.attrs["pynative"] = True
-    swap = frame["mechanism"].isin(["layer_swap", "op_swap"])
+    swap = frame["mechanism"].isin(list(actions.SWAP_ACTIONS))
     if not swap.any():
         return frame
     frame["value"] = frame["value"].astype(object)

@@ -83,7 +83,6 @@ class PynativePlan:
     unchecked_select: List[Tuple[str, str, List[int]]] = field(default_factory=list)  # (key, spec, ids past)
     ignored_layer_swap: List[int] = field(default_factory=list)     # indexes of layer_swap entries ignored
     overwritten_op_swap: List[Tuple[int, str]] = field(default_factory=list)  # (index, op_name) overwritten
-    findings: List[Any] = field(default_factory=list)
     path: str = "pynative"
 
     @property

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
+from .. import actions
 from ..checks import Finding
 from ..parsers.model import ActionEvent, NoticeEvent
 from .explain import PynativeExplanation
@@ -55,7 +56,7 @@ def logged(events: Iterable[Any]) -> Tuple[Dict[Key, List[str]], Dict[Key, str],
     for e in events:
         if isinstance(e, ActionEvent):
             key = (e.layer, e.action)
-            out.setdefault(key, []).extend([] if e.action in ("full_recompute", "layer_swap") else e.paths)
+            out.setdefault(key, []).extend([] if e.action in actions.WHOLE_LAYER_ACTIONS else e.paths)
             where.setdefault(key, e.source)
         elif isinstance(e, NoticeEvent):
             if e.what == "pyn_map_start":
@@ -185,7 +186,7 @@ _MAP_ACTIONS = (("full_recompute", "full_recompute"), ("select_recompute", "sele
 def _cell(key: Key, table: Dict[Key, List[str]]) -> str:
     if key not in table:
         return ""
-    return "yes" if key[1] in ("full_recompute", "layer_swap") else ", ".join(table[key])
+    return "yes" if key[1] in actions.WHOLE_LAYER_ACTIONS else ", ".join(table[key])
 
 
 def layer_map(result: Any, rank: Optional[int] = None) -> Dict[str, Any]:
