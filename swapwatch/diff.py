@@ -202,7 +202,8 @@ def stage_changes(result: DiffResult) -> List[str]:
             elif ka != kb:
                 what = f"{ka} → {kb}"
             else:
-                what = f"{ka}: {', '.join(layer_table.COLUMNS[a] for a in ld.differs if a in layer_table.COLUMNS)} differ"
+                cols = ", ".join(layer_table.COLUMNS[a] for a in ld.differs if a in layer_table.COLUMNS)
+                what = f"{ka}: {cols} differ"
             changes.setdefault(what, []).append(ld.layer)
         if not changes:
             out.append(f"{stage}: no change")

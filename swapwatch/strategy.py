@@ -405,7 +405,7 @@ def plan(config: Any, layout: Any = None, model: Optional[str] = None, family: A
             if defaults and not isinstance(rc[key], dict) and not (
                     isinstance(rc[key], (list, tuple)) and all(isinstance(x, str) for x in rc[key])):
                 defaulted[key] = list(defaults)
-            tables[key] = _fmt(lambda: fmt.pattern_table(rc[key], defaults, ids),
+            tables[key] = _fmt(lambda: fmt.pattern_table(rc[key], defaults, ids),  # noqa: B023
                                f"recompute_config.{key}", config.recompute_config[key], ids, err)
             for pat in tables[key]:
                 if not isinstance(pat, str):
@@ -597,9 +597,9 @@ def mark_overridden(result: Plan, layout: Any = None) -> None:
             else result.walker(lp.layer, mtp)
 
         def add(entry: str, why: str) -> None:
-            if entry not in lp.overridden_by:
-                lp.swap_overridden.append(entry)
-                lp.overridden_by[entry] = why
+            if entry not in lp.overridden_by:  # noqa: B023
+                lp.swap_overridden.append(entry)  # noqa: B023
+                lp.overridden_by[entry] = why  # noqa: B023
 
         if lp.full_recompute:
             if lp.layer_swap is not None:
@@ -812,7 +812,7 @@ def layer_setting_lines(result: Plan, layout: Any = None) -> List[str]:
     """The whole LayerSetting block as message parts: init lines, then every layer's lines."""
     block = [m for _, m in init_messages(result)]
     out = list(block)
-    for i, msgs in layer_messages(result, layout).items():
+    for msgs in layer_messages(result, layout).values():
         out.extend(m for _, m in msgs)
     if result.mtp:
         out.extend(block)

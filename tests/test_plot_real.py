@@ -13,7 +13,7 @@ from swapwatch.plot import peak_frame, plot_memory
 from swapwatch.plot.memory import step_frame
 from swapwatch.plot.inputs import load_runs
 
-from plot_helpers import MB, lines_by_gid, patches_by_gid, png_size, svg_texts
+from plot_helpers import MB, patches_by_gid, png_size, svg_texts
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RUNS = os.path.join(HERE, "..", "fixtures", "plot_runs")

@@ -239,9 +239,9 @@ def _apply_layer(adapter, cell, plan, lp, quirks: bool, info, event, out: Applie
         p = lp.op_swap[pattern]
         for t in res.targets:
             if t.kind == "prim":
-                _call(lambda: t.obj._offload(backward_prefetch=p), i, pattern, t.path, "op swap")
+                _call(lambda: t.obj._offload(backward_prefetch=p), i, pattern, t.path, "op swap")  # noqa: B023
             else:
-                _call(lambda: t.obj.offload(backward_prefetch=p), i, pattern, t.path, "op swap")
+                _call(lambda: t.obj.offload(backward_prefetch=p), i, pattern, t.path, "op swap")  # noqa: B023
         if res.targets:
             record(Action(i, "op_swap", pattern, [t.path for t in res.targets], p,
                           cells=[t.path for t in res.targets if t.kind == "cell"]))

@@ -125,7 +125,7 @@ def _plan_rows(plan: Any) -> List[tuple]:
 
         def add(mech, item, value, overridden=False, partial=False, reason=""):
             effect = NO_MATCH if item is not None and _reaches_nothing(layout, item, mech) else ""
-            rows.append(("config", None, lp.layer, lp.stage, lp.interleave, mech, item, value,
+            rows.append(("config", None, lp.layer, lp.stage, lp.interleave, mech, item, value,  # noqa: B023
                          bool(overridden), bool(partial), reason, (), effect))
         if lp.full_recompute:
             add("full_recompute", None, True)

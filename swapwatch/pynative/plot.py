@@ -57,8 +57,8 @@ def log_values(frame: pd.DataFrame, plan: PynativePlan) -> pd.DataFrame:
     if not swap.any():
         return frame
     frame["value"] = frame["value"].astype(object)
-    frame.loc[swap, "value"] = [f"→{to[int(l)]}" if to.get(int(l)) is not None else ""
-                                for l in frame.loc[swap, "layer"]]
+    frame.loc[swap, "value"] = [f"→{to[int(layer)]}" if to.get(int(layer)) is not None else ""
+                                for layer in frame.loc[swap, "layer"]]
     return frame
 
 
