@@ -15,6 +15,15 @@ def config_of(ctx: Any) -> Any:
     return cfg
 
 
+def swap_mode(ctx: Any) -> Optional[Tuple[Any, Any]]:
+    """(plan, config) when the config's recompute and swap keys are layer ids, i.e. swap is on and
+    LayerSetting reads recompute_config (not the plain ``parallel_config.recompute`` bool); else None."""
+    plan, cfg = getattr(ctx, "plan", None), config_of(ctx)
+    if plan is None or cfg is None or not plan.swap or getattr(plan, "legacy_recompute", None) is not None:
+        return None
+    return plan, cfg
+
+
 def where(cfg: Any, key: str) -> Optional[str]:
     """``file:line`` of ``key`` in the config's YAML, when the config came from a file."""
     fn = getattr(cfg, "where", None)

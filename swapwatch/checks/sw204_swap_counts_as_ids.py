@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any, Iterable, List, Optional
 
 from . import CheckContext, Finding, Rule, register
-from ._config_ctx import config_of, swap_id_lists, where
+from ._config_ctx import swap_id_lists, swap_mode, where
 from .sw402_missing_ranks import _ranges
 
 
@@ -40,10 +40,10 @@ class SwapCountsAsIds(Rule):
     needs = "config"
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        plan = ctx.plan
-        cfg = config_of(ctx)
-        if plan is None or cfg is None or not plan.swap or getattr(plan, "legacy_recompute", None) is not None:
+        got = swap_mode(ctx)
+        if got is None:
             return
+        plan, cfg = got
         geo = plan.geometry
         stages = geo.pipeline_stage
         if stages < 2:
