@@ -41,13 +41,14 @@ def parse_ranks(text: Optional[str]) -> Optional[List[int]]:
 
 def output_path(output: Optional[str], fmt: Optional[str], default_stem: str) -> tuple:
     """(path, format). Without -o: ``<stem>.<format>`` in the current directory, never replaced:
-    an existing file of that name is the user's, and only an explicit -o may overwrite it."""
+    an existing file of that name is the user's, and only ``-o`` with ``--force`` overwrites it
+    (:mod:`swapwatch.outputs` refuses an existing ``-o`` file without ``--force``)."""
     if output is None:
         f = (fmt or "png").lower()
         out = f"{default_stem}.{f}"
         f = _render.resolve_format(out, fmt)
         if os.path.exists(out):
-            raise InputError(f"{out} already exists; pass -o {out} to replace it, or -o another name")
+            raise InputError(f"{out} already exists; pass -o {out} --force to replace it, or -o another name")
     else:
         out = output
         f = _render.resolve_format(out, fmt)
