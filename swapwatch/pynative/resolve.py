@@ -160,6 +160,20 @@ def _blocked(path: str, wrapped: Set[str]) -> bool:
     return False
 
 
+def _wrap_all(kind: str, wanted: List[str], la: Any, applied: List[str], cells: Set[str],
+              wrapped: Set[str]) -> None:
+    """Wrap each of ``wanted`` in order, as apply_ac does: a path behind a cell wrapped earlier on
+    this layer is blocked (recorded under ``kind``), others are applied, and an applied cell wraps
+    its children from then on."""
+    for p in wanted:
+        if _blocked(p, wrapped):
+            la.blocked.append((kind, p))
+            continue
+        applied.append(p)
+        if p in cells:
+            wrapped.add(p)
+
+
 def resolve(cfg: PynativeConfig) -> PynativePlan:
     """The plan for ``cfg``; raises :class:`Refusal` for what ``apply_ac`` refuses (in its order).
 
@@ -230,13 +244,7 @@ def _resolve(cfg: PynativeConfig, lines: List[LogLine]) -> PynativePlan:
             i = la.layer
             cells = cells_of(paths[i])
             wrapped: Set[str] = set()
-            for p in exclude.get(i, []):
-                if _blocked(p, wrapped):
-                    la.blocked.append(("exclude", p))
-                    continue
-                la.exclude.append(p)
-                if p in cells:
-                    wrapped.add(p)
+            _wrap_all("exclude", exclude.get(i, []), la, la.exclude, cells, wrapped)
             if la.exclude:
                 lines.append(LogLine("INFO", f"Set exclude recompute at layer {i}: {', '.join(la.exclude)}",
                                      "set_exclude", layer=i))
@@ -244,13 +252,7 @@ def _resolve(cfg: PynativeConfig, lines: List[LogLine]) -> PynativePlan:
                 la.full = True
                 lines.append(LogLine("INFO", f"Set full recompute at layer {i}", "set_full", layer=i))
             if need_rc and rc["mode"] == "select":
-                for p in select.get(i, []):
-                    if _blocked(p, wrapped):
-                        la.blocked.append(("select", p))
-                        continue
-                    la.select.append(p)
-                    if p in cells:
-                        wrapped.add(p)
+                _wrap_all("select", select.get(i, []), la, la.select, cells, wrapped)
                 if la.select:
                     lines.append(LogLine("INFO", f"Set select recompute at layer {i}: {', '.join(la.select)}",
                                          "set_select", layer=i))
