@@ -248,10 +248,16 @@ def load_config(path: str, num_layers: Optional[int] = None, pipeline_stage: Opt
     The keyword arguments override the YAML (for fragments that lack the model or parallel
     sections). Raises :class:`ConfigError` (exit 2) with file, line and key path.
     """
-    data, lines = read_yaml(path)
-    if not isinstance(data, dict):
-        raise ConfigError(f"expected a mapping of config sections at the top level, got {_kind(data)}",
-                          file=path, line=1)
+    try:
+        data, lines = read_yaml(path)
+        if not isinstance(data, dict):
+            raise ConfigError(f"expected a mapping of config sections at the top level, got {_kind(data)}",
+                              file=path, line=1)
+    except ConfigError:
+        from .file_kind import reject_log_as_config
+
+        reject_log_as_config(path)      # a worker log given as the config: name the command meant
+        raise
     return _from_tree(data, lines, path, dict(num_layers=num_layers, pipeline_stage=pipeline_stage,
                                               pp_interleave_num=pp_interleave_num, offset=offset,
                                               pipeline_interleave=pipeline_interleave), check_rules)

@@ -12,7 +12,6 @@ from typing import Any, Dict, List, Mapping, Optional
 from .checks import CheckContext, Finding, run_rules
 from .config import TrainingConfig, load_config
 from .errors import InputError
-from .file_kind import reject_log_for_explain
 from . import strategy
 
 
@@ -55,12 +54,8 @@ def explain(path: str, num_layers: Optional[int] = None, pipeline_stage: Optiona
         from .families import from_name
 
         from_name(model)                  # an unknown --model is bad input before anything else
-    try:
-        config = load_config(path, num_layers=num_layers, pipeline_stage=pipeline_stage,
-                             pp_interleave_num=pp_interleave_num, offset=offset)
-    except InputError:
-        reject_log_for_explain(path)        # a worker log: say that `verify` is the command meant
-        raise
+    config = load_config(path, num_layers=num_layers, pipeline_stage=pipeline_stage,
+                         pp_interleave_num=pp_interleave_num, offset=offset)
     plan = strategy.plan(config, model=model)
     layout = None        # per layer, from plan.family
     ctx = CheckContext(plan=plan, config=config, env=dict(env or {}))

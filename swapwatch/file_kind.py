@@ -51,8 +51,10 @@ def looks_like_yaml_config(path: str) -> bool:
     return isinstance(data, dict) and any(k in data for k in YAML_KEYS)
 
 
-def reject_log_for_explain(path: str) -> None:
-    """``explain`` was given a worker log: raise the one line that points to ``verify``."""
+def reject_log_as_config(path: str) -> None:
+    """A worker log was given where a training YAML belongs (explain, estimate, plan, diff,
+    ``--config``): raise the one line that points to ``verify``. Called by ``config.load_config``
+    when the file does not read as a YAML mapping, so every command that loads a config says it."""
     if looks_like_log(path):
         raise InputError("this is a worker log, not a training YAML; to check what the run applied: "
                          f"swapwatch verify {path} --config CONFIG.yaml", file=path)

@@ -244,7 +244,10 @@ def _pynative_verify(runlog: Any, config_path: Optional[str], skip: set, strict:
     from .pynative import config as pconfig
 
     if config_path:
-        data, lines = read_yaml(config_path)
+        try:
+            data, lines = read_yaml(config_path)
+        except InputError:
+            return None             # the static path's load_config reports it (and recognises worker logs)
         if pconfig.detect_path(data) != "pynative":
             return None
         from .pynative.explain import explain_tree

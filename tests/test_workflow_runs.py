@@ -143,6 +143,16 @@ def test_explain_on_a_worker_log_points_to_verify(log, capsys):
     assert f"swapwatch verify {log} --config" in err and "YAML syntax" not in err
 
 
+@pytest.mark.parametrize("args", [["estimate"], ["plan", "--budget", "1GB"], ["verify", "fixtures/logs/msrun_2ranks",
+                                                                            "--config"]])
+def test_every_command_that_reads_a_config_recognises_a_worker_log(args, capsys):
+    """The check lives where configs are loaded (config.load_config), not in explain alone."""
+    log = "fixtures/logs/swap_case1.log"
+    code, out, err = sw(*args, log, capsys=capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert f"{log}: this is a worker log, not a training YAML" in err and "YAML syntax" not in err
+
+
 def test_verify_on_a_yaml_points_to_explain(capsys, tmp_path):
     for path in ("fixtures/configs/conflict.yaml", f"{CPU_SWAP}/config.yaml"):
         code, out, err = sw("verify", path, capsys=capsys)
