@@ -35,7 +35,7 @@ def test_documented_swap_cases_are_clean(case):
 def test_48_layer_example_is_clean_except_the_documented_shadowed_pattern():
     plan = vh.recompute_48l()
     found = run(plan, vh.runlog_for(plan, ranks=(0, 1, 2, 3)), only=MINE)
-    # feed_forward\.w3\.matmul targets layers 0, 4, 24 - all fully recomputed (reference §2.6)
+    # feed_forward\.w3\.matmul targets layers 0, 4, 24 - all fully recomputed (docs/mindspore-facts.md §1.1)
     assert [(f.code, f.severity, f.op) for f in found] == [("SW105", "warning", vh.W3M)]
 
 

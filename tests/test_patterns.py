@@ -1,4 +1,5 @@
-"""The shared matcher reproduces MindFormers' walk and its log text quirks (reference §2.5, §3.5)."""
+"""The shared matcher reproduces MindFormers' walk and its log text quirks
+(``LayerSetting.set_pattern_recompute`` / ``set_pattern_swap``; docs/mindspore-facts.md §1.3)."""
 import pytest
 
 from swapwatch import patterns

@@ -5,7 +5,7 @@ Two panels, because MindSpore gives two different kinds of memory figure:
 * **per step** (left): SWAPWATCH ``memory`` events from the runtime callback, one reading per step
   and rank. On Ascend that is ``max_memory_allocated``; on CPU MindSpore's allocator APIs return 0,
   so the callback falls back to process RSS, which is mostly the framework and is *not* what
-  recompute saves (reference: mindspore-on-cpu §3). The axis says which one it is.
+  recompute saves (docs/mindspore-facts.md §3). The axis says which one it is.
 * **whole-run peaks** (right): the figures MindSpore prints at exit: Ascend ``Used peak`` vs
   ``Actual peak`` and the CPU pool's ``peak used mem`` vs ``actual peak used mem``. The used peak
   is what the model needed; the gap up to the actual peak is fragmentation. On CPU this pool peak

@@ -192,7 +192,7 @@ def _log_rows(runlog: Any, rank: int, plan: Any = None) -> List[tuple]:
             inter = vv[a.layer] if 0 <= a.layer < len(vv) else 0
             rows[key] = ["logs", rank, a.layer, stage, inter, a.action, item, value, False, False, "",
                          (path,) if path else (), ""]
-    # recompute overrides swap: MindFormers logs the swap anyway and only WARNs (reference §3.6)
+    # recompute overrides swap: MindFormers logs the swap anyway and only WARNs (_check_swap_recompute_conflict)
     for n in rl.of("notice"):
         if n.what != "swap_conflict":
             continue
