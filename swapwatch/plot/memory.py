@@ -209,10 +209,7 @@ def _colors(n: int) -> List[Any]:
 
 
 def _title(keys: Sequence[str], nranks: int) -> str:
-    if len(keys) <= 4:
-        runs = " vs ".join(keys)
-    else:
-        runs = f"{len(keys)} runs: " + ", ".join(keys[:4]) + ", …"
+    runs = " vs ".join(keys) if len(keys) <= 4 else f"{len(keys)} runs: " + ", ".join(keys[:4]) + ", …"
     ranks = f"  ·  {nranks} rank{'s' if nranks != 1 else ''}" if nranks else ""
     return "\n".join(textwrap.wrap(f"Memory — {runs}{ranks}", 110))
 
