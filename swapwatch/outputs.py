@@ -7,6 +7,7 @@ existing one is never reused: :func:`swapwatch.runner.new_run_dir`).
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from typing import Any, BinaryIO, Callable
@@ -36,16 +37,21 @@ def write_with(path: str, force: bool, write: Callable[[BinaryIO], Any]) -> None
         fd, tmp = tempfile.mkstemp(prefix=".swapwatch-", suffix=".tmp", dir=directory)
     except OSError as exc:
         raise InputError(f"cannot write here: {exc.strerror or exc}", file=path) from None
+    reserved = False
     try:
         with os.fdopen(fd, "wb") as fh:
             write(fh)
         if not force:
             _reserve(path)
+            reserved = True
         os.replace(tmp, path)
     except FileExistsError:
         os.unlink(tmp)
         refuse_overwrite(path, False)
     except OSError as exc:
+        if reserved:                     # our own empty placeholder, not the user's file
+            with contextlib.suppress(OSError):
+                os.unlink(path)
         raise InputError(f"cannot write the file: {exc.strerror or exc}", file=path) from None
     finally:
         if os.path.exists(tmp):
