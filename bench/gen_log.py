@@ -3,8 +3,8 @@
 Why synthetic: a real 1 GB worker log is mostly MindSpore glog noise (GLOG_v=1 INFO lines,
 DISTRIBUTED reconnect warnings), with the lines swapwatch cares about (one LayerSetting block, the
 ``initial ... from dict`` lines, a step line per step, memory lines at exit) buried in it. This
-script reproduces that mix with the exact line formats of the reference (semantics §5-§8,
-mindspore-on-cpu §3-§4): the §2.6 48-layer strategy block near the top, ~0.2 % step lines, offload
+script reproduces that mix with the exact line formats of docs/mindspore-facts.md §2-§4: the
+48-layer strategy block of MindFormers' recompute docs (§1.1) near the top, ~0.2 % step lines, offload
 warnings, a few tracebacks, a few very long lines (config dumps, IR snippets), CRLF-free text. The
 same seed always gives the same bytes, so timings are comparable between runs.
 
@@ -25,7 +25,7 @@ def mf(ts: str, msg: str, file: str = "models/utils.py", line: int = 205, level:
 
 
 def strategy_block(ts: str) -> str:
-    """The §2.6 worked example (48 layers, pp=5, interleave 2), as MindFormers logs it."""
+    """The 48-layer worked example (pp=5, interleave 2; docs/mindspore-facts.md §1.1), as MindFormers logs it."""
     out = []
     pc = "core/parallel_config.py"
     out.append(mf(ts, "initial swap_config from dict: {'swap': False, 'layer_swap': None, 'op_swap': None, "

@@ -22,6 +22,7 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -67,7 +68,7 @@ def main() -> int:
     a = ap.parse_args()
     out = os.path.join(HERE, "out", time.strftime("plan-%Y%m%d-%H%M%S"))
     os.makedirs(out)
-    base = open(os.path.join(ROOT, "fixtures/configs/plan_tiny.yaml")).read().replace(
+    base = Path(ROOT, "fixtures/configs/plan_tiny.yaml").read_text().replace(
         "num_layers: 4", f"num_layers: {a.layers}")
 
     def config(name: str, rc: str) -> str:

@@ -291,13 +291,10 @@ def plot_memory_cmd(paths, output, ranks, fmt, force):
     PATH: run dirs, msrun log dirs or worker_N.log files. Each directory is one run; files in the
     same directory are the ranks of one run.
     """
-    from .outputs import refuse_overwrite
     from .plot.commands import memory_command
 
-    if output:
-        refuse_overwrite(output, force)
     click.echo(memory_command(paths, output, ranks, fmt,
-                              warn=lambda m: click.echo(f"swapwatch: warning: {m}", err=True)))
+                              warn=lambda m: click.echo(f"swapwatch: warning: {m}", err=True), force=force))
     return 0
 
 
@@ -315,12 +312,9 @@ def plot_strategy_cmd(source, config, output, rank, fmt, force):
     """Layer x mechanism map: recompute (full, select, comm), excludes, layer and op swap with
     prefetch, overridden swaps crossed out. From a config (intended) or logs (actual); config and
     logs side by side when they differ."""
-    from .outputs import refuse_overwrite
     from .plot.commands import strategy_command
 
-    if output:
-        refuse_overwrite(output, force)
-    click.echo(strategy_command(source, config, output, rank, fmt))
+    click.echo(strategy_command(source, config, output, rank, fmt, force=force))
     return 0
 
 
@@ -336,12 +330,13 @@ def plot_strategy_cmd(source, config, output, rank, fmt, force):
 @click.option("--model", default="tinyllama", show_default=True,
               help="Memory model's tensor table: the Llama layer as drawn in swapwatch/models/tinyllama.yaml "
                    "(the only one so far).")
-def plot_estimate_cmd(config, run_dirs, budget, output, fmt, model):
+@click.option("--force", is_flag=True, help="Let -o replace an existing file.")
+def plot_estimate_cmd(config, run_dirs, budget, output, fmt, model, force):
     """Predicted peak per pipeline stage as stacked components (weights, gradients, optimizer states,
     activations, transients), measured peak beside it when calibrated."""
     from .plot.commands import estimate_command
 
-    click.echo(estimate_command(config, run_dirs, output, fmt, budget, model))
+    click.echo(estimate_command(config, run_dirs, output, fmt, budget, model, force=force))
     return 0
 
 

@@ -322,8 +322,7 @@ def config_from_dicts(recompute_config: Optional[Mapping[str, Any]] = None,
             pipeline_interleave = len(layer_list) > 1
     cfg = _from_tree(tree, {}, source, dict(num_layers=num_layers, pipeline_stage=pipeline_stage,
                                              pp_interleave_num=pp_interleave_num, offset=offset,
-                                             pipeline_interleave=pipeline_interleave), check_rules,
-                     fragment_ok=True)
+                                             pipeline_interleave=pipeline_interleave), check_rules)
     cfg.layer_list = layer_list
     return cfg
 
@@ -345,7 +344,7 @@ def _logged_layer_list(geometry: Mapping[str, Any], source: Optional[str]) -> Li
 # ---------------------------------------------------------------------------------------------
 
 def _from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional[str],
-               overrides: Dict[str, Any], check_rules: bool, fragment_ok: bool = False) -> TrainingConfig:
+               overrides: Dict[str, Any], check_rules: bool) -> TrainingConfig:
     def err(key: str, message: str) -> ConfigError:
         return ConfigError(message, file=source, line=_line(lines, key), key=key)
 

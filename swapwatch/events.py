@@ -26,7 +26,6 @@ from typing import Any, Dict, Optional
 from . import actions
 
 PREFIX = "SWAPWATCH "
-PREFIX_BYTES = PREFIX.encode()
 VERSION = 1
 KINDS = ("plan", "apply", "memory", "step", "run")
 #: What an ``apply`` event can say was done.

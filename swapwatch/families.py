@@ -79,15 +79,6 @@ class ModelFamily:
         """``legacy`` or ``mcore`` (``example`` for the example model)."""
         return self.data.get("path", "example")
 
-    @property
-    def classes(self) -> List[str]:
-        """The MindFormers classes the layouts come from: the model, then each layer class."""
-        out = [self.data.get("model_class", "")] if self.data.get("model_class") else []
-        for entry in self.data["layouts"].values():
-            if entry.get("class") and entry["class"] not in out:
-                out.append(entry["class"])
-        return out
-
     def key(self, kind: str) -> str:
         return f"{self.name}:{kind}"
 

@@ -228,11 +228,6 @@ def stage_summary(layer_plans: Sequence[Any], interleaved: bool = False) -> List
     return out
 
 
-def rule_hint(code: str) -> str:
-    """Where the fix for a finding lives."""
-    return f"(swapwatch rules {code})"
-
-
 def pairs(a: Dict[str, str], b: Dict[str, str]) -> Tuple[Dict[str, str], List[str]]:
     """Cell texts for an A-vs-B row: equal cells as they are, differing ones ``✗ a → b``; and
     the actions that differ."""

@@ -12,14 +12,14 @@ it logs is *not* the list of everything it touched: at the leaf only the last ma
 Everything in swapwatch that matches patterns goes through this module: the runtime hooks (walking
 real MindSpore cells), ``explain`` (walking the model layout described as data), and ``verify``
 (matching logged paths such as ``feed_forward.w1.activation.silu`` back to patterns). User patterns
-are matched with the ``regex`` package and a timeout, as newer MindFormers does, so a pathological
-pattern cannot hang the tool; a timeout counts as no match and is reported.
+are matched with the ``regex`` package and a timeout, as MindFormers' ``regex_match`` does, so a
+pathological pattern cannot hang the tool; a timeout counts as no match there as here.
 """
 from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Iterable, List, Optional, Sequence, Tuple
 
 import regex
 
@@ -32,21 +32,17 @@ class PatternError(ValueError):
     """A user pattern that is not a valid regular expression."""
 
 
-# Timeouts seen while matching, as (pattern segment, subject) pairs; callers report them.
-timeouts: List[Tuple[str, str]] = []
-
-
 def split_pattern(pattern: str) -> List[str]:
     """Split a pattern into segments exactly as MindFormers does (on the literal two chars ``\\.``)."""
     return pattern.split(SEGMENT_SEP)
 
 
 def segment_fullmatch(segment: str, name: str, timeout: float = MATCH_TIMEOUT) -> bool:
-    """True when ``segment`` fullmatches ``name``; a timeout is recorded and counts as no match."""
+    """True when ``segment`` fullmatches ``name``; a timeout counts as no match
+    (``parallel_core/training_graph/transformer/utils.py:regex_match``, which only WARNs)."""
     try:
         return regex.fullmatch(segment, name, timeout=timeout) is not None
     except TimeoutError:
-        timeouts.append((segment, name))
         return False
     except regex.error as exc:
         raise PatternError(f"invalid pattern segment {segment!r}: {exc}") from None
@@ -243,6 +239,3 @@ class LayoutAdapter(TreeAdapter):
 def walk_layout(layout: LayoutNode, pattern: str, mode: str) -> WalkResult:
     """:func:`walk` over a model layout (no MindSpore needed)."""
     return walk(LayoutAdapter(), layout, pattern, mode)
-
-
-MatchFn = Callable[[str, str], bool]

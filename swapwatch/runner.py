@@ -48,7 +48,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from .errors import InputError
 from .proctree import Tree
 
-#: Passes whose IR dumps show recompute clones and offload marks (reference §2d).
+#: Passes whose IR dumps show recompute clones and offload marks (docs/mindspore-facts.md §5).
 IR_PASSES = "add_recomputation,validate"
 #: Seconds between SIGINT to the child's group and SIGKILL for what is left.
 GRACE_SECONDS = 20.0
@@ -157,7 +157,7 @@ def msrun_info(command: Sequence[str], env: Dict[str, str]) -> Dict[str, Any]:
 
     ``msrun ... --log_dir=D`` (default: the working directory); ``msrun_launcher.sh`` takes LOG_DIR
     positionally (6 args: 4th, 9 args: 7th; default ``output/msrun_log``; ``MF_LOG_SUFFIX``
-    appends ``_<suffix>``), see reference semantics §6.5.
+    appends ``_<suffix>``), as MindFormers' ``scripts/msrun_launcher.sh`` maps its arguments.
     """
     for i, tok in enumerate(command):
         base = os.path.basename(tok)

@@ -20,7 +20,6 @@ from .errors import InputError
 from .file_kind import reject_yaml_for_verify
 
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
-INITIAL_SECTIONS = ("recompute_config", "swap_config", "parallel_config")
 
 
 @dataclass
@@ -77,8 +76,7 @@ def _config_json(source: str) -> Dict[str, Any]:
 
 def verify(paths: Sequence[str], config_path: Optional[str] = None,
            env: Optional[Mapping[str, str]] = None, ignore: Iterable[str] = (),
-           strict: bool = False, ir_dir: Optional[str] = None,
-           family: str = "llama") -> VerifyResult:
+           strict: bool = False, ir_dir: Optional[str] = None) -> VerifyResult:
     """Verify the run logged at ``paths`` against ``config_path`` (or the config the log printed).
 
     Raises :class:`InputError` (exit 2) for bad paths, a bad config, an unknown ``ignore`` code,
@@ -187,16 +185,10 @@ def merged_env(runlog: Any, env: Optional[Mapping[str, str]]) -> Dict[str, str]:
 
 
 def read_ir(ir_dir: str) -> Any:
-    """Compiled-graph evidence for SW110 (the runtime issue's IR parser)."""
-    try:
-        from .parsers import ir as ir_parser
-    except ImportError:
-        raise InputError("--ir: this swapwatch has no IR parser (swapwatch.parsers.ir)",
-                         file=str(ir_dir)) from None
-    reader = getattr(ir_parser, "read_ir", None)
-    if reader is None:
-        raise InputError("--ir: swapwatch.parsers.ir has no read_ir()", file=str(ir_dir))
-    return reader(ir_dir)
+    """Compiled-graph evidence for SW110 (:func:`swapwatch.parsers.ir.read_ir`)."""
+    from .parsers.ir import read_ir as read_ir_dir
+
+    return read_ir_dir(ir_dir)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -35,7 +35,7 @@ def test_documented_swap_cases_are_clean(case):
 def test_48_layer_example_is_clean_except_the_documented_shadowed_pattern():
     plan = vh.recompute_48l()
     found = run(plan, vh.runlog_for(plan, ranks=(0, 1, 2, 3)), only=MINE)
-    # feed_forward\.w3\.matmul targets layers 0, 4, 24 - all fully recomputed (reference §2.6)
+    # feed_forward\.w3\.matmul targets layers 0, 4, 24 - all fully recomputed (docs/mindspore-facts.md §1.1)
     assert [(f.code, f.severity, f.op) for f in found] == [("SW105", "warning", vh.W3M)]
 
 
@@ -254,13 +254,12 @@ def test_sw107_the_run_used_another_recompute_config():
 
 
 def test_sw107_initial_sections_differ_key_by_key():
-    from types import SimpleNamespace
+    from swapwatch.config import config_from_dicts
     plan = vh.swap_case(1)
     runlog = vh.runlog_for(plan)
     logged = dict(vh.SWAP_DEFAULTS, swap=True, default_prefetch=5)
     vh.initial_config(runlog.ranks[0], "swap_config", logged)
-    cfg = SimpleNamespace(recompute_config=dict(vh.RECOMPUTE_DEFAULTS), pipeline_stage=1,
-                          swap_config=dict(vh.SWAP_DEFAULTS, swap=True, default_prefetch=10))
+    cfg = config_from_dicts({}, {"swap": True, "default_prefetch": 10}, num_layers=4, pipeline_stage=1)
     found = [f for f in run_rules(CheckContext(plan=plan, config=cfg, runlog=runlog), needs=("run",))
              if f.code == "SW107"]
     assert [(f.op, f.expected, f.actual, f.source) for f in found] == [

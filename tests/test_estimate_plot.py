@@ -25,10 +25,11 @@ def test_components_add_up_to_each_stage_peak():
 
 def test_plot_writes_an_image(tmp_path):
     out = tmp_path / "est.svg"
-    fig = plot_estimate(estimate(QWEN), str(out), budget=8 << 30)
+    res = plot_estimate(estimate(QWEN), budget=8 << 30)
+    res.save(str(out))
     text = out.read_text()
     assert "saved activations" in text and "budget" in text and "pipeline stage" in text
-    assert len(fig.estimate_frame) == 4 * 9
+    assert len(res.frame) == 4 * 9
 
 
 def test_cli_writes_and_refuses_to_replace(tmp_path):

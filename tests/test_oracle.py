@@ -1,7 +1,7 @@
 """Oracle tier: real MindFormers 2.1.0 LayerSetting vs swapwatch's engine, line for line.
 
-Skipped unless ``.oracle-venv/.ready`` exists (build it as /work/shared/reference/mindspore-on-cpu.md
-§5 says). For every case, MindFormers builds its config objects and LayerSetting, then sets every
+Skipped unless ``.oracle-venv/.ready`` exists (``make oracle`` builds it; docs/mindspore-facts.md
+§6). For every case, MindFormers builds its config objects and LayerSetting, then sets every
 layer of a cell tree built from ``swapwatch/models/tinyllama.yaml``; whatever its logger printed is
 compared with :func:`swapwatch.strategy.layer_setting_lines` (the Formative block, removals,
 conflict warnings, and every ``Set ...`` / "got cell" line, whitespace runs included). numpy>=2

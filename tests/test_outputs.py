@@ -68,3 +68,14 @@ def test_write_text_refuses_a_file_that_appears_at_the_last_moment(tmp_path, mon
 def test_write_text_into_a_missing_directory_is_one_clear_error(tmp_path):
     with pytest.raises(InputError, match="cannot write here"):
         write_text(str(tmp_path / "no" / "such" / "r.txt"), "x", force=False)
+
+
+def test_a_failed_rename_leaves_neither_temp_file_nor_placeholder(tmp_path, monkeypatch):
+    """The O_EXCL placeholder is ours: when the final rename fails, it goes with the temp file."""
+    def refuse(src, dst):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr("swapwatch.outputs.os.replace", refuse)
+    with pytest.raises(InputError, match="cannot write the file: Permission denied"):
+        write_text(str(tmp_path / "r.txt"), "report", force=False)
+    assert os.listdir(tmp_path) == []

@@ -1,7 +1,7 @@
-"""Every line family on real-format fixtures (MindFormers 2.1.0 oracle output and reference excerpts).
+"""Every line family on real-format fixtures (MindFormers 2.1.0 oracle output and documented excerpts).
 
 The expected values are what MindFormers printed (fixtures/logs/*.log, see its README) or what the
-reference quotes; round trips are exact: values equal the repr in the line minus numpy wrappers.
+MindFormers / MindSpore docs quote (docs/mindspore-facts.md §2-§3); round trips are exact: values equal the repr in the line minus numpy wrappers.
 """
 import os
 
@@ -71,7 +71,7 @@ def test_geometry_numpy2_reprs_round_trip():
     assert geo == {"layer_list": [[4]], "layer_accu": [[4]], "pp_ids": [0, 0, 0, 0], "interleave_ids": [0, 0, 0, 0]}
 
 
-# ---- the 48-layer recompute example (semantics §2.6) ------------------------------------------
+# ---- the 48-layer recompute example (docs/mindspore-facts.md §1.1) ----------------------------
 
 def test_recompute_48l_matches_reference_simulation():
     run = read_logs([log("recompute_48l.log")], show_progress=False)
@@ -97,7 +97,7 @@ def test_mtp_second_block_is_counted_and_complete():
     assert [a.layer for a in r.actions if a.action == "select_recompute"] == [1, 2, 3, 3]
 
 
-# ---- grammar variants (quirks.log: reference §5.1 exact texts, docs/old wordings) --------------
+# ---- grammar variants (quirks.log: exact whitespace-run texts, docs/old wordings) ---------------
 
 @pytest.fixture(scope="module")
 def quirks():

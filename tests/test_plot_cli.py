@@ -47,9 +47,35 @@ def test_default_output_is_never_replaced(tmp_path, monkeypatch):
     (tmp_path / "memory.png").write_bytes(b"mine")
     with pytest.raises(InputError, match="memory.png already exists; pass -o memory.png"):
         output_path(None, None, "memory")
-    assert output_path(None, "svg", "memory") == ("memory.svg", "svg")
-    assert output_path("memory.png", None, "memory") == ("memory.png", "png")   # explicit -o may replace
+    with pytest.raises(InputError, match="memory.png already exists; pass -o memory.png"):
+        output_path(None, None, "memory", force=True)                    # --force is for a name given
+    assert output_path(None, "svg", "memory") == ("memory.svg", "svg", False)
+    with pytest.raises(InputError, match="does not overwrite it without --force"):
+        output_path("memory.png", None, "memory")
+    assert output_path("memory.png", None, "memory", force=True) == ("memory.png", "png", True)
     assert (tmp_path / "memory.png").read_bytes() == b"mine"
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.mark.parametrize("args", [
+    ["plot", "memory", os.path.join(ROOT, "fixtures/plot_runs/full")],
+    ["plot", "strategy", os.path.join(ROOT, "fixtures/configs/conflict.yaml")],
+    ["plot", "estimate", os.path.join(ROOT, "fixtures/configs/plan_qwen64.yaml")],
+])
+def test_every_plot_keeps_an_existing_o_file_unless_force(tmp_path, capsys, args):
+    """One rule for every plot's -o (checked once, in plot.commands.output_path), the file written
+    whole through swapwatch.outputs: refused without --force, replaced with it."""
+    out = tmp_path / "mine.png"
+    out.write_bytes(b"mine")
+    code, _, err = run_cli(args + ["-o", str(out)], capsys)
+    assert code == 2 and "already exists; swapwatch does not overwrite it without --force" in one_error_line(err)
+    assert out.read_bytes() == b"mine"
+    code, stdout, _ = run_cli(args + ["-o", str(out), "--force"], capsys)
+    assert code == 0 and stdout.startswith(f"wrote {out}")
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["mine.png"]          # no temp file left behind
 
 
 def test_parse_ranks():

@@ -21,7 +21,8 @@ def test_frame_holds_every_event_in_bytes():
 
 def test_per_rank_lines_equal_parsed_values_single_run():
     rl = make_run("r", nranks=4, steps=6, peak_mb=183)
-    fig = plot_memory(rl)
+    res = plot_memory(rl)
+    fig = res.figure
     lines = lines_by_gid(fig)
     for r in range(4):
         ln = lines[f"steps|r|rank{r}"]
@@ -39,8 +40,9 @@ def test_several_runs_side_by_side_with_strategy_names():
     runs = [make_run("run-a", base_mb=590, strategy="none", peak_mb=590, frag_mb=7),
             make_run("run-b", base_mb=183, strategy="full", peak_mb=183, frag_mb=10),
             make_run("run-c", base_mb=462, strategy="select", peak_mb=462, frag_mb=8)]
-    fig = plot_memory(runs)
-    frame = fig.memory_frame
+    res = plot_memory(runs)
+    fig = res.figure
+    frame = res.frame
     assert list(frame["run"].cat.categories) == ["run-a (none)", "run-b (full)", "run-c (select)"]
     assert "run-a (none) vs run-b (full) vs run-c (select)" in fig._suptitle.get_text()
     lines = lines_by_gid(fig)
@@ -62,7 +64,8 @@ def test_several_runs_side_by_side_with_strategy_names():
 def test_128_ranks_aggregate_to_a_band_and_name_the_outlier():
     rl = make_run("big", nranks=128, steps=8, base_mb=40000, strategy="select", peak_mb=48874,
                   family="device", frag_mb=2000, outlier=17)
-    fig = plot_memory(rl)
+    res = plot_memory(rl)
+    fig = res.figure
     lines = lines_by_gid(fig)
     # a median, and the one outlier rank drawn and named: not 128 lines
     assert set(lines) == {"steps|big (select)|median", "steps|big (select)|rank17"}
@@ -97,13 +100,15 @@ def test_cpu_rss_fallback_is_labelled_and_zero_series_skipped():
                                               step=e.step, origin="swapwatch"))
     steps = step_frame(memory_frame(rl))
     assert set(steps["metric"]) == {"rss"}
-    fig = plot_memory(rl)
+    res = plot_memory(rl)
+    fig = res.figure
     # 555 MB growing 3 MB a step moves 1.6 %: flat, so the pool peak alone is drawn, with a note
-    assert fig.memory_panels == ["peaks"] and "process RSS (CPU fallback) is flat" in fig._suptitle.get_text()
+    assert res.panels == ["peaks"] and "process RSS (CPU fallback) is flat" in fig._suptitle.get_text()
     # RSS that really moves keeps a (narrower) panel that does not start at 0, with the caveat
     moving = make_run("cpu", nranks=1, steps=4, metric="rss", base_mb=20, peak_mb=1, frag_mb=0)
-    fig = plot_memory(moving)
-    assert fig.memory_panels == ["steps", "peaks"] and "RSS" in fig.axes[0].get_ylabel()
+    res = plot_memory(moving)
+    fig = res.figure
+    assert res.panels == ["steps", "peaks"] and "RSS" in fig.axes[0].get_ylabel()
     assert any("does not show" in t.get_text() for t in fig.axes[0].texts)
     assert fig.axes[0].get_ylim()[0] > 0
     assert fig.axes[0].get_position().width < fig.axes[1].get_position().width * 1.5
@@ -111,8 +116,9 @@ def test_cpu_rss_fallback_is_labelled_and_zero_series_skipped():
 
 def test_ranks_filter_and_unknown_ranks():
     rl = make_run("r", nranks=8, steps=3, peak_mb=100)
-    fig = plot_memory(rl, ranks=[2, 5])
-    assert sorted(set(fig.memory_frame["rank"])) == [2, 5]
+    res = plot_memory(rl, ranks=[2, 5])
+    fig = res.figure
+    assert sorted(set(res.frame["rank"])) == [2, 5]
     assert set(lines_by_gid(fig)) == {"steps|r|rank2", "steps|r|rank5"}
     with pytest.raises(InputError, match=r"no memory figures for ranks 9-10 .*ranks 0-7"):
         plot_memory(rl, ranks=[9, 10])
@@ -125,9 +131,11 @@ def test_no_memory_at_all_says_how_to_get_it():
 
 
 def test_only_peaks_or_only_steps_draw_one_panel_and_say_what_is_missing():
-    fig = plot_memory(make_run("p", steps=0, peak_mb=100))
+    res = plot_memory(make_run("p", steps=0, peak_mb=100))
+    fig = res.figure
     assert len(fig.axes) == 1 and "per-step" in fig._suptitle.get_text()
-    fig = plot_memory(make_run("s", steps=3))
+    res = plot_memory(make_run("s", steps=3))
+    fig = res.figure
     assert len(fig.axes) == 1 and "GLOG_v=1" in fig._suptitle.get_text()
 
 
@@ -136,8 +144,8 @@ def test_written_files_are_valid_and_deterministic(tmp_path, fmt):
     runs = [make_run("run-a", strategy="none", peak_mb=590), make_run("run-b", strategy="full", base_mb=183,
                                                                        peak_mb=183)]
     a, b = tmp_path / f"a.{fmt}", tmp_path / f"b.{fmt}"
-    plot_memory(runs, str(a))
-    plot_memory(runs, str(b))
+    plot_memory(runs).save(str(a))
+    plot_memory(runs).save(str(b))
     assert a.read_bytes() == b.read_bytes()
     size = a.stat().st_size
     assert 5_000 < size < 400_000
@@ -153,15 +161,15 @@ def test_written_files_are_valid_and_deterministic(tmp_path, fmt):
         assert a.read_bytes().startswith(b"%PDF-")
 
 
-def test_bad_output_paths_fail_before_drawing(tmp_path):
+def test_bad_output_paths_fail_before_writing(tmp_path):
     rl = make_run("r")
     with pytest.raises(InputError, match="does not exist"):
-        plot_memory(rl, str(tmp_path / "missing" / "m.png"))
+        plot_memory(rl).save(str(tmp_path / "missing" / "m.png"))
     with pytest.raises(InputError, match="cannot tell the image format"):
-        plot_memory(rl, str(tmp_path / "m.jpg"))
+        plot_memory(rl).save(str(tmp_path / "m.jpg"))
     with pytest.raises(InputError, match="--format is svg"):
-        plot_memory(rl, str(tmp_path / "m.png"), fmt="svg")
-    plot_memory(rl, str(tmp_path / "m.out"), fmt="svg")
+        plot_memory(rl).save(str(tmp_path / "m.png"), "svg")
+    plot_memory(rl).save(str(tmp_path / "m.out"), "svg")
     assert svg_texts(tmp_path / "m.out")
 
 
@@ -172,7 +180,8 @@ def test_device_peak_is_preferred_over_current_allocation():
                                           bytes=e.bytes + 700 * MB, step=e.step, origin="swapwatch"))
     steps = step_frame(memory_frame(rl))
     assert set(steps["metric"]) == {"max_memory_allocated_peak"}
-    fig = plot_memory(rl)
+    res = plot_memory(rl)
+    fig = res.figure
     np.testing.assert_allclose(lines_by_gid(fig)["steps|asc|rank0"].get_ydata(),
                                [step_bytes(0, s, 1000) / MB + 700 for s in range(3)])
     assert fig.axes[0].get_ylabel() == "peak allocated (device) per step (MB)"
@@ -187,7 +196,8 @@ def test_used_and_actual_come_from_one_printed_block():
         ev.append(MemoryEvent(rank=0, source="x:1", metric=metric, bytes=mb * MB))
     pk = peak_frame(memory_frame(rl)).iloc[0]
     assert np.isnan(pk["used"]) and pk["actual"] == 48874 * MB         # never 23716 used + 48874 actual
-    fig = plot_memory(rl)
+    res = plot_memory(rl)
+    fig = res.figure
     assert patches_by_gid(fig)["peak|rank 0|used"].get_height() == pytest.approx(48874 / 1024)
     assert any(t.get_text() == "actual 47.7 GB" for t in fig.axes[1].texts)
     assert fig.axes[1].get_legend().get_texts()[0].get_text() == "actual peak"
@@ -201,7 +211,8 @@ def test_used_and_actual_come_from_one_printed_block():
 
 def test_each_panel_has_its_own_unit_and_one_step_gets_one_tick():
     rl = make_run("mixed", nranks=1, steps=1, base_mb=555, peak_mb=48874, family="device")
-    fig = plot_memory(rl)
+    res = plot_memory(rl)
+    fig = res.figure
     assert fig.axes[0].get_ylabel().endswith("(MB)") and fig.axes[1].get_ylabel().endswith("(GB)")
     assert list(fig.axes[0].get_xticks()) == [0]
 
@@ -210,7 +221,9 @@ def test_legends_stay_inside_the_figure_with_long_run_names(tmp_path):
     """Run names like 'baseline (demo_baseline)' once pushed the legend off both edges of the figure."""
     runs = [make_run("baseline", strategy="demo_baseline", peak_mb=62, frag_mb=2),
             make_run("recompute", strategy="demo_recompute", peak_mb=42, frag_mb=2)]
-    fig = plot_memory(runs, out=str(tmp_path / "m.png"))
+    res = plot_memory(runs)
+    res.save(str(tmp_path / "m.png"))
+    fig = res.figure
     renderer = fig.canvas.get_renderer()
     fig_box = fig.bbox
     legends = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]
@@ -227,7 +240,8 @@ def test_bar_legend_swatch_has_the_bars_colours():
     from matplotlib.colors import to_rgba
 
     runs = [make_run("a", strategy="none", peak_mb=62), make_run("b", strategy="full", peak_mb=20)]
-    fig = plot_memory(runs)
+    res = plot_memory(runs)
+    fig = res.figure
     bars = patches_by_gid(fig)
     colours = [to_rgba(bars[f"peak|{k}|used"].get_facecolor())[:3] for k in ("a (none)", "b (full)")]
     leg = fig.axes[1].get_legend()
@@ -246,12 +260,14 @@ def test_runs_of_another_shape_are_not_comparable():
     b = make_run("small", strategy="full", peak_mb=50)
     a.run_info["command"] = ["python", "train.py", "--layers", "32", "--seq", "4096"]
     b.run_info["command"] = ["python", "train.py", "--layers", "4", "--seq", "4096"]
-    fig = plot_memory([a, b])
-    assert fig.memory_incomparable == ["layers 32 vs 4"]
+    res = plot_memory([a, b])
+    fig = res.figure
+    assert res.incomparable == ["layers 32 vs 4"]
     label = next(t.get_text() for t in fig.axes[1].texts if t.get_gid() == "peak|small (full)|label")
     assert label.endswith("not comparable") and "%" not in label
     assert "runs not comparable (layers 32 vs 4)" in fig._suptitle.get_text()
     b.run_info["command"] = ["python", "train.py", "--layers", "32", "--seq", "4096"]
-    fig = plot_memory([a, b])
-    assert fig.memory_incomparable == [] and "%" in next(
+    res = plot_memory([a, b])
+    fig = res.figure
+    assert res.incomparable == [] and "%" in next(
         t.get_text() for t in fig.axes[1].texts if t.get_gid() == "peak|small (full)|label")

@@ -50,8 +50,9 @@ def run_cli(args, capsys):
 
 def test_three_strategies_side_by_side_are_the_printed_numbers():
     runs = [rl for _, rl in load_runs([run_dir("none"), run_dir("select"), run_dir("full")])]
-    fig = plot_memory(runs)
-    frame = fig.memory_frame
+    res = plot_memory(runs)
+    fig = res.figure
+    frame = res.frame
     assert list(frame["run"].cat.categories) == ["none", "select", "full"]
     peaks = peak_frame(frame).set_index("run")
     bars = patches_by_gid(fig)
@@ -66,7 +67,7 @@ def test_three_strategies_side_by_side_are_the_printed_numbers():
         got = steps[steps["run"] == name].sort_values("step")
         assert list(got["step"]) == sorted(raw) and list(got["bytes"]) == [raw[s] for s in sorted(raw)]
     # ... but flat RSS carries no signal (issue 16.11): the figure is the pool peak, and says why
-    assert fig.memory_panels == ["peaks"] and len(fig.axes) == 1
+    assert res.panels == ["peaks"] and len(fig.axes) == 1
     assert "per-step panel left out: process RSS (CPU fallback) is flat" in fig._suptitle.get_text()
     # recompute shows in the pool peak: none > select > full, and each bar says by how much
     assert peaks.loc["none", "used"] > peaks.loc["select", "used"] > peaks.loc["full", "used"]
@@ -80,8 +81,9 @@ def test_three_strategies_side_by_side_are_the_printed_numbers():
 def test_two_msrun_ranks_get_a_line_each():
     (_, rl), = load_runs([run_dir("select-2ranks")])
     assert sorted(rl.ranks) == [0, 1]
-    fig = plot_memory(rl)
-    steps = step_frame(fig.memory_frame)
+    res = plot_memory(rl)
+    fig = res.figure
+    steps = step_frame(res.frame)
     for r in (0, 1):
         raw = raw_steps(os.path.join(run_dir("select-2ranks"), "msrun_log", f"worker_{r}.log"))
         got = steps[steps["rank"] == r].sort_values("step")
@@ -147,9 +149,10 @@ def test_strategy_differences_match_verify_on_the_quirks_fixture(tmp_path, capsy
 
     path = os.path.join(LOGS, "quirks.log")
     (_, rl), = load_runs([path])
-    fig = plot_strategy(rl, plan=make_plan(config_from_log(rl)[0]))
+    res = plot_strategy(rl, plan=make_plan(config_from_log(rl)[0]))
+    fig = res.figure
     findings = [f for f in verify([path]).findings if f.code in ("SW101", "SW102", "SW103")]
-    assert len(fig.strategy_diff) == len(findings) > 0
+    assert len(res.diff) == len(findings) > 0
     outlined = {g for g in patches_by_gid(fig) if g.startswith("diff|")}
     assert len(outlined) == len(findings)              # each difference lands on a drawn row
     code, out, err = run_cli(["plot", "strategy", path, "-o", str(tmp_path / "q.png")], capsys)

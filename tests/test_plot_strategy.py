@@ -37,7 +37,8 @@ def test_plan_frame_is_what_mindformers_applies_per_layer():
 
 def test_config_map_draws_every_frame_row_once():
     plan = make_plan()
-    fig = plot_strategy(plan)
+    res = plot_strategy(plan)
+    fig = res.figure
     assert cells(fig, "config") == frame_cells(strategy_frame(plan))
     ax = fig.axes[0]
     labels = [t.get_text() for t in ax.get_yticklabels()]
@@ -68,8 +69,9 @@ def test_logs_map_names_paths_by_the_configured_pattern():
 
 def test_identical_logs_give_one_map_that_says_so():
     plan = make_plan()
-    fig = plot_strategy(make_strategy_log(plan), plan=plan)
-    assert fig.strategy_diff.empty
+    res = plot_strategy(make_strategy_log(plan), plan=plan)
+    fig = res.figure
+    assert res.diff.empty
     assert len(fig.axes) == 1
     assert "config = logs, rank 0" in fig.axes[0].get_title(loc="left")
 
@@ -82,7 +84,8 @@ def test_differences_give_both_maps_with_the_differing_cells_outlined():
     assert got == {(3, "select_recompute", r"feed_forward\.mul", "missing"),
                    (3, "select_recompute", r"feed_forward\.w1\.activation\.silu", "missing"),
                    (5, "op_swap", r".*\.flash_attention", "value")}
-    fig = plot_strategy(log, plan=plan)
+    res = plot_strategy(log, plan=plan)
+    fig = res.figure
     assert len(fig.axes) == 2
     assert fig.axes[0].get_title(loc="left") == "config (intended)"
     assert "3 differences outlined" in fig.axes[1].get_title(loc="left")
@@ -114,8 +117,8 @@ def test_strategy_files(tmp_path, fmt):
     plan = make_plan()
     log = make_strategy_log(plan, drop_select_at=3)
     a, b = tmp_path / f"a.{fmt}", tmp_path / f"b.{fmt}"
-    plot_strategy(log, str(a), plan=plan)
-    plot_strategy(log, str(b), plan=plan)
+    plot_strategy(log, plan=plan).save(str(a))
+    plot_strategy(log, plan=plan).save(str(b))
     assert a.read_bytes() == b.read_bytes()
     if fmt == "png":
         w, h = png_size(a)
@@ -138,7 +141,8 @@ def test_partial_layer_swap_override_is_one_stroke():
     assert row["overridden"] and row["partial"] and "select recompute" in row["why"]
     full = f[(f["mechanism"] == "layer_swap") & (f["layer"] == 1)].iloc[0]
     assert full["overridden"] and not full["partial"]
-    fig = plot_strategy(plan)
+    res = plot_strategy(plan)
+    fig = res.figure
     red = [ln for ln in fig.axes[0].get_lines() if ln.get_color() == "#d62728"]
     per_layer = {}
     for ln in red:
@@ -156,7 +160,9 @@ def _config_plot(tmp_path, text, name="x.yaml"):
     p = tmp_path / name
     p.write_text(text)
     plan = make_plan(load_config(str(p)))
-    return plan, plot_strategy(plan, out=str(tmp_path / "s.png"))
+    res = plot_strategy(plan)
+    res.save(str(tmp_path / "s.png"))
+    return plan, res.figure
 
 
 TYPO = """\
@@ -205,7 +211,8 @@ def test_voided_select_rows_are_shown(tmp_path):
     w3 = f[f["item"] == r"feed_forward\.w3\.matmul"]
     assert sorted(w3["layer"]) == [0, 4, 24] and set(w3["effect"]) == {"voided"}
     assert all(plan.layers[i].full_recompute for i in w3["layer"])
-    fig = plot_strategy(plan)
+    res = plot_strategy(plan)
+    fig = res.figure
     labels = [t.get_text() for ax in fig.axes for t in ax.get_yticklabels()]
     assert r"select recompute · feed_forward\.w3\.matmul (voided: full recompute)" in labels
 
@@ -227,7 +234,9 @@ def test_48_layers_wrap_into_bands_of_a_sensible_aspect(tmp_path):
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     plan = make_plan(load_config(os.path.join(root, "fixtures", "configs", "recompute_48l.yaml")))
     out = tmp_path / "s48.png"
-    fig = plot_strategy(plan, out=str(out))
+    res = plot_strategy(plan)
+    res.save(str(out))
+    fig = res.figure
     assert [ax.get_xlim() for ax in fig.axes] == [(-0.5, 23.5), (23.5, 47.5)]
     w, h = png_size(out)
     assert w <= 1400 and w / h < 2.5, (w, h)        # was 1952 x 382

@@ -33,8 +33,9 @@ def test_config_frame_holds_the_plan_cells():
 
 
 def test_logs_equal_to_config_draw_one_panel(tmp_path):
-    fig = plot_strategy(read_logs([str(LOGS)]), str(tmp_path / "s.png"), plan=_plan())
-    assert fig.strategy_diff.empty and len(fig.strategy_frames) == 1 and (tmp_path / "s.png").stat().st_size > 0
+    res = plot_strategy(read_logs([str(LOGS)]), plan=_plan())
+    res.save(str(tmp_path / "s.png"))
+    assert res.diff.empty and len(res.frames) == 1 and (tmp_path / "s.png").stat().st_size > 0
 
 
 def test_a_deleted_line_is_outlined(tmp_path):
@@ -42,9 +43,9 @@ def test_a_deleted_line_is_outlined(tmp_path):
     shutil.copytree(LOGS, d)
     for p in d.glob("worker_*.log"):
         p.write_text("".join(l for l in p.read_text().splitlines(True) if "Set layer swap at layer 2" not in l))
-    fig = plot_strategy(read_logs([str(d)]), None, plan=_plan())
-    assert [(r.layer, r.mechanism, r.kind) for r in fig.strategy_diff.itertuples()] == [(2, "layer_swap", "missing")]
-    assert len(fig.strategy_frames) == 2
+    res = plot_strategy(read_logs([str(d)]), plan=_plan())
+    assert [(r.layer, r.mechanism, r.kind) for r in res.diff.itertuples()] == [(2, "layer_swap", "missing")]
+    assert len(res.frames) == 2
 
 
 def test_cli_command_for_config_and_logs(tmp_path):

@@ -83,7 +83,7 @@ def test_non_swap_order_text_and_events(net):
 
 
 def test_swap_mode_quirks_match_mindformers_bytes(net):
-    """The `mf_oracle.py swap` scenario of the reference (§5): same lines, byte for byte."""
+    """A swap-mode scenario run on real MindFormers 2.1.0 (LayerSetting): same lines, byte for byte."""
     plan = single_stage_plan(4, swap=True, layers={
         0: {"layer_swap": 1},
         1: {"select_recompute": [r"feed_forward\.mul"], "op_swap": {r".*\.flash_attention": 2}},
@@ -118,7 +118,8 @@ def test_swap_mode_normalised_text(net):
 
 
 def test_recompute_true_under_swap_logs_no_full_line(net):
-    # the engine decides that swap mode + `recompute: True` recomputes every layer silently (§3.3)
+    # the engine decides that swap mode + `recompute: True` recomputes every layer silently
+    # (LayerSetting.set_recompute_select_layer_index)
     from swapwatch.config import config_from_dicts
     from swapwatch.strategy import plan as make_plan
     plan = make_plan(config_from_dicts({"recompute": True}, {"swap": True, "layer_swap": [], "op_swap": []},

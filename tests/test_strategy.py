@@ -1,4 +1,5 @@
-"""The engine pinned to the reference's worked examples (§2.6, §2.7 EX1b-EX8 + misc, §3.7 SW1-SW9).
+"""The engine pinned to worked examples: MindFormers' documented ones (docs/mindspore-facts.md §1) and
+hand-written recompute (EX1b-EX8 + misc) and swap (SW1-SW9) scenarios.
 
 Every expected value here is what MindFormers 2.1.0 prints or does (the oracle tier re-checks these
 and hundreds of random configs against the real thing).
@@ -42,7 +43,7 @@ def p48(**rc):
 
 
 # ---------------------------------------------------------------------------------------------
-# §2.6
+# the 48-layer example of MindFormers' recompute docs (docs/mindspore-facts.md §1.1)
 # ---------------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -102,7 +103,7 @@ def test_26_default_comm_order():
 
 
 # ---------------------------------------------------------------------------------------------
-# §2.7
+# recompute scenarios, counts -> global layer ids
 # ---------------------------------------------------------------------------------------------
 
 def test_ex1b_interleave_off_with_2d_offset():
@@ -235,7 +236,7 @@ def test_negative_count_rejected():
 
 
 # ---------------------------------------------------------------------------------------------
-# §3.7 swap
+# swap scenarios (SW1-SW4: MindFormers' documented swap cases, docs/mindspore-facts.md §1.2)
 # ---------------------------------------------------------------------------------------------
 
 CASE3 = [{"op_name": "attention", "backward_prefetch": 20, "layers": [0, 1, 2]},
@@ -350,7 +351,7 @@ def test_sw9_exclude_formatted_never_applied():
 
 
 def test_sw10_exclude_count_list_has_no_patterns():
-    # The reference expects an IndexError here, but the exclude keys have no default patterns, so a
+    # One might expect an IndexError here, but the exclude keys have no default patterns, so a
     # bare list formats to {} and MindFormers 2.1.0 runs (confirmed by the oracle tier).
     p = make({"select_recompute_exclude": [1, 2]}, {"swap": True})
     assert formative(p)["Formative select_recompute_exclude"] == "Formative select_recompute_exclude: {}"

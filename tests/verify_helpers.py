@@ -1,7 +1,7 @@
 """Test support for the rule engine and ``verify``: the documented scenarios as hand-built Plans
 and RunLogs.
 
-Plans are the documented per-layer outcomes (reference §2.6, §3.7), independent of the strategy
+Plans are the documented per-layer outcomes (docs/mindspore-facts.md §1), independent of the strategy
 engine; RunLogs are what the parsers make of a genuine worker log of such a run (one action event
 per ``Set ...`` line, paths as MindFormers logs them). End-to-end tests on real log text use the
 MindFormers-made fixtures instead (tests/test_verify_logs.py).
@@ -53,7 +53,7 @@ def plan_of(layer_list, layers: Dict[int, dict], swap: bool, formative=None) -> 
 
 
 def swap_case(n: int) -> Plan:
-    """The four documented swap cases (reference §3.7 SW1-SW4), 4 layers, one stage."""
+    """The four documented swap cases (docs/mindspore-facts.md §1.2), 4 layers, one stage."""
     if n == 1:
         layers = {i: {"op_swap": {r".*\.flash_attention": 10}} for i in range(4)}
         form = {"layer_recompute": [], "layer_swap": [],
@@ -85,7 +85,7 @@ FULL_48 = {0, 1, 4, 24}
 
 
 def recompute_48l() -> Plan:
-    """The 48-layer worked example (reference §2.6)."""
+    """The 48-layer worked example (docs/mindspore-facts.md §1.1)."""
     layers = {}
     for i in range(48):
         if i in FULL_48:
@@ -106,7 +106,7 @@ def recompute_48l() -> Plan:
 # What MindFormers logs for the documented scenarios
 # ---------------------------------------------------------------------------------------------
 
-#: pattern -> the paths its log item names on the Llama layout (reference §2.5, §3.5)
+#: pattern -> the paths its log item names on the Llama layout (docs/mindspore-facts.md §1.3)
 LOG_PATHS = {
     r".*\.flash_attention": ["attention.flash_attention"],
     "attention": ["attention"], "feed_forward": ["feed_forward"],

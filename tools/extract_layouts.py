@@ -26,11 +26,13 @@ flags are kept as the maintainer YAML has them, or set per variant below.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -174,10 +176,8 @@ def build(cfg):
     # exception pending, which surfaces in the first eager op (GenerationMixin.__init__'s
     # ``Tensor([0], bfloat16).reshape(1, 1)``). Triggering it once here absorbs it; every later
     # eager op, and every layer, is built unchanged.
-    try:
+    with contextlib.suppress(SystemError, ImportError):
         Tensor([0], dtype=ms.bfloat16).reshape(1, 1)
-    except (SystemError, ImportError):
-        pass
     # step 6: see every layer LayerSetting sets, with its id and which LayerSetting instance
     seen = []
     orig_call = tu.LayerSetting.__call__
@@ -394,7 +394,7 @@ def main(argv=None) -> int:
         text = dump(run_child(name), mf_version)
         path = os.path.join(MODELS, f"{name}.yaml")
         if args.check:
-            old = open(path, encoding="utf-8").read() if os.path.exists(path) else ""
+            old = Path(path).read_text(encoding="utf-8") if os.path.exists(path) else ""
             if old != text:
                 drift.append(name)
             print(f"{name}: {'DRIFT' if old != text else 'ok'}", file=sys.stderr)

@@ -11,8 +11,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, Iterable, List, Optional, Type
 
-SEVERITIES = ("error", "warning", "info")
-
 
 @dataclass
 class Finding:

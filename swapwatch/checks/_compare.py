@@ -4,7 +4,7 @@ SW101 (missing), SW102 (unasked), SW103 (prefetch differs), SW104 (pattern match
 log), SW106 (incomplete logs) and the ``verify`` table all read the :class:`RankDiff` built here, so
 the matching is done once and every rule sees the same answer.
 
-What MindFormers logs is *not* everything it applies (reference §2.5, §3.3, §3.5, §5): a leaf
+What MindFormers logs is *not* everything it applies (docs/mindspore-facts.md §1.3): a leaf
 pattern that matches several siblings logs only the last; a pattern that matches nothing logs
 nothing; in swap mode ``recompute: True`` recomputes every layer without a line; exclude and comm
 patterns skip cells silently. So the comparison works per *pattern*, never per literal text:
@@ -139,7 +139,8 @@ def _key_of(plan: Any, layer: int, family: Optional[str]) -> Optional[str]:
 
 
 def silent_full_recompute(plan: Any) -> bool:
-    """Swap mode with ``recompute: True``: every layer is recomputed and no line says so (§3.3).
+    """Swap mode with ``recompute: True``: every layer is recomputed and no line says so
+    (``LayerSetting.set_recompute_select_layer_index``).
     Only a fallback for plans without ``LayerPlan.full_recompute_logged``; legacy plain-bool
     ``parallel_config.recompute`` logs nothing at all."""
     if getattr(plan, "legacy_recompute", None) is not None:

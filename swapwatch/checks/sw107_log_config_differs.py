@@ -84,19 +84,8 @@ class LogConfigDiffers(Rule):
 
 def _config_sections(config: Any) -> Optional[Dict[str, Dict[str, Any]]]:
     """The config's sections as MindFormers prints them in ``initial ... from dict`` (with its
-    defaults filled in), when the config object can say so."""
-    if config is None:
-        return None
-    fn = getattr(config, "initial_dicts", None)
-    if callable(fn):
-        return fn()
-    rc, sc = getattr(config, "recompute_config", None), getattr(config, "swap_config", None)
-    if not isinstance(rc, dict) or not isinstance(sc, dict):
-        return None
-    # TrainingConfig holds both sections template-complete with the raw user values, as
-    # MindFormers prints them; of parallel_config only the stage count concerns the strategy
-    return {"recompute_config": rc, "swap_config": sc,
-            "parallel_config": {"pipeline_stage": getattr(config, "pipeline_stage", None)}}
+    defaults filled in: :meth:`swapwatch.config.TrainingConfig.initial_dicts`)."""
+    return None if config is None else config.initial_dicts()
 
 
 def _source(rank_log: Any, kind: str, key: str) -> Optional[str]:

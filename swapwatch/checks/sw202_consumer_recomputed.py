@@ -133,10 +133,7 @@ class _Graph:
         target that contains the node or lies in the node's own ops (not in a sub-node)."""
         if lp.full_recompute:
             return True
-        for t in targets:
-            if _within(node, t) or (_within(t, node) and self.owner(t) == node):
-                return True
-        return False
+        return any(_within(node, t) or (_within(t, node) and self.owner(t) == node) for t in targets)
 
 
 def _within(path: str, container: str) -> bool:

@@ -151,7 +151,8 @@ def main(argv=None) -> int:
 
 
 def step_line(step: int, steps: int, loss: float, ms: float, lr: float, gnorm: float) -> str:
-    """MindFormers' MFLossMonitor line (newer loss format, reference §7)."""
+    """MindFormers' MFLossMonitor line (newer loss format;
+    ``core/callback/callback.py:MFLossMonitor.print_output_info``)."""
     import numpy as np
 
     return (f"{{ Epoch:[{1:3d}/{1:3d}], step:[{step:5d}/{steps:5d}], loss: {loss:5.6f}, "

@@ -6,9 +6,11 @@ names, and to record every call. :func:`apply` does exactly that for a :class:`~
 (the one engine decides *what*; this module only decides *how*):
 
 * per layer, non-swap mode: full recompute, else select recompute ``on`` then comm recompute
-  ``on``; then always select ``exclude`` and comm ``exclude`` (reference §2.4);
+  ``on``; then always select ``exclude`` and comm ``exclude``
+  (``parallel_core/training_graph/transformer/utils.py:LayerSetting.set_recompute``);
 * per layer, swap mode: full recompute, else select then comm (no ``on``/``exclude`` wording),
-  then the layer swap, then the op swaps (reference §3.3, §3.5);
+  then the layer swap, then the op swaps (``LayerSetting.__call__``,
+  ``set_recompute_select_layer_index``, ``set_swap``);
 * patterns are walked with :func:`swapwatch.patterns.walk` over the real cells (sub-cells in
   ``_cells`` order, primitives in ``dir()`` order), so what is touched is what MindFormers touches.
 
@@ -38,7 +40,7 @@ from ..errors import InputError
 from ..events import format_event
 from . import env_rank, require_mindspore
 
-#: MindFormers' stdout format (reference §6.1): existing greps and prefix regexes keep working.
+#: MindFormers' stdout format (``tools/logger.py:get_logger``): existing greps and prefix regexes keep working.
 MF_FORMAT = "%(asctime)s - %(name)s[%(filepath)s:%(lineno)d] - %(levelname)s - %(message)s"
 LOGGER_NAME = "swapwatch"
 

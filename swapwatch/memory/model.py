@@ -170,9 +170,6 @@ class Estimate:
     measured: Dict[int, int] = field(default_factory=dict)
     budget_bytes: Optional[int] = None
 
-    def stage_peak(self, stage: int) -> int:
-        return self.stages[stage].peak(self.calibration)
-
     def to_json(self) -> Dict[str, Any]:
         cal = self.calibration
         out = {"config": self.config, "family": self.family, "budget_bytes": self.budget_bytes,

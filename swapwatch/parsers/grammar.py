@@ -15,10 +15,11 @@ Each message row says:
   logs the scanner keeps an INFO record only if its message starts with one of these;
 * ``needle``    a literal every such line contains (whitespace-run free), used to find candidate
   lines in logs without a MindFormers prefix;
-* ``versions``  where the wording comes from (semantics reference §5-§8).
+* ``versions``  where the wording comes from.
 
-The reference for all of it is ``reference/mindformers-semantics.md`` §5-§8 and
-``reference/mindspore-on-cpu.md`` §3-§4.
+The lines come from MindFormers' ``parallel_core/training_graph/transformer/utils.py:LayerSetting`` and
+``core/callback/callback.py:MFLossMonitor``, and from MindSpore; their formats, as observed, are in
+docs/mindspore-facts.md §2-§4.
 """
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ class Row(NamedTuple):
 
 
 # --------------------------------------------------------------------------------------------
-# Logger prefixes (semantics §6). Tried in order; the first that matches splits the line.
+# Logger prefixes (docs/mindspore-facts.md §2). Tried in order; the first that matches splits the line.
 # --------------------------------------------------------------------------------------------
 PREFIXES: List[Tuple[str, str, str]] = [
     # (format name, regex with groups level/file/msg, note)
@@ -64,7 +65,7 @@ MF_RECORD = b"] - "
 MF_LEVELS: Dict[bytes, int] = {b"INFO - ": 7, b"WARNING - ": 10, b"ERROR - ": 8, b"CRITICAL - ": 11}
 
 # --------------------------------------------------------------------------------------------
-# LayerSetting and config lines (semantics §5; regexes run on whitespace-collapsed messages)
+# LayerSetting and config lines (LayerSetting's logger calls; regexes run on whitespace-collapsed messages)
 # --------------------------------------------------------------------------------------------
 FORMATIVE_KEYS = ("layer_recompute", "select_recompute", "select_comm_recompute", "select_recompute_exclude",
                   "select_comm_recompute_exclude", "layer swap", "op swap")
@@ -138,7 +139,7 @@ PYNATIVE: List[Row] = [
 ]
 
 # --------------------------------------------------------------------------------------------
-# Per-step training lines (semantics §7): one regex per generation, tried in order.
+# Per-step training lines (MFLossMonitor.print_output_info): one regex per generation, tried in order.
 # --------------------------------------------------------------------------------------------
 _STEP_HEAD = (r"\{ ?Epoch:\[\s*(?P<epoch>\d+)/\s*(?P<epochs>\d+)\], step:\[\s*(?P<step>\d+)/\s*(?P<steps>\d+)\], ")
 _STEP_TAIL = (r"(?P<sep>(?: \w+_loss: [^,]+,)*) per_step_time: (?P<ms>[\d.]+)ms,(?: lr: (?P<lr>[^,]+),)? "
@@ -152,7 +153,7 @@ STEPS: List[Row] = [
 ]
 
 # --------------------------------------------------------------------------------------------
-# Memory lines (semantics §8, CPU reference §3)
+# Memory lines (docs/mindspore-facts.md §3)
 # --------------------------------------------------------------------------------------------
 #: Ascend DevMemStatistics keys -> MemoryEvent.metric (values are integer MB followed by 'M').
 ASCEND_MEMORY_KEYS: Dict[str, str] = {
@@ -196,7 +197,9 @@ SWAPWATCH_NEEDLE = b'SWAPWATCH {"'
 #: Rank evidence in a log's head (the file name wins when it has a number; SWAPWATCH events win over both).
 RANK_RES = [rb"This node \d+ rank id: (\d+)", rb"\brank id: ?(\d+)", rb"\bRANK_ID[=: ]+(\d+)", rb'"rank":\s?(\d+)']
 
-#: MindFormers config-check and LayerSetting input errors (semantics §2.1, §3.1, §3.2, §1.1): an
+#: MindFormers config-check and LayerSetting input errors (``LayerSetting._check_inputs`` and
+#: ``_format_recompute_list``, ``modules/transformer/transformer.py:TransformerSwapConfig``,
+#: ``tools/check_rules.py:_rule_recompute``, ``tools/register/template.py``): an
 #: exception or ERROR line matching one of these is a ``config_error`` notice (name = which check).
 CONFIG_ERRORS: List[Tuple[str, str]] = [
     ("offset_shape", r"offset\.shape\[-[12]\] should equal to `(?:pp|pp_interleave_num)`"),

@@ -113,10 +113,7 @@ def _from_dir(d: str, out: Inputs, expected: set, had_expect: List[bool]) -> Non
     base = os.path.dirname(os.path.abspath(d).rstrip(os.sep))
     workers = [p for p in files if _WORKER_RE.match(os.path.basename(p))]
     scheds = [p for p in files if os.path.basename(p) in ("scheduler.log", "scheduler.log.gz")]
-    if workers:
-        chosen = workers
-    else:
-        chosen = [p for p in files if _LOG_RE.search(os.path.basename(p)) and p not in scheds]
+    chosen = workers or [p for p in files if _LOG_RE.search(os.path.basename(p)) and p not in scheds]
     for p in chosen:
         out.files.append(LogFile(p, _display(p, base), "rank", msrun.rank_from_name(p), p.endswith(".gz")))
     for p in scheds:

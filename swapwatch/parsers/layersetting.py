@@ -1,6 +1,7 @@
 """LayerSetting and config lines -> events: geometry, Formative, initial-from-dict, Set ..., notices.
 
-This is the one place that knows what a ``Set ...`` line means (semantics §2.4, §3.3, §3.5, §5):
+This is the one place that knows what a ``Set ...`` line means (``LayerSetting.set_recompute``,
+``set_pattern_recompute``, ``set_swap``, ``set_pattern_swap``; docs/mindspore-facts.md §1.3):
 the action word (``on``/``exclude``/``off``/none), the path-list syntax of select lines, and the
 op_swap item syntax with its spacing quirks (``.name, value=p`` for one-segment patterns,
 `` path, value=p`` with a leading space for multi-segment ones, several paths of one pattern sharing

@@ -1,13 +1,13 @@
 """MindSpore memory lines -> MemoryEvent (bytes): the Ascend statistics block and the CPU pool lines.
 
-Ascend (semantics §8): one glog record ``... deinitialize success, statistics:`` whose continuation
+Ascend (docs/mindspore-facts.md §3): one glog record ``... deinitialize success, statistics:`` whose continuation
 lines are unprefixed, or the same block after ``Out of Memory!!!``; the key names vary by adapter
 and era (rows in :data:`swapwatch.parsers.grammar.ASCEND_MEMORY_KEYS`). The scanner hands us the
 first ``... memory size: NM`` line; the block's other lines are read ahead from the same buffer,
 up to the next line that carries the needle itself (which is a candidate and reads on from there),
 so every block line is parsed exactly once.
 
-CPU (mindspore-on-cpu §3): ``peak used mem:NM`` / ``actual peak used mem:NM`` / ``total allocated
+CPU (docs/mindspore-facts.md §3): ``peak used mem:NM`` / ``actual peak used mem:NM`` / ``total allocated
 mem:NM`` in the PRE_ACT pool dumps printed at exit with ``GLOG_v=1`` or
 ``MS_SUBMODULE_LOG_v={PRE_ACT:1}``. Sizes are whole MB (MindSpore's kMBToByte = 2**20).
 """

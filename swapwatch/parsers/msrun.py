@@ -1,7 +1,7 @@
 """msrun: worker-exit lines, and what the launch says about ranks (expected ranks, rank of a log).
 
 msrun collapses any worker failure to exit code 1; the worker's real code is only in its console
-line ``Worker process <pid> exit with exception. Error code: <N>.`` (mindspore-on-cpu §4c). Expected
+line ``Worker process <pid> exit with exception. Error code: <N>.`` (docs/mindspore-facts.md §4). Expected
 ranks come from the msrun directory (highest ``worker_N.log`` + 1, so a missing middle file shows),
 ``scheduler.log`` registrations (``rank id: N``), or a swapwatch ``run.json``.
 """

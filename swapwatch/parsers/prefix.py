@@ -1,7 +1,7 @@
 """Line prefixes: turn one raw log line into (format, level, source file, message).
 
 Why a module of its own: one worker log interleaves MindFormers stdout records, MindSpore C++
-(glog) and Python logger records, and raw prints/tracebacks (semantics §6.4). Every family
+(glog) and Python logger records, and raw prints/tracebacks (docs/mindspore-facts.md §2, §4). Every family
 parser wants only the message, cleaned the same way: CR and ANSI colour codes removed, and — for
 matching — whitespace runs collapsed (the swap messages embed runs of 27-35 spaces). The prefix
 grammars themselves are rows of :data:`swapwatch.parsers.grammar.PREFIXES`.

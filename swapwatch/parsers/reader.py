@@ -294,9 +294,8 @@ def _file_rank(f: inp.LogFile, events: List[Event]) -> Optional[int]:
 
 def _events_rank(events: List[Event], otherwise: Optional[int]) -> Optional[int]:
     for e in events:
-        if getattr(e, "origin", None) == "swapwatch" or isinstance(e, SwapwatchEvent):
-            if e.rank is not None:
-                return e.rank
+        if (getattr(e, "origin", None) == "swapwatch" or isinstance(e, SwapwatchEvent)) and e.rank is not None:
+            return e.rank
     return otherwise
 
 
@@ -447,13 +446,12 @@ def complete_blocks(events: Sequence[Event], file_lines: Optional[Dict[str, int]
             cur["max_layer"] = max(cur["max_layer"], e.layer)
             if name == cur["file"]:
                 cur["last"] = max(cur["last"], line)
-        elif isinstance(e, NoticeEvent) and e.what in ("traceback", "config_error"):
-            if not cur["moved_on"]:
-                cur["crashed"] = True
-        elif isinstance(e, _MOVED_ON) or (isinstance(e, NoticeEvent) and e.what == "offload_outside_lazy_inline") \
-                or (isinstance(e, SwapwatchEvent) and e.payload.get("kind") == "run"):
-            if not cur["crashed"]:
-                cur["moved_on"] = True
+        elif isinstance(e, NoticeEvent) and e.what in ("traceback", "config_error") and not cur["moved_on"]:
+            cur["crashed"] = True
+        elif not cur["crashed"] and (
+                isinstance(e, _MOVED_ON) or (isinstance(e, NoticeEvent) and e.what == "offload_outside_lazy_inline")
+                or (isinstance(e, SwapwatchEvent) and e.payload.get("kind") == "run")):
+            cur["moved_on"] = True
     for b in blocks:
         n = b["num_layers"]
         last_layer = n is not None and b["max_layer"] >= n - 1

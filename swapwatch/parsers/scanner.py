@@ -1,6 +1,6 @@
 """The fast scanner: big binary chunks, literal search for candidate lines, parse only those.
 
-Why this shape (anchors §D): the lines swapwatch needs are O(layers x ranks + steps) inside
+Why this shape: the lines swapwatch needs are O(layers x ranks + steps) inside
 GB-size logs, so the cost is the search, not the parsing, and any per-line Python loop or regex
 alternation is 3-20x slower than C-level search. ``bytes.find`` searches one literal per pass, so
 all needles are found in ONE pass instead (:mod:`swapwatch.parsers.prefilter`: a numpy gather

@@ -1,4 +1,4 @@
-"""Per-step training lines (``MFLossMonitor.print_output_info``, semantics §7) -> StepEvent.
+"""Per-step training lines (``core/callback/callback.py:MFLossMonitor.print_output_info``) -> StepEvent.
 
 Both generations (dev ``loss: %5.3f`` and master ``loss: {:5.6f}``, sink and non-sink
 ``loss:[cur/mean]``, optional ``lr``, ``global_norm``, throughput, mcore's separate losses) are rows of

@@ -103,10 +103,13 @@ def check_writable(out: str) -> None:
         raise InputError(f"{out}: is a directory; -o needs a file name such as {os.path.join(str(out), 'memory.png')}")
 
 
-def save(fig: Figure, out: str, fmt: Optional[str] = None) -> str:
-    """Write ``fig`` to ``out`` deterministically; returns the format used."""
+def save(fig: Figure, out: str, fmt: Optional[str] = None, force: bool = False) -> str:
+    """Write ``fig`` to ``out`` deterministically, whole or not at all, and never over an existing
+    file without ``force`` (:func:`swapwatch.outputs.write_with`); returns the format used."""
+    from ..outputs import write_with
+
     fmt = resolve_format(out, fmt)
     check_writable(out)
     with style():
-        fig.savefig(out, format=fmt, metadata=_METADATA[fmt], dpi=100)
+        write_with(out, force, lambda fh: fig.savefig(fh, format=fmt, metadata=_METADATA[fmt], dpi=100))
     return fmt

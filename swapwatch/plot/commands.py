@@ -1,15 +1,19 @@
-"""The ``swapwatch plot memory|strategy`` commands as functions: arguments in, file written, one line out.
+"""The ``swapwatch plot memory|strategy|estimate`` commands as functions: arguments in, file written, one line out.
 
 Kept out of ``cli.py`` so the command line stays thin and these can be tested without click. Every
 bad input is checked *before* the logs are parsed (bad -o, bad --ranks, missing paths), so a typo
-costs nothing on GB-size logs, and every failure is one :class:`InputError` line (exit 2).
+costs nothing on GB-size logs, and every failure is one :class:`InputError` line (exit 2). The
+``-o`` / ``--force`` rule is checked here, once, by :func:`output_path` (with
+:func:`swapwatch.outputs.refuse_overwrite`); the write itself re-checks only at the last moment
+against a race (:func:`swapwatch.outputs.write_with`).
 """
 from __future__ import annotations
 
 import os
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, List, NamedTuple, Optional, Sequence
 
 from ..errors import InputError
+from ..outputs import refuse_overwrite
 from . import _render
 from .inputs import has_memory, load_runs
 
@@ -39,32 +43,39 @@ def parse_ranks(text: Optional[str]) -> Optional[List[int]]:
     return sorted(set(out))
 
 
-def output_path(output: Optional[str], fmt: Optional[str], default_stem: str) -> tuple:
-    """(path, format). Without -o: ``<stem>.<format>`` in the current directory, never replaced:
-    an existing file of that name is the user's, and only ``-o`` with ``--force`` overwrites it
-    (:mod:`swapwatch.outputs` refuses an existing ``-o`` file without ``--force``)."""
-    if output is None:
-        f = (fmt or "png").lower()
-        out = f"{default_stem}.{f}"
-        f = _render.resolve_format(out, fmt)
-        if os.path.exists(out):
-            raise InputError(f"{out} already exists; pass -o {out} --force to replace it, or -o another name")
-    else:
-        out = output
-        f = _render.resolve_format(out, fmt)
+class Target(NamedTuple):
+    """Where a plot goes: the file, its format, and whether it may replace an existing file."""
+    path: str
+    fmt: str
+    force: bool
+
+
+def output_path(output: Optional[str], fmt: Optional[str], default_stem: str, force: bool = False) -> Target:
+    """The one check of a plot's ``-o`` / ``--format`` / ``--force``, before any log is read.
+    Without -o: ``<stem>.<format>`` in the current directory, never replaced (``--force`` only
+    applies to a name the user gave): an existing file of that name is the user's. With -o: an
+    existing file only with ``--force`` (:func:`swapwatch.outputs.refuse_overwrite`)."""
+    out = output if output is not None else f"{default_stem}.{(fmt or 'png').lower()}"
+    f = _render.resolve_format(out, fmt)
     _render.check_writable(out)
-    return out, f
+    if output is None:
+        if os.path.lexists(out):
+            raise InputError(f"{out} already exists; pass -o {out} --force to replace it, or -o another name")
+        force = False
+    else:
+        refuse_overwrite(out, force)
+    return Target(out, f, force)
 
 
 def memory_command(paths: Sequence[str], output: Optional[str] = None, ranks: Optional[str] = None,
-                   fmt: Optional[str] = None, warn: Optional[Warn] = None) -> str:
+                   fmt: Optional[str] = None, warn: Optional[Warn] = None, force: bool = False) -> str:
     """``swapwatch plot memory``: returns the one-line summary to print."""
     from .memory import HOW_TO_GET, plot_memory
 
     if not paths:
         raise InputError("no log path given (worker_N.log files, msrun log dirs or run dirs)")
     rank_list = parse_ranks(ranks)
-    out, f = output_path(output, fmt, "memory")
+    target = output_path(output, fmt, "memory", force)
     runs = load_runs(paths)
     with_mem = [(g, rl) for g, rl in runs if has_memory(rl)]
     if not with_mem:
@@ -73,14 +84,15 @@ def memory_command(paths: Sequence[str], output: Optional[str] = None, ranks: Op
     for g, rl in runs:
         if not has_memory(rl) and warn is not None:
             warn(f"{', '.join(g)}: no memory figures in these logs, left out of the plot")
-    fig = plot_memory([rl for _, rl in with_mem], out, ranks=rank_list, fmt=f)
-    if fig.memory_incomparable and warn is not None:
-        warn("these runs are not comparable (" + ", ".join(fig.memory_incomparable)
+    res = plot_memory([rl for _, rl in with_mem], ranks=rank_list)
+    res.save(*target)
+    if res.incomparable and warn is not None:
+        warn("these runs are not comparable (" + ", ".join(res.incomparable)
              + "): the peak bars carry no percentage")
-    frame = fig.memory_frame
+    frame = res.frame
     n_runs = frame["run"].nunique()
     n_ranks = frame["rank"].nunique()
-    return f"wrote {out}: {n_runs} run{'s' if n_runs != 1 else ''}, {n_ranks} rank{'s' if n_ranks != 1 else ''}"
+    return f"wrote {target.path}: {n_runs} run{'s' if n_runs != 1 else ''}, {n_ranks} rank{'s' if n_ranks != 1 else ''}"
 
 
 def _is_config(path: str) -> bool:
@@ -88,7 +100,7 @@ def _is_config(path: str) -> bool:
 
 
 def strategy_command(source: str, config: Optional[str] = None, output: Optional[str] = None,
-                     rank: Optional[int] = None, fmt: Optional[str] = None) -> str:
+                     rank: Optional[int] = None, fmt: Optional[str] = None, force: bool = False) -> str:
     """``swapwatch plot strategy``: a config (intended), or logs (actual) compared with ``--config``
     or with the config the log printed; returns the one-line summary to print."""
     from ..strategy import plan as make_plan
@@ -98,16 +110,18 @@ def strategy_command(source: str, config: Optional[str] = None, output: Optional
         raise InputError("no such file or directory", file=source)
     if config is not None and not os.path.exists(config):
         raise InputError("no such file or directory", file=config)
-    out, f = output_path(output, fmt, "strategy")
+    target = output_path(output, fmt, "strategy", force)
+    out = target.path
     pynative = _pynative_plan(config if config is not None else source)
     if pynative is not None and config is None:      # a PyNative (r2.x) YAML
-        plot_strategy(pynative, out, fmt=f, name=os.path.basename(source))
+        plot_strategy(pynative, name=os.path.basename(source)).save(*target)
         return f"wrote {out}: the strategy {source} asks for (PyNative path)"
     if pynative is not None:
         (_, runlog), = load_runs([source])
-        fig = plot_strategy(runlog, out, plan=pynative, rank=rank, fmt=f,
+        res = plot_strategy(runlog, plan=pynative, rank=rank,
                             name=f"{runlog.label or source} vs {os.path.basename(config)}")
-        n = 0 if fig.strategy_diff is None else len(fig.strategy_diff)
+        res.save(*target)
+        n = 0 if res.diff is None else len(res.diff)
         return (f"wrote {out}: " + ("as logged, identical to the config" if not n else
                                     f"config and logs side by side, {n} difference{'s' if n != 1 else ''}"))
     if _is_config(source):
@@ -115,7 +129,7 @@ def strategy_command(source: str, config: Optional[str] = None, output: Optional
             raise InputError(f"{source} is a config already; --config is for comparing logs with a config")
         from ..config import load_config
 
-        plot_strategy(make_plan(load_config(source)), out, fmt=f, name=os.path.basename(source))
+        plot_strategy(make_plan(load_config(source)), name=os.path.basename(source)).save(*target)
         return f"wrote {out}: the strategy {source} asks for"
     (_, runlog), = load_runs([source])
     plan = None
@@ -130,9 +144,10 @@ def strategy_command(source: str, config: Optional[str] = None, output: Optional
             plan = make_plan(config_from_log(runlog)[0])
         except InputError:
             plan = None                     # no config in the log: draw what the log shows
-    fig = plot_strategy(runlog, out, plan=plan, rank=rank, fmt=f,
+    res = plot_strategy(runlog, plan=plan, rank=rank,
                         name=None if config is None else f"{runlog.label or source} vs {os.path.basename(config)}")
-    diff, cut = fig.strategy_diff, fig.strategy_cut
+    res.save(*target)
+    diff, cut = res.diff, res.cut
     if plan is None:
         what = "as logged (no config to compare with: pass --config)"
     elif (diff is None or diff.empty) and not cut:
@@ -146,18 +161,19 @@ def strategy_command(source: str, config: Optional[str] = None, output: Optional
 
 
 def estimate_command(config: str, run_dirs: Sequence[str] = (), output: Optional[str] = None,
-                     fmt: Optional[str] = None, budget: Optional[str] = None, model: str = "tinyllama") -> str:
+                     fmt: Optional[str] = None, budget: Optional[str] = None, model: str = "tinyllama",
+                     force: bool = False) -> str:
     """``swapwatch plot estimate``: predicted components per stage vs measured; returns the line to print."""
     from ..memory.calibrate import calibrated_estimate
     from ..memory.planner import parse_size
     from .estimate import plot_estimate
 
     size = parse_size(budget) if budget is not None else None
-    out, f = output_path(output, fmt, "estimate")
+    target = output_path(output, fmt, "estimate", force)
     est = calibrated_estimate(config, run_dirs, model)
-    plot_estimate(est, out, fmt=f, budget=size)
+    plot_estimate(est, budget=size).save(*target)
     n = len(est.stages)
-    return f"wrote {out}: {n} stage{'s' if n != 1 else ''}, " + (
+    return f"wrote {target.path}: {n} stage{'s' if n != 1 else ''}, " + (
         f"measured peaks of {len(est.measured)}" if est.measured else "no measured peak for this config")
 
 

@@ -9,9 +9,11 @@ is what a user decides from; a stacked bar per stage shows it at a glance. The d
 """
 from __future__ import annotations
 
+import os
 from typing import Optional
 
 from . import _render
+from .result import EstimatePlot
 
 #: breakdown keys of :meth:`swapwatch.memory.model.StageMemory.to_json`, bottom to top, with labels
 PARTS = [("weights", "weights"), ("grads", "gradients"), ("optimizer_states", "optimizer states"),
@@ -32,8 +34,9 @@ def estimate_frame(est):
     return pd.DataFrame(rows, columns=["stage", "component", "bytes", "peak_bytes", "measured_peak_bytes"])
 
 
-def plot_estimate(est, out: str, fmt: Optional[str] = None, budget: Optional[int] = None):
-    """Stacked predicted components per stage, measured peak as a marker, the budget as a line."""
+def plot_estimate(est, budget: Optional[int] = None) -> EstimatePlot:
+    """Stacked predicted components per stage, measured peak as a marker, the budget as a line
+    (``.save(out)`` writes it)."""
     frame = estimate_frame(est)
     stages = sorted(frame["stage"].unique())
     top = max([float(frame["peak_bytes"].max())] + [float(v) for v in frame["measured_peak_bytes"].dropna()]
@@ -78,10 +81,6 @@ def plot_estimate(est, out: str, fmt: Optional[str] = None, budget: Optional[int
         ax.set_xlabel("pipeline stage")
         ax.set_ylabel(f"predicted peak per rank ({unit[0]})")
         cal = "calibrated" if est.calibration.fitted else "uncalibrated"
-        import os
-
         ax.set_title(f"{os.path.basename(est.config)}: predicted peak per stage ({cal})")
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    _render.save(fig, out, fmt)
-    fig.estimate_frame = frame
-    return fig
+    return EstimatePlot(figure=fig, frames={"estimate": frame})

@@ -5,7 +5,7 @@ Two panels, because MindSpore gives two different kinds of memory figure:
 * **per step** (left): SWAPWATCH ``memory`` events from the runtime callback, one reading per step
   and rank. On Ascend that is ``max_memory_allocated``; on CPU MindSpore's allocator APIs return 0,
   so the callback falls back to process RSS, which is mostly the framework and is *not* what
-  recompute saves (reference: mindspore-on-cpu §3). The axis says which one it is.
+  recompute saves (docs/mindspore-facts.md §3). The axis says which one it is.
 * **whole-run peaks** (right): the figures MindSpore prints at exit: Ascend ``Used peak`` vs
   ``Actual peak`` and the CPU pool's ``peak used mem`` vs ``actual peak used mem``. The used peak
   is what the model needed; the gap up to the actual peak is fragmentation. On CPU this pool peak
@@ -27,7 +27,9 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
 from ..errors import InputError
+from ..layer_table import ranges
 from . import _render
+from .result import MemoryPlot
 from .runs import run_names
 
 FRAME_COLUMNS = ["run", "label", "strategy", "rank", "step", "metric", "bytes", "origin", "source"]
@@ -207,10 +209,7 @@ def _colors(n: int) -> List[Any]:
 
 
 def _title(keys: Sequence[str], nranks: int) -> str:
-    if len(keys) <= 4:
-        runs = " vs ".join(keys)
-    else:
-        runs = f"{len(keys)} runs: " + ", ".join(keys[:4]) + ", …"
+    runs = " vs ".join(keys) if len(keys) <= 4 else f"{len(keys)} runs: " + ", ".join(keys[:4]) + ", …"
     ranks = f"  ·  {nranks} rank{'s' if nranks != 1 else ''}" if nranks else ""
     return "\n".join(textwrap.wrap(f"Memory — {runs}{ranks}", 110))
 
@@ -375,9 +374,8 @@ def _wrap_label(key: str) -> str:
     return "\n".join(textwrap.wrap(key, 18)) or key
 
 
-def plot_memory(runlogs: Any, out: Optional[str] = None, ranks: Optional[Iterable[int]] = None,
-                fmt: Optional[str] = None):
-    """Draw the memory figure for one or more runs; write it to ``out`` when given. Returns the Figure.
+def plot_memory(runlogs: Any, ranks: Optional[Iterable[int]] = None) -> MemoryPlot:
+    """Draw the memory figure for one or more runs (``.save(out)`` writes it).
 
     The data behind it is :func:`memory_frame` (then :func:`step_frame` and :func:`peak_frame`).
     Raises :class:`InputError` when there is nothing to draw (no memory figures at all, or none for
@@ -386,15 +384,12 @@ def plot_memory(runlogs: Any, out: Optional[str] = None, ranks: Optional[Iterabl
     runlogs = _as_list(runlogs)
     if not runlogs:
         raise InputError("no runs to plot")
-    if out is not None:                       # fail on a bad -o before doing any work
-        _render.resolve_format(out, fmt)
-        _render.check_writable(out)
     frame = memory_frame(runlogs, ranks)
     if frame.empty:
         if ranks is not None and not memory_frame(runlogs).empty:
             have = sorted(set(memory_frame(runlogs)["rank"]))
-            raise InputError(f"no memory figures for ranks {_ranges(sorted(set(ranks)))} "
-                             f"(the logs have memory figures for ranks {_ranges(have)})")
+            raise InputError(f"no memory figures for ranks {ranges(ranks)} "
+                             f"(the logs have memory figures for ranks {ranges(have)})")
         raise InputError(f"no memory figures in the logs: {HOW_TO_GET}")
     steps = step_frame(frame)
     peaks = peak_frame(frame)
@@ -449,13 +444,8 @@ def plot_memory(runlogs: Any, out: Optional[str] = None, ranks: Optional[Iterabl
         if missing or notes:
             title += "\n" + "\n".join(textwrap.wrap("; ".join(missing + notes), int(fig_w * 11)))
         fig.suptitle(title, fontsize=11)
-        fig.memory_frame = frame               # the data behind the figure, for callers and tests
-        fig.memory_panels = list(panels)
-        fig.memory_notes = notes
-        fig.memory_incomparable = incomparable
-    if out is not None:
-        _render.save(fig, out, fmt)
-    return fig
+    return MemoryPlot(figure=fig, frames={"memory": frame, "steps": steps, "peaks": peaks}, notes=notes,
+                      panels=list(panels), incomparable=incomparable)
 
 
 #: A per-step series that moves less than this share of its median carries no signal.
@@ -469,17 +459,3 @@ def _flat(steps: pd.DataFrame) -> bool:
         if med > 0 and (float(s["bytes"].max()) - float(s["bytes"].min())) / med > FLAT:
             return False
     return True
-
-
-def _ranges(nums: Sequence[int]) -> str:
-    """``0-7,9`` for a list of ranks."""
-    out, start, prev = [], None, None
-    for n in list(nums) + [None]:
-        if start is None:
-            start = prev = n
-        elif n is not None and n == prev + 1:
-            prev = n
-        else:
-            out.append(f"{start}" if start == prev else f"{start}-{prev}")
-            start = prev = n
-    return ",".join(out)

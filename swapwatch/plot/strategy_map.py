@@ -22,6 +22,7 @@ from .. import actions, patterns
 from ..errors import InputError
 from ..layer_table import stage_label
 from . import _render
+from .result import StrategyPlot
 
 FRAME_COLUMNS = ["source", "rank", "layer", "stage", "interleave", "mechanism", "item", "value",
                  "overridden", "partial", "why", "paths", "effect"]
@@ -192,7 +193,7 @@ def _log_rows(runlog: Any, rank: int, plan: Any = None) -> List[tuple]:
             inter = vv[a.layer] if 0 <= a.layer < len(vv) else 0
             rows[key] = ["logs", rank, a.layer, stage, inter, a.action, item, value, False, False, "",
                          (path,) if path else (), ""]
-    # recompute overrides swap: MindFormers logs the swap anyway and only WARNs (reference §3.6)
+    # recompute overrides swap: MindFormers logs the swap anyway and only WARNs (_check_swap_recompute_conflict)
     for n in rl.of("notice"):
         if n.what != "swap_conflict":
             continue
@@ -446,19 +447,16 @@ def _legend_handles(frames: List[pd.DataFrame], with_diff: bool, with_cut: bool)
     return hs
 
 
-def plot_strategy(what: Any, out: Optional[str] = None, plan: Any = None, rank: Optional[int] = None,
-                  fmt: Optional[str] = None, title: Optional[str] = None, name: Optional[str] = None):
-    """Draw the layer × mechanism map; write it to ``out`` when given. Returns the Figure.
+def plot_strategy(what: Any, plan: Any = None, rank: Optional[int] = None, title: Optional[str] = None,
+                  name: Optional[str] = None) -> StrategyPlot:
+    """Draw the layer × mechanism map (``.save(out)`` writes it).
 
     ``what``: a Plan (the config's intended strategy) or a RunLog (what ``rank`` logged). With a
     RunLog and ``plan``, both maps are drawn one above the other when they differ (differing cells
     outlined), and a single map saying "logs = config" when they do not. ``name`` (e.g. the config
-    file) goes into the title. ``fig.strategy_frames`` holds the frames drawn, ``fig.strategy_diff``
-    the differences.
+    file) goes into the title. The result holds the frames drawn (by panel title), the differences
+    and the layers past a log that stops early.
     """
-    if out is not None:
-        _render.resolve_format(out, fmt)
-        _render.check_writable(out)
     panels: List[Tuple[str, pd.DataFrame]] = []
     diffs = None
     cut: Set[int] = set()
@@ -530,12 +528,7 @@ def plot_strategy(what: Any, out: Optional[str] = None, plan: Any = None, rank: 
         fig.legend(handles=handles, loc="outside lower center", fontsize=8,
                    ncols=max(1, min(3, len(handles), int(width // 3.3))))
         fig.suptitle(title or _default_title(what, ref_plan, n_layers, name), fontsize=11)
-        fig.strategy_frames = [f for _, f in panels]
-        fig.strategy_diff = diffs
-        fig.strategy_cut = sorted(cut)
-    if out is not None:
-        _render.save(fig, out, fmt)
-    return fig
+    return StrategyPlot(figure=fig, frames=dict(panels), diff=diffs, cut=sorted(cut))
 
 
 def _n_layers(runlog: Any, rank: int, plan: Any, frame: pd.DataFrame) -> int:

@@ -100,6 +100,3 @@ def layer_ids(specs: Iterable[Any]) -> Set[int]:
     return out
 
 
-def parses(spec: Any) -> bool:
-    """True when ``spec`` is in the grammar at all (unchecked select lists may still hold any id)."""
-    return SPEC_RE.match(str(spec).strip()) is not None

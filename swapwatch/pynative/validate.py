@@ -16,8 +16,6 @@ from typing import Any, Callable, Dict, Tuple
 from .config import PynativeConfig
 from .layer_spec import RECOMPUTE_TAG, SWAP_TAG, Refusal, validate_specs
 
-Sections = Tuple[Dict[str, Any], Dict[str, Any], Dict[str, Any]]
-
 
 def enabled(cfg: PynativeConfig) -> Tuple[bool, bool, bool]:
     """(recompute, comm, swap) as ``apply_ac`` decides them."""

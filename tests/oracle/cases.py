@@ -1,6 +1,6 @@
 """Configs to run through real MindFormers and through swapwatch's engine (the oracle tier).
 
-Hand-picked cases cover the reference's worked examples and the quirks; the generator draws random
+Hand-picked cases cover MindFormers' documented worked examples (docs/mindspore-facts.md §1) and the quirks; the generator draws random
 but *runnable* configs (MindFormers must not hang on them: no negative per-stage counts) over
 every value form, both modes, interleaved pipelines, and patterns that hit prims, cells, several
 siblings, or nothing. Patterns are chosen so that the leaf segment can only match primitives or
@@ -23,7 +23,7 @@ SWAP_POOL = [
 ]
 
 HAND: List[Dict[str, Any]] = [
-    # §2.6 seed example
+    # the 48-layer example of MindFormers' recompute docs (docs/mindspore-facts.md §1.1)
     dict(num_layers=48, pipeline_stage=5, pp_interleave_num=2, pipeline_interleave=True,
          offset=[[0, 1, 1, 1, 1], [1, 1, 1, 1, 0]],
          recompute_config={"recompute": [[2, 1, 0, 0, 0], [1, 0, 0, 0, 0]],

@@ -3,7 +3,7 @@
 Each case starts from a maintainer YAML of the MindFormers repository (``fixtures/configs/
 mindformers``) and sets a small layer count, the pipeline, and a recompute / swap strategy, on the
 mcore path the way MindFormers 2.1.0 reads it (swap keys in ``model.model_config``). The hand-written
-cases cover the facts the families reference lists (defaults per layer kind, MTP, the ignored
+cases cover the families' facts (defaults per layer kind, MTP, the ignored
 top-level swap_config, 'Auto' prefetch, conflicts, refused configs); the generator draws random
 runnable strategies over patterns that reach prims, cells, several layer kinds, or nothing.
 Patterns that reach a preset or shared primitive crash the build: those are hand cases (SW207).
