@@ -18,8 +18,8 @@ normalisation of ``TransformerSwapConfig``, including their quirks, because user
 * the per-layer decision: full recompute; select/comm only on layers that are not fully
   recomputed; exclude always (non-swap); first matching entry wins for layer_swap and op_swap;
 * the log text MindFormers prints (``Formative ...`` values with numpy<2 reprs and doubled
-  backslashes; the per-layer ``Set ...`` lines with their whitespace runs), so a log can be
-  checked line by line.
+  backslashes; which per-layer ``Set ...`` lines it logs, worded by :mod:`swapwatch.setting_lines`),
+  so a log can be checked line by line.
 
 A configuration MindFormers would reject, or crash on, raises :class:`ConfigError` naming the
 YAML key (and line when known), in our own words.
@@ -31,7 +31,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import actions, patterns
+from . import actions, patterns, setting_lines
 from .errors import ConfigError
 # The Plan's types live in swapwatch.plan; re-exported so ``strategy.Plan`` etc. keep working.
 from .plan import Geometry, LayerPlan, Plan, Prefetch, Walker, _layout, jsonable, walk  # noqa: F401
@@ -52,9 +52,8 @@ _SELECT_DEFAULTS: Dict[str, List[str]] = {"select_recompute": DEFAULT_SELECT, "s
 SELECT_KEYS = tuple((key, _SELECT_DEFAULTS.get(key, [])) for key in actions.SELECT_ACTIONS)
 #: Walk mode (patterns.walk) of each pattern action: what a leaf *cell* match means (swapwatch.actions).
 WALK_MODE = actions.WALK_MODE
-#: Runs of spaces inside MindFormers' messages (backslash line continuations in its f-strings).
-GAP_LAYER_SWAP_ALL = 33       # "Set layer swap at layer i<33>and value is: p"   (layers: True)
-GAP_LAYER_SWAP_LIST = 29      # same, layer listed explicitly
+#: Runs of spaces inside MindFormers' init-time warnings (backslash line continuations in its f-strings);
+#: those of the per-layer lines are in swapwatch.setting_lines.
 GAP_RECOMPUTE_TRUE = 27       # "All layers and ops ... work!<27>Because recompute = True."
 GAP_WARN_LAYER = 31           # "... in layer i that<31>is enabled swap": a layer swap voided (2.1.0: both forms)
 GAP_WARN_LISTED = 35          # same text for an op swap voided; also "in all layers ...<35>Because"
@@ -728,10 +727,10 @@ def layer_messages(result: Plan, layout: Any = None) -> Dict[int, List[Tuple[str
     matches nothing contributes nothing, and exclude / comm patterns that reach a cell print the
     "expected to be operation but got cell" line instead.
     """
-    if layout is not None:
-        return {lp.layer: layer_lines(result, lp, lambda pat, mode: walk(layout, pat, mode))
-                for lp in result.layers}
-    return {lp.layer: layer_lines(result, lp, result.walker(lp.layer)) for lp in result.layers}
+    def walker(lp: LayerPlan) -> Walker:
+        return (lambda pat, mode: walk(layout, pat, mode)) if layout is not None else result.walker(lp.layer)
+
+    return {lp.layer: [(ln.level, ln.text) for ln in layer_lines(result, lp, walker(lp))] for lp in result.layers}
 
 
 def mtp_messages(result: Plan, layout: Any = None) -> List[Tuple[str, str]]:
@@ -741,66 +740,54 @@ def mtp_messages(result: Plan, layout: Any = None) -> List[Tuple[str, str]]:
     for lp in result.mtp:
         walker = (lambda pat, mode, _l=layout: walk(_l, pat, mode)) if layout is not None \
             else result.walker(lp.layer, mtp=True)
-        out.extend(layer_lines(result, lp, walker))
+        out.extend((ln.level, ln.text) for ln in layer_lines(result, lp, walker))
     return out
 
 
-def layer_lines(result: Plan, lp: LayerPlan, walker: Walker) -> List[Tuple[str, str]]:
-    """The (level, message) lines LayerSetting logs at one layer, walking patterns with ``walker``
-    in MindFormers' order (select on, comm on, exclude, comm exclude; swap mode: select, comm,
-    then op swap). The hooks call this with a walker over real MindSpore cells and apply the
-    actions to what each walk reached, so the text exists in this one place only."""
-    lines: List[Tuple[str, str]] = []
+def layer_lines(result: Plan, lp: LayerPlan, walker: Walker) -> List[setting_lines.SettingLine]:
+    """The lines LayerSetting logs at one layer, walking patterns with ``walker`` in MindFormers'
+    order (select on, comm on, exclude, comm exclude; swap mode: select, comm, then op swap). The
+    hooks call this with a walker over real MindSpore cells and apply the actions to what each walk
+    reached; the wording itself lives in :mod:`swapwatch.setting_lines` (which the grammar reads by)."""
+    lines: List[setting_lines.SettingLine] = []
     i = lp.layer
     if result.legacy_recompute is not None:
         return lines
     if lp.full_recompute and lp.full_recompute_logged:
-        lines.append(("INFO", f"Set full recompute at layer {i}"))
-    word = "" if result.swap else " on"
-    passes = [("select_recompute", f"Set select recompute{word} at layer {i}: "),
-              ("select_comm_recompute", f"Set select comm recompute{word} at layer {i}: ")]
+        lines.append(setting_lines.full_recompute(i))
+    passes = ["select_recompute", "select_comm_recompute"]
     if not result.swap:
-        passes += [("select_recompute_exclude", f"Set select recompute exclude at layer {i}: "),
-                   ("select_comm_recompute_exclude", f"Set select comm recompute exclude at layer {i}: ")]
-    for key, head in passes:
+        passes += ["select_recompute_exclude", "select_comm_recompute_exclude"]
+    for key in passes:
         mode = WALK_MODE[key]
         items = []
         for pat in getattr(lp, key):
             res = walker(pat, mode)
             one_seg = len(patterns.split_pattern(pat)) == 1
             for path in res.skipped_cells:
-                shown = f".{path}" if one_seg else path
-                if mode == "comm":
-                    lines.append(("INFO", f"For communication recompute, {shown} is expected to be "
-                                          f"operation but got cell, this configuration will not be effective."))
-                else:
-                    lines.append(("INFO", f"For select recompute/comm_recompute exclude, {shown} is expected "
-                                          f"to be operation but got cell, this configuration will not be "
-                                          f"effective."))
+                lines.append(setting_lines.cell_not_op(i, path, one_seg, comm=mode == "comm"))
             if res.matched:
                 items.append(patterns.log_item(res.raw_log, mode))
         if items:
-            lines.append(("INFO", head + ", ".join(items)))
+            lines.append(setting_lines.select(i, comm=mode in ("comm", "comm_exclude"),
+                                              exclude=actions.BY_NAME[key].exclude, swap=result.swap, items=items))
     if result.swap:
         if lp.layer_swap is not None:
             ls = result.formative.get("layer_swap") or []
-            gap = GAP_LAYER_SWAP_ALL if ls and ls[0]["layers"] is True else GAP_LAYER_SWAP_LIST
-            lines.append(("INFO", f"Set layer swap at layer {i}{' ' * gap}and value is: {lp.layer_swap}"))
-        items = []
+            lines.append(setting_lines.layer_swap(i, lp.layer_swap, all_layers=bool(ls) and ls[0]["layers"] is True))
+        swapped = []
         for pat, p in lp.op_swap.items():
             res = walker(pat, "swap")
             if res.matched:
-                items.append(swap_item(res.raw_log, p))
-        if items:
-            lines.append(("INFO", f"Set op_swap at layer {i}: " + ", ".join(items)))
+                swapped.append((res.raw_log, p))
+        if swapped:
+            lines.append(setting_lines.op_swap(i, swapped))
     return lines
 
 
 def swap_item(raw_log: str, prefetch: Any) -> str:
-    """One op_swap pattern's text: MindFormers appends ``, value=p`` to *every* leaf path and keeps
-    the walk's leading character (``.attention, value=20`` / `` a.x, value=1, a.y, value=1``)."""
-    lead, body = raw_log[:1], raw_log[1:]
-    return lead + ", ".join(f"{path}, value={prefetch}" for path in body.split(", "))
+    """One op_swap pattern's text (:func:`swapwatch.setting_lines.op_swap_item`)."""
+    return setting_lines.op_swap_item(raw_log, prefetch)
 
 
 def expected_lines(result: Plan, layout: Any = None) -> Dict[int, List[str]]:

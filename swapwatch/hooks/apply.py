@@ -27,7 +27,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import re
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Iterable, List, Optional, Tuple
@@ -36,6 +35,7 @@ from .. import actions, patterns, strategy
 from ..config import load_config
 from ..errors import InputError
 from ..events import format_event
+from ..parsers.prefix import collapse
 from . import env_rank, require_mindspore
 
 #: MindFormers' stdout format (reference §6.1): existing greps and prefix regexes keep working.
@@ -187,7 +187,7 @@ def apply(layers: Iterable[Any], plan_or_config: Any, rank: Optional[int] = None
           pp_interleave_num=geo.pp_interleave_num, swap=bool(plan.swap),
           config_sha256=config_sha256 or sha, source="swapwatch")
     for level, msg in strategy.init_messages(plan):
-        info(_text(msg, quirks), logging.WARNING if level == "WARNING" else logging.INFO)
+        info(msg if quirks else collapse(msg), logging.WARNING if level == "WARNING" else logging.INFO)
     adapter = CellAdapter()
     for lp, cell in zip(plan.layers, layers):
         _apply_layer(adapter, cell, plan, lp, quirks, info, event, out)
@@ -201,8 +201,9 @@ _ACTION_OF_MODE = actions.ACTION_OF_MODE
 def _apply_layer(adapter, cell, plan, lp, quirks: bool, info, event, out: Applied) -> None:
     """One layer: the MindSpore calls in MindFormers' order, then its text lines and events.
 
-    The text comes from :func:`swapwatch.strategy.layer_lines`, which walks the patterns through
-    our walker over the real cells; every walk is recorded and its targets get the calls.
+    The lines come from :func:`swapwatch.strategy.layer_lines`, which walks the patterns through
+    our walker over the real cells; every walk is recorded and its targets get the calls. Each line
+    carries MindFormers' exact text and the normalised one (:mod:`swapwatch.setting_lines`).
     """
     i = lp.layer
     walks: List[Tuple[str, str, patterns.WalkResult]] = []
@@ -218,7 +219,7 @@ def _apply_layer(adapter, cell, plan, lp, quirks: bool, info, event, out: Applie
               value=action.value, **({"cells": action.cells} if action.cells else {}),
               **({"skipped_cells": action.skipped_cells} if action.skipped_cells else {}))
 
-    messages = strategy.layer_lines(plan, lp, walker)
+    lines = strategy.layer_lines(plan, lp, walker)
     if lp.full_recompute:
         _call(lambda: cell.recompute(), i, None, "<layer>", "full recompute")
         record(Action(i, "full_recompute", None, [], True))
@@ -245,8 +246,8 @@ def _apply_layer(adapter, cell, plan, lp, quirks: bool, info, event, out: Applie
         if res.targets:
             record(Action(i, "op_swap", pattern, [t.path for t in res.targets], p,
                           cells=[t.path for t in res.targets if t.kind == "cell"]))
-    for level, msg in messages:
-        info(_text(msg, quirks), logging.WARNING if level == "WARNING" else logging.INFO)
+    for line in lines:
+        info(line.text if quirks else line.plain, logging.WARNING if line.level == "WARNING" else logging.INFO)
 
 
 def _mark(target: patterns.Target, mode: str, on: bool, layer: int, pattern: str) -> None:
@@ -267,21 +268,6 @@ def _call(fn, layer: int, pattern: Optional[str], path: str, what: str) -> None:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         where = f"pattern {pattern!r} -> {path}" if pattern else "the whole layer"
         raise ApplyError(f"layer {layer}: {what} on {where} failed in MindSpore: {first}") from None
-
-
-def _text(msg: str, quirks: bool) -> str:
-    """MindFormers' exact text with ``quirks``; otherwise whitespace runs collapsed and the
-    leading dot of one-segment paths dropped (op_swap items, "got cell" lines); the parsers read
-    both forms."""
-    if quirks:
-        return msg
-    msg = " ".join(msg.split())
-    if msg.startswith("Set op_swap at layer "):
-        head, _, items = msg.partition(": ")
-        msg = head + ": " + re.sub(r"(^|, )\.", r"\1", items)
-    elif msg.startswith("For "):
-        msg = re.sub(r"^(For [^,]+, )\.", r"\1", msg)
-    return msg
 
 
 # --------------------------------------------------------------------------------------------
