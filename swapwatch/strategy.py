@@ -34,7 +34,7 @@ import numpy as np
 from . import actions, patterns, setting_lines
 from .errors import ConfigError
 # The Plan's types live in swapwatch.plan; re-exported so ``strategy.Plan`` etc. keep working.
-from .plan import Geometry, LayerPlan, Plan, Prefetch, Walker, _layout, jsonable, walk  # noqa: F401
+from .plan import Geometry, LayerPlan, Override, Plan, Prefetch, Walker, _layout, jsonable, walk  # noqa: F401
 
 
 MAX_INT32 = 2147483647
@@ -451,7 +451,7 @@ def plan(config: Any, layout: Any = None, model: Optional[str] = None, family: A
             _swap_layer(lp, layer_swap, op_swap)
         layers.append(lp)
 
-    result = Plan(geometry=geo, swap=swap, formative=formative, layers=layers, config=config,
+    result = Plan(geometry=geo, swap=swap, formative=formative, layers=layers,
                   removed=removed, legacy_recompute=legacy, family=family, layout_override=layout,
                   defaulted=defaulted)
     if getattr(family, "mtp_layers", 0) and layers:
@@ -589,33 +589,33 @@ def mark_overridden(result: Plan, layout: Any = None) -> None:
       (``layer_swap[<pattern>]``), as MindFormers warns.
     """
     for lp, mtp in all_layer_plans(result):
-        lp.swap_overridden, lp.overridden_by = [], {}
+        lp.swap_overridden = []
         if lp.layer_swap is None and not lp.op_swap:
             continue
         walker = (lambda pat, mode, _l=layout: walk(_l, pat, mode)) if layout is not None \
             else result.walker(lp.layer, mtp)
+        found = lp.swap_overridden
 
-        def add(entry: str, why: str) -> None:
-            if entry not in lp.overridden_by:  # noqa: B023
-                lp.swap_overridden.append(entry)  # noqa: B023
-                lp.overridden_by[entry] = why  # noqa: B023
+        def add(override: Override) -> None:
+            if all(o.entry != override.entry for o in found):  # noqa: B023
+                found.append(override)  # noqa: B023
 
         if lp.full_recompute:
             if lp.layer_swap is not None:
-                add("layer_swap", "the whole layer is recomputed")
+                add(Override.whole_layer("the whole layer is recomputed"))
             for pat in lp.op_swap:
-                add(pat, "the whole layer is recomputed")
+                add(Override.op(pat, "the whole layer is recomputed"))
             continue
         sel_targets = {pat: [t.path for t in walker(pat, "recompute").targets] for pat in lp.select_recompute}
         for pat in lp.op_swap:
             swapped = [t.path for t in walker(pat, "swap").targets]
             for spat, targets in sel_targets.items():
                 if spat == pat or any(_covers(s, t) for s in targets for t in swapped):
-                    add(pat, f"select recompute '{spat}' recomputes it")
+                    add(Override.op(pat, f"select recompute '{spat}' recomputes it"))
                     break
         if lp.layer_swap is not None:
             for spat in lp.select_recompute:
-                add(f"layer_swap[{spat}]", f"select recompute '{spat}' recomputes that part of the layer")
+                add(Override.part_of_layer(spat, f"select recompute '{spat}' recomputes that part of the layer"))
 
 
 # ---------------------------------------------------------------------------------------------

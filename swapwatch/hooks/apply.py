@@ -164,7 +164,7 @@ def apply(layers: Iterable[Any], plan_or_config: Any, rank: Optional[int] = None
     the plan.
     """
     require_mindspore("swapwatch.hooks.apply.apply()")
-    plan, sha = _resolve_plan(plan_or_config)
+    plan, _, sha = _resolve_plan(plan_or_config)
     layers = list(layers)
     rank = env_rank() if rank is None else int(rank)
     log = logger or get_logger()
@@ -274,12 +274,13 @@ def _call(fn, layer: int, pattern: Optional[str], path: str, what: str) -> None:
 # Plan resolution
 # --------------------------------------------------------------------------------------------
 
-def _resolve_plan(obj: Any) -> Tuple[Any, Optional[str]]:
-    """A Plan as is; a YAML path or a loaded config through the one strategy engine."""
+def _resolve_plan(obj: Any) -> Tuple[Any, Any, Optional[str]]:
+    """``(plan, config, sha256)``: a Plan as is (no config, no hash); a YAML path or a loaded config
+    through the one strategy engine (a Plan keeps no config: callers that need it get it here)."""
     from ..strategy import Plan
 
     if isinstance(obj, Plan):
-        return obj, None
+        return obj, None, None
     sha = None
     cfg = obj
     if isinstance(obj, (str, os.PathLike)):
@@ -290,5 +291,4 @@ def _resolve_plan(obj: Any) -> Tuple[Any, Optional[str]]:
         except OSError as exc:
             raise InputError(f"cannot read config: {exc.strerror}", file=path) from None
         cfg = load_config(path)
-    return strategy.plan(cfg), sha
-
+    return strategy.plan(cfg), cfg, sha
