@@ -50,7 +50,7 @@ from .errors import InputError
 from .proctree import Tree
 from .pynative.config import detect_path
 
-#: Passes whose IR dumps show recompute clones and offload marks (reference §2d).
+#: Passes whose IR dumps show recompute clones and offload marks (README.md, ``swapwatch run``; SW110/SW111 read them).
 IR_PASSES = "add_recomputation,validate"
 #: Seconds between SIGINT to the child's group and SIGKILL for what is left.
 GRACE_SECONDS = 20.0
@@ -155,7 +155,7 @@ def msrun_info(command: Sequence[str], env: Dict[str, str]) -> Dict[str, Any]:
 
     ``msrun ... --log_dir=D`` (default: the working directory); ``msrun_launcher.sh`` takes LOG_DIR
     positionally (6 args: 4th, 9 args: 7th; default ``output/msrun_log``; ``MF_LOG_SUFFIX``
-    appends ``_<suffix>``), see reference semantics §6.5.
+    appends ``_<suffix>``), as MindFormers' ``scripts/msrun_launcher.sh`` parses its arguments.
     """
     for i, tok in enumerate(command):
         base = os.path.basename(tok)

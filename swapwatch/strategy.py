@@ -683,11 +683,6 @@ def layer_lines(result: Plan, lp: LayerPlan, walker: Walker) -> List[setting_lin
     return lines
 
 
-def swap_item(raw_log: str, prefetch: Any) -> str:
-    """One op_swap pattern's text (:func:`swapwatch.setting_lines.op_swap_item`)."""
-    return setting_lines.op_swap_item(raw_log, prefetch)
-
-
 def expected_lines(result: Plan, layout: Any = None) -> Dict[int, List[str]]:
     """Per layer, the exact ``Set ...`` (and "got cell") message texts MindFormers will log."""
     return {i: [m for _, m in msgs] for i, msgs in layer_messages(result, layout).items()}

@@ -6,13 +6,15 @@ names, and to record every call. :func:`apply` does exactly that for a :class:`~
 (the one engine decides *what*; this module only decides *how*):
 
 * per layer, non-swap mode: full recompute, else select recompute ``on`` then comm recompute
-  ``on``; then always select ``exclude`` and comm ``exclude`` (reference §2.4);
+  ``on``; then always select ``exclude`` and comm ``exclude`` (MindFormers
+  ``parallel_core/training_graph/transformer/utils.py:LayerSetting.__call__``);
 * per layer, swap mode: full recompute, else select then comm (no ``on``/``exclude`` wording),
-  then the layer swap, then the op swaps (reference §3.3, §3.5);
+  then the layer swap, then the op swaps (``LayerSetting.set_swap``);
 * patterns are walked with :func:`swapwatch.patterns.walk` over the real cells (sub-cells in
   ``_cells`` order, primitives in ``dir()`` order), so what is touched is what MindFormers touches.
 
-It logs the text lines MindFormers logs (``Set full recompute at layer 3`` ...), through a Python
+It logs the text lines MindFormers logs (``Set full recompute at layer 3`` ..., worded by
+:mod:`swapwatch.setting_lines`), through a Python
 logger with MindFormers' stdout prefix, so existing greps and the text parsers keep working; with
 ``quirks=True`` the lines keep MindFormers' whitespace runs and leading dots byte for byte. Next to
 each line it logs one ``SWAPWATCH`` ``apply`` event carrying *every* path reached (MindFormers'
@@ -38,7 +40,8 @@ from ..events import format_event
 from ..parsers.prefix import collapse
 from . import env_rank, require_mindspore
 
-#: MindFormers' stdout format (reference §6.1): existing greps and prefix regexes keep working.
+#: MindFormers' stdout format (``mindformers/tools/logger.py:DEFAULT_STDOUT_FORMAT``): existing greps and
+#: prefix regexes keep working.
 MF_FORMAT = "%(asctime)s - %(name)s[%(filepath)s:%(lineno)d] - %(levelname)s - %(message)s"
 LOGGER_NAME = "swapwatch"
 
