@@ -6,7 +6,8 @@ hooks apply it, ``verify`` compares logs with it. It reproduces MindFormers 2.1.
 legacy and the mcore path; the mcore differences are where the swap keys come from
 (``swapwatch.config``), the default select patterns, and the MTP block's second instance),
 including its quirks, because users are debugging *those*; the swap config arrives normalised as
-``TransformerSwapConfig`` leaves it (``TrainingConfig.swap_strategy``, done once in config.py). What a pattern reaches is resolved per layer on the tree of the plan's model family
+``TransformerSwapConfig`` leaves it (``TrainingConfig.swap_strategy``, done once in config.py).
+What a pattern reaches is resolved per layer on the tree of the plan's model family
 (:mod:`swapwatch.families`: dense, MoE and MTP layers differ):
 
 * geometry: layers per (interleave, stage) chunk, each layer's stage and interleave, chunk starts;
