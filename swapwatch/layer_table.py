@@ -79,10 +79,9 @@ def layer_walk(plan: Any, lp: Any, mtp: bool = False) -> Any:
 
 
 def _voided(lp: Any, key: str) -> bool:
-    over = set(getattr(lp, "swap_overridden", None) or [])
-    if key == "layer_swap":
-        return "layer_swap" in over or any(o.startswith("layer_swap[") for o in over)
-    return key in over
+    """The layer swap (``key == "layer_swap"``, wholly or in part) or the op_swap pattern ``key`` is
+    voided by recompute (:class:`swapwatch.plan.Override`)."""
+    return lp.layer_swap_touched if key == "layer_swap" else lp.op_swap_voided(key)
 
 
 def plan_cells(lp: Any, walk: Any) -> Dict[str, str]:

@@ -46,6 +46,44 @@ class Geometry:
         return layer - self.chunk_starts[v][p]
 
 
+@dataclass(frozen=True)
+class Override:
+    """A swap MindFormers applies at a layer but recompute voids there (SW201, the tables, the plot).
+
+    ``scope`` is ``"layer"`` (the layer swap, on a fully recomputed layer), ``"part"`` (the part of
+    the layer swap that a select pattern recomputes; ``pattern`` is that select pattern) or
+    ``"op"`` (an op_swap ``pattern`` whose target is recomputed); ``action`` is the swap action
+    voided (``layer_swap`` / ``op_swap``) and ``why`` says which recompute voids it.
+    """
+
+    scope: str
+    action: str
+    pattern: Optional[str]
+    why: str
+
+    @classmethod
+    def whole_layer(cls, why: str) -> "Override":
+        return cls("layer", "layer_swap", None, why)
+
+    @classmethod
+    def part_of_layer(cls, select_pattern: str, why: str) -> "Override":
+        return cls("part", "layer_swap", select_pattern, why)
+
+    @classmethod
+    def op(cls, pattern: str, why: str) -> "Override":
+        return cls("op", "op_swap", pattern, why)
+
+    @property
+    def entry(self) -> str:
+        """The string of ``swap_overridden`` in explain's JSON (DESIGN §3.2): ``layer_swap``,
+        ``layer_swap[<select pattern>]`` or the op_swap pattern."""
+        if self.scope == "layer":
+            return "layer_swap"
+        if self.scope == "part":
+            return f"layer_swap[{self.pattern}]"
+        return str(self.pattern)
+
+
 @dataclass
 class LayerPlan:
     """What MindFormers will *apply* at one layer (select patterns absent on fully recomputed layers)."""
@@ -60,9 +98,8 @@ class LayerPlan:
     select_comm_recompute_exclude: List[str] = field(default_factory=list)
     layer_swap: Optional[Prefetch] = None
     op_swap: Dict[str, Prefetch] = field(default_factory=dict)
-    swap_overridden: List[str] = field(default_factory=list)
-    #: why each ``swap_overridden`` entry cannot take effect
-    overridden_by: Dict[str, str] = field(default_factory=dict)
+    #: swaps applied here but voided by recompute on this layer, in the order they were found
+    swap_overridden: List[Override] = field(default_factory=list)
     #: False when the full recompute leaves no log line (swap mode with ``recompute: True``)
     full_recompute_logged: bool = True
 
@@ -74,7 +111,21 @@ class LayerPlan:
                 "select_recompute_exclude": list(self.select_recompute_exclude),
                 "select_comm_recompute_exclude": list(self.select_comm_recompute_exclude),
                 "layer_swap": self.layer_swap, "op_swap": dict(self.op_swap),
-                "swap_overridden": list(self.swap_overridden)}
+                "swap_overridden": [o.entry for o in self.swap_overridden]}
+
+    @property
+    def layer_swap_voided(self) -> bool:
+        """The whole layer swap is voided (the layer is fully recomputed)."""
+        return any(o.scope == "layer" for o in self.swap_overridden)
+
+    @property
+    def layer_swap_touched(self) -> bool:
+        """The layer swap is voided wholly or in part (a select pattern recomputes part of it)."""
+        return any(o.action == "layer_swap" for o in self.swap_overridden)
+
+    def op_swap_voided(self, pattern: str) -> bool:
+        """The op_swap ``pattern`` is voided here."""
+        return any(o.scope == "op" and o.pattern == pattern for o in self.swap_overridden)
 
 
 @dataclass
@@ -92,7 +143,6 @@ class Plan:
     swap: bool
     formative: Dict[str, Any]
     layers: List[LayerPlan]
-    config: Any = None
     #: (select key, pattern) removed because an exclude pattern overlaps it (logged at init)
     removed: List[Tuple[str, str]] = field(default_factory=list)
     #: the swap/recompute conflict WARNING messages MindFormers prints at init (exact text)

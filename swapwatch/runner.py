@@ -45,8 +45,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from .config import TrainingConfig, load_config, read_yaml
 from .errors import InputError
 from .proctree import Tree
+from .pynative.config import detect_path
 
 #: Passes whose IR dumps show recompute clones and offload marks (docs/mindspore-facts.md §5).
 IR_PASSES = "add_recomputation,validate"
@@ -68,8 +70,11 @@ class RunResult:
 # Environment
 # --------------------------------------------------------------------------------------------
 
-def strategy_env(config: Optional[Dict[str, Any]], run_dir: Path, ir: bool, shim: bool) -> Dict[str, str]:
-    """The variables this run wants, before looking at what the user already set."""
+def strategy_env(config: Optional[TrainingConfig], run_dir: Path, ir: bool, shim: bool) -> Dict[str, str]:
+    """The variables this run wants, before looking at what the user already set. ``config`` is the
+    loaded config (None: no --config, a PyNative YAML, or one swapwatch rejects): swap on, as
+    LayerSetting sees it (on mcore from ``model_config``), without pipeline parallel needs the
+    lazy-inline switch (SW302 asks the same of the plan)."""
     want = {
         "GLOG_v": "2",                               # default level: keep the logs readable ...
         "MS_SUBMODULE_LOG_v": "{PRE_ACT:1}",         # ... but the CPU pool's `peak used mem` lines at exit
@@ -77,7 +82,7 @@ def strategy_env(config: Optional[Dict[str, Any]], run_dir: Path, ir: bool, shim
         "PYTHONUNBUFFERED": "1",                     # msrun writes worker stdout to files, block-buffered
         "SWAPWATCH_RUN_DIR": str(run_dir),
     }
-    if config is not None and _swap_on(config) and _pipeline_stages(config) <= 1:
+    if config is not None and config.swap and config.pipeline_stage <= 1:
         want["ENABLE_LAZY_INLINE_NO_PIPELINE"] = "1"  # swap without pipeline parallel (SW302)
     if ir:
         want.update({"MS_DEV_SAVE_GRAPHS": "1", "MS_DEV_SAVE_GRAPHS_PATH": str(run_dir / "ir"),
@@ -108,34 +113,27 @@ def build_env(want: Dict[str, str], base: Dict[str, str], shim: bool) -> Tuple[D
     return env, record
 
 
-def _swap_on(cfg: Dict[str, Any]) -> bool:
-    sec = cfg.get("swap_config")
-    if not isinstance(sec, dict):
-        pc = cfg.get("parallel_config") if isinstance(cfg.get("parallel_config"), dict) else {}
-        sec = pc.get("swap_config") if isinstance(pc.get("swap_config"), dict) else {}
-    return sec.get("swap") is True
+def read_config(path: str) -> Tuple[Optional[TrainingConfig], str]:
+    """The config as :func:`swapwatch.config.load_config` reads it, and the sha256 of its bytes.
 
-
-def _pipeline_stages(cfg: Dict[str, Any]) -> int:
-    pc = cfg.get("parallel_config") if isinstance(cfg.get("parallel_config"), dict) else {}
-    try:
-        return int(pc.get("pipeline_stage") or 1)
-    except (TypeError, ValueError):
-        return 1
-
-
-def read_config(path: str) -> Tuple[Dict[str, Any], str]:
-    """The YAML as data (only to decide the environment) and its sha256; errors as config.py's."""
-    from .config import parse_yaml
-
+    The config is None for a PyNative YAML (its trainer needs none of the strategy environment)
+    and for one whose values swapwatch rejects: preflight then reports the error, and only
+    ``--force`` starts the command. A file that cannot be read or is no YAML mapping is bad input
+    (exit 2) either way."""
     try:
         raw = Path(path).read_bytes()
     except OSError as exc:
         raise InputError(f"cannot read config: {exc.strerror}", file=path) from None
-    data, _ = parse_yaml(raw.decode("utf-8", errors="replace"), path)
+    data, _ = read_yaml(path)
     if not isinstance(data, dict):
         raise InputError("expected a YAML mapping at the top level", file=path)
-    return data, hashlib.sha256(raw).hexdigest()
+    sha = hashlib.sha256(raw).hexdigest()
+    if detect_path(data) == "pynative":
+        return None, sha
+    try:
+        return load_config(path), sha
+    except InputError:
+        return None, sha
 
 
 # --------------------------------------------------------------------------------------------
@@ -334,20 +332,20 @@ def _signals_recorded(stop: Dict[str, Any]):
 
 
 def _run(command, config, run_dir, verify, ir, mindformers_shim, out, grace, force, stop) -> RunResult:
-    cfg_data, cfg_sha = read_config(config) if config else (None, None)
+    cfg, cfg_sha = read_config(config) if config else (None, None)
     base_env = dict(os.environ)
     probe_env, _ = build_env({}, base_env, False)
     if shutil.which(command[0], path=probe_env["PATH"]) is None and not os.path.isfile(command[0]):
         raise InputError(f"command not found: {command[0]}")
     notes: List[str] = []
     if config:
-        blocked = preflight(config, build_env(strategy_env(cfg_data, Path("."), ir, mindformers_shim),
+        blocked = preflight(config, build_env(strategy_env(cfg, Path("."), ir, mindformers_shim),
                                               base_env, mindformers_shim)[0], force, out, notes)
         if blocked is not None:
             return RunResult(None, blocked, {"preflight": "blocked"})
     name = Path(config).stem if config else os.path.basename(command[0])
     rdir = new_run_dir(run_dir, name)
-    env, env_record = build_env(strategy_env(cfg_data, rdir.resolve(), ir, mindformers_shim), base_env,
+    env, env_record = build_env(strategy_env(cfg, rdir.resolve(), ir, mindformers_shim), base_env,
                                 mindformers_shim)
     cwd = Path.cwd()
     launch = msrun_info(command, env)

@@ -4,9 +4,10 @@ Everything swapwatch says about what a YAML *does* comes from here: ``explain`` 
 hooks apply it, ``verify`` compares logs with it. It reproduces MindFormers 2.1.0's
 ``LayerSetting`` (``parallel_core/training_graph/transformer/utils.py``, the same class on the
 legacy and the mcore path; the mcore differences are where the swap keys come from
-(``swapwatch.config``), the default select patterns, and the MTP block's second instance) and the
-normalisation of ``TransformerSwapConfig``, including their quirks, because users are debugging
-*those*. What a pattern reaches is resolved per layer on the tree of the plan's model family
+(``swapwatch.config``), the default select patterns, and the MTP block's second instance),
+including its quirks, because users are debugging *those*; the swap config arrives normalised as
+``TransformerSwapConfig`` leaves it (``TrainingConfig.swap_strategy``, done once in config.py).
+What a pattern reaches is resolved per layer on the tree of the plan's model family
 (:mod:`swapwatch.families`: dense, MoE and MTP layers differ):
 
 * geometry: layers per (interleave, stage) chunk, each layer's stage and interleave, chunk starts;
@@ -18,8 +19,8 @@ normalisation of ``TransformerSwapConfig``, including their quirks, because user
 * the per-layer decision: full recompute; select/comm only on layers that are not fully
   recomputed; exclude always (non-swap); first matching entry wins for layer_swap and op_swap;
 * the log text MindFormers prints (``Formative ...`` values with numpy<2 reprs and doubled
-  backslashes; the per-layer ``Set ...`` lines with their whitespace runs), so a log can be
-  checked line by line.
+  backslashes; which per-layer ``Set ...`` lines it logs, worded by :mod:`swapwatch.setting_lines`),
+  so a log can be checked line by line.
 
 A configuration MindFormers would reject, or crash on, raises :class:`ConfigError` naming the
 YAML key (and line when known), in our own words.
@@ -27,14 +28,15 @@ YAML key (and line when known), in our own words.
 from __future__ import annotations
 
 import copy
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 import numpy as np
 
-from . import actions, patterns
+from . import actions, patterns, setting_lines
+from .config import DEFAULT_OP_SWAP, normalize_swap_config  # noqa: F401  (re-exported: config.py owns them)
 from .errors import ConfigError
 # The Plan's types live in swapwatch.plan; re-exported so ``strategy.Plan`` etc. keep working.
-from .plan import Geometry, LayerPlan, Plan, Prefetch, Walker, _layout, jsonable, walk  # noqa: F401
+from .plan import Geometry, LayerPlan, Override, Plan, Prefetch, Walker, _layout, jsonable, walk  # noqa: F401
 
 
 MAX_INT32 = 2147483647
@@ -45,16 +47,13 @@ DEFAULT_SELECT_MCORE = [r"mlp\.shared_experts\.mul", r"mlp\.shared_experts\.acti
                         r"mlp\.mul", r"mlp\.activation_func\.silu"]
 #: Default select_comm_recompute pattern.
 DEFAULT_COMM = [r".*\.norm"]
-#: The default swap strategy's op pattern (used when neither layer_swap nor op_swap is given).
-DEFAULT_OP_SWAP = r".*\.flash_attention"
 #: Recompute keys in the order LayerSetting formats them, with their default patterns.
 _SELECT_DEFAULTS: Dict[str, List[str]] = {"select_recompute": DEFAULT_SELECT, "select_comm_recompute": DEFAULT_COMM}
 SELECT_KEYS = tuple((key, _SELECT_DEFAULTS.get(key, [])) for key in actions.SELECT_ACTIONS)
 #: Walk mode (patterns.walk) of each pattern action: what a leaf *cell* match means (swapwatch.actions).
 WALK_MODE = actions.WALK_MODE
-#: Runs of spaces inside MindFormers' messages (backslash line continuations in its f-strings).
-GAP_LAYER_SWAP_ALL = 33       # "Set layer swap at layer i<33>and value is: p"   (layers: True)
-GAP_LAYER_SWAP_LIST = 29      # same, layer listed explicitly
+#: Runs of spaces inside MindFormers' init-time warnings (backslash line continuations in its f-strings);
+#: those of the per-layer lines are in swapwatch.setting_lines.
 GAP_RECOMPUTE_TRUE = 27       # "All layers and ops ... work!<27>Because recompute = True."
 GAP_WARN_LAYER = 31           # "... in layer i that<31>is enabled swap": a layer swap voided (2.1.0: both forms)
 GAP_WARN_LISTED = 35          # same text for an op swap voided; also "in all layers ...<35>Because"
@@ -80,109 +79,6 @@ def mf_repr(obj: Any) -> str:
     if isinstance(obj, np.integer):
         return str(int(obj))
     return repr(obj)
-
-
-# ---------------------------------------------------------------------------------------------
-# TransformerSwapConfig normalisation (built even when swap is off)
-# ---------------------------------------------------------------------------------------------
-
-def normalize_swap_config(swap_config: Dict[str, Any], cfg: Any = None) -> Tuple[List[Dict[str, Any]],
-                                                                               Dict[str, List[Dict[str, Any]]]]:
-    """``(layer_swap, op_swap)`` as MindFormers' swap config class leaves them.
-
-    Default strategy when both are None: no layer swap, ``.*\\.flash_attention`` on every layer with
-    ``default_prefetch``. A dict becomes a one-item list. op_swap entries are regrouped by op
-    name (a list ``op_name`` fans out). A group (or the layer_swap list) that has ``layers: True``
-    collapses to that one entry with the first prefetch; mixing ``layers: True`` with a different
-    prefetch is an error.
-    """
-    err = _errfn(cfg)
-    ls_raw, os_raw = swap_config.get("layer_swap"), swap_config.get("op_swap")
-    if ls_raw is None and os_raw is None:
-        return [], {DEFAULT_OP_SWAP: [{"backward_prefetch": swap_config.get("default_prefetch", 1),
-                                       "layers": True}]}
-    layer_swap: List[Dict[str, Any]] = []
-    if ls_raw is not None:
-        if not isinstance(ls_raw, (list, dict)):
-            raise err("swap_config.layer_swap", f"must be a list of {{backward_prefetch, layers}} entries "
-                                                f"(or one such mapping), got {ls_raw!r}")
-        items = [ls_raw] if isinstance(ls_raw, dict) else list(ls_raw)
-        keys = [f"swap_config.layer_swap[{i}]" for i in range(len(items))] if isinstance(ls_raw, list) \
-            else ["swap_config.layer_swap"]
-        if _consistent(items, keys, "layer_swap", err):
-            layer_swap = [{"backward_prefetch": items[0]["backward_prefetch"], "layers": True}]
-        else:
-            layer_swap = items
-    op_swap: Dict[str, List[Dict[str, Any]]] = {}
-    if os_raw is not None:
-        if not isinstance(os_raw, (list, dict)):
-            raise err("swap_config.op_swap", f"must be a list of {{op_name, backward_prefetch, layers}} "
-                                             f"entries (or one such mapping), got {os_raw!r}")
-        items = [os_raw] if isinstance(os_raw, dict) else list(os_raw)
-        keyof: Dict[str, List[str]] = {}
-        for i, item in enumerate(items):
-            key = f"swap_config.op_swap[{i}]" if isinstance(os_raw, list) else "swap_config.op_swap"
-            if not isinstance(item, dict):
-                raise err(key, f"each op_swap entry must be a mapping with op_name, backward_prefetch "
-                               f"and layers, got {item!r}")
-            if "op_name" not in item:
-                raise err(key, "op_swap entry has no op_name" + _did_you_mean(item, "op_name"))
-            names = item["op_name"]
-            if isinstance(names, (list, tuple)):
-                if not all(isinstance(n, str) for n in names):
-                    raise err(f"{key}.op_name", f"every op_name in the list must be a string, got {names!r}")
-            elif not isinstance(names, str):
-                raise err(f"{key}.op_name", f"op_name must be a pattern string or a list of them, got {names!r}")
-            for name in ([names] if isinstance(names, str) else names):
-                op_swap.setdefault(name, []).append(
-                    {"layers": item.get("layers"), "backward_prefetch": item.get("backward_prefetch")})
-                keyof.setdefault(name, []).append(key)
-        for name, group in op_swap.items():
-            if _consistent(group, keyof[name], f"op_swap: {name}", err):
-                op_swap[name] = [{"backward_prefetch": group[0]["backward_prefetch"], "layers": True}]
-    return layer_swap, op_swap
-
-
-def _consistent(items: List[Any], keys: List[str], mode: str, err) -> bool:
-    """MindFormers' consistency walk; True when some entry has ``layers: True`` (-> collapse)."""
-    prev = None
-    any_true = False
-    differs = False
-    for i, item in enumerate(items):
-        if not isinstance(item, dict):
-            raise err(keys[i], f"each {mode.split(':')[0]} entry must be a mapping with backward_prefetch and "
-                               f"layers, got {item!r}")
-        if prev is not None and prev != item.get("backward_prefetch"):
-            differs = True
-        layers = item.get("layers")
-        if not isinstance(layers, (list, tuple, bool)):
-            hint = _did_you_mean(item, "layers") if "layers" not in item else ""
-            raise err(f"{keys[i]}.layers", f"{mode}: layers must be True/False or a list of layer ids, "
-                                           f"got {layers!r}{hint}")
-        if isinstance(layers, (list, tuple)) and not (_ints(layers) or all(
-                isinstance(x, (list, tuple)) and _ints(x) for x in layers)):
-            raise err(f"{keys[i]}.layers", f"{mode}: layers must be a list of integer layer ids, got {layers!r}")
-        if isinstance(layers, bool) and layers:
-            any_true = True
-        if differs and any_true:
-            raise err(keys[i], f"{mode}: entry {i} makes the prefetch inconsistent: when one entry has "
-                               f"'layers: True' every entry must use the same backward_prefetch "
-                               f"(MindFormers: Invalid {mode} configuration at index {i})")
-        if "backward_prefetch" not in item:
-            raise err(keys[i], f"{mode}: entry has no backward_prefetch" + _did_you_mean(item, "backward_prefetch"))
-        prev = item["backward_prefetch"]
-    return any_true
-
-
-def _ints(seq: Sequence[Any]) -> bool:
-    return all(isinstance(x, int) and not isinstance(x, bool) for x in seq)
-
-
-def _did_you_mean(item: Dict[str, Any], wanted: str) -> str:
-    import difflib
-
-    close = difflib.get_close_matches(wanted, [str(k) for k in item], n=1, cutoff=0.6)
-    return f" (is '{close[0]}' a misspelling of '{wanted}'?)" if close else ""
 
 
 def _errfn(cfg: Any):
@@ -427,7 +323,9 @@ def plan(config: Any, layout: Any = None, model: Optional[str] = None, family: A
     layer_swap: List[Dict[str, Any]] = []
     op_swap: Dict[str, List[Dict[str, Any]]] = {}
     if swap:
-        ls_norm, os_norm = normalize_swap_config(sc, config)
+        # normalised once, where the config is loaded (config.TrainingConfig.swap_strategy)
+        ls_norm, os_norm = config.swap_strategy if hasattr(config, "swap_strategy") \
+            else normalize_swap_config(sc, config)
         layer_swap = [_swap_entry(e, "swap_config.layer_swap", err) for e in ls_norm]
         for name, entries in os_norm.items():
             bad = patterns.validate(name)
@@ -452,7 +350,7 @@ def plan(config: Any, layout: Any = None, model: Optional[str] = None, family: A
             _swap_layer(lp, layer_swap, op_swap)
         layers.append(lp)
 
-    result = Plan(geometry=geo, swap=swap, formative=formative, layers=layers, config=config,
+    result = Plan(geometry=geo, swap=swap, formative=formative, layers=layers,
                   removed=removed, legacy_recompute=legacy, family=family, layout_override=layout,
                   defaulted=defaulted)
     if getattr(family, "mtp_layers", 0) and layers:
@@ -590,33 +488,33 @@ def mark_overridden(result: Plan, layout: Any = None) -> None:
       (``layer_swap[<pattern>]``), as MindFormers warns.
     """
     for lp, mtp in all_layer_plans(result):
-        lp.swap_overridden, lp.overridden_by = [], {}
+        lp.swap_overridden = []
         if lp.layer_swap is None and not lp.op_swap:
             continue
         walker = (lambda pat, mode, _l=layout: walk(_l, pat, mode)) if layout is not None \
             else result.walker(lp.layer, mtp)
+        found = lp.swap_overridden
 
-        def add(entry: str, why: str) -> None:
-            if entry not in lp.overridden_by:  # noqa: B023
-                lp.swap_overridden.append(entry)  # noqa: B023
-                lp.overridden_by[entry] = why  # noqa: B023
+        def add(override: Override) -> None:
+            if all(o.entry != override.entry for o in found):  # noqa: B023
+                found.append(override)  # noqa: B023
 
         if lp.full_recompute:
             if lp.layer_swap is not None:
-                add("layer_swap", "the whole layer is recomputed")
+                add(Override.whole_layer("the whole layer is recomputed"))
             for pat in lp.op_swap:
-                add(pat, "the whole layer is recomputed")
+                add(Override.op(pat, "the whole layer is recomputed"))
             continue
         sel_targets = {pat: [t.path for t in walker(pat, "recompute").targets] for pat in lp.select_recompute}
         for pat in lp.op_swap:
             swapped = [t.path for t in walker(pat, "swap").targets]
             for spat, targets in sel_targets.items():
                 if spat == pat or any(_covers(s, t) for s in targets for t in swapped):
-                    add(pat, f"select recompute '{spat}' recomputes it")
+                    add(Override.op(pat, f"select recompute '{spat}' recomputes it"))
                     break
         if lp.layer_swap is not None:
             for spat in lp.select_recompute:
-                add(f"layer_swap[{spat}]", f"select recompute '{spat}' recomputes that part of the layer")
+                add(Override.part_of_layer(spat, f"select recompute '{spat}' recomputes that part of the layer"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -728,10 +626,10 @@ def layer_messages(result: Plan, layout: Any = None) -> Dict[int, List[Tuple[str
     matches nothing contributes nothing, and exclude / comm patterns that reach a cell print the
     "expected to be operation but got cell" line instead.
     """
-    if layout is not None:
-        return {lp.layer: layer_lines(result, lp, lambda pat, mode: walk(layout, pat, mode))
-                for lp in result.layers}
-    return {lp.layer: layer_lines(result, lp, result.walker(lp.layer)) for lp in result.layers}
+    def walker(lp: LayerPlan) -> Walker:
+        return (lambda pat, mode: walk(layout, pat, mode)) if layout is not None else result.walker(lp.layer)
+
+    return {lp.layer: [(ln.level, ln.text) for ln in layer_lines(result, lp, walker(lp))] for lp in result.layers}
 
 
 def mtp_messages(result: Plan, layout: Any = None) -> List[Tuple[str, str]]:
@@ -741,66 +639,49 @@ def mtp_messages(result: Plan, layout: Any = None) -> List[Tuple[str, str]]:
     for lp in result.mtp:
         walker = (lambda pat, mode, _l=layout: walk(_l, pat, mode)) if layout is not None \
             else result.walker(lp.layer, mtp=True)
-        out.extend(layer_lines(result, lp, walker))
+        out.extend((ln.level, ln.text) for ln in layer_lines(result, lp, walker))
     return out
 
 
-def layer_lines(result: Plan, lp: LayerPlan, walker: Walker) -> List[Tuple[str, str]]:
-    """The (level, message) lines LayerSetting logs at one layer, walking patterns with ``walker``
-    in MindFormers' order (select on, comm on, exclude, comm exclude; swap mode: select, comm,
-    then op swap). The hooks call this with a walker over real MindSpore cells and apply the
-    actions to what each walk reached, so the text exists in this one place only."""
-    lines: List[Tuple[str, str]] = []
+def layer_lines(result: Plan, lp: LayerPlan, walker: Walker) -> List[setting_lines.SettingLine]:
+    """The lines LayerSetting logs at one layer, walking patterns with ``walker`` in MindFormers'
+    order (select on, comm on, exclude, comm exclude; swap mode: select, comm, then op swap). The
+    hooks call this with a walker over real MindSpore cells and apply the actions to what each walk
+    reached; the wording itself lives in :mod:`swapwatch.setting_lines` (which the grammar reads by)."""
+    lines: List[setting_lines.SettingLine] = []
     i = lp.layer
     if result.legacy_recompute is not None:
         return lines
     if lp.full_recompute and lp.full_recompute_logged:
-        lines.append(("INFO", f"Set full recompute at layer {i}"))
-    word = "" if result.swap else " on"
-    passes = [("select_recompute", f"Set select recompute{word} at layer {i}: "),
-              ("select_comm_recompute", f"Set select comm recompute{word} at layer {i}: ")]
+        lines.append(setting_lines.full_recompute(i))
+    passes = ["select_recompute", "select_comm_recompute"]
     if not result.swap:
-        passes += [("select_recompute_exclude", f"Set select recompute exclude at layer {i}: "),
-                   ("select_comm_recompute_exclude", f"Set select comm recompute exclude at layer {i}: ")]
-    for key, head in passes:
+        passes += ["select_recompute_exclude", "select_comm_recompute_exclude"]
+    for key in passes:
         mode = WALK_MODE[key]
         items = []
         for pat in getattr(lp, key):
             res = walker(pat, mode)
             one_seg = len(patterns.split_pattern(pat)) == 1
             for path in res.skipped_cells:
-                shown = f".{path}" if one_seg else path
-                if mode == "comm":
-                    lines.append(("INFO", f"For communication recompute, {shown} is expected to be "
-                                          f"operation but got cell, this configuration will not be effective."))
-                else:
-                    lines.append(("INFO", f"For select recompute/comm_recompute exclude, {shown} is expected "
-                                          f"to be operation but got cell, this configuration will not be "
-                                          f"effective."))
+                lines.append(setting_lines.cell_not_op(i, path, one_seg, comm=mode == "comm"))
             if res.matched:
                 items.append(patterns.log_item(res.raw_log, mode))
         if items:
-            lines.append(("INFO", head + ", ".join(items)))
+            lines.append(setting_lines.select(i, comm=mode in ("comm", "comm_exclude"),
+                                              exclude=actions.BY_NAME[key].exclude, swap=result.swap, items=items))
     if result.swap:
         if lp.layer_swap is not None:
             ls = result.formative.get("layer_swap") or []
-            gap = GAP_LAYER_SWAP_ALL if ls and ls[0]["layers"] is True else GAP_LAYER_SWAP_LIST
-            lines.append(("INFO", f"Set layer swap at layer {i}{' ' * gap}and value is: {lp.layer_swap}"))
-        items = []
+            lines.append(setting_lines.layer_swap(i, lp.layer_swap, all_layers=bool(ls) and ls[0]["layers"] is True))
+        swapped = []
         for pat, p in lp.op_swap.items():
             res = walker(pat, "swap")
             if res.matched:
-                items.append(swap_item(res.raw_log, p))
-        if items:
-            lines.append(("INFO", f"Set op_swap at layer {i}: " + ", ".join(items)))
+                swapped.append((res.raw_log, p))
+        if swapped:
+            lines.append(setting_lines.op_swap(i, swapped))
     return lines
-
-
-def swap_item(raw_log: str, prefetch: Any) -> str:
-    """One op_swap pattern's text: MindFormers appends ``, value=p`` to *every* leaf path and keeps
-    the walk's leading character (``.attention, value=20`` / `` a.x, value=1, a.y, value=1``)."""
-    lead, body = raw_log[:1], raw_log[1:]
-    return lead + ", ".join(f"{path}, value={prefetch}" for path in body.split(", "))
 
 
 def expected_lines(result: Plan, layout: Any = None) -> Dict[int, List[str]]:

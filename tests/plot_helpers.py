@@ -12,7 +12,7 @@ from typing import Dict, List, Optional
 
 from swapwatch.parsers.model import (ActionEvent, GeometryEvent, MemoryEvent, NoticeEvent, RankLog,
                                      RunLog)
-from swapwatch.strategy import Geometry, LayerPlan, Plan
+from swapwatch.strategy import Geometry, LayerPlan, Override, Plan
 
 MB = 2 ** 20
 PNG_SIG = b"\x89PNG\r\n\x1a\n"
@@ -63,7 +63,7 @@ def make_plan(n: int = 8, stages: int = 2) -> Plan:
             lp.op_swap = {r".*\.flash_attention": 2}
         if i == 1:
             lp.layer_swap = 1
-            lp.swap_overridden = ["layer_swap"]        # the engine's word: the whole layer is recomputed
+            lp.swap_overridden = [Override.whole_layer("the whole layer is recomputed")]
         if i == 6:
             lp.select_comm_recompute = [r".*\.norm"]
         layers.append(lp)

@@ -248,3 +248,25 @@ def test_parse_offset():
     assert parse_offset("[1, 0]") == [1, 0]
     with pytest.raises(InputError, match="--offset"):
         parse_offset("[1,")
+
+
+def test_swap_config_is_normalised_once_and_kept(monkeypatch):
+    """config.py normalises the swap config (as TransformerSwapConfig does) when it loads it; the
+    engine takes the stored result instead of normalising again."""
+    import swapwatch.config as config_mod
+
+    calls = []
+    real = config_mod.normalize_swap_config
+    monkeypatch.setattr(config_mod, "normalize_swap_config", lambda sc, cfg=None: calls.append(1) or real(sc, cfg))
+    cfg = config_from_dicts({"recompute": False}, {"swap": True, "op_swap": [
+        {"op_name": "attention", "backward_prefetch": 2, "layers": [0]}]}, num_layers=2)
+    assert len(calls) == 1
+    plan = strategy.plan(cfg)
+    strategy.plan(cfg)
+    assert len(calls) == 1 and plan.formative["op_swap"] == {"attention": [{"backward_prefetch": 2, "layers": [0]}]}
+    assert cfg.swap_strategy is cfg.swap_strategy
+    # a replaced swap_config (a config rebuilt from an mcore log) is normalised again, once
+    cfg.swap_config = dict(cfg.swap_config, op_swap=None, layer_swap=[{"backward_prefetch": 3, "layers": [1]}])
+    assert strategy.plan(cfg).layers[1].layer_swap == 3 and len(calls) == 2
+    strategy.plan(cfg)
+    assert len(calls) == 2

@@ -92,12 +92,12 @@ def test_explain_matches_real_model(built, index):
     assert lines == mf_lines(mf), f"case {case!r}"
 
 
-def expected_state(plan, lp, mtp):
+def expected_state(plan, config, lp, mtp):
     """What the plan says LayerSetting leaves on one real layer, on that layer's own tree."""
     fam = plan.family
     key = plan.layout_key(lp.layer, mtp)
     shared = set(fam.shared(key))
-    preset = fam.preset(key, bool(plan.config.recompute_config.get("select_recompute")))
+    preset = fam.preset(key, bool(config.recompute_config.get("select_recompute")))
     cell_paths = {p for p, kind in fam.layout(key).paths() if kind == "cell"}
     rec = {p: v["recompute"] for p, v in preset.items() if "recompute" in v and p not in cell_paths}
     comm, cells, offload = {}, {""} if lp.full_recompute else set(), {}
@@ -134,14 +134,15 @@ def test_each_real_layer_carries_what_the_plan_says(built, index):
     mf = results[index]
     if "error" in mf:
         pytest.skip("MindFormers refused this config (checked by the explain test)")
-    plan = strategy.plan(load_config(paths[index]))
+    config = load_config(paths[index])
+    plan = strategy.plan(config)
     if plan.legacy_recompute is not None:
         pytest.skip("plain-bool parallel_config.recompute")
     plans = {(lp.layer, mtp): lp for lp, mtp in strategy.all_layer_plans(plan)}
     assert sorted((s["layer"], s["mtp"]) for s in mf["layers"]) == sorted(plans)
     for state in mf["layers"]:
         lp = plans[(state["layer"], state["mtp"])]
-        want, shared = expected_state(plan, lp, state["mtp"])
+        want, shared = expected_state(plan, config, lp, state["mtp"])
         where = f"layer {lp.layer}{' (MTP)' if state['mtp'] else ''} of {CASES[index]!r}"
         for what in ("recompute", "comm"):
             got = {p: v for p, v in state[what].items() if p not in shared}

@@ -2,6 +2,7 @@
 import pytest
 
 from swapwatch.errors import InputError
+from swapwatch.plan import Override
 from swapwatch.plot import frame_differences, plot_strategy, strategy_frame
 
 from plot_helpers import make_plan, make_strategy_log, patches_by_gid, png_size, svg_texts
@@ -134,8 +135,7 @@ def test_partial_layer_swap_override_is_one_stroke():
     plan = make_plan()
     lp = plan.layers[3]                          # select recompute feed_forward.mul inside a swapped layer
     lp.layer_swap = 4
-    lp.swap_overridden = [r"layer_swap[feed_forward\.mul]"]
-    lp.overridden_by = {r"layer_swap[feed_forward\.mul]": r"select recompute 'feed_forward\.mul' recomputes it"}
+    lp.swap_overridden = [Override.part_of_layer(r"feed_forward\.mul", r"select recompute 'feed_forward\.mul' recomputes it")]
     f = strategy_frame(plan)
     row = f[(f["mechanism"] == "layer_swap") & (f["layer"] == 3)].iloc[0]
     assert row["overridden"] and row["partial"] and "select recompute" in row["why"]
@@ -206,12 +206,14 @@ def test_voided_select_rows_are_shown(tmp_path):
     from swapwatch.strategy import plan as make_plan
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    plan = make_plan(load_config(os.path.join(root, "fixtures", "configs", "recompute_48l.yaml")))
-    f = strategy_frame(plan)
+    cfg = load_config(os.path.join(root, "fixtures", "configs", "recompute_48l.yaml"))
+    plan = make_plan(cfg)
+    assert strategy_frame(plan)["effect"].ne("voided").all()     # the plan alone: no config to ask
+    f = strategy_frame(plan, config=cfg)
     w3 = f[f["item"] == r"feed_forward\.w3\.matmul"]
     assert sorted(w3["layer"]) == [0, 4, 24] and set(w3["effect"]) == {"voided"}
     assert all(plan.layers[i].full_recompute for i in w3["layer"])
-    res = plot_strategy(plan)
+    res = plot_strategy(plan, config=cfg)
     fig = res.figure
     labels = [t.get_text() for ax in fig.axes for t in ax.get_yticklabels()]
     assert r"select recompute · feed_forward\.w3\.matmul (voided: full recompute)" in labels

@@ -358,3 +358,31 @@ def test_a_bug_in_verify_is_exit_3_and_the_run_is_still_recorded(tmp_path, monke
     assert res.exit_code == 3 and b"internal error in verify: ZeroDivisionError: a bug" in out
     info = json.loads((res.run_dir / "run.json").read_text())
     assert info["exit_code"] == 3 and info["end"] and (res.run_dir / "verify.txt").exists()
+
+
+# ---- the strategy environment comes from the loaded config (config.load_config), not a YAML walk --
+FAMILIES = Path(__file__).resolve().parents[1] / "fixtures" / "configs" / "families"
+
+
+@pytest.mark.parametrize("name, wanted", [
+    # mcore: swap comes from model_config (cpu_offloading); the top-level swap_config is ignored (SW306)
+    ("qwen3_swap_conflict.yaml", True),
+    ("qwen3_moe_ignored_swap.yaml", False),
+    ("../swap_case1.yaml", True),
+    ("../llama32_swap_trap.yaml", False),        # swap on, but pipeline parallel: no lazy-inline switch
+    ("../pynative_mixed.yaml", False),           # the PyNative trainer: no strategy environment
+])
+def test_lazy_inline_switch_follows_the_config_object(tmp_path, name, wanted):
+    cfg, sha = runner.read_config(str(FAMILIES / name))
+    assert len(sha) == 64
+    assert ("ENABLE_LAZY_INLINE_NO_PIPELINE" in runner.strategy_env(cfg, tmp_path, False, False)) is wanted
+
+
+def test_a_config_swapwatch_rejects_leaves_the_environment_to_preflight(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("model:\n  model_config:\n    num_layers: 4\nrecompute_config:\n  recompte: True\n"
+                   "swap_config:\n  swap: True\n")
+    assert runner.read_config(str(bad))[0] is None
+    (tmp_path / "list.yaml").write_text("- a\n")
+    with pytest.raises(InputError, match="expected a YAML mapping"):
+        runner.read_config(str(tmp_path / "list.yaml"))

@@ -301,8 +301,14 @@ def test_sw5_conflicts():
     assert ln[2] == ["Set select recompute at layer 2: feed_forward.w1, feed_forward.mul",
                      "Set layer swap at layer 2" + " " * 33 + "and value is: 2",
                      "Set op_swap at layer 2:  feed_forward.w1, value=1"]
-    assert p.layers[0].swap_overridden == ["layer_swap"]
-    assert r"feed_forward\.w1" in p.layers[2].swap_overridden
+    assert p.layers[0].swap_overridden == [strategy.Override("layer", "layer_swap", None,
+                                                             "the whole layer is recomputed")]
+    assert strategy.Override("op", "op_swap", r"feed_forward\.w1", r"select recompute 'feed_forward\.w1' recomputes it") \
+        in p.layers[2].swap_overridden
+    assert [o.entry for o in p.layers[2].swap_overridden] == [r"feed_forward\.w1", r"layer_swap[feed_forward\.w1]",
+                                                              r"layer_swap[feed_forward\.mul]"]
+    assert p.layers[2].op_swap_voided(r"feed_forward\.w1") and not p.layers[2].layer_swap_voided
+    assert p.layers[2].layer_swap_touched
 
 
 def test_sw6_recompute_true_is_silent():
@@ -314,7 +320,7 @@ def test_sw6_recompute_true_is_silent():
     ln = lines(p)
     assert ln[0] == [] and ln[1] == ["Set layer swap at layer 1" + " " * 29 + "and value is: Auto"]
     assert full(p) == {0, 1, 2, 3} and not p.layers[1].full_recompute_logged
-    assert p.layers[1].swap_overridden == ["layer_swap"]
+    assert [o.entry for o in p.layers[1].swap_overridden] == ["layer_swap"] and p.layers[1].layer_swap_voided
 
 
 def test_sw6_auto_rejected_on_legacy_path():

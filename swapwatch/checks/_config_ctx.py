@@ -8,11 +8,8 @@ RECOMPUTE_ID_KEYS = ("recompute", "select_recompute", "select_comm_recompute")
 
 
 def config_of(ctx: Any) -> Any:
-    """The TrainingConfig of a check context (given explicitly, or the one the plan was made from)."""
-    cfg = getattr(ctx, "config", None)
-    if cfg is None and getattr(ctx, "plan", None) is not None:
-        cfg = getattr(ctx.plan, "config", None)
-    return cfg
+    """The TrainingConfig of a check context (a Plan keeps none: explain and verify pass it)."""
+    return getattr(ctx, "config", None)
 
 
 def swap_mode(ctx: Any) -> Optional[Tuple[Any, Any]]:

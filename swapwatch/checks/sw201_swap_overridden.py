@@ -50,17 +50,15 @@ class SwapOverridden(Rule):
             if not lp.swap_overridden:
                 continue
             parts = []
-            for entry in lp.swap_overridden:
-                why = (getattr(lp, "overridden_by", None) or {}).get(entry, "it is recomputed")
-                if entry == "layer_swap":
-                    parts.append(f"layer swap (prefetch {lp.layer_swap}): {why}")
-                elif entry.startswith("layer_swap["):
-                    parts.append(f"part of the layer swap: {why}")
+            for o in lp.swap_overridden:
+                if o.scope == "layer":
+                    parts.append(f"layer swap (prefetch {lp.layer_swap}): {o.why}")
+                elif o.scope == "part":
+                    parts.append(f"part of the layer swap: {o.why}")
                 else:
-                    parts.append(f"op swap '{entry}' (prefetch {lp.op_swap.get(entry)}): {why}")
-            first = lp.swap_overridden[0]
-            key = "swap_config.layer_swap" if first.startswith("layer_swap") else "swap_config.op_swap"
+                    parts.append(f"op swap '{o.pattern}' (prefetch {lp.op_swap.get(str(o.pattern))}): {o.why}")
+            key = f"swap_config.{lp.swap_overridden[0].action}"
             source = (where(cfg, key) or where(cfg, "swap_config")) if cfg is not None else None
             yield self.finding(f"layer {lp.layer}: swap has no effect: " + "; ".join(parts),
-                               layer=lp.layer, op=", ".join(lp.swap_overridden), source=source,
+                               layer=lp.layer, op=", ".join(o.entry for o in lp.swap_overridden), source=source,
                                expected="swap takes effect", actual="voided by recompute")

@@ -102,10 +102,10 @@ def main(argv=None) -> int:
     log = get_logger()
     plan = sha = None
     if a.config:
-        plan, sha = _resolve_plan(a.config)
+        plan, cfg, sha = _resolve_plan(a.config)
         # as MindFormers' build_parallel_config does: the intended config, inside the worker log
         for key in ("swap_config", "recompute_config"):
-            log.info(f"initial {key} from dict: {getattr(plan.config, key)!r}")
+            log.info(f"initial {key} from dict: {getattr(cfg, key)!r}")
     layers = a.layers or (plan.geometry.num_layers if plan else 4)
     if plan and layers != plan.geometry.num_layers:
         raise InputError(f"--layers {layers} differs from the config's num_layers {plan.geometry.num_layers}",

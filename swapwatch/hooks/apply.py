@@ -6,15 +6,15 @@ names, and to record every call. :func:`apply` does exactly that for a :class:`~
 (the one engine decides *what*; this module only decides *how*):
 
 * per layer, non-swap mode: full recompute, else select recompute ``on`` then comm recompute
-  ``on``; then always select ``exclude`` and comm ``exclude``
-  (``parallel_core/training_graph/transformer/utils.py:LayerSetting.set_recompute``);
+  ``on``; then always select ``exclude`` and comm ``exclude`` (MindFormers
+  ``parallel_core/training_graph/transformer/utils.py:LayerSetting.__call__``);
 * per layer, swap mode: full recompute, else select then comm (no ``on``/``exclude`` wording),
-  then the layer swap, then the op swaps (``LayerSetting.__call__``,
-  ``set_recompute_select_layer_index``, ``set_swap``);
+  then the layer swap, then the op swaps (``LayerSetting.set_swap``);
 * patterns are walked with :func:`swapwatch.patterns.walk` over the real cells (sub-cells in
   ``_cells`` order, primitives in ``dir()`` order), so what is touched is what MindFormers touches.
 
-It logs the text lines MindFormers logs (``Set full recompute at layer 3`` ...), through a Python
+It logs the text lines MindFormers logs (``Set full recompute at layer 3`` ..., worded by
+:mod:`swapwatch.setting_lines`), through a Python
 logger with MindFormers' stdout prefix, so existing greps and the text parsers keep working; with
 ``quirks=True`` the lines keep MindFormers' whitespace runs and leading dots byte for byte. Next to
 each line it logs one ``SWAPWATCH`` ``apply`` event carrying *every* path reached (MindFormers'
@@ -29,7 +29,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import re
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Iterable, List, Optional, Tuple
@@ -38,9 +37,11 @@ from .. import actions, patterns, strategy
 from ..config import load_config
 from ..errors import InputError
 from ..events import format_event
+from ..parsers.prefix import collapse
 from . import env_rank, require_mindspore
 
-#: MindFormers' stdout format (``tools/logger.py:get_logger``): existing greps and prefix regexes keep working.
+#: MindFormers' stdout format (``mindformers/tools/logger.py:DEFAULT_STDOUT_FORMAT``): existing greps and
+#: prefix regexes keep working.
 MF_FORMAT = "%(asctime)s - %(name)s[%(filepath)s:%(lineno)d] - %(levelname)s - %(message)s"
 LOGGER_NAME = "swapwatch"
 
@@ -166,7 +167,7 @@ def apply(layers: Iterable[Any], plan_or_config: Any, rank: Optional[int] = None
     the plan.
     """
     require_mindspore("swapwatch.hooks.apply.apply()")
-    plan, sha = _resolve_plan(plan_or_config)
+    plan, _, sha = _resolve_plan(plan_or_config)
     layers = list(layers)
     rank = env_rank() if rank is None else int(rank)
     log = logger or get_logger()
@@ -189,7 +190,7 @@ def apply(layers: Iterable[Any], plan_or_config: Any, rank: Optional[int] = None
           pp_interleave_num=geo.pp_interleave_num, swap=bool(plan.swap),
           config_sha256=config_sha256 or sha, source="swapwatch")
     for level, msg in strategy.init_messages(plan):
-        info(_text(msg, quirks), logging.WARNING if level == "WARNING" else logging.INFO)
+        info(msg if quirks else collapse(msg), logging.WARNING if level == "WARNING" else logging.INFO)
     adapter = CellAdapter()
     for lp, cell in zip(plan.layers, layers):
         _apply_layer(adapter, cell, plan, lp, quirks, info, event, out)
@@ -203,8 +204,9 @@ _ACTION_OF_MODE = actions.ACTION_OF_MODE
 def _apply_layer(adapter, cell, plan, lp, quirks: bool, info, event, out: Applied) -> None:
     """One layer: the MindSpore calls in MindFormers' order, then its text lines and events.
 
-    The text comes from :func:`swapwatch.strategy.layer_lines`, which walks the patterns through
-    our walker over the real cells; every walk is recorded and its targets get the calls.
+    The lines come from :func:`swapwatch.strategy.layer_lines`, which walks the patterns through
+    our walker over the real cells; every walk is recorded and its targets get the calls. Each line
+    carries MindFormers' exact text and the normalised one (:mod:`swapwatch.setting_lines`).
     """
     i = lp.layer
     walks: List[Tuple[str, str, patterns.WalkResult]] = []
@@ -220,7 +222,7 @@ def _apply_layer(adapter, cell, plan, lp, quirks: bool, info, event, out: Applie
               value=action.value, **({"cells": action.cells} if action.cells else {}),
               **({"skipped_cells": action.skipped_cells} if action.skipped_cells else {}))
 
-    messages = strategy.layer_lines(plan, lp, walker)
+    lines = strategy.layer_lines(plan, lp, walker)
     if lp.full_recompute:
         _call(lambda: cell.recompute(), i, None, "<layer>", "full recompute")
         record(Action(i, "full_recompute", None, [], True))
@@ -247,8 +249,8 @@ def _apply_layer(adapter, cell, plan, lp, quirks: bool, info, event, out: Applie
         if res.targets:
             record(Action(i, "op_swap", pattern, [t.path for t in res.targets], p,
                           cells=[t.path for t in res.targets if t.kind == "cell"]))
-    for level, msg in messages:
-        info(_text(msg, quirks), logging.WARNING if level == "WARNING" else logging.INFO)
+    for line in lines:
+        info(line.text if quirks else line.plain, logging.WARNING if line.level == "WARNING" else logging.INFO)
 
 
 def _mark(target: patterns.Target, mode: str, on: bool, layer: int, pattern: str) -> None:
@@ -271,31 +273,17 @@ def _call(fn, layer: int, pattern: Optional[str], path: str, what: str) -> None:
         raise ApplyError(f"layer {layer}: {what} on {where} failed in MindSpore: {first}") from None
 
 
-def _text(msg: str, quirks: bool) -> str:
-    """MindFormers' exact text with ``quirks``; otherwise whitespace runs collapsed and the
-    leading dot of one-segment paths dropped (op_swap items, "got cell" lines); the parsers read
-    both forms."""
-    if quirks:
-        return msg
-    msg = " ".join(msg.split())
-    if msg.startswith("Set op_swap at layer "):
-        head, _, items = msg.partition(": ")
-        msg = head + ": " + re.sub(r"(^|, )\.", r"\1", items)
-    elif msg.startswith("For "):
-        msg = re.sub(r"^(For [^,]+, )\.", r"\1", msg)
-    return msg
-
-
 # --------------------------------------------------------------------------------------------
 # Plan resolution
 # --------------------------------------------------------------------------------------------
 
-def _resolve_plan(obj: Any) -> Tuple[Any, Optional[str]]:
-    """A Plan as is; a YAML path or a loaded config through the one strategy engine."""
+def _resolve_plan(obj: Any) -> Tuple[Any, Any, Optional[str]]:
+    """``(plan, config, sha256)``: a Plan as is (no config, no hash); a YAML path or a loaded config
+    through the one strategy engine (a Plan keeps no config: callers that need it get it here)."""
     from ..strategy import Plan
 
     if isinstance(obj, Plan):
-        return obj, None
+        return obj, None, None
     sha = None
     cfg = obj
     if isinstance(obj, (str, os.PathLike)):
@@ -306,5 +294,4 @@ def _resolve_plan(obj: Any) -> Tuple[Any, Optional[str]]:
         except OSError as exc:
             raise InputError(f"cannot read config: {exc.strerror}", file=path) from None
         cfg = load_config(path)
-    return strategy.plan(cfg), sha
-
+    return strategy.plan(cfg), cfg, sha

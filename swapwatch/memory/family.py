@@ -173,9 +173,9 @@ class Family:
             label = "select:" + ",".join(lp.select_recompute)
         else:
             marked, boundary, label = frozenset(), frozenset(), "none"
-        layer_swap = lp.layer_swap is not None and "layer_swap" not in lp.swap_overridden
+        layer_swap = lp.layer_swap is not None and not lp.layer_swap_voided
         swapped: FrozenSet[str] = frozenset()
-        live_ops = [p for p in lp.op_swap if p not in lp.swap_overridden]
+        live_ops = [p for p in lp.op_swap if not lp.op_swap_voided(p)]
         if live_ops:
             swapped = self.outputs_of(self.ops_reached(live_ops, "swap")[0])
         if layer_swap:
@@ -187,8 +187,8 @@ class Family:
     def prefetch_of(self, lp: strategy.LayerPlan) -> Optional[int]:
         """The backward_prefetch of what this layer swaps (the largest, when several)."""
         vals = []
-        if lp.layer_swap is not None and "layer_swap" not in lp.swap_overridden:
+        if lp.layer_swap is not None and not lp.layer_swap_voided:
             vals.append(lp.layer_swap)
-        vals += [p for k, p in lp.op_swap.items() if k not in lp.swap_overridden]
+        vals += [p for k, p in lp.op_swap.items() if not lp.op_swap_voided(k)]
         ints = [v for v in vals if isinstance(v, int)]
         return max(ints) if ints else (1 if vals else None)

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
+from .. import setting_lines
+
 
 class Row(NamedTuple):
     name: str
@@ -32,6 +34,11 @@ class Row(NamedTuple):
     starts: Optional[str]
     needle: Optional[str]
     versions: str
+
+
+def _row(kind: setting_lines.LineKind) -> Row:
+    """A grammar row from a per-layer line kind of :mod:`swapwatch.setting_lines`."""
+    return Row(kind.name, kind.regex, kind.head, kind.needle, kind.versions)
 
 
 # --------------------------------------------------------------------------------------------
@@ -81,20 +88,15 @@ LAYERSETTING: List[Row] = [
         "all; 'layer swap'/'op swap' only with swap support (r1.5+)"),
     Row("initial", r"initial (?P<k>\w+_config) from dict: (?P<v>.*)$", "initial ",
         "from dict", "core/parallel_config.py build_parallel_config"),
-    Row("full_recompute", r"Set full recompute at layer (?P<layer>\d+)$", "Set ", "ecompute", "all"),
-    Row("select", r"Set select (?P<comm>comm )?recompute(?: (?P<word>on|exclude|off))? at layer (?P<layer>\d+):"
-                  r" ?(?P<ops>.*)$", "Set ", "ecompute",
-        "'on'/'exclude' in non-swap mode; no word in swap mode and dev-mcore; 'off' before 2025-03-25"),
-    Row("layer_swap", r"Set layer swap at layer (?P<layer>\d+) and value is: (?P<v>\S+)$", "Set ", "swap",
-        "29/33-space run before 'and' (collapsed)"),
-    Row("op_swap", r"Set op_swap at layer (?P<layer>\d+): ?(?P<ops>.*)$", "Set ", "swap",
-        "items '.name, value=p' (1-segment) or ' path, value=p' (multi-segment: double space)"),
+    # the per-layer lines: written and read by swapwatch.setting_lines (one place for their wording)
+    _row(setting_lines.FULL_RECOMPUTE),
+    _row(setting_lines.SELECT),
+    _row(setting_lines.LAYER_SWAP),
+    _row(setting_lines.OP_SWAP),
     Row("pattern_removed", r"The pattern (?P<pattern>.+) in (?P<key>select(?:_comm)?_recompute) conflicts with "
                            r"select(?:_comm)?_recompute_(?:exclude|off) and will be removed\.$", "The pattern ",
         "ecompute", "'_off' keys before 2025-03-07"),
-    Row("cell_not_op", r"For (?P<for>select recompute/comm_recompute (?:exclude|off)|communication recompute), "
-                       r"(?P<path>\S+) is expected to be operation but got cell, this configuration will not be "
-                       r"effective\.$", "For ", "ecompute", "legacy + r1.7 full LayerSetting"),
+    _row(setting_lines.CELL_NOT_OP),
     Row("swap_conflict_layer", r"(?P<op>.+?) operator in layer (?P<layer>\d+) that is enabled swap do not work! "
                                r"Because it is enabled recompute\.$", None, "swap", "wording since 836aa288"),
     Row("swap_conflict_all_layers", r"(?P<op>.+?) operator in all layers that is enabled swap do not work! "

@@ -129,22 +129,25 @@ def strategy_command(source: str, config: Optional[str] = None, output: Optional
             raise InputError(f"{source} is a config already; --config is for comparing logs with a config")
         from ..config import load_config
 
-        plot_strategy(make_plan(load_config(source)), name=os.path.basename(source)).save(*target)
+        cfg = load_config(source)
+        plot_strategy(make_plan(cfg), name=os.path.basename(source), config=cfg).save(*target)
         return f"wrote {out}: the strategy {source} asks for"
     (_, runlog), = load_runs([source])
-    plan = None
+    plan = cfg = None
     if config is not None:
         from ..config import load_config
 
-        plan = make_plan(load_config(config))
+        cfg = load_config(config)
+        plan = make_plan(cfg)
     else:
         from ..config import config_from_log
 
         try:
-            plan = make_plan(config_from_log(runlog)[0])
+            cfg = config_from_log(runlog)[0]
+            plan = make_plan(cfg)
         except InputError:
-            plan = None                     # no config in the log: draw what the log shows
-    res = plot_strategy(runlog, plan=plan, rank=rank,
+            plan = cfg = None               # no config in the log: draw what the log shows
+    res = plot_strategy(runlog, plan=plan, rank=rank, config=cfg,
                         name=None if config is None else f"{runlog.label or source} vs {os.path.basename(config)}")
     res.save(*target)
     diff, cut = res.diff, res.cut

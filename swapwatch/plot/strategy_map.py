@@ -44,7 +44,6 @@ _ORDER = {m: i for i, (m, _, _) in enumerate(MECHANISMS)}
 _SWAPS = actions.SWAP_ACTIONS
 DIFF_COLOR = "#e6550d"
 OVERRIDE_COLOR = "#d62728"
-_WHOLE_LAYER = ("all", "layer", "layer_swap", "*")
 
 
 # ---- data -------------------------------------------------------------------------------------
@@ -80,15 +79,15 @@ def _reaches_nothing(layout: Any, pattern: str, mech: str) -> bool:
         return False
 
 
-def _voided_selects(plan: Any, layout: Any) -> List[Tuple[int, str, str]]:
-    """(layer, mechanism, pattern) of select / comm patterns the config puts on a layer that full
-    recompute covers, where MindFormers never applies them. Asked of the strategy engine itself:
-    the same config with full recompute off says where the select patterns would have landed."""
+def _voided_selects(plan: Any, layout: Any, config: Any) -> List[Tuple[int, str, str]]:
+    """(layer, mechanism, pattern) of select / comm patterns ``config`` (the plan's config) puts on
+    a layer that full recompute covers, where MindFormers never applies them. Asked of the strategy
+    engine itself: the same config with full recompute off says where the select patterns would
+    have landed."""
     import dataclasses
 
     from ..strategy import plan as make_plan
 
-    config = getattr(plan, "config", None)
     if config is None or getattr(plan, "legacy_recompute", None) is not None:
         return []
     if not any(lp.full_recompute for lp in plan.layers):
@@ -108,21 +107,19 @@ def _voided_selects(plan: Any, layout: Any) -> List[Tuple[int, str, str]]:
     return out
 
 
-def _plan_rows(plan: Any) -> List[tuple]:
+def _plan_rows(plan: Any, config: Any = None) -> List[tuple]:
     rows = []
     layout = _plan_layout(plan)
     stage_of = {lp.layer: (lp.stage, lp.interleave) for lp in plan.layers}
-    for layer, mech, pat in _voided_selects(plan, layout):
+    for layer, mech, pat in _voided_selects(plan, layout, config):
         st, v = stage_of[layer]
         rows.append(("config", None, layer, st, v, mech, pat, True, False, False,
                      "the layer is fully recomputed", (), VOIDED))
     for lp in plan.layers:
-        over = [str(o) for o in (lp.swap_overridden or [])]
-        why = dict(getattr(lp, "overridden_by", None) or {})
-        whole = any(o.lower() in _WHOLE_LAYER for o in over)
-        # the engine says "layer_swap" (the whole layer is recomputed) or "layer_swap[<select
-        # pattern>]" (only the selected ops' part of the swapped layer is voided)
-        part = [o for o in over if o.startswith("layer_swap[")]
+        # the whole layer swap voided (the layer is fully recomputed), or only the part of it that a
+        # select pattern recomputes (swapwatch.plan.Override scopes "layer" / "part")
+        whole = lp.layer_swap_voided
+        part = [o for o in lp.swap_overridden if o.scope == "part"]
 
         def add(mech, item, value, overridden=False, partial=False, reason=""):
             effect = NO_MATCH if item is not None and _reaches_nothing(layout, item, mech) else ""
@@ -136,10 +133,11 @@ def _plan_rows(plan: Any) -> List[tuple]:
                 add(mech, pat, True)
         if lp.layer_swap is not None:
             full = whole or lp.full_recompute
-            reason = "; ".join(why.get(o, o) for o in over if o == "layer_swap" or o in part)
+            reason = "; ".join(o.why for o in lp.swap_overridden if o.action == "layer_swap")
             add("layer_swap", None, lp.layer_swap, full or bool(part), not full and bool(part), reason)
         for pat, prefetch in (lp.op_swap or {}).items():
-            add("op_swap", pat, prefetch, whole or pat in over, False, why.get(pat, ""))
+            why = next((o.why for o in lp.swap_overridden if o.scope == "op" and o.pattern == pat), "")
+            add("op_swap", pat, prefetch, whole or lp.op_swap_voided(pat), False, why)
     return rows
 
 
@@ -211,7 +209,7 @@ def _log_rows(runlog: Any, rank: int, plan: Any = None) -> List[tuple]:
     return [tuple(r) for r in rows.values()]
 
 
-def strategy_frame(what: Any, rank: Optional[int] = None, plan: Any = None) -> pd.DataFrame:
+def strategy_frame(what: Any, rank: Optional[int] = None, plan: Any = None, config: Any = None) -> pd.DataFrame:
     """One row per (layer, mechanism, item) configured or logged: the data behind :func:`plot_strategy`.
 
     ``what`` is a :class:`~swapwatch.strategy.Plan` (source ``config``: what MindFormers will apply)
@@ -222,13 +220,14 @@ def strategy_frame(what: Any, rank: Optional[int] = None, plan: Any = None) -> p
     True otherwise; ``overridden`` marks swaps that recompute makes ineffective; ``paths`` are the
     logged op paths (empty for config rows); ``effect`` (config rows) is ``""`` when applied,
     ``no_match`` for a pattern that reaches nothing on the layout, ``voided`` for a select pattern
-    configured where full recompute covers the layer (never applied there).
+    configured where full recompute covers the layer (never applied there; shown only when the
+    plan's ``config`` is given, as the engine decides it from the config).
     """
     if _is_pynative(what):
         from ..pynative.plot import config_rows
         rows = config_rows(what)
     elif _is_plan(what):
-        rows = _plan_rows(what)
+        rows = _plan_rows(what, config)
     elif hasattr(what, "ranks"):
         rows = _log_rows(what, pick_rank(what, rank), None if _is_pynative(plan) else plan)
     else:
@@ -448,13 +447,14 @@ def _legend_handles(frames: List[pd.DataFrame], with_diff: bool, with_cut: bool)
 
 
 def plot_strategy(what: Any, plan: Any = None, rank: Optional[int] = None, title: Optional[str] = None,
-                  name: Optional[str] = None) -> StrategyPlot:
+                  name: Optional[str] = None, config: Any = None) -> StrategyPlot:
     """Draw the layer × mechanism map (``.save(out)`` writes it).
 
     ``what``: a Plan (the config's intended strategy) or a RunLog (what ``rank`` logged). With a
     RunLog and ``plan``, both maps are drawn one above the other when they differ (differing cells
     outlined), and a single map saying "logs = config" when they do not. ``name`` (e.g. the config
-    file) goes into the title. The result holds the frames drawn (by panel title), the differences
+    file) goes into the title. ``config`` is the intended plan's config (it shows select patterns
+    that full recompute voids). The result holds the frames drawn (by panel title), the differences
     and the layers past a log that stops early.
     """
     panels: List[Tuple[str, pd.DataFrame]] = []
@@ -462,7 +462,7 @@ def plot_strategy(what: Any, plan: Any = None, rank: Optional[int] = None, title
     cut: Set[int] = set()
     if _is_plan(what):
         ref_plan = what
-        panels.append(("config (intended)", strategy_frame(what)))
+        panels.append(("config (intended)", strategy_frame(what, config=config)))
         n_layers = len(what.layers)
     else:
         r = pick_rank(what, rank)
@@ -491,7 +491,7 @@ def plot_strategy(what: Any, plan: Any = None, rank: Optional[int] = None, title
                     parts.append(f"{len(diffs)} difference{'s' if len(diffs) != 1 else ''} outlined")
                 if cut:
                     parts.append(f"the log stops at layer {min(cut)}")
-                panels.append(("config (intended)", strategy_frame(plan)))
+                panels.append(("config (intended)", strategy_frame(plan, config=config)))
                 panels.append((f"{who} (actual): " + "; ".join(parts), logs))
         else:
             panels.append((f"{who} (actual)", logs))
