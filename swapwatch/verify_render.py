@@ -19,7 +19,7 @@ from xml.etree import ElementTree as ET
 
 from . import finding_groups, layer_table
 from .checks import REGISTRY
-from .checks._compare import RankDiff
+from .compare import RankDiff
 
 FORMATS = ("table", "json", "junit", "markdown")
 COLUMNS = layer_table.COLUMNS

@@ -208,3 +208,44 @@ def test_real_run_against_another_config_fails(tmp_path):
     r = verify([str(REAL / "select-2ranks")], config_path=str(REAL / "configs" / "full.yaml"))
     codes = [f.code for f in r.findings if f.severity == "error"]
     assert codes == ["SW109"] and r.exit_code == 1          # one cause, said once (issue 16)
+
+
+# --- the comparison: made once per verify, the same object for the rules, the map and the plot ---
+
+def test_comparison_is_made_once_and_shared_by_rules_result_and_plot(tmp_path, monkeypatch):
+    import swapwatch.compare as compare_mod
+    import swapwatch.plot.strategy_map as strategy_map
+    import swapwatch.verify as verify_mod
+    from swapwatch.checks import VARIANTS, _load_all
+
+    logs = make_run(tmp_path, "recompute_48l")
+    edit(logs / "worker_0.log", lambda ls: [x for x in ls if "Set select recompute on at layer 25:" not in x])
+    made, seen_by_rules = [], []
+    real = compare_mod.compare
+
+    def counting(*a, **kw):
+        made.append(real(*a, **kw))
+        return made[-1]
+
+    monkeypatch.setattr(verify_mod, "compare", counting)
+    monkeypatch.setattr(compare_mod, "compare", counting)
+    _load_all()
+    rule = VARIANTS["SW101"]["run"]
+    check = type(rule).check
+
+    def spy(self, ctx):
+        seen_by_rules.append(ctx.comparison)
+        return check(self, ctx)
+
+    monkeypatch.setattr(type(rule), "check", spy)
+    r = _verify(tmp_path, logs, "recompute_48l")
+    assert len(made) == 1 and r.comparison is made[0] and seen_by_rules == [made[0]]
+    assert any(f.code == "SW101" for f in r.findings)
+
+    def no_second_comparison(*a, **kw):
+        raise AssertionError("the plot compared again")
+
+    monkeypatch.setattr(strategy_map, "compare", no_second_comparison)
+    fig = strategy_map.plot_strategy(r, rank=0)
+    assert set(fig.strategy_diff["kind"]) == {"missing"} and set(fig.strategy_diff["layer"]) == {25}
+    assert len(fig.strategy_diff) == len(r.comparison.ranks[0].missing)

@@ -5,7 +5,7 @@ from typing import Iterable
 
 from .. import actions
 from . import CheckContext, Finding, Rule, register
-from ._compare import comparison, describe, near_source
+from ..compare import describe, near_source
 
 
 @register
@@ -41,7 +41,7 @@ class MissingAction(Rule):
     needs = "run"
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        comp = comparison(ctx)
+        comp = ctx.comparison
         if comp is None:
             return
         for rank, diff in comp.ranks.items():

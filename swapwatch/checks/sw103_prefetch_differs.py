@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from . import CheckContext, Finding, Rule, register
-from ._compare import comparison, describe
+from ..compare import describe
 
 
 @register
@@ -37,7 +37,7 @@ class PrefetchDiffers(Rule):
     needs = "run"
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        comp = comparison(ctx)
+        comp = ctx.comparison
         if comp is None:
             return
         for rank, diff in comp.ranks.items():

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from .. import actions
 from . import CheckContext, Finding, Rule, register
 from ._config_ctx import config_of, pattern_where
-from ._compare import LABEL, comparison
 
 
 @register
@@ -38,7 +38,7 @@ class PatternNeverLogged(Rule):
     needs = "run"
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        comp = comparison(ctx)
+        comp = ctx.comparison
         if comp is None or not any(d.has_strategy_lines for d in comp.ranks.values()):
             return
         done = set()
@@ -58,7 +58,7 @@ class PatternNeverLogged(Rule):
                 layers = [lay for lay in sorted(comp.expected)
                           if any((x.action, x.pattern) == key for x in comp.expected[lay])]
                 yield self.finding(
-                    f"{LABEL[e.action]} pattern '{e.pattern}' is applied on {len(layers)} layer(s) "
+                    f"{actions.LABEL[e.action]} pattern '{e.pattern}' is applied on {len(layers)} layer(s) "
                     f"(first {layers[0]}) but no rank logged any path it matches: it does nothing",
                     layer=layers[0], op=e.pattern, expected=f"a matching path on layers {_span(layers)}",
                     actual="(no matching path logged)",

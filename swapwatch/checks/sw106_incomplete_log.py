@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any, Iterable, List, Optional, Set
 
 from . import CheckContext, Finding, Rule, register
-from ._compare import comparison, expects_line, fatal_after_actions, is_cut
+from ..compare import expects_line, fatal_after_actions, is_cut
 
 #: Event kinds that only MindFormers' own logger produces (a rank with none of them printed nothing).
 MINDFORMERS_KINDS = ("geometry", "formative", "initial_config", "action", "step")
@@ -85,7 +85,7 @@ class IncompleteLog(Rule):
     needs = "run"
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        comp = comparison(ctx)
+        comp = ctx.comparison
         if comp is None:
             return
         expects = _expects_lines(comp)

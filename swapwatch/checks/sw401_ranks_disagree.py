@@ -4,8 +4,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
 
+from .. import actions
 from . import CheckContext, Finding, Rule, register
-from ._compare import LABEL, comparison, norm_value, seen_items
+from ..compare import norm_value, seen_items
 
 Item = Tuple[Optional[str], str]          # (path, value)
 
@@ -42,7 +43,7 @@ class RanksDisagree(Rule):
         runlog = ctx.runlog
         if runlog is None or len(runlog.ranks) < 2:
             return
-        comp = comparison(ctx)
+        comp = ctx.comparison
         # Ranks that logged the same items share one signature object (one per distinct strategy,
         # not one per rank), and are voted on as groups: 10,000 identical ranks cost one entry.
         per_rank: Dict[int, Dict[Tuple[int, str], FrozenSet[Item]]] = {}
@@ -93,7 +94,7 @@ class RanksDisagree(Rule):
                 sources = _sources(comp.ranks[rank].seen if comp is not None else seen_items(runlog.ranks[rank]))
                 src = sources.get(key) or _nearest(sources, layer)
                 yield self.finding(
-                    f"rank {rank} layer {layer}: {LABEL.get(key[1], key[1])} is "
+                    f"rank {rank} layer {layer}: {actions.LABEL.get(key[1], key[1])} is "
                     f"{_show(mine)} but {who} logged {_show(majority)}",
                     rank=rank, layer=layer, op=_op(mine, majority, key[1]),
                     expected=_show(majority), actual=_show(mine), source=src)
