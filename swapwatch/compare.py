@@ -427,10 +427,6 @@ def strategy_complete(seen: Dict[int, List[Seen]], expected: Dict[int, List[Expe
     return True
 
 
-#: Notices that mean the process stopped with an error (the parsers' vocabulary, re-exported).
-FATAL_NOTICES = _model.FATAL_NOTICES
-
-
 def is_cut(rank_log: Any) -> bool:
     """True when the rank's strategy block may be cut short: the parser says the file is
     truncated, or a traceback / config error / failing exit comes after the last action line."""

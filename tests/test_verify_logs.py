@@ -249,3 +249,35 @@ def test_comparison_is_made_once_and_shared_by_rules_result_and_plot(tmp_path, m
     fig = strategy_map.plot_strategy(r, rank=0)
     assert set(fig.strategy_diff["kind"]) == {"missing"} and set(fig.strategy_diff["layer"]) == {25}
     assert len(fig.strategy_diff) == len(r.comparison.ranks[0].missing)
+
+
+def test_sw107_and_sw401_agree_on_what_the_same_value_is(tmp_path):
+    """One canonical form (compare.canon): key order in a logged dict is no difference, False is
+    not 0 (MindFormers tells bools from counts). SW107 (log vs --config) and SW401 (rank vs rank)
+    say the same about the same pair of values."""
+    from swapwatch.checks import CheckContext
+    from swapwatch.checks.sw107_log_config_differs import LogConfigDiffers
+    from swapwatch.checks.sw401_ranks_disagree import RanksDisagree
+    from swapwatch.config import load_config
+    from swapwatch.parsers import read_logs
+    from swapwatch.strategy import plan as make_plan
+
+    first = "{'op_name': 'attention', 'backward_prefetch': 20, 'layers': [0, 1, 2]}"
+    reordered = "{'layers': [0, 1, 2], 'backward_prefetch': 20, 'op_name': 'attention'}"
+    cfg = load_config(config("swap_case3"))
+
+    def codes(logs):
+        ctx = CheckContext(plan=make_plan(cfg), config=cfg, runlog=read_logs([str(logs)]))
+        return ({f.rank for f in LogConfigDiffers().check(ctx)},
+                {f.rank for f in RanksDisagree().check(ctx) if f.layer is None})
+
+    (tmp_path / "a").mkdir()
+    logs = make_run(tmp_path / "a", "swap_case3")
+    edit(logs / "worker_1.log", lambda ls: [x.replace(first, reordered) for x in ls])
+    assert any(reordered in x for x in (logs / "worker_1.log").read_text().splitlines())
+    assert codes(logs) == (set(), set())          # key order: the same value for both rules
+
+    (tmp_path / "b").mkdir()
+    logs = make_run(tmp_path / "b", "swap_case3")
+    edit(logs / "worker_1.log", lambda ls: [x.replace("{'recompute': False,", "{'recompute': 0,") for x in ls])
+    assert codes(logs) == ({1}, {1})              # False vs 0: a difference for both rules

@@ -56,7 +56,7 @@ class MissingAction(Rule):
                 what = describe(e.action, e.op)
                 pat = f" (pattern '{e.pattern}')" if e.pattern and e.op != e.pattern else ""
                 yield self.finding(
-                    f"rank {rank} layer {e.layer}: {what}{pat} is configured but the log has no "
+                    f"{what}{pat} is configured but the log has no "
                     f"line for it",
                     rank=rank, layer=e.layer, op=e.op or e.action,
                     expected=_expected(e), actual="(not logged)",

@@ -46,7 +46,7 @@ class UnaskedAction(Rule):
                 what = describe(s.action, s.path)
                 value = f" (value {s.value})" if s.action in actions.SWAP_ACTIONS else ""
                 yield self.finding(
-                    f"rank {rank} layer {s.layer}: the log shows {what}{value}, which the config "
+                    f"the log shows {what}{value}, which the config "
                     f"does not apply at this layer",
                     rank=rank, layer=s.layer, op=s.path or s.action,
                     expected="(not configured)",

@@ -44,7 +44,7 @@ class PrefetchDiffers(Rule):
             for e, s in diff.value_diffs:
                 what = describe(s.action, s.path)
                 yield self.finding(
-                    f"rank {rank} layer {s.layer}: {what} ran with backward_prefetch {s.value}, "
+                    f"{what} ran with backward_prefetch {s.value}, "
                     f"the config says {e.value}",
                     rank=rank, layer=s.layer, op=s.path or e.pattern or s.action,
                     expected=e.value, actual=s.value, source=s.source)

@@ -10,8 +10,9 @@ from collections import OrderedDict
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from . import CheckContext, Finding, Rule, register
-from .sw107_log_config_differs import _canon, _config_sections, _short, _source
-from .sw402_missing_ranks import _ranges
+from ..compare import canon, same_value
+from ..layer_table import ranges
+from .sw107_log_config_differs import _config_sections, _short, _source
 
 #: Findings that compare the run with ``--config`` layer by layer: they follow from SW109.
 CASCADE = frozenset({"SW101", "SW102", "SW103", "SW104", "SW106", "SW107", "SW110"})
@@ -50,7 +51,7 @@ class NotThisConfig(Rule):
             return
         sections = _config_sections(ctx.config)
         groups: "OrderedDict[Tuple[str, ...], List[Tuple[int, Optional[str]]]]" = OrderedDict()
-        formative = _canon(getattr(ctx.plan, "formative", None) or {})
+        formative = getattr(ctx.plan, "formative", None) or {}
         for rank, rank_log in sorted(ctx.runlog.ranks.items()):
             diffs, source = _differences(ctx.plan.geometry, rank_log, sections)
             if not diffs:
@@ -59,7 +60,7 @@ class NotThisConfig(Rule):
                 groups.setdefault(tuple(diffs), []).append((rank, source))
         for diffs, members in groups.items():
             ranks = [r for r, _ in members]
-            who = f"rank {ranks[0]}: this log" if len(ranks) == 1 else f"this log (ranks {_ranges(ranks)})"
+            who = "this log" if len(ranks) == 1 else f"this log (ranks {ranges(ranks)})"
             shown = ", ".join(diffs[:4]) + (f" and {len(diffs) - 4} more" if len(diffs) > 4 else "")
             yield self.finding(
                 f"{who} is not a run of this config: {shown} (log vs --config); "
@@ -74,8 +75,8 @@ def _differences(geometry: Any, rank_log: Any, sections: Optional[Dict[str, Dict
     out: List[str] = []
     source: Optional[str] = None
     logged = rank_log.geometry().get("layer_list")
-    want = _canon(getattr(geometry, "layer_list", None))
-    got = _canon(logged)
+    want = canon(getattr(geometry, "layer_list", None))
+    got = canon(logged)
     if isinstance(got, list) and got and all(isinstance(r, list) for r in got) and got != want:
         source = _source(rank_log, "geometry", "layer_list")
         n_got, n_want = sum(map(sum, got)), sum(map(sum, want))
@@ -92,7 +93,7 @@ def _differences(geometry: Any, rank_log: Any, sections: Optional[Dict[str, Dict
         if not isinstance(value, dict) or not isinstance(wanted, dict):
             continue
         for key in sorted(set(value) & set(wanted)):
-            if _canon(value[key]) != _canon(wanted[key]):
+            if not same_value(value[key], wanted[key]):
                 got_s, want_s = _short(value[key], 400), _short(wanted[key], 400)
                 out.append(f"{section}.{key} {got_s} vs {want_s}" if len(got_s) + len(want_s) <= 60
                            else f"{section}.{key} differs")
@@ -108,7 +109,7 @@ def _formative_differences(formative: Dict[str, Any], rank_log: Any) -> Tuple[Li
     for logged_key, value in rank_log.formative().items():
         key = logged_key.replace(" ", "_")
         key = key if key in formative else logged_key
-        if key in formative and _canon(value) != formative[key]:
+        if key in formative and not same_value(value, formative[key]):
             out.append(f"Formative {logged_key} differs")
             source = source or _source(rank_log, "formative", logged_key)
     return out, source

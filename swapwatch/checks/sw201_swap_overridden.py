@@ -61,6 +61,6 @@ class SwapOverridden(Rule):
             first = lp.swap_overridden[0]
             key = "swap_config.layer_swap" if first.startswith("layer_swap") else "swap_config.op_swap"
             source = (where(cfg, key) or where(cfg, "swap_config")) if cfg is not None else None
-            yield self.finding(f"layer {lp.layer}: swap has no effect: " + "; ".join(parts),
+            yield self.finding("swap has no effect: " + "; ".join(parts),
                                layer=lp.layer, op=", ".join(lp.swap_overridden), source=source,
                                expected="swap takes effect", actual="voided by recompute")

@@ -6,7 +6,7 @@ from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
 
 from .. import actions
 from . import CheckContext, Finding, Rule, register
-from ..compare import norm_value, seen_items
+from ..compare import canon_text, norm_value, same_value, seen_items
 
 Item = Tuple[Optional[str], str]          # (path, value)
 
@@ -94,7 +94,7 @@ class RanksDisagree(Rule):
                 sources = _sources(comp.ranks[rank].seen if comp is not None else seen_items(runlog.ranks[rank]))
                 src = sources.get(key) or _nearest(sources, layer)
                 yield self.finding(
-                    f"rank {rank} layer {layer}: {actions.LABEL.get(key[1], key[1])} is "
+                    f"{actions.LABEL.get(key[1], key[1])} is "
                     f"{_show(mine)} but {who} logged {_show(majority)}",
                     rank=rank, layer=layer, op=_op(mine, majority, key[1]),
                     expected=_show(majority), actual=_show(mine), source=src)
@@ -115,7 +115,7 @@ class RanksDisagree(Rule):
                     ids = tuple((k, id(x)) for k, x in v.items())
                     text = by_ids.get(ids)
                     if text is None:
-                        text = repr(_canon(v))
+                        text = canon_text(v)
                         text = by_ids[ids] = canon.setdefault(text, text)
                     texts[r] = text
             if len(texts) < 2:
@@ -131,9 +131,9 @@ class RanksDisagree(Rule):
                     continue
                 v = getter(runlog.ranks[r])
                 diff = sorted(k for k in set(v) | set(ref_values)
-                              if repr(_canon(v.get(k))) != repr(_canon(ref_values.get(k))))
+                              if not same_value(v.get(k), ref_values.get(k)))
                 yield self.finding(
-                    f"rank {r}: logged {label} differ from rank {ref}'s in {', '.join(diff)}",
+                    f"logged {label} differ from rank {ref}'s in {', '.join(diff)}",
                     rank=r, op=", ".join(diff),
                     expected={k: ref_values.get(k) for k in diff},
                     actual={k: v.get(k) for k in diff},
@@ -173,16 +173,6 @@ def _op(mine, majority, action) -> str:
 def _nearest(sources: Dict[Tuple[int, str], str], layer: int) -> Optional[str]:
     best = sorted(sources.items(), key=lambda kv: abs(kv[0][0] - layer))
     return best[0][1] if best else None
-
-
-def _canon(v: Any) -> Any:
-    if isinstance(v, dict):
-        return {str(k): _canon(x) for k, x in sorted(v.items(), key=lambda kv: str(kv[0]))}
-    if isinstance(v, (list, tuple)):
-        return [_canon(x) for x in v]
-    if hasattr(v, "tolist"):
-        return _canon(v.tolist())
-    return v
 
 
 def _source_of(rank_log, label: str) -> Optional[str]:
