@@ -5,8 +5,9 @@ from collections import Counter
 from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
 
 from .. import actions
-from . import CheckContext, Finding, Rule, register
 from ..compare import canon_text, norm_value, same_value, seen_items
+from ..layer_table import ranges
+from . import CheckContext, Finding, Rule, register
 
 Item = Tuple[Optional[str], str]          # (path, value)
 
@@ -88,7 +89,7 @@ class RanksDisagree(Rule):
             majority, _ = max(votes.items(), key=lambda kv: (kv[1], -first[kv[0]]))
             ref = first[majority]
             others = sorted(r for mine, members in live if mine == majority for r in members)
-            who = f"rank {ref}" if len(others) == 1 else f"{len(others)} ranks ({_list(others)})"
+            who = f"rank {ref}" if len(others) == 1 else f"{len(others)} ranks ({ranges(others, 6)})"
             odd = sorted((r, mine) for mine, members in live if mine != majority for r in members)
             for rank, mine in odd:
                 sources = _sources(comp.ranks[rank].seen if comp is not None else seen_items(runlog.ranks[rank]))
@@ -147,10 +148,6 @@ def _sources(seen) -> Dict[Tuple[int, str], str]:
         for s in items:
             src.setdefault((layer, s.action), s.source)
     return src
-
-
-def _list(ranks: List[int]) -> str:
-    return ", ".join(map(str, ranks[:8])) + (", ..." if len(ranks) > 8 else "")
 
 
 def _show(items: FrozenSet[Item]) -> str:
