@@ -27,7 +27,7 @@ import functools
 from collections import OrderedDict, defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from . import actions, patterns
 from .actions import NAMES as ACTIONS
@@ -440,12 +440,6 @@ def fatal_after_actions(rank_log: Any) -> Optional[Any]:
     if callable(getattr(rank_log, "fatal_after_actions", None)):
         return rank_log.fatal_after_actions()          # a RankLog answers without unpacking
     return _model.fatal_after_actions_of(list(getattr(rank_log, "events", [])))
-
-
-def first_source(items: Iterable[Seen]) -> Optional[str]:
-    for s in items:
-        return s.source
-    return None
 
 
 def near_source(diff: RankDiff, layer: int, rank_log: Any = None) -> Optional[str]:
