@@ -216,7 +216,7 @@ def canon(value: Any) -> Any:
     layer) is not ``recompute: 1`` (one layer per stage) in MindFormers, though ``True == 1`` in
     Python, so values are compared by :func:`same_value`, never with ``==`` on raw values.
     """
-    if isinstance(value, Mapping):
+    if isinstance(value, dict):
         return {str(k): canon(x) for k, x in sorted(value.items(), key=lambda kv: str(kv[0]))}
     if isinstance(value, (list, tuple)):
         return [canon(x) for x in value]
@@ -236,6 +236,26 @@ def canon_text(value: Any) -> str:
     """The canonical form as one text: equal texts, same value (what :func:`same_value` compares;
     a text so ranks that logged the same values can share one)."""
     return repr(canon(value))
+
+
+class ValueTexts:
+    """:func:`canon_text` over many values, each object made canonical once: a rule that meets the
+    config's values once per rank (10,000 ranks) canonicalises them once, and ranks that share
+    parsed objects (packed ranks do) share the work. It holds the objects it has seen, so an id
+    is never reused while it is remembered; make one per rule run."""
+
+    def __init__(self) -> None:
+        self._texts: Dict[int, Tuple[Any, str]] = {}
+
+    def __call__(self, value: Any) -> str:
+        got = self._texts.get(id(value))
+        if got is None:
+            got = self._texts[id(value)] = (value, canon_text(value))
+        return got[1]
+
+    def same(self, a: Any, b: Any) -> bool:
+        """:func:`same_value`, memoised."""
+        return self(a) == self(b)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterable, Optional
 
-from ..compare import canon, canon_text, same_value
+from ..compare import ValueTexts, canon, canon_text
 from . import CheckContext, Finding, Rule, register
 
 #: Logged geometry lines -> Geometry attributes.
@@ -44,14 +44,15 @@ class LogConfigDiffers(Rule):
         geometry = ctx.plan.geometry
         formative = getattr(ctx.plan, "formative", None) or {}
         sections = _config_sections(ctx.config)
+        same = ValueTexts().same          # the config's values made canonical once, not per rank
         for rank, rank_log in sorted(ctx.runlog.ranks.items()):
             logged = rank_log.geometry()
             for what, attr in GEOMETRY:
-                if what in logged and not same_value(logged[what], getattr(geometry, attr, None)):
+                if what in logged and not same(logged[what], getattr(geometry, attr, None)):
                     yield self._differs(rank, rank_log, "geometry", what,
                                         getattr(geometry, attr, None), logged[what])
                     break           # one geometry finding per rank: the rest follows from it
-            raw = list(self._raw_differences(rank, rank_log, sections))
+            raw = list(self._raw_differences(rank, rank_log, sections, same))
             yield from raw
             if raw:
                 continue            # the Formative differences follow from these
@@ -59,10 +60,10 @@ class LogConfigDiffers(Rule):
                 key = logged_key.replace(" ", "_")        # logged "op swap" is the plan's "op_swap"
                 if key not in formative:
                     key = logged_key
-                if key in formative and not same_value(value, formative[key]):
+                if key in formative and not same(value, formative[key]):
                     yield self._differs(rank, rank_log, "formative", key, formative[key], value)
 
-    def _raw_differences(self, rank: int, rank_log: Any, sections) -> Iterable[Finding]:
+    def _raw_differences(self, rank: int, rank_log: Any, sections, same) -> Iterable[Finding]:
         if sections is None:
             return
         for section, value in rank_log.initial_config().items():
@@ -70,7 +71,7 @@ class LogConfigDiffers(Rule):
             if not isinstance(value, dict) or not isinstance(want, dict):
                 continue
             for key in sorted(set(value) & set(want)):
-                if not same_value(value[key], want[key]):
+                if not same(value[key], want[key]):
                     yield self._differs(rank, rank_log, "initial_config", f"{section}.{key}",
                                         want[key], value[key])
 
