@@ -152,9 +152,9 @@ def compare(plan: PynativePlan, runlog: Any) -> List[Finding]:
         if len(set(sigs.values())) > 1:
             common = Counter(sigs.values()).most_common(1)[0][0]
             odd = sorted(r for r, s in sigs.items() if s != common)
-            who = ("rank " if len(odd) == 1 else "ranks ") + ", ".join(map(str, odd))
-            findings.append(Finding("SW401", "warning", f"{who} logged a different "
-                                                        "PyNative strategy from the other ranks", actual=odd))
+            # one finding per odd rank (the renderers fold them into "ranks 1, 3: ...")
+            findings.extend(Finding("SW401", "warning", "logged a different PyNative strategy from the other ranks",
+                                    rank=r, actual=odd) for r in odd)
     return findings
 
 
