@@ -42,7 +42,7 @@ core: $(CORE)/.installed
 
 # ruff over the tree; mypy over the domain model (the modules every command builds on).
 TYPED := swapwatch/actions.py swapwatch/plan.py swapwatch/config.py swapwatch/families.py \
-         swapwatch/parsers/model.py swapwatch/checks/__init__.py swapwatch/checks/_compare.py \
+         swapwatch/parsers/model.py swapwatch/checks/__init__.py swapwatch/compare.py \
          swapwatch/layer_table.py swapwatch/setting_lines.py
 lint: install
 	$(BIN)/ruff check .

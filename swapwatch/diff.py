@@ -96,7 +96,7 @@ def config_side(path: str) -> Side:
 
 
 def run_side(path: str) -> Side:
-    from .checks._compare import seen_items
+    from .compare import seen_items
     from .parsers import read_logs
 
     runlog = read_logs([path])

@@ -4,13 +4,13 @@ A config mismatch on a 1,024-rank job is the same sentence 1,024 times, and a mi
 every layer of every rank is ranks x layers lines; a person (a terminal, a PR comment, a CI
 report) wants each cause once, with "ranks 0-1023, layers 0-31", a count, the first place to look
 and the ranks hit hardest. JSON keeps every finding; the table, Markdown and JUnit use these
-groups. Findings are grouped by code, severity, op and message once the finding's *own* rank and
-layer are taken out of the message's leading ``rank R layer L:`` part (the checks' convention);
-a message that still differs (another value, another path) is another cause.
+groups. A finding's message says *what*; its *where* is ``Finding.rank`` / ``Finding.layer``, and
+this module puts it in front (:func:`line` for one finding, :meth:`Group.text` for a group), so
+findings that differ only in rank and layer share one message and group by code, severity, op,
+message and values; a message that differs (another value, another path) is another cause.
 """
 from __future__ import annotations
 
-import re
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Iterable, List, Optional, Tuple
@@ -27,10 +27,8 @@ class Group:
 
     code: str
     severity: str
-    body: str                           # the message without its leading rank/layer part
+    body: str                           # the message every finding of the group shares
     findings: List[Any] = field(default_factory=list)
-    #: False when the message itself names its place (not as a leading part): no ranges prefix
-    placed: bool = True
 
     @property
     def first(self) -> Any:
@@ -54,15 +52,7 @@ class Group:
 
     def where(self, limit: Optional[int] = RANGE_RUNS) -> str:
         """``ranks 0-3, 7 · layers 0-31`` (or ``rank 5 · layer 2``; empty when neither applies)."""
-        if not self.placed:
-            return ""
-        parts = []
-        ranks, layers = self.ranks, self.layers
-        if ranks:
-            parts.append(("rank " if len(ranks) == 1 else "ranks ") + ranges(ranks, limit))
-        if layers:
-            parts.append(("layer " if len(layers) == 1 else "layers ") + ranges(layers, limit))
-        return " · ".join(parts)
+        return _where(self.ranks, self.layers, limit)
 
     def source_text(self) -> str:
         srcs = self.sources
@@ -75,32 +65,34 @@ class Group:
         return f"{where}: {self.body}" if where else self.body
 
 
-def _strip_own(f: Any) -> Tuple[str, bool]:
-    """The message without the leading ``rank R``, ``layer L`` naming the finding's own place,
-    and whether such a part was there."""
-    msg = f.message
-    if f.rank is None and f.layer is None:
-        return msg, True
-    rank_part = rf"(?:rank {f.rank}\b ?)?" if f.rank is not None else ""
-    layer_part = rf"(?:layer {f.layer}\b)?" if f.layer is not None else ""
-    m = re.match("^" + rank_part + layer_part + r"\s*:\s*", msg)
-    if m and m.group(0).strip(": "):
-        return msg[m.end():], True
-    return msg, False
+def _where(ranks: List[int], layers: List[int], limit: Optional[int] = RANGE_RUNS) -> str:
+    parts = []
+    if ranks:
+        parts.append(("rank " if len(ranks) == 1 else "ranks ") + ranges(ranks, limit))
+    if layers:
+        parts.append(("layer " if len(layers) == 1 else "layers ") + ranges(layers, limit))
+    return " · ".join(parts)
+
+
+def where(f: Any) -> str:
+    """One finding's place from its fields: ``rank 0 · layer 2``, ``layer 3``, or empty."""
+    return _where([] if f.rank is None else [f.rank], [] if f.layer is None else [f.layer])
+
+
+def line(f: Any) -> str:
+    """One finding as a person reads it: its place (:func:`where`), then its message."""
+    at = where(f)
+    return f"{at}: {f.message}" if at else f.message
 
 
 def group(findings: Iterable[Any]) -> List[Group]:
     """Findings grouped by cause, in the order their first finding comes."""
     groups: "OrderedDict[Tuple, Group]" = OrderedDict()
     for f in findings:
-        body, placed = _strip_own(f)
-        key = (f.code, f.severity, f.op, body, repr(f.expected), repr(f.actual))
-        if not placed:
-            # the place is inside the sentence: merging would hide it, so the place is the key too
-            key += (f.rank, f.layer)
+        key = (f.code, f.severity, f.op, f.message, repr(f.expected), repr(f.actual))
         g = groups.get(key)
         if g is None:
-            g = groups[key] = Group(f.code, f.severity, body, placed=placed)
+            g = groups[key] = Group(f.code, f.severity, f.message)
         g.findings.append(f)
     return list(groups.values())
 
@@ -121,7 +113,7 @@ def worst_ranks(findings: Iterable[Any], failing=lambda f: True, n: int = 5) -> 
 def rank_signature(findings: Iterable[Any]) -> Tuple:
     """What a rank's findings say once the rank is taken out: ranks with equal signatures are
     one JUnit testcase."""
-    return tuple(sorted((f.code, f.severity, f.layer if f.layer is not None else -1, _strip_own(f)[0])
+    return tuple(sorted((f.code, f.severity, f.layer if f.layer is not None else -1, f.message)
                         for f in findings))
 
 

@@ -35,8 +35,10 @@ def stage_label(stage: Any, interleave: Any, interleaved: bool) -> str:
     return f"{stage} v{interleave or 0}" if interleaved else str(stage)
 
 
-def ranges(values: Iterable[int], limit: Optional[int] = None) -> str:
-    """``0-3, 5, 7-9``; with ``limit``, at most that many runs and then ``… (N in all)``."""
+def ranges(values: Iterable[int], limit: Optional[int] = None, sep: str = ", ") -> str:
+    """``0-3, 5, 7-9``: the one way swapwatch writes a set of layer or rank ids (sorted, each id
+    once; ``sep`` between runs, ``","`` in the compact memory tables); with ``limit``, at most that
+    many runs and then ``… (N in all)``."""
     vals = sorted(set(values))
     runs: List[str] = []
     start = None
@@ -47,8 +49,8 @@ def ranges(values: Iterable[int], limit: Optional[int] = None) -> str:
             start = None
     if limit is not None and len(runs) > limit:
         head = runs[:limit - 1]
-        return f"{', '.join(head)}, …, {runs[-1]} ({len(vals)} in all)"
-    return ", ".join(runs)
+        return f"{sep.join(head)}{sep}…{sep}{runs[-1]} ({len(vals)} in all)"
+    return sep.join(runs)
 
 
 def pattern_text(walk: Any, pattern: str, mode: str) -> List[str]:

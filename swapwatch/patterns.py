@@ -58,6 +58,16 @@ def validate(pattern: str) -> Optional[str]:
     return None
 
 
+def under(path: str, prefix: str, strict: bool = False) -> bool:
+    """Is the dotted path ``path`` the cell ``prefix`` or inside it (``strict``: inside only)?
+    ``feed_forward.w1.matmul`` is under ``feed_forward``, ``feed_forward_x`` is not; the empty
+    prefix (the layer itself) holds everything. The one such test: what a recompute or swap of a
+    cell covers, an IR scope, a module path, all nest this way."""
+    if not prefix:
+        return True
+    return path.startswith(prefix + ".") or (not strict and path == prefix)
+
+
 def path_matches(pattern: str, path: str) -> bool:
     """True when a dotted cell/op path (as MindFormers logs it) is matched by ``pattern``.
 

@@ -47,6 +47,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .config import TrainingConfig, load_config, read_yaml
 from .errors import InputError
+from .parsers.grammar import EXIT_RE
 from .proctree import Tree
 from .pynative.config import detect_path
 
@@ -56,7 +57,8 @@ IR_PASSES = "add_recomputation,validate"
 GRACE_SECONDS = 20.0
 
 SHIM_DIR = Path(__file__).resolve().parent / "hooks" / "sitecustomize_dir"
-_ERROR_CODE = re.compile(rb"Worker process (\d+) exit with exception\. Error code: (-?\d+)\.")
+#: msrun's worker-exit line, as the parsers read it (the grammar holds the one regex)
+_ERROR_CODE = re.compile(EXIT_RE.encode())
 
 
 @dataclass
@@ -231,7 +233,7 @@ def worker_exit_code(console: Path) -> Optional[int]:
                 if b"Error code:" in line:
                     m = _ERROR_CODE.search(line)
                     if m:
-                        return int(m.group(2))
+                        return int(m.group("code"))
     except OSError:
         return None
     return None
@@ -446,9 +448,11 @@ def preflight(config: str, env: Dict[str, str], force: bool, out, notes: List[st
         notes.append(f"preflight could not check the config ({exc.one_line()}); started anyway (--force)")
         return None
     errors = [f for f in ex.findings if f.severity == "error"]
+    from .finding_groups import line
+
     for f in ex.findings:
         where = f"  [{f.source}]" if f.source else ""
-        _say(out, f"swapwatch run: preflight: {f.code} {f.severity}: {f.message}{where}")
+        _say(out, f"swapwatch run: preflight: {f.code} {f.severity}: {line(f)}{where}")
     if not errors:
         return None
     if force:

@@ -474,10 +474,6 @@ def pattern_targets(layout: Any, pattern: str, mode: str) -> List[str]:
     return [t.path for t in walk(layout, pattern, mode).targets]
 
 
-def _covers(outer: str, inner: str) -> bool:
-    return inner == outer or inner.startswith(outer + ".")
-
-
 def mark_overridden(result: Plan, layout: Any = None) -> None:
     """Fill ``swap_overridden``: swaps applied but voided by recompute on the same layer.
 
@@ -509,7 +505,7 @@ def mark_overridden(result: Plan, layout: Any = None) -> None:
         for pat in lp.op_swap:
             swapped = [t.path for t in walker(pat, "swap").targets]
             for spat, targets in sel_targets.items():
-                if spat == pat or any(_covers(s, t) for s in targets for t in swapped):
+                if spat == pat or any(patterns.under(t, s) for s in targets for t in swapped):
                     add(Override.op(pat, f"select recompute '{spat}' recomputes it"))
                     break
         if lp.layer_swap is not None:

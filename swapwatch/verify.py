@@ -14,7 +14,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
 
-from .checks import REGISTRY, CheckContext, Finding, run_rules
+from .checks import REGISTRY, CheckContext, Finding, comparable, run_rules
+from .compare import Comparison, compare
 from .config import config_from_log, load_config
 from .errors import InputError
 from .file_kind import reject_yaml_for_verify
@@ -36,7 +37,9 @@ class VerifyResult:
     env: Dict[str, str] = field(default_factory=dict)
     plan: Any = None
     runlog: Any = None
-    comparison: Any = None            # checks._compare.Comparison, for the per-layer map
+    #: the plan-vs-log comparison the rules read, for the per-layer map and ``plot strategy``
+    #: (None for a PyNative run, and when the log is not a run of this config: SW109)
+    comparison: Optional[Comparison] = None
 
     def counts(self) -> Dict[str, int]:
         out = {"error": 0, "warning": 0, "info": 0}
@@ -116,11 +119,14 @@ def verify(paths: Sequence[str], config_path: Optional[str] = None,
 def evaluate(plan: Any, runlog: Any, config: Any = None, env: Optional[Mapping[str, str]] = None,
              ignore: Iterable[str] = (), strict: bool = False, ir: Any = None,
              config_source: str = "", skip_codes: Iterable[str] = ()) -> VerifyResult:
-    """Run every rule on an already built Plan and RunLog (the core of :func:`verify`)."""
-    from .checks._compare import comparison
+    """Run every rule on an already built Plan and RunLog (the core of :func:`verify`).
 
+    The plan-vs-log comparison is made here, once (one pass per group of ranks that logged the
+    same strategy), and shared: the rules read it from the context, the result keeps it."""
     skip = normalise_codes(ignore) | set(skip_codes)
-    ctx = CheckContext(plan=plan, config=config, env=dict(env or {}), runlog=runlog, ir=ir)
+    comp = compare(plan, runlog) if comparable(plan) else None
+    ctx = CheckContext(plan=plan, config=config, env=dict(env or {}), runlog=runlog, ir=ir,
+                       comparison=comp)
     needs = ["config", "run"] + (["ir"] if ir is not None else [])
     findings = run_rules(ctx, needs=needs, ignore=skip)
     findings = _dedupe(findings, skip)
@@ -130,7 +136,7 @@ def evaluate(plan: Any, runlog: Any, config: Any = None, env: Optional[Mapping[s
                           ranks=sorted(runlog.ranks), layers=len(plan.layers), strict=strict,
                           config_source=config_source, env=dict(env or {}), plan=plan,
                           runlog=runlog,
-                          comparison=None if _not_this_config(findings) else comparison(ctx))
+                          comparison=None if _not_this_config(findings) else comp)
     if any(result.failing(f) for f in findings):
         result.verdict, result.exit_code = "fail", 1
     return result

@@ -19,7 +19,7 @@ from xml.etree import ElementTree as ET
 
 from . import finding_groups, layer_table
 from .checks import REGISTRY
-from .checks._compare import RankDiff
+from .compare import RankDiff
 
 FORMATS = ("table", "json", "junit", "markdown")
 COLUMNS = layer_table.COLUMNS
@@ -317,7 +317,7 @@ def render_junit(result: Any) -> str:
         if failing:
             failures += 1
             codes = ",".join(sorted({f.code for f in failing}))
-            fail = ET.SubElement(case, "failure", type=codes, message=_clean(failing[0].message)[:500])
+            fail = ET.SubElement(case, "failure", type=codes, message=_clean(finding_groups.line(failing[0]))[:500])
             fail.text = _clean("\n".join(_group_lines(failing)))
         rest = [f for f in found if not result.failing(f)]
         if rest:
@@ -412,7 +412,7 @@ def render_markdown(result: Any) -> str:
         for g in groups:
             line = "| " + " | ".join(_md(x) for x in (
                 g.code, g.severity, layer_table.ranges(g.ranks, 6), layer_table.ranges(g.layers, 6),
-                len(g.findings), g.body if g.placed else g.first.message,
+                len(g.findings), g.body,
                 f"`{g.source_text()}`" if g.sources else "", f"`swapwatch rules {g.code}`")) + " |"
             if budget - len(line) - 1 < 0:
                 break

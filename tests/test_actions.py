@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from swapwatch import actions, events, layer_table, strategy
-from swapwatch.checks import _compare
+from swapwatch import compare
 from swapwatch.hooks import apply
 from swapwatch.parsers import iter_events
 from swapwatch.parsers.model import ActionEvent
@@ -16,8 +16,9 @@ LOGS = Path(__file__).resolve().parent.parent / "fixtures" / "logs"
 def test_every_vocabulary_is_read_from_the_one_table():
     assert events.ACTIONS == actions.NAMES
     assert list(layer_table.COLUMNS) == list(actions.NAMES)
-    assert layer_table.WALK_MODE is actions.WALK_MODE is strategy.WALK_MODE is _compare.WALK_MODE
-    assert _compare.PATTERN_ACTIONS == actions.PATTERN_ACTIONS
+    assert layer_table.WALK_MODE is actions.WALK_MODE is strategy.WALK_MODE
+    assert compare.ACTIONS is actions.NAMES
+    assert not hasattr(compare, "WALK_MODE") and not hasattr(compare, "LABEL")   # no second copy
     assert [m for m, _, _ in strategy_map.MECHANISMS] == list(actions.NAMES)
     assert [k for k, _ in strategy.SELECT_KEYS] == list(actions.SELECT_ACTIONS)
     assert {apply._ACTION_OF_MODE[m] for m in actions.WALK_MODE.values()} == set(actions.PATTERN_ACTIONS)

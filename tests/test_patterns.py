@@ -58,3 +58,12 @@ def test_invalid_pattern_is_reported():
 def test_layout_paths_order():
     node = LayoutNode.from_data("layer", {"prims": ["b", "a"], "cells": {"x": {"prims": ["p"]}}})
     assert node.paths() == [("a", "prim"), ("b", "prim"), ("x", "cell"), ("x.p", "prim")]
+
+
+def test_under_is_the_one_path_nesting_test():
+    from swapwatch.patterns import under
+
+    assert under("feed_forward.w1.matmul", "feed_forward") and under("feed_forward", "feed_forward")
+    assert not under("feed_forward", "feed_forward", strict=True)
+    assert not under("feed_forward_x.mul", "feed_forward")          # a name prefix is not a parent
+    assert under("attention.wq", "") and under("", "", strict=True)  # the layer itself holds everything

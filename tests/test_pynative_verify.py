@@ -66,7 +66,7 @@ def test_deleted_set_line_is_sw101_with_rank_and_layer(tmp_path):
     assert r.verdict == "fail"
     assert [(f.code, f.rank, f.layer, f.op) for f in r.findings if f.severity == "error"] == [
         ("SW101", 1, 0, "full_recompute")]
-    assert [f.actual for f in r.findings if f.code == "SW401"] == [[1]]
+    assert [(f.rank, f.actual) for f in r.findings if f.code == "SW401"] == [(1, [1])]
 
 
 def test_added_line_is_sw102(tmp_path):

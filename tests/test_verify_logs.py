@@ -208,3 +208,76 @@ def test_real_run_against_another_config_fails(tmp_path):
     r = verify([str(REAL / "select-2ranks")], config_path=str(REAL / "configs" / "full.yaml"))
     codes = [f.code for f in r.findings if f.severity == "error"]
     assert codes == ["SW109"] and r.exit_code == 1          # one cause, said once (issue 16)
+
+
+# --- the comparison: made once per verify, the same object for the rules, the map and the plot ---
+
+def test_comparison_is_made_once_and_shared_by_rules_result_and_plot(tmp_path, monkeypatch):
+    import swapwatch.compare as compare_mod
+    import swapwatch.plot.strategy_map as strategy_map
+    import swapwatch.verify as verify_mod
+    from swapwatch.checks import VARIANTS, _load_all
+
+    logs = make_run(tmp_path, "recompute_48l")
+    edit(logs / "worker_0.log", lambda ls: [x for x in ls if "Set select recompute on at layer 25:" not in x])
+    made, seen_by_rules = [], []
+    real = compare_mod.compare
+
+    def counting(*a, **kw):
+        made.append(real(*a, **kw))
+        return made[-1]
+
+    monkeypatch.setattr(verify_mod, "compare", counting)
+    monkeypatch.setattr(compare_mod, "compare", counting)
+    _load_all()
+    rule = VARIANTS["SW101"]["run"]
+    check = type(rule).check
+
+    def spy(self, ctx):
+        seen_by_rules.append(ctx.comparison)
+        return check(self, ctx)
+
+    monkeypatch.setattr(type(rule), "check", spy)
+    r = _verify(tmp_path, logs, "recompute_48l")
+    assert len(made) == 1 and r.comparison is made[0] and seen_by_rules == [made[0]]
+    assert any(f.code == "SW101" for f in r.findings)
+
+    def no_second_comparison(*a, **kw):
+        raise AssertionError("the plot compared again")
+
+    monkeypatch.setattr(strategy_map, "compare", no_second_comparison)
+    res = strategy_map.plot_strategy(r, rank=0)
+    assert set(res.diff["kind"]) == {"missing"} and set(res.diff["layer"]) == {25}
+    assert len(res.diff) == len(r.comparison.ranks[0].missing)
+
+
+def test_sw107_and_sw401_agree_on_what_the_same_value_is(tmp_path):
+    """One canonical form (compare.canon): key order in a logged dict is no difference, False is
+    not 0 (MindFormers tells bools from counts). SW107 (log vs --config) and SW401 (rank vs rank)
+    say the same about the same pair of values."""
+    from swapwatch.checks import CheckContext
+    from swapwatch.checks.sw107_log_config_differs import LogConfigDiffers
+    from swapwatch.checks.sw401_ranks_disagree import RanksDisagree
+    from swapwatch.config import load_config
+    from swapwatch.parsers import read_logs
+    from swapwatch.strategy import plan as make_plan
+
+    first = "{'op_name': 'attention', 'backward_prefetch': 20, 'layers': [0, 1, 2]}"
+    reordered = "{'layers': [0, 1, 2], 'backward_prefetch': 20, 'op_name': 'attention'}"
+    cfg = load_config(config("swap_case3"))
+
+    def codes(logs):
+        ctx = CheckContext(plan=make_plan(cfg), config=cfg, runlog=read_logs([str(logs)]))
+        return ({f.rank for f in LogConfigDiffers().check(ctx)},
+                {f.rank for f in RanksDisagree().check(ctx) if f.layer is None})
+
+    (tmp_path / "a").mkdir()
+    logs = make_run(tmp_path / "a", "swap_case3")
+    edit(logs / "worker_1.log", lambda ls: [x.replace(first, reordered) for x in ls])
+    assert any(reordered in x for x in (logs / "worker_1.log").read_text().splitlines())
+    assert codes(logs) == (set(), set())          # key order: the same value for both rules
+
+    (tmp_path / "b").mkdir()
+    logs = make_run(tmp_path / "b", "swap_case3")
+    edit(logs / "worker_1.log", lambda ls: [x.replace("{'recompute': False,", "{'recompute': 0,") for x in ls])
+    assert codes(logs) == ({1}, {1})              # False vs 0: a difference for both rules

@@ -308,3 +308,36 @@ def test_verify_map_speaks_in_paths_in_every_column_and_marks_voided_swaps():
     row2 = next(ln for ln in table.splitlines() if ln.startswith("2 "))
     assert "✗ !feed_forward.w1 p=1 → -" in row2                # the voided swap, marked as in explain
     assert "stage 0: layers 0-3 (4), full 2, select 1, comm 0, swap 3, voided swap 2" in table
+
+
+def test_messages_carry_no_place_the_renderers_add_it_from_the_fields():
+    """A message says what; rank and layer are fields, and the table, JUnit and Markdown put them
+    in front from the fields alone (a "rank 9" inside a message is never read back)."""
+    import re
+
+    from swapwatch import finding_groups
+    from swapwatch.checks import Finding
+
+    plan, runlog = _mutated_case3()
+    r = evaluate(plan, runlog)
+    assert r.findings and all(not re.match(r"(rank|layer) \d", f.message) for f in r.findings)
+    f = next(f for f in r.findings if f.code == "SW103")
+    assert (f.rank, f.layer) == (1, 1) and finding_groups.line(f) == f"rank 1 · layer 1: {f.message}"
+    assert f"    {finding_groups.line(f)} [" in render(r, "table")
+    assert f'message="{finding_groups.line(f)}"' in render(r, "junit")
+    assert f"| SW103 | error | 1 | 1 | 1 | {f.message} |" in render(r, "markdown")
+    # the where comes from the fields, whatever the text says
+    odd = [Finding("SW101", "error", "rank 9: looks placed", rank=r_, layer=2) for r_ in (0, 1, 2)]
+    (g,) = finding_groups.group(odd)
+    assert g.text() == "ranks 0-2 · layer 2: rank 9: looks placed"
+    assert finding_groups.line(Finding("SW305", "warning", "config-wide")) == "config-wide"
+
+
+def test_explain_findings_have_the_layer_as_a_field_and_in_front_of_the_table_line():
+    from swapwatch.explain import explain
+    from swapwatch.render_explain import render_table
+
+    ex = explain("fixtures/configs/conflict.yaml")
+    sw201 = [f for f in ex.findings if f.code == "SW201"]
+    assert [f.layer for f in sw201] == [0, 2] and all(f.message.startswith("swap has no effect") for f in sw201)
+    assert "    layer 0: swap has no effect: layer swap (prefetch 2)" in render_table(ex)

@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from swapwatch.cli import cli
 from swapwatch.explain import explain
+from swapwatch.finding_groups import line
 
 TRAP = "fixtures/configs/llama32_swap_trap.yaml"
 CAPPED = "fixtures/configs/llama32_counts_capped.yaml"
@@ -192,7 +193,8 @@ def test_wording_of_sw107_and_sw305(tmp_path):
     found = list(LogConfigDiffers().check(CheckContext(plan=strategy.plan(cfg), config=cfg,
                                                        runlog=read_logs(["fixtures/plot_runs/select"]))))
     geo = [x for x in found if x.op == "layer_list"]
-    assert geo and geo[0].message.startswith("rank 0: the log's layer split is [[4]], --config gives")
+    assert geo and geo[0].rank == 0 and geo[0].message.startswith("the log's layer split is [[4]], --config gives")
+    assert line(geo[0]).startswith("rank 0: the log's layer split is [[4]]")
 
 
 def test_sw202_doc_cites_the_mindformers_documentation():

@@ -16,6 +16,7 @@ import shutil
 import pytest
 
 from swapwatch.cli import main
+from swapwatch.finding_groups import line
 from swapwatch.verify import verify
 
 CPU_SWAP = "fixtures/logs/cpu_swap"
@@ -178,5 +179,6 @@ def test_sw109_from_formative_lines_when_the_log_prints_no_initial_sections(tmp_
     res = verify([str(log)], config_path="fixtures/configs/swap_case4.yaml")
     assert [f.code for f in res.findings if f.severity == "error"] == ["SW109"]
     f = _codes(res, "SW109")[0]
-    assert f.message.startswith("rank 0: this log is not a run of this config: Formative select_recompute differs")
+    assert f.rank == 0 and f.message.startswith("this log is not a run of this config: Formative select_recompute differs")
+    assert line(f).startswith("rank 0: this log is not a run")       # the renderer puts the place in front
     assert not _codes(verify([str(log)], config_path="fixtures/configs/swap_case3.yaml"), "SW109")

@@ -9,12 +9,20 @@ themselves with :func:`register`; ``swapwatch rules`` lists :data:`REGISTRY`.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Dict, Iterable, List, Optional, Type
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Type
+
+if TYPE_CHECKING:
+    from ..compare import Comparison
 
 
 @dataclass
 class Finding:
-    """One thing a rule found. Only ``code``, ``severity`` and ``message`` are always set."""
+    """One thing a rule found. Only ``code``, ``severity`` and ``message`` are always set.
+
+    ``message`` says *what*; *where* is in the fields (``rank``, ``layer``, ``source``), never a
+    ``rank N layer M:`` prefix in the text: the renderers (:mod:`swapwatch.finding_groups`) put
+    the place in front, as one line per finding or as rank/layer ranges for a group of them.
+    """
 
     code: str
     severity: str
@@ -32,13 +40,31 @@ class Finding:
 
 @dataclass
 class CheckContext:
-    """Everything a rule may look at. ``runlog`` / ``ir`` are None for config-only checks."""
+    """Everything a rule may look at. ``runlog`` / ``ir`` are None for config-only checks.
 
-    plan: Any                 # strategy.Plan
+    ``comparison`` is the plan-vs-log comparison (:func:`swapwatch.compare.compare`) every run
+    rule reads, made once: ``verify.evaluate`` passes the one it keeps for the report; a context
+    made with a Plan and a RunLog but none builds it here, so no rule ever builds its own.
+    None without logs, and for a PyNative plan (its rules compare module paths themselves).
+    """
+
+    plan: Any                 # plan.Plan, or pynative's PynativePlan
     config: Any = None        # config.TrainingConfig
     env: Dict[str, str] = field(default_factory=dict)
     runlog: Any = None        # parsers RunLog
     ir: Any = None            # parsers.ir evidence
+    comparison: Optional["Comparison"] = None
+
+    def __post_init__(self) -> None:
+        if self.comparison is None and self.runlog is not None and comparable(self.plan):
+            from ..compare import compare
+
+            self.comparison = compare(self.plan, self.runlog)
+
+
+def comparable(plan: Any) -> bool:
+    """Can the plan-vs-log comparison run on ``plan``? A LayerSetting Plan, not a PyNative one."""
+    return plan is not None and getattr(plan, "path", None) != "pynative" and hasattr(plan, "layers")
 
 
 class Rule:

@@ -5,7 +5,7 @@ from typing import Iterable
 
 from .. import actions
 from . import CheckContext, Finding, Rule, register
-from ._compare import comparison, describe, near_source
+from ..compare import describe, near_source
 
 
 @register
@@ -41,7 +41,7 @@ class MissingAction(Rule):
     needs = "run"
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        comp = comparison(ctx)
+        comp = ctx.comparison
         if comp is None:
             return
         for rank, diff in comp.ranks.items():
@@ -56,7 +56,7 @@ class MissingAction(Rule):
                 what = describe(e.action, e.op)
                 pat = f" (pattern '{e.pattern}')" if e.pattern and e.op != e.pattern else ""
                 yield self.finding(
-                    f"rank {rank} layer {e.layer}: {what}{pat} is configured but the log has no "
+                    f"{what}{pat} is configured but the log has no "
                     f"line for it",
                     rank=rank, layer=e.layer, op=e.op or e.action,
                     expected=_expected(e), actual="(not logged)",

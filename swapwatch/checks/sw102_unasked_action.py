@@ -5,7 +5,7 @@ from typing import Iterable
 
 from .. import actions
 from . import CheckContext, Finding, Rule, register
-from ._compare import comparison, describe
+from ..compare import describe
 
 
 @register
@@ -38,7 +38,7 @@ class UnaskedAction(Rule):
     needs = "run"
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        comp = comparison(ctx)
+        comp = ctx.comparison
         if comp is None:
             return
         for rank, diff in comp.ranks.items():
@@ -46,7 +46,7 @@ class UnaskedAction(Rule):
                 what = describe(s.action, s.path)
                 value = f" (value {s.value})" if s.action in actions.SWAP_ACTIONS else ""
                 yield self.finding(
-                    f"rank {rank} layer {s.layer}: the log shows {what}{value}, which the config "
+                    f"the log shows {what}{value}, which the config "
                     f"does not apply at this layer",
                     rank=rank, layer=s.layer, op=s.path or s.action,
                     expected="(not configured)",

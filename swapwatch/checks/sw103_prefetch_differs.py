@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from . import CheckContext, Finding, Rule, register
-from ._compare import comparison, describe
+from ..compare import describe
 
 
 @register
@@ -37,14 +37,14 @@ class PrefetchDiffers(Rule):
     needs = "run"
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        comp = comparison(ctx)
+        comp = ctx.comparison
         if comp is None:
             return
         for rank, diff in comp.ranks.items():
             for e, s in diff.value_diffs:
                 what = describe(s.action, s.path)
                 yield self.finding(
-                    f"rank {rank} layer {s.layer}: {what} ran with backward_prefetch {s.value}, "
+                    f"{what} ran with backward_prefetch {s.value}, "
                     f"the config says {e.value}",
                     rank=rank, layer=s.layer, op=s.path or e.pattern or s.action,
                     expected=e.value, actual=s.value, source=s.source)

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from .. import actions
 from . import CheckContext, Finding, Rule, register
+from ..layer_table import ranges
 from ._config_ctx import config_of, pattern_where
-from ._compare import LABEL, comparison
 
 
 @register
@@ -38,7 +39,7 @@ class PatternNeverLogged(Rule):
     needs = "run"
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        comp = comparison(ctx)
+        comp = ctx.comparison
         if comp is None or not any(d.has_strategy_lines for d in comp.ranks.values()):
             return
         done = set()
@@ -58,14 +59,13 @@ class PatternNeverLogged(Rule):
                 layers = [lay for lay in sorted(comp.expected)
                           if any((x.action, x.pattern) == key for x in comp.expected[lay])]
                 yield self.finding(
-                    f"{LABEL[e.action]} pattern '{e.pattern}' is applied on {len(layers)} layer(s) "
-                    f"(first {layers[0]}) but no rank logged any path it matches: it does nothing",
-                    layer=layers[0], op=e.pattern, expected=f"a matching path on layers {_span(layers)}",
+                    f"{actions.LABEL[e.action]} pattern '{e.pattern}' is applied on {_layers(layers)} "
+                    f"but no rank logged any path it matches: it does nothing",
+                    layer=layers[0], op=e.pattern, expected=f"a matching path on {_layers(layers)}",
                     actual="(no matching path logged)",
                     source=pattern_where(config_of(ctx), e.action, e.pattern))
 
 
-def _span(layers) -> str:
-    if len(layers) > 6:
-        return f"{layers[0]}..{layers[-1]} ({len(layers)} layers)"
-    return ", ".join(map(str, layers))
+def _layers(layers) -> str:
+    """``layer 3`` / ``layers 0-3, 8`` (``layer`` holds the first; the text names them all)."""
+    return ("layer " if len(layers) == 1 else "layers ") + ranges(layers, 6)

@@ -6,6 +6,7 @@ import re
 from typing import Any, Iterable, List, Optional
 
 from . import CheckContext, Finding, Rule, register
+from ..layer_table import ranges
 from ._config_ctx import config_of, pattern_where
 from .. import actions, strategy
 
@@ -74,7 +75,8 @@ class PatternMatchesNothing(Rule):
                     near = nearest_path(plan.family.layout(plan.layout_key(layers[0])), pat)
                     if near:
                         why += f" (did you mean '{near}'?)"
-                yield self.finding(f"{action} pattern '{pat}' (applied on {_span(layers)}) matches nothing: {why}",
+                on = "" if len(layers) == 1 else f" (applied on layers {ranges(layers, 6)})"
+                yield self.finding(f"{action} pattern '{pat}'{on} matches nothing: {why}",
                                    layer=layers[0], op=pat, source=pattern_where(cfg, action, pat),
                                    expected="a primitive or cell it reaches", actual="no match")
 
@@ -111,11 +113,3 @@ def _one_per_kind(plan, layers: List[int]) -> List[int]:
     return out
 
 
-def _span(layers: List[int]) -> str:
-    if len(layers) == 1:
-        return f"layer {layers[0]}"
-    if layers == list(range(layers[0], layers[-1] + 1)):
-        return f"layers {layers[0]}-{layers[-1]}"
-    if len(layers) > 6:
-        return f"{len(layers)} layers ({layers[0]}..{layers[-1]})"
-    return "layers " + ", ".join(map(str, layers))

@@ -5,7 +5,7 @@ from typing import Any, Iterable, Set, Tuple
 
 from . import CheckContext, Finding, Rule, register
 from ._config_ctx import config_of, where
-from .sw402_missing_ranks import _ranges
+from ..layer_table import ranges
 
 #: (Formative key, LayerPlan attribute) of the two keys a full recompute shadows.
 SHADOWED_KEYS = (("select_recompute", "select_recompute"),
@@ -90,5 +90,5 @@ def _describe(value: Any, swap: bool) -> str:
     """The layers a swap-mode value selects, as a set (``[2, 2, 2, 2]`` selects layer 2 only)."""
     if swap:
         ids = sorted(set(_flat(value)))
-        return f"layer{'s' if len(ids) > 1 else ''} {_ranges(ids)}"
+        return f"layer{'s' if len(ids) > 1 else ''} {ranges(ids)}"
     return f"per-chunk counts {value}"

@@ -3,8 +3,10 @@ from __future__ import annotations
 
 from typing import Any, Iterable, List, Optional, Set
 
+from ..layer_table import ranges
+from ..parsers.model import is_fatal
 from . import CheckContext, Finding, Rule, register
-from ._compare import comparison, expects_line, fatal_after_actions, is_cut
+from ..compare import expects_line, fatal_after_actions, is_cut
 
 #: Event kinds that only MindFormers' own logger produces (a rank with none of them printed nothing).
 MINDFORMERS_KINDS = ("geometry", "formative", "initial_config", "action", "step")
@@ -22,12 +24,8 @@ def _printed_mindformers(rank_log: Any) -> bool:
 
 
 def _fatal(rank_log: Any) -> Optional[Any]:
-    for e in rank_log.events:
-        if e.kind == "notice" and getattr(e, "what", "") in ("traceback", "config_error"):
-            return e
-        if e.kind == "exit" and getattr(e, "code", 0):
-            return e
-    return None
+    """The rank's first fatal event anywhere in its log (:func:`~swapwatch.parsers.model.is_fatal`)."""
+    return next((e for e in rank_log.events if is_fatal(e)), None)
 
 
 def _reached_exit(rank_log: Any) -> bool:
@@ -85,7 +83,7 @@ class IncompleteLog(Rule):
     needs = "run"
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        comp = comparison(ctx)
+        comp = ctx.comparison
         if comp is None:
             return
         expects = _expects_lines(comp)
@@ -101,7 +99,7 @@ class IncompleteLog(Rule):
                     # on: nothing configured is missing (layers without actions log nothing)
                     last = max((lay for lay, items in diff.seen.items() if items), default=-1)
                     yield Finding(self.code, "info",
-                                  f"rank {rank}: the log ends after layer {last}, the last layer the "
+                                  f"the log ends after layer {last}, the last layer the "
                                   f"strategy logs anything for: complete as far as the strategy goes",
                                   rank=rank, layer=last, source=_last_source(diff))
                 continue
@@ -110,31 +108,31 @@ class IncompleteLog(Rule):
             fatal = _fatal(rank_log)
             if fatal is not None:
                 yield self.finding(
-                    f"rank {rank}: no strategy lines at all; the process failed before them "
+                    f"no strategy lines at all; the process failed before them "
                     f"({_what(fatal)})",
                     rank=rank, expected="Set ... lines for the configured strategy",
                     actual="(none; the run failed)", source=fatal.source)
             elif getattr(rank_log, "truncated", False):
                 yield self.finding(
-                    f"rank {rank}: the log is truncated before any strategy line",
+                    "the log is truncated before any strategy line",
                     rank=rank, expected="Set ... lines for the configured strategy",
                     actual="(none; truncated)", source=src)
             elif _printed_mindformers(rank_log):
                 yield self.finding(
-                    f"rank {rank}: MindFormers printed to this log but no strategy line at all, "
+                    f"MindFormers printed to this log but no strategy line at all, "
                     f"though the config makes it log {sum(len(v) for v in comp.expected.values())} "
                     f"actions",
                     rank=rank, expected="Set ... lines for the configured strategy",
                     actual="(none)", source=src)
             elif len(silent) == len(ctx.runlog.ranks):
                 yield self.finding(
-                    f"rank {rank}: no MindFormers line at all (no strategy, no steps); nothing "
-                    f"could be verified (is this a worker log of a MindFormers job?)",
+                    "no MindFormers line at all (no strategy, no steps); nothing "
+                    "could be verified (is this a worker log of a MindFormers job?)",
                     rank=rank, expected="MindFormers log lines", actual="(none)", source=src)
             elif cut_before_mindformers(rank_log, ctx.runlog.ranks):
                 yield self.finding(
-                    f"rank {rank}: the log ends before any MindFormers line, while other ranks' logs "
-                    f"go on to the end of the run: it is truncated, or the process died early",
+                    "the log ends before any MindFormers line, while other ranks' logs "
+                    "go on to the end of the run: it is truncated, or the process died early",
                     rank=rank, expected="Set ... lines for the configured strategy",
                     actual="(none; the log stops early)", source=src)
             # else: a silent rank while others printed: SW108
@@ -145,10 +143,10 @@ class IncompleteLog(Rule):
         unseen: List[int] = sorted(lay for lay in diff.cut_layers
                                    if lay > last and any(e.logged for e in comp.expected.get(lay, [])))
         why = f"the process failed ({_what(fatal)})" if fatal is not None else "the file is truncated"
-        tail = f"; layers {_span(unseen)} have no lines" if unseen else ""
+        tail = f"; layers {ranges(unseen, 6)} have no lines" if unseen else ""
         src = fatal.source if fatal is not None else _last_source(diff)
         return self.finding(
-            f"rank {rank}: the strategy block stops at layer {last}: {why}{tail}",
+            f"the strategy block stops at layer {last}: {why}{tail}",
             rank=rank, layer=last if last >= 0 else None,
             expected=f"lines up to layer {max(comp.expected) if comp.expected else '?'}",
             actual=f"lines up to layer {last}", source=src)
@@ -194,12 +192,12 @@ class SilentRank(Rule):
             src = rank_log.files[0] if rank_log.files else None
             if allowed is not None and rank not in allowed:
                 yield Finding(self.code, "info",
-                              f"rank {rank}: not verified; STDOUT_DEVICES={ctx.env['STDOUT_DEVICES']} "
+                              f"not verified; STDOUT_DEVICES={ctx.env['STDOUT_DEVICES']} "
                               f"keeps MindFormers lines out of its worker log",
                               rank=rank, source=src)
                 continue
             yield self.finding(
-                f"rank {rank}: its log has no MindFormers line at all while rank {loud[0]}'s has; "
+                f"its log has no MindFormers line at all while rank {loud[0]}'s has; "
                 f"it cannot be verified (STDOUT_DEVICES limits which ranks print)",
                 rank=rank, expected="MindFormers log lines", actual="(none)", source=src)
 
@@ -215,9 +213,3 @@ def _what(event: Any) -> str:
 def _last_source(diff) -> Optional[str]:
     items = [s for lay in sorted(diff.seen) for s in diff.seen[lay]]
     return items[-1].source if items else None
-
-
-def _span(layers) -> str:
-    if len(layers) > 4 and layers == list(range(layers[0], layers[-1] + 1)):
-        return f"{layers[0]}-{layers[-1]}"
-    return ", ".join(map(str, layers))

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterable, Optional
 
+from ..compare import ValueTexts, canon, canon_text
 from . import CheckContext, Finding, Rule, register
 
 #: Logged geometry lines -> Geometry attributes.
@@ -41,16 +42,17 @@ class LogConfigDiffers(Rule):
         if ctx.runlog is None or ctx.plan is None:
             return
         geometry = ctx.plan.geometry
-        formative = _canon(getattr(ctx.plan, "formative", None) or {})
+        formative = getattr(ctx.plan, "formative", None) or {}
         sections = _config_sections(ctx.config)
+        same = ValueTexts().same          # the config's values made canonical once, not per rank
         for rank, rank_log in sorted(ctx.runlog.ranks.items()):
             logged = rank_log.geometry()
             for what, attr in GEOMETRY:
-                if what in logged and _canon(logged[what]) != _canon(getattr(geometry, attr, None)):
+                if what in logged and not same(logged[what], getattr(geometry, attr, None)):
                     yield self._differs(rank, rank_log, "geometry", what,
                                         getattr(geometry, attr, None), logged[what])
                     break           # one geometry finding per rank: the rest follows from it
-            raw = list(self._raw_differences(rank, rank_log, sections))
+            raw = list(self._raw_differences(rank, rank_log, sections, same))
             yield from raw
             if raw:
                 continue            # the Formative differences follow from these
@@ -58,10 +60,10 @@ class LogConfigDiffers(Rule):
                 key = logged_key.replace(" ", "_")        # logged "op swap" is the plan's "op_swap"
                 if key not in formative:
                     key = logged_key
-                if key in formative and _canon(value) != formative[key]:
+                if key in formative and not same(value, formative[key]):
                     yield self._differs(rank, rank_log, "formative", key, formative[key], value)
 
-    def _raw_differences(self, rank: int, rank_log: Any, sections) -> Iterable[Finding]:
+    def _raw_differences(self, rank: int, rank_log: Any, sections, same) -> Iterable[Finding]:
         if sections is None:
             return
         for section, value in rank_log.initial_config().items():
@@ -69,7 +71,7 @@ class LogConfigDiffers(Rule):
             if not isinstance(value, dict) or not isinstance(want, dict):
                 continue
             for key in sorted(set(value) & set(want)):
-                if _canon(value[key]) != _canon(want[key]):
+                if not same(value[key], want[key]):
                     yield self._differs(rank, rank_log, "initial_config", f"{section}.{key}",
                                         want[key], value[key])
 
@@ -77,8 +79,8 @@ class LogConfigDiffers(Rule):
         label = {"geometry": "layer split", "formative": f"Formative {key}",
                  "initial_config": key}[kind]
         return self.finding(
-            f"rank {rank}: the log's {label} is {_short(got)}, --config gives {_short(want)}",
-            rank=rank, op=key, expected=_canon(want), actual=_canon(got),
+            f"the log's {label} is {_short(got)}, --config gives {_short(want)}",
+            rank=rank, op=key, expected=canon(want), actual=canon(got),
             source=_source(rank_log, kind, key))
 
 
@@ -98,18 +100,6 @@ def _source(rank_log: Any, kind: str, key: str) -> Optional[str]:
     return rank_log.files[0] if rank_log.files else None
 
 
-def _canon(v: Any) -> Any:
-    if isinstance(v, dict):
-        return {str(k): _canon(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_canon(x) for x in v]
-    if hasattr(v, "tolist"):
-        return _canon(v.tolist())
-    if isinstance(v, float) and v.is_integer():
-        return int(v)
-    return v
-
-
 def _short(v: Any, limit: int = 120) -> str:
-    text = repr(_canon(v))
+    text = canon_text(v)
     return text if len(text) <= limit else text[:limit - 3] + "..."

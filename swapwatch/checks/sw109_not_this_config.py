@@ -10,8 +10,9 @@ from collections import OrderedDict
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from . import CheckContext, Finding, Rule, register
-from .sw107_log_config_differs import _canon, _config_sections, _short, _source
-from .sw402_missing_ranks import _ranges
+from ..compare import ValueTexts, canon
+from ..layer_table import ranges
+from .sw107_log_config_differs import _config_sections, _short, _source
 
 #: Findings that compare the run with ``--config`` layer by layer: they follow from SW109.
 CASCADE = frozenset({"SW101", "SW102", "SW103", "SW104", "SW106", "SW107", "SW110"})
@@ -50,16 +51,17 @@ class NotThisConfig(Rule):
             return
         sections = _config_sections(ctx.config)
         groups: "OrderedDict[Tuple[str, ...], List[Tuple[int, Optional[str]]]]" = OrderedDict()
-        formative = _canon(getattr(ctx.plan, "formative", None) or {})
+        formative = getattr(ctx.plan, "formative", None) or {}
+        same = ValueTexts().same          # the config's values made canonical once, not per rank
         for rank, rank_log in sorted(ctx.runlog.ranks.items()):
-            diffs, source = _differences(ctx.plan.geometry, rank_log, sections)
+            diffs, source = _differences(ctx.plan.geometry, rank_log, sections, same)
             if not diffs:
-                diffs, source = _formative_differences(formative, rank_log)
+                diffs, source = _formative_differences(formative, rank_log, same)
             if diffs:
                 groups.setdefault(tuple(diffs), []).append((rank, source))
         for diffs, members in groups.items():
             ranks = [r for r, _ in members]
-            who = f"rank {ranks[0]}: this log" if len(ranks) == 1 else f"this log (ranks {_ranges(ranks)})"
+            who = "this log" if len(ranks) == 1 else f"this log (ranks {ranges(ranks)})"
             shown = ", ".join(diffs[:4]) + (f" and {len(diffs) - 4} more" if len(diffs) > 4 else "")
             yield self.finding(
                 f"{who} is not a run of this config: {shown} (log vs --config); "
@@ -68,14 +70,14 @@ class NotThisConfig(Rule):
                 actual=list(diffs), source=members[0][1])
 
 
-def _differences(geometry: Any, rank_log: Any, sections: Optional[Dict[str, Dict[str, Any]]]
-                 ) -> Tuple[List[str], Optional[str]]:
+def _differences(geometry: Any, rank_log: Any, sections: Optional[Dict[str, Dict[str, Any]]],
+                 same: Any) -> Tuple[List[str], Optional[str]]:
     """Short "log vs config" phrases for one rank, and the log line of the first one."""
     out: List[str] = []
     source: Optional[str] = None
     logged = rank_log.geometry().get("layer_list")
-    want = _canon(getattr(geometry, "layer_list", None))
-    got = _canon(logged)
+    want = canon(getattr(geometry, "layer_list", None))
+    got = canon(logged)
     if isinstance(got, list) and got and all(isinstance(r, list) for r in got) and got != want:
         source = _source(rank_log, "geometry", "layer_list")
         n_got, n_want = sum(map(sum, got)), sum(map(sum, want))
@@ -92,7 +94,7 @@ def _differences(geometry: Any, rank_log: Any, sections: Optional[Dict[str, Dict
         if not isinstance(value, dict) or not isinstance(wanted, dict):
             continue
         for key in sorted(set(value) & set(wanted)):
-            if _canon(value[key]) != _canon(wanted[key]):
+            if not same(value[key], wanted[key]):
                 got_s, want_s = _short(value[key], 400), _short(wanted[key], 400)
                 out.append(f"{section}.{key} {got_s} vs {want_s}" if len(got_s) + len(want_s) <= 60
                            else f"{section}.{key} differs")
@@ -100,7 +102,7 @@ def _differences(geometry: Any, rank_log: Any, sections: Optional[Dict[str, Dict
     return out, source
 
 
-def _formative_differences(formative: Dict[str, Any], rank_log: Any) -> Tuple[List[str], Optional[str]]:
+def _formative_differences(formative: Dict[str, Any], rank_log: Any, same: Any) -> Tuple[List[str], Optional[str]]:
     """For logs without ``initial ... from dict`` lines: the ``Formative ...`` values MindFormers
     logged that differ from the ones ``--config`` gives (the same comparison as SW107)."""
     out: List[str] = []
@@ -108,7 +110,7 @@ def _formative_differences(formative: Dict[str, Any], rank_log: Any) -> Tuple[Li
     for logged_key, value in rank_log.formative().items():
         key = logged_key.replace(" ", "_")
         key = key if key in formative else logged_key
-        if key in formative and _canon(value) != formative[key]:
+        if key in formative and not same(value, formative[key]):
             out.append(f"Formative {logged_key} differs")
             source = source or _source(rank_log, "formative", logged_key)
     return out, source

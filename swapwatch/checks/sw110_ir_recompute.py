@@ -57,12 +57,12 @@ class IRRecomputeNotEffective(Rule):
                     "are not recomputed", rank=ev.rank, layer=layer, op=where, expected="recomputed",
                     actual="0 clones", source=ev.sources.get((layer, path, op)))
             for layer in ev.ineffective_cell_layers():
-                yield self.finding(f"layer {layer} has cells in a recompute scope but no recomputed node",
+                yield self.finding("the layer has cells in a recompute scope but no recomputed node",
                                    rank=ev.rank, layer=layer, expected="recomputed", actual="0 clones")
             if ev.files and any("add_recomputation" in f for f in ev.files):
                 for layer in full_layers:
                     if ev.clone_count(layer) == 0 and layer not in ev.ineffective_cell_layers():
-                        yield self.finding(f"layer {layer} is planned for full recompute but the compiled "
+                        yield self.finding("the layer is planned for full recompute but the compiled "
                                            "graph recomputes nothing in it", rank=ev.rank, layer=layer,
                                            expected="full recompute", actual="0 clones")
 
@@ -92,10 +92,11 @@ class IROffloadOutsideLazyInline(Rule):
     needs = "ir"
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        from ..parsers.ir import offload_outside_lazy_inline
+        from ..parsers.ir import offload_ignored
 
         for ev in evidence(ctx.ir):
-            for line, (layer, prefetches) in zip(offload_outside_lazy_inline(ev), sorted(
-                    ev.offload_layers().items(), key=lambda kv: -1 if kv[0] is None else kv[0])):
-                yield self.finding(line, rank=ev.rank, layer=layer, actual="no MoveTo",
+            for layer, text, prefetches in offload_ignored(ev):
+                # a mark outside the decoder layers has no layer field: the text says where
+                yield self.finding(text if layer is not None else f"outside the decoder layers: {text}",
+                                   rank=ev.rank, layer=layer, actual="no MoveTo",
                                    expected=f"MoveTo (backward_prefetch {', '.join(prefetches)})")

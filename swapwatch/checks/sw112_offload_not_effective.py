@@ -53,6 +53,6 @@ class OffloadNotEffective(Rule):
                 top += f", {len(prims) - 4} more kinds"
             n = len(hits)
             yield self.finding(
-                f"rank {rank}: MindSpore warned {n} time{'s' if n != 1 else ''} that the offload does not take "
+                f"MindSpore warned {n} time{'s' if n != 1 else ''} that the offload does not take "
                 f"effect outside the scope of the lazy_inline Cell ({top}): swap is set but moves no memory",
                 rank=rank, expected="offload inside lazy_inline cells", actual=n, source=hits[0].source)

@@ -59,6 +59,6 @@ class SwapOverridden(Rule):
                     parts.append(f"op swap '{o.pattern}' (prefetch {lp.op_swap.get(str(o.pattern))}): {o.why}")
             key = f"swap_config.{lp.swap_overridden[0].action}"
             source = (where(cfg, key) or where(cfg, "swap_config")) if cfg is not None else None
-            yield self.finding(f"layer {lp.layer}: swap has no effect: " + "; ".join(parts),
+            yield self.finding("swap has no effect: " + "; ".join(parts),
                                layer=lp.layer, op=", ".join(o.entry for o in lp.swap_overridden), source=source,
                                expected="swap takes effect", actual="voided by recompute")

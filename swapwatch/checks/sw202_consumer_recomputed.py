@@ -89,7 +89,7 @@ class ConsumerRecomputed(Rule):
                     shown = "; ".join(pairs[:6]) + (f"; ... ({len(pairs)} in all)" if len(pairs) > 6 else "")
                     kind = "layer swap" if what == WHOLE_LAYER else f"op swap '{what}'"
                     yield self.finding(
-                        f"layer {i}: {kind} (prefetch {prefetch}) offloads activations whose "
+                        f"{kind} (prefetch {prefetch}) offloads activations whose "
                         f"consumer is recomputed, so the swap saves nothing: {shown}",
                         layer=i, op=what, expected="consumer kept (not recomputed)",
                         actual=f"recomputed consumer: {pairs[0].split(' -> ', 1)[1]}",
@@ -116,13 +116,13 @@ class _Graph:
         """The most specific flow node that contains ``path`` (a prim or cell of the layer)."""
         best = None
         for n in self.nodes:
-            if _within(path, n) and (best is None or len(n) > len(best)):
+            if patterns.under(path, n) and (best is None or len(n) > len(best)):
                 best = n
         return best
 
     def members(self, target: str) -> Set[str]:
         """The flow nodes a swap of ``target`` covers: every node inside it, else its owner."""
-        inside = {n for n in self.nodes if _within(n, target)}
+        inside = {n for n in self.nodes if patterns.under(n, target)}
         if inside:
             return inside
         own = self.owner(target)
@@ -133,11 +133,8 @@ class _Graph:
         target that contains the node or lies in the node's own ops (not in a sub-node)."""
         if lp.full_recompute:
             return True
-        return any(_within(node, t) or (_within(t, node) and self.owner(t) == node) for t in targets)
-
-
-def _within(path: str, container: str) -> bool:
-    return path == container or path.startswith(container + ".")
+        return any(patterns.under(node, t) or (patterns.under(t, node) and self.owner(t) == node)
+                   for t in targets)
 
 
 @functools.lru_cache(maxsize=1024)

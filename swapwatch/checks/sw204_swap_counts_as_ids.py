@@ -5,7 +5,7 @@ from typing import Any, Iterable, List, Optional
 
 from . import CheckContext, Finding, Rule, register
 from ._config_ctx import swap_id_lists, swap_mode, where
-from .sw402_missing_ranks import _ranges
+from ..layer_table import ranges
 
 
 @register
@@ -55,9 +55,9 @@ class SwapCountsAsIds(Rule):
             meant = _counted_layers(ids, geo)
             text = (f"{key}: {ids} has one entry per pipeline stage ({stages}) like per-stage counts, but "
                     f"with swap on it lists layer ids: it selects "
-                    + (f"layer{'s' if len(chosen) > 1 else ''} {_ranges(chosen)}" if chosen else "no layer"))
+                    + (f"layer{'s' if len(chosen) > 1 else ''} {ranges(chosen)}" if chosen else "no layer"))
             if meant is not None:
-                text += f" (as counts it would mean layers {_ranges(meant) or 'none'})"
+                text += f" (as counts it would mean layers {ranges(meant) or 'none'})"
             yield self.finding(text, op=key, expected=meant, actual=chosen, source=where(cfg, key))
 
 

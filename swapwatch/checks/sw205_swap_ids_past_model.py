@@ -5,7 +5,7 @@ from typing import Iterable
 
 from . import CheckContext, Finding, Rule, register
 from ._config_ctx import swap_id_lists, swap_mode, where
-from .sw402_missing_ranks import _ranges
+from ..layer_table import ranges
 
 @register
 class SwapIdsPastModel(Rule):
@@ -55,6 +55,6 @@ class SwapIdsPastModel(Rule):
                 f"{key}: layer{'s' if len(bad) > 1 else ''} {shown} of {ids} "
                 f"{'are' if len(bad) > 1 else 'is'} outside the model (layers 0-{n - 1}) and "
                 f"{'are' if len(bad) > 1 else 'is'} dropped; it applies to "
-                + (f"layer{'s' if len(kept) > 1 else ''} {_ranges(kept)} only" if kept else "no layer at all"),
+                + (f"layer{'s' if len(kept) > 1 else ''} {ranges(kept)} only" if kept else "no layer at all"),
                 op=key, expected=f"layer ids 0-{n - 1}", actual=bad,
                 source=where(cfg, f"{key}[{out[0][0]}]"))

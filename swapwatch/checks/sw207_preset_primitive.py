@@ -56,7 +56,7 @@ class PresetPrimitive(Rule):
         for lp, mtp in all_layer_plans(plan):
             key = plan.layout_key(lp.layer, mtp)
             preset, shared = fam.preset(key, select_set), set(fam.shared(key))
-            where_layer = f"MTP layer (set as layer {lp.layer})" if mtp else f"layer {lp.layer}"
+            on = " on the MTP layer" if mtp else ""
             for sel in RECOMPUTE_CALLS:
                 for pat in getattr(lp, sel):
                     for t in fam.walk(key, pat, WALK_MODE[sel]).targets:
@@ -66,7 +66,7 @@ class PresetPrimitive(Rule):
                             done.add((sel, pat, t.path))
                             state = "recomputed" if preset[t.path].get("recompute") else "pinned not to recompute"
                             yield self.finding(
-                                f"{where_layer}: {sel} '{pat}' reaches the primitive {t.path}, which the "
+                                f"{sel} '{pat}'{on} reaches the primitive {t.path}, which the "
                                 f"{key.split(':')[1]} layer already {state} when it was built; MindSpore allows "
                                 f"Primitive.recompute once, so the build crashes (TypeError: 'bool' object is "
                                 f"not callable)", layer=lp.layer, op=t.path,
@@ -78,7 +78,7 @@ class PresetPrimitive(Rule):
             if len(layers) < 2:
                 continue                      # set once: no second call on the shared object
             yield self.finding(
-                f"layer {layers[1]}: {sel} '{pat}' reaches the primitive {path}, one object shared by every "
+                f"{sel} '{pat}' reaches the primitive {path}, one object shared by every "
                 f"layer; it was already set at layer {layers[0]}, so the build crashes here (TypeError: "
                 f"'bool' object is not callable)", layer=layers[1], op=path,
                 source=where(cfg, f"recompute_config.{sel}"),

@@ -4,8 +4,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
 
+from .. import actions
+from ..compare import canon_text, norm_value, same_value, seen_items
+from ..layer_table import ranges
 from . import CheckContext, Finding, Rule, register
-from ._compare import LABEL, comparison, norm_value, seen_items
 
 Item = Tuple[Optional[str], str]          # (path, value)
 
@@ -42,7 +44,7 @@ class RanksDisagree(Rule):
         runlog = ctx.runlog
         if runlog is None or len(runlog.ranks) < 2:
             return
-        comp = comparison(ctx)
+        comp = ctx.comparison
         # Ranks that logged the same items share one signature object (one per distinct strategy,
         # not one per rank), and are voted on as groups: 10,000 identical ranks cost one entry.
         per_rank: Dict[int, Dict[Tuple[int, str], FrozenSet[Item]]] = {}
@@ -87,13 +89,13 @@ class RanksDisagree(Rule):
             majority, _ = max(votes.items(), key=lambda kv: (kv[1], -first[kv[0]]))
             ref = first[majority]
             others = sorted(r for mine, members in live if mine == majority for r in members)
-            who = f"rank {ref}" if len(others) == 1 else f"{len(others)} ranks ({_list(others)})"
+            who = f"rank {ref}" if len(others) == 1 else f"{len(others)} ranks ({ranges(others, 6)})"
             odd = sorted((r, mine) for mine, members in live if mine != majority for r in members)
             for rank, mine in odd:
                 sources = _sources(comp.ranks[rank].seen if comp is not None else seen_items(runlog.ranks[rank]))
                 src = sources.get(key) or _nearest(sources, layer)
                 yield self.finding(
-                    f"rank {rank} layer {layer}: {LABEL.get(key[1], key[1])} is "
+                    f"{actions.LABEL.get(key[1], key[1])} is "
                     f"{_show(mine)} but {who} logged {_show(majority)}",
                     rank=rank, layer=layer, op=_op(mine, majority, key[1]),
                     expected=_show(majority), actual=_show(mine), source=src)
@@ -114,7 +116,7 @@ class RanksDisagree(Rule):
                     ids = tuple((k, id(x)) for k, x in v.items())
                     text = by_ids.get(ids)
                     if text is None:
-                        text = repr(_canon(v))
+                        text = canon_text(v)
                         text = by_ids[ids] = canon.setdefault(text, text)
                     texts[r] = text
             if len(texts) < 2:
@@ -130,9 +132,9 @@ class RanksDisagree(Rule):
                     continue
                 v = getter(runlog.ranks[r])
                 diff = sorted(k for k in set(v) | set(ref_values)
-                              if repr(_canon(v.get(k))) != repr(_canon(ref_values.get(k))))
+                              if not same_value(v.get(k), ref_values.get(k)))
                 yield self.finding(
-                    f"rank {r}: logged {label} differ from rank {ref}'s in {', '.join(diff)}",
+                    f"logged {label} differ from rank {ref}'s in {', '.join(diff)}",
                     rank=r, op=", ".join(diff),
                     expected={k: ref_values.get(k) for k in diff},
                     actual={k: v.get(k) for k in diff},
@@ -146,10 +148,6 @@ def _sources(seen) -> Dict[Tuple[int, str], str]:
         for s in items:
             src.setdefault((layer, s.action), s.source)
     return src
-
-
-def _list(ranks: List[int]) -> str:
-    return ", ".join(map(str, ranks[:8])) + (", ..." if len(ranks) > 8 else "")
 
 
 def _show(items: FrozenSet[Item]) -> str:
@@ -172,16 +170,6 @@ def _op(mine, majority, action) -> str:
 def _nearest(sources: Dict[Tuple[int, str], str], layer: int) -> Optional[str]:
     best = sorted(sources.items(), key=lambda kv: abs(kv[0][0] - layer))
     return best[0][1] if best else None
-
-
-def _canon(v: Any) -> Any:
-    if isinstance(v, dict):
-        return {str(k): _canon(x) for k, x in sorted(v.items(), key=lambda kv: str(kv[0]))}
-    if isinstance(v, (list, tuple)):
-        return [_canon(x) for x in v]
-    if hasattr(v, "tolist"):
-        return _canon(v.tolist())
-    return v
 
 
 def _source_of(rank_log, label: str) -> Optional[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 from typing import Iterable, List, Optional, Tuple
 
+from ..layer_table import ranges
 from . import CheckContext, Finding, Rule, register
 
 
@@ -42,13 +43,13 @@ class MissingRanks(Rule):
             # only how many (a count that several nodes' dirs given together exceed)
             if isinstance(local, int) and len(present) < local:
                 yield self.finding(f"{local - len(present)} of this node's {local} worker logs are missing "
-                                   f"(found ranks {_ranges(sorted(present))})",
+                                   f"(found ranks {ranges(sorted(present))})",
                                    expected=f"{local} worker logs", actual=f"{len(present)}")
             return
         expected, why = _expected_ranks(runlog)
         for rank in sorted(set(expected) - present):
             yield self.finding(
-                f"rank {rank}: no log found ({why}; found ranks {_ranges(sorted(present))})",
+                f"no log found ({why}; found ranks {ranges(sorted(present))})",
                 rank=rank, expected="a worker log", actual="(missing)", source=_expected_at(runlog, rank))
 
 
@@ -72,14 +73,3 @@ def _expected_ranks(runlog) -> Tuple[List[int], str]:
         return list(runlog.ranks), "one log given"      # a single file is a deliberate choice
     top = max(runlog.ranks)
     return list(range(top + 1)), f"ranks 0..{top} are numbered"
-
-
-def _ranges(ranks: List[int]) -> str:
-    out, start = [], None
-    for i, r in enumerate(ranks):
-        if start is None:
-            start = r
-        if i + 1 == len(ranks) or ranks[i + 1] != r + 1:
-            out.append(f"{start}" if start == r else f"{start}-{r}")
-            start = None
-    return ", ".join(out)

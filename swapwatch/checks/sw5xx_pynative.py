@@ -8,24 +8,13 @@ from __future__ import annotations
 
 from typing import Iterable, List
 
+from ..layer_table import ranges
 from . import CheckContext, Finding, Rule, register
 
 
 def _pyn(ctx: CheckContext):
     plan = ctx.plan
     return plan if getattr(plan, "path", None) == "pynative" else None
-
-
-def _ranges(ids: List[int]) -> str:
-    out, ids = [], sorted(set(ids))
-    i = 0
-    while i < len(ids):
-        j = i
-        while j + 1 < len(ids) and ids[j + 1] == ids[j] + 1:
-            j += 1
-        out.append(str(ids[i]) if i == j else f"{ids[i]}-{ids[j]}")
-        i = j + 1
-    return ", ".join(out)
 
 
 @register
@@ -76,7 +65,7 @@ class SingleCardRan(SingleCardIgnoresStrategy):
         for rank, rlog in sorted(ctx.runlog.ranks.items()):
             sizes = [e for e in rlog.events if getattr(e, "what", None) == "world_size"]
             if sizes and sizes[-1].data["n"] == 1 and not rlog.actions:
-                yield self.finding(f"rank {rank}: the run had world size 1: the PyNative trainer never calls "
+                yield self.finding("the run had world size 1: the PyNative trainer never calls "
                                    "apply_ac on one card, so no recompute/swap was applied",
                                    rank=rank, source=sizes[-1].source)
 
@@ -148,7 +137,7 @@ class UncheckedSelectRanges(Rule):
         total = plan.total_layers
         for key, spec, past in plan.unchecked_select:
             yield self.finding(f"recompute.select_module['{key}'] spec '{spec}' names layer "
-                               f"{_ranges(past)} past the model (layers 0-{total - 1}); MindFormers does not "
+                               f"{ranges(past)} past the model (layers 0-{total - 1}); MindFormers does not "
                                "check select specs when full_recompute_layer is set and silently skips them",
                                op=key, expected=f"layer ids 0-{total - 1}", actual=past,
                                source=plan.config.where(f"recompute.select_module.{key}"))
@@ -190,7 +179,7 @@ class OpSwapVoid(Rule):
                 continue
             why = ("the layer is fully recomputed (a CheckpointWrapper)" if la.full
                    else "a cell on the path is already wrapped by recompute")
-            yield self.finding(f"layer {la.layer}: op swap {', '.join(la.op_swap_void)} is listed in the "
+            yield self.finding(f"op swap {', '.join(la.op_swap_void)} is listed in the "
                                f"Final Swap map but swaps nothing: {why}; no 'Set select swap' line, "
                                "prefetch pair kept",
                                layer=la.layer, op=", ".join(la.op_swap_void),
@@ -290,7 +279,7 @@ class CommPathIsCell(Rule):
             return
         for la in plan.layers:
             if la.comm_cells:
-                yield self.finding(f"layer {la.layer}: recompute_comm selects cell {', '.join(la.comm_cells)}: "
+                yield self.finding(f"recompute_comm selects cell {', '.join(la.comm_cells)}: "
                                    "comm recompute only wraps operations, this entry is not effective",
                                    layer=la.layer, op=", ".join(la.comm_cells),
                                    source=plan.config.where("recompute_comm.select_module"))

@@ -23,6 +23,8 @@ import importlib.machinery
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
+from ..patterns import under
+
 TARGETS = ("mindformers.parallel_core.training_graph.transformer.utils", "mindformers.models.utils")
 _PRIM_KEYS = ("recompute", "recompute_comm_op", "offload", "backward_prefetch")
 _installed = False
@@ -53,7 +55,7 @@ def diff(before, after) -> List[Dict[str, Any]]:
     cells1, prims1 = after
     out: List[Dict[str, Any]] = []
     new_cells = [c for c in cells1 if cells1[c] and not cells0.get(c)]
-    roots = [c for c in new_cells if not any(_is_under(c, o) for o in new_cells if o != c)]
+    roots = [c for c in new_cells if not any(under(c, o, strict=True) for o in new_cells if o != c)]
     if "" in roots:
         out.append({"action": "full_recompute", "pattern": None, "paths": [], "value": True})
         roots = []
@@ -61,7 +63,7 @@ def diff(before, after) -> List[Dict[str, Any]]:
     def changed(key: str, value: Any) -> List[str]:
         return [p for p, a in prims1.items() if a.get(key) == value and prims0.get(p, {}).get(key) != value]
 
-    sel = roots + [p for p in changed("recompute", True) if not any(_is_under(p, r) for r in roots)]
+    sel = roots + [p for p in changed("recompute", True) if not any(under(p, r, strict=True) for r in roots)]
     for action, paths, value in (("select_recompute", sel, True),
                                  ("select_comm_recompute", changed("recompute_comm_op", True), True),
                                  ("select_recompute_exclude", changed("recompute", False), False),
@@ -88,10 +90,6 @@ def diff(before, after) -> List[Dict[str, Any]]:
     return out
 
 
-def _is_under(path: str, root: str) -> bool:
-    return root == "" or path.startswith(root + ".")
-
-
 def _compact(paths: List[str], all_prims: Dict[str, Any]) -> List[str]:
     """Prim paths -> the outermost cells all of whose primitives are in ``paths`` (what
     ``cell.offload`` reached), plus the remaining single primitives."""
@@ -100,9 +98,9 @@ def _compact(paths: List[str], all_prims: Dict[str, Any]) -> List[str]:
     out: List[str] = []
     covered: set = set()
     for c in cells:
-        if any(_is_under(c, o) for o in out):
+        if any(under(c, o, strict=True) for o in out):
             continue
-        mine = [p for p in all_prims if _is_under(p, c)]
+        mine = [p for p in all_prims if under(p, c, strict=True)]
         if mine and all(p in chosen for p in mine):
             out.append(c)
             covered.update(mine)

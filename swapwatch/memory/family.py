@@ -23,6 +23,7 @@ from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
 import yaml
 
 from .. import strategy
+from ..patterns import under
 from ..errors import InputError
 from ..models import load_layout
 from .spec import ModelSpec, product
@@ -144,7 +145,7 @@ class Family:
         for pat in patterns:
             for t in strategy.walk(self.layout, pat, mode).targets:
                 inside = [i for i, op in enumerate(self.ops)
-                          if op.path == t.path or op.path.startswith(t.path + ".")]
+                          if under(op.path, t.path)]
                 marked.update(inside)
                 if t.kind == "cell":
                     for i in inside:

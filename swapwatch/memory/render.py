@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, List, Optional
 
+from ..layer_table import ranges
 from .model import Estimate
 from .planner import PlanResult, fmt_size
 
@@ -16,21 +17,6 @@ def _table(rows: List[List[str]]) -> List[str]:
         if k == 0:
             out.append("  ".join("-" * w for w in widths))
     return out
-
-
-def _ranges(ids: List[int]) -> str:
-    parts, start, prev = [], None, None
-    for i in ids:
-        if start is None:
-            start = prev = i
-        elif i == prev + 1:
-            prev = i
-        else:
-            parts.append(f"{start}" if start == prev else f"{start}-{prev}")
-            start = prev = i
-    if start is not None:
-        parts.append(f"{start}" if start == prev else f"{start}-{prev}")
-    return ",".join(parts)
 
 
 def header(est: Estimate) -> str:
@@ -58,7 +44,7 @@ def stage_rows(est: Estimate, budget: Optional[int] = None) -> List[str]:
         c = js["components"]
         meas = js["measured_peak_bytes"]
         err = f"{(js['peak_bytes'] - meas) / meas:+.1%}" if meas else "-"
-        rows.append([str(st.stage), _ranges(st.layers), fmt_size(js["peak_bytes"]), fmt_size(c["static"]),
+        rows.append([str(st.stage), ranges(st.layers, sep=","), fmt_size(js["peak_bytes"]), fmt_size(c["static"]),
                      fmt_size(c["activations"]), fmt_size(c["other"])]
                     + ([fmt_size(budget)] if budget else []) + [fmt_size(meas) if meas else "-", err])
     return _table(rows)
@@ -77,7 +63,7 @@ def layer_rows(est: Estimate) -> List[str]:
         else:
             groups.append([r])
     for g in groups:
-        rows.append([_ranges([r["layer"] for r in g]), str(g[0]["stage"]), g[0]["choice"],
+        rows.append([ranges([r["layer"] for r in g], sep=","), str(g[0]["stage"]), g[0]["choice"],
                      fmt_size(g[0]["activation_bytes"]), f"{g[0]['recompute_flops'] / 1e9:.3g}"])
     return _table(rows)
 

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Tuple, Union
 
 from ..errors import InputError
+from ..patterns import under
 
 _NODE = re.compile(r"^\s+%\d+\([^)]*\) = (?P<op>[\w.]+)\((?P<rest>.*)$")
 _SCOPE = re.compile(r"# (?P<full>Fullname with scope|Scope): \((?P<scope>.*)\)\s*$")
@@ -95,7 +96,7 @@ class IREvidence:
     def clone_count(self, layer: Optional[int] = None, path: Optional[str] = None) -> int:
         """Clones on ``layer`` (all layers when None) under ``path`` (a cell path prefix)."""
         return sum(n for (lay, p, _), n in self.clones.items()
-                   if (layer is None or lay == layer) and (path is None or _under(p, path)))
+                   if (layer is None or lay == layer) and (path is None or under(p, path)))
 
     def recomputed_layers(self) -> List[int]:
         return sorted({k[0] for k in self.clones if k[0] is not None})
@@ -146,10 +147,6 @@ class IRDump:
 
     def __iter__(self) -> Iterator[IREvidence]:
         return iter(self.ranks[r] for r in sorted(self.ranks, key=lambda r: -1 if r is None else r))
-
-
-def _under(path: str, prefix: str) -> bool:
-    return prefix == "" or path == prefix or path.startswith(prefix + ".")
 
 
 def cell_path(scope: str) -> Tuple[Optional[int], str]:
@@ -287,7 +284,15 @@ def read_ir(root: Union[str, os.PathLike]) -> IRDump:
 
 
 def offload_outside_lazy_inline(ev: IREvidence) -> List[str]:
-    """Human-readable report lines: offload marks that cannot take effect.
+    """Human-readable report lines: offload marks that cannot take effect (:func:`offload_ignored`,
+    each led by its layer)."""
+    return [f"{'outside the decoder layers' if layer is None else f'layer {layer}'}: {text}"
+            for layer, text, _ in offload_ignored(ev)]
+
+
+def offload_ignored(ev: IREvidence) -> List[Tuple[Optional[int], str, List[str]]]:
+    """Offload marks that cannot take effect, per layer (None: outside the decoder layers):
+    (layer, what happened, the backward_prefetch values marked).
 
     Offload only acts inside a ``lazy_inline`` cell, where MindSpore inserts ``MoveTo`` nodes (and
     the scope loses its ``layers-CellList/<i>`` part). Marks on nodes with a layer index and no
@@ -295,10 +300,10 @@ def offload_outside_lazy_inline(ev: IREvidence) -> List[str]:
     """
     if not ev.offload or ev.moveto:
         return []
-    lines = []
+    out = []
     for layer, prefetches in sorted(ev.offload_layers().items(), key=lambda kv: -1 if kv[0] is None else kv[0]):
         n = sum(c for (lay, _p, _o, _pf), c in ev.offload.items() if lay == layer)
-        where = f"layer {layer}" if layer is not None else "outside the decoder layers"
-        lines.append(f"{where}: {n} node(s) marked offload (backward_prefetch {', '.join(prefetches)}) "
-                     "but no MoveTo inserted: outside a lazy_inline cell, the offload does not take effect")
-    return lines
+        out.append((layer, f"{n} node(s) marked offload (backward_prefetch {', '.join(prefetches)}) "
+                           "but no MoveTo inserted: outside a lazy_inline cell, the offload does not take effect",
+                    list(prefetches)))
+    return out

@@ -284,6 +284,14 @@ class RankLog:
 FATAL_NOTICES = ("traceback", "config_error")
 
 
+def is_fatal(e: Event) -> bool:
+    """Does this event say the process stopped with an error (a traceback, a config error, a
+    non-zero exit code)? The one such test (SW106 and the cut-off detection both ask it)."""
+    if e.kind == "notice":
+        return getattr(e, "what", "") in FATAL_NOTICES
+    return e.kind == "exit" and bool(getattr(e, "code", None))
+
+
 def _kinds(events: List[Event]) -> frozenset:
     out = {e.kind for e in events}
     out.update(f"{e.kind}:{getattr(e, 'origin', None)}" for e in events if e.kind in ("action", "step"))
@@ -296,9 +304,7 @@ def fatal_after_actions_of(events: Sequence[Event]) -> Optional[Event]:
     for e in events[last_action + 1:]:
         if e.kind == "step":
             return None
-        if e.kind == "notice" and getattr(e, "what", "") in FATAL_NOTICES:
-            return e
-        if e.kind == "exit" and getattr(e, "code", None):
+        if is_fatal(e):
             return e
     return None
 

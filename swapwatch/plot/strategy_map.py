@@ -5,8 +5,9 @@ mechanism is pattern-driven (``select recompute · feed_forward\\.mul``): a cell
 that thing is applied at that layer. Swap cells carry their ``backward_prefetch``; swaps that
 recompute overrides (they are logged, and do nothing) are crossed out in red. Given both a config
 and logs, the map shows both panels when they differ, with the differing cells outlined; the
-per-layer comparison is verify's own (:mod:`swapwatch.checks._compare`), so the plot and
-``swapwatch verify`` cannot disagree.
+per-layer comparison is verify's own (:mod:`swapwatch.compare`, the very object when the plot is
+drawn from a :class:`~swapwatch.verify.VerifyResult`), so the plot and ``swapwatch verify`` cannot
+disagree.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 
 from .. import actions, patterns
+from ..compare import Comparison, compare
 from ..errors import InputError
 from ..layer_table import stage_label
 from . import _render
@@ -243,15 +245,16 @@ def strategy_frame(what: Any, rank: Optional[int] = None, plan: Any = None, conf
     return df
 
 
-def frame_differences(plan: Any, runlog: Any, rank: int) -> pd.DataFrame:
-    """Cells where the logs differ from the config on ``rank``, from verify's comparison.
+def frame_differences(plan: Any, runlog: Any, rank: int, comparison: Optional[Comparison] = None) -> pd.DataFrame:
+    """Cells where the logs differ from the config on ``rank``, from verify's comparison
+    (``comparison`` when the caller has it, e.g. a VerifyResult's; else made here).
 
     Columns: ``layer``, ``mechanism``, ``item``, ``kind`` (``missing`` | ``extra`` | ``value``),
     ``expected``, ``actual``. Empty when the run did what the config says.
     """
-    from ..checks._compare import compare
-
-    diff = compare(plan, runlog).ranks.get(rank)
+    if comparison is None:
+        comparison = compare(plan, runlog)
+    diff = comparison.ranks.get(rank)
     rows = []
     if diff is not None:
         cut = set(diff.cut_layers)
@@ -447,16 +450,25 @@ def _legend_handles(frames: List[pd.DataFrame], with_diff: bool, with_cut: bool)
 
 
 def plot_strategy(what: Any, plan: Any = None, rank: Optional[int] = None, title: Optional[str] = None,
-                  name: Optional[str] = None, config: Any = None) -> StrategyPlot:
+                  name: Optional[str] = None, config: Any = None,
+                  comparison: Optional[Comparison] = None) -> StrategyPlot:
     """Draw the layer × mechanism map (``.save(out)`` writes it).
 
-    ``what``: a Plan (the config's intended strategy) or a RunLog (what ``rank`` logged). With a
-    RunLog and ``plan``, both maps are drawn one above the other when they differ (differing cells
-    outlined), and a single map saying "logs = config" when they do not. ``name`` (e.g. the config
-    file) goes into the title. ``config`` is the intended plan's config (it shows select patterns
-    that full recompute voids). The result holds the frames drawn (by panel title), the differences
-    and the layers past a log that stops early.
+    ``what``: a Plan (the config's intended strategy), a RunLog (what ``rank`` logged), or a
+    :class:`~swapwatch.verify.VerifyResult` (its run against its plan, with the comparison verify
+    made: nothing is compared again; the logs alone when verify found them not a run of the
+    config, SW109). With a RunLog and ``plan``, both maps are drawn one above
+    the other when they differ (differing cells outlined), and a single map saying "logs = config"
+    when they do not; ``comparison`` is that pair's, when the caller has it. ``name`` (e.g. the
+    config file) goes into the title. ``config`` is the intended plan's config (it shows select
+    patterns that full recompute voids). The result holds the frames drawn (by panel title), the
+    differences and the layers past a log that stops early.
     """
+    if _is_verify_result(what):
+        # no comparison on a static-path result: the log is not a run of its config (SW109), so
+        # the map shows the logs alone
+        keep = what.comparison is not None or _is_pynative(what.plan)
+        what, plan, comparison = what.runlog, (what.plan if keep else None), what.comparison
     panels: List[Tuple[str, pd.DataFrame]] = []
     diffs = None
     cut: Set[int] = set()
@@ -476,10 +488,10 @@ def plot_strategy(what: Any, plan: Any = None, rank: Optional[int] = None, title
             logs = log_values(logs, plan)
             diffs = differences(plan, what, r)
         elif plan is not None:
-            from ..checks._compare import compare
-
-            diffs = frame_differences(plan, what, r)
-            rd = compare(plan, what).ranks.get(r)
+            if comparison is None:
+                comparison = compare(plan, what)
+            diffs = frame_differences(plan, what, r, comparison)
+            rd = comparison.ranks.get(r)
             cut = set(rd.cut_layers) if rd is not None else set()
         if plan is not None:
             if diffs.empty and not cut:
@@ -529,6 +541,10 @@ def plot_strategy(what: Any, plan: Any = None, rank: Optional[int] = None, title
                    ncols=max(1, min(3, len(handles), int(width // 3.3))))
         fig.suptitle(title or _default_title(what, ref_plan, n_layers, name), fontsize=11)
     return StrategyPlot(figure=fig, frames=dict(panels), diff=diffs, cut=sorted(cut))
+
+
+def _is_verify_result(what: Any) -> bool:
+    return all(hasattr(what, a) for a in ("comparison", "runlog", "plan", "findings"))
 
 
 def _n_layers(runlog: Any, rank: int, plan: Any, frame: pd.DataFrame) -> int:

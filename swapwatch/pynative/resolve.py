@@ -24,6 +24,7 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 
 import regex
 
+from ..patterns import under
 from .config import PynativeConfig
 from .layer_paths import cells_of, layer_lists
 from .layer_spec import RECOMPUTE_TAG, Refusal, SPEC_RE, layer_ids
@@ -128,7 +129,7 @@ def _expand(paths: Dict[int, Tuple[str, ...]], module_dict: Dict[str, Any], labe
 
 
 def _covered(path: str, parents: List[str]) -> bool:
-    return any(path.startswith(p + ".") for p in parents)
+    return any(under(path, p, strict=True) for p in parents)
 
 
 def _clean(expanded: Dict[int, List[str]], skip: Set[int]) -> Dict[int, List[str]]:

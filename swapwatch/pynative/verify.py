@@ -88,26 +88,24 @@ def _diff(exp: Dict[Key, List[str]], got: Dict[Key, List[str]], where: Dict[Key,
     for key in sorted(set(exp) | set(got), key=lambda k: (k[0], k[1])):
         e, g = exp.get(key), got.get(key)
         layer, action = key
-        at = (f"rank {rank} " if rank is not None else "") + f"layer {layer}: "   # finding_groups' convention
         if g is None:
             if missing:
-                out.append(Finding("SW101", "error", at + f"expected {_line_text(key, e)} is not in the log",
+                out.append(Finding("SW101", "error", f"expected {_line_text(key, e)} is not in the log",
                                    rank=rank, layer=layer, op=action, expected=e, actual=None))
         elif e is None:
             if extra:
-                out.append(Finding("SW102", "error", at + f"the log has {_line_text(key, g)}, which the "
-                                                          "config does not "
+                out.append(Finding("SW102", "error", f"the log has {_line_text(key, g)}, which the config does not "
                                                      "lead to", rank=rank, layer=layer, op=action, expected=None,
                                    actual=g, source=where.get(key)))
         elif e != g:
             lost = [p for p in e if p not in g]
             added = [p for p in g if p not in e]
             if lost and missing:
-                out.append(Finding("SW101", "error", at + f"{action}: {', '.join(lost)} expected but not "
+                out.append(Finding("SW101", "error", f"{action}: {', '.join(lost)} expected but not "
                                                      f"logged (log: {', '.join(g) or '-'})", rank=rank, layer=layer,
                                    op=action, expected=e, actual=g, source=where.get(key)))
             if (added or not lost) and extra:
-                out.append(Finding("SW102", "error", at + f"{action}: logged {', '.join(g) or '-'}, "
+                out.append(Finding("SW102", "error", f"{action}: logged {', '.join(g) or '-'}, "
                                                      f"expected {', '.join(e) or '-'}", rank=rank, layer=layer,
                                    op=action, expected=e, actual=g, source=where.get(key)))
     return out
@@ -127,19 +125,16 @@ def compare(plan: PynativePlan, runlog: Any) -> List[Finding]:
             if n.what == "pattern_no_match" and pp > 1 and (n.data["label"], n.data["pattern"]) not in plan.no_match:
                 continue        # a stage warns for a pattern whose layers are on another stage: matched there
             if n.what == "pattern_no_match":
-                findings.append(Finding("SW104", "warning", f"rank {rank}: {n.data['label']} pattern "
-                                                            f"'{n.data['pattern']}' did not "
+                findings.append(Finding("SW104", "warning", f"{n.data['label']} pattern '{n.data['pattern']}' did not "
                                                             "match any module (MindFormers' warning): nothing applied "
                                                             "for it", rank=rank, op=n.data["pattern"], source=n.source))
         for n in refused:
-            findings.append(Finding("SW106", "error", f"rank {rank}: MindFormers refused the strategy and "
-                                                      "the run stopped at model "
+            findings.append(Finding("SW106", "error", "MindFormers refused the strategy and the run stopped at model "
                                                       f"build: {n.data['tag']} {n.data['text']}", rank=rank,
                                     source=n.source, actual=n.data["text"]))
         if not got and plan.applied and not refused:
             if not (world and world[-1] == 1):          # world size 1 is SW501's (run variant)
-                findings.append(Finding("SW106", "error", f"rank {rank}: no PyNative strategy line in this "
-                                                          "rank's log (no map, no "
+                findings.append(Finding("SW106", "error", "no PyNative strategy line in this rank's log (no map, no "
                                                           "'Set ...' line) although the config enables recompute/swap",
                                         rank=rank))
             continue
@@ -157,9 +152,9 @@ def compare(plan: PynativePlan, runlog: Any) -> List[Finding]:
         if len(set(sigs.values())) > 1:
             common = Counter(sigs.values()).most_common(1)[0][0]
             odd = sorted(r for r, s in sigs.items() if s != common)
-            who = ("rank " if len(odd) == 1 else "ranks ") + ", ".join(map(str, odd))
-            findings.append(Finding("SW401", "warning", f"{who} logged a different "
-                                                        "PyNative strategy from the other ranks", actual=odd))
+            # one finding per odd rank (the renderers fold them into "ranks 1, 3: ...")
+            findings.extend(Finding("SW401", "warning", "logged a different PyNative strategy from the other ranks",
+                                    rank=r, actual=odd) for r in odd)
     return findings
 
 

@@ -1,18 +1,25 @@
-"""Configured vs logged, per rank, per layer, per action: the one comparison the run-time rules share.
+"""Configured vs logged, per rank, per layer, per action: the plan-vs-log comparison of ``verify``.
 
-SW101 (missing), SW102 (unasked), SW103 (prefetch differs), SW104 (pattern matched nothing in any
-log), SW106 (incomplete logs) and the ``verify`` table all read the :class:`RankDiff` built here, so
-the matching is done once and every rule sees the same answer.
+:func:`compare` is built once per verification (``verify.evaluate``) and handed to every rule on
+:class:`~swapwatch.checks.CheckContext` (``ctx.comparison``): SW101 (missing), SW102 (unasked),
+SW103 (prefetch differs), SW104 (pattern matched nothing in any log), SW106 (incomplete logs),
+SW401 (ranks disagree), the ``verify`` per-layer map and ``plot strategy`` all read the
+:class:`RankDiff` built here, so the matching is done once and every reader sees the same answer.
 
-What MindFormers logs is *not* everything it applies (docs/mindspore-facts.md §1.3): a leaf
-pattern that matches several siblings logs only the last; a pattern that matches nothing logs
-nothing; in swap mode ``recompute: True`` recomputes every layer without a line; exclude and comm
-patterns skip cells silently. So the comparison works per *pattern*, never per literal text:
-a configured pattern counts as applied on a layer when at least one path logged for that action on
-that layer is matched by it (the shared matcher, :func:`swapwatch.patterns.path_matches`), and a
-logged path counts as asked for when some pattern applied there matches it. The per-layer
-decisions themselves come from the :class:`~swapwatch.strategy.Plan` (strategy.py is the one place
-for those semantics); this module only knows which of them leave a line in the log.
+What MindFormers logs is *not* everything it applies (``LayerSetting`` in
+``parallel_core/training_graph/transformer/utils.py``; docs/mindspore-facts.md §1.3; README "What
+MindFormers accepts and drops without a word"): a leaf pattern that matches several siblings logs only the last; a
+pattern that matches nothing logs nothing; in swap mode ``recompute: True`` recomputes every
+layer without a line; exclude and comm patterns skip cells silently. So the comparison works per
+*pattern*, never per literal text: a configured pattern counts as applied on a layer when at
+least one path logged for that action on that layer is matched by it (the shared matcher,
+:func:`swapwatch.patterns.logged_path_matches`), and a logged path counts as asked for when some
+pattern applied there matches it. The per-layer decisions themselves come from the
+:class:`~swapwatch.plan.Plan` (strategy.py is the one place for those semantics); this module
+only knows which of them leave a line in the log.
+
+It also holds what "the same value" means when a logged value meets a configured one
+(:func:`canon`, :func:`same_value`): SW107, SW109 and SW401 all decide with it.
 """
 from __future__ import annotations
 
@@ -20,17 +27,11 @@ import functools
 from collections import OrderedDict, defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
-from .. import patterns
-from .. import actions
-from ..actions import NAMES as ACTIONS
-from ..parsers import model as _model
-
-# The action vocabulary lives in swapwatch.actions; these names stay importable from here.
-PATTERN_ACTIONS = actions.PATTERN_ACTIONS
-WALK_MODE = actions.WALK_MODE
-LABEL = actions.LABEL
+from . import actions, patterns
+from .actions import NAMES as ACTIONS
+from .parsers import model as _model
 
 
 @dataclass
@@ -107,7 +108,7 @@ class Comparison:
 def _layout_walk(family: Optional[str], pattern: str, mode: str) -> Tuple[str, ...]:
     """The dotted paths the layout (a layout key, ``family:kind``) says a pattern's log item
     names (empty: it logs nothing, or the family is unknown)."""
-    from ..models import load_layout
+    from .models import load_layout
 
     if family is None:
         return ()
@@ -121,7 +122,7 @@ def _layout_walk(family: Optional[str], pattern: str, mode: str) -> Tuple[str, .
 @functools.lru_cache(maxsize=32)
 def layout_paths(family: str = "tinyllama") -> frozenset:
     """Every path (cell or prim) of the family's layer layouts (every kind: dense, MoE, MTP)."""
-    from ..models import family_data, load_layout
+    from .models import family_data, load_layout
 
     if ":" in family:
         return frozenset(p for p, _ in load_layout(family).paths())
@@ -164,10 +165,10 @@ def expected_actions(plan: Any, family: Optional[str] = "tinyllama") -> Dict[int
             logged = getattr(lp, "full_recompute_logged", None)    # the engine says so when it can
             items.append(Expected(lp.layer, "full_recompute",
                                   logged=(not silent_full) if logged is None else bool(logged)))
-        for action in PATTERN_ACTIONS[:4]:
+        for action in actions.PATTERN_ACTIONS[:4]:
             for pat in getattr(lp, action) or []:
                 items.append(Expected(lp.layer, action, pat, True,
-                                      list(_layout_walk(family, pat, WALK_MODE[action])), resolved=resolved))
+                                      list(_layout_walk(family, pat, actions.WALK_MODE[action])), resolved=resolved))
         if lp.layer_swap is not None:
             items.append(Expected(lp.layer, "layer_swap", value=lp.layer_swap))
         for pat, prefetch in (lp.op_swap or {}).items():
@@ -207,18 +208,71 @@ def norm_value(value: Any) -> str:
     return str(value).strip()
 
 
+def canon(value: Any) -> Any:
+    """A value as plain data in one canonical form, for "is the logged value the configured one?".
+
+    Dict key order is not a difference (a logged ``{...} from dict`` prints keys in its own
+    order), keys compare as text, tuples and numpy arrays are lists, and an integral float is
+    its int (YAML ``2.0`` and a logged ``2``). A bool stays a bool: ``recompute: True`` (every
+    layer) is not ``recompute: 1`` (one layer per stage) in MindFormers, though ``True == 1`` in
+    Python, so values are compared by :func:`same_value`, never with ``==`` on raw values.
+    """
+    if isinstance(value, dict):
+        return {str(k): canon(x) for k, x in sorted(value.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(value, (list, tuple)):
+        return [canon(x) for x in value]
+    if hasattr(value, "tolist"):
+        return canon(value.tolist())
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def same_value(a: Any, b: Any) -> bool:
+    """Do two values (logged, configured, or another rank's) say the same thing? (:func:`canon`)"""
+    return canon_text(a) == canon_text(b)
+
+
+def canon_text(value: Any) -> str:
+    """The canonical form as one text: equal texts, same value (what :func:`same_value` compares;
+    a text so ranks that logged the same values can share one)."""
+    return repr(canon(value))
+
+
+class ValueTexts:
+    """:func:`canon_text` over many values, each object made canonical once: a rule that meets the
+    config's values once per rank (10,000 ranks) canonicalises them once, and ranks that share
+    parsed objects (packed ranks do) share the work. It holds the objects it has seen, so an id
+    is never reused while it is remembered; make one per rule run."""
+
+    def __init__(self) -> None:
+        self._texts: Dict[int, Tuple[Any, str]] = {}
+
+    def __call__(self, value: Any) -> str:
+        got = self._texts.get(id(value))
+        if got is None:
+            got = self._texts[id(value)] = (value, canon_text(value))
+        return got[1]
+
+    def same(self, a: Any, b: Any) -> bool:
+        """:func:`same_value`, memoised."""
+        return self(a) == self(b)
+
+
 # ---------------------------------------------------------------------------------------------
 # The comparison
 # ---------------------------------------------------------------------------------------------
 
-def compare(plan: Any, runlog: Any, family: str = "tinyllama") -> Comparison:
-    """Compare every rank of ``runlog`` with ``plan``.
+def compare(plan: Any, runlog: Any, family: Optional[str] = None) -> Comparison:
+    """Compare every rank of ``runlog`` with ``plan`` (``family``: the layout name for a plan
+    without a :class:`~swapwatch.families.ModelFamily`; default the plan's own).
 
     Ranks are visited one at a time (a packed rank is unpacked only while it is compared), and
     ranks that logged the same strategy items with the same cut are compared once: the others get
     the same verdicts with their own sources (:func:`_refold`). For a packed rank the diff keeps no
     copy of its logged items; ``RankDiff.seen`` reads them back from the rank when asked.
     """
+    family = family or getattr(plan, "model", None) or "tinyllama"
     expected = expected_actions(plan, family)
     fam = getattr(plan, "family", None)
     known = layout_paths(fam.name if fam is not None and fam.known else family) \
@@ -244,7 +298,7 @@ def compare(plan: Any, runlog: Any, family: str = "tinyllama") -> Comparison:
         key = (tuple((s.layer, s.action, s.path, norm_value(s.value)) for s in flat), is_cut(rank_log))
         folded = folds.get(key)
         if folded is None:
-            diff = _compare_rank(r, rank_log, expected, seen)
+            diff = _rank_diff(r, rank_log, expected, seen)
             folded = folds[key] = (diff, {id(s): i for i, s in enumerate(flat)})
             for k, layers in diff.matched.items():
                 if layers:
@@ -302,7 +356,7 @@ class LazySeen(Mapping):
         return len(self._items())
 
 
-def _compare_rank(rank: int, rank_log: Any, expected: Dict[int, List[Expected]],
+def _rank_diff(rank: int, rank_log: Any, expected: Dict[int, List[Expected]],
                   seen: Dict[int, List[Seen]]) -> RankDiff:
     diff = RankDiff(rank)
     diff.seen = seen
@@ -316,14 +370,14 @@ def _compare_rank(rank: int, rank_log: Any, expected: Dict[int, List[Expected]],
             s_act = [s for s in got if s.action == action]
             if not e_act and not s_act:
                 continue
-            if action in PATTERN_ACTIONS:
-                _compare_patterns(diff, layer, e_act, s_act)
+            if action in actions.PATTERN_ACTIONS:
+                _diff_patterns(diff, layer, e_act, s_act)
             else:
-                _compare_whole_layer(diff, layer, e_act, s_act)
+                _diff_whole_layer(diff, layer, e_act, s_act)
     return diff
 
 
-def _compare_whole_layer(diff: RankDiff, layer: int, exp: List[Expected], got: List[Seen]) -> None:
+def _diff_whole_layer(diff: RankDiff, layer: int, exp: List[Expected], got: List[Seen]) -> None:
     if exp and not got:
         if exp[0].logged and layer not in diff.cut_layers:
             diff.missing.append(exp[0])
@@ -339,7 +393,7 @@ def _compare_whole_layer(diff: RankDiff, layer: int, exp: List[Expected], got: L
             diff.value_diffs.append((e, bad))
 
 
-def _compare_patterns(diff: RankDiff, layer: int, exp: List[Expected], got: List[Seen]) -> None:
+def _diff_patterns(diff: RankDiff, layer: int, exp: List[Expected], got: List[Seen]) -> None:
     for e in exp:
         hits = [s for s in got if patterns.logged_path_matches(e.pattern, s.path)]
         if hits and e.pattern is not None:
@@ -394,10 +448,6 @@ def strategy_complete(seen: Dict[int, List[Seen]], expected: Dict[int, List[Expe
     return True
 
 
-#: Notices that mean the process stopped with an error (the parsers' vocabulary, re-exported).
-FATAL_NOTICES = _model.FATAL_NOTICES
-
-
 def is_cut(rank_log: Any) -> bool:
     """True when the rank's strategy block may be cut short: the parser says the file is
     truncated, or a traceback / config error / failing exit comes after the last action line."""
@@ -411,24 +461,6 @@ def fatal_after_actions(rank_log: Any) -> Optional[Any]:
     if callable(getattr(rank_log, "fatal_after_actions", None)):
         return rank_log.fatal_after_actions()          # a RankLog answers without unpacking
     return _model.fatal_after_actions_of(list(getattr(rank_log, "events", [])))
-
-
-def comparison(ctx: Any, family: Optional[str] = None) -> Optional[Comparison]:
-    """The comparison for a check context, computed once and shared by every rule."""
-    if ctx.runlog is None or ctx.plan is None:
-        return None
-    family = family or getattr(ctx.plan, "model", None) or "tinyllama"
-    cache = ctx.__dict__.setdefault("_swapwatch_cache", {})
-    key = ("compare", family)
-    if key not in cache:
-        cache[key] = compare(ctx.plan, ctx.runlog, family)
-    return cache[key]
-
-
-def first_source(items: Iterable[Seen]) -> Optional[str]:
-    for s in items:
-        return s.source
-    return None
 
 
 def near_source(diff: RankDiff, layer: int, rank_log: Any = None) -> Optional[str]:
@@ -449,4 +481,5 @@ def near_source(diff: RankDiff, layer: int, rank_log: Any = None) -> Optional[st
 
 def describe(action: str, op: Optional[str] = None) -> str:
     """``select recompute feed_forward.mul`` / ``full recompute``: for messages."""
-    return f"{LABEL.get(action, action)} {op}" if op else LABEL.get(action, action)
+    label = actions.LABEL.get(action, action)
+    return f"{label} {op}" if op else label
