@@ -149,15 +149,18 @@ class TrainingConfig:
         key = self.mcore_swap_key(key)
         return ConfigError(message, file=self.source, line=self.line(key), key=key)
 
-    def mcore_swap_key(self, key: str) -> str:
+    def mcore_swap_key(self, key: str, applied: bool = False) -> str:
         """``swap_config.layer_swap[0]`` -> ``model.model_config.cpu_offloading_num_layers[0]`` (or
-        the alias the YAML used) on the mcore path, where LayerSetting's swap comes from."""
+        the alias the YAML used) on the mcore path, where LayerSetting's swap comes from. A key the
+        YAML also wrote in the (ignored) top-level swap_config stays that key for an error about
+        the value (check_rules validates it); ``applied`` (a finding about the swap LayerSetting
+        uses) always names the model_config key."""
         if not self.mcore or not key.startswith("swap_config."):
             return key
         rest = key[len("swap_config."):]
         for name, alias, meaning in MCORE_SWAP_KEYS:
             if rest == meaning or rest.startswith((meaning + ".", meaning + "[")):
-                if meaning in (self.ignored_swap_config or {}):
+                if meaning in (self.ignored_swap_config or {}) and not applied:
                     return key                    # the top-level key itself (check_rules sees it)
                 written = alias if alias and f"model.model_config.{alias}" in self.lines else name
                 return f"model.model_config.{written}{rest[len(meaning):]}"
