@@ -93,6 +93,9 @@ class TrainingConfig:
     source: Optional[str] = None
     #: dotted key path -> line number in ``source``
     lines: Dict[str, int] = field(default_factory=dict)
+    #: a config rebuilt from a log: dotted key (a section) -> ``file:line`` of the log line its
+    #: value was read from (each ``initial ... from dict`` section has its own line)
+    key_sources: Dict[str, str] = field(default_factory=dict)
     #: recompute/swap keys the user actually wrote (as opposed to template defaults)
     given: Dict[str, List[str]] = field(default_factory=dict)
     #: the model family the YAML names (:class:`swapwatch.families.ModelFamily`; None: not read)
@@ -141,13 +144,23 @@ class TrainingConfig:
         if not self.source:
             return None
         ln = self.line(key)
-        return f"{self.source}:{ln}" if ln else self.source
+        return f"{self.source}:{ln}" if ln else self._log_source(key)
+
+    def _log_source(self, key: str) -> Optional[str]:
+        """The log line of ``key``'s closest enclosing key in :attr:`key_sources`, else ``source``."""
+        k = key
+        while k:
+            if k in self.key_sources:
+                return self.key_sources[k]
+            k = k.rpartition(".")[0] if "." in k else ""
+        return self.source
 
     def error(self, key: str, message: str) -> ConfigError:
         """A ConfigError located at ``key`` (on mcore, a ``swap_config.*`` key the user did not
         write at the top level names the model_config key it came from)."""
         key = self.mcore_swap_key(key)
-        return ConfigError(message, file=self.source, line=self.line(key), key=key)
+        ln = self.line(key)
+        return ConfigError(message, file=self.source if ln else self._log_source(key), line=ln, key=key)
 
     def mcore_swap_key(self, key: str, applied: bool = False) -> str:
         """``swap_config.layer_swap[0]`` -> ``model.model_config.cpu_offloading_num_layers[0]`` (or
@@ -911,6 +924,12 @@ def config_from_log(runlog: Any) -> Tuple[TrainingConfig, str]:
             parallel_config=sections.get("parallel_config"),
             geometry=geometry,
             source=rank_log.first_source("initial_config") or f"rank {rank} log")
+        # every section points to its own log line (the last one of it, whose value is used)
+        config.key_sources = {e.section: e.source for e in rank_log.of("initial_config")
+                              if e.source and e.section in sections}
+        if "recompute_config" not in config.key_sources and "parallel_config" in config.key_sources \
+                and isinstance((sections.get("parallel_config") or {}).get("recompute"), dict):
+            config.key_sources["recompute_config"] = config.key_sources["parallel_config"]
         _given_means_changed(config)
         from .families import apply_log_family
 
