@@ -70,10 +70,11 @@ def test_sw209_names_the_dropped_entries_and_the_prefetch_that_applies():
     assert [(f.op, f.layer, f.expected, f.actual, f.source) for f in fs] == [
         ("layer_swap", 1, 2, 3, f"{OVERLAP}:44"),
         ("feed_forward", 3, 15, 5, f"{OVERLAP}:50")]
-    assert fs[0].message == ("swap_config.layer_swap[1] names layer 1, already swapped by swap_config.layer_swap[0]: "
+    assert fs[0].message == ("swap_config.layer_swap[1] names this layer too, already swapped by "
+                             "swap_config.layer_swap[0]: "
                              "its backward_prefetch 3 is not used there (MindFormers applies "
                              "swap_config.layer_swap[0]'s 2)")
-    assert fs[1].message.startswith("swap_config.op_swap[1] ('feed_forward') names layer 3, already swapped by "
+    assert fs[1].message.startswith("swap_config.op_swap[1] ('feed_forward') names this layer too, already swapped by "
                                     "swap_config.op_swap[0]")
     # the engine keeps the first entry, as MindFormers does
     layers = strategy.plan(explain(OVERLAP).config).layers

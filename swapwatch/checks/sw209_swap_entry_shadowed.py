@@ -100,8 +100,9 @@ class SwapEntryShadowed(Rule):
         effect = (f"its backward_prefetch {dropped!r} is not used there (MindFormers applies "
                   f"{swap_key(cfg, earlier)}'s {kept!r})" if dropped != kept
                   else f"it is redundant there ({swap_key(cfg, earlier)} has the same prefetch {kept!r})")
-        plural = "s" if len(layers) > 1 else ""
-        return self.finding(f"{what} names layer{plural} {ranges(layers)}, already swapped by "
+        # one layer is in ``layer`` (the renderer puts it in front), several in the text
+        names = f"names layers {ranges(layers)}" if len(layers) > 1 else "names this layer too"
+        return self.finding(f"{what} {names}, already swapped by "
                             f"{swap_key(cfg, earlier)}: {effect}",
                             layer=layers[0] if len(layers) == 1 else None, op=op or kind,
                             source=where(cfg, later), expected=kept, actual=dropped)
