@@ -356,6 +356,9 @@ def estimate_cmd(config, run_dirs, fmt, model):
     beside it when a calibration run used CONFIG. Exit 0; 2 bad input."""
     from .memory.calibrate import calibrated_estimate
     from .memory.render import render_estimate
+    from .pynative.config import refuse_unmodelled
+
+    refuse_unmodelled(config, "estimate")
 
     click.echo(render_estimate(calibrated_estimate(config, run_dirs, model), fmt), nl=False)
     return 0
@@ -379,6 +382,9 @@ def plan_cmd(config, budget, run_dirs, output, force, fmt, allow_swap, model):
     lowest reachable peak); 2 bad input."""
     from .memory.planner import make_plan, parse_size
     from .memory.render import render_plan
+    from .pynative.config import refuse_unmodelled
+
+    refuse_unmodelled(config, "plan")
 
     size = parse_size(budget)
     if output and os.path.exists(output) and not force:

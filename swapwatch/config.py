@@ -93,6 +93,9 @@ class TrainingConfig:
     source: Optional[str] = None
     #: dotted key path -> line number in ``source``
     lines: Dict[str, int] = field(default_factory=dict)
+    #: a config rebuilt from a log: dotted key (a section) -> ``file:line`` of the log line its
+    #: value was read from (each ``initial ... from dict`` section has its own line)
+    key_sources: Dict[str, str] = field(default_factory=dict)
     #: recompute/swap keys the user actually wrote (as opposed to template defaults)
     given: Dict[str, List[str]] = field(default_factory=dict)
     #: the model family the YAML names (:class:`swapwatch.families.ModelFamily`; None: not read)
@@ -141,23 +144,36 @@ class TrainingConfig:
         if not self.source:
             return None
         ln = self.line(key)
-        return f"{self.source}:{ln}" if ln else self.source
+        return f"{self.source}:{ln}" if ln else self._log_source(key)
+
+    def _log_source(self, key: str) -> Optional[str]:
+        """The log line of ``key``'s closest enclosing key in :attr:`key_sources`, else ``source``."""
+        k = key
+        while k:
+            if k in self.key_sources:
+                return self.key_sources[k]
+            k = k.rpartition(".")[0] if "." in k else ""
+        return self.source
 
     def error(self, key: str, message: str) -> ConfigError:
         """A ConfigError located at ``key`` (on mcore, a ``swap_config.*`` key the user did not
         write at the top level names the model_config key it came from)."""
         key = self.mcore_swap_key(key)
-        return ConfigError(message, file=self.source, line=self.line(key), key=key)
+        ln = self.line(key)
+        return ConfigError(message, file=self.source if ln else self._log_source(key), line=ln, key=key)
 
-    def mcore_swap_key(self, key: str) -> str:
+    def mcore_swap_key(self, key: str, applied: bool = False) -> str:
         """``swap_config.layer_swap[0]`` -> ``model.model_config.cpu_offloading_num_layers[0]`` (or
-        the alias the YAML used) on the mcore path, where LayerSetting's swap comes from."""
+        the alias the YAML used) on the mcore path, where LayerSetting's swap comes from. A key the
+        YAML also wrote in the (ignored) top-level swap_config stays that key for an error about
+        the value (check_rules validates it); ``applied`` (a finding about the swap LayerSetting
+        uses) always names the model_config key."""
         if not self.mcore or not key.startswith("swap_config."):
             return key
         rest = key[len("swap_config."):]
         for name, alias, meaning in MCORE_SWAP_KEYS:
             if rest == meaning or rest.startswith((meaning + ".", meaning + "[")):
-                if meaning in (self.ignored_swap_config or {}):
+                if meaning in (self.ignored_swap_config or {}) and not applied:
                     return key                    # the top-level key itself (check_rules sees it)
                 written = alias if alias and f"model.model_config.{alias}" in self.lines else name
                 return f"model.model_config.{written}{rest[len(meaning):]}"
@@ -908,6 +924,12 @@ def config_from_log(runlog: Any) -> Tuple[TrainingConfig, str]:
             parallel_config=sections.get("parallel_config"),
             geometry=geometry,
             source=rank_log.first_source("initial_config") or f"rank {rank} log")
+        # every section points to its own log line (the last one of it, whose value is used)
+        config.key_sources = {e.section: e.source for e in rank_log.of("initial_config")
+                              if e.source and e.section in sections}
+        if "recompute_config" not in config.key_sources and "parallel_config" in config.key_sources \
+                and isinstance((sections.get("parallel_config") or {}).get("recompute"), dict):
+            config.key_sources["recompute_config"] = config.key_sources["parallel_config"]
         _given_means_changed(config)
         from .families import apply_log_family
 

@@ -366,6 +366,15 @@ def apply_log_family(config: Any, rank_log: Any) -> None:
     top = {k: v for k, v in config.swap_config.items() if v is not None}
     config.ignored_swap_config = top if top.get("swap") else None
     f = rank_log.formative()
+    # the model_config swap keys a finding names on mcore point to the Formative line of their value
+    first: Dict[str, str] = {}
+    for e in rank_log.of("formative"):
+        if e.source:
+            first.setdefault(e.key, e.source)
+    for key, line in (("cpu_offloading", first.get("layer swap") or first.get("op swap")),
+                      ("cpu_offloading_num_layers", first.get("layer swap")), ("op_swap", first.get("op swap"))):
+        if line:
+            config.key_sources[f"model.model_config.{key}"] = line
     if "layer swap" in f or "op swap" in f:
         op_swap = [dict(e, op_name=name) for name, entries in (f.get("op swap") or {}).items() for e in entries]
         config.swap_config = {"swap": True, "layer_swap": f.get("layer swap") or None,

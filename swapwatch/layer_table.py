@@ -207,10 +207,10 @@ def used_columns(rows: Iterable[Dict[str, str]], always: Sequence[str] = ("full_
 # Per-stage summary
 # ---------------------------------------------------------------------------------------------
 
-def stage_summary(layer_plans: Sequence[Any], interleaved: bool = False) -> List[str]:
+def stage_summary(layer_plans: Sequence[Any]) -> List[str]:
     """One line per pipeline stage: its layers and how many get each mechanism, e.g.
-    ``stage 0: layers 0-7 (8), full 3, select 2, comm 0, swap 1``; a swap voided by recompute is
-    counted apart (``voided swap 1``)."""
+    ``stage 0: layers 0-7 (8), full 3, select 2, comm 0, swap 1`` (a stage's interleave chunks
+    together: memory is per device); a swap voided by recompute is counted apart (``voided swap 1``)."""
     by_stage: "OrderedDict[Any, List[Any]]" = OrderedDict()
     for lp in sorted(layer_plans, key=lambda x: (x.stage, x.layer)):
         by_stage.setdefault(lp.stage, []).append(lp)

@@ -100,6 +100,9 @@ class LayerPlan:
     op_swap: Dict[str, Prefetch] = field(default_factory=dict)
     #: swaps applied here but voided by recompute on this layer, in the order they were found
     swap_overridden: List[Override] = field(default_factory=list)
+    #: select key (``select_recompute`` / ``select_comm_recompute``) -> the patterns that target
+    #: this layer but are never applied, because the layer is fully recomputed (SW105, the map)
+    select_shadowed: Dict[str, List[str]] = field(default_factory=dict)
     #: False when the full recompute leaves no log line (swap mode with ``recompute: True``)
     full_recompute_logged: bool = True
 

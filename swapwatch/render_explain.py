@@ -68,13 +68,12 @@ def render_table(ex: Explanation, all_layers: bool = False) -> str:
         out.append(f"note: {key} pattern {pat!r} is removed from every layer (an exclude pattern overlaps it)")
     out.append("")
 
-    interleaved = g.pp_interleave_num > 1
     header, body = plan_rows(ex, all_layers=all_layers)
     out.extend(layer_table.grid(header, body))
     marks = layer_table.legend(c for row in body for c in row[2:])
     if marks:
         out.append("  " + "; ".join(marks))
-    out.extend(layer_table.stage_summary(plan.layers, interleaved))
+    out.extend(layer_table.stage_summary(plan.layers))
     out.append("")
     if ex.findings:
         out.extend(findings_block(ex.findings))

@@ -388,7 +388,7 @@ def _run(command, config, run_dir, verify, ir, mindformers_shim, out, grace, for
             info["worker_exit_code"] = worker
             code = worker if (child == 1 and worker) else (child if child and child > 0 else 128 + abs(child or 1))
         elif verify:
-            code = _verify(rdir, config, ir, info, notes, out)
+            code = _verify(rdir, config, ir, info, out)
         else:
             info["verify"] = {"skipped": "--no-verify"}
             code = 0
@@ -558,7 +558,7 @@ def _drain_after_exit(fd: int, console, out, quiet: float = 2.0) -> bool:
         _write(out, chunk)
 
 
-def _verify(rdir: Path, config: Optional[str], ir: bool, info: Dict[str, Any], notes: List[str], out) -> int:
+def _verify(rdir: Path, config: Optional[str], ir: bool, info: Dict[str, Any], out) -> int:
     """Verify the run directory with the verify library; the table goes to the terminal and to
     ``verify.txt``, the JSON verdict to ``verify.json`` (what CI jobs read)."""
     from .verify import verify

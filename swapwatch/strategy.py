@@ -423,11 +423,20 @@ def _counts_layer(lp: LayerPlan, geo: Geometry, raw_recompute: Any, layer_recomp
             raise err(key, f"the table has no entry for interleave {v}, stage {p} (needed by layer {i}); "
                            f"MindFormers crashes there with an IndexError") from None
 
+    def reaches(table: Any) -> bool:
+        # a fully recomputed layer never consults the select tables (no IndexError from them there)
+        try:
+            return 0 <= d < table[v][p]
+        except (IndexError, TypeError):
+            return False
+
     if raw_recompute:
         lp.full_recompute = raw_recompute is True or within(layer_recompute, "recompute_config.recompute")
-    if not lp.full_recompute:
-        for key in ("select_recompute", "select_comm_recompute"):
+    for key in ("select_recompute", "select_comm_recompute"):
+        if not lp.full_recompute:
             setattr(lp, key, [pat for pat, t in tables[key].items() if within(t, f"recompute_config.{key}")])
+        else:
+            _shadow(lp, key, [pat for pat, t in tables[key].items() if reaches(t)])
     for key in ("select_recompute_exclude", "select_comm_recompute_exclude"):
         setattr(lp, key, [pat for pat, t in tables[key].items() if within(t, f"recompute_config.{key}")])
 
@@ -439,12 +448,23 @@ def _swap_mode_layer(lp: LayerPlan, raw_recompute: Any, layer_recompute: Any,
     if raw_recompute and isinstance(raw_recompute, bool):
         lp.full_recompute = True
         lp.full_recompute_logged = False          # MindFormers logs nothing for it
-        return
-    if raw_recompute and i in layer_recompute:
+    elif raw_recompute and i in layer_recompute:
         lp.full_recompute = True
-        return
     for key in ("select_recompute", "select_comm_recompute"):
-        setattr(lp, key, [pat for pat, ids in tables[key].items() if (ids is True) or i in ids])
+        hit = [pat for pat, ids in tables[key].items() if (ids is True) or i in ids]
+        if lp.full_recompute:
+            _shadow(lp, key, hit)
+        else:
+            setattr(lp, key, hit)
+
+
+def _shadow(lp: LayerPlan, key: str, pats: List[str]) -> None:
+    """Record the select / comm patterns that target ``lp`` but that its full recompute shadows:
+    MindFormers applies select recompute only to a layer that is not fully recomputed
+    (parallel_core/training_graph/transformer/utils.py: LayerSetting.set_recompute). SW105 and the
+    strategy map read this one record."""
+    if pats:
+        lp.select_shadowed[key] = pats
 
 
 def _swap_layer(lp: LayerPlan, layer_swap: List[Dict[str, Any]], op_swap: Dict[str, List[Dict[str, Any]]]) -> None:

@@ -222,7 +222,7 @@ def render_table(result: Any) -> str:
         if marks:
             lines.append("  " + "; ".join(marks))
         if result.plan is not None:
-            lines.extend(layer_table.stage_summary(result.plan.layers, _interleaved(result)))
+            lines.extend(layer_table.stage_summary(result.plan.layers))
         blind = [r for r in result.ranks if r != rank and unverifiable(result, r)]
         if blind:
             lines.append(f"not verified (no strategy lines): rank(s) {layer_table.ranges(blind, 6)}")
@@ -233,10 +233,6 @@ def render_table(result: Any) -> str:
     lines.extend(findings_block(result.findings, result.failing))
     lines.append(verdict_line(result))
     return "\n".join(lines) + "\n"
-
-
-def _interleaved(result: Any) -> bool:
-    return any(getattr(lp, "interleave", 0) for lp in result.plan.layers)
 
 
 def findings_block(findings: List[Any], failing=lambda f: f.severity == "error",

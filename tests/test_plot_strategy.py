@@ -208,12 +208,11 @@ def test_voided_select_rows_are_shown(tmp_path):
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     cfg = load_config(os.path.join(root, "fixtures", "configs", "recompute_48l.yaml"))
     plan = make_plan(cfg)
-    assert strategy_frame(plan)["effect"].ne("voided").all()     # the plan alone: no config to ask
-    f = strategy_frame(plan, config=cfg)
+    f = strategy_frame(plan)                  # the engine recorded it on the plan: no config needed
     w3 = f[f["item"] == r"feed_forward\.w3\.matmul"]
     assert sorted(w3["layer"]) == [0, 4, 24] and set(w3["effect"]) == {"voided"}
     assert all(plan.layers[i].full_recompute for i in w3["layer"])
-    res = plot_strategy(plan, config=cfg)
+    res = plot_strategy(plan)
     fig = res.figure
     labels = [t.get_text() for ax in fig.axes for t in ax.get_yticklabels()]
     assert r"select recompute · feed_forward\.w3\.matmul (voided: full recompute)" in labels
@@ -244,3 +243,46 @@ def test_48_layers_wrap_into_bands_of_a_sensible_aspect(tmp_path):
     assert w <= 1400 and w / h < 2.5, (w, h)        # was 1952 x 382
     drawn = {int(g.split("|")[2]) for g in patches_by_gid(fig) if g.startswith("cell|")}
     assert drawn == set(range(48))
+
+
+@pytest.mark.parametrize("name,swap_ids", [("recompute_48l.yaml", None), ("llama32_swap_trap.yaml", None),
+                                           ("llama32_swap_trap.yaml", "  recompute: [2]\n  select_recompute:\n"
+                                            "    'attention\\.flash_attention': [2, 2, 2, 2]"),
+                                           ("conflict.yaml", None)])
+def test_engine_sw105_and_map_agree_on_shadowed_selects(tmp_path, name, swap_ids):
+    """One decision of "select pattern shadowed by full recompute": the engine records it on the
+    LayerPlan; the map draws those cells as voided and SW105 reports the patterns applied nowhere
+    else. Cross-checked against the engine run with full recompute off (where the patterns land)."""
+    import dataclasses
+    import os
+
+    from swapwatch.checks import CheckContext, run_rules
+    from swapwatch.config import load_config
+    from swapwatch.strategy import plan as make_plan
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    path = os.path.join(root, "fixtures", "configs", name)
+    if swap_ids:
+        text = open(path).read()
+        old = "  recompute: [6, 4, 2, 0]\n  select_recompute:\n    'attention\\.flash_atention': [12, 13]"
+        assert old in text
+        path = str(tmp_path / name)
+        open(path, "w").write(text.replace(old, swap_ids))
+    cfg = load_config(path)
+    plan = make_plan(cfg)
+    recorded = {(lp.layer, k, p) for lp in plan.layers for k, ps in lp.select_shadowed.items() for p in ps}
+    bare = make_plan(dataclasses.replace(cfg, recompute_config=dict(cfg.recompute_config, recompute=False)))
+    rerun = {(lp.layer, k, p) for lp, alt in zip(plan.layers, bare.layers) if lp.full_recompute
+             for k in ("select_recompute", "select_comm_recompute") for p in getattr(alt, k)}
+    assert recorded == rerun
+    f = strategy_frame(plan)
+    voided = f[f["effect"] == "voided"]
+    assert set(zip(voided["layer"], voided["mechanism"], voided["item"])) == recorded
+    applied = {(k, p) for lp in plan.layers for k in ("select_recompute", "select_comm_recompute")
+               for p in getattr(lp, k)}
+    sw105 = [x for x in run_rules(CheckContext(plan=plan, config=cfg), needs=("config",)) if x.code == "SW105"]
+    assert sorted(x.op for x in sw105) == sorted({p for _, k, p in recorded if (k, p) not in applied})
+    if name == "recompute_48l.yaml":
+        assert [x.op for x in sw105] == [r"feed_forward\.w3\.matmul"]
+    elif swap_ids:
+        assert recorded and sw105 and "(layer 2)" in sw105[0].message

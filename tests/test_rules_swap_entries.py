@@ -70,10 +70,11 @@ def test_sw209_names_the_dropped_entries_and_the_prefetch_that_applies():
     assert [(f.op, f.layer, f.expected, f.actual, f.source) for f in fs] == [
         ("layer_swap", 1, 2, 3, f"{OVERLAP}:44"),
         ("feed_forward", 3, 15, 5, f"{OVERLAP}:50")]
-    assert fs[0].message == ("swap_config.layer_swap[1] names layer 1, already swapped by swap_config.layer_swap[0]: "
+    assert fs[0].message == ("swap_config.layer_swap[1] names this layer too, already swapped by "
+                             "swap_config.layer_swap[0]: "
                              "its backward_prefetch 3 is not used there (MindFormers applies "
                              "swap_config.layer_swap[0]'s 2)")
-    assert fs[1].message.startswith("swap_config.op_swap[1] ('feed_forward') names layer 3, already swapped by "
+    assert fs[1].message.startswith("swap_config.op_swap[1] ('feed_forward') names this layer too, already swapped by "
                                     "swap_config.op_swap[0]")
     # the engine keeps the first entry, as MindFormers does
     layers = strategy.plan(explain(OVERLAP).config).layers
@@ -117,3 +118,37 @@ def test_rule_tables_list_every_registered_rule():
         with open(os.path.join(ROOT, doc), encoding="utf-8") as fh:
             rows = dict(re.findall(r"^\| (SW\d{3}) \| (\w+) \|", fh.read(), re.M))
         assert rows == registry, doc
+
+
+# ---- every config rule names the mcore key a swap finding comes from (checks/_config_ctx.where) ----
+
+CONFLICT = os.path.join(ROOT, "fixtures", "configs", "families", "qwen3_swap_conflict.yaml")
+
+
+def _line(path, text, after=0):
+    return next(i for i, ln in enumerate(open(path, encoding="utf-8"), 1) if i > after and ln.strip() == text)
+
+
+def test_sw201_sw202_on_the_mcore_path_name_the_model_config_line(tmp_path):
+    (f,) = found(CONFLICT, "SW201")
+    assert f.layer == 0 and f.source == f"{CONFLICT}:{_line(CONFLICT, 'cpu_offloading_num_layers:')}"
+    # an op swap whose consumer a select pattern recomputes (SW202), and an ignored top-level
+    # swap_config (SW306) that must not steal the place of the model_config keys LayerSetting uses
+    text = open(CONFLICT, encoding="utf-8").read()
+    text = text.replace("recompute_config:\n  recompute:\n  - 0\n",
+                        "swap_config:\n  swap: true\n  layer_swap:\n  - {backward_prefetch: 3, layers: [0]}\n"
+                        "recompute_config:\n  recompute:\n  - 0\n  select_recompute:\n"
+                        "    'mlp\\.activation_func': [1]\n")
+    text = text.replace("    op_swap:\n    - op_name: self_attention\\.core_attention\n",
+                        "    op_swap:\n    - op_name: mlp\\.linear_fc1\n      backward_prefetch: 1\n"
+                        "      layers: [1]\n    - op_name: self_attention\\.core_attention\n")
+    p = str(tmp_path / "q.yaml")
+    open(p, "w", encoding="utf-8").write(text)
+    ex = explain(p)
+    by = {f.code: f for f in ex.findings}
+    assert {"SW201", "SW202", "SW306"} <= set(by)
+    assert by["SW201"].source == f"{p}:{_line(p, 'cpu_offloading_num_layers:')}"
+    assert by["SW202"].layer == 1
+    assert by["SW202"].source == f"{p}:{_line(p, 'op_swap:', _line(p, 'model_config:')) + 1}"
+    assert by["SW306"].source == f"{p}:{_line(p, 'swap_config:')}"
+

@@ -89,7 +89,11 @@ def recompute_48l() -> Plan:
     layers = {}
     for i in range(48):
         if i in FULL_48:
-            layers[i] = {"full_recompute": True}
+            # what the select tables below target there, shadowed by the full recompute (SW105)
+            sel = [SILU, MUL] + ([W1M] if i in (0, 24) else []) + ([W3M] if i in (0, 4, 24) else [])
+            layers[i] = {"full_recompute": True,
+                         "select_shadowed": {"select_recompute": sel,
+                                             "select_comm_recompute": [FFN_NORM, ATT_NORM]}}
             continue
         sel = [SILU, MUL] + ([W1M] if i in (25, 29) else [])
         layers[i] = {"select_recompute": sel, "select_comm_recompute": [FFN_NORM, ATT_NORM]}

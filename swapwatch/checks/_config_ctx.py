@@ -21,10 +21,21 @@ def swap_mode(ctx: Any) -> Optional[Tuple[Any, Any]]:
     return plan, cfg
 
 
+def swap_key(cfg: Any, key: str) -> str:
+    """``key`` as the user wrote it. On the mcore path (``use_legacy: False``) the swap LayerSetting
+    uses comes from ``model.model_config`` (``cpu_offloading`` / ``swap``, ``cpu_offloading_num_layers``
+    / ``layer_swap``, ``op_swap``), so a ``swap_config.*`` key is named as that key, with the alias
+    the YAML used (:meth:`swapwatch.config.TrainingConfig.mcore_swap_key`); other keys pass as they are.
+    Every rule names and locates swap keys through this (and :func:`where`)."""
+    fn = getattr(cfg, "mcore_swap_key", None)
+    return fn(key, applied=True) if fn else key
+
+
 def where(cfg: Any, key: str) -> Optional[str]:
-    """``file:line`` of ``key`` in the config's YAML, when the config came from a file."""
+    """``file:line`` of ``key`` in the config's YAML, when the config came from a file (a swap key
+    on the mcore path: of the model_config key it came from, :func:`swap_key`)."""
     fn = getattr(cfg, "where", None)
-    return fn(key) if fn else None
+    return fn(swap_key(cfg, key)) if fn else None
 
 
 def was_given(cfg: Any, section: str, key: str) -> bool:

@@ -58,14 +58,19 @@ class PatternNeverLogged(Rule):
                     continue        # MindFormers' defaults span layer kinds: others of them applied
                 layers = [lay for lay in sorted(comp.expected)
                           if any((x.action, x.pattern) == key for x in comp.expected[lay])]
+                # the place is said once: one layer in ``layer`` (the renderer puts it in front),
+                # several in the text
+                one = len(layers) == 1
+                on = "" if one else f" on {_layers(layers)}"
                 yield self.finding(
-                    f"{actions.LABEL[e.action]} pattern '{e.pattern}' is applied on {_layers(layers)} "
+                    f"{actions.LABEL[e.action]} pattern '{e.pattern}' is applied{on} "
                     f"but no rank logged any path it matches: it does nothing",
-                    layer=layers[0], op=e.pattern, expected=f"a matching path on {_layers(layers)}",
+                    layer=layers[0] if one else None, op=e.pattern,
+                    expected=f"a matching path on {_layers(layers)}",
                     actual="(no matching path logged)",
                     source=pattern_where(config_of(ctx), e.action, e.pattern))
 
 
 def _layers(layers) -> str:
-    """``layer 3`` / ``layers 0-3, 8`` (``layer`` holds the first; the text names them all)."""
+    """``layer 3`` / ``layers 0-3, 8``."""
     return ("layer " if len(layers) == 1 else "layers ") + ranges(layers, 6)

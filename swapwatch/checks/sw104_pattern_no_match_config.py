@@ -75,9 +75,13 @@ class PatternMatchesNothing(Rule):
                     near = nearest_path(plan.family.layout(plan.layout_key(layers[0])), pat)
                     if near:
                         why += f" (did you mean '{near}'?)"
-                on = "" if len(layers) == 1 else f" (applied on layers {ranges(layers, 6)})"
+                # the place is said once: one layer in ``layer`` (the renderer puts it in front),
+                # several in the text
+                one = len(layers) == 1
+                on = "" if one else f" (applied on layers {ranges(layers, 6)})"
                 yield self.finding(f"{action} pattern '{pat}'{on} matches nothing: {why}",
-                                   layer=layers[0], op=pat, source=pattern_where(cfg, action, pat),
+                                   layer=layers[0] if one else None, op=pat,
+                                   source=pattern_where(cfg, action, pat),
                                    expected="a primitive or cell it reaches", actual="no match")
 
 

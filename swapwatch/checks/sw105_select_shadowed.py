@@ -1,15 +1,14 @@
 """SW105: select / comm recompute that can never apply because its layers are fully recomputed."""
 from __future__ import annotations
 
-from typing import Any, Iterable, Set, Tuple
+from typing import Dict, Iterable, List, Set
 
 from . import CheckContext, Finding, Rule, register
 from ._config_ctx import config_of, where
 from ..layer_table import ranges
 
-#: (Formative key, LayerPlan attribute) of the two keys a full recompute shadows.
-SHADOWED_KEYS = (("select_recompute", "select_recompute"),
-                 ("select_comm_recompute", "select_comm_recompute"))
+#: The two keys a full recompute shadows (Formative key = LayerPlan attribute).
+SHADOWED_KEYS = ("select_recompute", "select_comm_recompute")
 
 
 @register
@@ -42,53 +41,27 @@ class SelectShadowed(Rule):
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
         plan = ctx.plan
-        if plan is None or not any(lp.full_recompute for lp in plan.layers):
+        if plan is None:
             return
-        full = {lp.layer for lp in plan.layers if lp.full_recompute}
         formative = getattr(plan, "formative", None) or {}
-        for key, attr in SHADOWED_KEYS:
-            table = formative.get(key) or {}
-            if not isinstance(table, dict):
-                continue
-            applied: Set[str] = {p for lp in plan.layers for p in (getattr(lp, attr) or [])}
-            for pattern, value in table.items():
-                if pattern in applied or not _targets_something(value, plan.swap, len(plan.layers), full):
+        for key in SHADOWED_KEYS:
+            # the engine records, per layer, the patterns full recompute shadows there
+            # (LayerPlan.select_shadowed); reported: those applied on no layer at all
+            applied: Set[str] = {p for lp in plan.layers for p in getattr(lp, key)}
+            where_shadowed: Dict[str, List[int]] = {}
+            for lp in plan.layers:
+                for pattern in lp.select_shadowed.get(key, ()):
+                    where_shadowed.setdefault(pattern, []).append(lp.layer)
+            for pattern, layers in where_shadowed.items():
+                if pattern in applied:
                     continue
                 label = key.replace("_", " ")
+                # swap on: the value lists layer ids, so say which; off: per-chunk counts, as written
+                what = (f"layer{'s' if len(layers) > 1 else ''} {ranges(layers)}" if plan.swap
+                        else f"per-chunk counts {(formative.get(key) or {}).get(pattern)}")
                 yield self.finding(
                     f"{label} pattern '{pattern}' targets only fully recomputed layers "
-                    f"({_describe(value, plan.swap)}); MindFormers never applies it",
+                    f"({what}); MindFormers never applies it",
                     op=pattern, source=where(config_of(ctx), f"recompute_config.{key}.{pattern}"),
                     expected="applied on at least one layer",
                     actual="shadowed by full recompute on every targeted layer")
-
-
-def _targets_something(value: Any, swap: bool, num_layers: int, full: Set[int]) -> bool:
-    """Does the Formative value select any layer? Swap mode: True or layer ids; otherwise
-    per-chunk counts (any count > 0). Swap-mode ids outside the model select nothing."""
-    if swap:
-        if value is True:
-            return True
-        ids = _flat(value)
-        return bool(ids) and all(i in full for i in ids) and all(0 <= i < num_layers for i in ids)
-    return any(v > 0 for v in _flat(value))
-
-
-def _flat(value: Any) -> Tuple[int, ...]:
-    if isinstance(value, bool):
-        return (int(value),)
-    if isinstance(value, (int, float)):
-        return (int(value),)
-    if hasattr(value, "tolist"):
-        return _flat(value.tolist())
-    if isinstance(value, (list, tuple)):
-        return tuple(x for v in value for x in _flat(v))
-    return ()
-
-
-def _describe(value: Any, swap: bool) -> str:
-    """The layers a swap-mode value selects, as a set (``[2, 2, 2, 2]`` selects layer 2 only)."""
-    if swap:
-        ids = sorted(set(_flat(value)))
-        return f"layer{'s' if len(ids) > 1 else ''} {ranges(ids)}"
-    return f"per-chunk counts {value}"

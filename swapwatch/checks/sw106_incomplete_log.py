@@ -143,10 +143,13 @@ class IncompleteLog(Rule):
         unseen: List[int] = sorted(lay for lay in diff.cut_layers
                                    if lay > last and any(e.logged for e in comp.expected.get(lay, [])))
         why = f"the process failed ({_what(fatal)})" if fatal is not None else "the file is truncated"
-        tail = f"; layers {ranges(unseen, 6)} have no lines" if unseen else ""
+        tail = (f"; layer{'s' if len(unseen) > 1 else ''} {ranges(unseen, 6)} "
+                f"ha{'ve' if len(unseen) > 1 else 's'} no lines") if unseen else ""
         src = fatal.source if fatal is not None else _last_source(diff)
+        # the last layer logged is in ``layer`` (the renderer puts it in front): not in the text
+        stops = "stops after this layer" if last >= 0 else "stops before its first layer"
         return self.finding(
-            f"the strategy block stops at layer {last}: {why}{tail}",
+            f"the strategy block {stops}: {why}{tail}",
             rank=rank, layer=last if last >= 0 else None,
             expected=f"lines up to layer {max(comp.expected) if comp.expected else '?'}",
             actual=f"lines up to layer {last}", source=src)

@@ -1,23 +1,10 @@
 """SW208: layer_swap / op_swap entries while swap itself is off (MindFormers ignores them silently)."""
 from __future__ import annotations
 
-from typing import Any, Iterable, Optional
+from typing import Iterable
 
 from . import CheckContext, Finding, Rule, register
-from ._config_ctx import config_of, was_given, where
-
-
-def swap_key(cfg: Any, key: str) -> str:
-    """The key path as the user wrote it: ``swap_config.<key>`` on the legacy path, the
-    ``model.model_config`` key (or its alias) on the mcore path (:meth:`TrainingConfig.mcore_swap_key`)."""
-    full = f"swap_config.{key}"
-    fn = getattr(cfg, "mcore_swap_key", None)
-    return fn(full) if fn else full
-
-
-def swap_where(cfg: Any, key: str) -> Optional[str]:
-    """``file:line`` of a swap key (``layer_swap[1]``, ``op_swap``, ...) on either path."""
-    return where(cfg, swap_key(cfg, key))
+from ._config_ctx import config_of, swap_key, was_given, where
 
 
 @register
@@ -58,10 +45,10 @@ class SwapEntriesUnused(Rule):
         given = [k for k in ("layer_swap", "op_swap") if sc.get(k) not in (None, [], {})]
         if not given:
             return
-        switch = swap_key(cfg, "swap")
+        switch = swap_key(cfg, "swap_config.swap")
         state = f"{switch} is {sc.get('swap')!r}" if was_given(cfg, "swap_config", "swap") \
             else f"{switch} is not set (False)"
-        names = " and ".join(swap_key(cfg, k) for k in given)
+        names = " and ".join(swap_key(cfg, f"swap_config.{k}") for k in given)
         yield self.finding(f"{names} {'are' if len(given) > 1 else 'is'} ignored: {state}, so MindFormers "
                            f"offloads nothing and says nothing", op=", ".join(given),
-                           source=swap_where(cfg, given[0]), expected="swap on", actual=sc.get("swap"))
+                           source=where(cfg, f"swap_config.{given[0]}"), expected="swap on", actual=sc.get("swap"))

@@ -5,8 +5,7 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from ..layer_table import ranges
 from . import CheckContext, Finding, Rule, register
-from ._config_ctx import config_of
-from .sw208_swap_entries_unused import swap_key, swap_where
+from ._config_ctx import config_of, swap_key, where
 
 
 def _layers(entry: Dict[str, Any], num_layers: int) -> List[int]:
@@ -96,12 +95,14 @@ class SwapEntryShadowed(Rule):
 
     def _finding(self, cfg: Any, later: str, earlier: str, kind: str, op: Optional[str], layers: List[int],
                  kept: Any, dropped: Any) -> Finding:
+        later, earlier = f"swap_config.{later}", f"swap_config.{earlier}"
         what = f"{swap_key(cfg, later)}" + (f" ('{op}')" if op else "")
         effect = (f"its backward_prefetch {dropped!r} is not used there (MindFormers applies "
                   f"{swap_key(cfg, earlier)}'s {kept!r})" if dropped != kept
                   else f"it is redundant there ({swap_key(cfg, earlier)} has the same prefetch {kept!r})")
-        plural = "s" if len(layers) > 1 else ""
-        return self.finding(f"{what} names layer{plural} {ranges(layers)}, already swapped by "
+        # one layer is in ``layer`` (the renderer puts it in front), several in the text
+        names = f"names layers {ranges(layers)}" if len(layers) > 1 else "names this layer too"
+        return self.finding(f"{what} {names}, already swapped by "
                             f"{swap_key(cfg, earlier)}: {effect}",
                             layer=layers[0] if len(layers) == 1 else None, op=op or kind,
-                            source=swap_where(cfg, later), expected=kept, actual=dropped)
+                            source=where(cfg, later), expected=kept, actual=dropped)

@@ -75,7 +75,7 @@ def classify(text: str, rank: Optional[int], source: str, follow: Optional[Follo
     if _SW in msg:
         return swapwatch_lines.parse(msg, rank, source)
     if msg.startswith(_TB):
-        return tracebacks.parse(msg, rank, source, follow() if follow else ())
+        return tracebacks.parse(rank, source, follow() if follow else ())
     out: List[Event] = []
     fmt = line.fmt
     mf_ok = fmt in _MF_FORMATS or (fmt == "raw" and not prefixed)

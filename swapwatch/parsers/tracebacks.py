@@ -20,8 +20,9 @@ _EXC = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|W
 _RECORD = re.compile(r"^(?:\[[A-Z]+\]|\d{4}-\d{2}-\d{2})")
 
 
-def parse(msg: str, rank: Optional[int], source: str, follow: Iterable[tuple] = ()) -> List[Event]:
-    """``msg`` is the ``Traceback (most recent call last):`` line; ``follow`` yields (source, text)."""
+def parse(rank: Optional[int], source: str, follow: Iterable[tuple] = ()) -> List[Event]:
+    """The traceback whose ``Traceback (most recent call last):`` line is at ``source`` (the line
+    itself says nothing more); ``follow`` yields (source, text) of the lines after it."""
     frames = 0
     where = None
     for src, text in follow:

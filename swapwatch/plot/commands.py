@@ -130,24 +130,22 @@ def strategy_command(source: str, config: Optional[str] = None, output: Optional
         from ..config import load_config
 
         cfg = load_config(source)
-        plot_strategy(make_plan(cfg), name=os.path.basename(source), config=cfg).save(*target)
+        plot_strategy(make_plan(cfg), name=os.path.basename(source)).save(*target)
         return f"wrote {out}: the strategy {source} asks for"
     (_, runlog), = load_runs([source])
-    plan = cfg = None
+    plan = None
     if config is not None:
         from ..config import load_config
 
-        cfg = load_config(config)
-        plan = make_plan(cfg)
+        plan = make_plan(load_config(config))
     else:
         from ..config import config_from_log
 
         try:
-            cfg = config_from_log(runlog)[0]
-            plan = make_plan(cfg)
+            plan = make_plan(config_from_log(runlog)[0])
         except InputError:
-            plan = cfg = None               # no config in the log: draw what the log shows
-    res = plot_strategy(runlog, plan=plan, rank=rank, config=cfg,
+            plan = None                     # no config in the log: draw what the log shows
+    res = plot_strategy(runlog, plan=plan, rank=rank,
                         name=None if config is None else f"{runlog.label or source} vs {os.path.basename(config)}")
     res.save(*target)
     diff, cut = res.diff, res.cut

@@ -81,39 +81,19 @@ def _reaches_nothing(layout: Any, pattern: str, mech: str) -> bool:
         return False
 
 
-def _voided_selects(plan: Any, layout: Any, config: Any) -> List[Tuple[int, str, str]]:
-    """(layer, mechanism, pattern) of select / comm patterns ``config`` (the plan's config) puts on
-    a layer that full recompute covers, where MindFormers never applies them. Asked of the strategy
-    engine itself: the same config with full recompute off says where the select patterns would
-    have landed."""
-    import dataclasses
-
-    from ..strategy import plan as make_plan
-
-    if config is None or getattr(plan, "legacy_recompute", None) is not None:
-        return []
-    if not any(lp.full_recompute for lp in plan.layers):
-        return []
-    try:
-        rc = dict(getattr(config, "recompute_config", None) or {})
-        rc["recompute"] = False
-        bare = make_plan(dataclasses.replace(config, recompute_config=rc), layout=layout,
-                         model=getattr(plan, "model", "llama"))
-    except Exception:            # the engine refuses the variant: nothing to say about it
-        return []
-    out = []
-    for lp, alt in zip(plan.layers, bare.layers):
-        if lp.full_recompute:
-            for mech in ("select_recompute", "select_comm_recompute"):
-                out.extend((lp.layer, mech, pat) for pat in getattr(alt, mech) or [])
-    return out
+def _voided_selects(plan: Any) -> List[Tuple[int, str, str]]:
+    """(layer, mechanism, pattern) of select / comm patterns configured on a layer that full
+    recompute covers, where MindFormers never applies them: as the engine recorded them
+    (``LayerPlan.select_shadowed``, the record SW105 reads too)."""
+    return [(lp.layer, mech, pat) for lp in plan.layers
+            for mech, pats in getattr(lp, "select_shadowed", {}).items() for pat in pats]
 
 
-def _plan_rows(plan: Any, config: Any = None) -> List[tuple]:
+def _plan_rows(plan: Any) -> List[tuple]:
     rows = []
     layout = _plan_layout(plan)
     stage_of = {lp.layer: (lp.stage, lp.interleave) for lp in plan.layers}
-    for layer, mech, pat in _voided_selects(plan, layout, config):
+    for layer, mech, pat in _voided_selects(plan):
         st, v = stage_of[layer]
         rows.append(("config", None, layer, st, v, mech, pat, True, False, False,
                      "the layer is fully recomputed", (), VOIDED))
@@ -211,7 +191,7 @@ def _log_rows(runlog: Any, rank: int, plan: Any = None) -> List[tuple]:
     return [tuple(r) for r in rows.values()]
 
 
-def strategy_frame(what: Any, rank: Optional[int] = None, plan: Any = None, config: Any = None) -> pd.DataFrame:
+def strategy_frame(what: Any, rank: Optional[int] = None, plan: Any = None) -> pd.DataFrame:
     """One row per (layer, mechanism, item) configured or logged: the data behind :func:`plot_strategy`.
 
     ``what`` is a :class:`~swapwatch.strategy.Plan` (source ``config``: what MindFormers will apply)
@@ -222,14 +202,13 @@ def strategy_frame(what: Any, rank: Optional[int] = None, plan: Any = None, conf
     True otherwise; ``overridden`` marks swaps that recompute makes ineffective; ``paths`` are the
     logged op paths (empty for config rows); ``effect`` (config rows) is ``""`` when applied,
     ``no_match`` for a pattern that reaches nothing on the layout, ``voided`` for a select pattern
-    configured where full recompute covers the layer (never applied there; shown only when the
-    plan's ``config`` is given, as the engine decides it from the config).
+    configured where full recompute covers the layer (never applied there, as the engine records it).
     """
     if _is_pynative(what):
         from ..pynative.plot import config_rows
         rows = config_rows(what)
     elif _is_plan(what):
-        rows = _plan_rows(what, config)
+        rows = _plan_rows(what)
     elif hasattr(what, "ranks"):
         rows = _log_rows(what, pick_rank(what, rank), None if _is_pynative(plan) else plan)
     else:
@@ -450,7 +429,7 @@ def _legend_handles(frames: List[pd.DataFrame], with_diff: bool, with_cut: bool)
 
 
 def plot_strategy(what: Any, plan: Any = None, rank: Optional[int] = None, title: Optional[str] = None,
-                  name: Optional[str] = None, config: Any = None,
+                  name: Optional[str] = None,
                   comparison: Optional[Comparison] = None) -> StrategyPlot:
     """Draw the layer × mechanism map (``.save(out)`` writes it).
 
@@ -460,8 +439,7 @@ def plot_strategy(what: Any, plan: Any = None, rank: Optional[int] = None, title
     config, SW109). With a RunLog and ``plan``, both maps are drawn one above
     the other when they differ (differing cells outlined), and a single map saying "logs = config"
     when they do not; ``comparison`` is that pair's, when the caller has it. ``name`` (e.g. the
-    config file) goes into the title. ``config`` is the intended plan's config (it shows select
-    patterns that full recompute voids). The result holds the frames drawn (by panel title), the
+    config file) goes into the title. The result holds the frames drawn (by panel title), the
     differences and the layers past a log that stops early.
     """
     if _is_verify_result(what):
@@ -474,7 +452,7 @@ def plot_strategy(what: Any, plan: Any = None, rank: Optional[int] = None, title
     cut: Set[int] = set()
     if _is_plan(what):
         ref_plan = what
-        panels.append(("config (intended)", strategy_frame(what, config=config)))
+        panels.append(("config (intended)", strategy_frame(what)))
         n_layers = len(what.layers)
     else:
         r = pick_rank(what, rank)
@@ -503,7 +481,7 @@ def plot_strategy(what: Any, plan: Any = None, rank: Optional[int] = None, title
                     parts.append(f"{len(diffs)} difference{'s' if len(diffs) != 1 else ''} outlined")
                 if cut:
                     parts.append(f"the log stops at layer {min(cut)}")
-                panels.append(("config (intended)", strategy_frame(plan, config=config)))
+                panels.append(("config (intended)", strategy_frame(plan)))
                 panels.append((f"{who} (actual): " + "; ".join(parts), logs))
         else:
             panels.append((f"{who} (actual)", logs))

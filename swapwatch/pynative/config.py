@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 from ..config import read_yaml
-from ..errors import ConfigError
+from ..errors import ConfigError, InputError
 from .layer_spec import Refusal
 
 #: Field defaults of the three config classes (``config.py:RecomputeConfig`` etc.).
@@ -89,6 +89,23 @@ def detect_path(data: Any) -> str:
     return "mcore" if data.get("use_legacy") is False else "legacy"
 
 
+def refuse_unmodelled(path: str, command: str) -> None:
+    """``estimate`` / ``plan`` model the static paths' LayerSetting only: on a PyNative YAML they
+    would stop at "layer count unknown" (the static loader looks for ``model.model_config``), which
+    blames the YAML. Say instead, at the section that makes it PyNative, that the command does not
+    model this path yet. A YAML that does not parse is left to the command's own loader."""
+    try:
+        data, lines = read_yaml(path)
+    except InputError:
+        return
+    if detect_path(data) != "pynative":
+        return
+    key = next((k for k in (*PYNATIVE_SECTIONS, *TRAINCONFIG_ONLY) if k in data), None)
+    raise ConfigError(f"a PyNative (r2.x) YAML: {command} does not model the PyNative path yet "
+                      f"(`swapwatch explain {path}` shows its per-layer strategy)",
+                      file=path, line=lines.get(key) if key else None, key=key)
+
+
 PATH_NAMES = {"pynative": "PyNative (r2.x: recompute / recompute_comm / swap, applied by apply_ac)",
               "mcore": "static graph, mcore (use_legacy: False)",
               "legacy": "static graph, legacy (recompute_config / swap_config)"}
@@ -114,7 +131,10 @@ def _check_field(cls: str, key: str, value: Any, where) -> None:
 
 def from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional[str],
               num_layers: Optional[int] = None, family: Optional[str] = None) -> PynativeConfig:
-    """Build the config from a parsed YAML tree (see :func:`load`)."""
+    """Build the config from a parsed YAML tree (see :func:`load`); ``family`` is ``--model``."""
+    from .layer_paths import check_model_option
+
+    check_model_option(family)
     secs: Dict[str, Dict[str, Any]] = {}
     for sec, (cls, defaults) in SECTIONS.items():
         raw = data.get(sec)

@@ -16,9 +16,9 @@ from __future__ import annotations
 import json
 import os
 from functools import lru_cache
-from typing import Dict, FrozenSet, List, Tuple
+from typing import Dict, FrozenSet, List, Optional, Tuple
 
-from ..errors import ConfigError
+from ..errors import ConfigError, InputError
 
 DATA = os.path.join(os.path.dirname(os.path.dirname(__file__)), "models", "pynative", "layer_paths.json")
 #: YAML ``model.model_type`` (or ``--model``) -> the data's model key
@@ -39,6 +39,14 @@ def family_key(family: object) -> str:
                           f"{', '.join(sorted(FAMILIES))} (set model.model_type or pass --model)",
                           key="model.model_type")
     return key
+
+
+def check_model_option(family: Optional[str]) -> None:
+    """``--model NAME`` on a PyNative YAML: a name with no layer paths is the option's mistake, so
+    the error names ``--model``, not the YAML's ``model.model_type`` (which the option replaces)."""
+    if family is not None and str(family).lower() not in FAMILIES:
+        raise InputError(f"no PyNative layer paths known for {family!r} (the YAML is a PyNative one; "
+                         f"known: {', '.join(sorted(FAMILIES))})", key="--model")
 
 
 def layer_lists(family: str, num_layers: int, mtp_layers: int = 0, first_k_dense: int = 0
