@@ -56,6 +56,7 @@ class ModelSpec:
     batch: int = 1                      # runner_config.batch_size: the micro-batch per rank
     compute_bytes: int = 2
     softmax_bytes: int = 4
+    norm_bytes: int = 4                 # layernorm_compute_type: the norms' fp32 copy of their input
     param_bytes: int = 4
     optimizer: str = "adamw"
     optimizer_states: int = 2
@@ -89,7 +90,8 @@ class ModelSpec:
                 "h": self.hidden, "hq": self.heads * self.head_dim // tp,
                 "hkv": max(1, self.kv_heads * self.head_dim // tp), "at": max(1, self.heads // tp),
                 "d": self.head_dim, "ft": max(1, ffn // tp), "k": self.top_k if moe else 1,
-                "fw": max(1, ffn // tp) * local_experts, "v": max(1, self.vocab // tp)}
+                "fw": max(1, ffn // tp) * local_experts, "v": max(1, self.vocab // tp),
+                "hqkv": (self.heads + 2 * self.kv_heads) * self.head_dim // tp}
 
     @property
     def shard(self) -> int:
@@ -219,6 +221,7 @@ def spec_from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional
         vocab=vocab, head_dim=head_dim, batch=batch,
         compute_bytes=dtype("compute_dtype", "float16"),
         softmax_bytes=dtype("softmax_compute_type", "float32"),
+        norm_bytes=dtype("layernorm_compute_type", "float32"),
         param_bytes=dtype("param_init_type", "float16"),
         optimizer=opt_type, optimizer_states=states,
         flash=flag(mc, "use_flash_attention", f"{MC}.use_flash_attention"),
