@@ -27,7 +27,8 @@ def cli(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_the_fixtures_cover_both_cases():
-    assert {os.path.basename(p) for p in WITH_TABLE} >= {"llama2_70b_select.yaml", "qwen2_5_qkv_concat.yaml"}
+    assert {os.path.basename(p) for p in WITH_TABLE} >= {"llama2_70b_select.yaml", "qwen2_5_qkv_concat.yaml",
+                                                         "qwen3_select.yaml"}
     assert {os.path.basename(p) for p in WITHOUT_TABLE} >= {"qwen3_moe_ignored_swap.yaml", "glm4_select.yaml"}
 
 
@@ -163,3 +164,70 @@ def test_plan_on_each_family_fixture_reexplains_clean(path, tmp_path):
     assert again.plan.family.name == base.family
     assert not [f for f in again.findings if f.severity == "error"]
     assert max(st.peak() for st in estimate(str(out)).stages) <= budget
+
+
+# ---- the mcore Qwen3 table against a count from the MindFormers code ---------------------------
+
+QD = 32                                                  # head_dim given apart from hidden / heads
+
+
+def tiny_qwen3(tmp_path, fp32_residual: bool, flash: bool = True) -> str:
+    p = tmp_path / f"q_{fp32_residual}_{flash}.yaml"
+    p.write_text(textwrap.dedent(f"""\
+        use_legacy: False
+        model:
+          model_config:
+            model_type: qwen3
+            hidden_size: {H}
+            num_attention_heads: {A}
+            num_key_value_heads: {KV}
+            head_dim: {QD}
+            intermediate_size: {F}
+            seq_length: {S}
+            vocab_size: 100
+            num_hidden_layers: 2
+            use_flash_attention: {flash}
+            fp32_residual_connection: {fp32_residual}
+        runner_config: {{batch_size: {B}}}
+        recompute_config: {{recompute: False}}
+        parallel_config: {{pipeline_stage: 1}}
+        """))
+    return str(p)
+
+
+def qwen3_none_bytes(fp32_residual: bool) -> int:
+    """One mcore TransformerLayer of Qwen3 without recompute (bf16 compute, fp32 norms), module by
+    module from parallel_core/training_graph (transformer_layer.py, norm.py, attention.py,
+    flash_attention.py, tensor_parallel/layers.py, mlp.py)."""
+    r = 4 if fp32_residual else 2                        # dtype of the residual stream and the MLP
+    hq, hkv = A * QD, KV * QD
+    norms = 2 * (4 * B * S * H + 4 * B * S)              # input_layernorm, pre_mlp_layernorm
+    qkv_in = 2 * B * S * H                               # linear_qkv's bf16 input
+    qk_norms = 4 * B * S * (hq + hkv) + 4 * B * S * (A + KV)   # per-head RmsNorm: fp32 copy + rstd
+    fa = 2 * B * S * (hq + 2 * hkv + hq) + 2 * 4 * B * A * S * 8   # BNSD q, k, v, out; max / sum
+    proj_in = 2 * B * S * hq
+    mlp = 2 * B * S * H + r * B * S * F * 3 + 2 * B * S * F    # fc1's bf16 input; silu in, its out,
+    return norms + qkv_in + qk_norms + fa + proj_in + mlp      # up; fc2's bf16 input
+
+
+@pytest.mark.parametrize("fp32_residual", [False, True])
+def test_qwen3_none_and_full_match_the_module_count(tmp_path, fp32_residual):
+    est = estimate(tiny_qwen3(tmp_path, fp32_residual))
+    assert est.family == "qwen3" and est.fam.table == "qwen3"
+    fam = est.fam
+    assert [r["activation_bytes"] for r in est.layers] == [qwen3_none_bytes(fp32_residual)] * 2
+    full = fam.cost(fam.all_ops, fam.layer_boundary)
+    assert full.kept == 2 * B * S * H                    # the layer input (bf16: the layer's last cast)
+    mlp = fam.cost(*fam.ops_reached(["mlp"]))
+    r = 4 if fp32_residual else 2
+    # the mlp cell keeps its input (pre_mlp_layernorm's output, which no op keeps without recompute)
+    # (in the residual dtype) and drops the rest of its own: fc1's bf16 input, silu's input and
+    # output, up, fc2's bf16 input
+    assert qwen3_none_bytes(fp32_residual) - mlp.kept == \
+        2 * B * S * H + 3 * r * B * S * F + 2 * B * S * F - r * B * S * H
+
+
+def test_qwen3_without_flash_attention_is_not_guessed(tmp_path):
+    r = cli("estimate", tiny_qwen3(tmp_path, True, flash=False))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1
+    assert "no memory model for model family 'qwen3' without flash attention" in r.stderr

@@ -92,8 +92,12 @@ class Family:
         #: an op with ``variant`` tags is in the layer only when every tag holds: flash / plain from
         #: use_flash_attention, the rest from the layout family (``families`` in the table)
         active = tags | {"flash" if spec.flash else "plain"}
+        if data.get("requires_flash") and not spec.flash:
+            raise InputError(f"no memory model for model family {family!r} without flash attention yet "
+                             f"(model.model_config.use_flash_attention is False; swapwatch/memory/{self.table}.yaml "
+                             f"tables the FlashAttention path only)", file=spec.source)
         dbytes = {"compute": spec.compute_bytes, "softmax": spec.softmax_bytes, "norm": spec.norm_bytes,
-                  "float32": 4}
+                  "residual": spec.residual_bytes, "float32": 4}
         self.bytes: Dict[str, int] = {
             name: product(t["shape"], sym) * dbytes[t.get("dtype", "compute")]
             for name, t in data["tensors"].items()}
