@@ -90,8 +90,9 @@ class Family:
         data = family_data(self.table)
         sym = spec.symbols()
         #: an op with ``variant`` tags is in the layer only when every tag holds: flash / plain from
-        #: use_flash_attention, the rest from the layout family (``families`` in the table)
-        active = tags | {"flash" if spec.flash else "plain"}
+        #: use_flash_attention, gqa / mha from the kv heads, the rest from the layout family
+        #: (``families`` in the table)
+        active = tags | {"flash" if spec.flash else "plain", "gqa" if spec.kv_heads < spec.heads else "mha"}
         if data.get("requires_flash") and not spec.flash:
             raise InputError(f"no memory model for model family {family!r} without flash attention yet "
                              f"(model.model_config.use_flash_attention is False; swapwatch/memory/{self.table}.yaml "
