@@ -231,3 +231,32 @@ def test_qwen3_without_flash_attention_is_not_guessed(tmp_path):
     r = cli("estimate", tiny_qwen3(tmp_path, True, flash=False))
     assert r.returncode == 2 and r.stderr.count("\n") == 1
     assert "no memory model for model family 'qwen3' without flash attention" in r.stderr
+
+
+def test_a_swap_plan_on_the_mcore_path_is_written_where_mcore_reads_it(tmp_path):
+    # mcore LayerSetting takes swap from model.model_config (cpu_offloading, cpu_offloading_num_layers,
+    # op_swap: swapwatch.config.MCORE_SWAP_KEYS); a top-level swap_config would be ignored (SW306)
+    from swapwatch.memory.emit import emit
+    from swapwatch.memory.family import LayerCost
+    from swapwatch.memory.search import Level, StagePlan
+
+    path = "fixtures/configs/families/qwen3_swap_conflict.yaml"      # has cpu_offloading + op_swap
+    geo = explain(path).plan.geometry
+    zero = LayerCost(kept=0, host=0, regen=0, flops=0.0)
+    levels = {0: Level("full", (), True, None, zero, 3), 1: Level("swap:1", (), False, 1, zero, 1),
+              2: Level("swap:2", (), False, 2, zero, 1), 3: Level("none", (), False, None, zero, 0)}
+    text = emit(open(path).read(), path, geo, [StagePlan(stage=0, fits=True, levels=levels)])
+    out = tmp_path / "swap.yaml"
+    out.write_text(text)
+    ex = explain(str(out))
+    assert [(lp.full_recompute, lp.layer_swap) for lp in ex.plan.layers] == \
+        [(True, None), (False, 1), (False, 2), (False, None)]
+    assert not [f for f in ex.findings if f.severity == "error"], [f.code for f in ex.findings]
+    import yaml
+
+    data = yaml.safe_load(text)
+    assert "swap_config" not in data or not (data["swap_config"] or {}).get("swap")
+    mc = data["model"]["model_config"]
+    assert mc["cpu_offloading"] is True and mc["op_swap"] is None
+    assert mc["cpu_offloading_num_layers"] == [{"backward_prefetch": 1, "layers": [1]},
+                                               {"backward_prefetch": 2, "layers": [2]}]
