@@ -327,9 +327,9 @@ def plot_strategy_cmd(source, config, output, rank, fmt, force):
               help="Image to write (default: estimate.<format> here, never replaced without -o).")
 @click.option("--format", "fmt", default=None, metavar="png|svg|pdf",
               help="Image format (default: from the -o name, else png).")
-@click.option("--model", default="tinyllama", show_default=True,
-              help="Memory model's tensor table: the Llama layer as drawn in swapwatch/models/tinyllama.yaml "
-                   "(the only one so far).")
+@click.option("--model", default=None,
+              help="Model family (default: the family the YAML names, as explain shows it; `swapwatch "
+                   "families` lists them). Its tensor table is swapwatch/memory/<table>.yaml.")
 @click.option("--force", is_flag=True, help="Let -o replace an existing file.")
 def plot_estimate_cmd(config, run_dirs, budget, output, fmt, model, force):
     """Predicted peak per pipeline stage as stacked components (weights, gradients, optimizer states,
@@ -348,9 +348,9 @@ def plot_estimate_cmd(config, run_dirs, budget, output, fmt, model, force):
               help="A `swapwatch run` directory of this model with a known strategy (repeatable): fits the "
                    "model's free terms to its measured peaks.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
-@click.option("--model", default="tinyllama", show_default=True,
-              help="Memory model's tensor table: the Llama layer as drawn in swapwatch/models/tinyllama.yaml "
-                   "(the only one so far).")
+@click.option("--model", default=None,
+              help="Model family (default: the family the YAML names, as explain shows it; `swapwatch "
+                   "families` lists them). Its tensor table is swapwatch/memory/<table>.yaml.")
 def estimate_cmd(config, run_dirs, fmt, model):
     """Predicted peak memory per pipeline stage of CONFIG's strategy, with its breakdown; measured
     beside it when a calibration run used CONFIG. Exit 0; 2 bad input."""
@@ -373,9 +373,9 @@ def estimate_cmd(config, run_dirs, fmt, model):
 @click.option("--force", is_flag=True, help="Replace OUT.yaml when it exists.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "yaml"]), default="table", show_default=True)
 @click.option("--allow-swap", is_flag=True, help="Also consider layer swap with a prefetch (Ascend only).")
-@click.option("--model", default="tinyllama", show_default=True,
-              help="Memory model's tensor table: the Llama layer as drawn in swapwatch/models/tinyllama.yaml "
-                   "(the only one so far).")
+@click.option("--model", default=None,
+              help="Model family (default: the family the YAML names, as explain shows it; `swapwatch "
+                   "families` lists them). Its tensor table is swapwatch/memory/<table>.yaml.")
 def plan_cmd(config, budget, run_dirs, output, force, fmt, allow_swap, model):
     """The cheapest recompute strategy (least forward FLOPs recomputed) whose predicted peak fits
     --budget on every stage, written into a copy of CONFIG. Exit 0 fits; 1 nothing fits (says the
@@ -389,7 +389,7 @@ def plan_cmd(config, budget, run_dirs, output, force, fmt, allow_swap, model):
     size = parse_size(budget)
     if output and os.path.exists(output) and not force:
         raise InputError("exists; not replacing it (use --force, or another -o)", file=output)
-    res = make_plan(config, size, run_dirs, allow_swap=allow_swap, family=model)
+    res = make_plan(config, size, run_dirs, allow_swap=allow_swap, model=model)
     if output and res.fits:
         try:
             with open(output, "w", encoding="utf-8") as fh:

@@ -10,7 +10,7 @@ import textwrap
 import pytest
 
 from swapwatch.errors import ConfigError
-from swapwatch.memory.family import Family
+from swapwatch.memory.family import Family, family_data, tables
 from swapwatch.memory.model import estimate, inflight, static_parts
 from swapwatch.memory.spec import llama_ffn, load_spec
 from swapwatch.models import load_layout
@@ -46,13 +46,23 @@ def cost_of(fam: Family, patterns):
     return fam.cost(*fam.ops_reached(patterns))
 
 
-def test_every_op_of_the_tensor_table_is_on_the_layout(tmp_path):
-    paths = {p for p, _ in load_layout("tinyllama").paths()}
-    flash = write(tmp_path, open(TINY).read().replace("    softmax_compute_type: float32",
-                                                       "    softmax_compute_type: float32\n    use_flash_attention: True"))
-    for fam in (fam_of(TINY), fam_of(flash)):
-        for op in fam.ops:
-            assert op.path in paths, op.path
+def test_every_op_of_every_tensor_table_is_on_the_layout(tmp_path):
+    # every table, on every layout family it serves, with and without flash attention (the
+    # *_noflash trees have no flash_attention cell: MindFormers only takes them without it)
+    assert {"tinyllama", "llama", "llama_qkv_concat_bias_noflash"} <= set(tables())
+    for family, (table, _) in tables().items():
+        paths = {p for p, _ in load_layout(family).paths()}
+        flashes = (False,) if family.endswith("noflash") else (True,) if family_data(table).get("requires_flash") \
+            else (False, True)
+        for flash in flashes:
+            spec = load_spec(TINY)
+            spec.flash = flash
+            fam = Family(spec, family)
+            assert fam.table == table and fam.ops
+            for op in fam.ops:
+                assert op.path in paths, (family, flash, op.path)
+            for _, pats in fam.groups:       # every select group reaches ops of the table
+                assert fam.ops_reached(pats)[0], (family, flash, pats)
 
 
 def test_no_recompute_keeps_the_hand_counted_tensors():

@@ -104,13 +104,14 @@ def fit(points: Sequence[Tuple[float, float, float]]) -> Tuple[float, float]:
     return my - mx, 1.0
 
 
-def calibrate(run_dirs: Sequence[str], family: str = "tinyllama") -> Tuple[Calibration, Dict[str, Measured]]:
-    """Fit a :class:`Calibration` to the runs; each run's rows say predicted vs measured."""
+def calibrate(run_dirs: Sequence[str], model: Optional[str] = None) -> Tuple[Calibration, Dict[str, Measured]]:
+    """Fit a :class:`Calibration` to the runs; each run's rows say predicted vs measured (``model``:
+    the ``--model`` family, default each run's YAML's own)."""
     rows: List[Tuple[str, int, Any, int, Optional[int]]] = []
     measured: Dict[str, Measured] = {}
     for rd in run_dirs:
         cfg = run_config(rd, _run_json(rd))
-        est = estimate(cfg, family)
+        est = estimate(cfg, model)
         m0 = measure(rd, len(est.stages))
         measured[rd] = m0
         for st in est.stages:
@@ -145,13 +146,13 @@ def _run_json(run_dir: str) -> Dict[str, Any]:
     return data
 
 
-def calibrated_estimate(config: str, run_dirs: Sequence[str], family: str = "tinyllama") -> Estimate:
+def calibrated_estimate(config: str, run_dirs: Sequence[str], model: Optional[str] = None) -> Estimate:
     """``estimate`` of ``config`` with the calibration of ``run_dirs``; measured peaks beside the
     prediction where a calibration run used this very config."""
-    est = estimate(config, family)
+    est = estimate(config, model)
     if not run_dirs:
         return est
-    cal, measured = calibrate(run_dirs, family)
+    cal, measured = calibrate(run_dirs, model)
     est.calibration = cal
     same = [m for m in measured.values() if os.path.realpath(m.config) == os.path.realpath(config)]
     for m in same:

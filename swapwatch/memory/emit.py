@@ -155,6 +155,15 @@ def emit(text: str, source: str, geo, stages: Sequence[StagePlan]) -> str:
         for p, t in tables["patterns"].items():
             sel[_pattern(p)] = _table(t)
         rc["select_recompute"] = sel if sel else False
+        mcore = _mcore_swap_section(doc, create=False)
+        if mcore is not None:
+            mc, keys = mcore
+            if _is_true(mc.get(keys["swap"])):
+                mc[keys["swap"]] = False
+                for meaning in ("layer_swap", "op_swap"):     # else SW208: set while swap is off
+                    if keys[meaning] in mc:
+                        mc[keys[meaning]] = None
+            return _dump(y, doc)
         sc = doc.get("swap_config")
         if isinstance(sc, dict) and _is_true(sc.get("swap")):
             sc["swap"] = False
@@ -171,22 +180,52 @@ def emit(text: str, source: str, geo, stages: Sequence[StagePlan]) -> str:
     for p in order:
         sel[_pattern(p)] = _flow(sorted(i for i, lv in levels.items() if p in lv.patterns))
     rc["select_recompute"] = sel if sel else False
-    if not isinstance(doc.get("swap_config"), dict):
-        doc["swap_config"] = CommentedMap()
-    sc = doc["swap_config"]
-    sc["swap"] = True
     entries = []
     for pf in sorted({lv.swap for lv in levels.values() if lv.swap is not None}):
         e = CommentedMap()
         e["backward_prefetch"] = pf
         e["layers"] = _flow(sorted(i for i, lv in levels.items() if lv.swap == pf))
         entries.append(e)
-    sc["layer_swap"] = entries
-    sc["op_swap"] = None
+    mcore = _mcore_swap_section(doc, create=True)
+    if mcore is not None:
+        mc, keys = mcore
+        mc[keys["swap"]] = True
+        mc[keys["layer_swap"]] = entries
+        mc[keys["op_swap"]] = None
+    else:
+        if not isinstance(doc.get("swap_config"), dict):
+            doc["swap_config"] = CommentedMap()
+        sc = doc["swap_config"]
+        sc["swap"] = True
+        sc["layer_swap"] = entries
+        sc["op_swap"] = None
     if not isinstance(doc.get("context"), dict):
         doc["context"] = CommentedMap()
     doc["context"]["memory_optimize_level"] = "O0"
     return _dump(y, doc)
+
+
+def _mcore_swap_section(doc, create: bool):
+    """On the mcore path (``use_legacy: False``) swap lives in ``model.model_config``
+    (``swapwatch.config.MCORE_SWAP_KEYS``: the top-level swap_config never reaches LayerSetting):
+    (that mapping, meaning -> the key to write: the alias the YAML already uses, else the
+    TransformerConfig name), or None on the legacy path (or, unless ``create``, without a model_config)."""
+    from ..config import MCORE_SWAP_KEYS
+
+    legacy = doc.get("use_legacy")
+    if not (isinstance(legacy, (bool, _Bool)) and not bool(legacy)):
+        return None
+    model = doc.get("model")
+    mc = model.get("model_config") if isinstance(model, dict) else None
+    if not isinstance(mc, dict):
+        if not create or not isinstance(model, dict):
+            return None
+        from ruamel.yaml.comments import CommentedMap
+
+        mc = model["model_config"] = CommentedMap()
+    keys = {meaning: next((k for k in (name, alias) if k and k in mc), name)
+            for name, alias, meaning in MCORE_SWAP_KEYS}
+    return mc, keys
 
 
 def _dump(y, doc) -> str:

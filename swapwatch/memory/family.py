@@ -50,35 +50,72 @@ class LayerCost:
 
 
 @functools.lru_cache(maxsize=None)
-def family_data(family: str) -> dict:
-    try:
-        text = resources.files(__package__).joinpath(f"{family}.yaml").read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"no memory model for model family {family!r} (swapwatch/memory/<family>.yaml)") from None
+def family_data(table: str) -> dict:
+    """The tensor table file ``swapwatch/memory/<table>.yaml``."""
+    text = resources.files(__package__).joinpath(f"{table}.yaml").read_text(encoding="utf-8")
     return yaml.safe_load(text)
+
+
+@functools.lru_cache(maxsize=None)
+def tables() -> Dict[str, Tuple[str, FrozenSet[str]]]:
+    """Layout family (a ``swapwatch/models`` stem) -> (its tensor table, the table's variant tags
+    that family's tree has), from each table's ``families`` header. One table may serve several
+    layouts (the legacy Llama variants differ in a few ops: ``qkv_concat``, the biases)."""
+    out: Dict[str, Tuple[str, FrozenSet[str]]] = {}
+    for entry in resources.files(__package__).iterdir():
+        if entry.name.endswith(".yaml"):
+            stem = entry.name[:-5]
+            for fam, tags in (family_data(stem).get("families") or {}).items():
+                out[fam] = (stem, frozenset(tags or ()))
+    return out
+
+
+def table_for(family: str, origin: str = "") -> Tuple[str, FrozenSet[str]]:
+    """The tensor table of the layout family ``family``; a family without one is bad input (exit 2):
+    planning its YAML on another family's tree would be a silently wrong answer."""
+    found = tables().get(family)
+    if found is None:
+        where = f" ({origin})" if origin else ""
+        raise InputError(f"no memory model for model family {family!r}{where} yet; families with one: "
+                         f"{', '.join(sorted(tables()))}")
+    return found
 
 
 class Family:
     """The tensor table of ``family`` sized for ``spec`` (one rank, one micro-batch)."""
 
-    def __init__(self, spec: ModelSpec, family: str = "tinyllama"):
-        self.name = family
+    def __init__(self, spec: ModelSpec, family: str = "tinyllama", origin: str = ""):
+        self.name = self.layout_family = family
         self.spec = spec
-        data = family_data(family)
+        self.table, tags = table_for(family, origin)
+        data = family_data(self.table)
         sym = spec.symbols()
-        variant = "flash" if spec.flash else "plain"
-        dbytes = {"compute": spec.compute_bytes, "softmax": spec.softmax_bytes, "float32": 4}
+        #: an op with ``variant`` tags is in the layer only when every tag holds: flash / plain from
+        #: use_flash_attention, gqa / mha from the kv heads, the rest from the layout family
+        #: (``families`` in the table)
+        active = tags | {"flash" if spec.flash else "plain", "gqa" if spec.kv_heads < spec.heads else "mha"}
+        if data.get("requires_flash") and not spec.flash:
+            raise InputError(f"no memory model for model family {family!r} without flash attention yet "
+                             f"(model.model_config.use_flash_attention is False; swapwatch/memory/{self.table}.yaml "
+                             f"tables the FlashAttention path only)", file=spec.source)
+        dbytes = {"compute": spec.compute_bytes, "softmax": spec.softmax_bytes, "norm": spec.norm_bytes,
+                  "residual": spec.residual_bytes, "float32": 4}
         self.bytes: Dict[str, int] = {
             name: product(t["shape"], sym) * dbytes[t.get("dtype", "compute")]
             for name, t in data["tensors"].items()}
+
+        def present(o: dict) -> bool:
+            v = o.get("variant", ())
+            return set([v] if isinstance(v, str) else v) <= active
+
         self.ops: List[Op] = [
             Op(o["path"], tuple(o["in"]), (o["out"],) + tuple(o.get("also_out", ())), tuple(o["saves"]),
                tuple(o["flops"]))
-            for o in data["ops"] if o.get("variant", variant) == variant]
+            for o in data["ops"] if present(o)]
         self.op_flops = [float(product(list(o.flops), sym)) for o in self.ops]
         self.params_rows = data["params"]
         self.groups: List[Tuple[str, List[str]]] = [(g["name"], list(g["patterns"]))
-                                                   for g in data.get("select_groups", [])]
+                                                   for g in data.get("select_groups", []) if present(g)]
         self.all_ops: FrozenSet[int] = frozenset(range(len(self.ops)))
         #: tensor -> the ops consuming it in forward (a tensor with none leaves the layer)
         self.consumers: Dict[str, List[int]] = {}

@@ -20,11 +20,12 @@ on the rest: ``peak = static + residual + scale * (activations + other)``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .. import strategy
 from ..config import load_config
-from .family import Family, LayerCost
+from ..errors import InputError
+from .family import Family, LayerCost, table_for
 from .spec import ModelSpec, load_spec, params_per_layer
 
 
@@ -181,10 +182,11 @@ class Estimate:
         return out
 
 
-def estimate_plan(path: str, cfg: Any, plan: strategy.Plan, spec: ModelSpec, family: str = "tinyllama",
+def estimate_plan(path: str, cfg: Any, plan: strategy.Plan, spec: ModelSpec,
                   calibration: Calibration = NO_CALIBRATION) -> Estimate:
-    """Predict the peaks of an already resolved plan (``plan`` reuses it for its own output)."""
-    fam = Family(spec, family)
+    """Predict the peaks of an already resolved plan (``plan`` reuses it for its own output), on the
+    tensor table of the plan's model family (the one ``explain`` names)."""
+    fam = memory_family(spec, plan)
     costs: List[LayerCost] = []
     prefetch: List[Optional[int]] = []
     rows = []
@@ -196,14 +198,44 @@ def estimate_plan(path: str, cfg: Any, plan: strategy.Plan, spec: ModelSpec, fam
                      "host_bytes": cost.host, "recompute_flops": cost.flops})
     geo = plan.geometry
     stages = [stage_memory(spec, fam, geo, p, costs, prefetch) for p in range(geo.pipeline_stage)]
-    return Estimate(config=path, family=family, spec=spec, plan=plan, fam=fam, stages=stages, layers=rows,
+    return Estimate(config=path, family=fam.name, spec=spec, plan=plan, fam=fam, stages=stages, layers=rows,
                     calibration=calibration)
 
 
-def estimate(path: str, family: str = "tinyllama", calibration: Calibration = NO_CALIBRATION) -> Estimate:
-    """Predicted peak per stage of the strategy the YAML at ``path`` asks for."""
+def memory_family(spec: ModelSpec, plan: strategy.Plan) -> Family:
+    """The tensor table for ``plan``'s model family (``swapwatch.families``: what the YAML names, or
+    ``--model``), sized by ``spec``; exit 2 when that family has none yet, never another family's."""
+    check_family(plan)
+    return Family(spec, plan.family.name, plan.family.origin)
+
+
+def check_family(plan: strategy.Plan) -> None:
+    """Exit 2 unless the plan's model family has a tensor table (before the sizes are read: a
+    family without one should say so, not ask for a size key the table would not use)."""
+    mf = plan.family
+    if not mf.known:
+        raise InputError(f"no memory model for model family {mf.name!r} ({mf.origin}); "
+                         f"--model names a known family (`swapwatch families`)")
+    table_for(mf.name, mf.origin)
+
+
+def plan_of(path: str, model: Optional[str] = None) -> Tuple[Any, strategy.Plan, ModelSpec]:
+    """Config, plan and sizes of the YAML at ``path``, the family detected as ``explain`` does."""
+    if model is not None:
+        from ..families import from_name
+
+        from_name(model)                  # an unknown --model is bad input before anything else
     cfg = load_config(path)
+    plan = strategy.plan(cfg, model=model)
+    check_family(plan)
     spec = load_spec(path)
     if cfg.pipeline_stage != spec.pp:
         spec.pp = cfg.pipeline_stage
-    return estimate_plan(path, cfg, strategy.plan(cfg, model=family), spec, family, calibration)
+    return cfg, plan, spec
+
+
+def estimate(path: str, model: Optional[str] = None, calibration: Calibration = NO_CALIBRATION) -> Estimate:
+    """Predicted peak per stage of the strategy the YAML at ``path`` asks for (``model``: the
+    ``--model`` family, default the one the YAML names)."""
+    cfg, plan, spec = plan_of(path, model)
+    return estimate_plan(path, cfg, plan, spec, calibration)

@@ -14,14 +14,10 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence
 
-from .. import strategy
-from ..config import load_config
 from ..errors import InputError
 from .calibrate import calibrate
-from .family import Family
-from .model import NO_CALIBRATION, Calibration, Estimate, estimate
+from .model import NO_CALIBRATION, Calibration, Estimate, estimate, memory_family, plan_of
 from .search import StagePlan, lowest_peak, solve_stage
-from .spec import load_spec
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?i?B?|)\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40,
@@ -91,20 +87,19 @@ class PlanResult:
 
 
 def make_plan(config: str, budget: int, run_dirs: Sequence[str] = (), allow_swap: bool = False,
-              family: str = "tinyllama") -> PlanResult:
-    cfg = load_config(config)
-    spec = load_spec(config)
-    spec.pp = cfg.pipeline_stage
+              model: Optional[str] = None) -> PlanResult:
+    """``model``: the ``--model`` family; default the one the YAML names (as ``explain``)."""
+    cfg, plan, spec = plan_of(config, model)
     target = str((cfg.context or {}).get("device_target", "Ascend"))
     if allow_swap and target.lower() != "ascend":
         raise InputError(f"--allow-swap: swap only moves memory on Ascend, and context.device_target is {target}",
                          file=config)
-    geo = strategy.plan(cfg, model=family).geometry
-    fam = Family(spec, family)
-    cal = calibrate(run_dirs, family)[0] if run_dirs else NO_CALIBRATION
+    geo = plan.geometry
+    fam = memory_family(spec, plan)
+    cal = calibrate(run_dirs, model)[0] if run_dirs else NO_CALIBRATION
     stages = [solve_stage(spec, fam, geo, p, cal, budget, allow_swap) for p in range(geo.pipeline_stage)]
     result = PlanResult(config=config, budget=budget, fits=all(s.fits for s in stages), stages=stages,
-                        calibration=cal, family=family)
+                        calibration=cal, family=fam.name)
     if not result.fits:
         result.lowest = {p: lowest_peak(spec, fam, geo, p, cal, allow_swap) for p in range(geo.pipeline_stage)}
         return result
@@ -112,19 +107,19 @@ def make_plan(config: str, budget: int, run_dirs: Sequence[str] = (), allow_swap
 
     with open(config, encoding="utf-8") as fh:
         result.text = emit(fh.read(), config, geo, stages)
-    result.estimate = estimate_text(result.text, config, family, cal)
+    result.estimate = estimate_text(result.text, config, model, cal)
     result.estimate.budget_bytes = budget
     _check_round_trip(result)
     return result
 
 
-def estimate_text(text: str, config: str, family: str, cal: Calibration) -> Estimate:
+def estimate_text(text: str, config: str, model: Optional[str], cal: Calibration) -> Estimate:
     """Estimate a YAML given as text (the planned copy), through the same engine as ``explain``."""
     fd, tmp = tempfile.mkstemp(suffix=".yaml", prefix="swapwatch-plan-")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
-        est = estimate(tmp, family, cal)
+        est = estimate(tmp, model, cal)
     finally:
         os.unlink(tmp)
     est.config = config

@@ -25,7 +25,8 @@ def header(est: Estimate) -> str:
     par = f"dp {sp.dp} tp {sp.tp} pp {sp.pp}" + (f" cp {sp.cp}" if sp.cp > 1 else "") + \
         (f" ep {sp.ep}" if sp.ep > 1 else "") + (f" x{est.plan.geometry.pp_interleave_num} interleave"
                                                  if est.plan.geometry.pp_interleave_num > 1 else "")
-    line = (f"{est.config}: {est.family}, {sp.num_layers} layers, hidden {sp.hidden}, seq {sp.seq}, "
+    table = "" if est.fam.table == est.family else f" (tensor table {est.fam.table})"
+    line = (f"{est.config}: {est.family}{table}, {sp.num_layers} layers, hidden {sp.hidden}, seq {sp.seq}, "
             f"micro-batch {sp.batch}, {dt} activations, {par}, {sp.micro_batch_num} micro-batch(es), "
             f"optimizer {sp.optimizer}")
     cal = est.calibration

@@ -56,6 +56,8 @@ class ModelSpec:
     batch: int = 1                      # runner_config.batch_size: the micro-batch per rank
     compute_bytes: int = 2
     softmax_bytes: int = 4
+    norm_bytes: int = 4                 # layernorm_compute_type: the norms' fp32 copy of their input
+    residual_bytes: int = 2             # mcore fp32_residual_connection: 4, else the compute dtype
     param_bytes: int = 4
     optimizer: str = "adamw"
     optimizer_states: int = 2
@@ -89,7 +91,9 @@ class ModelSpec:
                 "h": self.hidden, "hq": self.heads * self.head_dim // tp,
                 "hkv": max(1, self.kv_heads * self.head_dim // tp), "at": max(1, self.heads // tp),
                 "d": self.head_dim, "ft": max(1, ffn // tp), "k": self.top_k if moe else 1,
-                "fw": max(1, ffn // tp) * local_experts, "v": max(1, self.vocab // tp)}
+                "fw": max(1, ffn // tp) * local_experts, "v": max(1, self.vocab // tp),
+                "hqkv": (self.heads + 2 * self.kv_heads) * self.head_dim // tp,
+                "akv": max(1, self.kv_heads // tp)}
 
     @property
     def shard(self) -> int:
@@ -153,8 +157,14 @@ def spec_from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional
             raise err(full, f"expected True or False, got {value!r}")
         return value
 
-    def dtype(key: str, default: str) -> int:
-        value = mc.get(key, default)
+    #: mcore (use_legacy: False) models take TransformerConfig's defaults and key names
+    #: (parallel_core/transformer_config.py: compute_dtype bfloat16, params_dtype float32,
+    #: use_flash_attention True), legacy ones LlamaConfig's
+    mcore = data.get("use_legacy") is False
+
+    def dtype(keys: Tuple[str, ...], legacy_default: str, mcore_default: str) -> int:
+        key = next((k for k in keys if mc.get(k) is not None), keys[0])
+        value = mc.get(key, mcore_default if mcore else legacy_default)
         if not isinstance(value, str) or value.lower() not in DTYPE_BYTES:
             raise err(f"{MC}.{key}", f"unknown dtype {value!r} (known: float32, float16, bfloat16)")
         return DTYPE_BYTES[value.lower()]
@@ -214,14 +224,17 @@ def spec_from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional
     if heads % tp:
         raise err("parallel_config.model_parallel", f"num_heads {heads} is not a multiple of model_parallel {tp}")
 
+    compute = dtype(("compute_dtype",), "float16", "bfloat16")
     return ModelSpec(
         source=source, num_layers=layers, hidden=hidden, heads=heads, kv_heads=kv, ffn=ffn, seq=seq,
         vocab=vocab, head_dim=head_dim, batch=batch,
-        compute_bytes=dtype("compute_dtype", "float16"),
-        softmax_bytes=dtype("softmax_compute_type", "float32"),
-        param_bytes=dtype("param_init_type", "float16"),
+        compute_bytes=compute,
+        softmax_bytes=dtype(("softmax_compute_type", "softmax_compute_dtype"), "float32", "float32"),
+        norm_bytes=dtype(("layernorm_compute_type", "layernorm_compute_dtype"), "float32", "float32"),
+        residual_bytes=4 if flag(mc, "fp32_residual_connection", f"{MC}.fp32_residual_connection") else compute,
+        param_bytes=dtype(("param_init_type", "params_dtype"), "float16", "float32"),
         optimizer=opt_type, optimizer_states=states,
-        flash=flag(mc, "use_flash_attention", f"{MC}.use_flash_attention"),
+        flash=flag(mc, "use_flash_attention", f"{MC}.use_flash_attention", default=mcore),
         num_experts=experts, top_k=top_k, moe_ffn=moe_ffn,
         tie_embeddings=flag(mc, "tie_word_embeddings", f"{MC}.tie_word_embeddings"),
         mla=mla, dp=dp, tp=tp, pp=pp, cp=cp, ep=ep, micro_batch_num=mbn, seq_parallel=sp,

@@ -162,7 +162,7 @@ def strategy_command(source: str, config: Optional[str] = None, output: Optional
 
 
 def estimate_command(config: str, run_dirs: Sequence[str] = (), output: Optional[str] = None,
-                     fmt: Optional[str] = None, budget: Optional[str] = None, model: str = "tinyllama",
+                     fmt: Optional[str] = None, budget: Optional[str] = None, model: Optional[str] = None,
                      force: bool = False) -> str:
     """``swapwatch plot estimate``: predicted components per stage vs measured; returns the line to print."""
     from ..memory.calibrate import calibrated_estimate

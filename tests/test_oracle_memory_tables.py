@@ -1,0 +1,95 @@
+"""Oracle tier for the memory tables: the tensors a table says each op produces are the ones the
+real MindFormers 2.1.0 layer produces.
+
+Skipped unless ``.oracle-venv/.ready`` exists. ``tests/oracle/mf_layer_tensors.py`` builds the real
+network at tiny size on CPU (``tools/extract_layouts.py:build``), runs it forward in PyNative mode
+and records every primitive call of decoder layer 0 with its output shapes. Here every op of the
+family's table (``swapwatch/memory/<table>.yaml``), sized for the same YAML by swapwatch's own
+``spec.py``, must be found among the real calls at its path, in the table's order, producing the
+element counts of the tensors the table names (all outputs: the norm's rstd, split_qkv's three).
+
+What CPU cannot check: the flash-attention paths (FlashAttentionScore has no CPU kernel, so the
+flash variants and the mcore tables, which have only that path, are counted from the module code
+only: tests/test_estimate_families.py) and the 16-bit dtypes (the CPU run is float32 throughout).
+"""
+import json
+import os
+import subprocess
+
+import pytest
+import yaml
+
+from swapwatch.memory.family import Family, family_data
+from swapwatch.memory.spec import load_spec, product
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ORACLE_PY = os.path.join(ROOT, ".oracle-venv", "bin", "python")
+READY = os.path.join(ROOT, ".oracle-venv", ".ready")
+SCRIPT = os.path.join(ROOT, "tests", "oracle", "mf_layer_tensors.py")
+MARK = "@@SWAPWATCH_TENSORS@@"
+
+pytestmark = pytest.mark.skipif(not (os.path.exists(READY) and os.path.exists(ORACLE_PY)),
+                                reason="no MindFormers oracle venv (.oracle-venv/.ready)")
+
+#: (extract_layouts family, its swapwatch layout family, model_config set on both sides)
+CASES = [
+    ("llama_noflash", "llama_noflash", {"n_kv_heads": 2}),                  # GQA: tile_kv repeats k, v
+    ("llama_qkv_concat_noflash", "llama_qkv_concat_noflash", {"n_kv_heads": 2}),
+    ("llama_noflash", "llama_noflash", {}),                                  # heads == kv heads
+]
+BATCH = 2
+
+
+def real_calls(family, extra):
+    case = {"family": family, "batch": BATCH, "set": dict(extra, compute_dtype="float32")}
+    proc = subprocess.run([ORACLE_PY, SCRIPT, json.dumps(case)], capture_output=True, text=True,
+                          timeout=900, cwd=ROOT)
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith(MARK)), None)
+    assert line is not None, f"oracle failed: {proc.stderr[-3000:]}"
+    return json.loads(line[len(MARK):])["calls"]
+
+
+def our_family(tmp_path, layout_family, extra, concat) -> Family:
+    """The same tiny model as tools/extract_layouts.py's legacy Llama build, as a training YAML."""
+    mc = {"type": "LlamaConfig", "hidden_size": 64, "num_heads": 4, "multiple_of": 32, "seq_length": 32,
+          "vocab_size": 256, "num_layers": 2, "compute_dtype": "float32", "use_flash_attention": False,
+          "qkv_concat": concat, **extra}
+    p = tmp_path / "tiny.yaml"
+    p.write_text(yaml.safe_dump({"model": {"arch": {"type": "LlamaForCausalLM"}, "model_config": mc},
+                                 "runner_config": {"batch_size": BATCH}, "parallel_config": {"pipeline_stage": 1}}))
+    return Family(load_spec(str(p)), layout_family)
+
+
+def elements(shape):
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+@pytest.mark.parametrize("family,layout_family,extra", CASES)
+def test_table_ops_produce_the_real_layers_tensors(tmp_path, family, layout_family, extra):
+    fam = our_family(tmp_path, layout_family, extra, "concat" in family)
+    tensors = family_data(fam.table)["tensors"]
+    sym = fam.spec.symbols()
+    count = {t: product(tensors[t]["shape"], sym) for t in tensors}
+    calls = real_calls(family, extra)
+    assert calls, "the real layer ran no primitive"
+    prims = {path for path, _ in calls}
+    position = {}          # path -> index of the next real call to look at
+    for op in fam.ops:
+        cell = op.path not in prims          # a cell-level op (rope): its last primitive's output
+        want = [count[t] for t in op.outs]
+        start = position.get(op.path, 0)
+        found = None
+        for i in range(start, len(calls)):
+            path, outs = calls[i]
+            at = path.startswith(op.path + ".") if cell else path == op.path
+            got = [elements(shape) for shape, _ in outs]
+            if at and (got[:1] == want[:1] if cell else got == want):
+                found = i
+                break
+        assert found is not None, (f"{op.path}: no real call from #{start} produced {want} elements "
+                                   f"({', '.join(op.outs)}); real calls there: "
+                                   f"{[c for c in calls if c[0] == op.path or c[0].startswith(op.path + '.')]}")
+        position[op.path] = found + 1
