@@ -332,11 +332,16 @@ def test_an_interrupt_at_any_moment_leaves_a_valid_run_json(tmp_path, sig, child
     p.send_signal(sig)
     rc = p.wait(timeout=120)
     stderr = p.stderr.read().decode()
-    assert "Traceback" not in stderr and "internal error" not in stderr, stderr
+    assert "internal error" not in stderr, stderr
     run = tmp_path / "run"
     if not run.exists():                  # the signal came before swapwatch had started anything
         assert rc in (-sig, 130), (rc, stderr)
+        # a SIGINT while the interpreter is still importing (before cli.main runs) is Python's own
+        # KeyboardInterrupt report; nothing of the run exists yet, so nothing is lost
+        if "Traceback" in stderr:
+            assert sig == signal.SIGINT and stderr.rstrip().endswith("KeyboardInterrupt"), stderr
         return
+    assert "Traceback" not in stderr, stderr
     info = json.loads((run / "run.json").read_text())      # complete JSON, whatever the moment
     assert info["end"] and not list(run.glob("*.tmp"))
     if rc == -sig:    # a late signal, after the run was complete and recorded, while Python exits
