@@ -11,7 +11,7 @@ import pickle
 import zlib
 from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 
 @dataclass
@@ -276,8 +276,42 @@ class RankLog:
         memo = self._summary()
         return memo["strategy"] if memo is not None else None
 
+    def notices(self, what: str) -> "NoticeTally":
+        """How many ``what`` notices this rank has, the first one's source, and their count per
+        ``data["prim"]`` (``"?"`` when a notice names none) in first-seen order: what a check that
+        counts a notice per rank needs (SW112), read from the summary of a packed rank."""
+        memo = self._summary()
+        if memo is not None:
+            return memo["notices"].get(what, _NO_NOTICES)
+        return _notice_tallies(self.events).get(what, _NO_NOTICES)
+
     def _summary(self) -> Optional[Dict[str, Any]]:
         return self.__dict__.get("_memo") if self.__dict__.get("_packed") is not None else None
+
+
+class NoticeTally(NamedTuple):
+    """See :meth:`RankLog.notices`."""
+
+    n: int
+    first: Optional[str]
+    prims: Dict[str, int]
+
+
+_NO_NOTICES = NoticeTally(0, None, {})
+
+
+def _notice_tallies(events: Sequence[Event]) -> Dict[str, NoticeTally]:
+    out: Dict[str, NoticeTally] = {}
+    for e in events:
+        if isinstance(e, NoticeEvent):
+            prim = (e.data or {}).get("prim") or "?"
+            t = out.get(e.what)
+            if t is None:
+                out[e.what] = NoticeTally(1, e.source, {prim: 1})
+            else:
+                t.prims[prim] = t.prims.get(prim, 0) + 1
+                out[e.what] = t._replace(n=t.n + 1)
+    return out
 
 
 #: Notices that mean the process stopped with an error.
@@ -368,7 +402,7 @@ def pack(rank_log: "RankLog") -> None:
     rank_log.__dict__["_memo"] = {
         "initial_config": rank_log.initial_config(), "formative": rank_log.formative(),
         "geometry": rank_log.geometry(), "kinds": _intern(_kinds(events)), "first": first,
-        "fatal_after_actions": fatal_after_actions_of(events),
+        "fatal_after_actions": fatal_after_actions_of(events), "notices": _notice_tallies(events),
         "strategy": _intern(tuple((e.layer, e.action, tuple(e.paths), repr(e.value),
                                    tuple((k, repr(v)) for k, v in (e.values or {}).items()), e.origin)
                                   for e in events if isinstance(e, ActionEvent)))}
