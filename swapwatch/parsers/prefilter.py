@@ -117,18 +117,29 @@ class Prefilter:
 
 
 _CACHE: Dict[Tuple[bytes, ...], Prefilter] = {}
+_SEEN: Dict[Tuple[bytes, ...], int] = {}   # bytes scanned with the first compilation (until RESAMPLE)
+#: After this many bytes the literal set is compiled once more, from the region at hand: the first
+#: region a process sees may be a log's head (its strategy block), whose byte pairs are not those
+#: of the MindSpore noise that makes up the rest (a head-only sample let ``emory size: `` stand
+#: for itself by ``ry s``, which every ``memory step`` line in the noise then matched).
+RESAMPLE = 16 << 20
 
 
 def compiled(literals: Tuple[bytes, ...], buf: bytes, lo: int, hi: int) -> Prefilter:
-    """The prefilter of ``literals``, compiled once per process from the first region it sees,
-    sampled in slices spread over it (a log's head is its strategy block, unlike the rest; the logs
-    of one job look alike, and 10,000 small files must not pay for it 10,000 times)."""
+    """The prefilter of ``literals``, compiled per process from the first region it sees (and once
+    more after :data:`RESAMPLE` bytes), sampled in slices spread over the region (a log's head is
+    its strategy block, unlike the rest; the logs of one job look alike, and 10,000 small files
+    must not pay for it 10,000 times)."""
     pf = _CACHE.get(literals)
-    if pf is None:
+    seen = _SEEN.get(literals, 0)
+    if pf is None or 0 <= seen < RESAMPLE <= seen + hi - lo:
         if hi - lo <= SAMPLE:
             sample = buf[lo:hi]
         else:
             step, size = (hi - lo) // _SLICES, SAMPLE // _SLICES
             sample = b"".join(buf[a:a + size] for a in range(lo, hi - size, step))
         pf = _CACHE[literals] = Prefilter(literals, sample)
+        _SEEN[literals] = -1 if seen else 0          # -1: compiled for good
+    elif seen >= 0:
+        _SEEN[literals] = seen + hi - lo
     return pf

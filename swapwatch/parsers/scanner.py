@@ -35,7 +35,7 @@ from . import grammar
 from .prefilter import compiled
 from .prefix import clean
 
-CHUNK = 8 << 20
+CHUNK = 1 << 20
 MAX_LINE = 32 << 20
 FOLLOW_BYTES = 1 << 20
 
