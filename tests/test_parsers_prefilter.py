@@ -25,7 +25,7 @@ def by_find(buf, lits, lo, hi):
     return out
 
 
-LITERAL = st.binary(min_size=1, max_size=9).map(lambda b: bytes(ALPHABET[c % len(ALPHABET)] for c in b))
+LITERAL = st.binary(min_size=1, max_size=14).map(lambda b: bytes(ALPHABET[c % len(ALPHABET)] for c in b))
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -301,17 +301,17 @@ _NO_NOTICES = NoticeTally(0, None, {})
 
 
 def _notice_tallies(events: Sequence[Event]) -> Dict[str, NoticeTally]:
-    out: Dict[str, NoticeTally] = {}
+    acc: Dict[str, list] = {}
     for e in events:
-        if isinstance(e, NoticeEvent):
-            prim = (e.data or {}).get("prim") or "?"
-            t = out.get(e.what)
+        if e.kind == "notice":
+            prim = (e.data or {}).get("prim") or "?"       # type: ignore[attr-defined]
+            t = acc.get(e.what)                            # type: ignore[attr-defined]
             if t is None:
-                out[e.what] = NoticeTally(1, e.source, {prim: 1})
+                acc[e.what] = [1, e.source, {prim: 1}]     # type: ignore[attr-defined]
             else:
-                t.prims[prim] = t.prims.get(prim, 0) + 1
-                out[e.what] = t._replace(n=t.n + 1)
-    return out
+                t[0] += 1
+                t[2][prim] = t[2].get(prim, 0) + 1
+    return {what: NoticeTally(n, first, prims) for what, (n, first, prims) in acc.items()}
 
 
 #: Notices that mean the process stopped with an error.
@@ -380,6 +380,39 @@ def _intern(value: Any) -> Any:
     return _INTERNED.setdefault(value, value)
 
 
+def _summarise(events: List[Event]) -> Dict[str, Any]:
+    """What :func:`pack` keeps unpacked beside a rank's events (see there), in one pass over them:
+    the same values :class:`RankLog`'s methods compute from unpacked events."""
+    first: Dict[str, str] = {}
+    initial: Dict[str, Any] = {}
+    formative: Dict[str, Any] = {}
+    geometry: Dict[str, Any] = {}
+    kinds = set()
+    strategy = []
+    for e in events:
+        kind = e.kind
+        if kind not in first:
+            first[kind] = e.source
+            kinds.add(kind)
+        if kind == "action":
+            a: ActionEvent = e      # type: ignore[assignment]
+            kinds.add("action:" + str(a.origin))
+            strategy.append((a.layer, a.action, tuple(a.paths), repr(a.value),
+                             tuple((k, repr(v)) for k, v in (a.values or {}).items()), a.origin))
+        elif kind == "step":
+            kinds.add("step:" + str(getattr(e, "origin", None)))
+        elif kind == "initial_config":
+            initial[e.section] = e.value                   # type: ignore[attr-defined]
+        elif kind == "formative":
+            formative.setdefault(e.key, e.value)           # type: ignore[attr-defined]
+        elif kind == "geometry":
+            geometry.setdefault(e.what, e.value)           # type: ignore[attr-defined]
+    return {"initial_config": initial, "formative": formative, "geometry": geometry,
+            "kinds": _intern(frozenset(kinds)), "first": first,
+            "fatal_after_actions": fatal_after_actions_of(events), "notices": _notice_tallies(events),
+            "strategy": _intern(tuple(strategy))}
+
+
 def pack(rank_log: "RankLog") -> None:
     """Keep ``rank_log``'s events compressed (a few KB instead of ~0.5 KB per event) and unpack
     them on access; at most :data:`UNPACKED_MAX` packed ranks are unpacked at a time. What the
@@ -396,16 +429,7 @@ def pack(rank_log: "RankLog") -> None:
     events = rank_log.__dict__.get("_events")
     if events is None:
         return
-    first: Dict[str, str] = {}
-    for e in events:
-        first.setdefault(e.kind, e.source)
-    rank_log.__dict__["_memo"] = {
-        "initial_config": rank_log.initial_config(), "formative": rank_log.formative(),
-        "geometry": rank_log.geometry(), "kinds": _intern(_kinds(events)), "first": first,
-        "fatal_after_actions": fatal_after_actions_of(events), "notices": _notice_tallies(events),
-        "strategy": _intern(tuple((e.layer, e.action, tuple(e.paths), repr(e.value),
-                                   tuple((k, repr(v)) for k, v in (e.values or {}).items()), e.origin)
-                                  for e in events if isinstance(e, ActionEvent)))}
+    rank_log.__dict__["_memo"] = _summarise(events)
     rank_log.__dict__["_packed"] = zlib.compress(pickle.dumps(events, protocol=pickle.HIGHEST_PROTOCOL), 1)
     rank_log.__dict__["_events"] = None
     _UNPACKED.pop(id(rank_log), None)

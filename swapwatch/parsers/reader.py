@@ -31,8 +31,7 @@ from typing import Deque, Dict, Iterator, List, Optional, Sequence, Tuple
 from ..errors import InputError
 from . import inputs as inp
 from .classify import classify_cached
-from .model import (ActionEvent, Event, ExitEvent, GeometryEvent, MemoryEvent, NoticeEvent, RankLog, RunLog,
-                    StepEvent, SwapwatchEvent, pack, share, unpacked)
+from .model import Event, NoticeEvent, RankLog, RunLog, SwapwatchEvent, pack, share, unpacked
 from .msrun import rank_from_head, scheduler_ranks
 from .progress import Progress
 from .scanner import CHUNK, Needles, Scan, is_prefixed
@@ -129,21 +128,19 @@ def _parse_piece(piece: Piece, progress=None) -> PieceResult:
 
 def _pack_file(piece: Piece, rank: Optional[int], result: PieceResult) -> None:
     """Settle and pack a whole rank file in the worker (what read_logs would do in the parent)."""
-    for e in result.events:
-        e.source = f"{piece.display}:{e.source}"
-    rank = _events_rank(result.events, rank)
-    if rank is None:                  # unranked: the parent guesses its rank once all files are in
-        for e in result.events:
-            e.source = e.source.rpartition(":")[2]
-        return
-    rl = RankLog(rank, files=[piece.display])
     events = result.events
+    rank = _events_rank(events, rank)
+    if rank is None:                  # unranked: the parent guesses its rank once all files are in
+        return
+    display = f"{piece.display}:"
     for e in events:
+        e.source = f"{display}{e.source}"
         e.rank = rank
+    rl = RankLog(rank, files=[piece.display])
     rl.events = events
     before = _has_mindformers(rl)
-    _settle(rl, {piece.display: result.newlines})
-    result.packed = Packed(rl, before, _has_mindformers(rl))
+    dropped = _settle(rl, {piece.display: result.newlines})
+    result.packed = Packed(rl, before, _has_mindformers(rl) if dropped else before)
     pack(rl)
     result.events = []
 
@@ -375,15 +372,21 @@ def _has_mindformers(r: RankLog) -> bool:
                (e.kind in ("action", "step") and getattr(e, "origin", "text") == "text") for e in r.events)
 
 
-def _settle(r: RankLog, lines: Dict[str, int]) -> None:
-    """Authority (SWAPWATCH events over text lines) and completeness of one rank's events."""
-    for cls in (ActionEvent, StepEvent):
-        if any(isinstance(e, cls) and e.origin == "swapwatch" for e in r.events):
-            r.events = [e for e in r.events if not (isinstance(e, cls) and e.origin == "text")]
+def _settle(r: RankLog, lines: Dict[str, int]) -> bool:
+    """Authority (SWAPWATCH events over text lines) and completeness of one rank's events.
+    True when the authority rule dropped text lines."""
+    authority = {e.kind for e in r.events if e.kind in _AUTHORITY and e.origin == "swapwatch"}  # type: ignore
+    if authority:
+        r.events = [e for e in r.events if not (e.kind in authority and e.origin == "text")]  # type: ignore
     blocks = complete_blocks(r.events, lines)
     r.layer_settings = len(blocks)
     r.complete = bool(blocks) and all(b["complete"] for b in blocks)
     r.truncated = any(not b["complete"] for b in blocks)
+    return bool(authority)
+
+
+#: The kinds whose SWAPWATCH events make the same kind's text lines redundant (ActionEvent, StepEvent).
+_AUTHORITY = ("action", "step")
 
 
 def _finish(r: RankLog, any_mf: bool, lines: Dict[str, int]) -> None:
@@ -405,7 +408,7 @@ def _num_layers(value) -> Optional[int]:
         return None
 
 
-_MOVED_ON = (StepEvent, MemoryEvent, ExitEvent)
+_MOVED_ON = ("step", "memory", "exit")       # StepEvent, MemoryEvent, ExitEvent
 
 
 def complete_blocks(events: Sequence[Event], file_lines: Optional[Dict[str, int]] = None,
@@ -419,13 +422,14 @@ def complete_blocks(events: Sequence[Event], file_lines: Optional[Dict[str, int]
     """
     blocks: List[dict] = []
     cur: Optional[dict] = None
-    for e in events:
-        name, _, ln = e.source.rpartition(":")
-        line = int(ln) if ln.isdigit() else 0
-        geometry = isinstance(e, GeometryEvent) and e.what == "layer_list"
-        plan = isinstance(e, SwapwatchEvent) and e.payload.get("kind") == "plan"
+    for e in events:          # kinds, not isinstance: one string compare per event (each class has one kind)
+        kind = e.kind
+        geometry = kind == "geometry" and e.what == "layer_list"                     # type: ignore
+        plan = kind == "swapwatch" and e.payload.get("kind") == "plan"               # type: ignore
         if geometry or plan:
-            n = _num_layers(e.value) if geometry else e.payload.get("num_layers")
+            name, _, ln = e.source.rpartition(":")
+            line = int(ln) if ln.isdigit() else 0
+            n = _num_layers(e.value) if geometry else e.payload.get("num_layers")     # type: ignore
             n = n if isinstance(n, int) and n > 0 else None
             merge = cur is not None and not cur["crashed"] and (
                 (plan and cur["geometry"] and not cur["plan"]) or
@@ -443,15 +447,19 @@ def complete_blocks(events: Sequence[Event], file_lines: Optional[Dict[str, int]
             continue
         if cur is None:
             continue
-        if isinstance(e, ActionEvent):
-            cur["max_layer"] = max(cur["max_layer"], e.layer)
+        if kind == "action":
+            if e.layer > cur["max_layer"]:                                            # type: ignore
+                cur["max_layer"] = e.layer                                            # type: ignore
+            name, _, ln = e.source.rpartition(":")
             if name == cur["file"]:
-                cur["last"] = max(cur["last"], line)
-        elif isinstance(e, NoticeEvent) and e.what in ("traceback", "config_error"):
+                line = int(ln) if ln.isdigit() else 0
+                if line > cur["last"]:
+                    cur["last"] = line
+        elif kind == "notice" and e.what in ("traceback", "config_error"):            # type: ignore
             if not cur["moved_on"]:
                 cur["crashed"] = True
-        elif isinstance(e, _MOVED_ON) or (isinstance(e, NoticeEvent) and e.what == "offload_outside_lazy_inline") \
-                or (isinstance(e, SwapwatchEvent) and e.payload.get("kind") == "run"):
+        elif kind in _MOVED_ON or (kind == "notice" and e.what == "offload_outside_lazy_inline") \
+                or (kind == "swapwatch" and e.payload.get("kind") == "run"):           # type: ignore
             if not cur["crashed"]:
                 cur["moved_on"] = True
     for b in blocks:
