@@ -26,7 +26,7 @@ from collections import deque
 from concurrent.futures import ProcessPoolExecutor
 from itertools import islice
 from dataclasses import dataclass
-from typing import Deque, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Deque, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from ..errors import InputError
 from . import inputs as inp
@@ -56,6 +56,8 @@ class Piece:
     chunk: int = CHUNK
     head_rank: bool = False   # the worker takes the rank from the file's head when it names one
     pack: bool = False        # a whole rank file for read_logs: the worker settles and packs it
+    encode: Any = None        # a whole file for ``swapwatch events``: the selector that writes its JSONL
+    rank_file: bool = False   # the file's role is "rank" (its events take the file's rank)
 
 
 @dataclass
@@ -66,6 +68,7 @@ class PieceResult:
     nbytes: int
     head_rank: Optional[int] = None   # the rank the file's head names (``Piece.head_rank``)
     packed: Optional["Packed"] = None  # ``Piece.pack``: the file's rank, settled and packed (events empty)
+    text: Optional[str] = None        # ``Piece.encode``: the file's JSONL lines (events empty)
 
 
 @dataclass
@@ -123,7 +126,23 @@ def _parse_piece(piece: Piece, progress=None) -> PieceResult:
     result = PieceResult(piece.index, events, scan.newlines, scan.bytes, head_rank)
     if piece.pack:
         _pack_file(piece, rank, result)
+    elif piece.encode is not None:
+        _encode_file(piece, rank, result)
     return result
+
+
+def _encode_file(piece: Piece, rank: Optional[int], result: PieceResult) -> None:
+    """The JSONL of a whole file, as :func:`iter_events` + the events command would write it in
+    the parent: the file's rank (:func:`_file_rank`) on each event of a rank file, final sources."""
+    events = result.events
+    rank = _events_rank(events, rank) if piece.rank_file else None
+    display = f"{piece.display}:"
+    for e in events:
+        e.source = f"{display}{e.source}"
+        if rank is not None:
+            e.rank = rank
+    result.text = piece.encode.text(events)
+    result.events = []
 
 
 def _pack_file(piece: Piece, rank: Optional[int], result: PieceResult) -> None:
@@ -160,7 +179,8 @@ def _align(path: str, pos: int) -> int:
                 return f.tell() - len(block) + i + 1
 
 
-def _plan(files: Sequence[inp.LogFile], chunk: int, piece: int, pack_files: bool = False) -> List[Piece]:
+def _plan(files: Sequence[inp.LogFile], chunk: int, piece: int, pack_files: bool = False,
+          encode: Any = None) -> List[Piece]:
     """Pieces in file order. A file of one piece is decided (prefixed? rank in its head?) by the
     worker that scans it; a file cut into several is decided here once, so all its pieces agree."""
     pieces: List[Piece] = []
@@ -174,7 +194,8 @@ def _plan(files: Sequence[inp.LogFile], chunk: int, piece: int, pack_files: bool
                     cut.append(a)
         if len(cut) == 1:
             pieces.append(Piece(len(pieces), f.path, f.display, 0, None, None, f.name_rank, chunk,
-                                head_rank=wants_rank and f.role == "rank", pack=pack_files and f.role == "rank"))
+                                head_rank=wants_rank and f.role == "rank", pack=pack_files and f.role == "rank",
+                                encode=encode, rank_file=f.role == "rank"))
             continue
         head = inp.read_head(f.path)
         if wants_rank:
@@ -240,11 +261,11 @@ def iter_file_events(paths: Sequence[str], chunk: int = CHUNK, jobs: Optional[in
     yield from _iter_found(found, chunk, jobs, piece, show_progress)
 
 
-def _iter_found(found: inp.Inputs, chunk: int, jobs: Optional[int], piece: int,
-                show_progress: bool, pack_files: bool = False) -> Iterator[Tuple[inp.LogFile, List[Event], int]]:
+def _iter_found(found: inp.Inputs, chunk: int, jobs: Optional[int], piece: int, show_progress: bool,
+                pack_files: bool = False, encode: Any = None) -> Iterator[Tuple[inp.LogFile, Any, int]]:
     """As :func:`iter_file_events`; with ``pack_files`` a whole rank file may come back as a
-    :class:`Packed` rank instead of its events."""
-    pieces = _plan(found.files, chunk, piece, pack_files)
+    :class:`Packed` rank instead of its events, with ``encode`` a whole file as its JSONL text."""
+    pieces = _plan(found.files, chunk, piece, pack_files, encode)
     total = sum(f.size for f in found.files)
     progress = Progress(total if show_progress else 0, files=len(found.files))
     by_path = {f.path: f for f in found.files}
@@ -262,6 +283,8 @@ def _iter_found(found: inp.Inputs, chunk: int, jobs: Optional[int], piece: int,
                 cur, base, acc = p.path, 0, []
             if r.packed is not None:
                 acc = r.packed             # the whole file (Piece.pack is only set for those)
+            elif r.text is not None:
+                acc = r.text               # the same (Piece.encode)
             else:
                 for e in r.events:
                     e.source = f"{p.display}:{base + int(e.source)}"
@@ -282,6 +305,24 @@ def iter_events(paths: Sequence[str], **kw) -> Iterator[Event]:
             if rank is not None and f.role == "rank":
                 e.rank = rank
             yield e
+
+
+def iter_event_text(paths: Sequence[str], select: Any, **kw) -> Iterator[str]:
+    """``swapwatch events`` as JSONL text blocks, in file order: what :func:`iter_events` yields,
+    kept by ``select(event)`` and written by ``select.text(events)`` (the events command's
+    selector, :class:`swapwatch.events_output.EventSelect`). A file scanned as one piece is
+    written by the worker that scanned it; a big file cut into pieces is written here."""
+    found = inp.discover(paths)
+    for f, events, _ in _iter_found(found, kw.pop("chunk", CHUNK), kw.pop("jobs", None), kw.pop("piece", PIECE),
+                                    kw.pop("show_progress", True), encode=select):
+        if not isinstance(events, str):
+            rank = _file_rank(f, events) if f.role == "rank" else None
+            if rank is not None:
+                for e in events:
+                    e.rank = rank
+            events = select.text(events)
+        if events:
+            yield events
 
 
 def _file_rank(f: inp.LogFile, events: List[Event]) -> Optional[int]:
