@@ -82,16 +82,17 @@ class Packed:
     mf_after: bool
 
 
-def _decide(piece: Piece) -> Tuple[bool, Optional[int]]:
-    """(prefixed, head rank) of a whole-file piece, from its head (read here, in the worker, so the
-    parent never holds 1,000 heads and each file's head is read by the process that scans it)."""
-    head = inp.read_head(piece.path, SMALL_HEAD)
+def _decide(piece: Piece, first: bytes) -> Tuple[bool, Optional[int]]:
+    """(prefixed, head rank) of a whole-file piece, from its head ``first`` (the file's first
+    ``inp.HEAD_BYTES``, read in the worker, so the parent never holds 1,000 heads, and read once:
+    the scan starts with the same bytes)."""
+    head = first[:SMALL_HEAD]
     if len(head) == SMALL_HEAD:           # more file than this: is the small head conclusive?
         pre = is_prefixed(head)
         rank = rank_from_head(head, conclusive=True) if piece.head_rank else None
         if pre and (rank is not None or not piece.head_rank):
             return pre, rank
-        head = inp.read_head(piece.path)
+        head = first
     return is_prefixed(head), (rank_from_head(head) if piece.head_rank else None)
 
 
@@ -99,16 +100,19 @@ def _parse_piece(piece: Piece, progress=None) -> PieceResult:
     head_rank = None
     prefixed = piece.prefixed
     rank = piece.rank
-    if prefixed is None:
-        prefixed, head_rank = _decide(piece)
-        if head_rank is not None:
-            rank = head_rank
     try:
         with inp.open_binary(piece.path) as f:
-            if piece.start:
+            first = b""
+            if prefixed is None:                 # a whole file (start 0): decided from its head
+                first = inp.read_head(piece.path, stream=f)
+                prefixed, head_rank = _decide(piece, first)
+                if head_rank is not None:
+                    rank = head_rank
+            elif piece.start:
                 f.seek(piece.start)
             owned = None if piece.end is None else piece.end - piece.start
-            scan = Scan(f, Needles.for_file(prefixed), owned=owned, chunk=piece.chunk, progress=progress)
+            scan = Scan(f, Needles.for_file(prefixed), owned=owned, chunk=piece.chunk, progress=progress,
+                        first=first)
             events: List[Event] = []
             for line, text in scan:
                 evs = classify_cached(text, rank, str(line), follow=scan.follow, prefixed=prefixed)

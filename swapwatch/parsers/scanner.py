@@ -90,7 +90,7 @@ class Scan:
     """
 
     def __init__(self, stream: BinaryIO, needles: Needles, owned: Optional[int] = None, chunk: int = CHUNK,
-                 max_line: int = MAX_LINE, progress: Optional[Callable[[int], None]] = None):
+                 max_line: int = MAX_LINE, progress: Optional[Callable[[int], None]] = None, first: bytes = b""):
         self.stream = stream
         self.needles = needles
         self.owned = owned
@@ -101,6 +101,11 @@ class Scan:
         self.bytes = 0
         self.eof = False
         self._extra: List[bytes] = []        # data read ahead by follow(), not yet scanned
+        if first:             # the stream's first bytes, already read by the caller (the file's head)
+            self._extra = [first[i:i + self.chunk] for i in range(0, len(first), self.chunk)] \
+                if len(first) > self.chunk else [first]
+            if progress:
+                progress(len(first))
         self._after: List[Tuple[bytes, int]] = []   # unscanned input after the current region
         self._cur: Tuple[bytes, int, int] = (b"", 0, 0)
         self._cur_line = 0
