@@ -41,7 +41,10 @@ OUT = os.path.join(HERE, "out")
 #: The grep a user would run instead (the seven line families verify reads).
 PATTERN = ("Set (full recompute|select|layer swap|op_swap)|Formative|initial [a-z_]+ from dict|per_step_time|"
            "peak|Error code|SWAPWATCH")
-ENV = dict(os.environ, LC_ALL="C.UTF-8", LANG="C.UTF-8")
+#: Bytecode cached as an installed package has it (pip compiles on install); a session that sets
+#: PYTHONDONTWRITEBYTECODE would otherwise recompile every swapwatch module in every timed run.
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+ENV.update(LC_ALL="C.UTF-8", LANG="C.UTF-8", PYTHONPYCACHEPREFIX=os.path.join(OUT, "pycache"))
 GNU_TIME = "/usr/bin/time"
 
 
@@ -125,6 +128,7 @@ def main(argv=None) -> int:
         print("grep not found: no baseline", file=sys.stderr)
         return 1
     sw = swapwatch_cmd()
+    subprocess.run([sys.executable, "-m", "compileall", "-q", os.path.join(ROOT, "swapwatch")], env=ENV, check=True)
     rows: List[Dict[str, object]] = []
     with tempfile.TemporaryDirectory(prefix="swapwatch-bench-") as tmp:
         for name in [x.strip() for x in a.only.split(",") if x.strip()]:

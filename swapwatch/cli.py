@@ -191,31 +191,23 @@ def families_cmd():
 @click.option("--rank", "ranks", default=None, metavar="0-7,12", help="Only these ranks (ranges allowed).")
 def events_cmd(paths, fmt, kinds, ranks):
     """Every parsed event of worker logs / msrun dirs / run dirs, one per line, in file order."""
-    from .events_output import csv_columns, csv_row, event_dict, event_filter, jsonl_line
-    from .parsers import iter_events
+    from .events_output import csv_columns, csv_row, event_dict, event_filter
+    from .parsers import iter_event_text, iter_events
 
     keep = event_filter(kinds, ranks)
     out = sys.stdout
-    writer, columns = None, None
-    if fmt == "csv":
-        import csv
-
-        writer, columns = csv.writer(out, lineterminator="\n"), csv_columns(kinds)
-        writer.writerow(columns)
     try:
-        lines = []          # written in blocks: one write per event costs more than its JSON
-        for e in iter_events(list(paths)):
-            if not keep(e):
-                continue
-            if writer:
-                writer.writerow(csv_row(event_dict(e), columns))
-                continue
-            lines.append(jsonl_line(e))
-            if len(lines) >= 4096:
-                out.write("\n".join(lines) + "\n")
-                lines = []
-        if lines:
-            out.write("\n".join(lines) + "\n")
+        if fmt == "csv":
+            import csv
+
+            writer, columns = csv.writer(out, lineterminator="\n"), csv_columns(kinds)
+            writer.writerow(columns)
+            for e in iter_events(list(paths)):
+                if keep(e):
+                    writer.writerow(csv_row(event_dict(e), columns))
+        else:               # JSONL written by the scanning workers, a whole file per block
+            for block in iter_event_text(list(paths), keep):
+                out.write(block)
         out.flush()
     except BrokenPipeError:          # `swapwatch events ... | head`: the reader went away, not an error
         sys.stderr.close()

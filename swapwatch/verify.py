@@ -254,8 +254,8 @@ def _pynative_verify(runlog: Any, config_path: Optional[str], skip: set, strict:
         ex = explain_tree(data, lines, str(config_path))
         return verify_pynative(ex, runlog, str(config_path), ignore=skip, strict=strict,
                                env=merged_env(runlog, env))
-    pyn = {"pyn_map_start", "world_size", "pyn_config_error"}
-    if any(getattr(e, "what", None) in pyn for r in runlog.ranks.values() for e in r.events):
+    pyn = ("pyn_map_start", "world_size", "pyn_config_error")      # NoticeEvents (parsers/pynative.py)
+    if any(r.notices(what).n for r in runlog.ranks.values() for what in pyn):
         raise InputError("this is a PyNative (r2.x) run: its log does not print the recompute/swap sections; "
                          "pass the training YAML with --config")
     return None

@@ -25,7 +25,7 @@ def by_find(buf, lits, lo, hi):
     return out
 
 
-LITERAL = st.binary(min_size=1, max_size=9).map(lambda b: bytes(ALPHABET[c % len(ALPHABET)] for c in b))
+LITERAL = st.binary(min_size=1, max_size=14).map(lambda b: bytes(ALPHABET[c % len(ALPHABET)] for c in b))
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -90,3 +90,26 @@ def test_event_lines_are_to_json_on_every_fixture():
         assert json.loads(jsonl_line(e)) == json.loads(json.dumps(e.to_json(), default=str))
         n += 1
     assert n > 100
+
+
+def test_worker_written_jsonl_is_what_the_parent_would_write(tmp_path, monkeypatch):
+    """``swapwatch events`` has each whole file's JSONL written by the worker that scanned it
+    (iter_event_text): the text equals the parent-side encoding of iter_events, for every fixture
+    (msrun dirs with scheduler.log, .gz, a SWAPWATCH rank that overrides the file name), with
+    ``--kind``/``--rank`` selections, in-process and over a pool, and for a file cut into pieces."""
+    from swapwatch.events_output import event_filter
+    from swapwatch.parsers import iter_event_text, reader
+
+    monkeypatch.setattr(reader, "PARALLEL_MIN", 0)         # a real pool even for these small files
+    big = tmp_path / "worker_3.log"
+    with open(os.path.join(LOGS, "recompute_48l.log"), "rb") as f:
+        big.write_bytes(f.read() * 3)
+    for paths in ([LOGS], [str(big)]):
+        for kinds, ranks in (((), None), (("action,steps",), None), ((), "1,3")):
+            keep = event_filter(kinds, ranks)
+            for jobs, piece in ((1, 1 << 30), (2, 1 << 30), (2, 20000)):
+                want = "".join(jsonl_line(e) + "\n" for e in iter_events(paths, show_progress=False, jobs=jobs,
+                                                                        piece=piece) if keep(e))
+                got = "".join(iter_event_text(paths, keep, show_progress=False, jobs=jobs, piece=piece))
+                assert got == want
+                assert want or ranks is not None

@@ -58,6 +58,18 @@ def test_packed_and_folded_ranks_find_exactly_what_unpacked_ranks_find(tmp_path,
     for r in range(RANKS):
         assert [e.to_json() for e in packed.runlog.ranks[r].events] == \
                [e.to_json() for e in plain.runlog.ranks[r].events]
+    # what a packed rank answers from its summary is what the unpacked rank computes from events
+    tallied = 0
+    for r in range(RANKS):
+        a, b = packed.runlog.ranks[r], plain.runlog.ranks[r]
+        whats = {e.what for e in b.events if e.kind == "notice"}
+        assert {w: a.notices(w) for w in whats} == {w: b.notices(w) for w in whats}
+        tallied += sum(a.notices(w).n for w in whats)
+        assert a.notices("no_such_notice").n == b.notices("no_such_notice").n == 0
+        assert (a.kinds(), a.formative(), a.initial_config(), a.geometry()) == \
+            (b.kinds(), b.formative(), b.initial_config(), b.geometry())
+        assert [a.first_source(k) for k in b.kinds()] == [b.first_source(k) for k in b.kinds()]
+    assert tallied == sum(e.kind == "notice" for r in range(RANKS) for e in plain.runlog.ranks[r].events) > 0
     fired = sorted({(f.code, f.rank) for f in plain.findings if f.code != "SW112"})
     assert fired == [("SW101", 5), ("SW103", 20), ("SW106", 47), ("SW401", 5), ("SW401", 20)]
     # the fixture's CPU run warns that the offload moved nothing: every rank whose log reaches it

@@ -44,15 +44,15 @@ class OffloadNotEffective(Rule):
         if ctx.runlog is None:
             return
         for rank, rank_log in sorted(ctx.runlog.ranks.items()):
-            hits = [e for e in rank_log.of("notice") if getattr(e, "what", "") == NOTICE]
-            if not hits:
+            tally = rank_log.notices(NOTICE)      # from the packed summary: no rank is unpacked here
+            if not tally.n:
                 continue
-            prims = Counter((e.data or {}).get("prim") or "?" for e in hits)
+            prims = Counter(tally.prims)
             top = ", ".join(f"{p} x{n}" for p, n in prims.most_common(4))
             if len(prims) > 4:
                 top += f", {len(prims) - 4} more kinds"
-            n = len(hits)
+            n = tally.n
             yield self.finding(
                 f"MindSpore warned {n} time{'s' if n != 1 else ''} that the offload does not take "
                 f"effect outside the scope of the lazy_inline Cell ({top}): swap is set but moves no memory",
-                rank=rank, expected="offload inside lazy_inline cells", actual=n, source=hits[0].source)
+                rank=rank, expected="offload inside lazy_inline cells", actual=n, source=tally.first)

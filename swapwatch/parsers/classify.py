@@ -14,7 +14,7 @@ from typing import Callable, Dict, Iterable, List, Optional
 from . import layersetting, memory, msrun, pynative, steps, swapwatch_lines, tracebacks
 from .grammar import ASCEND_NEEDLE, CPU_NEEDLE, EXIT_NEEDLE, OFFLOAD_NEEDLE, SWAPWATCH_NEEDLE, TRACEBACK_NEEDLE
 from .model import Event, NoticeEvent
-from .prefix import clean, collapse, split
+from .prefix import Line, clean, collapse, split
 
 _MF_FORMATS = ("mindformers", "mindformers_trimmed", "mindformers_file", "level_only")
 _SW = SWAPWATCH_NEEDLE.decode()[:-1]      # 'SWAPWATCH {'
@@ -40,20 +40,32 @@ def classify_cached(text: str, rank: Optional[int], source: str, follow: Optiona
     ``initial ... from dict`` records), and only the timestamp in front differs, so parsing the
     message once per job instead of once per rank removes most of the per-rank cost at 1,000+
     ranks. Only records that start with the fixed-width ``YYYY-MM-DD HH:MM:SS,mmm`` timestamp are
-    remembered (the event never carries the timestamp), and never the families whose events depend
+    remembered (the event never carries the timestamp), and MindSpore C++ records by their message
+    (the offload warnings repeat on every rank), never the families whose events depend
     on the lines after them (tracebacks, Ascend blocks) or on their own rank (SWAPWATCH). A hit
     returns shallow copies with this line's rank and source. The table is bounded (cleared when
     full), so memory does not grow with the input.
     """
-    if len(text) < 30 or text[4] != "-" or text[19] != "," or _SW in text or _TB in text or _ASC in text:
+    if len(text) < 30 or _SW in text or _TB in text or _ASC in text:
         return classify(text, rank, source, follow, prefixed)
-    key = (text[23:], prefixed)
-    hit = _CACHE.get(key)
-    if hit is None:
-        hit = classify(text, None, "", follow, prefixed)
-        if len(_CACHE) >= CACHE_MAX:
-            _CACHE.clear()
-        _CACHE[key] = hit
+    if text[4] != "-" or text[19] != ",":
+        if text[0] != "[":
+            return classify(text, rank, source, follow, prefixed)
+        # A MindSpore C++ record (the offload warnings, one per marked node and rank): its events
+        # depend on the message alone (no MindFormers family is read from it), so the message is
+        # the key; the pid, thread and timestamp in front differ per rank.
+        line = split(clean(text))
+        if line.fmt != "mindspore_cpp":
+            return _classify_line(line, rank, source, follow, prefixed)
+        key: tuple = ("mindspore_cpp", line.msg)
+        hit = _CACHE.get(key)
+        if hit is None:
+            hit = _remember(key, _classify_line(line, None, "", follow, prefixed))
+    else:
+        key = (text[23:], prefixed)
+        hit = _CACHE.get(key)
+        if hit is None:
+            hit = _remember(key, classify(text, None, "", follow, prefixed))
     out = []
     for e in hit:
         c = _new(type(e))
@@ -65,12 +77,23 @@ def classify_cached(text: str, rank: Optional[int], source: str, follow: Optiona
     return out
 
 
+def _remember(key: tuple, events: List[Event]) -> List[Event]:
+    if len(_CACHE) >= CACHE_MAX:
+        _CACHE.clear()
+    _CACHE[key] = events
+    return events
+
+
 def classify(text: str, rank: Optional[int], source: str, follow: Optional[Follow] = None,
              prefixed: bool = False) -> List[Event]:
     """Events of one raw line (decoded). ``prefixed``: the log has MindFormers stdout records, so
     MindFormers families are only read from such records (a raw ``Set ...`` line there is a print or
     a quoted config, not MindFormers). ``follow()`` yields (source, cleaned text) of the next lines."""
-    line = split(clean(text))
+    return _classify_line(split(clean(text)), rank, source, follow, prefixed)
+
+
+def _classify_line(line: Line, rank: Optional[int], source: str, follow: Optional[Follow],
+                   prefixed: bool) -> List[Event]:
     msg = line.msg
     if _SW in msg:
         return swapwatch_lines.parse(msg, rank, source)

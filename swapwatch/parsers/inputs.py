@@ -50,9 +50,12 @@ def open_binary(path: str):
     return open(path, "rb", buffering=0)
 
 
-def read_head(path: str, n: int = HEAD_BYTES) -> bytes:
-    """The first ``n`` (decompressed) bytes; an unreadable file is an InputError."""
+def read_head(path: str, n: int = HEAD_BYTES, stream: Any = None) -> bytes:
+    """The first ``n`` (decompressed) bytes; an unreadable file is an InputError. ``stream``: the
+    file already open at its start (it is left after the bytes read)."""
     try:
+        if stream is not None:
+            return stream.read(n)
         with open_binary(path) as f:
             return f.read(n)
     except (OSError, EOFError, zlib.error) as exc:

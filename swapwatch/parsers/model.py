@@ -11,7 +11,7 @@ import pickle
 import zlib
 from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 
 @dataclass
@@ -276,8 +276,42 @@ class RankLog:
         memo = self._summary()
         return memo["strategy"] if memo is not None else None
 
+    def notices(self, what: str) -> "NoticeTally":
+        """How many ``what`` notices this rank has, the first one's source, and their count per
+        ``data["prim"]`` (``"?"`` when a notice names none) in first-seen order: what a check that
+        counts a notice per rank needs (SW112), read from the summary of a packed rank."""
+        memo = self._summary()
+        if memo is not None:
+            return memo["notices"].get(what, _NO_NOTICES)
+        return _notice_tallies(self.events).get(what, _NO_NOTICES)
+
     def _summary(self) -> Optional[Dict[str, Any]]:
         return self.__dict__.get("_memo") if self.__dict__.get("_packed") is not None else None
+
+
+class NoticeTally(NamedTuple):
+    """See :meth:`RankLog.notices`."""
+
+    n: int
+    first: Optional[str]
+    prims: Dict[str, int]
+
+
+_NO_NOTICES = NoticeTally(0, None, {})
+
+
+def _notice_tallies(events: Sequence[Event]) -> Dict[str, NoticeTally]:
+    acc: Dict[str, list] = {}
+    for e in events:
+        if e.kind == "notice":
+            prim = (e.data or {}).get("prim") or "?"       # type: ignore[attr-defined]
+            t = acc.get(e.what)                            # type: ignore[attr-defined]
+            if t is None:
+                acc[e.what] = [1, e.source, {prim: 1}]     # type: ignore[attr-defined]
+            else:
+                t[0] += 1
+                t[2][prim] = t[2].get(prim, 0) + 1
+    return {what: NoticeTally(n, first, prims) for what, (n, first, prims) in acc.items()}
 
 
 #: Notices that mean the process stopped with an error.
@@ -352,6 +386,39 @@ def _intern(value: Any) -> Any:
     return _INTERNED.setdefault(value, value)
 
 
+def _summarise(events: List[Event]) -> Dict[str, Any]:
+    """What :func:`pack` keeps unpacked beside a rank's events (see there), in one pass over them:
+    the same values :class:`RankLog`'s methods compute from unpacked events."""
+    first: Dict[str, str] = {}
+    initial: Dict[str, Any] = {}
+    formative: Dict[str, Any] = {}
+    geometry: Dict[str, Any] = {}
+    kinds = set()
+    strategy = []
+    for e in events:
+        kind = e.kind
+        if kind not in first:
+            first[kind] = e.source
+            kinds.add(kind)
+        if kind == "action":
+            a: ActionEvent = e      # type: ignore[assignment]
+            kinds.add("action:" + str(a.origin))
+            strategy.append((a.layer, a.action, tuple(a.paths), repr(a.value),
+                             tuple((k, repr(v)) for k, v in (a.values or {}).items()), a.origin))
+        elif kind == "step":
+            kinds.add("step:" + str(getattr(e, "origin", None)))
+        elif kind == "initial_config":
+            initial[e.section] = e.value                   # type: ignore[attr-defined]
+        elif kind == "formative":
+            formative.setdefault(e.key, e.value)           # type: ignore[attr-defined]
+        elif kind == "geometry":
+            geometry.setdefault(e.what, e.value)           # type: ignore[attr-defined]
+    return {"initial_config": initial, "formative": formative, "geometry": geometry,
+            "kinds": _intern(frozenset(kinds)), "first": first,
+            "fatal_after_actions": fatal_after_actions_of(events), "notices": _notice_tallies(events),
+            "strategy": _intern(tuple(strategy))}
+
+
 def pack(rank_log: "RankLog") -> None:
     """Keep ``rank_log``'s events compressed (a few KB instead of ~0.5 KB per event) and unpack
     them on access; at most :data:`UNPACKED_MAX` packed ranks are unpacked at a time. What the
@@ -368,16 +435,7 @@ def pack(rank_log: "RankLog") -> None:
     events = rank_log.__dict__.get("_events")
     if events is None:
         return
-    first: Dict[str, str] = {}
-    for e in events:
-        first.setdefault(e.kind, e.source)
-    rank_log.__dict__["_memo"] = {
-        "initial_config": rank_log.initial_config(), "formative": rank_log.formative(),
-        "geometry": rank_log.geometry(), "kinds": _intern(_kinds(events)), "first": first,
-        "fatal_after_actions": fatal_after_actions_of(events),
-        "strategy": _intern(tuple((e.layer, e.action, tuple(e.paths), repr(e.value),
-                                   tuple((k, repr(v)) for k, v in (e.values or {}).items()), e.origin)
-                                  for e in events if isinstance(e, ActionEvent)))}
+    rank_log.__dict__["_memo"] = _summarise(events)
     rank_log.__dict__["_packed"] = zlib.compress(pickle.dumps(events, protocol=pickle.HIGHEST_PROTOCOL), 1)
     rank_log.__dict__["_events"] = None
     _UNPACKED.pop(id(rank_log), None)

@@ -53,6 +53,8 @@ class Prefilter:
         self.table = np.zeros(65536, np.bool_)       # first byte pair -> maybe a literal starts near
         self.wild = np.zeros(65536, np.bool_)        # ... and no second pair to check (3-4 byte literals)
         keys = set()                                 # (first pair | second pair << 16) of the others
+        short4 = set()                               # ... of those whose literal has no 8 bytes from there
+        keys8 = set()                                # four pairs (8 bytes) where the literal has them
         self.at4: Dict[int, List[Tuple[bytes, int]]] = {}  # both pairs -> (literal, offset of the first)
         self.at2: Dict[int, List[Tuple[bytes, int]]] = {}  # first pair of a wild one -> the same
         self.short: List[bytes] = []
@@ -73,10 +75,16 @@ class Prefilter:
                     key = v | (_pair(lit, off + 2) << 16)
                     keys.add(key)
                     self.at4.setdefault(key, []).append((lit, off))
+                    if off + 8 <= len(lit):
+                        keys8.add(key | (_pair(lit, off + 4) << 32) | (_pair(lit, off + 6) << 48))
+                    else:
+                        short4.add(key)
                 else:
                     self.wild[v] = True
                     self.at2.setdefault(v, []).append((lit, off))
         self.keys = np.array(sorted(keys), np.uint32)
+        self.short4 = np.array(sorted(short4), np.uint32)
+        self.keys8 = np.array(sorted(keys8), np.uint64)
 
     def find(self, buf: bytes, lo: int, hi: int) -> List[Tuple[int, bytes]]:
         """(start, literal) of every occurrence of a literal wholly inside ``buf[lo:hi]``."""
@@ -86,17 +94,26 @@ class Prefilter:
         last = hi - 2                       # the last position a checked byte pair may start at
         for blo in range(lo, last + 1, BLOCK):
             count = (min(blo + BLOCK - 1, last) - blo) // 2 + 1
-            words = np.frombuffer(buf, np.uint16, count=min(count + 1, (len(buf) - blo) // 2), offset=blo)
+            words = np.frombuffer(buf, np.uint16, count=min(count + 3, (len(buf) - blo) // 2), offset=blo)
             idx = np.flatnonzero(np.take(table, words[:count]))
             if not len(idx):
                 continue
-            # second stage on the few candidates: the byte pair after the first must fit too
+            # second stage on the few candidates: the byte pair after the first must fit too, and
+            # the two after that where the literal has them (a 4-byte window of a literal is often
+            # common in the noise: ``ry s`` of ``emory size: `` in ``memory step``)
+            last_w = len(words) - 1
             first = words[idx]
-            second = words[np.minimum(idx + 1, len(words) - 1)].astype(np.uint32)
+            second = words[np.minimum(idx + 1, last_w)].astype(np.uint32)
             quad = first.astype(np.uint32) | (second << 16)
-            keys = self.keys
-            keep = keys[np.minimum(np.searchsorted(keys, quad), len(keys) - 1)] == quad if len(keys) else \
-                np.zeros(len(quad), np.bool_)
+            keep = _member(self.keys, quad)
+            if len(self.keys8) and keep.any():
+                sel = np.flatnonzero(keep)
+                at = idx[sel]
+                full = at + 3 <= last_w              # 8 bytes in the buffer (else the 4-byte test stands)
+                octet = quad[sel].astype(np.uint64) | \
+                    (words[np.minimum(at + 2, last_w)].astype(np.uint64) << np.uint64(32)) | \
+                    (words[np.minimum(at + 3, last_w)].astype(np.uint64) << np.uint64(48))
+                keep[sel] = ~full | _member(self.keys8, octet) | _member(self.short4, quad[sel])
             keep |= np.take(self.wild, first)
             for k in idx[keep].tolist():
                 p = blo + 2 * k
@@ -116,19 +133,37 @@ class Prefilter:
         return out
 
 
+def _member(keys, values):
+    """Which ``values`` are in the sorted array ``keys`` (numpy, no Python loop)."""
+    if not len(keys):
+        return np.zeros(len(values), np.bool_)
+    return keys[np.minimum(np.searchsorted(keys, values), len(keys) - 1)] == values
+
+
 _CACHE: Dict[Tuple[bytes, ...], Prefilter] = {}
+_SEEN: Dict[Tuple[bytes, ...], int] = {}   # bytes scanned with the first compilation (until RESAMPLE)
+#: After this many bytes the literal set is compiled once more, from the region at hand: the first
+#: region a process sees may be a log's head (its strategy block), whose byte pairs are not those
+#: of the MindSpore noise that makes up the rest (a head-only sample let ``emory size: `` stand
+#: for itself by ``ry s``, which every ``memory step`` line in the noise then matched).
+RESAMPLE = 16 << 20
 
 
 def compiled(literals: Tuple[bytes, ...], buf: bytes, lo: int, hi: int) -> Prefilter:
-    """The prefilter of ``literals``, compiled once per process from the first region it sees,
-    sampled in slices spread over it (a log's head is its strategy block, unlike the rest; the logs
-    of one job look alike, and 10,000 small files must not pay for it 10,000 times)."""
+    """The prefilter of ``literals``, compiled per process from the first region it sees (and once
+    more after :data:`RESAMPLE` bytes), sampled in slices spread over the region (a log's head is
+    its strategy block, unlike the rest; the logs of one job look alike, and 10,000 small files
+    must not pay for it 10,000 times)."""
     pf = _CACHE.get(literals)
-    if pf is None:
+    seen = _SEEN.get(literals, 0)
+    if pf is None or 0 <= seen < RESAMPLE <= seen + hi - lo:
         if hi - lo <= SAMPLE:
             sample = buf[lo:hi]
         else:
             step, size = (hi - lo) // _SLICES, SAMPLE // _SLICES
             sample = b"".join(buf[a:a + size] for a in range(lo, hi - size, step))
         pf = _CACHE[literals] = Prefilter(literals, sample)
+        _SEEN[literals] = -1 if seen else 0          # -1: compiled for good
+    elif seen >= 0:
+        _SEEN[literals] = seen + hi - lo
     return pf

@@ -26,13 +26,12 @@ from collections import deque
 from concurrent.futures import ProcessPoolExecutor
 from itertools import islice
 from dataclasses import dataclass
-from typing import Deque, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Deque, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from ..errors import InputError
 from . import inputs as inp
 from .classify import classify_cached
-from .model import (ActionEvent, Event, ExitEvent, GeometryEvent, MemoryEvent, NoticeEvent, RankLog, RunLog,
-                    StepEvent, SwapwatchEvent, pack, share, unpacked)
+from .model import Event, NoticeEvent, RankLog, RunLog, SwapwatchEvent, pack, share, unpacked
 from .msrun import rank_from_head, scheduler_ranks
 from .progress import Progress
 from .scanner import CHUNK, Needles, Scan, is_prefixed
@@ -57,6 +56,8 @@ class Piece:
     chunk: int = CHUNK
     head_rank: bool = False   # the worker takes the rank from the file's head when it names one
     pack: bool = False        # a whole rank file for read_logs: the worker settles and packs it
+    encode: Any = None        # a whole file for ``swapwatch events``: the selector that writes its JSONL
+    rank_file: bool = False   # the file's role is "rank" (its events take the file's rank)
 
 
 @dataclass
@@ -67,6 +68,7 @@ class PieceResult:
     nbytes: int
     head_rank: Optional[int] = None   # the rank the file's head names (``Piece.head_rank``)
     packed: Optional["Packed"] = None  # ``Piece.pack``: the file's rank, settled and packed (events empty)
+    text: Optional[str] = None        # ``Piece.encode``: the file's JSONL lines (events empty)
 
 
 @dataclass
@@ -80,16 +82,17 @@ class Packed:
     mf_after: bool
 
 
-def _decide(piece: Piece) -> Tuple[bool, Optional[int]]:
-    """(prefixed, head rank) of a whole-file piece, from its head (read here, in the worker, so the
-    parent never holds 1,000 heads and each file's head is read by the process that scans it)."""
-    head = inp.read_head(piece.path, SMALL_HEAD)
+def _decide(piece: Piece, first: bytes) -> Tuple[bool, Optional[int]]:
+    """(prefixed, head rank) of a whole-file piece, from its head ``first`` (the file's first
+    ``inp.HEAD_BYTES``, read in the worker, so the parent never holds 1,000 heads, and read once:
+    the scan starts with the same bytes)."""
+    head = first[:SMALL_HEAD]
     if len(head) == SMALL_HEAD:           # more file than this: is the small head conclusive?
         pre = is_prefixed(head)
         rank = rank_from_head(head, conclusive=True) if piece.head_rank else None
         if pre and (rank is not None or not piece.head_rank):
             return pre, rank
-        head = inp.read_head(piece.path)
+        head = first
     return is_prefixed(head), (rank_from_head(head) if piece.head_rank else None)
 
 
@@ -97,16 +100,19 @@ def _parse_piece(piece: Piece, progress=None) -> PieceResult:
     head_rank = None
     prefixed = piece.prefixed
     rank = piece.rank
-    if prefixed is None:
-        prefixed, head_rank = _decide(piece)
-        if head_rank is not None:
-            rank = head_rank
     try:
         with inp.open_binary(piece.path) as f:
-            if piece.start:
+            first = b""
+            if prefixed is None:                 # a whole file (start 0): decided from its head
+                first = inp.read_head(piece.path, stream=f)
+                prefixed, head_rank = _decide(piece, first)
+                if head_rank is not None:
+                    rank = head_rank
+            elif piece.start:
                 f.seek(piece.start)
             owned = None if piece.end is None else piece.end - piece.start
-            scan = Scan(f, Needles.for_file(prefixed), owned=owned, chunk=piece.chunk, progress=progress)
+            scan = Scan(f, Needles.for_file(prefixed), owned=owned, chunk=piece.chunk, progress=progress,
+                        first=first)
             events: List[Event] = []
             for line, text in scan:
                 evs = classify_cached(text, rank, str(line), follow=scan.follow, prefixed=prefixed)
@@ -124,26 +130,40 @@ def _parse_piece(piece: Piece, progress=None) -> PieceResult:
     result = PieceResult(piece.index, events, scan.newlines, scan.bytes, head_rank)
     if piece.pack:
         _pack_file(piece, rank, result)
+    elif piece.encode is not None:
+        _encode_file(piece, rank, result)
     return result
+
+
+def _encode_file(piece: Piece, rank: Optional[int], result: PieceResult) -> None:
+    """The JSONL of a whole file, as :func:`iter_events` + the events command would write it in
+    the parent: the file's rank (:func:`_file_rank`) on each event of a rank file, final sources."""
+    events = result.events
+    rank = _events_rank(events, rank) if piece.rank_file else None
+    display = f"{piece.display}:"
+    for e in events:
+        e.source = f"{display}{e.source}"
+        if rank is not None:
+            e.rank = rank
+    result.text = piece.encode.text(events)
+    result.events = []
 
 
 def _pack_file(piece: Piece, rank: Optional[int], result: PieceResult) -> None:
     """Settle and pack a whole rank file in the worker (what read_logs would do in the parent)."""
-    for e in result.events:
-        e.source = f"{piece.display}:{e.source}"
-    rank = _events_rank(result.events, rank)
-    if rank is None:                  # unranked: the parent guesses its rank once all files are in
-        for e in result.events:
-            e.source = e.source.rpartition(":")[2]
-        return
-    rl = RankLog(rank, files=[piece.display])
     events = result.events
+    rank = _events_rank(events, rank)
+    if rank is None:                  # unranked: the parent guesses its rank once all files are in
+        return
+    display = f"{piece.display}:"
     for e in events:
+        e.source = f"{display}{e.source}"
         e.rank = rank
+    rl = RankLog(rank, files=[piece.display])
     rl.events = events
     before = _has_mindformers(rl)
-    _settle(rl, {piece.display: result.newlines})
-    result.packed = Packed(rl, before, _has_mindformers(rl))
+    dropped = _settle(rl, {piece.display: result.newlines})
+    result.packed = Packed(rl, before, _has_mindformers(rl) if dropped else before)
     pack(rl)
     result.events = []
 
@@ -163,7 +183,8 @@ def _align(path: str, pos: int) -> int:
                 return f.tell() - len(block) + i + 1
 
 
-def _plan(files: Sequence[inp.LogFile], chunk: int, piece: int, pack_files: bool = False) -> List[Piece]:
+def _plan(files: Sequence[inp.LogFile], chunk: int, piece: int, pack_files: bool = False,
+          encode: Any = None) -> List[Piece]:
     """Pieces in file order. A file of one piece is decided (prefixed? rank in its head?) by the
     worker that scans it; a file cut into several is decided here once, so all its pieces agree."""
     pieces: List[Piece] = []
@@ -177,7 +198,8 @@ def _plan(files: Sequence[inp.LogFile], chunk: int, piece: int, pack_files: bool
                     cut.append(a)
         if len(cut) == 1:
             pieces.append(Piece(len(pieces), f.path, f.display, 0, None, None, f.name_rank, chunk,
-                                head_rank=wants_rank and f.role == "rank", pack=pack_files and f.role == "rank"))
+                                head_rank=wants_rank and f.role == "rank", pack=pack_files and f.role == "rank",
+                                encode=encode, rank_file=f.role == "rank"))
             continue
         head = inp.read_head(f.path)
         if wants_rank:
@@ -243,11 +265,11 @@ def iter_file_events(paths: Sequence[str], chunk: int = CHUNK, jobs: Optional[in
     yield from _iter_found(found, chunk, jobs, piece, show_progress)
 
 
-def _iter_found(found: inp.Inputs, chunk: int, jobs: Optional[int], piece: int,
-                show_progress: bool, pack_files: bool = False) -> Iterator[Tuple[inp.LogFile, List[Event], int]]:
+def _iter_found(found: inp.Inputs, chunk: int, jobs: Optional[int], piece: int, show_progress: bool,
+                pack_files: bool = False, encode: Any = None) -> Iterator[Tuple[inp.LogFile, Any, int]]:
     """As :func:`iter_file_events`; with ``pack_files`` a whole rank file may come back as a
-    :class:`Packed` rank instead of its events."""
-    pieces = _plan(found.files, chunk, piece, pack_files)
+    :class:`Packed` rank instead of its events, with ``encode`` a whole file as its JSONL text."""
+    pieces = _plan(found.files, chunk, piece, pack_files, encode)
     total = sum(f.size for f in found.files)
     progress = Progress(total if show_progress else 0, files=len(found.files))
     by_path = {f.path: f for f in found.files}
@@ -265,6 +287,8 @@ def _iter_found(found: inp.Inputs, chunk: int, jobs: Optional[int], piece: int,
                 cur, base, acc = p.path, 0, []
             if r.packed is not None:
                 acc = r.packed             # the whole file (Piece.pack is only set for those)
+            elif r.text is not None:
+                acc = r.text               # the same (Piece.encode)
             else:
                 for e in r.events:
                     e.source = f"{p.display}:{base + int(e.source)}"
@@ -285,6 +309,24 @@ def iter_events(paths: Sequence[str], **kw) -> Iterator[Event]:
             if rank is not None and f.role == "rank":
                 e.rank = rank
             yield e
+
+
+def iter_event_text(paths: Sequence[str], select: Any, **kw) -> Iterator[str]:
+    """``swapwatch events`` as JSONL text blocks, in file order: what :func:`iter_events` yields,
+    kept by ``select(event)`` and written by ``select.text(events)`` (the events command's
+    selector, :class:`swapwatch.events_output.EventSelect`). A file scanned as one piece is
+    written by the worker that scanned it; a big file cut into pieces is written here."""
+    found = inp.discover(paths)
+    for f, events, _ in _iter_found(found, kw.pop("chunk", CHUNK), kw.pop("jobs", None), kw.pop("piece", PIECE),
+                                    kw.pop("show_progress", True), encode=select):
+        if not isinstance(events, str):
+            rank = _file_rank(f, events) if f.role == "rank" else None
+            if rank is not None:
+                for e in events:
+                    e.rank = rank
+            events = select.text(events)
+        if events:
+            yield events
 
 
 def _file_rank(f: inp.LogFile, events: List[Event]) -> Optional[int]:
@@ -374,15 +416,21 @@ def _has_mindformers(r: RankLog) -> bool:
                (e.kind in ("action", "step") and getattr(e, "origin", "text") == "text") for e in r.events)
 
 
-def _settle(r: RankLog, lines: Dict[str, int]) -> None:
-    """Authority (SWAPWATCH events over text lines) and completeness of one rank's events."""
-    for cls in (ActionEvent, StepEvent):
-        if any(isinstance(e, cls) and e.origin == "swapwatch" for e in r.events):
-            r.events = [e for e in r.events if not (isinstance(e, cls) and e.origin == "text")]
+def _settle(r: RankLog, lines: Dict[str, int]) -> bool:
+    """Authority (SWAPWATCH events over text lines) and completeness of one rank's events.
+    True when the authority rule dropped text lines."""
+    authority = {e.kind for e in r.events if e.kind in _AUTHORITY and e.origin == "swapwatch"}  # type: ignore
+    if authority:
+        r.events = [e for e in r.events if not (e.kind in authority and e.origin == "text")]  # type: ignore
     blocks = complete_blocks(r.events, lines)
     r.layer_settings = len(blocks)
     r.complete = bool(blocks) and all(b["complete"] for b in blocks)
     r.truncated = any(not b["complete"] for b in blocks)
+    return bool(authority)
+
+
+#: The kinds whose SWAPWATCH events make the same kind's text lines redundant (ActionEvent, StepEvent).
+_AUTHORITY = ("action", "step")
 
 
 def _finish(r: RankLog, any_mf: bool, lines: Dict[str, int]) -> None:
@@ -404,7 +452,7 @@ def _num_layers(value) -> Optional[int]:
         return None
 
 
-_MOVED_ON = (StepEvent, MemoryEvent, ExitEvent)
+_MOVED_ON = ("step", "memory", "exit")       # StepEvent, MemoryEvent, ExitEvent
 
 
 def complete_blocks(events: Sequence[Event], file_lines: Optional[Dict[str, int]] = None,
@@ -418,13 +466,14 @@ def complete_blocks(events: Sequence[Event], file_lines: Optional[Dict[str, int]
     """
     blocks: List[dict] = []
     cur: Optional[dict] = None
-    for e in events:
-        name, _, ln = e.source.rpartition(":")
-        line = int(ln) if ln.isdigit() else 0
-        geometry = isinstance(e, GeometryEvent) and e.what == "layer_list"
-        plan = isinstance(e, SwapwatchEvent) and e.payload.get("kind") == "plan"
+    for e in events:          # kinds, not isinstance: one string compare per event (each class has one kind)
+        kind = e.kind
+        geometry = kind == "geometry" and e.what == "layer_list"                     # type: ignore
+        plan = kind == "swapwatch" and e.payload.get("kind") == "plan"               # type: ignore
         if geometry or plan:
-            n = _num_layers(e.value) if geometry else e.payload.get("num_layers")
+            name, _, ln = e.source.rpartition(":")
+            line = int(ln) if ln.isdigit() else 0
+            n = _num_layers(e.value) if geometry else e.payload.get("num_layers")     # type: ignore
             n = n if isinstance(n, int) and n > 0 else None
             merge = cur is not None and not cur["crashed"] and (
                 (plan and cur["geometry"] and not cur["plan"]) or
@@ -442,15 +491,20 @@ def complete_blocks(events: Sequence[Event], file_lines: Optional[Dict[str, int]
             continue
         if cur is None:
             continue
-        if isinstance(e, ActionEvent):
-            cur["max_layer"] = max(cur["max_layer"], e.layer)
+        if kind == "action":
+            if e.layer > cur["max_layer"]:                                            # type: ignore
+                cur["max_layer"] = e.layer                                            # type: ignore
+            name, _, ln = e.source.rpartition(":")
             if name == cur["file"]:
-                cur["last"] = max(cur["last"], line)
-        elif isinstance(e, NoticeEvent) and e.what in ("traceback", "config_error") and not cur["moved_on"]:
-            cur["crashed"] = True
+                line = int(ln) if ln.isdigit() else 0
+                if line > cur["last"]:
+                    cur["last"] = line
+        elif kind == "notice" and e.what in ("traceback", "config_error"):            # type: ignore
+            if not cur["moved_on"]:
+                cur["crashed"] = True
         elif not cur["crashed"] and (
-                isinstance(e, _MOVED_ON) or (isinstance(e, NoticeEvent) and e.what == "offload_outside_lazy_inline")
-                or (isinstance(e, SwapwatchEvent) and e.payload.get("kind") == "run")):
+                kind in _MOVED_ON or (kind == "notice" and e.what == "offload_outside_lazy_inline")  # type: ignore
+                or (kind == "swapwatch" and e.payload.get("kind") == "run")):          # type: ignore
             cur["moved_on"] = True
     for b in blocks:
         n = b["num_layers"]

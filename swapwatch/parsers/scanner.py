@@ -35,7 +35,7 @@ from . import grammar
 from .prefilter import compiled
 from .prefix import clean
 
-CHUNK = 8 << 20
+CHUNK = 1 << 20
 MAX_LINE = 32 << 20
 FOLLOW_BYTES = 1 << 20
 
@@ -54,6 +54,14 @@ class Needles:
     literals: Tuple[bytes, ...] = field(default=())
     follow: Tuple[bytes, ...] = field(default=())      # literals whose lines read ahead
     records: Tuple[bytes, ...] = field(default=())     # prefixed logs: ``] - LEVEL - `` (+ message start)
+
+    @property
+    def record_set(self) -> frozenset:
+        """``records`` as a set (a hit's literal is looked up in it once per candidate line)."""
+        rs = self.__dict__.get("_record_set")
+        if rs is None:
+            rs = self.__dict__["_record_set"] = frozenset(self.records)
+        return rs
 
     @classmethod
     def for_file(cls, prefixed: bool) -> "Needles":
@@ -90,7 +98,7 @@ class Scan:
     """
 
     def __init__(self, stream: BinaryIO, needles: Needles, owned: Optional[int] = None, chunk: int = CHUNK,
-                 max_line: int = MAX_LINE, progress: Optional[Callable[[int], None]] = None):
+                 max_line: int = MAX_LINE, progress: Optional[Callable[[int], None]] = None, first: bytes = b""):
         self.stream = stream
         self.needles = needles
         self.owned = owned
@@ -101,6 +109,11 @@ class Scan:
         self.bytes = 0
         self.eof = False
         self._extra: List[bytes] = []        # data read ahead by follow(), not yet scanned
+        if first:             # the stream's first bytes, already read by the caller (the file's head)
+            self._extra = [first[i:i + self.chunk] for i in range(0, len(first), self.chunk)] \
+                if len(first) > self.chunk else [first]
+            if progress:
+                progress(len(first))
         self._after: List[Tuple[bytes, int]] = []   # unscanned input after the current region
         self._cur: Tuple[bytes, int, int] = (b"", 0, 0)
         self._cur_line = 0
@@ -228,14 +241,17 @@ class Scan:
             self.newlines = base + _count_newlines(buf, lo, hi)
             return
         hits.sort()
-        records = needles.records
+        records = needles.record_set
         if len(hits) > (hi - lo) >> 15:     # dense: every line feed's offset at once (numpy)
             nl = np.flatnonzero(np.frombuffer(buf, np.uint8, count=hi - lo, offset=lo) == 10)
             at = np.searchsorted(nl, np.fromiter((p for p, _ in hits), np.int64, len(hits)) - lo)
             n = len(nl)
-            nl = nl.tolist() if n < 4 * len(hits) else nl
-            spans = ((i, lo + int(nl[i - 1]) + 1 if i else lo, lo + int(nl[i]) if i < n else -1)
-                     for i in at.tolist())
+            if n:       # each hit's line start and end (-1: no line feed after it), all at once
+                starts = np.where(at > 0, nl[np.maximum(at - 1, 0)] + 1, 0) + lo
+                ends = np.where(at < n, nl[np.minimum(at, n - 1)] + lo, -1)
+            else:
+                starts, ends = np.full(len(at), lo), np.full(len(at), -1)
+            spans = zip(at.tolist(), starts.tolist(), ends.tolist())
         else:                                # sparse: look around each hit, count the feeds between
             n = -1
             counted = [lo, 0]                # (offset, line feeds before it) reached by _spans
