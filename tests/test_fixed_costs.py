@@ -96,3 +96,32 @@ def test_discovered_names_match_relpath_and_realpath(tmp_path, monkeypatch):
                 slow.append((p, d, os.path.getsize(p)))
         assert [(f.path, f.display, f.size) for f in got.files] == slow, given
     assert len(inputs.discover(["runs/job"]).files) == 4            # worker_9 is worker_0
+
+
+def test_the_scan_starts_before_what_only_the_checks_and_plots_need():
+    """verify and plot memory import the YAML library, the rules, pandas and matplotlib while the
+    workers scan (``read_logs(while_scanning=...)``), not before they start."""
+    import subprocess
+    import sys
+
+    code = ("import sys, swapwatch.cli, swapwatch.verify, swapwatch.plot.commands, swapwatch.parsers.reader; "
+            "print(sorted(m for m in ('yaml', 'pandas', 'matplotlib', 'swapwatch.config', "
+            "'swapwatch.checks.sw101_missing_action') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_while_scanning_runs_once_when_workers_scan(tmp_path, monkeypatch):
+    from swapwatch.parsers import reader
+
+    src = os.path.join(ROOT, "fixtures", "logs", "swap_case1.log")
+    text = open(src, encoding="utf-8").read()
+    for r in range(4):
+        (tmp_path / f"worker_{r}.log").write_text(text.replace("rank id: 0", f"rank id: {r}"))
+    calls = []
+    monkeypatch.setattr(reader, "PARALLEL_MIN", 0)
+    parallel = reader.read_logs([str(tmp_path)], jobs=2, while_scanning=lambda: calls.append(1))
+    assert calls == [1]
+    serial = reader.read_logs([str(tmp_path)], jobs=1, while_scanning=lambda: calls.append(2))
+    assert calls == [1]                 # no workers, nothing to overlap
+    assert sorted(parallel.ranks) == sorted(serial.ranks) == [0, 1, 2, 3]
