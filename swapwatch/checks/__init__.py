@@ -50,9 +50,14 @@ class Finding:
 _OPTIONAL = ("rank", "layer", "op", "expected", "actual", "source")
 
 
+_SCALARS = frozenset((str, int, float, bool))
+
+
 def _plain(value: Any) -> Any:
     """``value`` as ``dataclasses.asdict`` would give it inside a Finding: dataclasses as dicts,
     containers rebuilt only around them (plain values are returned as they are)."""
+    if value.__class__ in _SCALARS:
+        return value
     if is_dataclass(value) and not isinstance(value, type):
         return asdict(value)
     if isinstance(value, (list, tuple)):

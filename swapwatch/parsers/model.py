@@ -295,7 +295,8 @@ class RankLog:
         return _notice_tallies(self.events).get(what, _NO_NOTICES)
 
     def _summary(self) -> Optional[Dict[str, Any]]:
-        return self.__dict__.get("_memo") if self.__dict__.get("_packed") is not None else None
+        state = self.__dict__           # asked ~10 times a rank by the checks: one lookup each
+        return state.get("_memo") if state.get("_packed") is not None else None
 
 
 class NoticeTally(NamedTuple):
