@@ -225,8 +225,8 @@ class RankLog:
         1,024-rank job only for its few memory lines took the plot's parent 0.5 s)."""
         memo = self._summary()
         if memo is not None:
-            return list(memo["memory"])
-        return [(e.step, e.metric, e.bytes, e.origin, e.source) for e in self.events if isinstance(e, MemoryEvent)]
+            return list(pickle.loads(zlib.decompress(memo["memory"]))) if memo["memory"] else []
+        return _memory_rows(self.events)
 
     def initial_config(self) -> Dict[str, Any]:
         """section -> dict from the ``initial ... from dict`` lines (last one wins)."""
@@ -405,7 +405,6 @@ def _summarise(events: List[Event]) -> Dict[str, Any]:
     geometry: Dict[str, Any] = {}
     kinds = set()
     strategy = []
-    memory: List[tuple] = []
     for e in events:
         kind = e.kind
         if kind not in first:
@@ -424,13 +423,20 @@ def _summarise(events: List[Event]) -> Dict[str, Any]:
             formative.setdefault(e.key, e.value)           # type: ignore[attr-defined]
         elif kind == "geometry":
             geometry.setdefault(e.what, e.value)           # type: ignore[attr-defined]
-        elif kind == "memory":
-            m: MemoryEvent = e      # type: ignore[assignment]
-            memory.append((m.step, _intern(m.metric), m.bytes, _intern(m.origin), m.source))
     return {"initial_config": initial, "formative": formative, "geometry": geometry,
             "kinds": _intern(frozenset(kinds)), "first": first,
             "fatal_after_actions": fatal_after_actions_of(events), "notices": _notice_tallies(events),
-            "strategy": _intern(tuple(strategy)), "memory": tuple(memory)}
+            "strategy": _intern(tuple(strategy)), "memory": _pack_rows(_memory_rows(events))}
+
+
+def _memory_rows(events: Sequence[Event]) -> List[Tuple[Optional[int], str, int, str, str]]:
+    return [(e.step, e.metric, e.bytes, e.origin, e.source) for e in events if isinstance(e, MemoryEvent)]
+
+
+def _pack_rows(rows: List[tuple]) -> bytes:
+    """A packed rank's memory rows, compressed on their own (~0.2 KB a rank instead of ~2 KB of
+    tuples and source strings: 18 MB more peak RSS over 10,000 ranks otherwise); empty: b''."""
+    return zlib.compress(pickle.dumps(rows, protocol=pickle.HIGHEST_PROTOCOL), 1) if rows else b""
 
 
 def pack(rank_log: "RankLog") -> None:
