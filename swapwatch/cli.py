@@ -142,12 +142,13 @@ def verify_cmd(paths, config_path, fmt, strict, ignore, ir, env, output, force):
     """
     from .outputs import refuse_overwrite, write_text
     from .verify import parse_env, verify
-    from .verify_render import render
 
     if output:
         refuse_overwrite(output, force)         # before reading GBs of logs
     result = verify(paths, config_path=config_path, env=parse_env(env), ignore=ignore,
                     strict=strict, ir_dir=ir)
+    from .verify_render import render          # imported while the logs were scanned
+
     text = render(result, fmt)
     if output:
         write_text(output, text, force)

@@ -16,11 +16,12 @@ kinds with their trees, preset and shared primitives, its flows (SW202), and a m
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from . import patterns
-from .models import families as _stems, family_data, load_flows, load_layer_info, load_layout
+from .models import families as _stems, family_data, family_words, load_flows, load_layer_info, load_layout
 
 #: The family used when a YAML names no model at all (a fragment): the example model's tree.
 DEFAULT_FAMILY = "tinyllama"
@@ -300,10 +301,13 @@ def from_log(rank_log: Any) -> Optional[ModelFamily]:
     if not logged and not (mcore_hint or mtp):
         return None                 # no evidence: the log reads as before (the default tree)
     scored = []
+    words = {w for path in logged for w in re.findall(r"\w+", path)}
     order = list(LOG_PREFERENCE) + [n for n in known_families() if n not in LOG_PREFERENCE]
     for name in order:
         if name == DEFAULT_FAMILY or name not in known_families():
             continue
+        if not words <= family_words(name):
+            continue                # a logged path is not in this family (its file is not parsed)
         fam = ModelFamily(name, origin="")
         if mtp != ("mtp" in fam.kinds) or (mcore_hint and fam.path != "mcore"):
             continue

@@ -16,7 +16,6 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
 
 from .checks import REGISTRY, CheckContext, Finding, comparable, run_rules
 from .compare import Comparison, compare
-from .config import config_from_log, load_config
 from .errors import InputError
 from .file_kind import reject_yaml_for_verify
 
@@ -96,9 +95,11 @@ def verify(paths: Sequence[str], config_path: Optional[str] = None,
         raise InputError("--ir: not a directory", file=str(ir_dir))
 
     from .parsers import read_logs
+
+    runlog = read_logs(list(paths), while_scanning=_import_for_checks)
+    from .config import config_from_log, load_config
     from .strategy import plan as make_plan
 
-    runlog = read_logs(list(paths))
     if not runlog.ranks:
         raise InputError(f"no worker logs found in {', '.join(map(str, paths))}")
     pynative = _pynative_verify(runlog, config_path, skip, strict, env)
@@ -114,6 +115,15 @@ def verify(paths: Sequence[str], config_path: Optional[str] = None,
     return evaluate(make_plan(config), runlog, config=config, env=merged_env(runlog, env),
                     ignore=skip, strict=strict, ir=ir, config_source=source,
                     skip_codes=() if config_path else ("SW107", "SW109"))
+
+
+def _import_for_checks() -> None:
+    """What verify needs once the logs are read (the rules, the config reader and its YAML
+    library, the renderers), imported while the workers scan instead of before they start."""
+    from . import config, strategy, verify_render  # noqa: F401
+    from .checks import _load_all
+
+    _load_all()
 
 
 def evaluate(plan: Any, runlog: Any, config: Any = None, env: Optional[Mapping[str, str]] = None,
@@ -148,10 +158,12 @@ def evaluate(plan: Any, runlog: Any, config: Any = None, env: Optional[Mapping[s
 
 def normalise_codes(codes: Iterable[str]) -> set:
     """``--ignore`` values: codes, case-insensitive, comma-separated allowed; unknown -> InputError."""
+    out: set = set()
+    if not codes:
+        return out              # nothing to look up: the rules are imported later (while scanning)
     from .checks import _load_all
 
     _load_all()
-    out = set()
     for raw in codes or ():
         for code in str(raw).split(","):
             code = code.strip().upper()

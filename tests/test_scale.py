@@ -69,6 +69,9 @@ def test_packed_and_folded_ranks_find_exactly_what_unpacked_ranks_find(tmp_path,
         assert (a.kinds(), a.formative(), a.initial_config(), a.geometry()) == \
             (b.kinds(), b.formative(), b.initial_config(), b.geometry())
         assert [a.first_source(k) for k in b.kinds()] == [b.first_source(k) for k in b.kinds()]
+        assert a.memory_rows() == b.memory_rows() == [(e.step, e.metric, e.bytes, e.origin, e.source)
+                                                      for e in b.memory]
+    assert sum(len(plain.runlog.ranks[r].memory_rows()) for r in range(RANKS)) > 0
     assert tallied == sum(e.kind == "notice" for r in range(RANKS) for e in plain.runlog.ranks[r].events) > 0
     fired = sorted({(f.code, f.rank) for f in plain.findings if f.code != "SW112"})
     assert fired == [("SW101", 5), ("SW103", 20), ("SW106", 47), ("SW401", 5), ("SW401", 20)]

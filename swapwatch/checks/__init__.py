@@ -8,7 +8,7 @@ themselves with :func:`register`; ``swapwatch rules`` lists :data:`REGISTRY`.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, is_dataclass
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Type
 
 if TYPE_CHECKING:
@@ -35,7 +35,38 @@ class Finding:
     source: Optional[str] = None      # "worker_0.log:1234" or "x.yaml:12"
 
     def to_json(self) -> Dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if v is not None}
+        """The fields that are set, in field order. Built directly, not with ``dataclasses.asdict``
+        (which deep-copies every value: ~0.1 s per 1,000 findings, and a 1,024-rank verify has
+        that many); a dataclass inside ``expected`` / ``actual`` still becomes a dict, as there."""
+        out: Dict[str, Any] = {"code": self.code, "severity": self.severity, "message": self.message}
+        for key in _OPTIONAL:
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = _plain(value)
+        return out
+
+
+#: Finding's fields that are left out of its JSON when unset, in field order.
+_OPTIONAL = ("rank", "layer", "op", "expected", "actual", "source")
+
+
+_SCALARS = frozenset((str, int, float, bool))
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as ``dataclasses.asdict`` would give it inside a Finding: dataclasses as dicts,
+    containers rebuilt only around them (plain values are returned as they are)."""
+    if value.__class__ in _SCALARS:
+        return value
+    if is_dataclass(value) and not isinstance(value, type):
+        return asdict(value)
+    if isinstance(value, (list, tuple)):
+        items = [_plain(v) for v in value]
+        return value if all(a is b for a, b in zip(items, value)) else type(value)(items)
+    if isinstance(value, dict):
+        pairs = [(k, _plain(v)) for k, v in value.items()]
+        return value if all(v is value[k] for k, v in pairs) else type(value)(pairs)
+    return value
 
 
 @dataclass

@@ -18,8 +18,9 @@ A *layout key* names one tree: ``"qwen3_moe"`` (its first kind) or ``"deepseek_v
 from __future__ import annotations
 
 import functools
+import re
 from importlib import resources
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, FrozenSet, List, Tuple
 
 import yaml
 
@@ -53,10 +54,25 @@ def _flows_data() -> dict:
     return yaml.load(text, Loader=_LOADER) or {}
 
 
+@functools.lru_cache(maxsize=None)
+def _family_names() -> Tuple[str, ...]:
+    return tuple(sorted(p.name[:-5] for p in resources.files(__package__).iterdir()
+                        if p.name.endswith(".yaml") and p.name[:-5] not in NOT_FAMILIES))
+
+
 def families() -> List[str]:
-    """Every known family name (file stems), sorted."""
-    return sorted(p.name[:-5] for p in resources.files(__package__).iterdir()
-                  if p.name.endswith(".yaml") and p.name[:-5] not in NOT_FAMILIES)
+    """Every known family name (file stems), sorted (the directory is listed once a process)."""
+    return list(_family_names())
+
+
+@functools.lru_cache(maxsize=None)
+def family_words(family: str) -> FrozenSet[str]:
+    """Every word (``\\w+``) of a family's file, unparsed. A cell or primitive name of its trees is
+    one such word, so a path whose segments are not all among them is not in the family: verify
+    without --config rules most families out this way without parsing their YAML (the parse of
+    every family file was 0.05-0.15 s a verify)."""
+    text = resources.files(__package__).joinpath(f"{family}.yaml").read_text(encoding="utf-8")
+    return frozenset(re.findall(r"\w+", text))
 
 
 def family_data(family: str) -> dict:

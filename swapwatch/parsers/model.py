@@ -219,6 +219,15 @@ class RankLog:
     def memory(self) -> List[MemoryEvent]:
         return [e for e in self.events if isinstance(e, MemoryEvent)]
 
+    def memory_rows(self) -> List[Tuple[Optional[int], str, int, str, str]]:
+        """``(step, metric, bytes, origin, source)`` of each memory event, in file order: what
+        ``plot memory`` draws, read from the summary of a packed rank (unpacking every rank of a
+        1,024-rank job only for its few memory lines took the plot's parent 0.5 s)."""
+        memo = self._summary()
+        if memo is not None:
+            return list(pickle.loads(zlib.decompress(memo["memory"]))) if memo["memory"] else []
+        return _memory_rows(self.events)
+
     def initial_config(self) -> Dict[str, Any]:
         """section -> dict from the ``initial ... from dict`` lines (last one wins)."""
         memo = self._summary()
@@ -286,7 +295,8 @@ class RankLog:
         return _notice_tallies(self.events).get(what, _NO_NOTICES)
 
     def _summary(self) -> Optional[Dict[str, Any]]:
-        return self.__dict__.get("_memo") if self.__dict__.get("_packed") is not None else None
+        state = self.__dict__           # asked ~10 times a rank by the checks: one lookup each
+        return state.get("_memo") if state.get("_packed") is not None else None
 
 
 class NoticeTally(NamedTuple):
@@ -416,14 +426,25 @@ def _summarise(events: List[Event]) -> Dict[str, Any]:
     return {"initial_config": initial, "formative": formative, "geometry": geometry,
             "kinds": _intern(frozenset(kinds)), "first": first,
             "fatal_after_actions": fatal_after_actions_of(events), "notices": _notice_tallies(events),
-            "strategy": _intern(tuple(strategy))}
+            "strategy": _intern(tuple(strategy)), "memory": _pack_rows(_memory_rows(events))}
+
+
+def _memory_rows(events: Sequence[Event]) -> List[Tuple[Optional[int], str, int, str, str]]:
+    return [(e.step, e.metric, e.bytes, e.origin, e.source) for e in events if isinstance(e, MemoryEvent)]
+
+
+def _pack_rows(rows: List[tuple]) -> bytes:
+    """A packed rank's memory rows, compressed on their own (~0.2 KB a rank instead of ~2 KB of
+    tuples and source strings: 18 MB more peak RSS over 10,000 ranks otherwise); empty: b''."""
+    return zlib.compress(pickle.dumps(rows, protocol=pickle.HIGHEST_PROTOCOL), 1) if rows else b""
 
 
 def pack(rank_log: "RankLog") -> None:
     """Keep ``rank_log``'s events compressed (a few KB instead of ~0.5 KB per event) and unpack
     them on access; at most :data:`UNPACKED_MAX` packed ranks are unpacked at a time. What the
     checks ask of every rank (kinds present, ``initial``/Formative/geometry values, the first source
-    of each kind, a fatal event after the strategy block) is kept unpacked beside it, so a check
+    of each kind, a fatal event after the strategy block, the memory figures ``plot memory``
+    draws: a few a rank) is kept unpacked beside it, so a check
     that visits every rank does not unpack every rank.
 
     Why: a 10,000-rank job holds ~1.2 million events; as objects that is gigabytes, packed it is

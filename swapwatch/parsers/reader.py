@@ -26,7 +26,7 @@ from collections import deque
 from concurrent.futures import ProcessPoolExecutor
 from itertools import islice
 from dataclasses import dataclass
-from typing import Any, Deque, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from ..errors import InputError
 from . import inputs as inp
@@ -224,7 +224,8 @@ def _workers() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def _run(pieces: List[Piece], total: int, jobs: Optional[int], progress: Progress) -> Iterator[PieceResult]:
+def _run(pieces: List[Piece], total: int, jobs: Optional[int], progress: Progress,
+         while_scanning: Optional[Callable[[], None]] = None) -> Iterator[PieceResult]:
     jobs = _workers() if jobs is None else max(1, jobs)
     if jobs == 1 or len(pieces) == 1 or total < PARALLEL_MIN:
         for p in pieces:
@@ -239,6 +240,8 @@ def _run(pieces: List[Piece], total: int, jobs: Optional[int], progress: Progres
     with ProcessPoolExecutor(max_workers=workers) as ex:
         todo = iter(batches)
         pending: Deque = deque(ex.submit(_parse_batch, b) for b in islice(todo, WINDOW * workers))
+        if while_scanning is not None:
+            while_scanning()        # the workers (forked at the first submit) scan meanwhile
         while pending:
             results = pending.popleft().result()
             nxt = next(todo, None)
@@ -266,9 +269,11 @@ def iter_file_events(paths: Sequence[str], chunk: int = CHUNK, jobs: Optional[in
 
 
 def _iter_found(found: inp.Inputs, chunk: int, jobs: Optional[int], piece: int, show_progress: bool,
-                pack_files: bool = False, encode: Any = None) -> Iterator[Tuple[inp.LogFile, Any, int]]:
+                pack_files: bool = False, encode: Any = None,
+                while_scanning: Optional[Callable[[], None]] = None) -> Iterator[Tuple[inp.LogFile, Any, int]]:
     """As :func:`iter_file_events`; with ``pack_files`` a whole rank file may come back as a
-    :class:`Packed` rank instead of its events, with ``encode`` a whole file as its JSONL text."""
+    :class:`Packed` rank instead of its events, with ``encode`` a whole file as its JSONL text;
+    ``while_scanning`` see :func:`read_logs`."""
     pieces = _plan(found.files, chunk, piece, pack_files, encode)
     total = sum(f.size for f in found.files)
     progress = Progress(total if show_progress else 0, files=len(found.files))
@@ -277,7 +282,7 @@ def _iter_found(found: inp.Inputs, chunk: int, jobs: Optional[int], piece: int, 
     base = 0
     acc: List[Event] = []
     try:
-        for p, r in zip(pieces, _run(pieces, total, jobs, progress)):
+        for p, r in zip(pieces, _run(pieces, total, jobs, progress, while_scanning)):
             if p.head_rank:
                 _apply_head_rank(by_path[p.path], r.head_rank)
             if p.path != cur:
@@ -342,8 +347,12 @@ def _events_rank(events: List[Event], otherwise: Optional[int]) -> Optional[int]
 
 
 def read_logs(paths: Sequence[str], chunk: int = CHUNK, jobs: Optional[int] = None, piece: int = PIECE,
-              show_progress: bool = True) -> RunLog:
+              show_progress: bool = True, while_scanning: Optional[Callable[[], None]] = None) -> RunLog:
     """Parse worker logs / msrun dirs / run dirs (plain or .gz) into one :class:`RunLog`.
+
+    ``while_scanning``: called once as soon as the worker processes have their first files, when
+    the logs are scanned in parallel (not at all otherwise): the caller's own start-up (importing
+    what it needs after the scan) then overlaps the scan instead of delaying it.
 
     Raises :class:`swapwatch.errors.InputError` (one line, exit 2 in the CLI) for paths that do not
     exist, hold no logs, or cannot be read.
@@ -356,7 +365,8 @@ def read_logs(paths: Sequence[str], chunk: int = CHUNK, jobs: Optional[int] = No
     packing = sum(f.role == "rank" for f in found.files) > PACK_MIN
     mf_any = False                  # some rank printed MindFormers lines (before the authority filter)
     mf_after: Dict[int, bool] = {}  # packed ranks: MindFormers lines left after it
-    for f, events, nlines in _iter_found(found, chunk, jobs, piece, show_progress, pack_files=packing):
+    for f, events, nlines in _iter_found(found, chunk, jobs, piece, show_progress, pack_files=packing,
+                                         while_scanning=while_scanning):
         lines[f.display] = nlines
         if isinstance(events, Packed):
             if events.rank_log.rank not in run.ranks:

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Iterator, Optional, Tuple
-
-import matplotlib
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
+from typing import TYPE_CHECKING, Iterator, Optional, Tuple
 
 from ..errors import InputError
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+# matplotlib itself is imported where a figure is made, not here: the plot commands check their
+# output path with this module before the logs are scanned, and matplotlib costs 0.3 s to import
 
 FORMATS = ("png", "svg", "pdf")
 
@@ -53,12 +54,17 @@ _METADATA = {
 @contextlib.contextmanager
 def style() -> Iterator[None]:
     """The house style for building and saving a figure (rc params are read at both times)."""
+    import matplotlib
+
     with matplotlib.rc_context(STYLE):
         yield
 
 
 def new_figure(width: float, height: float) -> Figure:
     """A Figure bound to an Agg canvas: savefig works with no display and no pyplot."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
     fig = Figure(figsize=(width, height), dpi=100, layout="constrained")
     FigureCanvasAgg(fig)
     return fig

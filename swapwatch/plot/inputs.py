@@ -8,7 +8,7 @@ dir are the two ranks of one run, and logs from two directories are two runs.
 from __future__ import annotations
 
 import os
-from typing import Any, List, Sequence, Tuple
+from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 from ..errors import InputError
 
@@ -41,14 +41,16 @@ def _label_for(group: Sequence[str]) -> str:
     return os.path.basename(os.path.dirname(p)) or "run"
 
 
-def load_runs(paths: Sequence[str]) -> List[Tuple[List[str], Any]]:
-    """(paths, RunLog) per run (see :func:`group_paths`), labelled by its directory or file name."""
+def load_runs(paths: Sequence[str], while_scanning: Optional[Callable[[], None]] = None
+              ) -> List[Tuple[List[str], Any]]:
+    """(paths, RunLog) per run (see :func:`group_paths`), labelled by its directory or file name.
+    ``while_scanning``: as :func:`swapwatch.parsers.read_logs` (run while a run's logs are scanned)."""
     groups = group_paths(paths)               # missing paths fail before any parsing
     from ..parsers import read_logs
 
     runs = []
     for group in groups:
-        rl = read_logs(list(group))
+        rl = read_logs(list(group), while_scanning=while_scanning)
         if not rl.ranks:
             raise InputError("no worker logs found here (expected worker_*.log, a run dir, or log files)",
                              file=", ".join(group))

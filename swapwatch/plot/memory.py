@@ -90,8 +90,8 @@ def memory_frame(runlogs: Any, ranks: Optional[Iterable[int]] = None) -> pd.Data
         for rank in sorted(rl.ranks):
             if keep is not None and rank not in keep:
                 continue
-            for e in rl.ranks[rank].memory:
-                rows.append((key, label, strategy, rank, e.step, e.metric, int(e.bytes), e.origin, e.source))
+            for step, metric, nbytes, origin, source in rl.ranks[rank].memory_rows():
+                rows.append((key, label, strategy, rank, step, metric, int(nbytes), origin, source))
     df = pd.DataFrame(rows, columns=FRAME_COLUMNS)
     df["rank"] = df["rank"].astype("int64")
     df["step"] = df["step"].astype("Int64")
