@@ -1,7 +1,7 @@
 """SW107: the config the run printed is not the config you verify against."""
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, Optional
+from typing import Any, Callable, Dict, Iterable, Iterator, Optional, Tuple
 
 from ..compare import ValueTexts, canon, canon_text
 from . import CheckContext, Finding, Rule, register
@@ -52,28 +52,13 @@ class LogConfigDiffers(Rule):
                     yield self._differs(rank, rank_log, "geometry", what,
                                         getattr(geometry, attr, None), logged[what])
                     break           # one geometry finding per rank: the rest follows from it
-            raw = list(self._raw_differences(rank, rank_log, sections, same))
+            raw = [self._differs(rank, rank_log, "initial_config", key, want, got)
+                   for key, want, got in initial_config_differences(rank_log, sections, same)]
             yield from raw
             if raw:
                 continue            # the Formative differences follow from these
-            for logged_key, value in rank_log.formative().items():
-                key = logged_key.replace(" ", "_")        # logged "op swap" is the plan's "op_swap"
-                if key not in formative:
-                    key = logged_key
-                if key in formative and not same(value, formative[key]):
-                    yield self._differs(rank, rank_log, "formative", key, formative[key], value)
-
-    def _raw_differences(self, rank: int, rank_log: Any, sections, same) -> Iterable[Finding]:
-        if sections is None:
-            return
-        for section, value in rank_log.initial_config().items():
-            want = sections.get(section)
-            if not isinstance(value, dict) or not isinstance(want, dict):
-                continue
-            for key in sorted(set(value) & set(want)):
-                if not same(value[key], want[key]):
-                    yield self._differs(rank, rank_log, "initial_config", f"{section}.{key}",
-                                        want[key], value[key])
+            for _logged_key, key, want, got in formative_differences(formative, rank_log, same):
+                yield self._differs(rank, rank_log, "formative", key, want, got)
 
     def _differs(self, rank: int, rank_log: Any, kind: str, key: str, want: Any, got: Any) -> Finding:
         label = {"geometry": "layer split", "formative": f"Formative {key}",
@@ -82,6 +67,32 @@ class LogConfigDiffers(Rule):
             f"the log's {label} is {_short(got)}, --config gives {_short(want)}",
             rank=rank, op=key, expected=canon(want), actual=canon(got),
             source=_source(rank_log, kind, key))
+
+
+def initial_config_differences(rank_log: Any, sections: Optional[Dict[str, Dict[str, Any]]],
+                               same: Callable[[Any, Any], bool]) -> Iterator[Tuple[str, Any, Any]]:
+    """``(section.key, configured, logged)`` for every value one rank's ``initial ... from dict``
+    lines print differently from ``--config``'s ``sections`` (SW107 reports each one, SW109 sums
+    them up as "not a run of this config")."""
+    for section, value in (rank_log.initial_config() or {}).items():
+        want = (sections or {}).get(section)
+        if not isinstance(value, dict) or not isinstance(want, dict):
+            continue
+        for key in sorted(set(value) & set(want)):
+            if not same(value[key], want[key]):
+                yield f"{section}.{key}", want[key], value[key]
+
+
+def formative_differences(formative: Dict[str, Any], rank_log: Any,
+                          same: Callable[[Any, Any], bool]) -> Iterator[Tuple[str, str, Any, Any]]:
+    """``(logged key, plan key, configured, logged)`` for every ``Formative ...`` value one rank
+    logged differently from the plan's (a logged "op swap" is the plan's "op_swap")."""
+    for logged_key, value in rank_log.formative().items():
+        key = logged_key.replace(" ", "_")
+        if key not in formative:
+            key = logged_key
+        if key in formative and not same(value, formative[key]):
+            yield logged_key, key, formative[key], value
 
 
 def _config_sections(config: Any) -> Optional[Dict[str, Dict[str, Any]]]:

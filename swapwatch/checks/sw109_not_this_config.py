@@ -12,7 +12,8 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 from . import CheckContext, Finding, Rule, register
 from ..compare import ValueTexts, canon
 from ..layer_table import ranges
-from .sw107_log_config_differs import _config_sections, _short, _source
+from .sw107_log_config_differs import (_config_sections, _short, _source, formative_differences,
+                                       initial_config_differences)
 
 #: Findings that compare the run with ``--config`` layer by layer: they follow from SW109.
 CASCADE = frozenset({"SW101", "SW102", "SW103", "SW104", "SW106", "SW107", "SW110"})
@@ -89,16 +90,10 @@ def _differences(geometry: Any, rank_log: Any, sections: Optional[Dict[str, Dict
             out.append(f"interleave {len(got)} vs {len(want)}")
         if not out:
             out.append(f"layer split {got} vs {want} (offset)")
-    for section, value in (rank_log.initial_config() or {}).items():
-        wanted = (sections or {}).get(section)
-        if not isinstance(value, dict) or not isinstance(wanted, dict):
-            continue
-        for key in sorted(set(value) & set(wanted)):
-            if not same(value[key], wanted[key]):
-                got_s, want_s = _short(value[key], 400), _short(wanted[key], 400)
-                out.append(f"{section}.{key} {got_s} vs {want_s}" if len(got_s) + len(want_s) <= 60
-                           else f"{section}.{key} differs")
-                source = source or _source(rank_log, "initial_config", f"{section}.{key}")
+    for key, want, got in initial_config_differences(rank_log, sections, same):
+        got_s, want_s = _short(got, 400), _short(want, 400)
+        out.append(f"{key} {got_s} vs {want_s}" if len(got_s) + len(want_s) <= 60 else f"{key} differs")
+        source = source or _source(rank_log, "initial_config", key)
     return out, source
 
 
@@ -107,11 +102,8 @@ def _formative_differences(formative: Dict[str, Any], rank_log: Any, same: Any) 
     logged that differ from the ones ``--config`` gives (the same comparison as SW107)."""
     out: List[str] = []
     source: Optional[str] = None
-    for logged_key, value in rank_log.formative().items():
-        key = logged_key.replace(" ", "_")
-        key = key if key in formative else logged_key
-        if key in formative and not same(value, formative[key]):
-            out.append(f"Formative {logged_key} differs")
-            source = source or _source(rank_log, "formative", logged_key)
+    for logged_key, _key, _want, _got in formative_differences(formative, rank_log, same):
+        out.append(f"Formative {logged_key} differs")
+        source = source or _source(rank_log, "formative", logged_key)
     return out, source
 
