@@ -8,13 +8,13 @@ SW401 (ranks disagree), the ``verify`` per-layer map and ``plot strategy`` all r
 
 What MindFormers logs is *not* everything it applies (``LayerSetting`` in
 ``parallel_core/training_graph/transformer/utils.py``; docs/mindspore-facts.md §1.3; README "What
-MindFormers accepts and drops without a word"): a leaf pattern that matches several siblings logs only the last; a
-pattern that matches nothing logs nothing; in swap mode ``recompute: True`` recomputes every
-layer without a line; exclude and comm patterns skip cells silently. So the comparison works per
-*pattern*, never per literal text: a configured pattern counts as applied on a layer when at
-least one path logged for that action on that layer is matched by it (the shared matcher,
-:func:`swapwatch.patterns.logged_path_matches`), and a logged path counts as asked for when some
-pattern applied there matches it. The per-layer decisions themselves come from the
+MindFormers accepts and drops without a word"): a leaf pattern that matches several siblings logs
+only the last; a pattern that matches nothing logs nothing; in swap mode ``recompute: True``
+recomputes every layer without a line; exclude and comm patterns skip cells silently. So the
+comparison works per *pattern*, never per literal text: a configured pattern counts as applied on
+a layer when at least one path logged for that action on that layer is matched by it (the shared
+matcher, :func:`swapwatch.patterns.logged_path_matches`), and a logged path counts as asked for
+when some pattern applied there matches it. The per-layer decisions themselves come from the
 :class:`~swapwatch.plan.Plan` (strategy.py is the one place for those semantics); this module
 only knows which of them leave a line in the log.
 
