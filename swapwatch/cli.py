@@ -379,16 +379,14 @@ def plan_cmd(config, budget, run_dirs, output, force, fmt, allow_swap, model):
 
     refuse_unmodelled(config, "plan")
 
+    from .outputs import refuse_overwrite, write_text
+
     size = parse_size(budget)
-    if output and os.path.exists(output) and not force:
-        raise InputError("exists; not replacing it (use --force, or another -o)", file=output)
+    if output:
+        refuse_overwrite(output, force)      # before the search: no work for a file we would not write
     res = make_plan(config, size, run_dirs, allow_swap=allow_swap, model=model)
     if output and res.fits:
-        try:
-            with open(output, "w", encoding="utf-8") as fh:
-                fh.write(res.text)
-        except OSError as exc:
-            raise InputError(f"cannot write the plan: {exc.strerror}", file=output) from None
+        write_text(output, res.text, force)  # whole or nothing (temp file + rename), re-checked
         click.echo(f"swapwatch plan: wrote {output}", err=True)
     text = render_plan(res, fmt)
     if text:

@@ -4,6 +4,7 @@ exit codes and messages."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -219,6 +220,10 @@ def test_cli_exit_codes_and_no_overwrite(tmp_path):
     assert r.returncode == 2 and "exists" in r.stderr and out.read_text() == first
     r = cli("plan", TINY, "--budget", "50MiB", "-o", str(out), "--force")
     assert r.returncode == 0 and out.read_text() != first
+    # a place that cannot be written: one line naming it, exit 2, no temp file left behind
+    r = cli("plan", TINY, "--budget", "60MiB", "-o", str(tmp_path / "nodir" / "p.yaml"))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "nodir" in r.stderr and "Traceback" not in r.stderr
+    assert not [p for p in os.listdir(tmp_path) if p.startswith(".swapwatch-")]
     # below what full recompute reaches: exit 1 with the lowest reachable peak
     r = cli("plan", TINY, "--budget", "40MiB", "--format", "json")
     assert r.returncode == 1
