@@ -21,6 +21,7 @@ Per rank, afterwards:
 """
 from __future__ import annotations
 
+import gc
 import os
 from collections import deque
 from concurrent.futures import ProcessPoolExecutor
@@ -256,13 +257,21 @@ def _run(pieces: List[Piece], total: int, jobs: Optional[int], progress: Progres
         inflight = fill(0)
         if while_scanning is not None:
             while_scanning()        # the workers (forked at the first submit) scan meanwhile
-        while pending:
-            future, size = pending.popleft()
-            results = future.result()
-            inflight = fill(inflight - size)
-            for r in results:
-                progress.add(r.nbytes)
-                yield r
+        try:
+            while pending:
+                future, size = pending.popleft()
+                results = future.result()
+                inflight = fill(inflight - size)
+                for r in results:
+                    progress.add(r.nbytes)
+                    yield r
+                # What the caller kept of this batch lives as long as the scan: out of the cyclic
+                # collector's sight until it ends (objects are still freed when unreferenced).
+                # Each full collection rescanned every rank kept so far: ~70 ms of the parent's
+                # CPU over 10,000 ranks.
+                gc.freeze()
+        finally:
+            gc.unfreeze()
 
 
 def _batches(n: int, batch: int, tail: int) -> List[Tuple[int, int]]:
