@@ -153,9 +153,13 @@ def layer_map_json(result: Any) -> Dict[str, Any]:
     if comp is None:
         return {"rank": None, "layers": []}
     differing: Dict[int, set] = defaultdict(set)
+    bad: Dict[int, set] = {}        # a rank compared as the copy of another (same_as) has its cells
     for r, diff in comp.ranks.items():
         if diff.has_strategy_lines:
-            for layer, _ in _bad_cells(diff):
+            cells = bad.get(diff.same_as) if diff.same_as is not None else None
+            if cells is None:
+                cells = bad[r] = _bad_cells(diff)
+            for layer, _ in cells:
                 differing[layer].add(r)
     plan_layers = {lp.layer: lp for lp in result.plan.layers} if result.plan is not None else {}
     out = []
