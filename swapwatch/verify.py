@@ -102,8 +102,8 @@ def verify(paths: Sequence[str], config_path: Optional[str] = None,
     runlog = read_logs(list(paths), while_scanning=_import_for_checks)
     if not runlog.ranks:
         raise InputError(f"no worker logs found in {', '.join(map(str, paths))}")
-    # the run as read lives until the report is written: keep the cyclic collector from rescanning
-    # it (each full collection walked every rank's objects: ~60 ms at 10,000 ranks)
+    # the run as read lives through the checks: keep the cyclic collector from rescanning it while
+    # they run (each full collection walked every rank's objects: ~60 ms at 10,000 ranks)
     gc.freeze()
     try:
         return _verify_read(runlog, config_path, skip, strict, env, ir_dir)
