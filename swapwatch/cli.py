@@ -6,6 +6,7 @@ stderr and exit code 2 (never a traceback).
 """
 from __future__ import annotations
 
+import gc
 import os
 import sys
 
@@ -149,7 +150,11 @@ def verify_cmd(paths, config_path, fmt, strict, ignore, ir, env, output, force):
                     strict=strict, ir_dir=ir)
     from .verify_render import render          # imported while the logs were scanned
 
-    text = render(result, fmt)
+    gc.freeze()           # the run and the findings as they are: not rescanned while the report is made
+    try:
+        text = render(result, fmt)
+    finally:
+        gc.unfreeze()
     if output:
         write_text(output, text, force)
         click.echo(f"swapwatch verify: {result.verdict} ({output})", err=True)

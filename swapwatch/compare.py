@@ -283,14 +283,20 @@ def compare(plan: Any, runlog: Any, family: Optional[str] = None) -> Comparison:
     seen_anywhere: Set[Tuple[str, str]] = set()
     logged_paths: Set[str] = set()
     folds: Dict[Any, Tuple[RankDiff, Dict[int, int]]] = {}
+    # packed ranks by the identity of their strategy key (one shared object per distinct strategy:
+    # hashing its ~100-item tuple once per rank cost more than the rest of the rank's comparison);
+    # the entry holds the key, so its id is not reused. An equal key that is another object only
+    # misses this shortcut and is folded by content below.
+    quick_folds: Dict[Tuple[int, bool], Tuple[Any, Tuple[RankDiff, Dict[int, int]]]] = {}
     for r, rank_log in sorted(runlog.ranks.items()):
-        packed = callable(getattr(rank_log, "strategy_key", None)) and rank_log.strategy_key() is not None
+        skey = rank_log.strategy_key() if callable(getattr(rank_log, "strategy_key", None)) else None
+        packed = skey is not None
         if packed:
             # a packed rank knows its strategy's content: equal content, equal items, no unpacking
-            quick = ("packed", rank_log.strategy_key(), is_cut(rank_log))
-            folded = folds.get(quick)
-            if folded is not None and not folded[0].extra and not folded[0].value_diffs:
-                ranks[r] = _refold(r, folded, [], LazySeen(rank_log))
+            quick = (id(skey), is_cut(rank_log))
+            got = quick_folds.get(quick)
+            if got is not None and not got[1][0].extra and not got[1][0].value_diffs:
+                ranks[r] = _refold(r, got[1], [], LazySeen(rank_log))
                 continue
         seen = seen_items(rank_log)
         flat = [s for items in seen.values() for s in items]
@@ -306,7 +312,7 @@ def compare(plan: Any, runlog: Any, family: Optional[str] = None) -> Comparison:
         else:
             diff = _refold(r, folded, flat, seen)
         if packed:
-            folds.setdefault(quick, folded)
+            quick_folds.setdefault(quick, (skey, folded))
             diff.seen = LazySeen(rank_log)
         ranks[r] = diff
     return Comparison(expected, ranks, logged_paths <= known, seen_anywhere, layout_matches)
@@ -317,12 +323,13 @@ def _refold(rank: int, folded: Tuple[RankDiff, Dict[int, int]], flat: List[Seen]
     """The diff of a rank that logged exactly what an already compared rank logged (same items,
     same order, same cut): the same verdicts, with this rank's own Seen items (its sources)."""
     ref, index = folded
-    diff = RankDiff(rank, same_as=ref.rank)
+    # ref's fields, shared, then this rank's own: not RankDiff(...), whose default factories
+    # (two defaultdicts and a set, thrown away at once) were most of a folded rank's cost
+    diff = RankDiff.__new__(RankDiff)
+    diff.__dict__.update(ref.__dict__)
+    diff.rank = rank
+    diff.same_as = ref.rank
     diff.seen = seen
-    diff.has_strategy_lines = ref.has_strategy_lines
-    diff.cut_layers = ref.cut_layers
-    diff.matched = ref.matched
-    diff.missing = ref.missing
     diff.extra = [flat[index[id(s)]] for s in ref.extra]
     diff.value_diffs = [(e, flat[index[id(s)]]) for e, s in ref.value_diffs]
     return diff

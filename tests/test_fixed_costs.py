@@ -99,14 +99,15 @@ def test_discovered_names_match_relpath_and_realpath(tmp_path, monkeypatch):
 
 
 def test_the_scan_starts_before_what_only_the_checks_and_plots_need():
-    """verify and plot memory import the YAML library, the rules, pandas and matplotlib while the
-    workers scan (``read_logs(while_scanning=...)``), not before they start."""
+    """verify and plot memory import the YAML library, the rules, the comparison (and the regex
+    library its pattern matcher uses), pandas and matplotlib while the workers scan
+    (``read_logs(while_scanning=...)``), not before they start."""
     import subprocess
     import sys
 
     code = ("import sys, swapwatch.cli, swapwatch.verify, swapwatch.plot.commands, swapwatch.parsers.reader; "
-            "print(sorted(m for m in ('yaml', 'pandas', 'matplotlib', 'swapwatch.config', "
-            "'swapwatch.checks.sw101_missing_action') if m in sys.modules))")
+            "print(sorted(m for m in ('yaml', 'pandas', 'matplotlib', 'swapwatch.config', 'swapwatch.compare', "
+            "'regex', 'swapwatch.checks.sw101_missing_action') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 

@@ -90,6 +90,41 @@ def test_packed_and_folded_ranks_find_exactly_what_unpacked_ranks_find(tmp_path,
     assert seen[3][0].source.endswith("worker_63.log:26")
 
 
+def test_equal_strategy_keys_that_are_other_objects_fold_the_same(tmp_path, monkeypatch):
+    """compare matches a packed rank to the ranks already compared by the identity of its strategy
+    key (one shared object per distinct strategy); an equal key that is another object only misses
+    that shortcut: the same verdicts and the same folding, found by content."""
+    job = _job(tmp_path)
+    shared, _ = _findings(job, monkeypatch, 0)
+    real = model.RankLog.strategy_key
+
+    def copied_key(self):
+        key = real(self)
+        return None if key is None else tuple(list(key))       # equal, never the same object
+
+    monkeypatch.setattr(model.RankLog, "strategy_key", copied_key)
+    copied, _ = _findings(job, monkeypatch, 0)
+    assert copied.to_json() == shared.to_json()
+    assert {r: d.same_as for r, d in copied.comparison.ranks.items()} == \
+        {r: d.same_as for r, d in shared.comparison.ranks.items()}
+
+
+@pytest.mark.parametrize("config", ["swap_case3", "swap_case2"])
+def test_with_config_packed_ranks_find_what_unpacked_ranks_find(tmp_path, monkeypatch, config):
+    """SW107 / SW109 compare each distinct set of logged value objects with --config once (packed
+    ranks share them, unpacked ranks do not): the findings are the same either way. swap_case3 is
+    the config these logs ran (only the altered ranks differ), swap_case2 another one (SW109)."""
+    job = _job(tmp_path)
+    path = os.path.join(os.path.dirname(FIXTURE), "..", "..", "configs", f"{config}.yaml")
+    results = []
+    for pack_min in (10 ** 9, 0):
+        monkeypatch.setattr(reader, "PACK_MIN", pack_min)
+        results.append(verify([job], config_path=path).to_json())
+    assert results[0] == results[1]
+    codes = {f["code"] for f in results[0]["findings"]}
+    assert ("SW109" in codes) == (config == "swap_case2")
+
+
 def test_unpacked_window_is_bounded(tmp_path, monkeypatch):
     job = _job(tmp_path)
     monkeypatch.setattr(reader, "PACK_MIN", 0)

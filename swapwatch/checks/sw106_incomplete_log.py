@@ -90,11 +90,11 @@ class IncompleteLog(Rule):
         silent = [r for r, rl in ctx.runlog.ranks.items() if not _printed_mindformers(rl)]
         for rank, diff in comp.ranks.items():
             rank_log = ctx.runlog.ranks[rank]
-            src = rank_log.files[0] if rank_log.files else None
             if diff.has_strategy_lines:
-                if is_cut(rank_log) and diff.cut_layers:
+                cut = is_cut(rank_log)
+                if cut and diff.cut_layers:
                     yield self._cut(rank, diff, rank_log, comp)
-                elif is_cut(rank_log):
+                elif cut:
                     # the block stops, but after the last layer anything is configured to log
                     # on: nothing configured is missing (layers without actions log nothing)
                     last = max((lay for lay, items in diff.seen.items() if items), default=-1)
@@ -105,6 +105,7 @@ class IncompleteLog(Rule):
                 continue
             if not expects:
                 continue
+            src = rank_log.files[0] if rank_log.files else None
             fatal = _fatal(rank_log)
             if fatal is not None:
                 yield self.finding(

@@ -12,8 +12,8 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 from . import CheckContext, Finding, Rule, register
 from ..compare import ValueTexts, canon
 from ..layer_table import ranges
-from .sw107_log_config_differs import (_config_sections, _short, _source, formative_differences,
-                                       initial_config_differences)
+from .sw107_log_config_differs import (PerLoggedValues, _config_sections, _short, _source,
+                                       formative_differences, initial_config_differences)
 
 #: Findings that compare the run with ``--config`` layer by layer: they follow from SW109.
 CASCADE = frozenset({"SW101", "SW102", "SW103", "SW104", "SW106", "SW107", "SW110"})
@@ -54,33 +54,43 @@ class NotThisConfig(Rule):
         groups: "OrderedDict[Tuple[str, ...], List[Tuple[int, Optional[str]]]]" = OrderedDict()
         formative = getattr(ctx.plan, "formative", None) or {}
         same = ValueTexts().same          # the config's values made canonical once, not per rank
-        for rank, rank_log in sorted(ctx.runlog.ranks.items()):
-            diffs, source = _differences(ctx.plan.geometry, rank_log, sections, same)
+        want_split = canon(getattr(ctx.plan.geometry, "layer_list", None))
+
+        def differences(geometry: Dict[str, Any], initial: Dict[str, Any], form: Dict[str, Any]) -> Tuple:
+            diffs, where = _differences(want_split, geometry, initial, sections, same)
             if not diffs:
-                diffs, source = _formative_differences(formative, rank_log, same)
+                diffs, where = _formative_differences(formative, form, same)
+            return tuple(diffs), where
+
+        per_rank = PerLoggedValues(differences)
+        for rank, rank_log in sorted(ctx.runlog.ranks.items()):
+            diffs, where = per_rank(rank_log)
             if diffs:
-                groups.setdefault(tuple(diffs), []).append((rank, source))
+                groups.setdefault(diffs, []).append((rank, rank_log, where))
         for diffs, members in groups.items():
-            ranks = [r for r, _ in members]
+            ranks = [r for r, _, _ in members]
+            _, first_log, where = members[0]
             who = "this log" if len(ranks) == 1 else f"this log (ranks {ranges(ranks)})"
             shown = ", ".join(diffs[:4]) + (f" and {len(diffs) - 4} more" if len(diffs) > 4 else "")
             yield self.finding(
                 f"{who} is not a run of this config: {shown} (log vs --config); "
                 f"the per-layer comparison is skipped",
                 rank=ranks[0] if len(ranks) == 1 else None, expected="the config the log printed",
-                actual=list(diffs), source=members[0][1])
+                actual=list(diffs), source=_source(first_log, *where) if where else None)
 
 
-def _differences(geometry: Any, rank_log: Any, sections: Optional[Dict[str, Dict[str, Any]]],
-                 same: Any) -> Tuple[List[str], Optional[str]]:
-    """Short "log vs config" phrases for one rank, and the log line of the first one."""
+Where = Optional[Tuple[str, str]]
+
+
+def _differences(want: Any, logged_geometry: Dict[str, Any], initial: Dict[str, Any],
+                 sections: Optional[Dict[str, Dict[str, Any]]], same: Any) -> Tuple[List[str], Where]:
+    """Short "log vs config" phrases for what one rank logged (``want``: the config's layer
+    split, canonical), and where the log line of the first one is (``_source``'s kind and key)."""
     out: List[str] = []
-    source: Optional[str] = None
-    logged = rank_log.geometry().get("layer_list")
-    want = canon(getattr(geometry, "layer_list", None))
-    got = canon(logged)
+    where: Where = None
+    got = canon(logged_geometry.get("layer_list"))
     if isinstance(got, list) and got and all(isinstance(r, list) for r in got) and got != want:
-        source = _source(rank_log, "geometry", "layer_list")
+        where = ("geometry", "layer_list")
         n_got, n_want = sum(map(sum, got)), sum(map(sum, want))
         if n_got != n_want:
             out.append(f"{n_got} vs {n_want} layers")
@@ -90,20 +100,20 @@ def _differences(geometry: Any, rank_log: Any, sections: Optional[Dict[str, Dict
             out.append(f"interleave {len(got)} vs {len(want)}")
         if not out:
             out.append(f"layer split {got} vs {want} (offset)")
-    for key, want, got in initial_config_differences(rank_log, sections, same):
-        got_s, want_s = _short(got, 400), _short(want, 400)
+    for key, want_value, got_value in initial_config_differences(initial, sections, same):
+        got_s, want_s = _short(got_value, 400), _short(want_value, 400)
         out.append(f"{key} {got_s} vs {want_s}" if len(got_s) + len(want_s) <= 60 else f"{key} differs")
-        source = source or _source(rank_log, "initial_config", key)
-    return out, source
+        where = where or ("initial_config", key)
+    return out, where
 
 
-def _formative_differences(formative: Dict[str, Any], rank_log: Any, same: Any) -> Tuple[List[str], Optional[str]]:
+def _formative_differences(formative: Dict[str, Any], logged: Dict[str, Any],
+                           same: Any) -> Tuple[List[str], Where]:
     """For logs without ``initial ... from dict`` lines: the ``Formative ...`` values MindFormers
     logged that differ from the ones ``--config`` gives (the same comparison as SW107)."""
     out: List[str] = []
-    source: Optional[str] = None
-    for logged_key, _key, _want, _got in formative_differences(formative, rank_log, same):
+    where: Where = None
+    for logged_key, _key, _want, _got in formative_differences(formative, logged, same):
         out.append(f"Formative {logged_key} differs")
-        source = source or _source(rank_log, "formative", logged_key)
-    return out, source
-
+        where = where or ("formative", logged_key)
+    return out, where

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import Iterable
+from typing import Dict, Iterable, Tuple
 
 from . import CheckContext, Finding, Rule, register
 
@@ -43,16 +43,25 @@ class OffloadNotEffective(Rule):
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
         if ctx.runlog is None:
             return
+        # the text depends only on the count and the tally per prim, which most ranks share:
+        # written once per distinct tally, not once per rank (10,000 findings at 10,000 ranks)
+        messages: Dict[Tuple[int, Tuple[Tuple[str, int], ...]], str] = {}
         for rank, rank_log in sorted(ctx.runlog.ranks.items()):
             tally = rank_log.notices(NOTICE)      # from the packed summary: no rank is unpacked here
             if not tally.n:
                 continue
-            prims = Counter(tally.prims)
-            top = ", ".join(f"{p} x{n}" for p, n in prims.most_common(4))
-            if len(prims) > 4:
-                top += f", {len(prims) - 4} more kinds"
-            n = tally.n
-            yield self.finding(
-                f"MindSpore warned {n} time{'s' if n != 1 else ''} that the offload does not take "
-                f"effect outside the scope of the lazy_inline Cell ({top}): swap is set but moves no memory",
-                rank=rank, expected="offload inside lazy_inline cells", actual=n, source=tally.first)
+            key = (tally.n, tuple(tally.prims.items()))
+            message = messages.get(key)
+            if message is None:
+                message = messages[key] = _message(tally.n, tally.prims)
+            yield Finding(self.code, self.severity, message, rank=rank,
+                          expected="offload inside lazy_inline cells", actual=tally.n, source=tally.first)
+
+
+def _message(n: int, tally: Dict[str, int]) -> str:
+    prims = Counter(tally)
+    top = ", ".join(f"{p} x{k}" for p, k in prims.most_common(4))
+    if len(prims) > 4:
+        top += f", {len(prims) - 4} more kinds"
+    return (f"MindSpore warned {n} time{'s' if n != 1 else ''} that the offload does not take "
+            f"effect outside the scope of the lazy_inline Cell ({top}): swap is set but moves no memory")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from operator import methodcaller
 from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
 
 from .. import actions
@@ -103,17 +104,18 @@ class RanksDisagree(Rule):
 
     def _config_lines(self, runlog, ranks: Set[int]) -> Iterable[Finding]:
         """The logged ``initial ... from dict`` and ``Formative`` values must agree too."""
-        for label, getter in (("initial config", lambda rl: rl.initial_config()),
-                              ("Formative values", lambda rl: rl.formative())):
+        rank_logs = [(r, runlog.ranks[r]) for r in sorted(ranks)]
+        for label, getter in (("initial config", methodcaller("initial_config")),
+                              ("Formative values", methodcaller("formative"))):
             # one canonical text per rank (shared between equal ranks), the values re-read only
             # for the ranks that differ
             canon: Dict[str, str] = {}
             by_ids: Dict[tuple, str] = {}       # ranks that share the parsed values share the text
             texts: Dict[int, str] = {}
-            for r in sorted(ranks):
-                v = getter(runlog.ranks[r])
+            for r, rank_log in rank_logs:
+                v = getter(rank_log)
                 if v:
-                    ids = tuple((k, id(x)) for k, x in v.items())
+                    ids = (*v, *map(id, v.values()))      # its keys, then which objects they hold
                     text = by_ids.get(ids)
                     if text is None:
                         text = canon_text(v)

@@ -15,7 +15,7 @@ import re
 import stat
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ..errors import InputError
 from . import msrun
@@ -65,17 +65,22 @@ def read_head(path: str, n: int = HEAD_BYTES, stream: Any = None) -> bytes:
 
 def _walk(root: str, depth: int) -> Iterable[str]:
     """Files under ``root`` up to ``depth`` directory levels down, in sorted order."""
+    return (path for path, _, _ in _walk_named(root, depth))
+
+
+def _walk_named(root: str, depth: int) -> Iterable[Tuple[str, str, str]]:
+    """:func:`_walk` as ``(path, directory, name)``: what the directory listing already knows."""
     try:
         entries = sorted(os.scandir(root), key=lambda e: e.name)
     except OSError as exc:
         raise InputError(f"cannot list directory: {exc.strerror or exc}", file=root) from None
     for e in entries:
         if e.is_file():
-            yield e.path
+            yield e.path, root, e.name
     if depth > 0:
         for e in entries:
             if e.is_dir() and e.name not in _SKIP_DIRS and not e.name.startswith("."):
-                yield from _walk(e.path, depth - 1)
+                yield from _walk_named(e.path, depth - 1)
 
 
 def _display(path: str, base: str) -> str:
@@ -91,12 +96,13 @@ def _displayer(root: str, base: str) -> Callable[[str], str]:
     if not base or rel_root.startswith(".."):
         return lambda path: _display(path, base)
     cut = len(root)
+    prefix = os.path.join(rel_root, "")      # os.path.join(rel_root, tail) is prefix + tail
 
     def display(path: str) -> str:
         if not path.startswith(root):
             return _display(path, base)
         tail = path[cut:].lstrip(os.sep)
-        return os.path.join(rel_root, tail) if tail else rel_root
+        return prefix + tail if tail else rel_root
     return display
 
 
@@ -130,23 +136,24 @@ def _from_dir(d: str, out: Inputs, expected: set, had_expect: List[bool]) -> Non
                 had_expect[0] = True
             elif "ranks" in info:           # recorded as unknown: do not guess 0..max from the names
                 had_expect[0] = True
-    files = list(_walk(d, 2))
+    # each file's name, rank and directory worked out once (10,000 files: every os.path call
+    # a file is ~10 ms before the scan can start)
+    files = list(_walk_named(d, 2))
     base = os.path.dirname(os.path.abspath(d).rstrip(os.sep))
     display = _displayer(d, base)
-    workers = [p for p in files if _WORKER_RE.match(os.path.basename(p))]
-    scheds = [p for p in files if os.path.basename(p) in ("scheduler.log", "scheduler.log.gz")]
-    chosen = workers or [p for p in files if _LOG_RE.search(os.path.basename(p)) and p not in scheds]
-    for p in chosen:
-        out.files.append(LogFile(p, display(p), "rank", msrun.rank_from_name(p), p.endswith(".gz")))
+    workers = [w for w in files if _WORKER_RE.match(w[2])]
+    scheds = [p for p, _, name in files if name in ("scheduler.log", "scheduler.log.gz")]
+    chosen = workers or [w for w in files if _LOG_RE.search(w[2]) and w[0] not in scheds]
+    by_dir: Dict[str, int] = {}
+    for p, where, _ in chosen:
+        rank = msrun.rank_from_name(p)
+        out.files.append(LogFile(p, display(p), "rank", rank, p.endswith(".gz")))
+        if rank is not None:
+            by_dir[where] = max(by_dir.get(where, -1), rank)
     for p in scheds:
         out.files.append(LogFile(p, display(p), "scheduler", None, p.endswith(".gz")))
     if workers and not had_expect[0]:
-        by_dir: Dict[str, int] = {}
-        for p in workers:
-            r = msrun.rank_from_name(p)
-            if r is not None:
-                by_dir[os.path.dirname(p)] = max(by_dir.get(os.path.dirname(p), -1), r)
-        for hi in by_dir.values():
+        for hi in by_dir.values():      # chosen is workers here
             expected.update(range(hi + 1))
     if not chosen:
         raise InputError("no worker logs here (looked for worker_*.log and *.log up to two levels down)", file=d)
@@ -182,9 +189,10 @@ def discover(paths: Sequence[str]) -> Inputs:
                 # the file itself is no link: its real path is its directory's (resolved once a
                 # directory, not once a file: os.path.realpath lstats every component)
                 head, name = os.path.split(f.path)
-                if head not in real_dirs:
-                    real_dirs[head] = os.path.realpath(head or os.curdir)
-                key, size = os.path.join(real_dirs[head], name), st.st_size
+                real = real_dirs.get(head)
+                if real is None:      # kept as the prefix os.path.join(real, name) starts with
+                    real = real_dirs[head] = os.path.join(os.path.realpath(head or os.curdir), "")
+                key, size = real + name, st.st_size
         except OSError as exc:
             raise InputError(f"cannot read log: {exc.strerror or exc}", file=f.path) from None
         if key in seen:

@@ -21,10 +21,10 @@ Per rank, afterwards:
 """
 from __future__ import annotations
 
+import gc
 import os
 from collections import deque
 from concurrent.futures import ProcessPoolExecutor
-from itertools import islice
 from dataclasses import dataclass
 from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Sequence, Tuple
 
@@ -233,23 +233,71 @@ def _run(pieces: List[Piece], total: int, jobs: Optional[int], progress: Progres
         return
     workers = min(jobs, len(pieces))
     # Batches of pieces per task (1,000 small files cost 1,000 round trips otherwise), and only
-    # WINDOW batches per worker in flight: results the caller has not taken yet are memory, and
-    # ``Executor.map`` would run ahead through the whole input.
+    # WINDOW batches' worth of pieces per worker in flight: results the caller has not taken yet
+    # are memory, and ``Executor.map`` would run ahead through the whole input.
     batch = max(1, min(32, len(pieces) // (workers * 8)))
-    batches = [pieces[i:i + batch] for i in range(0, len(pieces), batch)]
-    with ProcessPoolExecutor(max_workers=workers) as ex:
-        todo = iter(batches)
-        pending: Deque = deque(ex.submit(_parse_batch, b) for b in islice(todo, WINDOW * workers))
+    window = WINDOW * workers * batch
+    # The workers get the whole piece list once, when they start (inherited as it is when they are
+    # forked), and each task is only a range of it: pickling 10,000 Piece dataclasses at submit
+    # took the parent ~0.1 s of CPU while the workers scanned.
+    with ProcessPoolExecutor(max_workers=workers, initializer=_take_pieces, initargs=(pieces,)) as ex:
+        todo = iter(_batches(len(pieces), batch, window))
+        pending: Deque = deque()
+
+        def fill(inflight: int) -> int:
+            """Submit batches while fewer than ``window`` pieces are in flight."""
+            while inflight < window:
+                lo, hi = next(todo, (0, 0))
+                if hi == 0:
+                    break
+                pending.append((ex.submit(_parse_range, lo, hi), hi - lo))
+                inflight += hi - lo
+            return inflight
+
+        inflight = fill(0)
         if while_scanning is not None:
             while_scanning()        # the workers (forked at the first submit) scan meanwhile
-        while pending:
-            results = pending.popleft().result()
-            nxt = next(todo, None)
-            if nxt is not None:
-                pending.append(ex.submit(_parse_batch, nxt))
-            for r in results:
-                progress.add(r.nbytes)
-                yield r
+        try:
+            while pending:
+                future, size = pending.popleft()
+                results = future.result()
+                inflight = fill(inflight - size)
+                for r in results:
+                    progress.add(r.nbytes)
+                    yield r
+                # What the caller kept of this batch lives as long as the scan: out of the cyclic
+                # collector's sight until it ends (objects are still freed when unreferenced).
+                # Each full collection rescanned every rank kept so far: ~70 ms of the parent's
+                # CPU over 10,000 ranks.
+                gc.freeze()
+        finally:
+            gc.unfreeze()
+
+
+def _batches(n: int, batch: int, tail: int) -> List[Tuple[int, int]]:
+    """``[lo, hi)`` ranges of ``n`` pieces: ``batch`` pieces each, but the last ``tail`` pieces in
+    quarter batches, so the workers run out of work within a few pieces of each other (a worker
+    that gets the last full batch keeps the other idle for half a batch on average: ~0.07 s of
+    1,024 one-MB logs)."""
+    small = max(1, batch // 4)
+    cut = max(0, n - tail)
+    cut -= cut % batch
+    return ([(i, min(i + batch, cut)) for i in range(0, cut, batch)] +
+            [(i, min(i + small, n)) for i in range(cut, n, small)])
+
+
+#: The pieces of the scan a pool worker serves (:func:`_take_pieces`, at the worker's start).
+_POOL_PIECES: List[Piece] = []
+
+
+def _take_pieces(pieces: List[Piece]) -> None:
+    global _POOL_PIECES
+    _POOL_PIECES = pieces
+
+
+def _parse_range(lo: int, hi: int) -> List[PieceResult]:
+    """A pool task: the worker's pieces ``lo`` to ``hi`` (:func:`_take_pieces`)."""
+    return _parse_batch(_POOL_PIECES[lo:hi])
 
 
 def _parse_batch(pieces: List[Piece]) -> List[PieceResult]:
