@@ -9,11 +9,11 @@ are msrun's, tracebacks and SWAPWATCH lines are raw or inside any record.
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, Iterable, List, Optional
+from typing import Callable, Dict, Iterable, List, Optional, Union
 
 from . import layersetting, memory, msrun, pynative, steps, swapwatch_lines, tracebacks
 from .grammar import ASCEND_NEEDLE, CPU_NEEDLE, EXIT_NEEDLE, OFFLOAD_NEEDLE, SWAPWATCH_NEEDLE, TRACEBACK_NEEDLE
-from .model import Event, NoticeEvent
+from .model import Event, NoticeEvent, _new_copy
 from .prefix import Line, clean, collapse, split
 
 _MF_FORMATS = ("mindformers", "mindformers_trimmed", "mindformers_file", "level_only")
@@ -26,15 +26,52 @@ _OFF = OFFLOAD_NEEDLE.decode()
 
 Follow = Callable[[], Iterable[tuple]]
 
-#: Parsed MindFormers records by their text after the timestamp (see :func:`classify_cached`).
-_CACHE: Dict[tuple, List[Event]] = {}
+class Entry:
+    """One remembered line parse: its events as prototypes (rank None, source ``""``, never handed
+    out to be changed) and a serial number unique in this process. The serial outlives the bounded
+    cache: a rank's template (:mod:`swapwatch.parsers.templates`) names its lines' entries by
+    serial, so an entry that was evicted and parsed again is a new entry, never a reused number."""
+
+    __slots__ = ("serial", "events", "tails")
+
+    def __init__(self, serial: int, events: List[Event]):
+        self.serial = serial
+        self.events = events
+        self.tails: Optional[List[str]] = None     # the events' JSONL after rank and source (events_output)
+
+
+#: Parsed MindFormers records by their text after the timestamp (see :func:`classify_proto`).
+_CACHE: Dict[tuple, Entry] = {}
 CACHE_MAX = 8192
-_new = object.__new__
+_SERIAL = [0]
+#: Kinds whose values differ on every line and rank (step counters, memory figures): never
+#: remembered, so 10,000 ranks' step and memory lines do not evict the strategy lines every few
+#: hundred ranks (each would be a miss anyway).
+_RANK_SPECIFIC = ("step", "memory")
 
 
 def classify_cached(text: str, rank: Optional[int], source: str, follow: Optional[Follow] = None,
                     prefixed: bool = False) -> List[Event]:
-    """:func:`classify` with the parse of MindFormers records remembered across lines and files.
+    """:func:`classify` with the parse of MindFormers records remembered across lines and files
+    (:func:`classify_proto`): a remembered line gives shallow copies of its prototypes with this
+    line's rank and source."""
+    hit = classify_proto(text, follow, prefixed)
+    if hit is None:
+        return classify(text, rank, source, follow, prefixed)
+    if hit.__class__ is not Entry:
+        for e in hit:                               # type: ignore[union-attr]
+            e.rank = rank
+            e.source = source
+        return hit                                  # type: ignore[return-value]
+    return [_new_copy(e, rank, source) for e in hit.events]      # type: ignore[union-attr]
+
+
+def classify_proto(text: str, follow: Optional[Follow] = None, prefixed: bool = False
+                   ) -> Union[Entry, List[Event], None]:
+    """The events of a line whose events do not depend on its rank, source or the lines after it:
+    its cache :class:`Entry` (shared prototypes: do not change them), or a fresh list with rank
+    None and source ``""`` when the line is of that sort but not remembered (step and memory
+    lines); None for the other lines (classify them with :func:`classify`).
 
     Why: every rank of a job logs the same strategy block (the same ``Set ...``, ``Formative`` and
     ``initial ... from dict`` records), and only the timestamp in front differs, so parsing the
@@ -42,46 +79,39 @@ def classify_cached(text: str, rank: Optional[int], source: str, follow: Optiona
     ranks. Only records that start with the fixed-width ``YYYY-MM-DD HH:MM:SS,mmm`` timestamp are
     remembered (the event never carries the timestamp), and MindSpore C++ records by their message
     (the offload warnings repeat on every rank), never the families whose events depend
-    on the lines after them (tracebacks, Ascend blocks) or on their own rank (SWAPWATCH). A hit
-    returns shallow copies with this line's rank and source. The table is bounded (cleared when
-    full), so memory does not grow with the input.
+    on the lines after them (tracebacks, Ascend blocks) or on their own rank (SWAPWATCH). The table
+    is bounded (cleared when full), so memory does not grow with the input.
     """
     if len(text) < 30 or _SW in text or _TB in text or _ASC in text:
-        return classify(text, rank, source, follow, prefixed)
+        return None
     if text[4] != "-" or text[19] != ",":
         if text[0] != "[":
-            return classify(text, rank, source, follow, prefixed)
+            return None
         # A MindSpore C++ record (the offload warnings, one per marked node and rank): its events
         # depend on the message alone (no MindFormers family is read from it), so the message is
         # the key; the pid, thread and timestamp in front differ per rank.
         line = split(clean(text))
         if line.fmt != "mindspore_cpp":
-            return _classify_line(line, rank, source, follow, prefixed)
+            return None
         key: tuple = ("mindspore_cpp", line.msg)
         hit = _CACHE.get(key)
-        if hit is None:
-            hit = _remember(key, _classify_line(line, None, "", follow, prefixed))
+        if hit is not None:
+            return hit
+        events = _classify_line(line, None, "", follow, prefixed)
     else:
         key = (text[23:], prefixed)
         hit = _CACHE.get(key)
-        if hit is None:
-            hit = _remember(key, classify(text, None, "", follow, prefixed))
-    out = []
-    for e in hit:
-        c = _new(type(e))
-        d = c.__dict__
-        d.update(e.__dict__)
-        d["rank"] = rank
-        d["source"] = source
-        out.append(c)
-    return out
-
-
-def _remember(key: tuple, events: List[Event]) -> List[Event]:
+        if hit is not None:
+            return hit
+        events = classify(text, None, "", follow, prefixed)
+    for e in events:
+        if e.kind in _RANK_SPECIFIC:
+            return events
     if len(_CACHE) >= CACHE_MAX:
         _CACHE.clear()
-    _CACHE[key] = events
-    return events
+    _SERIAL[0] += 1
+    entry = _CACHE[key] = Entry(_SERIAL[0], events)
+    return entry
 
 
 def classify(text: str, rank: Optional[int], source: str, follow: Optional[Follow] = None,

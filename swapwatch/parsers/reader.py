@@ -22,16 +22,18 @@ Per rank, afterwards:
 from __future__ import annotations
 
 import os
+from array import array
 from collections import deque
 from concurrent.futures import ProcessPoolExecutor
 from itertools import islice
 from dataclasses import dataclass
-from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Deque, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from ..errors import InputError
 from . import inputs as inp
-from .classify import classify_cached
-from .model import Event, NoticeEvent, RankLog, RunLog, SwapwatchEvent, pack, share, unpacked
+from . import templates
+from .classify import Entry, classify, classify_cached, classify_proto
+from .model import Event, NoticeEvent, RankLog, RunLog, SwapwatchEvent, _new_copy, pack, share, unpacked
 from .msrun import rank_from_head, scheduler_ranks
 from .progress import Progress
 from .scanner import CHUNK, Needles, Scan, is_prefixed
@@ -114,13 +116,15 @@ def _parse_piece(piece: Piece, progress=None) -> PieceResult:
             scan = Scan(f, Needles.for_file(prefixed), owned=owned, chunk=piece.chunk, progress=progress,
                         first=first)
             events: List[Event] = []
-            for line, text in scan:
-                evs = classify_cached(text, rank, str(line), follow=scan.follow, prefixed=prefixed)
-                if scan.partial and evs and not all(getattr(e, "origin", "") == "swapwatch" or
-                                                    e.kind == "swapwatch" for e in evs):
-                    # a line cut off mid-way would parse into wrong paths/values: say so instead
-                    evs = [NoticeEvent(rank, str(line), what="partial_line", data={"text": text[:200]})]
-                events.extend(evs)
+            found = None
+            if piece.pack or piece.encode is not None:      # a whole file (see _plan)
+                found = _scan_templated(scan, rank, prefixed)
+            else:
+                for line, text in scan:
+                    evs = classify_cached(text, rank, str(line), follow=scan.follow, prefixed=prefixed)
+                    if scan.partial and evs:
+                        evs = _partial(evs, rank, line, text)
+                    events.extend(evs)
     except (OSError, EOFError) as exc:
         raise InputError(f"cannot read log: {exc.__class__.__name__}: {exc}", file=piece.path) from None
     except Exception as exc:  # zlib.error / gzip.BadGzipFile: a damaged .gz
@@ -128,25 +132,120 @@ def _parse_piece(piece: Piece, progress=None) -> PieceResult:
             raise InputError(f"cannot read log: {exc}", file=piece.path) from None
         raise
     result = PieceResult(piece.index, events, scan.newlines, scan.bytes, head_rank)
-    if piece.pack:
-        _pack_file(piece, rank, result)
-    elif piece.encode is not None:
-        _encode_file(piece, rank, result)
+    if found is not None:
+        if piece.pack:
+            _pack_found(piece, rank, result, found)
+        else:
+            _encode_found(piece, rank, result, found)
     return result
 
 
-def _encode_file(piece: Piece, rank: Optional[int], result: PieceResult) -> None:
+def _partial(evs: List[Event], rank: Optional[int], line: int, text: str) -> List[Event]:
+    """A line cut off mid-way would parse into wrong paths/values: say so instead (SWAPWATCH
+    events, complete JSON, stay)."""
+    if all(getattr(e, "origin", "") == "swapwatch" or e.kind == "swapwatch" for e in evs):
+        return evs
+    return [NoticeEvent(rank, str(line), what="partial_line", data={"text": text[:200]})]
+
+
+#: What a whole file's scan leaves for its rank (:func:`_scan_templated`): the cache entries of its
+#: remembered lines, their line numbers, each extra event's position among those entries, the extras.
+Found = Tuple[List[Entry], array, List[int], List[Event]]
+
+
+def _scan_templated(scan: Scan, rank: Optional[int], prefixed: bool) -> Found:
+    """The candidate lines of a whole file as the template representation
+    (:mod:`swapwatch.parsers.templates`): a remembered line adds its shared cache entry and line
+    number, any other line its events (rank and piece-relative source, as classify makes them)."""
+    entries: List[Entry] = []
+    lines = array("q")
+    positions: List[int] = []
+    extras: List[Event] = []
+    follow = scan.follow
+    for line, text in scan:
+        hit = classify_proto(text, follow, prefixed)
+        if hit.__class__ is Entry:
+            protos = hit.events                                 # type: ignore[union-attr]
+            if not protos:
+                continue
+            if not scan.partial:
+                entries.append(hit)                             # type: ignore[arg-type]
+                lines.append(line)
+                continue
+            evs = [_new_copy(e, rank, str(line)) for e in protos]
+        elif hit is None:
+            evs = classify(text, rank, str(line), follow, prefixed)
+        else:
+            evs = hit                                           # type: ignore[assignment]
+            for e in evs:
+                e.rank = rank
+                e.source = str(line)
+        if evs:
+            if scan.partial:
+                evs = _partial(evs, rank, line, text)
+            positions.extend([len(entries)] * len(evs))
+            extras.extend(evs)
+    return entries, lines, positions, extras
+
+
+def _pack_found(piece: Piece, rank: Optional[int], result: PieceResult, found: Found) -> None:
+    """:func:`_pack_file` of a whole rank file scanned as a template: settled and packed as one
+    (:class:`swapwatch.parsers.templates.Templated`), or, when the template does not apply
+    (unranked file, SWAPWATCH events that overrule text lines, too many templates), by the object
+    path."""
+    entries, lines, positions, extras = found
+    final = _events_rank(extras, rank)
+    template = templates.template_of(entries) if final is not None and entries else None
+    if template is None or not templates.fits(extras, template.info):
+        result.events = list(templates.merged(entries, lines, positions, extras, rank, ""))
+        _pack_file(piece, rank, result)
+        return
+    prefix = f"{piece.display}:"
+    for e in extras:
+        e.source = f"{prefix}{e.source}"
+        e.rank = final
+    if lines and lines[-1] < 1 << 32:
+        lines = array("I", lines)
+    rl = RankLog(final, files=[piece.display])
+    _settle_found(rl, entries, lines, positions, extras, prefix, {piece.display: result.newlines})
+    own = _summarise_found(template.info, lines, positions, extras, final, prefix)
+    packed = templates.Templated(template, lines, templates.pack_extras(positions, extras), piece.display, final, own)
+    rl.__dict__["_packed"] = packed
+    rl.__dict__["_events"] = None
+    rl.__dict__["_memo"] = packed.memo()
+    mf = templates.has_mindformers(template.info, extras)
+    result.packed = Packed(rl, mf, mf)
+
+
+def _settle_found(rl: RankLog, entries: List[Entry], lines: Any, positions: List[int], extras: List[Event],
+                  prefix: str, file_lines: Dict[str, int]) -> None:
+    """:func:`_settle` of a template rank: no authority (its extras hold no SWAPWATCH actions or
+    steps, see ``templates.fits``), completeness over the merged events."""
+    blocks = _blocks(templates.sourced(entries, lines, positions, extras, prefix), file_lines, TAIL_SLACK)
+    rl.layer_settings = len(blocks)
+    rl.complete = bool(blocks) and all(b["complete"] for b in blocks)
+    rl.truncated = any(not b["complete"] for b in blocks)
+
+
+def _summarise_found(info: Any, lines: Any, positions: List[int], extras: List[Event], rank: int,
+                     prefix: str) -> Dict[str, Any]:
+    return templates.summary(info, lines, positions, extras, rank, prefix)
+
+
+def _encode_found(piece: Piece, rank: Optional[int], result: PieceResult, found: Found) -> None:
     """The JSONL of a whole file, as :func:`iter_events` + the events command would write it in
-    the parent: the file's rank (:func:`_file_rank`) on each event of a rank file, final sources."""
-    events = result.events
-    rank = _events_rank(events, rank) if piece.rank_file else None
-    display = f"{piece.display}:"
-    for e in events:
-        e.source = f"{display}{e.source}"
-        if rank is not None:
-            e.rank = rank
-    result.text = piece.encode.text(events)
-    result.events = []
+    the parent: the file's rank (:func:`_file_rank`) on each event of a rank file, final sources.
+    Each prototype's JSON is encoded once per process (``EventSelect.text_template``), rank and
+    source spliced in."""
+    entries, lines, positions, extras = found
+    final = _events_rank(extras, rank) if piece.rank_file else None
+    prefix = f"{piece.display}:"
+    for e in extras:
+        e.source = f"{prefix}{e.source}"
+        if final is not None:
+            e.rank = final
+    result.text = piece.encode.text_template(entries, lines, positions, extras,
+                                             rank if final is None else final, piece.display)
 
 
 def _pack_file(piece: Piece, rank: Optional[int], result: PieceResult) -> None:
@@ -474,14 +573,21 @@ def complete_blocks(events: Sequence[Event], file_lines: Optional[Dict[str, int]
     A SWAPWATCH ``plan`` and MindFormers' own geometry lines of the same LayerSetting instance
     describe one block (the shim sends its plan after layer 0; the hooks send it first).
     """
+    return _blocks(((e, e.source) for e in events), file_lines, tail_slack)
+
+
+def _blocks(sourced: Iterable[Tuple[Event, str]], file_lines: Optional[Dict[str, int]],
+            tail_slack: int) -> List[dict]:
+    """:func:`complete_blocks` over (event, its ``file:line``): a template rank's prototypes carry
+    no source of their own (``templates.sourced``)."""
     blocks: List[dict] = []
     cur: Optional[dict] = None
-    for e in events:          # kinds, not isinstance: one string compare per event (each class has one kind)
+    for e, source in sourced:   # kinds, not isinstance: one string compare per event (each class has one kind)
         kind = e.kind
         geometry = kind == "geometry" and e.what == "layer_list"                     # type: ignore
         plan = kind == "swapwatch" and e.payload.get("kind") == "plan"               # type: ignore
         if geometry or plan:
-            name, _, ln = e.source.rpartition(":")
+            name, _, ln = source.rpartition(":")
             line = int(ln) if ln.isdigit() else 0
             n = _num_layers(e.value) if geometry else e.payload.get("num_layers")     # type: ignore
             n = n if isinstance(n, int) and n > 0 else None
@@ -504,7 +610,7 @@ def complete_blocks(events: Sequence[Event], file_lines: Optional[Dict[str, int]
         if kind == "action":
             if e.layer > cur["max_layer"]:                                            # type: ignore
                 cur["max_layer"] = e.layer                                            # type: ignore
-            name, _, ln = e.source.rpartition(":")
+            name, _, ln = source.rpartition(":")
             if name == cur["file"]:
                 line = int(ln) if ln.isdigit() else 0
                 if line > cur["last"]:
