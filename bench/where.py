@@ -4,11 +4,17 @@
 its stages, so the README's Speed section can say where the remaining time is, in numbers:
 
 * ``prefilter``: finding the candidate lines' literals (``parsers/prefilter.py``, per byte);
-* ``classify``: turning candidate lines into events (``parsers/classify.py``, per line);
-* ``settle``: authority and completeness of a rank (``reader._settle``);
-* ``pack``: summary, pickle and zlib of a rank's events (``model.pack``);
+* ``classify``: turning candidate lines into events or classify-cache entries
+  (``parsers/classify.py``, per line);
+* ``settle``: authority and completeness of a rank (``reader._settle``; ``reader._settle_found``
+  for a rank kept as a template, ``parsers/templates.py``);
+* ``pack``: a rank's summary and packed form: of its events (``model.pack``: summary, pickle,
+  zlib), or of its template (``reader._summarise_found`` + ``templates.pack_extras``);
+* ``encode``: the JSONL of a whole file for ``swapwatch events`` (``--events``;
+  ``EventSelect.text_template``);
 * ``other``: the rest of ``reader._parse_piece``: reading, the head decision, locating and
-  numbering lines around the hits, decoding them.
+  numbering lines around the hits, decoding them, collecting a rank's entries and line numbers,
+  interning its template, the per-file setup.
 
 Each stage is timed with ``time.process_time`` around the function that does it (the timer costs
 about 1 microsecond a call, ~0.15 ms of a rank's total), on the files exactly as the workers get
@@ -32,8 +38,14 @@ sys.path.insert(0, ROOT)
 
 from swapwatch.parsers import inputs, model, prefilter, reader  # noqa: E402
 
-STAGES = {"prefilter": (prefilter.Prefilter, "find"), "classify": (reader, "classify_cached"),
-          "settle": (reader, "_settle"), "pack": (reader, "pack")}
+from swapwatch import events_output  # noqa: E402
+
+#: stage -> the functions timed for it (none calls another one of the list)
+STAGES = {"prefilter": [(prefilter.Prefilter, "find")],
+          "classify": [(reader, "classify_cached"), (reader, "classify_proto"), (reader, "classify")],
+          "settle": [(reader, "_settle"), (reader, "_settle_found")],
+          "pack": [(reader, "pack"), (reader, "_summarise_found"), (reader.templates, "pack_extras")],
+          "encode": [(events_output.EventSelect, "text"), (events_output.EventSelect, "text_template")]}
 
 
 def _timed(owner, name: str, acc: Dict[str, float], label: str) -> None:
@@ -54,17 +66,21 @@ def main(argv: List[str] = None) -> int:
     ap.add_argument("path", help="a job directory (worker_N.log files) or one big log")
     ap.add_argument("--files", type=int, default=300, help="rank logs of a job to time (default 300)")
     ap.add_argument("--pieces", type=int, default=8, help="32 MB pieces of a big log to time (default 8)")
+    ap.add_argument("--events", action="store_true", help="the files as ``swapwatch events`` gets them (JSONL)")
     a = ap.parse_args(argv)
     found = inputs.discover([a.path])
     files = found.files
     packing = sum(f.role == "rank" for f in files) > reader.PACK_MIN
-    pieces = reader._plan(files[:a.files + 3], reader.CHUNK, reader.PIECE, packing)
+    select = events_output.event_filter((), None) if a.events else None
+    packing = packing and not a.events
+    pieces = reader._plan(files[:a.files + 3], reader.CHUNK, reader.PIECE, packing, encode=select)
     pieces = pieces[:3] + pieces[3:3 + (a.files if len(files) > 1 else a.pieces)]
     reader._parse_batch(pieces[:3])          # warm: prefilter compiled, classify cache filled
     pieces = pieces[3:]
     acc = dict.fromkeys(STAGES, 0.0)
-    for label, (owner, name) in STAGES.items():
-        _timed(owner, name, acc, label)
+    for label, timed in STAGES.items():
+        for owner, name in timed:
+            _timed(owner, name, acc, label)
     t = time.process_time()
     results = reader._parse_batch(pieces)
     total = time.process_time() - t
@@ -73,7 +89,7 @@ def main(argv: List[str] = None) -> int:
     per, unit = (len(pieces), "ms per rank log") if len(files) > 1 else (nbytes / 1e9, "s per GB")
     scale = 1e3 if len(files) > 1 else 1.0
     print(f"{a.path}: {len(pieces)} {'files' if len(files) > 1 else 'pieces'}, {nbytes / 1e6:.0f} MB, "
-          f"{'packed' if packing else 'not packed'}; CPU {unit}:")
+          f"{'events' if a.events else 'packed' if packing else 'not packed'}; CPU {unit}:")
     for label in list(STAGES) + ["other"]:
         print(f"  {label:<10} {acc[label] * scale / per:7.3f}")
     print(f"  {'total':<10} {total * scale / per:7.3f}   ({nbytes / total / 1e9:.2f} GB/s of CPU)")

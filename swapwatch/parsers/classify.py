@@ -9,10 +9,13 @@ are msrun's, tracebacks and SWAPWATCH lines are raw or inside any record.
 """
 from __future__ import annotations
 
+import re
+
 from typing import Callable, Dict, Iterable, List, Optional, Union
 
 from . import layersetting, memory, msrun, pynative, steps, swapwatch_lines, tracebacks
-from .grammar import ASCEND_NEEDLE, CPU_NEEDLE, EXIT_NEEDLE, OFFLOAD_NEEDLE, SWAPWATCH_NEEDLE, TRACEBACK_NEEDLE
+from .grammar import (ASCEND_NEEDLE, CPU_NEEDLE, EXIT_NEEDLE, OFFLOAD_NEEDLE, PREFIXES, SWAPWATCH_NEEDLE,
+                      TRACEBACK_NEEDLE)
 from .model import Event, NoticeEvent, _new_copy
 from .prefix import Line, clean, collapse, split
 
@@ -40,6 +43,17 @@ class Entry:
         self.tails: Optional[List[str]] = None     # the events' JSONL after rank and source (events_output)
 
 
+#: The head of a MindSpore C++ record up to its timestamp: grammar.PREFIXES' ``mindspore_cpp``
+#: row cut before its ``[file:line]`` (one grammar, not a second copy).
+def _cpp_head() -> "re.Pattern[str]":
+    rx = next(rx for name, rx, _ in PREFIXES if name == "mindspore_cpp")
+    head, cut, _ = rx.partition(r" \[(?P<file>")
+    if not cut or "(?P<ts>" not in head:    # the grammar changed: this key would be wrong
+        raise AssertionError("classify: the mindspore_cpp prefix no longer has ts then [file:line]")
+    return re.compile(head)
+
+
+_CPP_HEAD = _cpp_head()
 #: Parsed MindFormers records by their text after the timestamp (see :func:`classify_proto`).
 _CACHE: Dict[tuple, Entry] = {}
 CACHE_MAX = 8192
@@ -88,15 +102,23 @@ def classify_proto(text: str, follow: Optional[Follow] = None, prefixed: bool = 
         if text[0] != "[":
             return None
         # A MindSpore C++ record (the offload warnings, one per marked node and rank): its events
-        # depend on the message alone (no MindFormers family is read from it), so the message is
-        # the key; the pid, thread and timestamp in front differ per rank.
-        line = split(clean(text))
-        if line.fmt != "mindspore_cpp":
+        # depend on the message alone (no MindFormers family is read from it), so the text after
+        # the pid, thread and timestamp (which differ per rank) is the key. Given that head, the
+        # rest alone decides whether the line is such a record and what its message is (no other
+        # prefix of grammar.PREFIXES can match it), so only lines that are records are remembered.
+        head = _CPP_HEAD.match(text)
+        if head is None:
             return None
-        key: tuple = ("mindspore_cpp", line.msg)
+        end = head.end()
+        if "\x1b" in text[:end] or "\r" in text[:end]:       # clean() would change the head
+            return None
+        key: tuple = ("mindspore_cpp", text[end:])
         hit = _CACHE.get(key)
         if hit is not None:
             return hit
+        line = split(clean(text))
+        if line.fmt != "mindspore_cpp":
+            return None
         events = _classify_line(line, None, "", follow, prefixed)
     else:
         key = (text[23:], prefixed)

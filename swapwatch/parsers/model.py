@@ -225,7 +225,10 @@ class RankLog:
         1,024-rank job only for its few memory lines took the plot's parent 0.5 s)."""
         memo = self._summary()
         if memo is not None:
-            return list(pickle.loads(zlib.decompress(memo["memory"]))) if memo["memory"] else []
+            rows = memo["memory"]
+            if rows.__class__ is not bytes:      # a template rank: its rows are in its extras
+                return rows()
+            return list(pickle.loads(zlib.decompress(rows))) if rows else []
         return _memory_rows(self.events)
 
     def initial_config(self) -> Dict[str, Any]:

@@ -207,7 +207,7 @@ def _pack_found(piece: Piece, rank: Optional[int], result: PieceResult, found: F
     if lines and lines[-1] < 1 << 32:
         lines = array("I", lines)
     rl = RankLog(final, files=[piece.display])
-    _settle_found(rl, entries, lines, positions, extras, prefix, {piece.display: result.newlines})
+    _settle_found(rl, template, lines, positions, extras, piece.display, {piece.display: result.newlines})
     own = _summarise_found(template.info, lines, positions, extras, final, prefix)
     packed = templates.Templated(template, lines, templates.pack_extras(positions, extras), piece.display, final, own)
     rl.__dict__["_packed"] = packed
@@ -217,14 +217,89 @@ def _pack_found(piece: Piece, rank: Optional[int], result: PieceResult, found: F
     result.packed = Packed(rl, mf, mf)
 
 
-def _settle_found(rl: RankLog, entries: List[Entry], lines: Any, positions: List[int], extras: List[Event],
-                  prefix: str, file_lines: Dict[str, int]) -> None:
+def _settle_found(rl: RankLog, template: Any, lines: Any, positions: List[int], extras: List[Event],
+                  display: str, file_lines: Dict[str, int]) -> None:
     """:func:`_settle` of a template rank: no authority (its extras hold no SWAPWATCH actions or
-    steps, see ``templates.fits``), completeness over the merged events."""
-    blocks = _blocks(templates.sourced(entries, lines, positions, extras, prefix), file_lines, TAIL_SLACK)
-    rl.layer_settings = len(blocks)
-    rl.complete = bool(blocks) and all(b["complete"] for b in blocks)
-    rl.truncated = any(not b["complete"] for b in blocks)
+    steps, see ``templates.fits``); completeness (:func:`complete_blocks`) from the template's
+    blocks (:func:`_template_blocks`, once per template) replayed with this rank's extras and
+    line numbers."""
+    tb = template.blocks
+    if tb is None:
+        tb = template.blocks = _template_blocks(template.entries)
+    opens, ops = tb
+    state = [[False, False] for _ in opens]         # per block: moved on, crashed
+    cur = -1
+    x = 0
+    nx = len(extras)
+    for k, op in ops:
+        while x < nx and positions[x] <= k:
+            if cur >= 0:
+                _replay(state[cur], _EXTRA_OPS.get(_op_kind(extras[x])))
+            x += 1
+        if op == _OPEN:
+            if cur >= 0 and not state[cur][1]:
+                state[cur][0] = True
+            cur += 1
+        else:
+            _replay(state[cur], op)
+    if cur >= 0:
+        for e in extras[x:]:
+            _replay(state[cur], _EXTRA_OPS.get(_op_kind(e)))
+    total = file_lines.get(display, 0)
+    done = []
+    for (n, max_layer, k_last), (moved_on, crashed) in zip(opens, state):
+        more = total - lines[k_last] > TAIL_SLACK
+        done.append(bool((n is not None and max_layer >= n - 1) or moved_on or (more and not crashed)))
+    rl.layer_settings = len(done)
+    rl.complete = bool(done) and all(done)
+    rl.truncated = not all(done)
+
+
+_OPEN, _CRASH, _MOVED = 0, 1, 2
+#: what an event does to the open block in :func:`complete_blocks`, by kind (or ``notice:what``)
+_EXTRA_OPS = {"notice:traceback": _CRASH, "notice:config_error": _CRASH, "step": _MOVED, "memory": _MOVED,
+              "exit": _MOVED, "notice:offload_outside_lazy_inline": _MOVED}
+
+
+def _op_kind(e: Event) -> str:
+    return f"notice:{e.what}" if e.kind == "notice" else e.kind       # type: ignore[attr-defined]
+
+
+def _replay(block: List[bool], op: Optional[int]) -> None:
+    if op == _CRASH:
+        if not block[0]:
+            block[1] = True
+    elif op == _MOVED and not block[1]:
+        block[0] = True
+
+
+def _template_blocks(entries: Sequence[Entry]) -> Tuple[List[Tuple[Optional[int], int, int]], List[Tuple[int, int]]]:
+    """A template's part of :func:`complete_blocks`: per block (``num_layers``, its highest
+    action layer, the entry of its last action line (or of its geometry line)), and the events
+    that open a block, crash it or show the process moved on, as (entry index, op), a run of the
+    same op kept once (a repeat changes nothing, whatever extras come between). Actions do not
+    depend on the order of the other events, so they are folded into their block here. A
+    template holds no SWAPWATCH events (never remembered), so no plan merges into a block."""
+    opens: List[list] = []
+    ops: List[Tuple[int, int]] = []
+    for k, entry in enumerate(entries):
+        for e in entry.events:
+            kind = e.kind
+            if kind == "geometry" and e.what == "layer_list":                       # type: ignore
+                n = _num_layers(e.value)                                             # type: ignore
+                opens.append([n if isinstance(n, int) and n > 0 else None, -1, k])
+                ops.append((k, _OPEN))
+            elif not opens:
+                continue
+            elif kind == "action":
+                if e.layer > opens[-1][1]:                                           # type: ignore
+                    opens[-1][1] = e.layer                                           # type: ignore
+                opens[-1][2] = k
+            else:
+                op = _EXTRA_OPS.get(_op_kind(e))
+                if op is not None and ops[-1][1] != op:
+                    ops.append((k, op))
+    return [tuple(b) for b in opens], ops                                           # type: ignore[misc]
 
 
 def _summarise_found(info: Any, lines: Any, positions: List[int], extras: List[Event], rank: int,

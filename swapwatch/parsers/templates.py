@@ -29,7 +29,7 @@ from collections import OrderedDict
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .classify import Entry
-from .model import (ActionEvent, Event, NoticeTally, _intern, _new_copy, _pack_rows, is_fatal)
+from .model import ActionEvent, Event, NoticeTally, _intern, _memory_rows, _new_copy, _notice_tallies, is_fatal
 
 #: Templates one process makes at most (a job whose every rank differs falls back past them).
 TEMPLATE_MAX = 64
@@ -59,12 +59,13 @@ if hasattr(os, "register_at_fork"):
 class Template:
     """The ordered cache entries of one rank file's remembered lines (see the module docstring)."""
 
-    __slots__ = ("tid", "entries", "_info")
+    __slots__ = ("tid", "entries", "_info", "blocks")
 
     def __init__(self, tid: tuple, entries: Sequence[Entry]):
         self.tid = tid
         self.entries = tuple(entries)
         self._info: Optional[TemplateInfo] = None
+        self.blocks: Any = None         # reader._template_blocks (completeness), made on first use
 
     @property
     def info(self) -> "TemplateInfo":
@@ -211,8 +212,12 @@ class Templated:
         self.own["kinds"] = _intern(self.own["kinds"])
 
     def memo(self) -> Dict[str, Any]:
-        """The summary :class:`swapwatch.parsers.model.RankLog` answers from."""
-        return {**self.template.info.shared, **self.own}
+        """The summary :class:`swapwatch.parsers.model.RankLog` answers from (its memory rows are
+        read from the extras when asked: they are the extras' memory events)."""
+        return {**self.template.info.shared, **self.own, "memory": self.memory_rows}
+
+    def memory_rows(self) -> List[Tuple[Optional[int], str, int, str, str]]:
+        return _memory_rows(_extras(self.extras)[1])
 
     def events(self) -> List[Event]:
         positions, extras = _extras(self.extras)
@@ -283,7 +288,7 @@ def summary(info: TemplateInfo, lines: Sequence[int], positions: Sequence[int], 
             if k is None or positions[x] <= k:
                 first[kind] = e.source
     notices = {what: NoticeTally(n, f"{prefix}{lines[k]}", prims) for what, (n, k, prims) in info.notices.items()}
-    notices.update(_tallies(extras))
+    notices.update(_notice_tallies(extras))
     # the first step or fatal event after the last action: the template's or an extra's
     fatal = None
     found = info.after
@@ -304,15 +309,8 @@ def summary(info: TemplateInfo, lines: Sequence[int], positions: Sequence[int], 
     if found is not None:
         k, e = found
         fatal = None if e.kind == "step" else _new_copy(e, rank, f"{prefix}{lines[k]}")
-    memory = [(e.step, e.metric, e.bytes, e.origin, e.source) for e in extras if e.kind == "memory"]  # type: ignore
     return {"kinds": _intern(frozenset(kinds)), "first": first, "fatal_after_actions": fatal,
-            "notices": notices, "memory": _pack_rows(memory)}
-
-
-def _tallies(events: Sequence[Event]) -> Dict[str, NoticeTally]:
-    from .model import _notice_tallies
-
-    return _notice_tallies(events)
+            "notices": notices}
 
 
 def pack_extras(positions: Sequence[int], extras: List[Event]) -> bytes:
