@@ -54,14 +54,24 @@ def _cpp_head() -> "re.Pattern[str]":
 
 
 _CPP_HEAD = _cpp_head()
-#: Parsed MindFormers records by their text after the timestamp (see :func:`classify_proto`).
-_CACHE: Dict[tuple, Entry] = {}
+#: Parsed lines by their text after the timestamp (see :func:`classify_proto`): MindFormers
+#: records of logs without / with MindFormers stdout records (``prefixed``), MindSpore C++ records.
+_CACHE: List[Dict[str, Entry]] = [{}, {}, {}]
+_CPP = 2
 CACHE_MAX = 8192
 _SERIAL = [0]
 #: Kinds whose values differ on every line and rank (step counters, memory figures): never
 #: remembered, so 10,000 ranks' step and memory lines do not evict the strategy lines every few
 #: hundred ranks (each would be a miss anyway).
 _RANK_SPECIFIC = ("step", "memory")
+#: A needle that rules a line out of the cache, if in a remembered line's text, would have to
+#: start in the part in front of the key (the key part has none): the front plus this is checked.
+_FRONT_SLACK = max(len(_SW), len(_TB), len(_ASC)) - 1
+
+
+def cached_entries() -> List[Entry]:
+    """The entries the cache holds now (for tests and benchmarks)."""
+    return [e for table in _CACHE for e in table.values()]
 
 
 def classify_cached(text: str, rank: Optional[int], source: str, follow: Optional[Follow] = None,
@@ -96,11 +106,12 @@ def classify_proto(text: str, follow: Optional[Follow] = None, prefixed: bool = 
     on the lines after them (tracebacks, Ascend blocks) or on their own rank (SWAPWATCH). The table
     is bounded (cleared when full), so memory does not grow with the input.
     """
-    if len(text) < 30 or _SW in text or _TB in text or _ASC in text:
+    if len(text) < 30:
         return None
-    if text[4] != "-" or text[19] != ",":
-        if text[0] != "[":
-            return None
+    if text[4] == "-" and text[19] == ",":
+        end = 23
+        table = _CACHE[1 if prefixed else 0]
+    elif text[0] == "[":
         # A MindSpore C++ record (the offload warnings, one per marked node and rank): its events
         # depend on the message alone (no MindFormers family is read from it), so the text after
         # the pid, thread and timestamp (which differ per rank) is the key. Given that head, the
@@ -112,27 +123,33 @@ def classify_proto(text: str, follow: Optional[Follow] = None, prefixed: bool = 
         end = head.end()
         if "\x1b" in text[:end] or "\r" in text[:end]:       # clean() would change the head
             return None
-        key: tuple = ("mindspore_cpp", text[end:])
-        hit = _CACHE.get(key)
-        if hit is not None:
-            return hit
+        table = _CACHE[_CPP]
+    else:
+        return None
+    key = text[end:]
+    hit = table.get(key)
+    if hit is not None:
+        front = text[:end + _FRONT_SLACK]
+        if _SW in front or _TB in front or _ASC in front:
+            return None
+        return hit
+    if _SW in text or _TB in text or _ASC in text:
+        return None
+    if table is _CACHE[_CPP]:
         line = split(clean(text))
         if line.fmt != "mindspore_cpp":
             return None
         events = _classify_line(line, None, "", follow, prefixed)
     else:
-        key = (text[23:], prefixed)
-        hit = _CACHE.get(key)
-        if hit is not None:
-            return hit
         events = classify(text, None, "", follow, prefixed)
     for e in events:
         if e.kind in _RANK_SPECIFIC:
             return events
-    if len(_CACHE) >= CACHE_MAX:
-        _CACHE.clear()
+    if sum(map(len, _CACHE)) >= CACHE_MAX:
+        for t in _CACHE:
+            t.clear()
     _SERIAL[0] += 1
-    entry = _CACHE[key] = Entry(_SERIAL[0], events)
+    entry = table[key] = Entry(_SERIAL[0], events)
     return entry
 
 
