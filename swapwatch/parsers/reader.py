@@ -162,15 +162,18 @@ def _scan_templated(scan: Scan, rank: Optional[int], prefixed: bool) -> Found:
     positions: List[int] = []
     extras: List[Event] = []
     follow = scan.follow
+    add_entry = entries.append
+    add_line = lines.append
+    proto = classify_proto
     for line, text in scan:
-        hit = classify_proto(text, follow, prefixed)
+        hit = proto(text, follow, prefixed)
         if hit.__class__ is Entry:
             protos = hit.events                                 # type: ignore[union-attr]
             if not protos:
                 continue
             if not scan.partial:
-                entries.append(hit)                             # type: ignore[arg-type]
-                lines.append(line)
+                add_entry(hit)                                  # type: ignore[arg-type]
+                add_line(line)
                 continue
             evs = [_new_copy(e, rank, str(line)) for e in protos]
         elif hit is None:
