@@ -115,6 +115,26 @@ def test_a_job_whose_every_rank_differs_stays_bounded(tmp_path, monkeypatch):
     _same_ranks(plain, packed)
     assert len(templates._TEMPLATES) == 5 and len(_templated(packed)) == 5
     assert all(r.__dict__.get("_packed") is not None for r in packed.ranks.values())   # the rest: packed events
+    # the bound is per read: the next read in this process makes templates again
+    again = _read([os.path.join(LOGS, "msrun_2ranks")], monkeypatch, packed=True)
+    assert _templated(again) == [0, 1] and len(templates._TEMPLATES) == 1
+
+
+def test_a_template_travels_once_then_by_id(monkeypatch):
+    import pickle
+
+    run = _read([os.path.join(LOGS, "msrun_2ranks")], monkeypatch, packed=True)
+    r0, r1 = run.ranks[0], run.ranks[1]
+    assert r0.__dict__["_packed"].template is r1.__dict__["_packed"].template
+    monkeypatch.setattr(templates, "_SENT", set())
+    first, second = pickle.dumps(r0), pickle.dumps(r1)
+    path = next(e.paths[0] for e in r0.events if e.kind == "action" and e.paths).encode()
+    assert path in first and path not in second     # the second names the template by its id
+    templates.reset()                           # as in the parent: nothing received yet
+    a, b = pickle.loads(first), pickle.loads(second)
+    assert a.__dict__["_packed"].template is b.__dict__["_packed"].template
+    assert [e.to_json() for e in b.events] == [e.to_json() for e in r1.events]
+    assert (b.kinds(), b.strategy_key(), b.complete) == (r1.kinds(), r1.strategy_key(), r1.complete)
 
 
 def test_step_and_memory_lines_do_not_fill_the_classify_cache(tmp_path, monkeypatch):

@@ -24,31 +24,37 @@ import os
 import pickle
 import random
 from array import array
-from collections import OrderedDict
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .classify import Entry
 from .model import ActionEvent, Event, NoticeTally, _intern, _memory_rows, _new_copy, _notice_tallies, is_fatal
 
-#: Templates one process makes at most (a job whose every rank differs falls back past them).
+#: Templates one process makes at most per read (a job whose every rank differs falls back past them).
 TEMPLATE_MAX = 64
-#: Templates the parent remembers by id (the ids a worker sends instead of a template it sent).
-ARRIVED_MAX = 4096
 #: Extra kinds a packed rank may have for the template path of read_logs (the others, such as
 #: SWAPWATCH actions that overrule text lines, take the object path; see :func:`fits`).
 EXTRA_KINDS = ("memory", "exit", "notice")
 
 _TEMPLATES: Dict[Tuple[int, ...], "Template"] = {}
 _SENT: set = set()
-_ARRIVED: "OrderedDict[tuple, Template]" = OrderedDict()
+#: the templates this process received (or made) in the current read, by id
+_ARRIVED: Dict[tuple, "Template"] = {}
 _NONCE = [random.getrandbits(62)]
 _SERIAL = [0]
 
 
+def reset() -> None:
+    """Start a read: no templates made or received yet (the ranks of earlier reads keep theirs).
+    Bounds what a process holds to one read's templates: at most :data:`TEMPLATE_MAX` per worker."""
+    _TEMPLATES.clear()
+    _ARRIVED.clear()
+
+
 def _after_fork() -> None:
-    """A forked worker is a new sender: its own ids (never its parent's) and nothing sent yet."""
+    """A forked worker is a new sender: its own ids (never its parent's), nothing made or sent yet."""
     _NONCE[0] = random.getrandbits(62)
     _SENT.clear()
+    reset()
 
 
 if hasattr(os, "register_at_fork"):
@@ -83,10 +89,7 @@ class Template:
 
 
 def _arrived(tid: tuple, events: List[List[Event]]) -> Template:
-    t = Template(tid, [Entry(i, evs) for i, evs in enumerate(events)])
-    _ARRIVED[tid] = t
-    while len(_ARRIVED) > ARRIVED_MAX:
-        _ARRIVED.popitem(last=False)
+    t = _ARRIVED[tid] = Template(tid, [Entry(i, evs) for i, evs in enumerate(events)])
     return t
 
 
@@ -104,7 +107,6 @@ def template_of(entries: List[Entry]) -> Optional[Template]:
             return None
         _SERIAL[0] += 1
         t = _TEMPLATES[key] = Template((_NONCE[0], _SERIAL[0]), entries)
-        _ARRIVED[t.tid] = t       # in-process runs (no pickling) look nothing up, but keep one table
     return t
 
 
