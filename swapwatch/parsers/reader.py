@@ -27,7 +27,7 @@ from collections import deque
 from concurrent.futures import ProcessPoolExecutor
 from itertools import islice
 from dataclasses import dataclass
-from typing import Any, Callable, Deque, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from ..errors import InputError
 from . import inputs as inp
@@ -237,7 +237,7 @@ def _settle_found(rl: RankLog, template: Any, lines: Any, positions: List[int], 
     for k, op in ops:
         while x < nx and positions[x] <= k:
             if cur >= 0:
-                _replay(state[cur], _EXTRA_OPS.get(_op_kind(extras[x])))
+                _replay(state[cur], _BLOCK_OPS.get(_op_kind(extras[x])))
             x += 1
         if op == _OPEN:
             if cur >= 0 and not state[cur][1]:
@@ -247,7 +247,7 @@ def _settle_found(rl: RankLog, template: Any, lines: Any, positions: List[int], 
             _replay(state[cur], op)
     if cur >= 0:
         for e in extras[x:]:
-            _replay(state[cur], _EXTRA_OPS.get(_op_kind(e)))
+            _replay(state[cur], _BLOCK_OPS.get(_op_kind(e)))
     total = file_lines.get(display, 0)
     done = []
     for (n, max_layer, k_last), (moved_on, crashed) in zip(opens, state):
@@ -258,17 +258,8 @@ def _settle_found(rl: RankLog, template: Any, lines: Any, positions: List[int], 
     rl.truncated = not all(done)
 
 
-_OPEN, _CRASH, _MOVED = 0, 1, 2
-#: what an event does to the open block in :func:`complete_blocks`, by kind (or ``notice:what``)
-_EXTRA_OPS = {"notice:traceback": _CRASH, "notice:config_error": _CRASH, "step": _MOVED, "memory": _MOVED,
-              "exit": _MOVED, "notice:offload_outside_lazy_inline": _MOVED}
-
-
-def _op_kind(e: Event) -> str:
-    return f"notice:{e.what}" if e.kind == "notice" else e.kind       # type: ignore[attr-defined]
-
-
 def _replay(block: List[bool], op: Optional[int]) -> None:
+    """One crash / moved-on op on a block's [moved on, crashed] (as :func:`complete_blocks`)."""
     if op == _CRASH:
         if not block[0]:
             block[1] = True
@@ -299,7 +290,7 @@ def _template_blocks(entries: Sequence[Entry]) -> Tuple[List[Tuple[Optional[int]
                     opens[-1][1] = e.layer                                           # type: ignore
                 opens[-1][2] = k
             else:
-                op = _EXTRA_OPS.get(_op_kind(e))
+                op = _BLOCK_OPS.get(_op_kind(e))
                 if op is not None and ops[-1][1] != op:
                     ops.append((k, op))
     return [tuple(b) for b in opens], ops                                           # type: ignore[misc]
@@ -640,7 +631,22 @@ def _num_layers(value) -> Optional[int]:
         return None
 
 
-_MOVED_ON = ("step", "memory", "exit")       # StepEvent, MemoryEvent, ExitEvent
+_OPEN, _CRASH, _MOVED = 0, 1, 2
+#: What an event does to the open LayerSetting block (:func:`complete_blocks`), by its kind (or
+#: ``notice:<what>``, ``swapwatch:<payload kind>``): a traceback or config error crashes it (unless
+#: the process had moved on); a step, memory or exit line, a compile-time offload warning or a
+#: SWAPWATCH ``run`` event shows the process moved on past model building (unless it crashed).
+_BLOCK_OPS = {"notice:traceback": _CRASH, "notice:config_error": _CRASH, "step": _MOVED, "memory": _MOVED,
+              "exit": _MOVED, "notice:offload_outside_lazy_inline": _MOVED, "swapwatch:run": _MOVED}
+
+
+def _op_kind(e: Event) -> str:
+    kind = e.kind
+    if kind == "notice":
+        return f"notice:{e.what}"                                   # type: ignore[attr-defined]
+    if kind == "swapwatch":
+        return f"swapwatch:{e.payload.get('kind')}"                 # type: ignore[attr-defined]
+    return kind
 
 
 def complete_blocks(events: Sequence[Event], file_lines: Optional[Dict[str, int]] = None,
@@ -652,21 +658,14 @@ def complete_blocks(events: Sequence[Event], file_lines: Optional[Dict[str, int]
     A SWAPWATCH ``plan`` and MindFormers' own geometry lines of the same LayerSetting instance
     describe one block (the shim sends its plan after layer 0; the hooks send it first).
     """
-    return _blocks(((e, e.source) for e in events), file_lines, tail_slack)
-
-
-def _blocks(sourced: Iterable[Tuple[Event, str]], file_lines: Optional[Dict[str, int]],
-            tail_slack: int) -> List[dict]:
-    """:func:`complete_blocks` over (event, its ``file:line``): a template rank's prototypes carry
-    no source of their own (``templates.sourced``)."""
     blocks: List[dict] = []
     cur: Optional[dict] = None
-    for e, source in sourced:   # kinds, not isinstance: one string compare per event (each class has one kind)
+    for e in events:          # kinds, not isinstance: one string compare per event (each class has one kind)
         kind = e.kind
         geometry = kind == "geometry" and e.what == "layer_list"                     # type: ignore
         plan = kind == "swapwatch" and e.payload.get("kind") == "plan"               # type: ignore
         if geometry or plan:
-            name, _, ln = source.rpartition(":")
+            name, _, ln = e.source.rpartition(":")
             line = int(ln) if ln.isdigit() else 0
             n = _num_layers(e.value) if geometry else e.payload.get("num_layers")     # type: ignore
             n = n if isinstance(n, int) and n > 0 else None
@@ -689,18 +688,18 @@ def _blocks(sourced: Iterable[Tuple[Event, str]], file_lines: Optional[Dict[str,
         if kind == "action":
             if e.layer > cur["max_layer"]:                                            # type: ignore
                 cur["max_layer"] = e.layer                                            # type: ignore
-            name, _, ln = source.rpartition(":")
+            name, _, ln = e.source.rpartition(":")
             if name == cur["file"]:
                 line = int(ln) if ln.isdigit() else 0
                 if line > cur["last"]:
                     cur["last"] = line
-        elif kind == "notice" and e.what in ("traceback", "config_error"):            # type: ignore
-            if not cur["moved_on"]:
-                cur["crashed"] = True
-        elif not cur["crashed"] and (
-                kind in _MOVED_ON or (kind == "notice" and e.what == "offload_outside_lazy_inline")  # type: ignore
-                or (kind == "swapwatch" and e.payload.get("kind") == "run")):          # type: ignore
-            cur["moved_on"] = True
+        else:
+            op = _BLOCK_OPS.get(_op_kind(e))
+            if op == _CRASH:
+                if not cur["moved_on"]:
+                    cur["crashed"] = True
+            elif op == _MOVED and not cur["crashed"]:
+                cur["moved_on"] = True
     for b in blocks:
         n = b["num_layers"]
         last_layer = n is not None and b["max_layer"] >= n - 1

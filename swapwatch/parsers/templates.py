@@ -249,26 +249,6 @@ def merged(entries: Sequence[Entry], lines: Sequence[int], positions: Sequence[i
         x += 1
 
 
-def sourced(entries: Sequence[Entry], lines: Sequence[int], positions: Sequence[int], extras: List[Event],
-            prefix: str):
-    """(event, source) in the order of :func:`merged`, the prototypes themselves (not copies):
-    what ``reader.complete_blocks`` reads of a rank."""
-    x = 0
-    nx = len(extras)
-    for k, entry in enumerate(entries):
-        while x < nx and positions[x] <= k:
-            e = extras[x]
-            yield e, e.source
-            x += 1
-        src = f"{prefix}{lines[k]}"
-        for e in entry.events:
-            yield e, src
-    while x < nx:
-        e = extras[x]
-        yield e, e.source
-        x += 1
-
-
 def summary(info: TemplateInfo, lines: Sequence[int], positions: Sequence[int], extras: List[Event],
             rank: int, prefix: str) -> Dict[str, Any]:
     """The per-rank part of a packed rank's summary: the template's part (``info``) with this
