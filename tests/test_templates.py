@@ -108,16 +108,16 @@ def test_a_job_whose_every_rank_differs_stays_bounded(tmp_path, monkeypatch):
     for r in range(20):        # a value in a strategy line: every rank its own template
         t = text.replace("This node 0 rank id: 0", f"This node 0 rank id: {r}")
         (job / f"worker_{r}.log").write_text(t.replace(anchor, anchor[:-2] + str(100 + r)), encoding="utf-8")
-    monkeypatch.setattr(templates, "_TEMPLATES", {})
     monkeypatch.setattr(templates, "TEMPLATE_MAX", 5)
     plain = _read([str(job)], monkeypatch, packed=False)
     packed = _read([str(job)], monkeypatch, packed=True)
     _same_ranks(plain, packed)
-    assert len(templates._TEMPLATES) == 5 and len(_templated(packed)) == 5
+    made = {id(r.__dict__["_packed"].template) for r in packed.ranks.values() if r.rank in _templated(packed)}
+    assert len(_templated(packed)) == 5 and len(made) == 5
     assert all(r.__dict__.get("_packed") is not None for r in packed.ranks.values())   # the rest: packed events
     # the bound is per read: the next read in this process makes templates again
     again = _read([os.path.join(LOGS, "msrun_2ranks")], monkeypatch, packed=True)
-    assert _templated(again) == [0, 1] and len(templates._TEMPLATES) == 1
+    assert _templated(again) == [0, 1] and not templates._TEMPLATES      # (and none kept after it)
 
 
 def test_a_template_travels_once_then_by_id(monkeypatch):
@@ -126,7 +126,13 @@ def test_a_template_travels_once_then_by_id(monkeypatch):
     run = _read([os.path.join(LOGS, "msrun_2ranks")], monkeypatch, packed=True)
     r0, r1 = run.ranks[0], run.ranks[1]
     assert r0.__dict__["_packed"].template is r1.__dict__["_packed"].template
+    # outside a read (a user pickling a RunLog) every pickle carries its template
+    full = pickle.dumps(r1)
+    templates.reset()
+    assert pickle.loads(full).events == r1.events
+    # during a read (so in the pool workers): in full the first time, then by id
     monkeypatch.setattr(templates, "_SENT", set())
+    monkeypatch.setattr(templates, "_BY_ID", [True])
     first, second = pickle.dumps(r0), pickle.dumps(r1)
     path = next(e.paths[0] for e in r0.events if e.kind == "action" and e.paths).encode()
     assert path in first and path not in second     # the second names the template by its id

@@ -302,13 +302,16 @@ class RankLog:
         return state.get("_memo") if state.get("_packed") is not None else None
 
     def __getstate__(self):
-        # a rank packed as a template (parsers/templates.py) travels without its summary's shared
-        # part: the receiving process rebuilds it from the template, sent once per worker
+        # a packed rank travels without its unpacked events (a cache of the unpacking window);
+        # packed as a template (parsers/templates.py), also without its summary's shared part:
+        # the receiving process rebuilds it from the template
         state = self.__dict__
         packed = state.get("_packed")
-        if packed is not None and not isinstance(packed, bytes):
+        if packed is not None:
             state = dict(state)
-            state["_memo"] = None
+            state["_events"] = None
+            if not isinstance(packed, bytes):
+                state["_memo"] = None
         return state
 
     def __setstate__(self, state):

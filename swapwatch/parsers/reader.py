@@ -443,7 +443,7 @@ def _iter_found(found: inp.Inputs, chunk: int, jobs: Optional[int], piece: int, 
     :class:`Packed` rank instead of its events, with ``encode`` a whole file as its JSONL text;
     ``while_scanning`` see :func:`read_logs`."""
     pieces = _plan(found.files, chunk, piece, pack_files, encode)
-    templates.reset()
+    templates.reset(reading=True)
     total = sum(f.size for f in found.files)
     progress = Progress(total if show_progress else 0, files=len(found.files))
     by_path = {f.path: f for f in found.files}
@@ -473,6 +473,7 @@ def _iter_found(found: inp.Inputs, chunk: int, jobs: Optional[int], piece: int, 
             yield by_path[cur], acc, base
     finally:
         progress.close()
+        templates.reset()
 
 
 def iter_events(paths: Sequence[str], **kw) -> Iterator[Event]:

@@ -41,20 +41,25 @@ _SENT: set = set()
 _ARRIVED: Dict[tuple, "Template"] = {}
 _NONCE = [random.getrandbits(62)]
 _SERIAL = [0]
+#: True while a read is under way (and so in the pool workers it forks): a template is pickled in
+#: full only the first time; otherwise always (a RunLog a user pickles carries its templates).
+_BY_ID = [False]
 
 
-def reset() -> None:
-    """Start a read: no templates made or received yet (the ranks of earlier reads keep theirs).
-    Bounds what a process holds to one read's templates: at most :data:`TEMPLATE_MAX` per worker."""
+def reset(reading: bool = False) -> None:
+    """Start (``reading``) or end a read: no templates made or received yet (the ranks of earlier
+    reads keep theirs). Bounds what a process holds to one read's templates: at most
+    :data:`TEMPLATE_MAX` per worker."""
     _TEMPLATES.clear()
     _ARRIVED.clear()
+    _BY_ID[0] = reading
 
 
 def _after_fork() -> None:
     """A forked worker is a new sender: its own ids (never its parent's), nothing made or sent yet."""
     _NONCE[0] = random.getrandbits(62)
     _SENT.clear()
-    reset()
+    reset(_BY_ID[0])
 
 
 if hasattr(os, "register_at_fork"):
@@ -82,10 +87,17 @@ class Template:
     def __reduce__(self):
         # the parent reads a worker's results in the order the worker sent them, so after the
         # first full copy the id is enough (ids carry the process's nonce: unique across workers)
-        if self.tid in _SENT:
-            return _known, (self.tid,)
-        _SENT.add(self.tid)
+        if _BY_ID[0]:
+            if self.tid in _SENT:
+                return _known, (self.tid,)
+            _SENT.add(self.tid)
         return _arrived, (self.tid, [e.events for e in self.entries])
+
+    def __copy__(self) -> "Template":
+        return self             # shared, never changed
+
+    def __deepcopy__(self, memo: Any) -> "Template":
+        return self
 
 
 def _arrived(tid: tuple, events: List[List[Event]]) -> Template:
