@@ -15,8 +15,9 @@ finding the lines. So a rank file is kept as
 
 :class:`Templated` unpacks to exactly the events the object path makes (same classes, fields,
 order, ``file:line`` sources and rank). A template travels to the parent once per worker process
-(then by id, see :meth:`Template.__reduce__`). Memory stays bounded: a process makes at most
-:data:`TEMPLATE_MAX` templates; a rank whose template would be one more takes the object path.
+(then by id, see :meth:`Template.__reduce__`). Memory stays bounded: a sequence of lines becomes
+a template the second time a process sees it (a job whose every rank differs makes none), and a
+process makes at most :data:`TEMPLATE_MAX` templates per read; other ranks take the object path.
 """
 from __future__ import annotations
 
@@ -31,11 +32,15 @@ from .model import ActionEvent, Event, NoticeTally, _intern, _memory_rows, _new_
 
 #: Templates one process makes at most per read (a job whose every rank differs falls back past them).
 TEMPLATE_MAX = 64
+#: Sequences seen once that a process remembers (by their entries' serials) to make a template of
+#: the next time: when full, it starts again (a few more ranks take the object path).
+SEEN_MAX = 256
 #: Extra kinds a packed rank may have for the template path of read_logs (the others, such as
 #: SWAPWATCH actions that overrule text lines, take the object path; see :func:`fits`).
 EXTRA_KINDS = ("memory", "exit", "notice")
 
 _TEMPLATES: Dict[Tuple[int, ...], "Template"] = {}
+_SEEN: set = set()
 _SENT: set = set()
 #: the templates this process received (or made) in the current read, by id
 _ARRIVED: Dict[tuple, "Template"] = {}
@@ -51,6 +56,7 @@ def reset(reading: bool = False) -> None:
     reads keep theirs). Bounds what a process holds to one read's templates: at most
     :data:`TEMPLATE_MAX` per worker."""
     _TEMPLATES.clear()
+    _SEEN.clear()
     _ARRIVED.clear()
     _BY_ID[0] = reading
 
@@ -110,11 +116,16 @@ def _known(tid: tuple) -> Template:
 
 
 def template_of(entries: List[Entry]) -> Optional[Template]:
-    """The process's template for this sequence of entries (made on first use); None when
-    :data:`TEMPLATE_MAX` templates exist and this would be another."""
+    """The process's template for this sequence of entries (made the second time it is seen);
+    None the first time, and when :data:`TEMPLATE_MAX` templates exist and this would be another."""
     key = tuple([e.serial for e in entries])
     t = _TEMPLATES.get(key)
     if t is None:
+        if key not in _SEEN:
+            if len(_SEEN) >= SEEN_MAX:
+                _SEEN.clear()
+            _SEEN.add(key)
+            return None
         if len(_TEMPLATES) >= TEMPLATE_MAX:
             return None
         _SERIAL[0] += 1
