@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import fields
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from .errors import InputError
 
@@ -51,6 +51,38 @@ class EventSelect:
         """The JSONL lines of the selected ``events``, each ending in a line feed."""
         lines = [jsonl_line(e) for e in events if self(e)]
         return "\n".join(lines) + "\n" if lines else ""
+
+    def text_template(self, entries: Sequence[Any], lines: Sequence[int], positions: Sequence[int],
+                      extras: List[Any], rank: Optional[int], display: str) -> str:
+        """:meth:`text` of a file scanned as a template (``parsers/templates.py``): the events of
+        cache ``entries`` (prototypes, on ``lines``, of ``rank``) and the ``extras`` (final events,
+        each before the entry at its position), in file order. A prototype's JSON after ``rank``
+        and ``source`` is encoded once per process (:func:`jsonl_tails`), so a line costs a string
+        join, not a dict and an encoding (README "Speed")."""
+        out: List[str] = []
+        kinds = self.kinds
+        mine = self.ranks is None or rank in self.ranks
+        head = '{"rank":' + _ENCODE(rank) + ',"source":' + _ENCODE(display)[:-1] + ":"
+        x = 0
+        nx = len(extras)
+        for k, entry in enumerate(entries):
+            while x < nx and positions[x] <= k:
+                if self(extras[x]):
+                    out.append(jsonl_line(extras[x]))
+                x += 1
+            if not mine:
+                continue
+            tails = entry.tails
+            if tails is None:
+                tails = entry.tails = jsonl_tails(entry.events)
+            ln = lines[k]
+            for e, tail in zip(entry.events, tails):
+                if not kinds or e.kind in kinds:
+                    out.append(f'{head}{ln}",{tail}')
+        for e in extras[x:]:
+            if self(e):
+                out.append(jsonl_line(e))
+        return "\n".join(out) + "\n" if out else ""
 
 
 def _parse_ranks(text: str) -> List[int]:
@@ -111,3 +143,14 @@ def event_dict(event: Any) -> Dict[str, Any]:
 def jsonl_line(event: Any) -> str:
     """One ``swapwatch events`` JSONL line (without the line feed)."""
     return _ENCODE(event_dict(event))
+
+
+def jsonl_tails(events: Iterable[Any]) -> List[str]:
+    """Each event's :func:`jsonl_line` after ``{"rank":..,"source":..,`` (the first two fields of
+    every event, see :func:`event_dict`): what is the same on every rank for a shared prototype."""
+    out = []
+    for e in events:
+        d = event_dict(e)
+        del d["rank"], d["source"]
+        out.append(_ENCODE(d)[1:])
+    return out

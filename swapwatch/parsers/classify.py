@@ -9,11 +9,14 @@ are msrun's, tracebacks and SWAPWATCH lines are raw or inside any record.
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, Iterable, List, Optional
+import re
+
+from typing import Callable, Dict, Iterable, List, Optional, Union
 
 from . import layersetting, memory, msrun, pynative, steps, swapwatch_lines, tracebacks
-from .grammar import ASCEND_NEEDLE, CPU_NEEDLE, EXIT_NEEDLE, OFFLOAD_NEEDLE, SWAPWATCH_NEEDLE, TRACEBACK_NEEDLE
-from .model import Event, NoticeEvent
+from .grammar import (ASCEND_NEEDLE, CPU_NEEDLE, EXIT_NEEDLE, OFFLOAD_NEEDLE, PREFIXES, SWAPWATCH_NEEDLE,
+                      TRACEBACK_NEEDLE)
+from .model import Event, NoticeEvent, _new_copy
 from .prefix import Line, clean, collapse, split
 
 _MF_FORMATS = ("mindformers", "mindformers_trimmed", "mindformers_file", "level_only")
@@ -26,15 +29,73 @@ _OFF = OFFLOAD_NEEDLE.decode()
 
 Follow = Callable[[], Iterable[tuple]]
 
-#: Parsed MindFormers records by their text after the timestamp (see :func:`classify_cached`).
-_CACHE: Dict[tuple, List[Event]] = {}
+class Entry:
+    """One remembered line parse: its events as prototypes (rank None, source ``""``, never handed
+    out to be changed) and a serial number unique in this process. The serial outlives the bounded
+    cache: a rank's template (:mod:`swapwatch.parsers.templates`) names its lines' entries by
+    serial, so an entry that was evicted and parsed again is a new entry, never a reused number."""
+
+    __slots__ = ("serial", "events", "tails")
+
+    def __init__(self, serial: int, events: List[Event]):
+        self.serial = serial
+        self.events = events
+        self.tails: Optional[List[str]] = None     # the events' JSONL after rank and source (events_output)
+
+
+#: The head of a MindSpore C++ record up to its timestamp: grammar.PREFIXES' ``mindspore_cpp``
+#: row cut before its ``[file:line]`` (one grammar, not a second copy).
+def _cpp_head() -> "re.Pattern[str]":
+    rx = next(rx for name, rx, _ in PREFIXES if name == "mindspore_cpp")
+    head, cut, _ = rx.partition(r" \[(?P<file>")
+    if not cut or "(?P<ts>" not in head:    # the grammar changed: this key would be wrong
+        raise AssertionError("classify: the mindspore_cpp prefix no longer has ts then [file:line]")
+    return re.compile(head)
+
+
+_CPP_HEAD = _cpp_head()
+#: Parsed lines by their text after the timestamp (see :func:`classify_proto`): MindFormers
+#: records of logs without / with MindFormers stdout records (``prefixed``), MindSpore C++ records.
+_CACHE: List[Dict[str, Entry]] = [{}, {}, {}]
+_CPP = 2
 CACHE_MAX = 8192
-_new = object.__new__
+_SERIAL = [0]
+#: Kinds whose values differ on every line and rank (step counters, memory figures): never
+#: remembered, so 10,000 ranks' step and memory lines do not evict the strategy lines every few
+#: hundred ranks (each would be a miss anyway).
+_RANK_SPECIFIC = ("step", "memory")
+#: A needle that rules a line out of the cache, if in a remembered line's text, would have to
+#: start in the part in front of the key (the key part has none): the front plus this is checked.
+_FRONT_SLACK = max(len(_SW), len(_TB), len(_ASC)) - 1
+
+
+def cached_entries() -> List[Entry]:
+    """The entries the cache holds now (for tests and benchmarks)."""
+    return [e for table in _CACHE for e in table.values()]
 
 
 def classify_cached(text: str, rank: Optional[int], source: str, follow: Optional[Follow] = None,
                     prefixed: bool = False) -> List[Event]:
-    """:func:`classify` with the parse of MindFormers records remembered across lines and files.
+    """:func:`classify` with the parse of MindFormers records remembered across lines and files
+    (:func:`classify_proto`): a remembered line gives shallow copies of its prototypes with this
+    line's rank and source."""
+    hit = classify_proto(text, follow, prefixed)
+    if hit is None:
+        return classify(text, rank, source, follow, prefixed)
+    if hit.__class__ is not Entry:
+        for e in hit:                               # type: ignore[union-attr]
+            e.rank = rank
+            e.source = source
+        return hit                                  # type: ignore[return-value]
+    return [_new_copy(e, rank, source) for e in hit.events]      # type: ignore[union-attr]
+
+
+def classify_proto(text: str, follow: Optional[Follow] = None, prefixed: bool = False
+                   ) -> Union[Entry, List[Event], None]:
+    """The events of a line whose events do not depend on its rank, source or the lines after it:
+    its cache :class:`Entry` (shared prototypes: do not change them), or a fresh list with rank
+    None and source ``""`` when the line is of that sort but not remembered (step and memory
+    lines); None for the other lines (classify them with :func:`classify`).
 
     Why: every rank of a job logs the same strategy block (the same ``Set ...``, ``Formative`` and
     ``initial ... from dict`` records), and only the timestamp in front differs, so parsing the
@@ -42,46 +103,54 @@ def classify_cached(text: str, rank: Optional[int], source: str, follow: Optiona
     ranks. Only records that start with the fixed-width ``YYYY-MM-DD HH:MM:SS,mmm`` timestamp are
     remembered (the event never carries the timestamp), and MindSpore C++ records by their message
     (the offload warnings repeat on every rank), never the families whose events depend
-    on the lines after them (tracebacks, Ascend blocks) or on their own rank (SWAPWATCH). A hit
-    returns shallow copies with this line's rank and source. The table is bounded (cleared when
-    full), so memory does not grow with the input.
+    on the lines after them (tracebacks, Ascend blocks) or on their own rank (SWAPWATCH). The table
+    is bounded (cleared when full), so memory does not grow with the input.
     """
-    if len(text) < 30 or _SW in text or _TB in text or _ASC in text:
-        return classify(text, rank, source, follow, prefixed)
-    if text[4] != "-" or text[19] != ",":
-        if text[0] != "[":
-            return classify(text, rank, source, follow, prefixed)
+    if len(text) < 30:
+        return None
+    if text[4] == "-" and text[19] == ",":
+        end = 23
+        table = _CACHE[1 if prefixed else 0]
+    elif text[0] == "[":
         # A MindSpore C++ record (the offload warnings, one per marked node and rank): its events
-        # depend on the message alone (no MindFormers family is read from it), so the message is
-        # the key; the pid, thread and timestamp in front differ per rank.
+        # depend on the message alone (no MindFormers family is read from it), so the text after
+        # the pid, thread and timestamp (which differ per rank) is the key. Given that head, the
+        # rest alone decides whether the line is such a record and what its message is (no other
+        # prefix of grammar.PREFIXES can match it), so only lines that are records are remembered.
+        head = _CPP_HEAD.match(text)
+        if head is None:
+            return None
+        end = head.end()
+        if "\x1b" in text[:end] or "\r" in text[:end]:       # clean() would change the head
+            return None
+        table = _CACHE[_CPP]
+    else:
+        return None
+    key = text[end:]
+    hit = table.get(key)
+    if hit is not None:
+        front = text[:end + _FRONT_SLACK]
+        if _SW in front or _TB in front or _ASC in front:
+            return None
+        return hit
+    if _SW in text or _TB in text or _ASC in text:
+        return None
+    if table is _CACHE[_CPP]:
         line = split(clean(text))
         if line.fmt != "mindspore_cpp":
-            return _classify_line(line, rank, source, follow, prefixed)
-        key: tuple = ("mindspore_cpp", line.msg)
-        hit = _CACHE.get(key)
-        if hit is None:
-            hit = _remember(key, _classify_line(line, None, "", follow, prefixed))
+            return None
+        events = _classify_line(line, None, "", follow, prefixed)
     else:
-        key = (text[23:], prefixed)
-        hit = _CACHE.get(key)
-        if hit is None:
-            hit = _remember(key, classify(text, None, "", follow, prefixed))
-    out = []
-    for e in hit:
-        c = _new(type(e))
-        d = c.__dict__
-        d.update(e.__dict__)
-        d["rank"] = rank
-        d["source"] = source
-        out.append(c)
-    return out
-
-
-def _remember(key: tuple, events: List[Event]) -> List[Event]:
-    if len(_CACHE) >= CACHE_MAX:
-        _CACHE.clear()
-    _CACHE[key] = events
-    return events
+        events = classify(text, None, "", follow, prefixed)
+    for e in events:
+        if e.kind in _RANK_SPECIFIC:
+            return events
+    if sum(map(len, _CACHE)) >= CACHE_MAX:
+        for t in _CACHE:
+            t.clear()
+    _SERIAL[0] += 1
+    entry = table[key] = Entry(_SERIAL[0], events)
+    return entry
 
 
 def classify(text: str, rank: Optional[int], source: str, follow: Optional[Follow] = None,

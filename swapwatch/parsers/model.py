@@ -225,7 +225,10 @@ class RankLog:
         1,024-rank job only for its few memory lines took the plot's parent 0.5 s)."""
         memo = self._summary()
         if memo is not None:
-            return list(pickle.loads(zlib.decompress(memo["memory"]))) if memo["memory"] else []
+            rows = memo["memory"]
+            if rows.__class__ is not bytes:      # a template rank: its rows are in its extras
+                return rows()
+            return list(pickle.loads(zlib.decompress(rows))) if rows else []
         return _memory_rows(self.events)
 
     def initial_config(self) -> Dict[str, Any]:
@@ -297,6 +300,25 @@ class RankLog:
     def _summary(self) -> Optional[Dict[str, Any]]:
         state = self.__dict__           # asked ~10 times a rank by the checks: one lookup each
         return state.get("_memo") if state.get("_packed") is not None else None
+
+    def __getstate__(self):
+        # a packed rank travels without its unpacked events (a cache of the unpacking window);
+        # packed as a template (parsers/templates.py), also without its summary's shared part:
+        # the receiving process rebuilds it from the template
+        state = self.__dict__
+        packed = state.get("_packed")
+        if packed is not None:
+            state = dict(state)
+            state["_events"] = None
+            if not isinstance(packed, bytes):
+                state["_memo"] = None
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        packed = state.get("_packed")
+        if packed is not None and not isinstance(packed, bytes):
+            self.__dict__["_memo"] = packed.memo()
 
 
 class NoticeTally(NamedTuple):
@@ -370,7 +392,7 @@ def _get_events(self: "RankLog") -> List[Event]:
     if cached is not None:
         _UNPACKED.move_to_end(key)
         return cached
-    events = pickle.loads(zlib.decompress(packed))
+    events = pickle.loads(zlib.decompress(packed)) if isinstance(packed, bytes) else packed.events()
     self.__dict__["_events"] = events
     _UNPACKED[key] = self
     while len(_UNPACKED) > UNPACKED_MAX:
@@ -390,6 +412,18 @@ RankLog.events = property(_get_events, _set_events, doc=RankLog.__doc__)  # type
 
 
 _INTERNED: Dict[Any, Any] = {}
+_new = object.__new__
+
+
+def _new_copy(event: Event, rank: Optional[int], source: str) -> Event:
+    """A shallow copy of a prototype event with its own rank and source (what the classify cache
+    and the template representation hand out; ``copy.copy`` costs several times more)."""
+    c = _new(type(event))
+    d = c.__dict__
+    d.update(event.__dict__)
+    d["rank"] = rank
+    d["source"] = source
+    return c
 
 
 def _intern(value: Any) -> Any:
@@ -466,7 +500,7 @@ def share(rank_log: "RankLog") -> None:
     """Let a packed rank that came from another process share its summary's strategy and kinds
     with equal ranks here (one object per distinct strategy, not one per batch of ranks)."""
     memo = rank_log.__dict__.get("_memo")
-    if memo is not None:
+    if memo is not None and isinstance(rank_log.__dict__.get("_packed"), bytes):   # templates: shared already
         memo["strategy"] = _intern(memo["strategy"])
         memo["kinds"] = _intern(memo["kinds"])
 

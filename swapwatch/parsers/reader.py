@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import gc
 import os
+from array import array
 from collections import deque
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -30,8 +31,9 @@ from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Sequenc
 
 from ..errors import InputError
 from . import inputs as inp
-from .classify import classify_cached
-from .model import Event, NoticeEvent, RankLog, RunLog, SwapwatchEvent, pack, share, unpacked
+from . import templates
+from .classify import Entry, classify, classify_cached, classify_proto
+from .model import Event, NoticeEvent, RankLog, RunLog, SwapwatchEvent, _new_copy, pack, share, unpacked
 from .msrun import rank_from_head, scheduler_ranks
 from .progress import Progress
 from .scanner import CHUNK, Needles, Scan, is_prefixed
@@ -114,13 +116,15 @@ def _parse_piece(piece: Piece, progress=None) -> PieceResult:
             scan = Scan(f, Needles.for_file(prefixed), owned=owned, chunk=piece.chunk, progress=progress,
                         first=first)
             events: List[Event] = []
-            for line, text in scan:
-                evs = classify_cached(text, rank, str(line), follow=scan.follow, prefixed=prefixed)
-                if scan.partial and evs and not all(getattr(e, "origin", "") == "swapwatch" or
-                                                    e.kind == "swapwatch" for e in evs):
-                    # a line cut off mid-way would parse into wrong paths/values: say so instead
-                    evs = [NoticeEvent(rank, str(line), what="partial_line", data={"text": text[:200]})]
-                events.extend(evs)
+            found = None
+            if piece.pack or piece.encode is not None:      # a whole file (see _plan)
+                found = _scan_templated(scan, rank, prefixed)
+            else:
+                for line, text in scan:
+                    evs = classify_cached(text, rank, str(line), follow=scan.follow, prefixed=prefixed)
+                    if scan.partial and evs:
+                        evs = _partial(evs, rank, line, text)
+                    events.extend(evs)
     except (OSError, EOFError) as exc:
         raise InputError(f"cannot read log: {exc.__class__.__name__}: {exc}", file=piece.path) from None
     except Exception as exc:  # zlib.error / gzip.BadGzipFile: a damaged .gz
@@ -128,25 +132,189 @@ def _parse_piece(piece: Piece, progress=None) -> PieceResult:
             raise InputError(f"cannot read log: {exc}", file=piece.path) from None
         raise
     result = PieceResult(piece.index, events, scan.newlines, scan.bytes, head_rank)
-    if piece.pack:
-        _pack_file(piece, rank, result)
-    elif piece.encode is not None:
-        _encode_file(piece, rank, result)
+    if found is not None:
+        if piece.pack:
+            _pack_found(piece, rank, result, found)
+        else:
+            _encode_found(piece, rank, result, found)
     return result
 
 
-def _encode_file(piece: Piece, rank: Optional[int], result: PieceResult) -> None:
+def _partial(evs: List[Event], rank: Optional[int], line: int, text: str) -> List[Event]:
+    """A line cut off mid-way would parse into wrong paths/values: say so instead (SWAPWATCH
+    events, complete JSON, stay)."""
+    if all(getattr(e, "origin", "") == "swapwatch" or e.kind == "swapwatch" for e in evs):
+        return evs
+    return [NoticeEvent(rank, str(line), what="partial_line", data={"text": text[:200]})]
+
+
+#: What a whole file's scan leaves for its rank (:func:`_scan_templated`): the cache entries of its
+#: remembered lines, their line numbers, each extra event's position among those entries, the extras.
+Found = Tuple[List[Entry], array, List[int], List[Event]]
+
+
+def _scan_templated(scan: Scan, rank: Optional[int], prefixed: bool) -> Found:
+    """The candidate lines of a whole file as the template representation
+    (:mod:`swapwatch.parsers.templates`): a remembered line adds its shared cache entry and line
+    number, any other line its events (rank and piece-relative source, as classify makes them)."""
+    entries: List[Entry] = []
+    lines = array("q")
+    positions: List[int] = []
+    extras: List[Event] = []
+    follow = scan.follow
+    add_entry = entries.append
+    add_line = lines.append
+    proto = classify_proto
+    for line, text in scan:
+        hit = proto(text, follow, prefixed)
+        if hit.__class__ is Entry:
+            protos = hit.events                                 # type: ignore[union-attr]
+            if not protos:
+                continue
+            if not scan.partial:
+                add_entry(hit)                                  # type: ignore[arg-type]
+                add_line(line)
+                continue
+            evs = [_new_copy(e, rank, str(line)) for e in protos]
+        elif hit is None:
+            evs = classify(text, rank, str(line), follow, prefixed)
+        else:
+            evs = hit                                           # type: ignore[assignment]
+            for e in evs:
+                e.rank = rank
+                e.source = str(line)
+        if evs:
+            if scan.partial:
+                evs = _partial(evs, rank, line, text)
+            positions.extend([len(entries)] * len(evs))
+            extras.extend(evs)
+    return entries, lines, positions, extras
+
+
+def _pack_found(piece: Piece, rank: Optional[int], result: PieceResult, found: Found) -> None:
+    """:func:`_pack_file` of a whole rank file scanned as a template: settled and packed as one
+    (:class:`swapwatch.parsers.templates.Templated`), or, when the template does not apply
+    (unranked file, SWAPWATCH events that overrule text lines, too many templates), by the object
+    path."""
+    entries, lines, positions, extras = found
+    final = _events_rank(extras, rank)
+    template = templates.template_of(entries) if final is not None and entries else None
+    if template is None or not templates.fits(extras, template.info):
+        result.events = list(templates.merged(entries, lines, positions, extras, rank, ""))
+        _pack_file(piece, rank, result)
+        return
+    prefix = f"{piece.display}:"
+    for e in extras:
+        e.source = f"{prefix}{e.source}"
+        e.rank = final
+    if lines and lines[-1] < 1 << 32:
+        lines = array("I", lines)
+    rl = RankLog(final, files=[piece.display])
+    _settle_found(rl, template, lines, positions, extras, piece.display, {piece.display: result.newlines})
+    own = _summarise_found(template.info, lines, positions, extras, final, prefix)
+    packed = templates.Templated(template, lines, templates.pack_extras(positions, extras), piece.display, final, own)
+    rl.__dict__["_packed"] = packed
+    rl.__dict__["_events"] = None
+    rl.__dict__["_memo"] = packed.memo()
+    mf = templates.has_mindformers(template.info, extras)
+    result.packed = Packed(rl, mf, mf)
+
+
+def _settle_found(rl: RankLog, template: Any, lines: Any, positions: List[int], extras: List[Event],
+                  display: str, file_lines: Dict[str, int]) -> None:
+    """:func:`_settle` of a template rank: no authority (its extras hold no SWAPWATCH actions or
+    steps, see ``templates.fits``); completeness (:func:`complete_blocks`) from the template's
+    blocks (:func:`_template_blocks`, once per template) replayed with this rank's extras and
+    line numbers."""
+    tb = template.blocks
+    if tb is None:
+        tb = template.blocks = _template_blocks(template.entries)
+    opens, ops = tb
+    state = [[False, False] for _ in opens]         # per block: moved on, crashed
+    cur = -1
+    x = 0
+    nx = len(extras)
+    for k, op in ops:
+        while x < nx and positions[x] <= k:
+            if cur >= 0:
+                _replay(state[cur], _BLOCK_OPS.get(_op_kind(extras[x])))
+            x += 1
+        if op == _OPEN:
+            if cur >= 0 and not state[cur][1]:
+                state[cur][0] = True
+            cur += 1
+        else:
+            _replay(state[cur], op)
+    if cur >= 0:
+        for e in extras[x:]:
+            _replay(state[cur], _BLOCK_OPS.get(_op_kind(e)))
+    total = file_lines.get(display, 0)
+    done = []
+    for (n, max_layer, k_last), (moved_on, crashed) in zip(opens, state):
+        more = total - lines[k_last] > TAIL_SLACK
+        done.append(bool((n is not None and max_layer >= n - 1) or moved_on or (more and not crashed)))
+    rl.layer_settings = len(done)
+    rl.complete = bool(done) and all(done)
+    rl.truncated = not all(done)
+
+
+def _replay(block: List[bool], op: Optional[int]) -> None:
+    """One crash / moved-on op on a block's [moved on, crashed] (as :func:`complete_blocks`)."""
+    if op == _CRASH:
+        if not block[0]:
+            block[1] = True
+    elif op == _MOVED and not block[1]:
+        block[0] = True
+
+
+def _template_blocks(entries: Sequence[Entry]) -> Tuple[List[Tuple[Optional[int], int, int]], List[Tuple[int, int]]]:
+    """A template's part of :func:`complete_blocks`: per block (``num_layers``, its highest
+    action layer, the entry of its last action line (or of its geometry line)), and the events
+    that open a block, crash it or show the process moved on, as (entry index, op), a run of the
+    same op kept once (a repeat changes nothing, whatever extras come between). Actions do not
+    depend on the order of the other events, so they are folded into their block here. A
+    template holds no SWAPWATCH events (never remembered), so no plan merges into a block."""
+    opens: List[list] = []
+    ops: List[Tuple[int, int]] = []
+    for k, entry in enumerate(entries):
+        for e in entry.events:
+            kind = e.kind
+            if kind == "geometry" and e.what == "layer_list":                       # type: ignore
+                n = _num_layers(e.value)                                             # type: ignore
+                opens.append([n if isinstance(n, int) and n > 0 else None, -1, k])
+                ops.append((k, _OPEN))
+            elif not opens:
+                continue
+            elif kind == "action":
+                if e.layer > opens[-1][1]:                                           # type: ignore
+                    opens[-1][1] = e.layer                                           # type: ignore
+                opens[-1][2] = k
+            else:
+                op = _BLOCK_OPS.get(_op_kind(e))
+                if op is not None and ops[-1][1] != op:
+                    ops.append((k, op))
+    return [tuple(b) for b in opens], ops                                           # type: ignore[misc]
+
+
+def _summarise_found(info: Any, lines: Any, positions: List[int], extras: List[Event], rank: int,
+                     prefix: str) -> Dict[str, Any]:
+    return templates.summary(info, lines, positions, extras, rank, prefix)
+
+
+def _encode_found(piece: Piece, rank: Optional[int], result: PieceResult, found: Found) -> None:
     """The JSONL of a whole file, as :func:`iter_events` + the events command would write it in
-    the parent: the file's rank (:func:`_file_rank`) on each event of a rank file, final sources."""
-    events = result.events
-    rank = _events_rank(events, rank) if piece.rank_file else None
-    display = f"{piece.display}:"
-    for e in events:
-        e.source = f"{display}{e.source}"
-        if rank is not None:
-            e.rank = rank
-    result.text = piece.encode.text(events)
-    result.events = []
+    the parent: the file's rank (:func:`_file_rank`) on each event of a rank file, final sources.
+    Each prototype's JSON is encoded once per process (``EventSelect.text_template``), rank and
+    source spliced in."""
+    entries, lines, positions, extras = found
+    final = _events_rank(extras, rank) if piece.rank_file else None
+    prefix = f"{piece.display}:"
+    for e in extras:
+        e.source = f"{prefix}{e.source}"
+        if final is not None:
+            e.rank = final
+    result.text = piece.encode.text_template(entries, lines, positions, extras,
+                                             rank if final is None else final, piece.display)
 
 
 def _pack_file(piece: Piece, rank: Optional[int], result: PieceResult) -> None:
@@ -323,6 +491,7 @@ def _iter_found(found: inp.Inputs, chunk: int, jobs: Optional[int], piece: int, 
     :class:`Packed` rank instead of its events, with ``encode`` a whole file as its JSONL text;
     ``while_scanning`` see :func:`read_logs`."""
     pieces = _plan(found.files, chunk, piece, pack_files, encode)
+    templates.reset(reading=True)
     total = sum(f.size for f in found.files)
     progress = Progress(total if show_progress else 0, files=len(found.files))
     by_path = {f.path: f for f in found.files}
@@ -352,6 +521,7 @@ def _iter_found(found: inp.Inputs, chunk: int, jobs: Optional[int], piece: int, 
             yield by_path[cur], acc, base
     finally:
         progress.close()
+        templates.reset()
 
 
 def iter_events(paths: Sequence[str], **kw) -> Iterator[Event]:
@@ -510,7 +680,22 @@ def _num_layers(value) -> Optional[int]:
         return None
 
 
-_MOVED_ON = ("step", "memory", "exit")       # StepEvent, MemoryEvent, ExitEvent
+_OPEN, _CRASH, _MOVED = 0, 1, 2
+#: What an event does to the open LayerSetting block (:func:`complete_blocks`), by its kind (or
+#: ``notice:<what>``, ``swapwatch:<payload kind>``): a traceback or config error crashes it (unless
+#: the process had moved on); a step, memory or exit line, a compile-time offload warning or a
+#: SWAPWATCH ``run`` event shows the process moved on past model building (unless it crashed).
+_BLOCK_OPS = {"notice:traceback": _CRASH, "notice:config_error": _CRASH, "step": _MOVED, "memory": _MOVED,
+              "exit": _MOVED, "notice:offload_outside_lazy_inline": _MOVED, "swapwatch:run": _MOVED}
+
+
+def _op_kind(e: Event) -> str:
+    kind = e.kind
+    if kind == "notice":
+        return f"notice:{e.what}"                                   # type: ignore[attr-defined]
+    if kind == "swapwatch":
+        return f"swapwatch:{e.payload.get('kind')}"                 # type: ignore[attr-defined]
+    return kind
 
 
 def complete_blocks(events: Sequence[Event], file_lines: Optional[Dict[str, int]] = None,
@@ -557,13 +742,13 @@ def complete_blocks(events: Sequence[Event], file_lines: Optional[Dict[str, int]
                 line = int(ln) if ln.isdigit() else 0
                 if line > cur["last"]:
                     cur["last"] = line
-        elif kind == "notice" and e.what in ("traceback", "config_error"):            # type: ignore
-            if not cur["moved_on"]:
-                cur["crashed"] = True
-        elif not cur["crashed"] and (
-                kind in _MOVED_ON or (kind == "notice" and e.what == "offload_outside_lazy_inline")  # type: ignore
-                or (kind == "swapwatch" and e.payload.get("kind") == "run")):          # type: ignore
-            cur["moved_on"] = True
+        else:
+            op = _BLOCK_OPS.get(_op_kind(e))
+            if op == _CRASH:
+                if not cur["moved_on"]:
+                    cur["crashed"] = True
+            elif op == _MOVED and not cur["crashed"]:
+                cur["moved_on"] = True
     for b in blocks:
         n = b["num_layers"]
         last_layer = n is not None and b["max_layer"] >= n - 1
