@@ -212,9 +212,9 @@ class WordPrefilter:
                 key = int.from_bytes(lit[off + d:off + d + 8], "little")
                 self.checks[d][_hash(key)] = True
                 at[d].setdefault(key, {}).setdefault(off, []).append(lit)
-        # 8-byte key -> ((offset, literals sharing those bytes at that offset), ...)
-        self.at = {d: {key: tuple((off, tuple(ls)) for off, ls in offs.items()) for key, offs in keys.items()}
-                   for d, keys in at.items()}
+        # 8-byte key -> ((offset, literals sharing those bytes at that offset, the literal if only one), ...)
+        self.at = {d: {key: tuple((off, tuple(ls), ls[0] if len(ls) == 1 else None) for off, ls in offs.items())
+                       for key, offs in keys.items()} for d, keys in at.items()}
         self.before = bool(at[-4])
 
     def find(self, buf: bytes, lo: int, hi: int) -> List[Tuple[int, bytes]]:
@@ -247,9 +247,12 @@ class WordPrefilter:
                         groups = at0.get(val, ())
                         if self.before:
                             groups += at4.get(before[i], ())
-                        for off, lits in groups:
+                        for off, lits, one in groups:
                             s = p - off
                             if s >= lo and sw(lits, s, hi):
+                                if one is not None:
+                                    add((s, one))
+                                    continue
                                 for lit in lits:
                                     if sw(lit, s, hi):
                                         add((s, lit))
