@@ -18,6 +18,7 @@ words make its second stage nearly exact. Both find exactly what ``bytes.find`` 
 """
 from __future__ import annotations
 
+from itertools import repeat
 from typing import Any, Dict, List, Sequence, Tuple
 
 import numpy as np
@@ -241,12 +242,13 @@ class WordPrefilter:
                             else words[np.maximum(idx - 1, 0)]     # blo = 0: no literal starts before 0
                         vb = (prev >> _S32) | (v << _S32)
                         keep |= np.take(self.checks[-4], ((vb * _NK) >> _S48).view(np.int64))
-                        before = vb[keep].tolist()
-                    for i, (k, val) in enumerate(zip(idx[keep].tolist(), v[keep].tolist())):
-                        p = blo + 8 * k
+                        befores: Any = vb[keep].tolist()
+                    else:
+                        befores = repeat(None)
+                    for p, val, vbefore in zip((idx[keep] * 8 + blo).tolist(), v[keep].tolist(), befores):
                         groups = at0.get(val, ())
-                        if self.before:
-                            groups += at4.get(before[i], ())
+                        if vbefore is not None:
+                            groups += at4.get(vbefore, ())
                         for off, lits, one in groups:
                             s = p - off
                             if s >= lo and sw(lits, s, hi):

@@ -280,7 +280,15 @@ class Scan:
                 if p < end:
                     continue
                 ls = starts[i] if i < k else (rfind(b"\n", lo, p) + 1 or lo)
-                if lit in records and not _is_record(buf, ls, p, hi):
+                # A record hit: is it the separator of a MindFormers record worth parsing? A record is
+                # a line that starts with the logger's fixed-width ``YYYY-MM-DD HH:MM:SS,mmm - `` and
+                # whose first ``] - `` after it is followed by the level; INFO records are kept when
+                # their message starts like a family we parse, WARNING and above always. The literal
+                # that hit is that separator with such a level (and message start, Needles.for_file),
+                # so what is left is the timestamp and that no ``] - `` comes between it and ``p``.
+                if lit in records and (ls + _TS_LEN >= hi or not (
+                        48 <= buf[ls] <= 57 and buf[ls + 4] == 45 and buf[ls + 19] == 44 and buf[ls + 23] == 32
+                        and buf[ls + 24] == 45) or find(_REC, ls + _TS_LEN, p + 4) != p):
                     continue
                 if i < k:
                     line, le = base + feeds[i] + 1, ends[i]
@@ -314,21 +322,6 @@ class Scan:
         return out
 
 
-def _is_record(buf: bytes, ls: int, p: int, hi: int) -> bool:
-    """Is ``p`` (a hit of a ``records`` literal) the separator of a MindFormers record worth parsing?
-
-    A record is a line that starts with the logger's fixed-width ``YYYY-MM-DD HH:MM:SS,mmm - ``
-    and whose first ``] - `` after it is followed by the level; INFO records are kept when their
-    message starts like a family we parse, WARNING and above always. The literal that hit at ``p``
-    is that separator with such a level (and message start, see :meth:`Needles.for_file`), so what
-    is left to check is the timestamp and that no ``] - `` comes between it and ``p``.
-    """
-    if ls + _TS_LEN >= hi or not (48 <= buf[ls] <= 57 and buf[ls + 4] == 45 and buf[ls + 19] == 44
-                                  and buf[ls + 23] == 32 and buf[ls + 24] == 45):
-        return False
-    return buf.find(_REC, ls + _TS_LEN, p + 4) == p
-
-
 _NUMPY_COUNT = 1 << 13      # from this many bytes on, numpy counts line feeds faster than bytes.count
 _DENSE = 4096               # hits at most this many bytes apart on average from the region's start ...
 _DENSE_MIN = 8              # ... and at least this many: their line feeds are located in numpy
@@ -339,7 +332,7 @@ def _dense(buf: bytes, lo: int, hi: int, hits: List[Tuple[int, bytes]]) -> Tuple
     start and end (-1: no line feed after it), and the line feeds in ``[lo, hi)``; every line feed's
     offset at once (numpy), which beats a search per hit when hits are a line or two apart."""
     nl = np.flatnonzero(np.frombuffer(buf, np.uint8, count=hi - lo, offset=lo) == 10)
-    at = np.searchsorted(nl, np.fromiter((p for p, _ in hits), np.int64, len(hits)) - lo)
+    at = np.searchsorted(nl, np.array([p for p, _ in hits], np.int64) - lo)
     n = len(nl)
     if not n:
         return at.tolist(), [lo] * len(hits), [-1] * len(hits), 0
