@@ -152,6 +152,7 @@ _M64 = (1 << 64) - 1
 _NK = np.uint64(_K)
 _S32 = np.uint64(32)
 _S48 = np.uint64(48)
+_WORD = np.dtype("<u8")              # 8 bytes read little-endian, as int.from_bytes(..., "little") keys them
 
 
 def _hash(x: int) -> int:
@@ -194,7 +195,7 @@ class WordPrefilter:
         freq = np.zeros(65536, np.int64)             # stage-1 hash values at every offset of the sample
         n = len(sample)
         for a in range(min(8, max(0, n - 7))):
-            w = np.frombuffer(sample, np.uint64, count=(n - a) // 8, offset=a)
+            w = np.frombuffer(sample, _WORD, count=(n - a) // 8, offset=a)
             freq += np.bincount(((w * self.mult) >> _S48).view(np.int64), minlength=65536)
         self.table = np.zeros(65536, np.bool_)       # stage 1: gram hash -> a literal may be near
         self.checks = {d: np.zeros(65536, np.bool_) for d in (-4, 0)}   # stage 2, 8 bytes from p + d
@@ -230,7 +231,7 @@ class WordPrefilter:
             cnt = (min(blo + self.BLOCK, end + 1) - blo + 7) // 8     # sampled positions in this block
             full = min(cnt, (nbuf - blo) // 8)                         # ... with 8 bytes in the buffer
             if full > 0:
-                words = np.frombuffer(buf, np.uint64, count=full, offset=blo)
+                words = np.frombuffer(buf, _WORD, count=full, offset=blo)
                 h = np.multiply(words, mult)
                 np.right_shift(h, _S48, out=h)
                 idx = np.flatnonzero(np.take(table, h.view(np.int64)))
@@ -238,7 +239,7 @@ class WordPrefilter:
                     v = words[idx]
                     keep = np.take(self.checks[0], ((v * _NK) >> _S48).view(np.int64))
                     if self.before:           # the 8 bytes from 4 before: the previous word's top half
-                        prev = np.frombuffer(buf, np.uint64, count=full, offset=blo - 8)[idx] if blo >= 8 \
+                        prev = np.frombuffer(buf, _WORD, count=full, offset=blo - 8)[idx] if blo >= 8 \
                             else words[np.maximum(idx - 1, 0)]     # blo = 0: no literal starts before 0
                         vb = (prev >> _S32) | (v << _S32)
                         keep |= np.take(self.checks[-4], ((vb * _NK) >> _S48).view(np.int64))
