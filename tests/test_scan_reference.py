@@ -15,7 +15,6 @@ import scan_reference as ref
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from swapwatch.parsers import scanner
-from swapwatch.parsers.scanner import Needles, Scan
 
 LOGS = os.path.join(os.path.dirname(__file__), "..", "fixtures", "logs")
 
