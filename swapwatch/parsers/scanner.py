@@ -4,8 +4,8 @@ Why this shape: the lines swapwatch needs are O(layers x ranks + steps) inside
 GB-size logs, so the cost is the search, not the parsing, and any per-line Python loop or regex
 alternation is 3-20x slower than C-level search. ``bytes.find`` searches one literal per pass, so
 all needles are found in ONE pass instead (:mod:`swapwatch.parsers.prefilter`: a numpy gather
-over the chunk's byte pairs, then ``startswith`` on the few candidates); only the hits are then
-placed in their lines and numbered:
+over the chunk's byte pairs, or its 64-bit words when every needle is long, then ``startswith`` on
+the few candidates); only the hits are then placed in their lines and numbered:
 
 * in logs with MindFormers stdout records (every msrun worker log) a record is a line that
   *starts* with the logger's fixed-width timestamp and holds ``] - LEVEL - ``; the needles are the
