@@ -263,10 +263,11 @@ class Scan:
             hits.sort()
             records = needles.record_set
             rfind, find, count = buf.rfind, buf.find, buf.count
-            k = 0                            # hits[:k]: the dense stretch at the region's start
-            for i, (p, _) in enumerate(hits):
-                if p - lo <= _DENSE * (i + 1):
-                    k = i + 1
+            k, last = 0, lo                  # hits[:k]: the dense stretch at the region's start
+            for p, _ in hits:
+                if p - last > _DENSE:
+                    break
+                k, last = k + 1, p
             if k >= _DENSE_MIN:
                 counted = find(b"\n", hits[k - 1][0], hi) + 1 or hi
                 while k < len(hits) and hits[k][0] < counted:     # the rest of that hit's line
@@ -323,8 +324,9 @@ class Scan:
 
 
 _NUMPY_COUNT = 1 << 13      # from this many bytes on, numpy counts line feeds faster than bytes.count
-_DENSE = 4096               # hits at most this many bytes apart on average from the region's start ...
-_DENSE_MIN = 8              # ... and at least this many: their line feeds are located in numpy
+_DENSE = _NUMPY_COUNT       # hits at most this many bytes apart from the region's start on ...
+_DENSE_MIN = 8              # ... and at least this many: their line feeds are located in numpy (cheaper
+#                             per byte than bytes.count, which counts the gaps up to _NUMPY_COUNT)
 
 
 def _dense(buf: bytes, lo: int, hi: int, hits: List[Tuple[int, bytes]]) -> Tuple[list, list, list, int]:
