@@ -333,7 +333,7 @@ def _dense(buf: bytes, lo: int, hi: int, hits: List[Tuple[int, bytes]]) -> Tuple
     """For sorted hits inside ``buf[lo:hi]``: the line feeds before each (from ``lo``), its line's
     start and end (-1: no line feed after it), and the line feeds in ``[lo, hi)``; every line feed's
     offset at once (numpy), which beats a search per hit when hits are a line or two apart."""
-    nl = np.flatnonzero(np.frombuffer(buf, np.uint8, count=hi - lo, offset=lo) == 10)
+    nl = np.flatnonzero(_feeds(buf, lo, hi))
     at = np.searchsorted(nl, np.array([p for p, _ in hits], np.int64) - lo)
     n = len(nl)
     if not n:
@@ -343,7 +343,22 @@ def _dense(buf: bytes, lo: int, hi: int, hits: List[Tuple[int, bytes]]) -> Tuple
     return at.tolist(), starts.tolist(), ends.tolist(), n
 
 
+def _feeds(buf: bytes, lo: int, hi: int):
+    """``buf[lo:hi] == b"\\n"`` as a bool array, in a buffer reused up to :data:`CHUNK` bytes (a
+    fresh one per call is page faults on every file in a pool worker: malloc maps and unmaps it)."""
+    global _SCRATCH
+    n = hi - lo
+    if n > CHUNK:
+        return np.frombuffer(buf, np.uint8, count=n, offset=lo) == 10
+    if _SCRATCH is None:
+        _SCRATCH = np.empty(CHUNK, np.bool_)
+    return np.equal(np.frombuffer(buf, np.uint8, count=n, offset=lo), 10, out=_SCRATCH[:n])
+
+
+_SCRATCH = None
+
+
 def _count_newlines(buf: bytes, lo: int, hi: int) -> int:
     if hi - lo > _NUMPY_COUNT:          # numpy compares faster than bytes.count's byte loop
-        return int(np.count_nonzero(np.frombuffer(buf, np.uint8, count=hi - lo, offset=lo) == 10))
+        return int(np.count_nonzero(_feeds(buf, lo, hi)))
     return buf.count(b"\n", lo, hi)
