@@ -44,7 +44,7 @@ from swapwatch.parsers import inputs, model, prefilter, reader  # noqa: E402
 from swapwatch import events_output  # noqa: E402
 
 #: stage -> the functions timed for it (none calls another one of the list)
-STAGES = {"prefilter": [(prefilter.Prefilter, "find")],
+STAGES = {"prefilter": [(prefilter.Prefilter, "find"), (prefilter.WordPrefilter, "find")],
           "classify": [(reader, "classify_cached"), (reader, "classify_proto"), (reader, "classify")],
           "settle": [(reader, "_settle"), (reader, "_settle_found")],
           "pack": [(reader, "pack"), (reader, "_summarise_found"), (reader.templates, "pack_extras")],

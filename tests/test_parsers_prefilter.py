@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from swapwatch.events_output import event_dict, jsonl_line
 from swapwatch.parsers import grammar, iter_events
-from swapwatch.parsers.prefilter import Prefilter
+from swapwatch.parsers.prefilter import Prefilter, WordPrefilter
 from swapwatch.parsers.scanner import Needles, Scan
 
 LOGS = os.path.join(os.path.dirname(__file__), "..", "fixtures", "logs")
@@ -42,6 +42,46 @@ def test_prefilter_finds_what_find_finds(lits, draw, sample, cut):
     got = Prefilter(lits, sample).find(data, lo, hi)
     assert len(got) == len(set(got))
     assert set(got) == by_find(data, set(lits), lo, hi)
+
+
+LONG_LITERAL = st.binary(min_size=WordPrefilter.MIN_LEN, max_size=24).map(
+    lambda b: bytes(ALPHABET[c % len(ALPHABET)] for c in b))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(lits=st.lists(LONG_LITERAL, min_size=1, max_size=6), draw=st.data(), sample=st.binary(max_size=400),
+       cut=st.tuples(st.integers(0, 40), st.integers(0, 40)), block=st.sampled_from([8, 16, 64, 1 << 20]))
+def test_word_prefilter_finds_what_find_finds(lits, draw, sample, cut, block):
+    """The 64-bit-word prefilter (literals of 11+ bytes): every occurrence at any of the 8 offsets
+    to a word, next to block edges, at the region's edges and in the buffer's last partial word."""
+    lits = [lit for lit in lits if b"\n" not in lit] or [b"Set Set Set"]
+    pieces = st.one_of(st.sampled_from(lits), st.sampled_from([bytes([c]) for c in ALPHABET]),
+                       st.sampled_from(lits).map(lambda b: b[1:]), st.sampled_from(lits).map(lambda b: b[:-1]))
+    data = b"".join(draw.draw(st.lists(pieces, max_size=200)))
+    lo, hi = min(cut[0], len(data)), max(min(cut[0], len(data)), len(data) - cut[1])
+    pf = WordPrefilter(lits, sample or data)
+    pf.BLOCK = block
+    got = pf.find(data, lo, hi)
+    assert len(got) == len(set(got))
+    assert set(got) == by_find(data, set(lits), lo, hi)
+
+
+def test_word_prefilter_on_real_logs():
+    """On the fixture logs with the needles of prefixed logs (the set it serves), sampled from
+    another log, at every region start modulo 8: the same hits as ``bytes.find``."""
+    lits = Needles.for_file(True).literals + Needles.for_file(True).records
+    data = b""
+    for name in ("msrun_2ranks/worker_0.log", "recompute_48l.log", "garbage.log", "cpu_swap/msrun_log/worker_1.log"):
+        with open(os.path.join(LOGS, name), "rb") as f:
+            data += f.read()
+    with open(os.path.join(LOGS, "quirks.log"), "rb") as f:
+        other = f.read()
+    pf = WordPrefilter(lits, other)
+    want = by_find(data, set(lits), 0, len(data))
+    assert len(want) > 100
+    for lo in range(9):
+        for hi in (len(data), len(data) - 1, len(data) - 5, len(data) - 13):
+            assert set(pf.find(data, lo, hi)) == {h for h in want if h[0] >= lo and h[0] + len(h[1]) <= hi}
 
 
 def naive_lines(data: bytes, needles: Needles):

@@ -4,8 +4,8 @@ Why this shape: the lines swapwatch needs are O(layers x ranks + steps) inside
 GB-size logs, so the cost is the search, not the parsing, and any per-line Python loop or regex
 alternation is 3-20x slower than C-level search. ``bytes.find`` searches one literal per pass, so
 all needles are found in ONE pass instead (:mod:`swapwatch.parsers.prefilter`: a numpy gather
-over the chunk's byte pairs, then ``startswith`` on the few candidates); only the hits are then
-placed in their lines and numbered:
+over the chunk's byte pairs, or its 64-bit words when every needle is long, then ``startswith`` on
+the few candidates); only the hits are then placed in their lines and numbered:
 
 * in logs with MindFormers stdout records (every msrun worker log) a record is a line that
   *starts* with the logger's fixed-width timestamp and holds ``] - LEVEL - ``; the needles are the
@@ -22,12 +22,13 @@ carried over; a family that needs the lines after its own (tracebacks, the Ascen
 reads ahead through :meth:`Scan.follow`, which pulls more data from the stream when the buffer ends,
 so the result never depends on the chunk size. A line longer than ``max_line`` is processed in
 pieces, which bounds memory whatever the input. Line numbers are counted only up to the hits:
-with numpy over the line feeds when hits are dense, by counting between them when sparse.
+the line feeds between one hit's line and the next (numpy for long stretches, ``bytes.count`` for
+short ones), never an array of every line feed's offset.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import BinaryIO, Callable, Iterator, List, Optional, Tuple
+from typing import BinaryIO, Callable, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
@@ -41,12 +42,11 @@ FOLLOW_BYTES = 1 << 20
 
 _REC = grammar.MF_RECORD
 _INFO = b"INFO - "
-_OTHER_LEVELS = (b"WARNING - ", b"ERROR - ", b"CRITICAL - ")
 _TS_LEN = 26                  # len("2026-07-14 06:47:08,133 - ")
 _MF_STARTS = grammar.mf_info_starts()
 
 
-@dataclass
+@dataclass(frozen=True)
 class Needles:
     """What to search for in one file (decided once per file from its head, see :func:`is_prefixed`)."""
 
@@ -54,6 +54,14 @@ class Needles:
     literals: Tuple[bytes, ...] = field(default=())
     follow: Tuple[bytes, ...] = field(default=())      # literals whose lines read ahead
     records: Tuple[bytes, ...] = field(default=())     # prefixed logs: ``] - LEVEL - `` (+ message start)
+
+    @property
+    def searched(self) -> Tuple[bytes, ...]:
+        """``literals + records``: what the prefilter looks for (built once, it keys the prefilter cache)."""
+        sr = self.__dict__.get("_searched")
+        if sr is None:
+            sr = self.__dict__["_searched"] = self.literals + self.records
+        return sr
 
     @property
     def record_set(self) -> frozenset:
@@ -65,15 +73,23 @@ class Needles:
 
     @classmethod
     def for_file(cls, prefixed: bool) -> "Needles":
-        lits = list(grammar.ANYWHERE)
-        if not prefixed:
-            lits += [n for n in grammar.raw_needles() if n not in lits]
-        records: Tuple[bytes, ...] = ()
-        if prefixed:      # INFO records only when their message starts like a family we parse
-            records = tuple(_REC + _INFO + start for start in _MF_STARTS) + \
-                tuple(_REC + level for level in grammar.MF_LEVELS if level != _INFO)
-        return cls(prefixed, tuple(lits), tuple(n for n, k in grammar.ANYWHERE.items() if k), records)
+        """The needles of a prefixed / unprefixed log: built once per process (every file of a
+        job asks, 10,000 times at 10,000 ranks), shared (frozen)."""
+        nd = _NEEDLES.get(prefixed)
+        if nd is None:
+            lits = list(grammar.ANYWHERE)
+            if not prefixed:
+                lits += [n for n in grammar.raw_needles() if n not in lits]
+            records: Tuple[bytes, ...] = ()
+            if prefixed:      # INFO records only when their message starts like a family we parse
+                records = tuple(_REC + _INFO + start for start in _MF_STARTS) + \
+                    tuple(_REC + level for level in grammar.MF_LEVELS if level != _INFO)
+            nd = _NEEDLES[prefixed] = cls(prefixed, tuple(lits), tuple(n for n, k in grammar.ANYWHERE.items() if k),
+                                          records)
+        return nd
 
+
+_NEEDLES: Dict[bool, Needles] = {}
 
 
 def is_prefixed(head: bytes) -> bool:
@@ -230,46 +246,66 @@ class Scan:
         """Candidate lines of ``buf[lo:hi]`` (whole lines; ``hi`` follows a newline or ends the input).
 
         Literal-led: one prefilter pass finds the needles (and, in prefixed logs, the record
-        separators ``] - LEVEL - ``); lines are located and numbered only around those hits.
+        separators ``] - LEVEL - ``); lines are located and numbered only around those hits, in
+        hit order. Where the hits lie close together from the region's start (a log's strategy
+        block: a hit every line or two), that stretch's line feeds are located at once
+        (:func:`_dense`); after it, a hit's line start is found by ``rfind`` back from it, the line
+        feeds before it are counted from the previous hit's line (:func:`_count_newlines`), and its
+        end is searched only for a line that is yielded. Hits inside a yielded line are skipped.
         """
         needles = self.needles
-        hits = compiled(needles.literals + needles.records, buf, lo, hi).find(buf, lo, hi)
-        if needles.prefixed:
+        hits = compiled(needles.searched, buf, lo, hi).find(buf, lo, hi)
+        if needles.prefixed and buf.find(b"\x1b", lo, hi) >= 0:
             hits.extend((p, b"") for p in self._ansi_records(buf, lo, hi))
-        base = self.newlines
-        if not hits:
-            self.newlines = base + _count_newlines(buf, lo, hi)
-            return
-        hits.sort()
-        records = needles.record_set
-        if len(hits) > (hi - lo) >> 15:     # dense: every line feed's offset at once (numpy)
-            nl = np.flatnonzero(np.frombuffer(buf, np.uint8, count=hi - lo, offset=lo) == 10)
-            at = np.searchsorted(nl, np.fromiter((p for p, _ in hits), np.int64, len(hits)) - lo)
-            n = len(nl)
-            if n:       # each hit's line start and end (-1: no line feed after it), all at once
-                starts = np.where(at > 0, nl[np.maximum(at - 1, 0)] + 1, 0) + lo
-                ends = np.where(at < n, nl[np.minimum(at, n - 1)] + lo, -1)
+        base = nls = self.newlines           # line feeds before ``counted``, from the stream's start
+        counted = lo
+        if hits:
+            hits.sort()
+            records = needles.record_set
+            rfind, find, count = buf.rfind, buf.find, buf.count
+            k, last = 0, lo                  # hits[:k]: the dense stretch at the region's start
+            for p, _ in hits:
+                if p - last > _DENSE:
+                    break
+                k, last = k + 1, p
+            if k >= _DENSE_MIN:
+                counted = find(b"\n", hits[k - 1][0], hi) + 1 or hi
+                while k < len(hits) and hits[k][0] < counted:     # the rest of that hit's line
+                    k += 1
+                feeds, starts, ends, n = _dense(buf, lo, counted, hits[:k])
+                nls += n
             else:
-                starts, ends = np.full(len(at), lo), np.full(len(at), -1)
-            spans = zip(at.tolist(), starts.tolist(), ends.tolist())
-        else:                                # sparse: look around each hit, count the feeds between
-            n = -1
-            counted = [lo, 0]                # (offset, line feeds before it) reached by _spans
-            spans = _spans(buf, lo, hi, hits, counted)
-        last = -1
-        for (p, lit), (i, ls, le) in zip(hits, spans):
-            if ls == last:
-                continue
-            if lit in records and not _is_record(buf, ls, p, hi, le):
-                continue
-            last = ls
-            self.partial = le < 0       # no line feed after it: the file ends (or a giant line is cut) here
-            if le < 0:
-                le = hi
-            self._cur = (buf, le, hi)
-            self._cur_line = base + i + 1
-            yield self._cur_line, buf[ls:le].decode("utf-8", "replace")
-        self.newlines = base + (n if n >= 0 else counted[1] + _count_newlines(buf, counted[0], hi))
+                k = 0
+            end = lo                         # the end of the last yielded line: hits before it are in it
+            for i, (p, lit) in enumerate(hits):
+                if p < end:
+                    continue
+                ls = starts[i] if i < k else (rfind(b"\n", lo, p) + 1 or lo)
+                # A record hit: is it the separator of a MindFormers record worth parsing? A record is
+                # a line that starts with the logger's fixed-width ``YYYY-MM-DD HH:MM:SS,mmm - `` and
+                # whose first ``] - `` after it is followed by the level; INFO records are kept when
+                # their message starts like a family we parse, WARNING and above always. The literal
+                # that hit is that separator with such a level (and message start, Needles.for_file),
+                # so what is left is the timestamp and that no ``] - `` comes between it and ``p``.
+                if lit in records and (ls + _TS_LEN >= hi or not (
+                        48 <= buf[ls] <= 57 and buf[ls + 4] == 45 and buf[ls + 19] == 44 and buf[ls + 23] == 32
+                        and buf[ls + 24] == 45) or find(_REC, ls + _TS_LEN, p + 4) != p):
+                    continue
+                if i < k:
+                    line, le = base + feeds[i] + 1, ends[i]
+                else:
+                    nls += count(b"\n", counted, ls) if ls - counted <= _NUMPY_COUNT \
+                        else _count_newlines(buf, counted, ls)
+                    counted = ls
+                    line, le = nls + 1, find(b"\n", p, hi)
+                self.partial = le < 0       # no line feed after it: the file ends (or a giant line is cut) here
+                if le < 0:
+                    le = hi
+                end = le
+                self._cur = (buf, le, hi)
+                self._cur_line = line
+                yield line, buf[ls:le].decode("utf-8", "replace")
+        self.newlines = nls + _count_newlines(buf, counted, hi)
 
     def _ansi_records(self, buf: bytes, lo: int, hi: int) -> List[int]:
         """Positions of the record separator in lines that start with an ANSI colour code and hold
@@ -287,37 +323,42 @@ class Scan:
         return out
 
 
-def _is_record(buf: bytes, ls: int, p: int, hi: int, le: int) -> bool:
-    """Is ``p`` (a ``] - LEVEL - `` hit) the separator of a MindFormers record worth parsing?
-
-    A record is a line that starts with the logger's fixed-width ``YYYY-MM-DD HH:MM:SS,mmm - ``
-    and whose first ``] - `` after it is followed by the level; INFO records are kept when their
-    message starts like a family we parse, WARNING and above always.
-    """
-    if ls + _TS_LEN >= hi or not (48 <= buf[ls] <= 57 and buf[ls + 4] == 45 and buf[ls + 19] == 44
-                                  and buf[ls + 23] == 32 and buf[ls + 24] == 45):
-        return False
-    if buf.find(_REC, ls + _TS_LEN, hi if le < 0 else le) != p:
-        return False
-    q = p + 4
-    if buf.startswith(_INFO, q):
-        return buf.startswith(_MF_STARTS, q + 7)
-    return buf.startswith(_OTHER_LEVELS, q)
+_NUMPY_COUNT = 1 << 13      # from this many bytes on, numpy counts line feeds faster than bytes.count
+_DENSE = _NUMPY_COUNT       # hits at most this many bytes apart from the region's start on ...
+_DENSE_MIN = 8              # ... and at least this many: their line feeds are located in numpy (cheaper
+#                             per byte than bytes.count, which counts the gaps up to _NUMPY_COUNT)
 
 
-def _spans(buf: bytes, lo: int, hi: int, hits: List[Tuple[int, bytes]],
-           counted: List[int]) -> Iterator[Tuple[int, int, int]]:
-    """(line feeds before the line, line start, line end or -1) of each sorted hit; ``counted``
-    keeps the offset up to which line feeds were counted and their number."""
-    rfind, find = buf.rfind, buf.find
-    for p, _ in hits:
-        ls = rfind(b"\n", lo, p) + 1 or lo
-        counted[1] += _count_newlines(buf, counted[0], ls)
-        counted[0] = ls
-        yield counted[1], ls, find(b"\n", p, hi)
+def _dense(buf: bytes, lo: int, hi: int, hits: List[Tuple[int, bytes]]) -> Tuple[list, list, list, int]:
+    """For sorted hits inside ``buf[lo:hi]``: the line feeds before each (from ``lo``), its line's
+    start and end (-1: no line feed after it), and the line feeds in ``[lo, hi)``; every line feed's
+    offset at once (numpy), which beats a search per hit when hits are a line or two apart."""
+    nl = np.flatnonzero(_feeds(buf, lo, hi))
+    at = np.searchsorted(nl, np.array([p for p, _ in hits], np.int64) - lo)
+    n = len(nl)
+    if not n:
+        return at.tolist(), [lo] * len(hits), [-1] * len(hits), 0
+    starts = np.where(at > 0, nl[np.maximum(at - 1, 0)] + 1, 0) + lo
+    ends = np.where(at < n, nl[np.minimum(at, n - 1)] + lo, -1)
+    return at.tolist(), starts.tolist(), ends.tolist(), n
+
+
+def _feeds(buf: bytes, lo: int, hi: int):
+    """``buf[lo:hi] == b"\\n"`` as a bool array, in a buffer reused up to :data:`CHUNK` bytes (a
+    fresh one per call is page faults on every file in a pool worker: malloc maps and unmaps it)."""
+    global _SCRATCH
+    n = hi - lo
+    if n > CHUNK:
+        return np.frombuffer(buf, np.uint8, count=n, offset=lo) == 10
+    if _SCRATCH is None:
+        _SCRATCH = np.empty(CHUNK, np.bool_)
+    return np.equal(np.frombuffer(buf, np.uint8, count=n, offset=lo), 10, out=_SCRATCH[:n])
+
+
+_SCRATCH = None
 
 
 def _count_newlines(buf: bytes, lo: int, hi: int) -> int:
-    if hi - lo > 1 << 13:               # numpy compares faster than bytes.count's byte loop
-        return int(np.count_nonzero(np.frombuffer(buf, np.uint8, count=hi - lo, offset=lo) == 10))
+    if hi - lo > _NUMPY_COUNT:          # numpy compares faster than bytes.count's byte loop
+        return int(np.count_nonzero(_feeds(buf, lo, hi)))
     return buf.count(b"\n", lo, hi)

@@ -1,0 +1,127 @@
+"""The scanner against its previous implementation (``tests/scan_reference.py``, kept verbatim):
+for any input and any chunk size, the same candidate lines with the same line numbers, the same
+``partial`` flags, the same lines read ahead by ``follow``, and the same ``newlines``/``bytes``.
+
+Inputs: every fixture log (gz ones decompressed and also read through gzip), and logs generated
+from their lines with CRLF endings, ANSI colour codes, long lines, needle soup, no trailing newline,
+cut into line-aligned pieces as ``read_logs`` cuts big files; prefixed and unprefixed needles.
+"""
+import gzip
+import io
+import os
+import random
+
+import scan_reference as ref
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from swapwatch.parsers import scanner
+
+LOGS = os.path.join(os.path.dirname(__file__), "..", "fixtures", "logs")
+
+
+def _fixture_logs():
+    out = {}
+    for root, _, files in os.walk(LOGS):
+        for name in sorted(files):
+            path = os.path.join(root, name)
+            if name.endswith(".log"):
+                with open(path, "rb") as f:
+                    out[os.path.relpath(path, LOGS)] = f.read()
+            elif name.endswith(".log.gz"):
+                with gzip.open(path, "rb") as f:
+                    out[os.path.relpath(path, LOGS)] = f.read()
+    return out
+
+
+FIXTURES = _fixture_logs()
+LINES = sorted({line for data in FIXTURES.values() for line in data.split(b"\n") if line})
+NOISE = [b"\x1b[32m", b"\x1b[0m", b"\r", b"\xff\xfe", b"\x00", b"] - ", b"] - INFO - ", b"] - WARNING - ",
+         b"SWAPWATCH {\"", b"Traceback (most recent call last):", b"emory size: ", b"peak used mem:",
+         b"2026-07-14 06:47:08,133 - mf[models/utils.py:205] - INFO - Set ", b"x" * 3000]
+
+
+def _run(mod, data: bytes, prefixed: bool, chunk: int, owned=None, start: int = 0, gz: bool = False):
+    """Everything a caller can observe of one scan: (line, text, partial, follow) per candidate."""
+    stream = io.BytesIO(gzip.compress(data)) if gz else io.BytesIO(data)
+    if gz:
+        stream = gzip.GzipFile(fileobj=stream)
+    stream.seek(start)
+    needles = mod.Needles.for_file(prefixed)
+    scan = mod.Scan(stream, needles, owned=owned, chunk=chunk)
+    out = []
+    for i, (line, text) in enumerate(scan):
+        ahead = list(scan.follow(max_lines=3)) if i % 3 == 0 or any(n.decode() in text for n in needles.follow) \
+            else None
+        out.append((line, text, scan.partial, ahead))
+    return out, scan.newlines, scan.bytes
+
+
+def _same(data: bytes, prefixed: bool, chunk: int, **kw):
+    new = _run(scanner, data, prefixed, chunk, **kw)
+    old = _run(ref, data, prefixed, chunk, **kw)
+    assert new == old
+    return new
+
+
+def test_every_fixture_log_every_needle_set():
+    n = 0
+    for name, data in FIXTURES.items():
+        for prefixed in (True, False):
+            for chunk in (1 << 20, 4096, 977, 64):
+                lines, newlines, nbytes = _same(data, prefixed, chunk)
+                assert newlines == data.count(b"\n") and nbytes == len(data), name
+                n += len(lines)
+    assert n > 1000
+
+
+def _generated(rnd: random.Random, size: int) -> bytes:
+    parts = []
+    while sum(map(len, parts)) < size:
+        r = rnd.random()
+        if r < 0.75:
+            line = rnd.choice(LINES)
+            if rnd.random() < 0.1:
+                line = line[:rnd.randrange(len(line) + 1)]           # cut short
+            if rnd.random() < 0.05:
+                line = rnd.choice(NOISE) + line                      # colour code / junk before
+            parts.append(line + (b"\r\n" if rnd.random() < 0.1 else b"\n"))
+        elif r < 0.95:
+            parts.append(rnd.choice(NOISE) + (b"\n" if rnd.random() < 0.5 else b""))
+        else:
+            parts.append(b"\n" * rnd.randrange(1, 4))
+    data = b"".join(parts)
+    return data if rnd.random() < 0.7 else data.rstrip(b"\n")         # often no trailing newline
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2 ** 32 - 1), size=st.sampled_from([200, 5000, 60000, 300000]),
+       chunk=st.one_of(st.integers(1, 5000), st.just(1 << 20)), prefixed=st.booleans())
+def test_generated_logs_any_chunk(seed, size, chunk, prefixed):
+    data = _generated(random.Random(seed), size)
+    _same(data, prefixed, chunk)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2 ** 32 - 1), cuts=st.lists(st.integers(0, 10 ** 6), min_size=1, max_size=4),
+       chunk=st.sampled_from([333, 8192, 1 << 20]))
+def test_line_aligned_pieces_and_gzip(seed, cuts, chunk):
+    """Pieces of a file (``owned`` bytes from a line start, as read_logs cuts), and a gzip stream."""
+    data = _generated(random.Random(seed), 200000)
+    bounds = sorted({0} | {data.find(b"\n", c % len(data)) + 1 for c in cuts} - {0, len(data)})
+    for a, b in zip([0] + bounds, bounds + [None]):
+        _same(data, True, chunk, owned=None if b is None else b - a, start=a)
+    _same(data, True, chunk, gz=True)
+
+
+def test_dense_stretch_edges():
+    """Hits every line up to the region's end, a dense stretch whose last line has more hits, a
+    dense stretch ending in a line without a line feed, a record hit rejected inside it."""
+    rec = b"2026-07-14 06:47:08,133 - mf[models/utils.py:205] - INFO - Set full recompute at layer 1"
+    bad = b"2026/07-14 06:47:08,133 - mf[models/utils.py:205] - INFO - Set op_swap at layer 2"
+    far = b"x" * 90000 + b" peak used mem: 3M"     # a hit far along the stretch's last (rejected) line
+    for tail in (b"", b"\n", b" peak used mem: 3M SWAPWATCH {\"k\":1}", b"\n" + b"noise line\n" * 500,
+                 b"\n" + bad + far, b"\n" + bad + far + b"\n" + rec):
+        for n in (1, 7, 8, 9, 40):
+            data = b"\n".join([rec, bad] * n) + tail
+            for chunk in (1 << 20, 100, 5000):
+                _same(data, True, chunk)
