@@ -11,7 +11,7 @@ import pickle
 import zlib
 from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
-from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 
 @dataclass
@@ -333,17 +333,74 @@ _NO_NOTICES = NoticeTally(0, None, {})
 
 
 def _notice_tallies(events: Sequence[Event]) -> Dict[str, NoticeTally]:
-    acc: Dict[str, list] = {}
-    for e in events:
-        if e.kind == "notice":
-            prim = (e.data or {}).get("prim") or "?"       # type: ignore[attr-defined]
-            t = acc.get(e.what)                            # type: ignore[attr-defined]
-            if t is None:
-                acc[e.what] = [1, e.source, {prim: 1}]     # type: ignore[attr-defined]
-            else:
-                t[0] += 1
-                t[2][prim] = t[2].get(prim, 0) + 1
-    return {what: NoticeTally(n, first, prims) for what, (n, first, prims) in acc.items()}
+    return Walk((e.source, (e,)) for e in events if e.kind == "notice").tallies()
+
+
+class Walk:
+    """One pass over events grouped by position, for what a rank's summary holds: a rank's events
+    one by one (position: the source), or a template's entries (position: the entry's index,
+    :class:`swapwatch.parsers.templates.TemplateInfo`). The one copy of these rules: ``first``
+    position and ``kinds`` (with ``action:origin`` / ``step:origin``), ``initial`` (last section
+    wins), Formative and geometry values (first wins), the strategy key's content, notice tallies
+    ``what -> [count, first position, {prim: count}]``, the position of the last action, and
+    whether a MindFormers line is among them (``reader._has_mindformers``)."""
+
+    def __init__(self, groups: Iterable[Tuple[Any, Sequence[Event]]]):
+        first: Dict[str, Any] = {}
+        initial: Dict[str, Any] = {}
+        formative: Dict[str, Any] = {}
+        geometry: Dict[str, Any] = {}
+        kinds = set()
+        strategy = []
+        notices: Dict[str, list] = {}
+        last_action = None
+        mf = False
+        for k, events in groups:
+            for e in events:
+                kind = e.kind
+                if kind not in first:
+                    first[kind] = k
+                    kinds.add(kind)
+                if kind == "action":
+                    a: ActionEvent = e      # type: ignore[assignment]
+                    kinds.add("action:" + str(a.origin))
+                    strategy.append((a.layer, a.action, tuple(a.paths), repr(a.value),
+                                     tuple((key, repr(v)) for key, v in (a.values or {}).items()), a.origin))
+                    last_action = k
+                    mf = mf or a.origin == "text"
+                elif kind == "step":
+                    kinds.add("step:" + str(getattr(e, "origin", None)))
+                    mf = mf or getattr(e, "origin", "text") == "text"
+                elif kind == "initial_config":
+                    initial[e.section] = e.value                   # type: ignore[attr-defined]
+                    mf = True
+                elif kind == "formative":
+                    formative.setdefault(e.key, e.value)           # type: ignore[attr-defined]
+                    mf = True
+                elif kind == "geometry":
+                    geometry.setdefault(e.what, e.value)           # type: ignore[attr-defined]
+                    mf = True
+                elif kind == "notice":
+                    prim = (e.data or {}).get("prim") or "?"       # type: ignore[attr-defined]
+                    t = notices.get(e.what)                        # type: ignore[attr-defined]
+                    if t is None:
+                        notices[e.what] = [1, k, {prim: 1}]        # type: ignore[attr-defined]
+                    else:
+                        t[0] += 1
+                        t[2][prim] = t[2].get(prim, 0) + 1
+        self.first = first
+        self.kinds = kinds
+        self.initial = initial
+        self.formative = formative
+        self.geometry = geometry
+        self.strategy = tuple(strategy)
+        self.notices = notices
+        self.last_action = last_action
+        self.mindformers = mf
+
+    def tallies(self) -> Dict[str, NoticeTally]:
+        """The notice tallies with sources for positions (a walk over one rank's events)."""
+        return {what: NoticeTally(n, first, prims) for what, (n, first, prims) in self.notices.items()}
 
 
 #: Notices that mean the process stopped with an error.
@@ -431,36 +488,13 @@ def _intern(value: Any) -> Any:
 
 
 def _summarise(events: List[Event]) -> Dict[str, Any]:
-    """What :func:`pack` keeps unpacked beside a rank's events (see there), in one pass over them:
-    the same values :class:`RankLog`'s methods compute from unpacked events."""
-    first: Dict[str, str] = {}
-    initial: Dict[str, Any] = {}
-    formative: Dict[str, Any] = {}
-    geometry: Dict[str, Any] = {}
-    kinds = set()
-    strategy = []
-    for e in events:
-        kind = e.kind
-        if kind not in first:
-            first[kind] = e.source
-            kinds.add(kind)
-        if kind == "action":
-            a: ActionEvent = e      # type: ignore[assignment]
-            kinds.add("action:" + str(a.origin))
-            strategy.append((a.layer, a.action, tuple(a.paths), repr(a.value),
-                             tuple((k, repr(v)) for k, v in (a.values or {}).items()), a.origin))
-        elif kind == "step":
-            kinds.add("step:" + str(getattr(e, "origin", None)))
-        elif kind == "initial_config":
-            initial[e.section] = e.value                   # type: ignore[attr-defined]
-        elif kind == "formative":
-            formative.setdefault(e.key, e.value)           # type: ignore[attr-defined]
-        elif kind == "geometry":
-            geometry.setdefault(e.what, e.value)           # type: ignore[attr-defined]
-    return {"initial_config": initial, "formative": formative, "geometry": geometry,
-            "kinds": _intern(frozenset(kinds)), "first": first,
-            "fatal_after_actions": fatal_after_actions_of(events), "notices": _notice_tallies(events),
-            "strategy": _intern(tuple(strategy)), "memory": _pack_rows(_memory_rows(events))}
+    """What :func:`pack` keeps unpacked beside a rank's events (see there), in one pass over them
+    (:class:`Walk`): the same values :class:`RankLog`'s methods compute from unpacked events."""
+    w = Walk((e.source, (e,)) for e in events)
+    return {"initial_config": w.initial, "formative": w.formative, "geometry": w.geometry,
+            "kinds": _intern(frozenset(w.kinds)), "first": w.first,
+            "fatal_after_actions": fatal_after_actions_of(events), "notices": w.tallies(),
+            "strategy": _intern(w.strategy), "memory": _pack_rows(_memory_rows(events))}
 
 
 def _memory_rows(events: Sequence[Event]) -> List[Tuple[Optional[int], str, int, str, str]]:

@@ -28,7 +28,7 @@ from array import array
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .classify import Entry
-from .model import ActionEvent, Event, NoticeTally, _intern, _memory_rows, _new_copy, _notice_tallies, is_fatal
+from .model import Event, NoticeTally, Walk, _intern, _memory_rows, _new_copy, _notice_tallies, is_fatal
 
 #: Templates one process makes at most per read (a job whose every rank differs falls back past them).
 TEMPLATE_MAX = 64
@@ -138,48 +138,8 @@ class TemplateInfo:
     template; positions are indexes into the template's entries (a rank maps them to its lines)."""
 
     def __init__(self, entries: Sequence[Entry]):
-        first: Dict[str, int] = {}
-        initial: Dict[str, Any] = {}
-        formative: Dict[str, Any] = {}
-        geometry: Dict[str, Any] = {}
-        kinds = set()
-        strategy = []
-        notices: Dict[str, list] = {}
-        last_action = -1
-        mf = False
-        for k, entry in enumerate(entries):
-            for e in entry.events:
-                kind = e.kind
-                if kind not in first:
-                    first[kind] = k
-                    kinds.add(kind)
-                if kind == "action":
-                    a: ActionEvent = e      # type: ignore[assignment]
-                    kinds.add("action:" + str(a.origin))
-                    strategy.append((a.layer, a.action, tuple(a.paths), repr(a.value),
-                                     tuple((key, repr(v)) for key, v in (a.values or {}).items()), a.origin))
-                    last_action = k
-                    mf = mf or a.origin == "text"
-                elif kind == "step":
-                    kinds.add("step:" + str(getattr(e, "origin", None)))
-                    mf = mf or getattr(e, "origin", "text") == "text"
-                elif kind == "initial_config":
-                    initial[e.section] = e.value                   # type: ignore[attr-defined]
-                    mf = True
-                elif kind == "formative":
-                    formative.setdefault(e.key, e.value)           # type: ignore[attr-defined]
-                    mf = True
-                elif kind == "geometry":
-                    geometry.setdefault(e.what, e.value)           # type: ignore[attr-defined]
-                    mf = True
-                elif kind == "notice":
-                    prim = (e.data or {}).get("prim") or "?"       # type: ignore[attr-defined]
-                    t = notices.get(e.what)                        # type: ignore[attr-defined]
-                    if t is None:
-                        notices[e.what] = [1, k, {prim: 1}]        # type: ignore[attr-defined]
-                    else:
-                        t[0] += 1
-                        t[2][prim] = t[2].get(prim, 0) + 1
+        w = Walk((k, entry.events) for k, entry in enumerate(entries))
+        last_action = -1 if w.last_action is None else w.last_action
         #: the first step or fatal event after the last action: (entry index, event) or None
         self.after: Optional[Tuple[int, Event]] = None
         for k in range(max(last_action, 0), len(entries)):
@@ -192,12 +152,12 @@ class TemplateInfo:
                 self.after = (k, hit)
                 break
         self.last_action = last_action
-        self.first = first
-        self.kinds = frozenset(kinds)
-        self.notices = notices
-        self.mindformers = mf
-        self.shared = {"initial_config": initial, "formative": formative, "geometry": geometry,
-                       "strategy": _intern(tuple(strategy))}
+        self.first: Dict[str, int] = w.first
+        self.kinds = frozenset(w.kinds)
+        self.notices = w.notices
+        self.mindformers = w.mindformers
+        self.shared = {"initial_config": w.initial, "formative": w.formative, "geometry": w.geometry,
+                       "strategy": _intern(w.strategy)}
 
 
 def fits(extras: Sequence[Event], info: TemplateInfo) -> bool:
