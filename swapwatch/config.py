@@ -132,12 +132,7 @@ class TrainingConfig:
 
     def line(self, key: str) -> Optional[int]:
         """The line of ``key`` or, failing that, of its closest enclosing key."""
-        k = key
-        while k:
-            if k in self.lines:
-                return self.lines[k]
-            k = k.rpartition(".")[0] if "." in k else ""
-        return None
+        return nearest(self.lines, key)
 
     def where(self, key: str) -> Optional[str]:
         """``file:line`` of ``key`` (or its section), for findings; None when not from a file."""
@@ -148,12 +143,7 @@ class TrainingConfig:
 
     def _log_source(self, key: str) -> Optional[str]:
         """The log line of ``key``'s closest enclosing key in :attr:`key_sources`, else ``source``."""
-        k = key
-        while k:
-            if k in self.key_sources:
-                return self.key_sources[k]
-            k = k.rpartition(".")[0] if "." in k else ""
-        return self.source
+        return nearest(self.key_sources, key) or self.source
 
     def error(self, key: str, message: str) -> ConfigError:
         """A ConfigError located at ``key`` (on mcore, a ``swap_config.*`` key the user did not
@@ -378,7 +368,7 @@ def _logged_layer_list(geometry: Mapping[str, Any], source: Optional[str]) -> Li
 def _from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional[str],
                overrides: Dict[str, Any], check_rules: bool) -> TrainingConfig:
     def err(key: str, message: str) -> ConfigError:
-        return ConfigError(message, file=source, line=_line(lines, key), key=key)
+        return ConfigError(message, file=source, line=nearest(lines, key), key=key)
 
     model = _section(data, "model", err)
     model_config = _section(model, "model_config", err, prefix="model.") if model else {}
@@ -559,12 +549,15 @@ def _pretrained_config(data: Dict[str, Any], source: Optional[str]) -> Tuple[Dic
     return (hf, path) if isinstance(hf, dict) else ({}, None)
 
 
-def _line(lines: Dict[str, int], key: str) -> Optional[int]:
+def nearest(by_key: Mapping[str, Any], key: str) -> Any:
+    """The value of dotted ``key`` in ``by_key`` or, failing that, of its closest enclosing key
+    (``a.b.c``, then ``a.b``, then ``a``); None when none is there. The one walk every YAML reader
+    uses to put a finding or an error on the nearest line the user wrote."""
     k = key
     while k:
-        if k in lines:
-            return lines[k]
-        k = k.rpartition(".")[0] if "." in k else ""
+        if k in by_key:
+            return by_key[k]
+        k = k.rpartition(".")[0]
     return None
 
 

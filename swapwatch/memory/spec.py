@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..config import read_yaml
+from ..config import nearest, read_yaml
 from ..errors import ConfigError
 
 MC = "model.model_config"
@@ -114,10 +114,7 @@ def load_spec(path: str) -> ModelSpec:
 
 def spec_from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional[str]) -> ModelSpec:
     def err(key: str, message: str) -> ConfigError:
-        k = key
-        while k and k not in lines:
-            k = k.rpartition(".")[0]
-        return ConfigError(message, file=source, line=lines.get(k), key=key)
+        return ConfigError(message, file=source, line=nearest(lines, key), key=key)
 
     def section(tree: Any, name: str, prefix: str) -> Dict[str, Any]:
         value = tree.get(name) if isinstance(tree, dict) else None

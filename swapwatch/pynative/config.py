@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
-from ..config import read_yaml
+from ..config import nearest, read_yaml
 from ..errors import ConfigError, InputError
 from .layer_spec import Refusal
 
@@ -59,12 +59,7 @@ class PynativeConfig:
         return self.num_layers + self.mtp_layers
 
     def line(self, key: str) -> Optional[int]:
-        k = key
-        while k:
-            if k in self.lines:
-                return self.lines[k]
-            k = k.rpartition(".")[0]
-        return None
+        return nearest(self.lines, key)
 
     def where(self, key: str) -> str:
         ln = self.line(key)
