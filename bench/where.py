@@ -9,7 +9,7 @@ its stages, so the README's Speed section can say where the remaining time is, i
 * ``settle``: authority and completeness of a rank (``reader._settle``; ``reader._settle_found``
   for a rank kept as a template, ``parsers/templates.py``);
 * ``pack``: a rank's summary and packed form: of its events (``model.pack``: summary, pickle,
-  zlib), or of its template (``reader._summarise_found`` + ``templates.pack_extras``: the
+  zlib), or of its template (``templates.summary`` + ``templates.pack_extras``: the
   extras' part of the summary, pickling the extras);
 * ``encode``: the JSONL of a whole file for ``swapwatch events`` (``--events``;
   ``EventSelect.text_template``);
@@ -47,7 +47,7 @@ from swapwatch import events_output  # noqa: E402
 STAGES = {"prefilter": [(prefilter.Prefilter, "find"), (prefilter.WordPrefilter, "find")],
           "classify": [(reader, "classify_cached"), (reader, "classify_proto"), (reader, "classify")],
           "settle": [(reader, "_settle"), (reader, "_settle_found")],
-          "pack": [(reader, "pack"), (reader, "_summarise_found"), (reader.templates, "pack_extras")],
+          "pack": [(reader, "pack"), (reader.templates, "summary"), (reader.templates, "pack_extras")],
           "encode": [(events_output.EventSelect, "text"), (events_output.EventSelect, "text_template")]}
 
 

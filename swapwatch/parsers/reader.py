@@ -211,7 +211,7 @@ def _pack_found(piece: Piece, rank: Optional[int], result: PieceResult, found: F
         lines = array("I", lines)
     rl = RankLog(final, files=[piece.display])
     _settle_found(rl, template, lines, positions, extras, piece.display, {piece.display: result.newlines})
-    own = _summarise_found(template.info, lines, positions, extras, final, prefix)
+    own = templates.summary(template.info, lines, positions, extras, final, prefix)
     packed = templates.Templated(template, lines, templates.pack_extras(positions, extras), piece.display, final, own)
     rl.__dict__["_packed"] = packed
     rl.__dict__["_events"] = None
@@ -294,11 +294,6 @@ def _template_blocks(entries: Sequence[Entry]) -> Tuple[List[Tuple[Optional[int]
                 if op is not None and ops[-1][1] != op:
                     ops.append((k, op))
     return [tuple(b) for b in opens], ops                                           # type: ignore[misc]
-
-
-def _summarise_found(info: Any, lines: Any, positions: List[int], extras: List[Event], rank: int,
-                     prefix: str) -> Dict[str, Any]:
-    return templates.summary(info, lines, positions, extras, rank, prefix)
 
 
 def _encode_found(piece: Piece, rank: Optional[int], result: PieceResult, found: Found) -> None:
