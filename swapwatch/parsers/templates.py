@@ -239,16 +239,15 @@ def summary(info: TemplateInfo, lines: Sequence[int], positions: Sequence[int], 
     :func:`swapwatch.parsers.model._summarise` computes from the whole event list."""
     first = {kind: f"{prefix}{lines[k]}" for kind, k in info.first.items()}
     kinds = set(info.kinds)
-    extra_first: Dict[str, int] = {}
+    seen = set()                    # kinds whose first extra was looked at
     for x, e in enumerate(extras):
         kind = e.kind
-        if kind not in kinds:
-            kinds.add(kind)
+        kinds.add(kind)
         if kind == "step":
             kinds.add("step:text")
-        k = info.first.get(kind)
-        if kind not in extra_first:
-            extra_first[kind] = x
+        if kind not in seen:
+            seen.add(kind)
+            k = info.first.get(kind)
             if k is None or positions[x] <= k:
                 first[kind] = e.source
     notices = {what: NoticeTally(n, f"{prefix}{lines[k]}", prims) for what, (n, k, prims) in info.notices.items()}
