@@ -54,8 +54,8 @@ class OffloadNotEffective(Rule):
             message = messages.get(key)
             if message is None:
                 message = messages[key] = _message(tally.n, tally.prims)
-            yield Finding(self.code, self.severity, message, rank=rank,
-                          expected="offload inside lazy_inline cells", actual=tally.n, source=tally.first)
+            yield self.finding(message, rank=rank, expected="offload inside lazy_inline cells", actual=tally.n,
+                               source=tally.first)
 
 
 def _message(n: int, tally: Dict[str, int]) -> str:
