@@ -1,4 +1,6 @@
 """plot strategy: the map draws exactly the Plan / the logged actions, overridden swaps and differences marked."""
+from pathlib import Path
+
 import pytest
 
 from swapwatch.errors import InputError
@@ -6,6 +8,8 @@ from swapwatch.plan import Override
 from swapwatch.plot import frame_differences, plot_strategy, strategy_frame
 
 from plot_helpers import make_plan, make_strategy_log, patches_by_gid, png_size, svg_texts
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 def cells(fig, source):
@@ -286,3 +290,28 @@ def test_engine_sw105_and_map_agree_on_shadowed_selects(tmp_path, name, swap_ids
         assert [x.op for x in sw105] == [r"feed_forward\.w3\.matmul"]
     elif swap_ids:
         assert recorded and sw105 and "(layer 2)" in sw105[0].message
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (REPO / "fixtures/configs/families").glob("*.yaml")))
+def test_map_resolves_each_layer_on_its_own_tree(name):
+    """A pattern is drawn as reaching nothing exactly where explain's table says ``(no match)`` on
+    that layer: each layer on its own family tree (a MoE layer's is not the dense one's, and no
+    family is drawn on the Llama tree)."""
+    from swapwatch import layer_table, strategy
+    from swapwatch.explain import explain
+    from swapwatch.plot import strategy_map as sm
+
+    plan = explain(str(REPO / "fixtures/configs/families" / name)).plan
+    drawn = {(r[2], r[5], r[6]) for r in sm._plan_rows(plan) if r[-1] == sm.NO_MATCH}
+    expected = set()
+    for lp in plan.layers:
+        walk = layer_table.layer_walk(plan, lp)
+        for mech in ("select_recompute", "select_comm_recompute", "select_recompute_exclude",
+                     "select_comm_recompute_exclude"):
+            for pat in getattr(lp, mech) or []:
+                if layer_table.pattern_text(walk, pat, strategy.WALK_MODE[mech]) == [f"{pat} (no match)"]:
+                    expected.add((lp.layer, mech, pat))
+        for pat in lp.op_swap or {}:
+            if layer_table.pattern_text(walk, pat, strategy.WALK_MODE["op_swap"]) == [f"{pat} (no match)"]:
+                expected.add((lp.layer, "op_swap", pat))
+    assert drawn == expected

@@ -22,7 +22,7 @@ from matplotlib.patches import Patch, Rectangle
 from .. import actions, patterns
 from ..compare import Comparison, compare
 from ..errors import InputError
-from ..layer_table import stage_label
+from ..layer_table import layer_walk, stage_label
 from . import _render
 from .result import StrategyPlot
 
@@ -59,25 +59,19 @@ def _is_pynative(obj: Any) -> bool:
     return getattr(obj, "path", None) == "pynative"
 
 
-def _plan_layout(plan: Any) -> Any:
-    try:
-        from ..models import load_layout
-
-        return load_layout(getattr(plan, "model", None) or "llama")
-    except Exception:            # an unknown family: every pattern is drawn as applied
-        return None
-
-
-def _reaches_nothing(layout: Any, pattern: str, mech: str) -> bool:
-    """True when ``pattern`` reaches no op on the layout (MindFormers' walk, :mod:`layer_table`)."""
-    from ..layer_table import WALK_MODE
-    from ..strategy import walk
-
-    if layout is None:
+def _reaches_nothing(plan: Any, lp: Any, pattern: str, mech: str) -> bool:
+    """True when ``pattern`` reaches no op on ``lp``'s own tree (its family's dense / MoE / MTP
+    kind, MindFormers' walk). An unknown family resolves nothing (SW307 says so): its patterns
+    are drawn as applied rather than all marked as reaching nothing."""
+    fam = getattr(plan, "family", None)
+    if fam is not None and not fam.known:
+        return False
+    walker = layer_walk(plan, lp, getattr(lp, "mtp", False))
+    if walker is None:
         return False
     try:
-        return not walk(layout, pattern, WALK_MODE[mech]).targets
-    except Exception:
+        return not walker(pattern, actions.WALK_MODE[mech]).targets
+    except Exception:            # an invalid regex is reported by the config checks, not drawn
         return False
 
 
@@ -91,7 +85,6 @@ def _voided_selects(plan: Any) -> List[Tuple[int, str, str]]:
 
 def _plan_rows(plan: Any) -> List[tuple]:
     rows = []
-    layout = _plan_layout(plan)
     stage_of = {lp.layer: (lp.stage, lp.interleave) for lp in plan.layers}
     for layer, mech, pat in _voided_selects(plan):
         st, v = stage_of[layer]
@@ -104,7 +97,7 @@ def _plan_rows(plan: Any) -> List[tuple]:
         part = [o for o in lp.swap_overridden if o.scope == "part"]
 
         def add(mech, item, value, overridden=False, partial=False, reason=""):
-            effect = NO_MATCH if item is not None and _reaches_nothing(layout, item, mech) else ""
+            effect = NO_MATCH if item is not None and _reaches_nothing(plan, lp, item, mech) else ""  # noqa: B023
             rows.append(("config", None, lp.layer, lp.stage, lp.interleave, mech, item, value,  # noqa: B023
                          bool(overridden), bool(partial), reason, (), effect))
         if lp.full_recompute:
