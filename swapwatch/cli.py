@@ -228,7 +228,8 @@ def events_cmd(paths, fmt, kinds, ranks):
 @click.option("--run-dir", "run_dir", default=None,
               help="Run directory to create (must not exist). Default: runs/<timestamp>-<name>.")
 @click.option("--no-verify", "no_verify", is_flag=True, help="Do not verify the run directory at the end.")
-@click.option("--no-report", "no_report", is_flag=True, help="Do not write RUN_DIR/report.html at the end.")
+@click.option("--no-report", "no_report", is_flag=True,
+              help="Do not write RUN_DIR/report.html at the end (nor does --no-verify: the page is built on verify).")
 @click.option("--ir", "ir", is_flag=True, help="Dump the add_recomputation/validate IR into <run-dir>/ir.")
 @click.option("--mindformers-shim", "shim", is_flag=True,
               help="Make MindFormers' own LayerSetting emit SWAPWATCH events (no code change).")

@@ -313,9 +313,10 @@ def run(command: Sequence[str], config: Optional[str] = None, run_dir: Optional[
     stop = {"sig": None, "count": 0}
     with _signals_recorded(stop):
         res = _run(command, config, run_dir, verify, ir, mindformers_shim, out, grace, force, stop)
-        if report and res.run_dir is not None and not stop["sig"]:
-            # issue 26: RUN_DIR/report.html of the finished run (a signal now is recorded, not raised:
-            # run.json and the exit code stay the run's); a failure is a warning, never the exit code
+        if report and verify and res.run_dir is not None and not stop["sig"]:
+            # issue 26: RUN_DIR/report.html of the finished run, built on verify's result (so not with
+            # --no-verify); a signal now is recorded, not raised (run.json and the exit code stay the
+            # run's); a failure is a warning, never the exit code
             from .report import write_for_run
 
             res.info["report"] = write_for_run(str(res.run_dir), lambda m: _say(out, f"swapwatch run: warning: {m}"))

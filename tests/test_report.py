@@ -206,8 +206,18 @@ def test_run_writes_report_html_by_default_and_not_with_no_report(tmp_path):
     assert info["report"] == "report.html" and info["exit_code"] == 0
     assert b"swapwatch run: report " in out.getvalue()
     res = runner.run(["cat", str(log)], config=str(cfg), run_dir=str(tmp_path / "run2"), out=io.BytesIO(),
-                     report=False)
-    assert not (res.run_dir / "report.html").exists()
+                     verify=False)
+    assert not (res.run_dir / "report.html").exists()              # the page is built on verify's result
+
+
+def test_run_no_report_on_the_command_line(tmp_path, capsys):
+    log = FIX / "logs" / "families" / "qwen3_select.log"
+    cfg = FIX / "configs" / "families" / "qwen3_select.yaml"
+    code, out, err = _cli(["run", "--no-report", "--config", str(cfg), "--run-dir", str(tmp_path / "run"),
+                           "--", "cat", str(log)], capsys)
+    assert code == 0 and not (tmp_path / "run" / "report.html").exists()
+    assert (tmp_path / "run" / "verify.json").exists()
+    assert "report" not in json.loads((tmp_path / "run" / "run.json").read_text())
 
 
 def test_a_failing_worker_gets_a_report_and_keeps_its_exit_code(tmp_path):

@@ -111,7 +111,9 @@ def _verdict(part: RunPart) -> str:
     v = part.verdict
     if v is None:
         return ""
-    counts = ", ".join(f"{n} {k}" for k, n in v.counts.items() if n) or "no findings"
+    words = {"error": "error", "warning": "warning", "info": "note"}
+    counts = ", ".join(f"{n} {words.get(k, k)}{'s' if n != 1 else ''}" for k, n in v.counts.items() if n) \
+        or "no findings"
     code = "" if v.exit_code is None else f" · verify exit code {v.exit_code}"
     return (f'<div class="verdict {e(v.state)}" data-verdict="{e(v.state)}">'
             f'<div class="word">{e(v.headline)}</div>'
@@ -340,7 +342,6 @@ def _memory(report: Report) -> str:
                                                              observed=True, dropna=False, sort=False):
             rows.append([run, family, layer_table.ranges(sorted(g["rank"]), 6), len(g),
                          fmt_bytes(used), fmt_bytes(actual), fmt_bytes(actual - used)])
-        rows.sort(key=lambda r: (str(r[0]), str(r[2])))
         out.append(_table(["run", "figures", "ranks", "count", "peak used", "actual peak", "fragmentation"],
                           rows, cls="peaks"))
     if mem.incomparable:
