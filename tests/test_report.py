@@ -254,3 +254,18 @@ def test_the_report_package_is_imported_by_no_check_and_no_module_it_renders():
         if "report" in py.relative_to(root).parts[:1] or py.name in ("cli.py", "runner.py"):
             continue
         assert not re.search(r"from \.+report\b|import swapwatch\.report|from swapwatch\.report", py.read_text()), py
+
+
+@pytest.mark.parametrize("paths, config, state, run_line", [
+    # rank 1 printed no MindFormers line (STDOUT_DEVICES): verify cannot speak for it (SW108)
+    (["logs/stdout_devices"], None, "pass", "applied as configured on 1/2 ranks (1 not verified: no strategy line)"),
+    # the log is not a run of this config (SW109): nothing is compared per layer
+    (["logs/msrun_2ranks"], "configs/conflict.yaml", "fail", "not compared: the logs are not a run of this config"),
+])
+def test_the_run_line_counts_what_verify_compared(paths, config, state, run_line):
+    res = verify([str(FIX / p) for p in paths], config_path=str(FIX / config) if config else None)
+    v = verdict.read_verdict(res)
+    assert v.state == state and v.headline == res.verdict.upper() and v.exit_code == res.exit_code
+    assert v.run.startswith(run_line)
+    if config:
+        assert v.config == "config: 2 errors (SW201)" and "SW109" in v.run

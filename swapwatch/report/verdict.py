@@ -58,30 +58,33 @@ def _tally(findings: List[Any]) -> str:
 
 def read_verdict(result: Any) -> Verdict:
     """The verdict of ``result`` (a VerifyResult) in the report's words; the only place the report
-    reads verify's verdict fields."""
+    reads verify's verdict fields. The colour and the headline are verify's verdict and exit code;
+    the run line counts the ranks verify compared (``verify_render.unverifiable``: a rank with no
+    strategy line cannot be verified) and, of those, the ones with no failing run finding."""
+    from ..verify_render import unverifiable
+
     word = str(result.verdict).lower().replace("_", " ").replace("-", " ")
-    not_verified = word == "not verified"
     findings = list(result.findings)
     config_f = [f for f in findings if finding_needs(f) == "config"]
     run_f = [f for f in findings if finding_needs(f) != "config"]
     ranks = list(result.ranks)
-    comp = result.comparison
-    verified = [r for r in ranks if comp is None or r not in comp.ranks or comp.ranks[r].has_strategy_lines]
-    if comp is None and getattr(result.plan, "path", None) != "pynative":
-        verified = []                      # no comparison: the log is not a run of this config (SW109)
+    pynative = getattr(result.plan, "path", None) == "pynative"
+    compared = result.comparison is not None or pynative
+    verified = [r for r in ranks if not unverifiable(result, r)] if compared else []
     failing_ranks = {f.rank for f in run_f if result.failing(f) and f.rank is not None}
     run_wide = any(result.failing(f) and f.rank is None for f in run_f)
     applied = [] if run_wide else [r for r in verified if r not in failing_ranks]
-    if not_verified or not verified:
-        run = f"not verified: no rank's log shows what it applied (0/{len(ranks)} ranks verified)"
-        state = "not-verified"
+    if not compared:
+        run = f"not compared: the logs are not a run of this config (0/{len(ranks)} ranks verified)"
+    elif not verified:
+        run = f"not verified: no rank's log has a strategy line (0/{len(ranks)} ranks verified)"
     else:
         run = f"applied as configured on {len(applied)}/{len(ranks)} ranks"
         if len(verified) < len(ranks):
             run += f" ({len(ranks) - len(verified)} not verified: no strategy line)"
-        state = "pass" if result.exit_code == 0 else "fail"
     if run_f:
         run += "; run: " + _tally(run_f)
+    state = "not-verified" if word == "not verified" else ("pass" if result.exit_code == 0 else "fail")
     return Verdict(state=state, headline=word.upper(), run=run, config="config: " + _tally(config_f),
                    exit_code=result.exit_code, counts=result.counts(),
                    run_codes=sorted({f.code for f in run_f}), config_codes=sorted({f.code for f in config_f}))
