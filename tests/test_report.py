@@ -222,12 +222,14 @@ def test_run_no_report_on_the_command_line(tmp_path, capsys):
 
 def test_a_failing_worker_gets_a_report_and_keeps_its_exit_code(tmp_path):
     log = FIX / "logs" / "families" / "qwen3_select.log"
-    res = runner.run([sys.executable, "-c", f"print(open({str(log)!r}).read()); raise SystemExit(7)"],
-                     run_dir=str(tmp_path / "run"), out=io.BytesIO())
-    assert res.exit_code == 7
+    code = f"import sys; print(open({str(log)!r}).read(), flush=True); raise RuntimeError('worker died')"
+    res = runner.run([sys.executable, "-c", code], run_dir=str(tmp_path / "run"), out=io.BytesIO())
+    assert res.exit_code == 1
     page = (res.run_dir / "report.html").read_text(encoding="utf-8")
     facts = {r[0]: r[1] for t in parse(page).tables if t["head"] == ["what", "value"] for r in t["rows"]}
-    assert facts["exit code"] == "7"
+    assert facts["exit code"] == "1"
+    # which worker failed, and where its log says so
+    assert re.fullmatch(r"rank 0: traceback \(.*console\.log:\d+\)", facts["ranks that stopped with an error"])
 
 
 def test_a_report_that_fails_is_a_warning_and_never_the_exit_code(tmp_path):

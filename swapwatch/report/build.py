@@ -41,6 +41,8 @@ class RunPart:
     strategy: Any = None                    # StrategyPlot
     estimate: Any = None                    # Estimate (predicted, with the run's measured peaks)
     estimate_plot: Any = None               # EstimatePlot
+    #: ranks whose log says the process stopped with an error (parsers.model.is_fatal): rank, what, where
+    stopped: List[Any] = field(default_factory=list)
     notes: List[str] = field(default_factory=list)
 
 
@@ -127,6 +129,8 @@ def build_run(group: List[str], config: Optional[str] = None) -> RunPart:
                              file=", ".join(group))
     if not part.runlog.label:
         part.runlog.label = part.label
+    if info is None or info.get("exit_code") not in (0, None):
+        part.stopped = _stopped(part.runlog)
     if cfg:
         _explain(part, cfg)
     elif (part.result is not None and part.result.plan is not None
@@ -139,6 +143,26 @@ def build_run(group: List[str], config: Optional[str] = None) -> RunPart:
     if cfg and info is not None:
         _estimate(part, cfg, group[0])
     return part
+
+
+#: Ranks listed as stopped with an error, at most (the count says how many more).
+MAX_STOPPED = 20
+
+
+def _stopped(runlog: Any) -> List[Any]:
+    """(rank, what, source) of the first event per rank that says the process stopped with an error
+    (a traceback, a config error, a non-zero exit code: ``parsers.model.is_fatal``, the test SW106
+    uses), for "which worker failed"."""
+    from ..parsers.model import is_fatal
+
+    out = []
+    for rank in sorted(runlog.ranks):
+        for ev in runlog.ranks[rank].events:
+            if is_fatal(ev):
+                what = getattr(ev, "what", "") or f"exit code {getattr(ev, 'code', '?')}"
+                out.append((rank, what.replace("_", " "), ev.source))
+                break
+    return out
 
 
 def _explain(part: RunPart, cfg: str) -> None:

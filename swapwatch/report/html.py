@@ -152,6 +152,12 @@ def _run_facts(part: RunPart) -> str:
     if part.runlog is not None:
         ranks = sorted(part.runlog.ranks)
         rows.append(["ranks in the logs", f"{len(ranks)}: {layer_table.ranges(ranks, 6)}"])
+    if part.stopped:
+        from .build import MAX_STOPPED
+
+        shown = "; ".join(f"rank {r}: {w} ({src})" for r, w, src in part.stopped[:MAX_STOPPED])
+        more = len(part.stopped) - MAX_STOPPED
+        rows.append(["ranks that stopped with an error", shown + (f"; and {more} more" if more > 0 else "")])
     origin = f" (from {part.config_origin})" if part.config_origin else ""
     rows.append(["config", f"{part.config_path or 'none'}{origin}"])
     if part.config_sha256:
