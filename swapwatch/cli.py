@@ -268,7 +268,10 @@ def report_cmd(paths, config_path, output, force):
     from .outputs import refuse_overwrite, write_text
     from .report import make
 
-    refuse_overwrite(output, force)             # before reading GBs of logs
+    from .plot._render import check_writable
+
+    check_writable(output)                      # before reading GBs of logs
+    refuse_overwrite(output, force)
     text = make(list(paths), config_path)
     write_text(output, text, force)
     click.echo(f"wrote {output} ({len(text.encode('utf-8')) / 1024:.0f} KB)")

@@ -192,6 +192,10 @@ def test_cli_report_writes_the_page_and_never_overwrites(tmp_path, capsys, monke
     assert code == 2 and "missing" in err and len(err.strip().splitlines()) == 1
     code, _, err = _cli(["report", str(job), "--config", str(tmp_path / "nope.yaml"), "-o", "x.html"], capsys)
     assert code == 2 and "nope.yaml" in err
+    code, _, err = _cli(["report", str(FIX / "configs" / "conflict.yaml"), "-o", "y.html"], capsys)
+    assert code == 2 and "training YAML, not a worker log" in err and not (tmp_path / "y.html").exists()
+    code, _, err = _cli(["report", str(job), "-o", str(tmp_path / "no" / "such" / "dir.html")], capsys)
+    assert code == 2 and "does not exist" in err
 
 
 def test_run_writes_report_html_by_default_and_not_with_no_report(tmp_path):

@@ -225,6 +225,11 @@ def build(paths: Sequence[str], config: Optional[str] = None) -> Report:
     if config is not None and not os.path.isfile(config):
         raise InputError("no such file", file=config)
     groups = group_paths(paths)
+    from ..file_kind import reject_yaml_for_verify
+
+    for p in paths:
+        if os.path.isfile(p):
+            reject_yaml_for_verify(p)          # a training YAML is --config, not a run
     report = Report(runs=[build_run(g, config) for g in groups])
     with_mem = [p.runlog for p in report.runs if has_memory(p.runlog)]
     if with_mem:

@@ -293,6 +293,9 @@ def _estimate(part: RunPart, idx: int) -> str:
         rows.append([st["stage"], fmt_bytes(pred), "-" if meas is None else fmt_bytes(meas), err])
     out.append(_table(["stage", "predicted peak", "measured peak (worst rank)", "prediction error"], rows,
                       cls="estimate"))
+    note = (f"predicted for the model {est.config} describes (family {est.family}; sizes from the YAML, "
+            "uncalibrated); measured: the worst rank of this run")
+    out.append(f'<p class="muted">{e(note)}</p>')
     if part.estimate_plot is not None:
         out.append(_figure(part.estimate_plot, f"r{idx}est",
                            f"predicted components per stage for {est.config} (family {est.family}), "
