@@ -89,7 +89,7 @@ def svg(figure: Any, prefix: str) -> str:
 
     buf = io.StringIO()
     with _render.style():
-        figure.savefig(buf, format="svg", metadata={"Date": None, "Creator": None}, dpi=100)
+        figure.savefig(buf, format="svg", metadata=_render._METADATA["svg"], dpi=100)
     text = buf.getvalue()
     text = text[text.index("<svg"):]
     text = _METADATA.sub("", text)          # the RDF block names licence URLs; the page has no use for it
