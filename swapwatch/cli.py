@@ -229,7 +229,7 @@ def events_cmd(paths, fmt, kinds, ranks):
               help="Run directory to create (must not exist). Default: runs/<timestamp>-<name>.")
 @click.option("--no-verify", "no_verify", is_flag=True, help="Do not verify the run directory at the end.")
 @click.option("--no-report", "no_report", is_flag=True,
-              help="Do not write RUN_DIR/report.html at the end (nor does --no-verify: the page is built on verify).")
+              help="Do not write RUN_DIR/report.html at the end (--no-verify implies it: the page is built on verify).")
 @click.option("--ir", "ir", is_flag=True, help="Dump the add_recomputation/validate IR into <run-dir>/ir.")
 @click.option("--mindformers-shim", "shim", is_flag=True,
               help="Make MindFormers' own LayerSetting emit SWAPWATCH events (no code change).")
@@ -238,7 +238,7 @@ def events_cmd(paths, fmt, kinds, ranks):
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 def run_cmd(config, run_dir, no_verify, no_report, ir, shim, force, command):
     """Run COMMAND (msrun, msrun_launcher.sh, python ...) with the environment the strategy needs,
-    keep its output and logs in a run directory, and verify the run.
+    keep its output and logs in a run directory, verify the run, and write RUN_DIR/report.html.
 
     With --config, explain's checks run first: error findings stop the launch (exit 1) unless
     --force. Exit code: the command's failure code (the worker's real code under msrun), else
@@ -266,9 +266,8 @@ def report_cmd(paths, config_path, output, force):
     PATH: swapwatch run dirs, msrun log dirs or worker logs. Exit 0 (the page is written whatever
     the verdict), 2 bad input."""
     from .outputs import refuse_overwrite, write_text
-    from .report import make
-
     from .plot._render import check_writable
+    from .report import make
 
     check_writable(output)                      # before reading GBs of logs
     refuse_overwrite(output, force)
