@@ -172,8 +172,7 @@ def test_two_runs_side_by_side_compare_memory_and_strategies(tmp_path):
     other = FIX / "plot_runs" / "full"
     rep = build.build([str(run), str(other)])
     assert len(rep.runs) == 2 and rep.diff is not None and not rep.diff.same
-    assert set(rep.memory.frames["memory"]["run"].cat.categories) == {p.runlog.label for p in rep.runs} or \
-        rep.memory.frames["memory"]["run"].nunique() == 2
+    assert rep.memory.frames["memory"]["run"].nunique() == 2          # one memory figure, both runs
     page = parse(make([str(run), str(other)]))
     summary = next(t for t in page.tables if t["class"] == "summary")
     assert len(summary["rows"]) == 2
