@@ -8,7 +8,7 @@ PY := $(BIN)/python
 export PATH := $(BIN):$(PATH)
 export PYTHONUNBUFFERED := 1
 
-.PHONY: install oracle core lint test demo bench bench-plan clean
+.PHONY: install oracle core browser lint test demo bench bench-plan clean
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -40,6 +40,12 @@ $(CORE)/.installed: setup.cfg pyproject.toml $(shell find swapwatch -name '*.py'
 
 core: $(CORE)/.installed
 
+# The report's browser tests (tests/test_report_browser.py) drive Debian's Chromium through Playwright
+# (the test extra); `playwright install`, which downloads a browser of its own, is never used.
+CHROMIUM ?= /usr/bin/chromium
+browser:
+	test -x $(CHROMIUM) || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium)
+
 # ruff over the tree; mypy over the domain model (the modules every command builds on).
 TYPED := swapwatch/actions.py swapwatch/plan.py swapwatch/config.py swapwatch/families.py \
          swapwatch/parsers/model.py swapwatch/checks/__init__.py swapwatch/compare.py \
@@ -48,8 +54,8 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/mypy $(wildcard $(TYPED))
 
-# SWAPWATCH_REQUIRE_ALL: MindSpore, msrun, the oracle and the core venv must be there (no silent skips).
-test: install oracle core lint
+# SWAPWATCH_REQUIRE_ALL: MindSpore, msrun, the oracle, the core venv and Chromium must be there (no silent skips).
+test: install oracle core browser lint
 	SWAPWATCH_REQUIRE_ALL=1 SWAPWATCH_CORE_VENV=$(CURDIR)/$(CORE) $(PY) -m pytest -q tests
 
 # The whole loop on 2 CPU cores in about a minute: the plan, 2-worker msrun jobs of the tiny Llama

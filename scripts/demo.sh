@@ -50,6 +50,7 @@ fi
 echo
 echo "== run directories: $run/baseline, $run/recompute (run.json, console.log, msrun_log/, ir/, verify.txt)"
 echo "== memory plot: $run/memory.png"
+echo "== reports (one page each, open in a browser): $run/baseline/report.html, $run/recompute/report.html"
 if [ "$base_rc" -ne 0 ]; then echo "== baseline run failed with exit code $base_rc"; rc=$base_rc; fi
 echo "== verdict: exit code $rc ($([ "$rc" -eq 0 ] && echo 'the run did what the YAML asks' || echo 'see above'))"
 exit "$rc"

@@ -228,15 +228,17 @@ def events_cmd(paths, fmt, kinds, ranks):
 @click.option("--run-dir", "run_dir", default=None,
               help="Run directory to create (must not exist). Default: runs/<timestamp>-<name>.")
 @click.option("--no-verify", "no_verify", is_flag=True, help="Do not verify the run directory at the end.")
+@click.option("--no-report", "no_report", is_flag=True,
+              help="Do not write RUN_DIR/report.html at the end (--no-verify implies it: the page is built on verify).")
 @click.option("--ir", "ir", is_flag=True, help="Dump the add_recomputation/validate IR into <run-dir>/ir.")
 @click.option("--mindformers-shim", "shim", is_flag=True,
               help="Make MindFormers' own LayerSetting emit SWAPWATCH events (no code change).")
 @click.option("--force", is_flag=True,
               help="Start the command even when the preflight finds errors in --config.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
-def run_cmd(config, run_dir, no_verify, ir, shim, force, command):
+def run_cmd(config, run_dir, no_verify, no_report, ir, shim, force, command):
     """Run COMMAND (msrun, msrun_launcher.sh, python ...) with the environment the strategy needs,
-    keep its output and logs in a run directory, and verify the run.
+    keep its output and logs in a run directory, verify the run, and write RUN_DIR/report.html.
 
     With --config, explain's checks run first: error findings stop the launch (exit 1) unless
     --force. Exit code: the command's failure code (the worker's real code under msrun), else
@@ -244,8 +246,35 @@ def run_cmd(config, run_dir, no_verify, ir, shim, force, command):
     from .runner import run as run_command
 
     result = run_command(list(command), config=config, run_dir=run_dir, verify=not no_verify, ir=ir,
-                         mindformers_shim=shim, force=force)
+                         mindformers_shim=shim, force=force, report=not no_report)
     return result.exit_code
+
+
+# ---- report (issue 26) ---------------------------------------------------------------------
+
+@cli.command("report")
+@click.argument("paths", nargs=-1, required=True)
+@click.option("--config", "config_path", default=None,
+              help="Training YAML to verify against (default: the run's own config.yaml, else the log's).")
+@click.option("-o", "--output", default="report.html", show_default=True, metavar="FILE",
+              help="The page to write (never over an existing file without --force).")
+@click.option("--force", is_flag=True, help="Let -o replace an existing file.")
+def report_cmd(paths, config_path, output, force):
+    """One self-contained HTML page for a run (or several side by side): the verdict, the run, the
+    per-layer plan and what each rank applied, findings by cause, memory, the strategy map.
+
+    PATH: swapwatch run dirs, msrun log dirs or worker logs. Exit 0 (the page is written whatever
+    the verdict), 2 bad input."""
+    from .outputs import refuse_overwrite, write_text
+    from .plot._render import check_writable
+    from .report import make
+
+    check_writable(output)                      # before reading GBs of logs
+    refuse_overwrite(output, force)
+    text = make(list(paths), config_path)
+    write_text(output, text, force)
+    click.echo(f"wrote {output} ({len(text.encode('utf-8')) / 1024:.0f} KB)")
+    return 0
 
 
 # ---- diff ----------------------------------------------------------------------------------

@@ -299,7 +299,7 @@ def _now() -> str:
 
 def run(command: Sequence[str], config: Optional[str] = None, run_dir: Optional[str] = None,
         verify: bool = True, ir: bool = False, mindformers_shim: bool = False,
-        out=None, grace: float = GRACE_SECONDS, force: bool = False) -> RunResult:
+        out=None, grace: float = GRACE_SECONDS, force: bool = False, report: bool = True) -> RunResult:
     """Run ``command`` as described in the module docstring; returns the run dir and exit code.
 
     With ``config``, the config-time checks of ``explain`` run first (preflight): error findings
@@ -312,7 +312,18 @@ def run(command: Sequence[str], config: Optional[str] = None, run_dir: Optional[
     out = out if out is not None else _stdout_bytes()
     stop = {"sig": None, "count": 0}
     with _signals_recorded(stop):
-        return _run(command, config, run_dir, verify, ir, mindformers_shim, out, grace, force, stop)
+        res = _run(command, config, run_dir, verify, ir, mindformers_shim, out, grace, force, stop)
+        if report and verify and res.run_dir is not None and not stop["sig"]:
+            # issue 26: RUN_DIR/report.html of the finished run, built on verify's result (so not with
+            # --no-verify); a signal now is recorded, not raised (run.json and the exit code stay the
+            # run's); a failure is a warning, never the exit code
+            from .report import write_for_run
+
+            res.info["report"] = write_for_run(str(res.run_dir), lambda m: _say(out, f"swapwatch run: warning: {m}"))
+            write_json(res.run_dir / "run.json", res.info)
+            if res.info["report"]:
+                _say(out, f"swapwatch run: report {res.run_dir / res.info['report']}")
+    return res
 
 
 @contextlib.contextmanager

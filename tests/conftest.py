@@ -25,6 +25,11 @@ def _missing():
         yield "the MindFormers oracle venv .oracle-venv/.ready is missing (make oracle)"
     if not (core_venv() / "bin" / "swapwatch").exists():
         yield f"the core-only venv {core_venv()} is missing (make core; SWAPWATCH_CORE_VENV names another)"
+    if importlib.util.find_spec("playwright") is None:
+        yield "playwright is not importable (pip install -e '.[test]')"
+    chromium = os.environ.get("CHROMIUM") or "/usr/bin/chromium"
+    if not os.path.exists(chromium):
+        yield f"no Chromium at {chromium} (make browser)"
 
 
 def core_venv() -> Path:

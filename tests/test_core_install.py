@@ -66,6 +66,14 @@ def test_verify(tmp_path):
     assert r.returncode == 0 and b"PASS" in r.stdout, r.stdout[-2000:]
 
 
+def test_report(tmp_path):
+    r = sw(tmp_path, "report", fx("plot_runs", "select-2ranks"), "--config", fx("plot_runs", "configs", "select.yaml"),
+           "-o", tmp_path / "r.html")
+    assert r.returncode == 0, r.stderr
+    page = (tmp_path / "r.html").read_text(encoding="utf-8")
+    assert 'data-verdict="pass"' in page and page.count("<svg") == 2
+
+
 def test_events(tmp_path):
     r = sw(tmp_path, "events", fx("logs", "swap_case1.log"))
     assert r.returncode == 0

@@ -30,6 +30,9 @@ def test_demo_script_runs_the_whole_loop(tmp_path):
         info = json.loads((run / name / "run.json").read_text())
         assert info["exit_code"] == 0 and info["world_size"] == 2
         assert (run / name / "verify.txt").read_text().splitlines()[-1].startswith("PASS")
+        # issue 26: `swapwatch run` leaves one self-contained page per run
+        page = (run / name / "report.html").read_text(encoding="utf-8")
+        assert info["report"] == "report.html" and 'data-verdict="pass"' in page
     assert sorted(p.name for p in (run / "recompute" / "ir").rglob("*add_recomputation*"))
     assert (run / "memory.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     peaks = peak_frame(memory_frame([read_logs([str(run / n)]) for n in ("baseline", "recompute")]))
