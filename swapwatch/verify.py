@@ -24,6 +24,9 @@ if TYPE_CHECKING:      # imported while the logs are scanned (_import_for_checks
 
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 
+#: ``verdict`` -> exit code (DESIGN §3.1 / §3.3): nothing verified is never a pass.
+EXIT_CODES = {"pass": 0, "fail": 1, "not_verified": 4}
+
 
 @dataclass
 class VerifyResult:
@@ -42,12 +45,26 @@ class VerifyResult:
     #: the plan-vs-log comparison the rules read, for the per-layer map and ``plot strategy``
     #: (None for a PyNative run, and when the log is not a run of this config: SW109)
     comparison: Optional[Comparison] = None
+    #: ranks whose log shows what MindFormers applied (strategy lines, or MindFormers output where
+    #: the config makes it log none): what the run verdict speaks for (:func:`decide`)
+    verified_ranks: List[int] = field(default_factory=list)
+    #: "did every rank apply what MindFormers does with this config?": "applied" | "differs" |
+    #: "not_verified" (no rank's log could be checked)
+    run_verdict: str = ""
+    #: "does the config do what the user meant?": "ok" | "warnings" | "errors" (explain's findings)
+    config_verdict: str = ""
+    #: findings by severity, per question (``counts`` has them all)
+    run_counts: Dict[str, int] = field(default_factory=dict)
+    config_counts: Dict[str, int] = field(default_factory=dict)
 
     def counts(self) -> Dict[str, int]:
-        out = {"error": 0, "warning": 0, "info": 0}
-        for f in self.findings:
-            out[f.severity] = out.get(f.severity, 0) + 1
-        return out
+        return _counts(self.findings)
+
+    def question_findings(self, which: str) -> List[Finding]:
+        """The findings answering ``which`` question, ``"run"`` or ``"config"`` (checks.question)."""
+        from .checks import question
+
+        return [f for f in self.findings if question(f.code) == which]
 
     def failing(self, f: Finding) -> bool:
         """Does this finding fail the verification (errors; warnings too with --strict)?"""
@@ -61,10 +78,77 @@ class VerifyResult:
         vs logged, and the ranks whose log differs there)."""
         from .verify_render import layer_map_json
 
+        from .checks import question
+
+        findings = []
+        for f in self.findings:
+            item = f.to_json()
+            item["question"] = question(f.code)
+            findings.append(item)
         return {"verdict": self.verdict, "ranks": list(self.ranks), "layers": self.layers,
-                "findings": [f.to_json() for f in self.findings],
+                "findings": findings,
                 "counts": self.counts(), "num_layers": self.layers,
-                "config": _config_json(self.config_source), "layer_map": layer_map_json(self)}
+                "config": _config_json(self.config_source), "layer_map": layer_map_json(self),
+                "run_verdict": self.run_verdict, "config_verdict": self.config_verdict,
+                "verified_ranks": list(self.verified_ranks), "run_counts": dict(self.run_counts),
+                "config_counts": dict(self.config_counts)}
+
+
+def _counts(findings: Iterable[Finding]) -> Dict[str, int]:
+    out = {"error": 0, "warning": 0, "info": 0}
+    for f in findings:
+        out[f.severity] = out.get(f.severity, 0) + 1
+    return out
+
+
+def decide(result: VerifyResult, verified: Iterable[int]) -> VerifyResult:
+    """The verdict of ``result`` from its findings and the ranks whose logs could be checked.
+
+    Two questions, answered apart (DESIGN §3.3): the *run* verdict ("applied" when every
+    verified rank's log shows what MindFormers does with the config, "differs" on a failing run
+    finding, "not_verified" when no rank's log could be checked) and the *config* verdict ("ok",
+    "warnings", "errors": the findings explain raises). The overall ``verdict`` and exit code:
+    ``not_verified`` (4) whenever nothing was verified, whatever the findings; else ``fail`` (1)
+    on any failing finding of either question (errors; warnings too with ``--strict``); else
+    ``pass`` (0)."""
+    from .checks import question
+
+    result.verified_ranks = sorted(set(verified))
+    run = [f for f in result.findings if question(f.code) == "run"]
+    cfg = [f for f in result.findings if question(f.code) != "run"]
+    result.run_counts, result.config_counts = _counts(run), _counts(cfg)
+    if not result.verified_ranks:
+        result.run_verdict = "not_verified"
+    elif any(result.failing(f) for f in run):
+        result.run_verdict = "differs"
+    else:
+        result.run_verdict = "applied"
+    result.config_verdict = ("errors" if result.config_counts["error"] else
+                             "warnings" if result.config_counts["warning"] else "ok")
+    if result.run_verdict == "not_verified":
+        result.verdict = "not_verified"
+    elif any(result.failing(f) for f in result.findings):
+        result.verdict = "fail"
+    else:
+        result.verdict = "pass"
+    result.exit_code = EXIT_CODES[result.verdict]
+    return result
+
+
+def verified_ranks(runlog: Any, comparison: Optional[Comparison]) -> List[int]:
+    """Ranks whose log speaks for what MindFormers applied: a rank with strategy lines, or, when
+    the config makes MindFormers log no strategy line at all (or the comparison was skipped:
+    SW109), a rank whose log holds MindFormers output (``checks.sw106_incomplete_log``). A rank
+    without any MindFormers line (STDOUT_DEVICES, not a MindFormers log) is never verified."""
+    from .checks.sw106_incomplete_log import expects_lines, printed_mindformers
+
+    expects = comparison is not None and expects_lines(comparison)
+    out = []
+    for rank, rank_log in runlog.ranks.items():
+        diff = comparison.ranks.get(rank) if comparison is not None else None
+        if (diff is not None and diff.has_strategy_lines) or (not expects and printed_mindformers(rank_log)):
+            out.append(rank)
+    return out
 
 
 def _config_json(source: str) -> Dict[str, Any]:
@@ -109,6 +193,12 @@ def verify(paths: Sequence[str], config_path: Optional[str] = None,
         return _verify_read(runlog, config_path, skip, strict, env, ir_dir)
     finally:
         gc.unfreeze()
+
+
+def verify_read(runlog: Any, config_path: Optional[str] = None) -> VerifyResult:
+    """:func:`verify` of a run already read (``plot strategy`` reads the comparison verify
+    decides with from it, so the plot and the verdict never disagree)."""
+    return _verify_read(runlog, config_path, set(), False, None, None)
 
 
 def _verify_read(runlog: Any, config_path: Optional[str], skip: set, strict: bool,
@@ -164,9 +254,7 @@ def evaluate(plan: Any, runlog: Any, config: Any = None, env: Optional[Mapping[s
                           config_source=config_source, env=dict(env or {}), plan=plan,
                           runlog=runlog,
                           comparison=None if _not_this_config(findings) else comp)
-    if any(result.failing(f) for f in findings):
-        result.verdict, result.exit_code = "fail", 1
-    return result
+    return decide(result, verified_ranks(runlog, result.comparison))
 
 
 # ---------------------------------------------------------------------------------------------

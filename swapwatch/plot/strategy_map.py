@@ -238,7 +238,7 @@ def frame_differences(plan: Any, runlog: Any, rank: int, comparison: Optional[Co
     if diff is not None:
         cut = set(diff.cut_layers)
         for e in diff.missing:
-            if e.layer not in cut:
+            if e.layer not in cut and comparison.missing_differs(e):
                 rows.append((e.layer, e.action, e.pattern, "missing", e.value if e.value is not None else True, None))
         # an extra item is named as the logs map names it (configured pattern, SWAPWATCH pattern
         # or path), so its outline lands on the drawn cell
