@@ -56,6 +56,8 @@ class VerifyResult:
     #: findings by severity, per question (``counts`` has them all)
     run_counts: Dict[str, int] = field(default_factory=dict)
     config_counts: Dict[str, int] = field(default_factory=dict)
+    #: why this config: set when ``verify RUN_DIR`` took the run's own YAML (:data:`RUN_DIR_NOTE`)
+    config_note: str = ""
 
     def counts(self) -> Dict[str, int]:
         return _counts(self.findings)
@@ -88,7 +90,9 @@ class VerifyResult:
         return {"verdict": self.verdict, "ranks": list(self.ranks), "layers": self.layers,
                 "findings": findings,
                 "counts": self.counts(), "num_layers": self.layers,
-                "config": _config_json(self.config_source), "layer_map": layer_map_json(self),
+                "config": dict(_config_json(self.config_source),
+                               **({"note": self.config_note} if self.config_note else {})),
+                "layer_map": layer_map_json(self),
                 "run_verdict": self.run_verdict, "config_verdict": self.config_verdict,
                 "verified_ranks": list(self.verified_ranks), "run_counts": dict(self.run_counts),
                 "config_counts": dict(self.config_counts)}
@@ -183,6 +187,8 @@ def verify(paths: Sequence[str], config_path: Optional[str] = None,
 
     from .parsers import read_logs
 
+    own = None if config_path else run_dir_config(paths)
+    config_path = config_path or own
     runlog = read_logs(list(paths), while_scanning=_import_for_checks)
     if not runlog.ranks:
         raise InputError(f"no worker logs found in {', '.join(map(str, paths))}")
@@ -190,15 +196,43 @@ def verify(paths: Sequence[str], config_path: Optional[str] = None,
     # they run (each full collection walked every rank's objects: ~60 ms at 10,000 ranks)
     gc.freeze()
     try:
-        return _verify_read(runlog, config_path, skip, strict, env, ir_dir)
+        result = _verify_read(runlog, config_path, skip, strict, env, ir_dir)
     finally:
         gc.unfreeze()
+    if own:
+        result.config_note = RUN_DIR_NOTE
+    return result
 
 
 def verify_read(runlog: Any, config_path: Optional[str] = None) -> VerifyResult:
     """:func:`verify` of a run already read (``plot strategy`` reads the comparison verify
     decides with from it, so the plot and the verdict never disagree)."""
     return _verify_read(runlog, config_path, set(), False, None, None)
+
+
+#: ``VerifyResult.config_note`` when ``verify RUN_DIR`` took the run's own YAML
+RUN_DIR_NOTE = "the run's own config as launched, named in run.json; --config to use another"
+
+
+def run_dir_config(paths: Sequence[str]) -> Optional[str]:
+    """The config of a ``swapwatch run --config`` run: ``verify RUN_DIR`` without ``--config``
+    uses the YAML as launched, which the run directory keeps (``config.yaml``, DESIGN §3.3b) and
+    ``run.json`` names; None for anything else (one path only: several run dirs may differ)."""
+    import json
+
+    if len(paths) != 1 or not os.path.isdir(paths[0]):
+        return None
+    run_json = os.path.join(paths[0], "run.json")
+    try:
+        with open(run_json, encoding="utf-8") as fh:
+            info = json.load(fh)
+    except (OSError, ValueError):
+        return None             # not a run dir (or a broken run.json: parsers.inputs says so)
+    cfg = info.get("config") if isinstance(info, dict) else None
+    if not isinstance(cfg, dict) or not cfg.get("path"):
+        return None             # a run without --config: the log's own config, as before
+    copy = os.path.join(paths[0], str(cfg.get("copy") or "config.yaml"))
+    return copy if os.path.isfile(copy) else None
 
 
 def _verify_read(runlog: Any, config_path: Optional[str], skip: set, strict: bool,

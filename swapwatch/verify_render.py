@@ -270,7 +270,8 @@ def verdict_line(result: Any) -> str:
     tally = f"{c['error']} error(s), {c['warning']} warning(s)" + (f", {c['info']} note(s)" if c["info"] else "")
     strict = " (--strict: warnings fail)" if result.strict and c["warning"] else ""
     return (f"{verdict_word(result)}: {tally}{strict}; {len(result.ranks)} rank(s) [{ranks}], "
-            f"{result.layers} layers, config from {result.config_source}")
+            f"{result.layers} layers, config from {result.config_source}"
+            + (f" ({result.config_note})" if result.config_note else ""))
 
 
 def question_lines(result: Any) -> List[str]:
