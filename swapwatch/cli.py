@@ -202,6 +202,7 @@ def events_cmd(paths, fmt, kinds, ranks):
 
     keep = event_filter(kinds, ranks)
     out = sys.stdout
+    wrote = False
     try:
         if fmt == "csv":
             import csv
@@ -210,13 +211,20 @@ def events_cmd(paths, fmt, kinds, ranks):
             writer.writerow(columns)
             for e in iter_events(list(paths)):
                 if keep(e):
+                    wrote = True
                     writer.writerow(csv_row(event_dict(e), columns))
         else:               # JSONL written by the scanning workers, a whole file per block
             for block in iter_event_text(list(paths), keep):
+                wrote = wrote or bool(block)
                 out.write(block)
         out.flush()
     except BrokenPipeError:          # `swapwatch events ... | head`: the reader went away, not an error
         sys.stderr.close()
+        return 0
+    if not wrote:       # issue 21: a log without MindFormers lines gets an answer, not silence
+        click.echo("swapwatch events: no event" + (" matches --kind/--rank" if kinds or ranks else
+                   " in these logs: no MindFormers, MindSpore or SWAPWATCH line") + f" ({', '.join(paths)})",
+                   err=True)
     return 0
 
 
