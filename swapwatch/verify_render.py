@@ -88,7 +88,10 @@ def unverifiable(result: Any, rank: Optional[int]) -> bool:
     never a column of differences (SW106 / SW108 say why)."""
     comp = result.comparison
     diff = comp.ranks.get(rank) if comp is not None and rank is not None else None
-    return diff is not None and not diff.has_strategy_lines
+    if diff is None or diff.has_strategy_lines:
+        return False
+    # a rank whose config logs nothing and whose log shows MindFormers ran is verified (decide)
+    return rank not in (getattr(result, "verified_ranks", None) or ())
 
 
 def map_rank(result: Any) -> Optional[int]:
