@@ -204,3 +204,24 @@ def test_verify_run_dir_uses_the_runs_own_config(tmp_path, capsys, monkeypatch):
 def test_a_run_dir_of_the_fixtures_verifies_against_its_config(capsys):
     code, out, _ = sw("verify", fx("logs", "cpu_swap"), capsys=capsys)
     assert code == 0 and "cpu_swap/config.yaml (the run's own config" in out
+
+
+def test_diff_of_two_pynative_configs_is_per_layer(capsys):
+    """21.11: `swapwatch diff` of PyNative configs exited 3 (AttributeError on LayerActions)."""
+    a, b = fx("configs", "pynative_mixed.yaml"), fx("configs", "pynative_qwen3_select.yaml")
+    code, out, err = sw("diff", a, b, capsys=capsys)
+    assert code == 1 and err == ""
+    assert "PyNative (r2.x) path" in out and "DIFFER: 4 of 4 layers" in out
+    assert "recompute keys are layer ids" not in out            # a static-path note, not apply_ac's
+    row1 = next(ln for ln in out.splitlines() if ln.startswith("1 "))
+    assert "✗ yes → -" in row1 and "✗ - → mlp" in row1
+    code, out, _ = sw("diff", b, b, "--format", "json", capsys=capsys)
+    doc = json.loads(out)
+    assert code == 0 and doc["same"] and doc["layers"][0]["a"]["full_recompute"] == "yes"
+
+
+@pytest.mark.parametrize("pair", [("pynative_mixed.yaml", "conflict.yaml"), ("conflict.yaml", "pynative_pp2.yaml")])
+def test_diff_of_a_pynative_and_a_static_config_is_one_line_exit_2(pair, capsys):
+    code, out, err = sw("diff", *(fx("configs", p) for p in pair), capsys=capsys)
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert "is a PyNative (r2.x) config and" in err and "static-graph (LayerSetting)" in err
