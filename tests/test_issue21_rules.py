@@ -1,0 +1,88 @@
+"""Issue 21.5-21.9: rules that named the wrong thing or nothing at all, each as the user met it.
+
+Point 7 is decided by the MindFormers 2.1.0 oracle (``tests/oracle/mf_layer_setting.py`` runs the
+real ``LayerSetting``): what it does with a per-stage list shorter (or longer) than
+``pipeline_stage`` is what swapwatch's engine must do, and SW210 says it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+
+import pytest
+
+from swapwatch.cli import main
+from swapwatch.config import config_from_dicts
+from swapwatch.errors import ConfigError
+from swapwatch import strategy
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ORACLE_PY = os.path.join(ROOT, ".oracle-venv", "bin", "python")
+READY = os.path.join(ROOT, ".oracle-venv", ".ready")
+MARK = "@@SWAPWATCH_ORACLE@@"
+NP_SCALAR = re.compile(r"np\.(?:int|uint|float)\d+\((-?[\d.]+)\)")     # as tests/test_oracle.py reads them
+
+
+def fx(*parts: str) -> str:
+    return os.path.join(ROOT, "fixtures", *parts)
+
+
+def sw(*args, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return exc.value.code, out, err
+
+
+SHORT_CASES = [
+    dict(num_layers=32, pipeline_stage=8, recompute_config={"recompute": [4, 4, 2, 0]}),
+    dict(num_layers=32, pipeline_stage=8,
+         recompute_config={"recompute": [4, 4, 2, 0], "select_recompute": {"feed_forward\\.mul": [1, 1]}}),
+    dict(num_layers=32, pipeline_stage=4, recompute_config={"recompute": [4, 4, 2, 0, 1, 1]}),
+    dict(num_layers=32, pipeline_stage=4, pp_interleave_num=2, pipeline_interleave=True,
+         recompute_config={"recompute": [[2, 2, 1, 0]]}),
+]
+
+
+def _ours(case):
+    try:
+        cfg = config_from_dicts(case.get("recompute_config"), case.get("swap_config"),
+                                num_layers=case["num_layers"], pipeline_stage=case.get("pipeline_stage", 1),
+                                pp_interleave_num=case.get("pp_interleave_num", 1),
+                                pipeline_interleave=case.get("pipeline_interleave", False), check_rules=False)
+        return strategy.layer_setting_lines(strategy.plan(cfg)), None
+    except ConfigError as exc:
+        return None, exc
+
+
+@pytest.mark.skipif(not (os.path.exists(READY) and os.path.exists(ORACLE_PY)),
+                    reason="no MindFormers oracle venv (.oracle-venv/.ready)")
+def test_a_short_per_stage_list_is_padded_with_zeros_as_mindformers_does():
+    """21.7 on the oracle: MindFormers 2.1.0 pads a short list with 0 (no warning, no error) and
+    crashes on a longer one or a missing interleave row; the engine does exactly that."""
+    proc = subprocess.run([ORACLE_PY, os.path.join(ROOT, "tests", "oracle", "mf_layer_setting.py")],
+                          input=json.dumps(SHORT_CASES), capture_output=True, text=True, timeout=900, cwd=ROOT)
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith(MARK)), None)
+    assert line is not None, proc.stderr[-2000:]
+    mf = json.loads(line[len(MARK):])
+    padded = [msg for _, msg in mf[0]["lines"] if msg.startswith("Formative layer_recompute")]
+    assert padded == ["Formative layer_recompute: [[4, 4, 2, 0, 0, 0, 0, 0]]"]
+    assert not [lvl for lvl, _ in mf[0]["lines"] if lvl != "INFO"]            # silently
+    for case, result in zip(SHORT_CASES, mf):
+        lines, error = _ours(case)
+        if "error" in result:
+            assert error is not None, (case, result["error"])
+        else:
+            assert error is None and lines == [NP_SCALAR.sub(r"\1", msg) for _, msg in result["lines"]], case
+
+
+def test_explain_warns_that_the_later_stages_get_no_recompute(capsys):
+    """21.7: `Findings: none` while stages 4-7 quietly got no recompute."""
+    code, out, _ = sw("explain", fx("configs", "recompute_short_list.yaml"), capsys=capsys)
+    assert code == 0
+    assert ("recompute_config.recompute: [4, 4, 2, 0] has 4 per-stage counts for 8 pipeline stages; "
+            "MindFormers pads it with 0 without a word, so stages 4-7 (layers 16-31) get no full recompute "
+            "[" + fx("configs", "recompute_short_list.yaml") + ":38]") in out
+    assert "stage 4: layers 16-19 (4), full 0" in out
