@@ -221,7 +221,7 @@ def render_table(result: Any) -> str:
         if marks:
             lines.append("  " + "; ".join(marks))
         if result.plan is not None:
-            lines.extend(layer_table.stage_summary(result.plan.layers))
+            lines.extend(layer_table.stage_summary(result.plan.layers, result.plan))
         blind = [r for r in result.ranks if r != rank and unverifiable(result, r)]
         if blind:
             lines.append(f"not verified (no strategy lines): rank(s) {layer_table.ranges(blind, 6)}")
@@ -454,7 +454,7 @@ def render_markdown(result: Any) -> str:
             tail.append("| " + " | ".join(_md(x or layer_table.NONE) for x in [r.label(), r.stage]
                                           + [r.cells[a].text() for a in cols]) + " |")
         if result.plan is not None:
-            tail += [""] + [f"- {line}" for line in layer_table.stage_summary(result.plan.layers)]
+            tail += [""] + [f"- {line}" for line in layer_table.stage_summary(result.plan.layers, result.plan)]
         tail += ["", "</details>", ""]
     body: List[str] = []
     if result.findings:

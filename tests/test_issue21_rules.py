@@ -86,3 +86,45 @@ def test_explain_warns_that_the_later_stages_get_no_recompute(capsys):
             "MindFormers pads it with 0 without a word, so stages 4-7 (layers 16-31) get no full recompute "
             "[" + fx("configs", "recompute_short_list.yaml") + ":38]") in out
     assert "stage 4: layers 16-19 (4), full 0" in out
+
+
+def test_a_swapped_cell_with_a_recomputed_primitive_inside_is_sw201(capsys):
+    """21.5: `op_swap` on `mlp` and `mlp\\.activation_func\\.silu` select-recomputed was SW202
+    ("the consumer is recomputed"); it is the same operator swapped and recomputed: SW201 alone."""
+    cfg = fx("configs", "families", "qwen3_swap_cell_select.yaml")
+    code, out, _ = sw("explain", cfg, capsys=capsys)
+    assert code == 1
+    assert ("op swap 'mlp' (prefetch 1): select recompute 'mlp\\.activation_func\\.silu' recomputes "
+            "mlp.activation_func.silu inside the swapped cell: the same operator is swapped and recomputed") in out
+    assert "SW201 error" in out and "SW202" not in out
+    assert "!mlp p=1" in out                                         # the voided swap, marked
+
+
+def test_mcore_default_op_swap_is_sw104_not_a_false_sw201(capsys):
+    """21.6: on mcore, swap on with no layer swap / op swap gets '.*\\.flash_attention', which
+    reaches nothing there: nothing is offloaded, so recompute voids nothing (no SW201), SW104 says
+    it, and explain marks the default as MindFormers' (the user never wrote it)."""
+    code, out, _ = sw("explain", fx("configs", "families", "qwen3_swap_default.yaml"), capsys=capsys)
+    assert "SW201" not in out and code == 0
+    assert ("note: swap is on with no layer_swap / op_swap: MindFormers applies its default op swap "
+            "'.*\\.flash_attention' on every layer (you did not write it)") in out
+    assert ("it is MindFormers' default op swap (swap on, no layer_swap / op_swap given), and nothing in the "
+            "qwen3 layer is named like that (did you mean 'self_attention\\.core_attention'? the mcore path's "
+            "name): nothing is offloaded") in out
+    assert "stage 0: layers 0-3 (4), full 1, select 0, comm 0, swap 0" in out
+
+
+def test_legacy_names_on_mcore_get_a_did_you_mean_to_the_mcore_path(capsys):
+    """21.8: `feed_forward\\.mul` and `attention\\.flash_attention` on mcore had no suggestion."""
+    code, out, _ = sw("explain", fx("configs", "families", "qwen3_legacy_names.yaml"), capsys=capsys)
+    assert "pattern 'feed_forward\\.mul' (applied on layers 1-2) matches nothing" in out
+    assert "(did you mean 'mlp\\.mul'? the mcore path's name)" in out
+    assert "(did you mean 'self_attention\\.core_attention\\.flash_attention'? the mcore path's name)" in out
+    assert "stage 0: layers 0-3 (4), full 1, select 0, comm 0, swap 0" in out     # nothing applies
+
+
+def test_qwen3_moe_select_true_defaults_are_not_counted_as_select(capsys):
+    """21.8: `select_recompute: True` on Qwen3-MoE expands to four defaults that match nothing;
+    SW104 said so while every stage summary still counted them as select."""
+    code, out, _ = sw("explain", fx("configs", "families", "qwen3_moe_ignored_swap.yaml"), capsys=capsys)
+    assert "SW104" in out and "stage 0: layers 0-2 (3), full 0, select 0, comm 0, swap 0" in out
