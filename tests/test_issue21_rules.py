@@ -128,3 +128,28 @@ def test_qwen3_moe_select_true_defaults_are_not_counted_as_select(capsys):
     SW104 said so while every stage summary still counted them as select."""
     code, out, _ = sw("explain", fx("configs", "families", "qwen3_moe_ignored_swap.yaml"), capsys=capsys)
     assert "SW104" in out and "stage 0: layers 0-2 (3), full 0, select 0, comm 0, swap 0" in out
+
+
+def test_dsv3_research_yaml_on_the_legacy_path_says_why_unknown_and_applies_no_tree(capsys):
+    """21.9: `model.arch.type DeepseekV3ForCausalLM` on the legacy path was a bare "UNKNOWN"
+    although `swapwatch families` lists deepseek_v3; `--model deepseek_v3` there is refused."""
+    cfg = fx("configs", "families", "deepseek_v3_legacy_arch.yaml")
+    code, out, _ = sw("explain", cfg, capsys=capsys)
+    assert "model family: DeepseekV3ForCausalLM (UNKNOWN: model.arch.type DeepseekV3ForCausalLM at" in out
+    assert ("on the legacy path (no use_legacy: False): swapwatch has deepseek_v3's layer tree for the mcore "
+            "path only") in out and "set use_legacy: False and model_type: deepseek_v3" in out
+    assert "SW307" in out
+    code, out, err = sw("explain", cfg, "--model", "deepseek_v3", capsys=capsys)
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert "--model deepseek_v3: an mcore-path family, but the YAML is on the legacy" in err
+
+
+def test_mcore_yaml_without_model_type_says_what_to_add(capsys):
+    """21.9: an mcore YAML without model_type naming the model only in model.arch.type."""
+    cfg = fx("configs", "families", "deepseek_v3_no_model_type.yaml")
+    code, out, _ = sw("explain", cfg, capsys=capsys)
+    assert ("use_legacy: False but model.model_config has no model_type / architectures; model.arch.type "
+            "DeepseekV3ForCausalLM at") in out
+    assert "add model.model_config.model_type: deepseek_v3, or pass --model deepseek_v3" in out
+    code, out, _ = sw("explain", cfg, "--model", "deepseek_v3", capsys=capsys)
+    assert "model family: deepseek_v3 (mcore; --model)" in out
