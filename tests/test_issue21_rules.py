@@ -153,3 +153,19 @@ def test_mcore_yaml_without_model_type_says_what_to_add(capsys):
     assert "add model.model_config.model_type: deepseek_v3, or pass --model deepseek_v3" in out
     code, out, _ = sw("explain", cfg, "--model", "deepseek_v3", capsys=capsys)
     assert "model family: deepseek_v3 (mcore; --model)" in out
+
+
+def test_the_genuine_logs_of_these_configs_verify_as_the_rules_say(capsys):
+    """The same three configs built by real MindFormers 2.1.0 (fixtures/logs/make_family_logs.py):
+    the run applied what MindFormers does, the config findings are apart."""
+    def verify_own(name):
+        return sw("verify", fx("logs", "families", f"{name}.log"), "--config",
+                  fx("configs", "families", f"{name}.yaml"), capsys=capsys)
+
+    code, out, _ = verify_own("qwen3_swap_cell_select")
+    assert code == 1 and "run: applied as configured on 1/1 ranks" in out and "config: 4 errors (SW201)" in out
+    assert "SW202" not in out
+    code, out, _ = verify_own("qwen3_swap_default")      # MindFormers logs no op swap line: nothing offloaded
+    assert code == 0 and "config: 1 warning (SW104)" in out and "SW201" not in out
+    code, out, _ = verify_own("qwen3_legacy_names")
+    assert code == 0 and "config: 2 warnings (SW104)" in out and "the mcore path's name" in out
