@@ -133,7 +133,7 @@ def test_qwen3_moe_select_true_defaults_are_not_counted_as_select(capsys):
 def test_dsv3_research_yaml_on_the_legacy_path_says_why_unknown_and_applies_no_tree(capsys):
     """21.9: `model.arch.type DeepseekV3ForCausalLM` on the legacy path was a bare "UNKNOWN"
     although `swapwatch families` lists deepseek_v3; `--model deepseek_v3` there is refused."""
-    cfg = fx("configs", "families", "deepseek_v3_legacy_arch.yaml")
+    cfg = fx("configs", "dsv3_legacy_arch.yaml")
     code, out, _ = sw("explain", cfg, capsys=capsys)
     assert "model family: DeepseekV3ForCausalLM (UNKNOWN: model.arch.type DeepseekV3ForCausalLM at" in out
     assert ("on the legacy path (no use_legacy: False): swapwatch has deepseek_v3's layer tree for the mcore "
@@ -146,7 +146,7 @@ def test_dsv3_research_yaml_on_the_legacy_path_says_why_unknown_and_applies_no_t
 
 def test_mcore_yaml_without_model_type_says_what_to_add(capsys):
     """21.9: an mcore YAML without model_type naming the model only in model.arch.type."""
-    cfg = fx("configs", "families", "deepseek_v3_no_model_type.yaml")
+    cfg = fx("configs", "dsv3_no_model_type.yaml")
     code, out, _ = sw("explain", cfg, capsys=capsys)
     assert ("use_legacy: False but model.model_config has no model_type / architectures; model.arch.type "
             "DeepseekV3ForCausalLM at") in out
