@@ -138,8 +138,11 @@ def explain_cmd(config, fmt, num_layers, pipeline_stage, pp_interleave_num, offs
 def verify_cmd(paths, config_path, fmt, strict, ignore, ir, env, output, force):
     """Check that worker logs show exactly the strategy the config asks for.
 
-    PATH: worker_N.log files, msrun log dirs or swapwatch run dirs. Exit 0 pass, 1 failing
-    findings, 2 bad input.
+    PATH: worker_N.log files, msrun log dirs or swapwatch run dirs (a run dir of `swapwatch run
+    --config` is verified against its own config.yaml unless --config says otherwise). The
+    verdict says the run (did every rank apply it?) and the config (does it do what you meant?)
+    apart. Exit 0 pass, 1 failing findings, 2 bad input, 4 not verified (no rank's log shows
+    what MindFormers applied).
     """
     from .outputs import refuse_overwrite, write_text
     from .verify import parse_env, verify

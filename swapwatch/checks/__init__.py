@@ -146,12 +146,18 @@ def question(code: str) -> str:
     """``"run"`` or ``"config"``: the question findings of ``code`` answer. A rule says so itself
     (``Rule.question``); otherwise a code with a config-time variant is about the config (SW104
     "matched nothing" is, whether the layout or the logs tell it), every other one about the run."""
-    _load_all()
-    variants = VARIANTS.get(code) or {}
-    for rule in variants.values():
-        if rule.question in QUESTIONS:
-            return rule.question
-    return "config" if "config" in variants else "run"
+    got = _QUESTION.get(code)
+    if got is None:
+        _load_all()
+        variants = VARIANTS.get(code) or {}
+        got = next((r.question for r in variants.values() if r.question in QUESTIONS), None) or (
+            "config" if "config" in variants else "run")
+        _QUESTION[code] = got
+    return got
+
+
+#: :func:`question` per code, once (10,000 findings ask it 10,000 times)
+_QUESTION: Dict[str, str] = {}
 
 
 def rule_variants(code: str) -> List[Rule]:
