@@ -238,3 +238,24 @@ def test_diff_of_a_pynative_and_a_static_config_is_one_line_exit_2(pair, capsys)
     code, out, err = sw("diff", *(fx("configs", p) for p in pair), capsys=capsys)
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
     assert "is a PyNative (r2.x) config and" in err and "static-graph (LayerSetting)" in err
+
+
+def test_plot_strategy_and_verify_never_disagree():
+    """21.1: verify and `plot strategy` read one comparison: the plot outlines a difference on a
+    rank exactly where verify's map marks ✗, and draws no comparison where verify made none."""
+    from swapwatch.plot.strategy_map import frame_differences, pick_rank
+
+    pairs = 0
+    for log in GENUINE:
+        for cfg in CONFIGS:
+            r = verify([log], config_path=cfg)
+            if r.comparison is None:
+                continue
+            if not any(d.has_strategy_lines for d in r.comparison.ranks.values()):
+                continue            # nothing logged: plot says so in one line (the test above)
+            rank = pick_rank(r.runlog)
+            diffs = frame_differences(r.plan, r.runlog, rank, r.comparison)
+            cells = r.comparison.cells(r.comparison.ranks[rank])
+            assert {(int(d.layer), d.mechanism) for d in diffs.itertuples()} == cells, (log, cfg)
+            pairs += 1
+    assert pairs > 50

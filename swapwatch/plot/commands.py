@@ -147,6 +147,10 @@ def strategy_command(source: str, config: Optional[str] = None, output: Optional
         if config is not None:
             raise
         result = None                       # no config in the log: draw what the log shows
+    if result is not None and result.verdict == "not_verified":
+        from ..verify_render import run_line
+
+        raise InputError(f"nothing to compare with the config: {run_line(result)[len('run: '):]}", file=source)
     name = None if config is None else f"{runlog.label or source} vs {os.path.basename(config)}"
     res = plot_strategy(result if result is not None else runlog, rank=rank, name=name)
     res.save(*target)
