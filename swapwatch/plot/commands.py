@@ -137,7 +137,9 @@ def strategy_command(source: str, config: Optional[str] = None, output: Optional
         plot_strategy(make_plan(cfg), name=os.path.basename(source)).save(*target)
         return f"wrote {out}: the strategy {source} asks for"
     (_, runlog), = load_runs([source])
-    from ..verify import verify_read
+    from ..verify import run_dir_config, verify_read
+
+    config = config or run_dir_config([source])       # a run dir's own YAML, as verify takes it
 
     # verify's own result: the map and the summary read the comparison verify decides with, so
     # the two never disagree (issue 21.1)
