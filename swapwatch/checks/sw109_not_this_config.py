@@ -31,6 +31,11 @@ class NotThisConfig(Rule):
     comparison (SW101-SW104, SW106, SW107, SW110), which would otherwise report every layer of
     every rank.
 
+    The same holds for a log of another model: its ``Set ...`` lines name cells no layer of the
+    config's family has (a DeepSeek-V3 log against a Qwen3 YAML logs ``mlp.shared_experts.mul``),
+    or it has an MTP block (a second LayerSetting block) that the config's model has none of.
+    Same strategy keys, same layer split: still not a run of this config.
+
     **Why it matters.** Either the job ran another YAML, or the YAML was edited after the job
     (see SW403): the per-layer differences would all be true and all beside the point.
 
