@@ -138,8 +138,11 @@ def explain_cmd(config, fmt, num_layers, pipeline_stage, pp_interleave_num, offs
 def verify_cmd(paths, config_path, fmt, strict, ignore, ir, env, output, force):
     """Check that worker logs show exactly the strategy the config asks for.
 
-    PATH: worker_N.log files, msrun log dirs or swapwatch run dirs. Exit 0 pass, 1 failing
-    findings, 2 bad input.
+    PATH: worker_N.log files, msrun log dirs or swapwatch run dirs (a run dir of `swapwatch run
+    --config` is verified against its own config.yaml unless --config says otherwise). The
+    verdict says the run (did every rank apply it?) and the config (does it do what you meant?)
+    apart. Exit 0 pass, 1 failing findings, 2 bad input, 4 not verified (no rank's log shows
+    what MindFormers applied).
     """
     from .outputs import refuse_overwrite, write_text
     from .verify import parse_env, verify
@@ -202,6 +205,7 @@ def events_cmd(paths, fmt, kinds, ranks):
 
     keep = event_filter(kinds, ranks)
     out = sys.stdout
+    wrote = False
     try:
         if fmt == "csv":
             import csv
@@ -210,13 +214,20 @@ def events_cmd(paths, fmt, kinds, ranks):
             writer.writerow(columns)
             for e in iter_events(list(paths)):
                 if keep(e):
+                    wrote = True
                     writer.writerow(csv_row(event_dict(e), columns))
         else:               # JSONL written by the scanning workers, a whole file per block
             for block in iter_event_text(list(paths), keep):
+                wrote = wrote or bool(block)
                 out.write(block)
         out.flush()
     except BrokenPipeError:          # `swapwatch events ... | head`: the reader went away, not an error
         sys.stderr.close()
+        return 0
+    if not wrote:       # issue 21: a log without MindFormers lines gets an answer, not silence
+        click.echo("swapwatch events: no event" + (" matches --kind/--rank" if kinds or ranks else
+                   " in these logs: no MindFormers, MindSpore or SWAPWATCH line") + f" ({', '.join(paths)})",
+                   err=True)
     return 0
 
 

@@ -99,6 +99,23 @@ class Comparison:
     #: (action, pattern) the layout says will log something
     layout_matches: Set[Tuple[str, str]]
 
+    def missing_differs(self, e: "Expected") -> bool:
+        """Is a missing expected item a difference of the run? The one answer SW101, verify's
+        per-layer map (its ✗) and ``plot strategy`` all read, so a ✗ is always a failing finding:
+        a whole-layer action, or a pattern some rank logged a match for, or one the (trusted)
+        layout says must log. A pattern no rank matched and nothing says should is SW104's (a
+        config that reaches nothing), not a difference of the run."""
+        key = (e.action, e.pattern)
+        return e.pattern is None or key in self.seen_anywhere or (
+            self.layout_trusted and key in self.layout_matches)
+
+    def cells(self, diff: "RankDiff") -> Set[Tuple[int, str]]:
+        """``(layer, action)`` where ``diff``'s rank differs from the plan (what the map marks ✗)."""
+        bad = {(e.layer, e.action) for e in diff.missing if self.missing_differs(e)}
+        bad |= {(s.layer, s.action) for s in diff.extra}
+        bad |= {(s.layer, s.action) for _, s in diff.value_diffs}
+        return bad
+
 
 # ---------------------------------------------------------------------------------------------
 # What the plan makes MindFormers log

@@ -56,6 +56,10 @@ def explain(path: str, num_layers: Optional[int] = None, pipeline_stage: Optiona
         from_name(model)                  # an unknown --model is bad input before anything else
     config = load_config(path, num_layers=num_layers, pipeline_stage=pipeline_stage,
                          pp_interleave_num=pp_interleave_num, offset=offset)
+    if model is not None:
+        from .families import check_code_path, from_name
+
+        check_code_path(from_name(model), bool(getattr(config, "mcore", False)))
     plan = strategy.plan(config, model=model)
     layout = None        # per layer, from plan.family
     ctx = CheckContext(plan=plan, config=config, env=dict(env or {}))

@@ -180,6 +180,21 @@ def family_table() -> str:
         "2.1.0 by tools/extract_layouts.py.\n"
 
 
+def check_code_path(family: ModelFamily, mcore: bool, option: str = "--model") -> None:
+    """Refuse a family of the other code path (issue 21.9: never apply a tree of the other path):
+    ``--model deepseek_v3`` on a legacy-path YAML would resolve its patterns on mcore cells the
+    legacy model does not build. Exit 2, one line."""
+    from .errors import InputError
+
+    if family.known and family.path in ("mcore", "legacy") and (family.path == "mcore") != mcore:
+        here = "mcore (use_legacy: False)" if mcore else "legacy (no use_legacy: False)"
+        article = "an" if family.path == "mcore" else "a"
+        raise InputError(f"{option} {family.name}: {article} {family.path}-path family, but the YAML is on "
+                         f"the {here} path, whose layers are other cells; "
+                         + ("pick an mcore family (`swapwatch families`)" if mcore else
+                            "set use_legacy: False if the run uses the mcore model"))
+
+
 def from_name(name: str, origin: str = "--model") -> ModelFamily:
     """The family ``name`` (``--model``); an unknown name is bad input (exit 2)."""
     from .errors import InputError
@@ -194,6 +209,38 @@ def from_name(name: str, origin: str = "--model") -> ModelFamily:
 def _mapping(value: Any) -> Dict[str, Any]:
     """``value`` when it is a mapping, else an empty one (a YAML may hold anything anywhere)."""
     return value if isinstance(value, dict) else {}
+
+
+def _mcore_family(value: Any) -> Optional[str]:
+    """The mcore family a class name names: a ``model_type`` / ``architectures`` value, or its
+    config class (``DeepseekV3Config`` -> ``DeepseekV3ForCausalLM``)."""
+    if not isinstance(value, str) or not value:
+        return None
+    return MCORE_TYPES.get(value) or (MCORE_TYPES.get(value[:-len("Config")] + "ForCausalLM")
+                                      if value.endswith("Config") else None)
+
+
+def _named_elsewhere(arch_type: Any, config_type: Any) -> Optional[Tuple[str, str, str]]:
+    """(value, key, family) when an mcore YAML without ``model_type`` names a known family in
+    ``model.arch.type`` / ``model.model_config.type`` (issue 21.9: say what to add, never guess)."""
+    for value, key in ((arch_type, "model.arch.type"), (config_type, "model.model_config.type")):
+        name = _mcore_family(value)
+        if name is not None:
+            return str(value), key, name
+    return None
+
+
+def _mcore_only(value: str) -> str:
+    """Why a legacy-path class that names an mcore family is not resolved (issue 21.9): the
+    family's tree is the mcore model's (``parallel_core``), the legacy research model is another
+    tree, and a tree of the other path is never applied."""
+    name = _mcore_family(value)
+    if name is None:
+        return ""
+    return (f" on the legacy path (no use_legacy: False): swapwatch has {name}'s layer tree for the mcore path "
+            f"only (use_legacy: False, model.model_config.model_type {name}); the legacy {value} builds "
+            f"other cells, so no tree is applied. If the run uses the mcore model, set use_legacy: False and "
+            f"model_type: {name}")
 
 
 def detect(data: Mapping[str, Any], where: Any = None) -> ModelFamily:
@@ -228,6 +275,11 @@ def detect(data: Mapping[str, Any], where: Any = None) -> ModelFamily:
         if fam is None:
             why = " (they come from pretrained_model_dir's config.json, which swapwatch does not read; " \
                   "--model to choose)" if data.get("pretrained_model_dir") else ""
+            hint = _named_elsewhere(arch.get("type"), mc.get("type"))
+            if hint is not None:
+                value, key, name = hint
+                why += (f"; {key} {value}{loc(key)} names {name}, but the mcore path picks the model by "
+                        f"model_type: add model.model_config.model_type: {name}, or pass --model {name}")
             return ModelFamily("mcore model", origin="use_legacy: False but model.model_config has no "
                                                     f"model_type / architectures{why}", known=False)
         defaults = MCORE_DEFAULTS.get(fam.name, {})
@@ -245,7 +297,7 @@ def detect(data: Mapping[str, Any], where: Any = None) -> ModelFamily:
         origin = f"model.arch.type {atype}{loc('model.arch.type')}"
         base = LEGACY_ARCH.get(atype)
         if base is None:
-            return ModelFamily(atype, origin=origin, known=False)
+            return ModelFamily(atype, origin=origin + _mcore_only(atype), known=False)
         if base == "llama":
             concat, bias = mc.get("qkv_concat") is True, mc.get("qkv_has_bias") is True
             base = "llama" + ("_qkv_concat" if concat else "") + ("_qkv_bias" if bias and not concat else "") + \
@@ -260,7 +312,7 @@ def detect(data: Mapping[str, Any], where: Any = None) -> ModelFamily:
     ctype = mc.get("type")
     if isinstance(ctype, str) and ctype:
         return ModelFamily(ctype, origin=f"model.model_config.type {ctype}{loc('model.model_config.type')} "
-                                         f"without model.arch.type", known=False)
+                                         f"without model.arch.type" + _mcore_only(ctype), known=False)
     return ModelFamily(DEFAULT_FAMILY, origin="default: the YAML names no model (--model to choose)")
 
 

@@ -207,19 +207,39 @@ def used_columns(rows: Iterable[Dict[str, str]], always: Sequence[str] = ("full_
 # Per-stage summary
 # ---------------------------------------------------------------------------------------------
 
-def stage_summary(layer_plans: Sequence[Any]) -> List[str]:
+def stage_summary(layer_plans: Sequence[Any], plan: Any = None) -> List[str]:
     """One line per pipeline stage: its layers and how many get each mechanism, e.g.
     ``stage 0: layers 0-7 (8), full 3, select 2, comm 0, swap 1`` (a stage's interleave chunks
-    together: memory is per device); a swap voided by recompute is counted apart (``voided swap 1``)."""
+    together: memory is per device); a swap voided by recompute is counted apart (``voided swap 1``).
+    With the ``plan`` (a family it can walk), a layer counts only for what applies there: select,
+    comm and op-swap patterns that reach nothing on the layer's tree do not count (issue 21.8:
+    ``select_recompute: True`` on Qwen3-MoE expands to defaults that match nothing)."""
     by_stage: "OrderedDict[Any, List[Any]]" = OrderedDict()
     for lp in sorted(layer_plans, key=lambda x: (x.stage, x.layer)):
         by_stage.setdefault(lp.stage, []).append(lp)
+    fam = getattr(plan, "family", None)
+    walkable = plan is not None and callable(getattr(plan, "walker", None)) and (fam is None or fam.known)
+
+    def applies(lp: Any, pats: Any, mode: str) -> bool:
+        if not pats:
+            return False
+        if not walkable:
+            return True
+        walk = layer_walk(plan, lp)
+        for pat in pats:
+            try:
+                if walk(pat, mode).targets:
+                    return True
+            except Exception:       # noqa: BLE001 - an invalid pattern is the config checks' to report
+                return True
+        return False
+
     out = []
     for stage, lps in by_stage.items():
         full = sum(1 for lp in lps if lp.full_recompute)
-        select = sum(1 for lp in lps if lp.select_recompute)
-        comm = sum(1 for lp in lps if lp.select_comm_recompute)
-        swap = sum(1 for lp in lps if lp.layer_swap is not None or lp.op_swap)
+        select = sum(1 for lp in lps if applies(lp, lp.select_recompute, WALK_MODE["select_recompute"]))
+        comm = sum(1 for lp in lps if applies(lp, lp.select_comm_recompute, WALK_MODE["select_comm_recompute"]))
+        swap = sum(1 for lp in lps if lp.layer_swap is not None or applies(lp, list(lp.op_swap or {}), "swap"))
         voided = sum(1 for lp in lps if lp.swap_overridden)
         layers = ranges(lp.layer for lp in lps)
         parts = [f"full {full}", f"select {select}", f"comm {comm}", f"swap {swap}"]

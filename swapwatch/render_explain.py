@@ -64,6 +64,9 @@ def render_table(ex: Explanation, all_layers: bool = False) -> str:
     if plan.legacy_recompute is not None:
         out.append(f"parallel_config.recompute is the plain bool {plan.legacy_recompute}: MindFormers skips "
                    f"recompute_config and logs nothing per layer")
+    if "op_swap" in (getattr(plan, "defaulted", None) or {}):
+        out.append(f"note: swap is on with no layer_swap / op_swap: MindFormers applies its default op swap "
+                   f"'{plan.defaulted['op_swap'][0]}' on every layer (you did not write it)")
     for key, pat in plan.removed:
         out.append(f"note: {key} pattern {pat!r} is removed from every layer (an exclude pattern overlaps it)")
     out.append("")
@@ -73,7 +76,7 @@ def render_table(ex: Explanation, all_layers: bool = False) -> str:
     marks = layer_table.legend(c for row in body for c in row[2:])
     if marks:
         out.append("  " + "; ".join(marks))
-    out.extend(layer_table.stage_summary(plan.layers))
+    out.extend(layer_table.stage_summary(plan.layers, plan))
     out.append("")
     if ex.findings:
         out.extend(findings_block(ex.findings))

@@ -334,6 +334,9 @@ def plan(config: Any, layout: Any = None, model: Optional[str] = None, family: A
             op_swap[name] = [_swap_entry(e, "swap_config.op_swap", err) for e in entries]
         formative["layer_swap"] = layer_swap
         formative["op_swap"] = op_swap
+        if sc.get("layer_swap") is None and sc.get("op_swap") is None and list(op_swap) == [DEFAULT_OP_SWAP]:
+            # TransformerSwapConfig's default op swap: the user never wrote it (explain says so)
+            defaulted["op_swap"] = [DEFAULT_OP_SWAP]
 
     layers: List[LayerPlan] = []
     for i in range(geo.num_layers):
@@ -515,11 +518,19 @@ def mark_overridden(result: Plan, layout: Any = None) -> None:
             if all(o.entry != override.entry for o in found):  # noqa: B023
                 found.append(override)  # noqa: B023
 
+        known = getattr(getattr(result, "family", None), "known", False) or layout is not None
+
+        def offloads(pat: str) -> bool:
+            """An op swap that reaches nothing on the layer's (known) tree offloads nothing, so
+            recompute voids nothing (mcore's default '.*\\.flash_attention': SW104, not SW201)."""
+            return not known or bool(walker(pat, "swap").targets)  # noqa: B023
+
         if lp.full_recompute:
             if lp.layer_swap is not None:
                 add(Override.whole_layer("the whole layer is recomputed"))
             for pat in lp.op_swap:
-                add(Override.op(pat, "the whole layer is recomputed"))
+                if offloads(pat):
+                    add(Override.op(pat, "the whole layer is recomputed"))
             continue
         sel_targets = {pat: [t.path for t in walker(pat, "recompute").targets] for pat in lp.select_recompute}
         for pat in lp.op_swap:
@@ -527,6 +538,14 @@ def mark_overridden(result: Plan, layout: Any = None) -> None:
             for spat, targets in sel_targets.items():
                 if spat == pat or any(patterns.under(t, s) for s in targets for t in swapped):
                     add(Override.op(pat, f"select recompute '{spat}' recomputes it"))
+                    break
+                # a swapped *cell* with a select-recomputed primitive inside: the same operator is
+                # swapped and recomputed (MindFormers compares pattern strings only and says nothing;
+                # LayerSetting._check_swap_recompute_conflict), not a recomputed consumer (SW202)
+                inner = sorted({s for s in targets for t in swapped if s != t and patterns.under(s, t)})
+                if inner:
+                    add(Override.op(pat, f"select recompute '{spat}' recomputes {', '.join(inner[:3])} "
+                                         f"inside the swapped cell: the same operator is swapped and recomputed"))
                     break
         if lp.layer_swap is not None:
             for spat in lp.select_recompute:

@@ -24,6 +24,9 @@ if TYPE_CHECKING:      # imported while the logs are scanned (_import_for_checks
 
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 
+#: ``verdict`` -> exit code (DESIGN §3.1 / §3.3): nothing verified is never a pass.
+EXIT_CODES = {"pass": 0, "fail": 1, "not_verified": 4}
+
 
 @dataclass
 class VerifyResult:
@@ -42,12 +45,28 @@ class VerifyResult:
     #: the plan-vs-log comparison the rules read, for the per-layer map and ``plot strategy``
     #: (None for a PyNative run, and when the log is not a run of this config: SW109)
     comparison: Optional[Comparison] = None
+    #: ranks whose log shows what MindFormers applied (strategy lines, or MindFormers output where
+    #: the config makes it log none): what the run verdict speaks for (:func:`decide`)
+    verified_ranks: List[int] = field(default_factory=list)
+    #: "did every rank apply what MindFormers does with this config?": "applied" | "differs" |
+    #: "not_verified" (no rank's log could be checked)
+    run_verdict: str = ""
+    #: "does the config do what the user meant?": "ok" | "warnings" | "errors" (explain's findings)
+    config_verdict: str = ""
+    #: findings by severity, per question (``counts`` has them all)
+    run_counts: Dict[str, int] = field(default_factory=dict)
+    config_counts: Dict[str, int] = field(default_factory=dict)
+    #: why this config: set when ``verify RUN_DIR`` took the run's own YAML (:data:`RUN_DIR_NOTE`)
+    config_note: str = ""
 
     def counts(self) -> Dict[str, int]:
-        out = {"error": 0, "warning": 0, "info": 0}
-        for f in self.findings:
-            out[f.severity] = out.get(f.severity, 0) + 1
-        return out
+        return _counts(self.findings)
+
+    def question_findings(self, which: str) -> List[Finding]:
+        """The findings answering ``which`` question, ``"run"`` or ``"config"`` (checks.question)."""
+        from .checks import question
+
+        return [f for f in self.findings if question(f.code) == which]
 
     def failing(self, f: Finding) -> bool:
         """Does this finding fail the verification (errors; warnings too with --strict)?"""
@@ -61,10 +80,79 @@ class VerifyResult:
         vs logged, and the ranks whose log differs there)."""
         from .verify_render import layer_map_json
 
+        from .checks import question
+
+        findings = []
+        for f in self.findings:
+            item = f.to_json()
+            item["question"] = question(f.code)
+            findings.append(item)
         return {"verdict": self.verdict, "ranks": list(self.ranks), "layers": self.layers,
-                "findings": [f.to_json() for f in self.findings],
+                "findings": findings,
                 "counts": self.counts(), "num_layers": self.layers,
-                "config": _config_json(self.config_source), "layer_map": layer_map_json(self)}
+                "config": dict(_config_json(self.config_source),
+                               **({"note": self.config_note} if self.config_note else {})),
+                "layer_map": layer_map_json(self),
+                "run_verdict": self.run_verdict, "config_verdict": self.config_verdict,
+                "verified_ranks": list(self.verified_ranks), "run_counts": dict(self.run_counts),
+                "config_counts": dict(self.config_counts)}
+
+
+def _counts(findings: Iterable[Finding]) -> Dict[str, int]:
+    out = {"error": 0, "warning": 0, "info": 0}
+    for f in findings:
+        out[f.severity] = out.get(f.severity, 0) + 1
+    return out
+
+
+def decide(result: VerifyResult, verified: Iterable[int]) -> VerifyResult:
+    """The verdict of ``result`` from its findings and the ranks whose logs could be checked.
+
+    Two questions, answered apart (DESIGN §3.3): the *run* verdict ("applied" when every
+    verified rank's log shows what MindFormers does with the config, "differs" on a failing run
+    finding, "not_verified" when no rank's log could be checked) and the *config* verdict ("ok",
+    "warnings", "errors": the findings explain raises). The overall ``verdict`` and exit code:
+    ``not_verified`` (4) whenever nothing was verified, whatever the findings; else ``fail`` (1)
+    on any failing finding of either question (errors; warnings too with ``--strict``); else
+    ``pass`` (0)."""
+    from .checks import question
+
+    result.verified_ranks = sorted(set(verified))
+    run = [f for f in result.findings if question(f.code) == "run"]
+    cfg = [f for f in result.findings if question(f.code) != "run"]
+    result.run_counts, result.config_counts = _counts(run), _counts(cfg)
+    if not result.verified_ranks:
+        result.run_verdict = "not_verified"
+    elif any(result.failing(f) for f in run):
+        result.run_verdict = "differs"
+    else:
+        result.run_verdict = "applied"
+    result.config_verdict = ("errors" if result.config_counts["error"] else
+                             "warnings" if result.config_counts["warning"] else "ok")
+    if result.run_verdict == "not_verified":
+        result.verdict = "not_verified"
+    elif any(result.failing(f) for f in result.findings):
+        result.verdict = "fail"
+    else:
+        result.verdict = "pass"
+    result.exit_code = EXIT_CODES[result.verdict]
+    return result
+
+
+def verified_ranks(runlog: Any, comparison: Optional[Comparison]) -> List[int]:
+    """Ranks whose log speaks for what MindFormers applied: a rank with strategy lines, or, when
+    the config makes MindFormers log no strategy line at all (or the comparison was skipped:
+    SW109), a rank whose log holds MindFormers output (``checks.sw106_incomplete_log``). A rank
+    without any MindFormers line (STDOUT_DEVICES, not a MindFormers log) is never verified."""
+    from .checks.sw106_incomplete_log import expects_lines, printed_mindformers
+
+    expects = comparison is not None and expects_lines(comparison)
+    out = []
+    for rank, rank_log in runlog.ranks.items():
+        diff = comparison.ranks.get(rank) if comparison is not None else None
+        if (diff is not None and diff.has_strategy_lines) or (not expects and printed_mindformers(rank_log)):
+            out.append(rank)
+    return out
 
 
 def _config_json(source: str) -> Dict[str, Any]:
@@ -99,6 +187,8 @@ def verify(paths: Sequence[str], config_path: Optional[str] = None,
 
     from .parsers import read_logs
 
+    own = None if config_path else run_dir_config(paths)
+    config_path = config_path or own
     runlog = read_logs(list(paths), while_scanning=_import_for_checks)
     if not runlog.ranks:
         raise InputError(f"no worker logs found in {', '.join(map(str, paths))}")
@@ -106,9 +196,43 @@ def verify(paths: Sequence[str], config_path: Optional[str] = None,
     # they run (each full collection walked every rank's objects: ~60 ms at 10,000 ranks)
     gc.freeze()
     try:
-        return _verify_read(runlog, config_path, skip, strict, env, ir_dir)
+        result = _verify_read(runlog, config_path, skip, strict, env, ir_dir)
     finally:
         gc.unfreeze()
+    if own:
+        result.config_note = RUN_DIR_NOTE
+    return result
+
+
+def verify_read(runlog: Any, config_path: Optional[str] = None) -> VerifyResult:
+    """:func:`verify` of a run already read (``plot strategy`` reads the comparison verify
+    decides with from it, so the plot and the verdict never disagree)."""
+    return _verify_read(runlog, config_path, set(), False, None, None)
+
+
+#: ``VerifyResult.config_note`` when ``verify RUN_DIR`` took the run's own YAML
+RUN_DIR_NOTE = "the run's own config as launched, named in run.json; --config to use another"
+
+
+def run_dir_config(paths: Sequence[str]) -> Optional[str]:
+    """The config of a ``swapwatch run --config`` run: ``verify RUN_DIR`` without ``--config``
+    uses the YAML as launched, which the run directory keeps (``config.yaml``, DESIGN §3.3b) and
+    ``run.json`` names; None for anything else (one path only: several run dirs may differ)."""
+    import json
+
+    if len(paths) != 1 or not os.path.isdir(paths[0]):
+        return None
+    run_json = os.path.join(paths[0], "run.json")
+    try:
+        with open(run_json, encoding="utf-8") as fh:
+            info = json.load(fh)
+    except (OSError, ValueError):
+        return None             # not a run dir (or a broken run.json: parsers.inputs says so)
+    cfg = info.get("config") if isinstance(info, dict) else None
+    if not isinstance(cfg, dict) or not cfg.get("path"):
+        return None             # a run without --config: the log's own config, as before
+    copy = os.path.join(paths[0], str(cfg.get("copy") or "config.yaml"))
+    return copy if os.path.isfile(copy) else None
 
 
 def _verify_read(runlog: Any, config_path: Optional[str], skip: set, strict: bool,
@@ -124,6 +248,13 @@ def _verify_read(runlog: Any, config_path: Optional[str], skip: set, strict: boo
         config = load_config(config_path)
         source = str(config_path)
     else:
+        from .checks.sw106_incomplete_log import printed_mindformers
+
+        if not any(printed_mindformers(rl) for rl in runlog.ranks.values()):
+            files = [f for rl in runlog.ranks.values() for f in rl.files][:3]
+            raise InputError("no MindFormers line at all in these logs (no config, no strategy, no step): "
+                             "nothing to verify (is this a worker log of a MindFormers job?); with --config "
+                             "the verdict is NOT VERIFIED", file=", ".join(files) or None)
         config, source = config_from_log(runlog)
     ir = read_ir(ir_dir) if ir_dir else None
     # without --config the log's own config is the reference: SW107 would compare it with itself
@@ -164,9 +295,7 @@ def evaluate(plan: Any, runlog: Any, config: Any = None, env: Optional[Mapping[s
                           config_source=config_source, env=dict(env or {}), plan=plan,
                           runlog=runlog,
                           comparison=None if _not_this_config(findings) else comp)
-    if any(result.failing(f) for f in findings):
-        result.verdict, result.exit_code = "fail", 1
-    return result
+    return decide(result, verified_ranks(runlog, result.comparison))
 
 
 # ---------------------------------------------------------------------------------------------

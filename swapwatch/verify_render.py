@@ -88,7 +88,10 @@ def unverifiable(result: Any, rank: Optional[int]) -> bool:
     never a column of differences (SW106 / SW108 say why)."""
     comp = result.comparison
     diff = comp.ranks.get(rank) if comp is not None and rank is not None else None
-    return diff is not None and not diff.has_strategy_lines
+    if diff is None or diff.has_strategy_lines:
+        return False
+    # a rank whose config logs nothing and whose log shows MindFormers ran is verified (decide)
+    return rank not in (getattr(result, "verified_ranks", None) or ())
 
 
 def map_rank(result: Any) -> Optional[int]:
@@ -115,7 +118,7 @@ def layer_map(result: Any, rank: Optional[int] = None, fold: bool = True) -> Lis
     rank = map_rank(result) if rank is None else rank
     diff: RankDiff = comp.ranks.get(rank) if rank is not None else None
     blind = unverifiable(result, rank)
-    bad = _bad_cells(diff) if diff and not blind else set()
+    bad = comp.cells(diff) if diff and not blind else set()
     plan_layers = {lp.layer: lp for lp in result.plan.layers} if result.plan is not None else {}
     interleaved = any(getattr(lp, "interleave", 0) for lp in plan_layers.values())
     rows: List[Row] = []
@@ -158,7 +161,7 @@ def layer_map_json(result: Any) -> Dict[str, Any]:
         if diff.has_strategy_lines:
             cells = bad.get(diff.same_as) if diff.same_as is not None else None
             if cells is None:
-                cells = bad[r] = _bad_cells(diff)
+                cells = bad[r] = comp.cells(diff)
             for layer, _ in cells:
                 differing[layer].add(r)
     plan_layers = {lp.layer: lp for lp in result.plan.layers} if result.plan is not None else {}
@@ -174,13 +177,6 @@ def layer_map_json(result: Any) -> Dict[str, Any]:
                     "unknown": [a for a, c in row.cells.items() if c.unknown],
                     "ranks_differing": sorted(differing.get(layer, ()))})
     return {"rank": rank, "verified": not unverifiable(result, rank), "layers": out}
-
-
-def _bad_cells(diff: RankDiff) -> set:
-    bad = {(e.layer, e.action) for e in diff.missing}
-    bad |= {(s.layer, s.action) for s in diff.extra}
-    bad |= {(s.layer, s.action) for _, s in diff.value_diffs}
-    return bad
 
 
 def _map_columns(rows: List[Row]) -> List[str]:
@@ -225,7 +221,7 @@ def render_table(result: Any) -> str:
         if marks:
             lines.append("  " + "; ".join(marks))
         if result.plan is not None:
-            lines.extend(layer_table.stage_summary(result.plan.layers))
+            lines.extend(layer_table.stage_summary(result.plan.layers, result.plan))
         blind = [r for r in result.ranks if r != rank and unverifiable(result, r)]
         if blind:
             lines.append(f"not verified (no strategy lines): rank(s) {layer_table.ranges(blind, 6)}")
@@ -234,6 +230,7 @@ def render_table(result: Any) -> str:
         from .pynative.verify import map_lines
         lines.extend(map_lines(result))
     lines.extend(findings_block(result.findings, result.failing))
+    lines.extend(question_lines(result))
     lines.append(verdict_line(result))
     return "\n".join(lines) + "\n"
 
@@ -265,13 +262,61 @@ def findings_block(findings: List[Any], failing=lambda f: f.severity == "error",
     return lines
 
 
+def verdict_word(result: Any) -> str:
+    """``PASS`` / ``FAIL`` / ``NOT VERIFIED``."""
+    return str(result.verdict).replace("_", " ").upper()
+
+
 def verdict_line(result: Any) -> str:
     c = result.counts()
     ranks = layer_table.ranges(result.ranks, 6)
     tally = f"{c['error']} error(s), {c['warning']} warning(s)" + (f", {c['info']} note(s)" if c["info"] else "")
     strict = " (--strict: warnings fail)" if result.strict and c["warning"] else ""
-    return (f"{result.verdict.upper()}: {tally}{strict}; {len(result.ranks)} rank(s) [{ranks}], "
-            f"{result.layers} layers, config from {result.config_source}")
+    return (f"{verdict_word(result)}: {tally}{strict}; {len(result.ranks)} rank(s) [{ranks}], "
+            f"{result.layers} layers, config from {result.config_source}"
+            + (f" ({result.config_note})" if result.config_note else ""))
+
+
+def question_lines(result: Any) -> List[str]:
+    """The two questions, answered apart (DESIGN §3.3): ``run: ...`` (did every rank apply what
+    MindFormers does with this config?) and ``config: ...`` (does the config do what you meant?)."""
+    return [run_line(result), config_line(result)]
+
+
+def _codes(findings: List[Any], severity: str) -> str:
+    codes = sorted({f.code for f in findings if f.severity == severity})
+    return ", ".join(codes[:5]) + (f" and {len(codes) - 5} more" if len(codes) > 5 else "")
+
+
+def _tally(counts: Dict[str, int], findings: List[Any]) -> str:
+    parts = []
+    for sev, word in (("error", "error"), ("warning", "warning")):
+        n = counts.get(sev, 0)
+        if n:
+            parts.append(f"{n} {word}{'s' if n != 1 else ''} ({_codes(findings, sev)})")
+    return ", ".join(parts)
+
+
+def run_line(result: Any) -> str:
+    n, total = len(result.verified_ranks), len(result.ranks)
+    run = result.question_findings("run")
+    tally = _tally(result.run_counts, run)
+    if result.run_verdict == "not_verified":
+        return (f"run: NOT VERIFIED: no rank's log shows what MindFormers applied (0/{total} ranks "
+                f"verified)" + (f"; {tally}" if tally else ""))
+    unverified = total - n
+    rest = f"; {unverified} rank(s) not verified" if unverified else ""
+    if result.run_verdict == "differs":
+        bad = {f.rank for f in run if result.failing(f) and f.rank is not None}
+        where = f" on {len(bad)}/{total} ranks" if bad and None not in {f.rank for f in run if result.failing(f)} \
+            else ""
+        return f"run: differs from the config{where}: {tally}{rest}"
+    return f"run: applied as configured on {n}/{total} ranks" + (f"; {tally}" if tally else "") + rest
+
+
+def config_line(result: Any) -> str:
+    tally = _tally(result.config_counts, result.question_findings("config"))
+    return f"config: {tally}" if tally else "config: no findings"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -305,12 +350,19 @@ def render_junit(result: Any) -> str:
     suite = ET.SubElement(root, "testsuite", name="swapwatch.verify", errors="0", skipped="0")
     props = ET.SubElement(suite, "properties")
     cfg = _config_json_of(result)
-    for name, value in (("verdict", result.verdict), ("config", cfg.get("source") or ""),
+    for name, value in (("verdict", result.verdict), ("run_verdict", result.run_verdict),
+                        ("config_verdict", result.config_verdict),
+                        ("verified_ranks", len(result.verified_ranks)), ("config", cfg.get("source") or ""),
                         ("config_sha256", cfg.get("sha256") or ""), ("errors", c["error"]),
                         ("warnings", c["warning"]), ("ranks", len(result.ranks))):
         ET.SubElement(props, "property", name=name, value=_clean(str(value)))
     cases = _junit_cases(result)
     failures = 0
+    if result.verdict == "not_verified":
+        # nothing verified is never a pass, even with no failing finding: one failing case says so
+        case = ET.SubElement(suite, "testcase", classname="swapwatch.all_ranks", name="verified", time="0")
+        ET.SubElement(case, "failure", type="NOT_VERIFIED", message=_clean(run_line(result))[:500])
+        failures += 1
     for who, fam, found in cases:
         case = ET.SubElement(suite, "testcase", classname=f"swapwatch.{who.replace(' ', '_')}",
                              name=f"{fam}xx {FAMILIES.get(fam, 'other checks')}", time="0")
@@ -325,7 +377,7 @@ def render_junit(result: Any) -> str:
             out = ET.SubElement(case, "system-out")
             out.text = _clean("\n".join(_group_lines(rest)))
     for el in (root, suite):
-        el.set("tests", str(len(cases)))
+        el.set("tests", str(len(cases) + (result.verdict == "not_verified")))
         el.set("failures", str(failures))
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 
@@ -385,8 +437,9 @@ def render_markdown(result: Any) -> str:
     """A PR comment: the verdict, one row per cause (ranks and layers as ranges, a count, the
     first source), the ranks hit hardest, the per-layer map folded; always under
     :data:`MARKDOWN_BUDGET` characters (what does not fit is counted, JSON has it all)."""
-    icon = "✅" if result.verdict == "pass" else "❌"
-    head = [f"### swapwatch verify: {icon} {result.verdict}", "", verdict_line(result), ""]
+    icon = {"pass": "✅", "not_verified": "⚠️"}.get(result.verdict, "❌")
+    head = [f"### swapwatch verify: {icon} {result.verdict.replace('_', ' ')}", "",
+            *(f"- {line}" for line in question_lines(result)), "", verdict_line(result), ""]
     tail: List[str] = []
     rank = map_rank(result)
     rows = layer_map(result, rank)
@@ -401,7 +454,7 @@ def render_markdown(result: Any) -> str:
             tail.append("| " + " | ".join(_md(x or layer_table.NONE) for x in [r.label(), r.stage]
                                           + [r.cells[a].text() for a in cols]) + " |")
         if result.plan is not None:
-            tail += [""] + [f"- {line}" for line in layer_table.stage_summary(result.plan.layers)]
+            tail += [""] + [f"- {line}" for line in layer_table.stage_summary(result.plan.layers, result.plan)]
         tail += ["", "</details>", ""]
     body: List[str] = []
     if result.findings:

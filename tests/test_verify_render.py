@@ -36,11 +36,13 @@ def test_failing_run_and_json_shape():
     assert (r.verdict, r.exit_code) == ("fail", 1)
     doc = json.loads(render(r, "json"))
     assert set(doc) == {"verdict", "ranks", "layers", "findings", "counts", "num_layers", "config",
-                        "layer_map"}
+                        "layer_map", "run_verdict", "config_verdict", "verified_ranks", "run_counts",
+                        "config_counts"}
+    assert (doc["run_verdict"], doc["config_verdict"], doc["verified_ranks"]) == ("differs", "ok", [0, 1])
     sw103 = next(f for f in doc["findings"] if f["code"] == "SW103")
     assert sw103 == {"code": "SW103", "severity": "error", "rank": 1, "layer": 1, "op": "feed_forward",
                      "expected": 15, "actual": 16, "message": sw103["message"],
-                     "source": sw103["source"]}
+                     "source": sw103["source"], "question": "run"}
     assert sw103["source"].startswith("worker_1.log:")
     assert {f["code"] for f in doc["findings"]} == {"SW103", "SW401"}
 

@@ -103,6 +103,8 @@ class Rule:
     severity: str = "error"
     title: str = ""
     needs: str = "config"
+    #: which question of ``verify`` its findings answer (:func:`question`); None: from ``needs``
+    question: Optional[str] = None
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
         raise NotImplementedError
@@ -132,6 +134,30 @@ def register(cls: Type[Rule]) -> Type[Rule]:
     VARIANTS.setdefault(cls.code, {})[cls.needs] = rule
     REGISTRY.setdefault(cls.code, rule)
     return cls
+
+
+#: The two questions a verification answers (DESIGN §3.3): "run" — did every rank apply what
+#: MindFormers does with this config? "config" — does the config do what the user meant (the
+#: findings ``explain`` raises)?
+QUESTIONS = ("run", "config")
+
+
+def question(code: str) -> str:
+    """``"run"`` or ``"config"``: the question findings of ``code`` answer. A rule says so itself
+    (``Rule.question``); otherwise a code with a config-time variant is about the config (SW104
+    "matched nothing" is, whether the layout or the logs tell it), every other one about the run."""
+    got = _QUESTION.get(code)
+    if got is None:
+        _load_all()
+        variants = VARIANTS.get(code) or {}
+        got = next((r.question for r in variants.values() if r.question in QUESTIONS), None) or (
+            "config" if "config" in variants else "run")
+        _QUESTION[code] = got
+    return got
+
+
+#: :func:`question` per code, once (10,000 findings ask it 10,000 times)
+_QUESTION: Dict[str, str] = {}
 
 
 def rule_variants(code: str) -> List[Rule]:

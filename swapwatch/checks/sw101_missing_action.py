@@ -49,9 +49,7 @@ class MissingAction(Rule):
                 continue            # no strategy lines at all: SW106 / SW108 say why, once
             rank_log = ctx.runlog.ranks[rank]
             for e in diff.missing:
-                key = (e.action, e.pattern)
-                if e.pattern is not None and key not in comp.seen_anywhere and not (
-                        comp.layout_trusted and key in comp.layout_matches):
+                if not comp.missing_differs(e):
                     continue        # matched nothing anywhere and nothing says it should: SW104
                 what = describe(e.action, e.op)
                 pat = f" (pattern '{e.pattern}')" if e.pattern and e.op != e.pattern else ""

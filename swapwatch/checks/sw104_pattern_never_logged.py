@@ -1,7 +1,7 @@
 """SW104 (run time): a configured pattern matched nothing in any rank's log."""
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Any, Iterable
 
 from .. import actions
 from . import CheckContext, Finding, Rule, register
@@ -40,7 +40,16 @@ class PatternNeverLogged(Rule):
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
         comp = ctx.comparison
-        if comp is None or not any(d.has_strategy_lines for d in comp.ranks.values()):
+        if comp is None:
+            return
+        if not any(d.has_strategy_lines for d in comp.ranks.values()):
+            # no rank logged a strategy line: the logs cannot tell, the layout still can (the
+            # config-time variant), so verify keeps the config finding explain gives
+            from . import VARIANTS
+
+            config_time = VARIANTS.get(self.code, {}).get("config")
+            if config_time is not None:
+                yield from config_time.check(ctx)
             return
         done = set()
         for layer in sorted(comp.expected):
@@ -64,7 +73,7 @@ class PatternNeverLogged(Rule):
                 on = "" if one else f" on {_layers(layers)}"
                 yield self.finding(
                     f"{actions.LABEL[e.action]} pattern '{e.pattern}' is applied{on} "
-                    f"but no rank logged any path it matches: it does nothing",
+                    f"but no rank logged any path it matches: it does nothing{_suggest(ctx.plan, e, layers[0])}",
                     layer=layers[0] if one else None, op=e.pattern,
                     expected=f"a matching path on {_layers(layers)}",
                     actual="(no matching path logged)",
@@ -74,3 +83,21 @@ class PatternNeverLogged(Rule):
 def _layers(layers) -> str:
     """``layer 3`` / ``layers 0-3, 8``."""
     return ("layer " if len(layers) == 1 else "layers ") + ranges(layers, 6)
+
+
+def _suggest(plan: Any, e: Any, layer: int) -> str:
+    """The config-time rule's did-you-mean (a close name, or the other code path's name) when the
+    plan's family has a tree to check it on; empty otherwise."""
+    from .sw104_pattern_no_match_config import nearest_path, other_path_name
+
+    fam = getattr(plan, "family", None)
+    if fam is None or not fam.known or not callable(getattr(plan, "walker", None)):
+        return ""
+    try:
+        near = nearest_path(fam.layout(plan.layout_key(layer)), e.pattern)
+        if near and near != e.pattern:
+            return f" (did you mean '{near}'?)"
+        other = other_path_name(plan.walker(layer), e.pattern, actions.WALK_MODE[e.action], fam.path)
+    except Exception:       # noqa: BLE001 - a suggestion is a courtesy, never a failure
+        return ""
+    return f" ({other})" if other else ""

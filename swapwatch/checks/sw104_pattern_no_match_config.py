@@ -73,8 +73,17 @@ class PatternMatchesNothing(Rule):
                 else:
                     why = f"nothing in the {plan.model} layer is named like that"
                     near = nearest_path(plan.family.layout(plan.layout_key(layers[0])), pat)
+                    if near == pat:
+                        near = None
+                    other = None if near else other_path_name(
+                        plan.walker(layers[0]), pat, strategy.WALK_MODE[action], getattr(plan.family, "path", None))
                     if near:
                         why += f" (did you mean '{near}'?)"
+                    elif other:
+                        why += f" ({other})"
+                if action == "op_swap" and pat in dflt:
+                    why = (f"it is MindFormers' default op swap (swap on, no layer_swap / op_swap given), "
+                           f"and {why}: nothing is offloaded")
                 # the place is said once: one layer in ``layer`` (the renderer puts it in front),
                 # several in the text
                 one = len(layers) == 1
@@ -104,6 +113,51 @@ def nearest_path(layout: Any, pattern: str) -> Optional[str]:
         paths = sorted({".".join(p.split(".")[i:]) for p in paths for i in range(len(p.split(".")))})
     close = difflib.get_close_matches(text, paths, n=1, cutoff=0.8)
     return prefix + close[0].replace(".", "\\.") if close else None
+
+
+#: Legacy (``use_legacy: True``, ``swapwatch/models/llama.yaml``) cell names and their mcore
+#: (``parallel_core``, ``swapwatch/models/qwen3.yaml``) counterparts, most specific first: a pattern
+#: written for one path matches nothing on the other, silently (issue 21.8).
+LEGACY_TO_MCORE = (
+    ("attention.flash_attention", "self_attention.core_attention.flash_attention"),
+    ("attention.flash_attention", "self_attention.core_attention"),
+    ("flash_attention", "self_attention.core_attention"),
+    ("feed_forward.w1.activation", "mlp.activation_func"),
+    ("feed_forward.w1", "mlp.linear_fc1"),
+    ("feed_forward.w3", "mlp.linear_fc1"),
+    ("feed_forward.w2", "mlp.linear_fc2"),
+    ("feed_forward", "mlp"),
+    ("attention.wo", "self_attention.linear_proj"),
+    ("attention.w_qkv", "self_attention.linear_qkv"),
+    ("attention.wq", "self_attention.linear_qkv"),
+    ("attention_norm", "input_layernorm"),
+    ("ffn_norm", "pre_mlp_layernorm"),
+    ("attention", "self_attention"),
+)
+
+
+def other_path_name(walker: Any, pattern: str, mode: str, path: Optional[str]) -> Optional[str]:
+    r"""For a pattern that reaches nothing, its name on this code path when it is written in the
+    other one's words (``feed_forward\.mul`` on an mcore model: ``did you mean 'mlp\.mul' (the
+    mcore name)?``), checked by walking the rewritten pattern on the layer; None when no rewrite
+    reaches anything."""
+    text = pattern.replace("\\.", ".")
+    pairs = LEGACY_TO_MCORE if path == "mcore" else tuple((b, a) for a, b in LEGACY_TO_MCORE)
+    word = "mcore" if path == "mcore" else "legacy"
+    for old, new in pairs:
+        if old not in text:
+            continue
+        if text.startswith(".*.") and new.startswith("self_attention.") and old == "flash_attention":
+            cand = new                          # '.*\.flash_attention' -> the attention cell itself
+        else:
+            cand = text.replace(old, new, 1)
+        cand_pat = (".*\\." + cand[3:].replace(".", "\\.")) if cand.startswith(".*.") else cand.replace(".", "\\.")
+        try:
+            if walker(cand_pat, mode).targets:
+                return f"did you mean '{cand_pat}'? the {word} path's name"
+        except Exception:       # noqa: BLE001 - a rewrite that is no valid pattern suggests nothing
+            continue
+    return None
 
 
 def _one_per_kind(plan, layers: List[int]) -> List[int]:

@@ -12,11 +12,16 @@ from ..compare import expects_line, fatal_after_actions, is_cut
 MINDFORMERS_KINDS = ("geometry", "formative", "initial_config", "action", "step")
 
 
-def _expects_lines(comp) -> bool:
+#: SW106's words for a log without one MindFormers line, whatever the config and code path
+NO_MINDFORMERS = ("no MindFormers line at all (no strategy, no steps); nothing could be verified "
+                  "(is this a worker log of a MindFormers job?)")
+
+
+def expects_lines(comp) -> bool:
     return any(expects_line(e) for items in comp.expected.values() for e in items)
 
 
-def _printed_mindformers(rank_log: Any) -> bool:
+def printed_mindformers(rank_log: Any) -> bool:
     kinds = getattr(rank_log, "kinds", None)
     if callable(kinds):                  # a RankLog answers without unpacking its events
         return not kinds().isdisjoint(MINDFORMERS_KINDS)
@@ -37,7 +42,7 @@ def _reached_exit(rank_log: Any) -> bool:
 def cut_before_mindformers(rank_log: Any, ranks: dict) -> bool:
     """A silent rank that is not a STDOUT_DEVICES rank but a log cut short: another rank's log
     reached the exit-time lines and this one, which would have them too, did not."""
-    return not _printed_mindformers(rank_log) and not _reached_exit(rank_log) and \
+    return not printed_mindformers(rank_log) and not _reached_exit(rank_log) and \
         any(_reached_exit(rl) for rl in ranks.values() if rl is not rank_log)
 
 
@@ -86,8 +91,8 @@ class IncompleteLog(Rule):
         comp = ctx.comparison
         if comp is None:
             return
-        expects = _expects_lines(comp)
-        silent = [r for r, rl in ctx.runlog.ranks.items() if not _printed_mindformers(rl)]
+        expects = expects_lines(comp)
+        silent = [r for r, rl in ctx.runlog.ranks.items() if not printed_mindformers(rl)]
         for rank, diff in comp.ranks.items():
             rank_log = ctx.runlog.ranks[rank]
             if diff.has_strategy_lines:
@@ -103,8 +108,8 @@ class IncompleteLog(Rule):
                                   f"strategy logs anything for: complete as far as the strategy goes",
                                   rank=rank, layer=last, source=_last_source(diff))
                 continue
-            if not expects:
-                continue
+            if not expects and len(silent) < len(ctx.runlog.ranks):
+                continue        # nothing to log here, and other ranks show MindFormers ran
             src = rank_log.files[0] if rank_log.files else None
             fatal = _fatal(rank_log)
             if fatal is not None:
@@ -118,7 +123,7 @@ class IncompleteLog(Rule):
                     "the log is truncated before any strategy line",
                     rank=rank, expected="Set ... lines for the configured strategy",
                     actual="(none; truncated)", source=src)
-            elif _printed_mindformers(rank_log):
+            elif printed_mindformers(rank_log):
                 yield self.finding(
                     f"MindFormers printed to this log but no strategy line at all, "
                     f"though the config makes it log {sum(len(v) for v in comp.expected.values())} "
@@ -126,10 +131,8 @@ class IncompleteLog(Rule):
                     rank=rank, expected="Set ... lines for the configured strategy",
                     actual="(none)", source=src)
             elif len(silent) == len(ctx.runlog.ranks):
-                yield self.finding(
-                    "no MindFormers line at all (no strategy, no steps); nothing "
-                    "could be verified (is this a worker log of a MindFormers job?)",
-                    rank=rank, expected="MindFormers log lines", actual="(none)", source=src)
+                yield self.finding(NO_MINDFORMERS, rank=rank, expected="MindFormers log lines",
+                                   actual="(none)", source=src)
             elif cut_before_mindformers(rank_log, ctx.runlog.ranks):
                 yield self.finding(
                     "the log ends before any MindFormers line, while other ranks' logs "
@@ -185,12 +188,12 @@ class SilentRank(Rule):
         if ctx.runlog is None:
             return
         ranks = ctx.runlog.ranks
-        loud = [r for r, rl in ranks.items() if _printed_mindformers(rl)]
+        loud = [r for r, rl in ranks.items() if printed_mindformers(rl)]
         if not loud:
             return              # nobody printed: SW106 reports it as an error
         allowed = stdout_devices(ctx.env)
         for rank, rank_log in sorted(ranks.items()):
-            if _printed_mindformers(rank_log) or _fatal(rank_log) is not None \
+            if printed_mindformers(rank_log) or _fatal(rank_log) is not None \
                     or cut_before_mindformers(rank_log, ranks):      # SW106 reports that one
                 continue
             src = rank_log.files[0] if rank_log.files else None

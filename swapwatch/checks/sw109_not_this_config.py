@@ -31,6 +31,11 @@ class NotThisConfig(Rule):
     comparison (SW101-SW104, SW106, SW107, SW110), which would otherwise report every layer of
     every rank.
 
+    The same holds for a log of another model: its ``Set ...`` lines name cells no layer of the
+    config's family has (a DeepSeek-V3 log against a Qwen3 YAML logs ``mlp.shared_experts.mul``),
+    or it has an MTP block (a second LayerSetting block) that the config's model has none of.
+    Same strategy keys, same layer split: still not a run of this config.
+
     **Why it matters.** Either the job ran another YAML, or the YAML was edited after the job
     (see SW403): the per-layer differences would all be true and all beside the point.
 
@@ -63,8 +68,11 @@ class NotThisConfig(Rule):
             return tuple(diffs), where
 
         per_rank = PerLoggedValues(differences)
+        model = ModelDifferences(ctx.plan, ctx.comparison)
         for rank, rank_log in sorted(ctx.runlog.ranks.items()):
             diffs, where = per_rank(rank_log)
+            if not diffs:
+                diffs, where = model(rank, rank_log)
             if diffs:
                 groups.setdefault(diffs, []).append((rank, rank_log, where))
         for diffs, members in groups.items():
@@ -72,14 +80,74 @@ class NotThisConfig(Rule):
             _, first_log, where = members[0]
             who = "this log" if len(ranks) == 1 else f"this log (ranks {ranges(ranks)})"
             shown = ", ".join(diffs[:4]) + (f" and {len(diffs) - 4} more" if len(diffs) > 4 else "")
+            src = where[1] if where and where[0] == "source" else (
+                _source(first_log, *where) if where else None)
             yield self.finding(
                 f"{who} is not a run of this config: {shown} (log vs --config); "
                 f"the per-layer comparison is skipped",
                 rank=ranks[0] if len(ranks) == 1 else None, expected="the config the log printed",
-                actual=list(diffs), source=_source(first_log, *where) if where else None)
+                actual=list(diffs), source=src)
 
 
 Where = Optional[Tuple[str, str]]
+
+
+class ModelDifferences:
+    """"log vs config" phrases for a log of another model than the config's: cells the config's
+    family has in none of its layer trees (a DeepSeek-V3 log verified against a Qwen3 YAML logs
+    ``mlp.shared_experts.mul``), or an MTP block (MindFormers' second LayerSetting block, see
+    ``families.from_log``) while the config's model has no MTP layer. The same layer split and
+    the same ``initial ... from dict`` sections are no proof of the same model: a YAML of another
+    family with the same strategy keys prints the same values.
+
+    Only for a family the config names (its trees are the reference); a config without a model
+    section (the default tree) says nothing about the cells. Ranks compared as a copy of another
+    (``RankDiff.same_as``) share its answer."""
+
+    def __init__(self, plan: Any, comparison: Any) -> None:
+        fam = getattr(plan, "family", None)
+        self.family = fam if (fam is not None and fam.known
+                              and not str(fam.origin).startswith("default")) else None
+        self.comparison = comparison
+        self.known: Dict[int, Tuple[Tuple[str, ...], Where]] = {}
+        self._paths: Optional[frozenset] = None
+
+    def __call__(self, rank: int, rank_log: Any) -> Tuple[Tuple[str, ...], Where]:
+        if self.family is None:
+            return (), None
+        diff = self.comparison.ranks.get(rank) if self.comparison is not None else None
+        ref = diff.same_as if diff is not None and diff.same_as is not None else rank
+        got = self.known.get(ref)
+        if got is None:
+            got = self.known[ref] = self._differences(rank_log, diff)
+        return got
+
+    def _differences(self, rank_log: Any, diff: Any) -> Tuple[Tuple[str, ...], Where]:
+        from ..compare import layout_paths
+
+        fam = self.family
+        if self._paths is None:
+            self._paths = layout_paths(fam.name)
+        out: List[str] = []
+        where: Where = None
+        seen = [s for items in (diff.seen.values() if diff is not None else ()) for s in items]
+        foreign = sorted({s.path for s in seen if s.path is not None and s.path not in self._paths})
+        if foreign:
+            from ..families import from_log
+
+            other = from_log(rank_log)
+            names = ", ".join(foreign[:2]) + (f" and {len(foreign) - 2} more" if len(foreign) > 2 else "")
+            out.append(f"cells {names} that no {fam.name} layer has")
+            if other is not None and other.name != fam.name:
+                out.append(f"the log fits {other.name}")
+            first = next(s for s in seen if s.path in foreign)
+            where = ("source", first.source)
+        if getattr(rank_log, "layer_settings", 0) > 1 and not fam.mtp_layers:
+            out.append(f"an MTP block (a second LayerSetting block) that this {fam.name} config has none of")
+            where = where or ("geometry", "layer_list")
+            if foreign:                 # "the log fits X" last
+                out.append(out.pop(1)) if len(out) == 3 else None
+        return tuple(out), where
 
 
 def _differences(want: Any, logged_geometry: Dict[str, Any], initial: Dict[str, Any],

@@ -65,9 +65,14 @@ class ConsumerRecomputed(Rule):
             self.family = keys[i]
             graph = _Graph.of(self.family)
             swaps: List[Tuple[str, object, FrozenSet[str]]] = []
-            if lp.layer_swap is not None:
+            # a swap recompute already voids (SW201: the same op or the whole layer) is not
+            # also a swap whose consumer is recomputed
+            voided = {o.pattern for o in lp.swap_overridden if o.scope == "op"}
+            if lp.layer_swap is not None and not lp.layer_swap_voided:
                 swaps.append((WHOLE_LAYER, lp.layer_swap, graph.nodes))
             for pat, prefetch in (lp.op_swap or {}).items():
+                if pat in voided:
+                    continue
                 members: Set[str] = set()
                 for target in _swap_targets(pat, self.family):
                     members |= graph.members(target)

@@ -43,4 +43,15 @@ class UnknownFamily(Rule):
 
         yield self.finding(f"unknown model family {fam.name!r} ({fam.origin}): patterns could not be resolved "
                            f"on its layers; known families: {', '.join(known_families())} (--model to pick one)",
-                           source=getattr(cfg, "source", None), expected="a known family", actual=fam.name)
+                           source=_where(cfg), expected="a known family", actual=fam.name)
+
+
+def _where(cfg) -> object:
+    """``file:line`` of the key that named the model (or of the model section), else the file."""
+    fn, lines = getattr(cfg, "where", None), getattr(cfg, "lines", None) or {}
+    if callable(fn):
+        for key in ("model.model_config.model_type", "model.model_config.architectures", "model.arch.type",
+                    "model.model_config.type", "model.model_config", "model"):
+            if key in lines:                # the key the YAML has (``where`` falls back to its parent)
+                return fn(key)
+    return getattr(cfg, "source", None)

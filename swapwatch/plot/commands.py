@@ -137,24 +137,30 @@ def strategy_command(source: str, config: Optional[str] = None, output: Optional
         plot_strategy(make_plan(cfg), name=os.path.basename(source)).save(*target)
         return f"wrote {out}: the strategy {source} asks for"
     (_, runlog), = load_runs([source])
-    plan = None
-    if config is not None:
-        from ..config import load_config
+    from ..verify import run_dir_config, verify_read
 
-        plan = make_plan(load_config(config))
-    else:
-        from ..config import config_from_log
+    config = config or run_dir_config([source])       # a run dir's own YAML, as verify takes it
 
-        try:
-            plan = make_plan(config_from_log(runlog)[0])
-        except InputError:
-            plan = None                     # no config in the log: draw what the log shows
-    res = plot_strategy(runlog, plan=plan, rank=rank,
-                        name=None if config is None else f"{runlog.label or source} vs {os.path.basename(config)}")
+    # verify's own result: the map and the summary read the comparison verify decides with, so
+    # the two never disagree (issue 21.1)
+    try:
+        result = verify_read(runlog, config)
+    except InputError:
+        if config is not None:
+            raise
+        result = None                       # no config in the log: draw what the log shows
+    if result is not None and result.verdict == "not_verified":
+        from ..verify_render import run_line
+
+        raise InputError(f"nothing to compare with the config: {run_line(result)[len('run: '):]}", file=source)
+    name = None if config is None else f"{runlog.label or source} vs {os.path.basename(config)}"
+    res = plot_strategy(result if result is not None else runlog, rank=rank, name=name)
     res.save(*target)
     diff, cut = res.diff, res.cut
-    if plan is None:
+    if result is None:
         what = "as logged (no config to compare with: pass --config)"
+    elif result.comparison is None:
+        what = "as logged: the log is not a run of this config (SW109), no per-layer comparison"
     elif (diff is None or diff.empty) and not cut:
         what = "as logged, identical to the config"
     else:
@@ -162,6 +168,10 @@ def strategy_command(source: str, config: Optional[str] = None, output: Optional
         what = f"config and logs side by side, {n} difference{'s' if n != 1 else ''}"
         if cut:
             what += f"; the log stops at layer {min(cut)}"
+    if result is not None:
+        from ..verify_render import verdict_word
+
+        what += f"; verify: {verdict_word(result)}"
     return f"wrote {out}: {what}"
 
 

@@ -230,8 +230,11 @@ def frame_differences(plan: Any, runlog: Any, rank: int, comparison: Optional[Co
     rows = []
     if diff is not None:
         cut = set(diff.cut_layers)
-        for e in diff.missing:
-            if e.layer not in cut:
+        # a rank without one strategy line cannot be verified: verify's map shows '?', not
+        # differences (verify_render.unverifiable), and so does the plot
+        missing = diff.missing if diff.has_strategy_lines else []
+        for e in missing:
+            if e.layer not in cut and comparison.missing_differs(e):
                 rows.append((e.layer, e.action, e.pattern, "missing", e.value if e.value is not None else True, None))
         # an extra item is named as the logs map names it (configured pattern, SWAPWATCH pattern
         # or path), so its outline lands on the drawn cell

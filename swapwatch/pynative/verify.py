@@ -112,10 +112,16 @@ def _diff(exp: Dict[Key, List[str]], got: Dict[Key, List[str]], where: Dict[Key,
 
 
 def compare(plan: PynativePlan, runlog: Any) -> List[Finding]:
+    from ..checks.sw106_incomplete_log import NO_MINDFORMERS, printed_mindformers
+
     exp = expected(plan)
     findings: List[Finding] = []
     per_rank: Dict[int, Dict[Key, List[str]]] = {}
     pp = plan.config.pipeline_parallel
+    silent_of = {}
+    for rank, rlog in sorted(runlog.ranks.items()):
+        got, _, notices = logged(rlog.events)
+        silent_of[rank] = not got and not notices and not printed_mindformers(rlog)
     for rank, rlog in sorted(runlog.ranks.items()):
         got, where, notices = logged(rlog.events)
         per_rank[rank] = got
@@ -132,6 +138,18 @@ def compare(plan: PynativePlan, runlog: Any) -> List[Finding]:
             findings.append(Finding("SW106", "error", "MindFormers refused the strategy and the run stopped at model "
                                                       f"build: {n.data['tag']} {n.data['text']}", rank=rank,
                                     source=n.source, actual=n.data["text"]))
+        if not got and not notices and not printed_mindformers(rlog):
+            src = rlog.files[0] if rlog.files else None
+            loud = [r for r in silent_of if not silent_of[r]]
+            if not loud:        # the same finding as on the static paths (sw106_incomplete_log)
+                findings.append(Finding("SW106", "error", NO_MINDFORMERS, rank=rank,
+                                        expected="MindFormers log lines", actual="(none)", source=src))
+            else:
+                findings.append(Finding("SW108", "warning", f"its log has no MindFormers line at all while "
+                                                            f"rank {loud[0]}'s has; it cannot be verified "
+                                                            "(STDOUT_DEVICES limits which ranks print)",
+                                        rank=rank, expected="MindFormers log lines", actual="(none)", source=src))
+            continue
         if not got and plan.applied and not refused:
             if not (world and world[-1] == 1):          # world size 1 is SW501's (run variant)
                 findings.append(Finding("SW106", "error", "no PyNative strategy line in this rank's log (no map, no "
@@ -161,7 +179,7 @@ def compare(plan: PynativePlan, runlog: Any) -> List[Finding]:
 def verify_pynative(ex: PynativeExplanation, runlog: Any, config_source: str, ignore: Iterable[str] = (),
                     strict: bool = False, env: Optional[Dict[str, str]] = None):
     """The :class:`~swapwatch.verify.VerifyResult` of a PyNative run (no per-layer static comparison)."""
-    from ..verify import VerifyResult, _sort_key
+    from ..verify import VerifyResult, _sort_key, decide
     skip = set(ignore)
     config_time = [f for f in ex.findings if f.code not in ("SW104",)]   # the log says SW104 itself
     from ..checks import CheckContext, VARIANTS
@@ -171,9 +189,21 @@ def verify_pynative(ex: PynativeExplanation, runlog: Any, config_source: str, ig
     result = VerifyResult(findings=findings, verdict="pass", exit_code=0, ranks=sorted(runlog.ranks),
                           layers=len(ex.plan.layers), strict=strict, config_source=config_source,
                           env=dict(env or {}), plan=ex.plan, runlog=runlog, comparison=None)
-    if any(result.failing(f) for f in findings):
-        result.verdict, result.exit_code = "fail", 1
-    return result
+    return decide(result, verified_ranks(ex.plan, runlog))
+
+
+def verified_ranks(plan: PynativePlan, runlog: Any) -> List[int]:
+    """Ranks whose log speaks for what ``apply_ac`` did: a map, a ``Set ...`` line or one of the
+    trainer's / apply_ac's notices (world size, a refused config), or, when the config applies
+    nothing, any MindFormers output. A log without a MindFormers line is never verified."""
+    from ..checks.sw106_incomplete_log import printed_mindformers
+
+    out = []
+    for rank, rlog in runlog.ranks.items():
+        got, _, notices = logged(rlog.events)
+        if got or notices or (not plan.applied and printed_mindformers(rlog)):
+            out.append(rank)
+    return out
 
 
 #: verify-map column -> the action its ``Set ...`` lines log (the shared column names of layer_table)
