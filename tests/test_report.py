@@ -80,7 +80,7 @@ def test_failing_run_page_has_verdict_map_findings_and_rules(tmp_path):
     page = parse(text)
     v = verdict.read_verdict(res)
     assert v.state == "fail" and v.headline == "FAIL"
-    assert v.run.startswith("applied as configured on 1/2 ranks") and "SW101" in v.run
+    assert v.run.startswith("run: differs from the config") and "SW101" in v.run
     assert v.config == "config: 1 error (SW201)"
     assert 'data-verdict="fail"' in text and v.run in text.replace("&#x27;", "'")
     # every finding group of verify's result is a row, under its rule's header, linking to the rule
@@ -130,7 +130,7 @@ def test_passing_run_page_shows_the_run_and_memory(tmp_path):
     rep = build.build([str(run)])
     part = rep.runs[0]
     assert part.config_origin.startswith("the run's config.yaml") and part.result.exit_code == 0
-    assert part.verdict.state == "pass" and part.verdict.run == "applied as configured on 2/2 ranks"
+    assert part.verdict.state == "pass" and part.verdict.run.startswith("run: applied as configured on 2/2 ranks")
     # the tiny model's YAML leaves its sizes to the trainer's flags: estimate says so, the page too
     assert part.estimate is None and any("hidden_size" in n for n in part.notes)
     assert rep.memory is not None and not rep.memory.frames["peaks"].empty
@@ -164,7 +164,7 @@ def test_a_log_without_a_config_is_not_verified_and_still_a_page(tmp_path):
     (d / "worker_0.log").write_text("".join(x for x in lines if "from dict" not in x and "Set " not in x))
     rep = build.build([str(d)])
     assert rep.runs[0].verdict.state == "not-verified" and rep.runs[0].verdict.headline == "NOT VERIFIED"
-    assert "not verified" in make([str(d)])
+    assert "NOT VERIFIED" in make([str(d)])
 
 
 def test_two_runs_side_by_side_compare_memory_and_strategies(tmp_path):
@@ -263,9 +263,9 @@ def test_the_report_package_is_imported_by_no_check_and_no_module_it_renders():
 
 @pytest.mark.parametrize("paths, config, state, run_line", [
     # rank 1 printed no MindFormers line (STDOUT_DEVICES): verify cannot speak for it (SW108)
-    (["logs/stdout_devices"], None, "pass", "applied as configured on 1/2 ranks (1 not verified: no strategy line)"),
+    (["logs/stdout_devices"], None, "pass", "run: applied as configured on 1/2 ranks"),
     # the log is not a run of this config (SW109): nothing is compared per layer
-    (["logs/msrun_2ranks"], "configs/conflict.yaml", "fail", "not compared: the logs are not a run of this config"),
+    (["logs/msrun_2ranks"], "configs/conflict.yaml", "fail", "run: differs from the config"),
 ])
 def test_the_run_line_counts_what_verify_compared(paths, config, state, run_line):
     res = verify([str(FIX / p) for p in paths], config_path=str(FIX / config) if config else None)

@@ -32,65 +32,27 @@ class Verdict:
 
 
 def finding_needs(f: Any) -> str:
-    """What a finding was decided from (``config``, ``run``, ``ir``): its own ``needs`` when the
-    finding carries one, else its rule's (``checks.REGISTRY``)."""
-    needs = getattr(f, "needs", None)
-    if needs:
-        return str(needs)
-    from ..checks import REGISTRY
+    """Which question a finding answers (``config`` or ``run``): verify's own split
+    (:func:`swapwatch.checks.question`), so the page groups findings as the verdict counts them."""
+    from ..checks import question
 
-    rule = REGISTRY.get(f.code)
-    return getattr(rule, "needs", "run") if rule is not None else "run"
-
-
-def _tally(findings: List[Any]) -> str:
-    errors = [f for f in findings if f.severity == "error"]
-    warnings = [f for f in findings if f.severity == "warning"]
-    parts = []
-    if errors:
-        parts.append(f"{len(errors)} error{'s' if len(errors) != 1 else ''} ("
-                     + ", ".join(sorted({f.code for f in errors})) + ")")
-    if warnings:
-        parts.append(f"{len(warnings)} warning{'s' if len(warnings) != 1 else ''} ("
-                     + ", ".join(sorted({f.code for f in warnings})) + ")")
-    return ", ".join(parts) if parts else "no findings"
+    return question(f.code)
 
 
 def read_verdict(result: Any) -> Verdict:
-    """The verdict of ``result`` (a VerifyResult) in the report's words; the only place the report
-    reads verify's verdict fields. The colour and the headline are verify's verdict and exit code;
-    the run line counts the ranks verify compared (``verify_render.unverifiable``: a rank with no
-    strategy line cannot be verified) and, of those, the ones with no failing run finding."""
-    from ..verify_render import unverifiable
+    """The verdict of ``result`` (a VerifyResult) in verify's own words: the verdict word, the
+    ``run: ...`` and ``config: ...`` lines (:func:`swapwatch.verify_render.run_line` /
+    ``config_line``) and the counts verify decided (``verify.decide``). Nothing is re-derived here."""
+    from ..verify_render import config_line, run_line, verdict_word
 
-    word = str(result.verdict).lower().replace("_", " ").replace("-", " ")
-    findings = list(result.findings)
-    config_f = [f for f in findings if finding_needs(f) == "config"]
-    run_f = [f for f in findings if finding_needs(f) != "config"]
-    ranks = list(result.ranks)
-    pynative = getattr(result.plan, "path", None) == "pynative"
-    compared = result.comparison is not None or pynative
-    verified = [r for r in ranks if not unverifiable(result, r)] if compared else []
-    failing_ranks = {f.rank for f in run_f if result.failing(f) and f.rank is not None}
-    run_wide = any(result.failing(f) and f.rank is None for f in run_f)
-    applied = [] if run_wide else [r for r in verified if r not in failing_ranks]
-    if not compared:
-        run = f"not compared: the logs are not a run of this config (0/{len(ranks)} ranks verified)"
-    elif not verified:
-        run = f"not verified: no rank's log has a strategy line (0/{len(ranks)} ranks verified)"
-    else:
-        run = f"applied as configured on {len(applied)}/{len(ranks)} ranks"
-        if len(verified) < len(ranks):
-            run += f" ({len(ranks) - len(verified)} not verified: no strategy line)"
-    if run_f:
-        run += "; run: " + _tally(run_f)
-    state = "not-verified" if word == "not verified" else ("pass" if result.exit_code == 0 else "fail")
-    return Verdict(state=state, headline=word.upper(), run=run, config="config: " + _tally(config_f),
-                   exit_code=result.exit_code, counts=result.counts(),
-                   run_codes=sorted({f.code for f in run_f}), config_codes=sorted({f.code for f in config_f}))
+    state = {"not_verified": "not-verified", "pass": "pass"}.get(str(result.verdict), "fail")
+    return Verdict(state=state, headline=verdict_word(result), run=run_line(result),
+                   config=config_line(result), exit_code=result.exit_code, counts=result.counts(),
+                   run_codes=sorted({f.code for f in result.question_findings("run")}),
+                   config_codes=sorted({f.code for f in result.question_findings("config")}))
 
 
 def unverified(reason: str) -> Verdict:
     """The verdict when verify could not run at all (no config anywhere, no log): NOT VERIFIED."""
-    return Verdict(state="not-verified", headline="NOT VERIFIED", run=f"not verified: {reason}",
+    return Verdict(state="not-verified", headline="NOT VERIFIED", run=f"run: NOT VERIFIED: {reason}",
                    config="config: not checked", exit_code=None)
