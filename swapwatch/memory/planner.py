@@ -105,8 +105,9 @@ def make_plan(config: str, budget: int, run_dirs: Sequence[str] = (), allow_swap
         return result
     from .emit import emit
 
-    with open(config, encoding="utf-8") as fh:
-        result.text = emit(fh.read(), config, geo, stages)
+    from ..config import read_config_text       # once: a config given as a pipe was read already
+
+    result.text = emit(read_config_text(config), config, geo, stages)
     result.estimate = estimate_text(result.text, config, model, cal)
     result.estimate.budget_bytes = budget
     _check_round_trip(result)
