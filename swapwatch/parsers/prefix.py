@@ -34,10 +34,17 @@ class Line(NamedTuple):
 
 
 def clean(text: str) -> str:
-    """Strip the line ending, CRs and ANSI escape sequences (colour codes from a TTY-formatted log)."""
+    """Strip the line ending, CRs and ANSI escape sequences (colour codes from a TTY-formatted log).
+
+    What a terminal shows is kept: text before a CR inside the line (a progress bar's last frame,
+    then the record glued to it) was overwritten, so the line is what follows the last CR; NUL
+    bytes (a NUL hole left by a crash, half of an interleaved UTF-16 line) are no text and go."""
     if "\x1b" in text:
         text = _ANSI.sub("", text)
-    return text.rstrip("\r\n").replace("\r", "")
+    text = text.rstrip("\r\n")
+    if "\r" in text:
+        text = text.rpartition("\r")[2]
+    return text.replace("\x00", "") if "\x00" in text else text
 
 
 def collapse(msg: str) -> str:
