@@ -224,6 +224,10 @@ def read_config_bytes(path: str) -> bytes:
                          "which no training YAML is", file=path)
     if not stat.S_ISREG(mode):
         _READ_ONCE[path] = data
+    else:
+        from .outputs import note_input
+
+        note_input(path)
     return data
 
 

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from .config import TrainingConfig, load_config, read_yaml
+from .config import TrainingConfig, load_config, read_config_bytes, read_yaml
 from .errors import InputError
 from .parsers.grammar import EXIT_RE
 from .proctree import Tree, parent_death_signal
@@ -130,10 +130,7 @@ def read_config(path: str) -> Tuple[Optional[TrainingConfig], str]:
     and for one whose values swapwatch rejects: preflight then reports the error, and only
     ``--force`` starts the command. A file that cannot be read or is no YAML mapping is bad input
     (exit 2) either way."""
-    try:
-        raw = Path(path).read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read config: {exc.strerror}", file=path) from None
+    raw = read_config_bytes(path)        # once: a pipe (``--config <(...)``) has no second read
     data, _ = read_yaml(path)
     if not isinstance(data, dict):
         raise InputError("expected a YAML mapping at the top level", file=path)
@@ -514,12 +511,13 @@ CONFIG_COPY = "config.yaml"
 def _copy_config(config: str, sha: str, dest: Path, notes: List[str]) -> None:
     """Keep the YAML as launched; run.json's sha256 is the hash of exactly these bytes."""
     try:
-        data = Path(config).read_bytes()
+        data = read_config_bytes(config)
         if hashlib.sha256(data).hexdigest() != sha:
             notes.append(f"{config} changed while the run was starting; {CONFIG_COPY} holds the newer bytes")
         dest.write_bytes(data)
-    except OSError as exc:
-        notes.append(f"cannot copy {config} into the run directory: {exc.strerror or exc}")
+    except (OSError, InputError) as exc:
+        why = exc.message if isinstance(exc, InputError) else (exc.strerror or exc)
+        notes.append(f"cannot copy {config} into the run directory: {why}")
 
 
 def _mark_interrupted(info: Dict[str, Any], stop: Dict[str, Any]) -> None:

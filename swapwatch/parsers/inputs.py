@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ..errors import InputError
+from ..outputs import note_input
 from . import msrun
 
 HEAD_BYTES = 1 << 20
@@ -245,6 +246,7 @@ def discover(paths: Sequence[str]) -> Inputs:
         if key in seen:
             continue
         seen.add(key)
+        note_input(f.path)
         f.size = size
         uniq.append(f)
     out.files = uniq
