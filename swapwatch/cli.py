@@ -82,6 +82,17 @@ def main(argv=None) -> None:
 _DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 
+def _from_interrupt(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised while handling a KeyboardInterrupt (its cause or context chain)."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
 def _flush_stdout() -> None:
     """Flush now, inside the error handling: at interpreter exit a failed flush is exit 120 and a
     Python message, not our one line."""
@@ -100,6 +111,11 @@ def _drop_stdout() -> None:
 
 
 def _internal_error(exc: Exception) -> None:
+    if _from_interrupt(exc):
+        # Ctrl-C while a library was importing (numpy turns the KeyboardInterrupt into an
+        # ImportError): an interrupt, not a bug of ours
+        click.echo("swapwatch: interrupted", err=True)
+        sys.exit(130)
     if os.environ.get("SWAPWATCH_DEBUG") == "1":
         raise exc
     click.echo(f"swapwatch: internal error: {_origin(exc)}{type(exc).__name__}: {exc} "

@@ -586,13 +586,16 @@ def _supervise(command, env, rdir: Path, info: Dict[str, Any], out, grace: float
 
 
 def _emergency_stop(proc, tree: "Tree", grace: float) -> None:
-    tree.snapshot()
-    tree.signal_group(signal.SIGINT)
-    try:
+    """A bug of ours mid-run: the same stop sequence as for a signal, so nothing is left behind."""
+    stopper = _Stopper(tree, grace)
+    stopper.interrupt()
+    with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        tree.signal_group(signal.SIGKILL)
-    tree.kill_leftovers()
+    if tree.alive() or proc.poll() is None:
+        stopper.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=grace)
+    stopper.kill()
 
 
 class _Stopper:

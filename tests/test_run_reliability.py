@@ -223,3 +223,33 @@ def test_a_closed_stdout_never_stops_the_job(tmp_path):
     assert done.exists()
     log = (tmp_path / "r" / "console.log").read_bytes()
     assert log.count(b"\n") == 2000 and log.endswith(b"line 2000\n")
+
+
+def test_a_bug_mid_run_still_stops_a_child_that_ignores_sigint(tmp_path, monkeypatch):
+    """_emergency_stop runs the same sequence: a child deaf to SIGINT gets SIGTERM, nothing is left."""
+    pid_file = tmp_path / "pid"
+
+    def broken(*_a, **_k):
+        _wait_for(pid_file)
+        raise ZeroDivisionError("a bug")
+    monkeypatch.setattr(runner, "_tee_some", broken)
+    code = (f"import os, signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+            f"open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(300)")
+    with pytest.raises(ZeroDivisionError):
+        runner.run([PY, "-c", code], run_dir=str(tmp_path / "r"), out=io.BytesIO(), verify=False, grace=1.0)
+    assert _gone(int(pid_file.read_text()), 10)
+
+
+def test_ctrl_c_while_a_library_imports_is_an_interrupt_not_a_bug(monkeypatch, capsys):
+    """numpy turns a KeyboardInterrupt during its import into an ImportError: still exit 130, not 3."""
+    from swapwatch import cli
+
+    def importing(*_a, **_k):
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            raise ImportError("Error importing numpy") from None
+    monkeypatch.setattr(cli.cli, "main", importing)
+    with pytest.raises(SystemExit) as ei:
+        cli.main(["run", "--", "true"])
+    assert ei.value.code == 130 and "internal error" not in capsys.readouterr().err
