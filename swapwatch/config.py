@@ -288,6 +288,9 @@ def _first_line(exc: Exception) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
+_PLAIN_TAGS = (yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG)
+
+
 class _Builder:
     """The document as plain data plus the line of every key, one visit per YAML node.
 
@@ -338,6 +341,10 @@ class _Builder:
                               line=line, key=path or None)
         if depth > MAX_DEPTH:
             raise ConfigError(f"YAML nesting too deep (more than {MAX_DEPTH} levels)", line=line, key=path or None)
+        if node.tag not in _PLAIN_TAGS and node.tag not in type(self.loader).yaml_constructors:
+            # e.g. ``!!python/tuple [...]``: MindFormers' SafeLoader refuses the file; so do we (with
+            # its words and the line), instead of reading the list as plain data
+            self.loader.construct_object(node, deep=True)
         self.busy.add(id(node))
         self.fresh += 1
         height, size = 0, 1

@@ -286,3 +286,14 @@ def test_o_naming_an_input_is_refused_even_with_force(tmp_path):
     one_line_exit_2(sw("plan", cfg, "--budget", "60MiB", "-o", tmp_path / "link.yaml", "--force"),
                     "one of this command's inputs")
     assert cfg.read_bytes() == (CONFIGS / "plan_tiny.yaml").read_bytes()
+
+
+# ---- (review note on Y7) a Python tag on a collection is refused as MindFormers' SafeLoader does -----
+
+@pytest.mark.parametrize("value", ["!!python/tuple [1, 2]", "!!python/object/apply:os.system ['touch {marker}']"])
+def test_a_python_tag_on_a_collection_is_refused_with_its_line(tmp_path, value):
+    marker = tmp_path / "PWNED"
+    f = tmp_path / "t.yaml"
+    f.write_text("recompute_config:\n  recompute: " + value.format(marker=marker) + "\n")
+    one_line_exit_2(sw("explain", f, "--num-layers", 4), "t.yaml:2", "could not determine a constructor")
+    assert not marker.exists()
