@@ -45,9 +45,11 @@ def cli() -> None:
 
 def main(argv=None) -> None:
     """Console entry point: run the click group; InputError -> one line, exit 2."""
+    from .config import forget_reads
     from .outputs import forget_inputs
 
     forget_inputs()
+    forget_reads()
     try:
         rv = cli.main(args=argv, prog_name="swapwatch", standalone_mode=False)
         _flush_stdout()
@@ -95,9 +97,16 @@ def _from_interrupt(exc: BaseException) -> bool:
 
 def _flush_stdout() -> None:
     """Flush now, inside the error handling: at interpreter exit a failed flush is exit 120 and a
-    Python message, not our one line."""
-    if sys.stdout is not None:
+    Python message, not our one line. A reader or terminal that went away (EPIPE; EIO after a
+    hang-up) is nobody's error: what was left to print has no one to read it, the exit code stands."""
+    if sys.stdout is None:
+        return
+    try:
         sys.stdout.flush()
+    except OSError as exc:
+        if exc.errno not in (errno.EPIPE, errno.EIO):
+            raise
+        _drop_stdout()
 
 
 def _drop_stdout() -> None:

@@ -235,6 +235,11 @@ def read_config_bytes(path: str) -> bytes:
 _READ_ONCE: Dict[str, bytes] = {}
 
 
+def forget_reads() -> None:
+    """A new command starts (the CLI's main): ``/dev/stdin`` of the last one is not this one's."""
+    _READ_ONCE.clear()
+
+
 def read_config_text(path: str) -> str:
     """:func:`read_config_bytes` decoded as UTF-8 (a BOM is kept: YAML skips it)."""
     data = read_config_bytes(path)

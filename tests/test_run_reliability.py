@@ -253,3 +253,27 @@ def test_ctrl_c_while_a_library_imports_is_an_interrupt_not_a_bug(monkeypatch, c
     with pytest.raises(SystemExit) as ei:
         cli.main(["run", "--", "true"])
     assert ei.value.code == 130 and "internal error" not in capsys.readouterr().err
+
+
+def test_a_closed_terminal_completes_the_run_and_stops_the_job(tmp_path):
+    """The real hang-up: swapwatch on a pseudo-terminal that is closed (SIGHUP, then EIO on every
+    write): exit 129, run.json complete, the job stopped, no internal error."""
+    import pty
+
+    pid_file = tmp_path / "pid"
+    child_code = (f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+                  "while True:\n    print('tick', flush=True); time.sleep(0.1)")
+    pid, master = pty.fork()
+    if pid == 0:                                   # the terminal's session: swapwatch in the foreground
+        os.execv(PY, [PY, "-m", "swapwatch.cli", "run", "--no-verify", "--run-dir", str(tmp_path / "r"),
+                      "--", PY, "-c", child_code])
+    try:
+        job = int(_wait_for(pid_file))
+        os.read(master, 1024)
+    finally:
+        os.close(master)                           # the terminal goes away
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 129, status
+    info = json.loads((tmp_path / "r" / "run.json").read_text())
+    assert info["interrupted"] == "SIGHUP" and info["end"] and info["exit_code"] == 129
+    assert _gone(job)
