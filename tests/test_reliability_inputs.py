@@ -63,6 +63,14 @@ def test_a_repetition_bomb_in_a_logged_config_is_one_line(tmp_path):
     one_line_exit_2(sw("verify", log), "too large to compile")
 
 
+def test_a_repetition_bomb_in_a_pynative_config_is_one_line(tmp_path):
+    f = tmp_path / "pyn.yaml"
+    text = (CONFIGS / "pynative_qwen3_select.yaml").read_text()
+    assert "    'nothing': ['1']\n" in text
+    f.write_text(text.replace("    'nothing': ['1']\n", "    'a{1000000000}': ['1']\n"))
+    one_line_exit_2(sw("explain", f), "pyn.yaml", "select_module.a{1000000000}", "too large to compile")
+
+
 def test_pattern_expansion_bound():
     assert expansion("feed_forward\\.w1") < 20 and expansion("a{3}") == 3 and expansion("(ab){2}c") == 5
     assert expansion("((a{10}){10}){10}") == 1000 and expansion("[a-z]{2}\\p{L}{3}") == 5
