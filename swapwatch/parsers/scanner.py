@@ -287,7 +287,9 @@ class Scan:
                 # their message starts like a family we parse, WARNING and above always. The literal
                 # that hit is that separator with such a level (and message start, Needles.for_file),
                 # so what is left is the timestamp and that no ``] - `` comes between it and ``p``.
-                if lit in records and not _record_at(buf, ls, p, hi):
+                if lit in records and (ls + _TS_LEN >= hi or not (
+                        48 <= buf[ls] <= 57 and buf[ls + 4] == 45 and buf[ls + 19] == 44 and buf[ls + 23] == 32
+                        and buf[ls + 24] == 45) or find(_REC, ls + _TS_LEN, p + 4) != p):
                     # a progress bar's CR or a NUL hole (a crash on NFS, an interleaved UTF-16
                     # writer) glued in front of the record: the record starts after the last one
                     junk = max(rfind(b"\r", ls, p), rfind(b"\x00", ls, p))
