@@ -313,6 +313,7 @@ class _Copy:
 
     def __init__(self, path: Path, notes: List[str]) -> None:
         self.path, self.notes, self.written = path, notes, 0
+        self.last = b"\n"
         self.fh: Any = None
         try:
             self.fh = path.open("wb")
@@ -320,6 +321,7 @@ class _Copy:
             self._lost(exc)
 
     def write(self, chunk: bytes) -> None:
+        self.last = chunk[-1:] or self.last      # the terminal got it too: does it end mid-line?
         if self.fh is None:
             return
         try:
@@ -448,6 +450,7 @@ def _run(command, config, run_dir, verify, ir, mindformers_shim, out, grace, for
                          "their exit codes and logs may be incomplete")
         if not stop["sig"]:
             _supervise(command, env, rdir, info, out, grace, notes, stop, launch)
+        _end_line(out, stop)
         if stop["sig"] and not info["interrupted"]:       # before the start, or after the child ended
             _mark_interrupted(info, stop)
         # the end-of-run steps (the log copy, verify, what comes after) run inside the same envelope:
@@ -478,6 +481,7 @@ def _run(command, config, run_dir, verify, ir, mindformers_shim, out, grace, for
         info["notes"] = notes
         if not write_json(run_json, info):
             notes.append(f"{run_json} could not be completed: its end and exit code are only here")
+        _end_line(out, stop)
         for n in notes:
             _say(out, f"swapwatch run: note: {n}")
         _say(out, f"swapwatch run: run directory {rdir} (exit code {code})")
@@ -583,6 +587,7 @@ def _supervise(command, env, rdir: Path, info: Dict[str, Any], out, grace: float
     finally:
         tree.close()
         console.close()
+        stop["mid_line"] = console.last != b"\n"     # swapwatch's closing lines start on a line of their own
 
 
 def _emergency_stop(proc, tree: "Tree", grace: float) -> None:
@@ -811,6 +816,12 @@ def _write(out, data: bytes) -> None:
         out.flush()
     except (ValueError, OSError, AttributeError):
         pass            # the terminal went away or is full: console.log still gets every byte
+
+
+def _end_line(out, stop: Dict[str, Any]) -> None:
+    """The job's output ended without a newline: swapwatch's own lines start on a new one."""
+    if stop.pop("mid_line", False):
+        _write(out, b"\n")
 
 
 def _say(out, text: str) -> None:

@@ -277,3 +277,11 @@ def test_a_closed_terminal_completes_the_run_and_stops_the_job(tmp_path):
     info = json.loads((tmp_path / "r" / "run.json").read_text())
     assert info["interrupted"] == "SIGHUP" and info["end"] and info["exit_code"] == 129
     assert _gone(job)
+
+
+def test_closing_lines_never_glue_to_a_partial_last_line(tmp_path):
+    out = io.BytesIO()
+    res = runner.run(["printf", "no newline"], run_dir=str(tmp_path / "r"), out=out, verify=True)
+    assert res.exit_code == 0
+    assert out.getvalue().startswith(b"no newline\nswapwatch run: ")
+    assert (res.run_dir / "console.log").read_bytes() == b"no newline"      # the job's bytes, untouched
