@@ -279,9 +279,13 @@ def parse_yaml(text: str, path: str = "<string>") -> Tuple[Any, Dict[str, int]]:
                           line=mark.line + 1 if mark else None) from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"YAML error: {_first_line(exc)}", file=path) from None
-    except RecursionError:
-        raise ConfigError(f"YAML nesting too deep (more than {MAX_DEPTH} levels)", file=path) from None
-    except ConfigError as exc:            # raised by _build, which does not know the file
+    except RecursionError:               # PyYAML's composer recurses: deep before our own bound sees it
+        try:
+            line: Optional[int] = loader.get_mark().line + 1      # where the reader got to
+        except Exception:  # noqa: BLE001 - the line is a courtesy; the message stands without it
+            line = None
+        raise ConfigError(f"YAML nesting too deep (more than {MAX_DEPTH} levels)", file=path, line=line) from None
+    except ConfigError as exc:            # raised by _builder, which does not know the file
         exc.file = exc.file or path
         raise
     finally:

@@ -411,6 +411,8 @@ def _run(command, config, run_dir, verify, ir, mindformers_shim, out, grace, for
     cfg, cfg_sha = read_config(config) if config else (None, None)
     base_env = dict(os.environ)
     probe_env, _ = build_env({}, base_env, False)
+    if os.path.isdir(command[0]):
+        raise InputError("is a directory, not a command", file=command[0])
     if shutil.which(command[0], path=probe_env["PATH"]) is None and not os.path.isfile(command[0]):
         raise InputError(f"command not found: {command[0]}")
     notes: List[str] = []
