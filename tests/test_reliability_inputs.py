@@ -25,8 +25,10 @@ CONFIGS = ROOT / "fixtures" / "configs"
 LOGS = ROOT / "fixtures" / "logs"
 CONFLICT = CONFIGS / "conflict.yaml"
 PY = sys.executable
-#: address space of each command below: the tool needs ~150 MB; the failures took 2.7-24 GB
-CAP = 1536 << 20
+#: address space of each command below (virtual: numpy and MindSpore map much more than they use;
+#: one BLAS thread keeps that small on many-core machines): the failures took 2.7-24 GB resident
+CAP = 3 << 30
+ENV = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
 def _cap():
@@ -35,7 +37,7 @@ def _cap():
 
 def sw(*args, stdin=None, stdout=subprocess.PIPE, timeout=120, **kw):
     return subprocess.run([PY, "-m", "swapwatch.cli", *map(str, args)], stdout=stdout, stderr=subprocess.PIPE,
-                          stdin=stdin, timeout=timeout, preexec_fn=_cap, cwd=ROOT, text=True, **kw)
+                          stdin=stdin, timeout=timeout, preexec_fn=_cap, cwd=ROOT, text=True, env=ENV, **kw)
 
 
 def one_line_exit_2(r, *words):
