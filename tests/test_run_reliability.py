@@ -285,3 +285,32 @@ def test_closing_lines_never_glue_to_a_partial_last_line(tmp_path):
     assert res.exit_code == 0
     assert out.getvalue().startswith(b"no newline\nswapwatch run: ")
     assert (res.run_dir / "console.log").read_bytes() == b"no newline"      # the job's bytes, untouched
+
+
+DETACHED_MSRUN = """#!{py}
+# stands in for msrun --join=False: starts a worker in its own session and returns at once; the
+# worker writes its log a moment later (what the job produces after the launcher is gone)
+import os, subprocess, sys
+log_dir = next(a.split("=", 1)[1] for a in sys.argv if a.startswith("--log_dir="))
+os.makedirs(log_dir, exist_ok=True)
+code = ("import time; time.sleep(1.5); "
+        "open(%r, 'w').write('Set full recompute at layer 0\\\\n')" % os.path.join(log_dir, "worker_0.log"))
+subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+"""
+
+
+def test_msrun_without_join_is_watched_until_its_workers_end(tmp_path):
+    """msrun --join=False returns before its workers finish: they are the job, never stopped as
+    leftovers; run waits for them, so the logs it copies and verifies are complete."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "msrun"
+    fake.write_text(DETACHED_MSRUN.format(py=PY))
+    fake.chmod(0o755)
+    cfg = tmp_path / "full.yaml"
+    cfg.write_text("model:\n  model_config:\n    num_layers: 1\nrecompute_config:\n  recompute: True\n")
+    res = runner.run([str(fake), "--worker_num=1", "--join=False", f"--log_dir={tmp_path / 'logs'}", "t.py"],
+                     config=str(cfg), run_dir=str(tmp_path / "run"), out=io.BytesIO(), grace=1.0)
+    assert res.info["leftover_killed"] == []
+    assert res.info["found_ranks"] == [0] and res.exit_code == 0, res.info
+    assert (res.run_dir / "msrun_log" / "worker_0.log").read_text() == "Set full recompute at layer 0\n"
