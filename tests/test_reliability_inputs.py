@@ -307,3 +307,14 @@ def test_a_python_tag_on_a_collection_is_refused_with_its_line(tmp_path, value):
     f.write_text("recompute_config:\n  recompute: " + value.format(marker=marker) + "\n")
     one_line_exit_2(sw("explain", f, "--num-layers", 4), "t.yaml:2", "could not determine a constructor")
     assert not marker.exists()
+
+
+def test_run_with_a_piped_config_keeps_the_bytes(tmp_path):
+    """run reads --config for its sha256, preflight, environment and copy: a pipe yields once."""
+    yaml_bytes = (CONFIGS / "swap_case2.yaml").read_bytes()
+    cat = subprocess.Popen(["cat", str(CONFIGS / "swap_case2.yaml")], stdout=subprocess.PIPE)
+    r = sw("run", "--no-verify", "--config", "/dev/stdin", "--run-dir", tmp_path / "r", "--", "true",
+           stdin=cat.stdout)
+    cat.wait()
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "r" / "config.yaml").read_bytes() == yaml_bytes
