@@ -6,6 +6,7 @@ stderr and exit code 2 (never a traceback).
 """
 from __future__ import annotations
 
+import errno
 import gc
 import os
 import sys
@@ -44,8 +45,21 @@ def cli() -> None:
 
 def main(argv=None) -> None:
     """Console entry point: run the click group; InputError -> one line, exit 2."""
+    from .config import forget_reads
+    from .outputs import forget_inputs
+
+    forget_inputs()
+    forget_reads()
     try:
         rv = cli.main(args=argv, prog_name="swapwatch", standalone_mode=False)
+        _flush_stdout()
+    except OSError as exc:
+        if exc.errno not in _DISK_FULL:
+            _internal_error(exc)
+        # a full disk under stdout (`> /dev/full`, a quota) is the environment, not a bug of ours
+        _drop_stdout()
+        click.echo(f"swapwatch: error: cannot write the output: {exc.strerror or exc}", err=True)
+        sys.exit(2)
     except InputError as exc:
         click.echo(f"swapwatch: error: {exc.one_line()}", err=True)
         sys.exit(2)
@@ -61,12 +75,61 @@ def main(argv=None) -> None:
         click.echo("swapwatch: interrupted", err=True)
         sys.exit(130)
     except Exception as exc:                  # a bug of ours: one line by default, never bad input's 2
-        if os.environ.get("SWAPWATCH_DEBUG") == "1":
-            raise
-        click.echo(f"swapwatch: internal error: {_origin(exc)}{type(exc).__name__}: {exc} "
-                   "(a bug in swapwatch: please report it; SWAPWATCH_DEBUG=1 shows the traceback)", err=True)
-        sys.exit(3)
+        _internal_error(exc)
     sys.exit(rv if isinstance(rv, int) else 0)
+
+
+# ---- rely22: a full disk under stdout is exit 2, one line (docs/reliability.md) --------------------
+#: write errors that say the disk (or quota, or file size limit) is full
+_DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
+def _from_interrupt(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised while handling a KeyboardInterrupt (its cause or context chain)."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def _flush_stdout() -> None:
+    """Flush now, inside the error handling: at interpreter exit a failed flush is exit 120 and a
+    Python message, not our one line. A reader or terminal that went away (EPIPE; EIO after a
+    hang-up) is nobody's error: what was left to print has no one to read it, the exit code stands."""
+    if sys.stdout is None:
+        return
+    try:
+        sys.stdout.flush()
+    except OSError as exc:
+        if exc.errno not in (errno.EPIPE, errno.EIO):
+            raise
+        _drop_stdout()
+
+
+def _drop_stdout() -> None:
+    """Point fd 1 at /dev/null so the exit's own flush of what is still buffered cannot fail again."""
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
+    except (OSError, AttributeError, ValueError):
+        pass
+
+
+def _internal_error(exc: Exception) -> None:
+    if _from_interrupt(exc):
+        # Ctrl-C while a library was importing (numpy turns the KeyboardInterrupt into an
+        # ImportError): an interrupt, not a bug of ours
+        click.echo("swapwatch: interrupted", err=True)
+        sys.exit(130)
+    if os.environ.get("SWAPWATCH_DEBUG") == "1":
+        raise exc
+    click.echo(f"swapwatch: internal error: {_origin(exc)}{type(exc).__name__}: {exc} "
+               "(a bug in swapwatch: please report it; SWAPWATCH_DEBUG=1 shows the traceback)", err=True)
+    sys.exit(3)
 
 
 def _origin(exc: BaseException) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
@@ -82,7 +83,14 @@ class DiffResult:
 # ---------------------------------------------------------------------------------------------
 
 def is_config(path: str) -> bool:
-    return os.path.isfile(path) and os.path.splitext(path)[1].lower() in (".yaml", ".yml")
+    """A ``.yaml`` file, or a pipe (``diff <(git show HEAD~1:x.yaml) x.yaml``): a run is a directory
+    or log files. The pipe is read once (``config.read_config_bytes``), whoever reads it next."""
+    if os.path.isfile(path):
+        return os.path.splitext(path)[1].lower() in (".yaml", ".yml")
+    try:
+        return stat.S_ISFIFO(os.stat(path).st_mode)
+    except OSError:
+        return False
 
 
 def config_side(path: str) -> Side:

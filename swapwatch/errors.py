@@ -6,7 +6,17 @@ YAML key path when there is one) and exit code 2, never a traceback. Library cod
 """
 from __future__ import annotations
 
+import re
 from typing import Optional
+
+#: C0 and C1 control characters but tab: from a YAML key or a log line they would reach the
+#: terminal raw (ESC sequences set the title or clear the screen, CR overwrites the error line).
+_CONTROLS = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+
+
+def escape_controls(text: str) -> str:
+    """``text`` with every control character but tab shown as ``\\xNN`` (one visible line)."""
+    return _CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 class InputError(Exception):
@@ -27,7 +37,7 @@ class InputError(Exception):
         if self.key:
             where = f"{where}: {self.key}" if where else self.key
         text = f"{where}: {self.message}" if where else self.message
-        return " ".join(text.split("\n"))
+        return escape_controls(" ".join(text.split("\n")))
 
     def __str__(self) -> str:
         return self.one_line()

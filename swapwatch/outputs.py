@@ -9,17 +9,56 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import tempfile
-from typing import Any, BinaryIO, Callable
+from typing import Any, BinaryIO, Callable, Set, Tuple
 
 from .errors import InputError
 
 
+#: (device, inode) of every file this process read as input (configs, logs): ``-o`` never names one,
+#: even with ``--force`` (a verify report over its own evidence log, a plan over its input YAML).
+_INPUTS: Set[Tuple[int, int]] = set()
+
+
+def note_input(path: str) -> None:
+    """Remember that ``path`` is an input of this command (a file; anything else is ignored)."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return
+    if stat.S_ISREG(st.st_mode):
+        _INPUTS.add((st.st_dev, st.st_ino))
+
+
+def forget_inputs() -> None:
+    """A new command starts (the CLI's main; tests that run several in one process)."""
+    _INPUTS.clear()
+
+
 def refuse_overwrite(path: str, force: bool) -> None:
-    """InputError (exit 2) when ``path`` exists and ``force`` is not given."""
+    """InputError (exit 2) when ``path`` exists and ``force`` is not given, or names an input."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        st = None
+    if st is not None and (st.st_dev, st.st_ino) in _INPUTS:
+        raise InputError("is one of this command's inputs; swapwatch never writes over what it reads, "
+                         "even with --force (choose another -o name)", file=path)
     if not force and os.path.lexists(path):
         raise InputError("already exists; swapwatch does not overwrite it without --force "
                          "(or choose another -o name)", file=path)
+
+
+def _mode_for(path: str) -> int:
+    """The mode the written file gets: an existing file's (``--force`` keeps who may read it), else
+    what the umask allows for a new file (0666 & ~umask), as any shell redirection would create it."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        mask = os.umask(0)
+        os.umask(mask)
+        return 0o666 & ~mask
 
 
 def write_text(path: str, text: str, force: bool) -> None:
@@ -39,6 +78,7 @@ def write_with(path: str, force: bool, write: Callable[[BinaryIO], Any]) -> None
         raise InputError(f"cannot write here: {exc.strerror or exc}", file=path) from None
     reserved = False
     try:
+        os.fchmod(fd, _mode_for(path))     # mkstemp makes 0600 whatever the umask
         with os.fdopen(fd, "wb") as fh:
             write(fh)
         if not force:

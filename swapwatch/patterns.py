@@ -13,7 +13,11 @@ Everything in swapwatch that matches patterns goes through this module: the runt
 real MindSpore cells), ``explain`` (walking the model layout described as data), and ``verify``
 (matching logged paths such as ``feed_forward.w1.activation.silu`` back to patterns). User patterns
 are matched with the ``regex`` package and a timeout, as MindFormers' ``regex_match`` does, so a
-pathological pattern cannot hang the tool; a timeout counts as no match there as here.
+pathological pattern cannot hang the tool; a timeout counts as no match there as here. The timeout
+does not cover *compiling*: ``regex`` expands a counted repeat in memory (``a{1000000000}``, 13
+bytes, asks for tens of GB), so every segment is first sized by :func:`expansion` and one that
+expands past :data:`MAX_EXPANSION` positions is refused (:class:`PatternError`, one line) before
+it is compiled (docs/reliability.md).
 """
 from __future__ import annotations
 
@@ -28,8 +32,88 @@ SEGMENT_SEP = "\\."
 MATCH_TIMEOUT = 1.0
 
 
+#: Positions a segment may expand to once its counted repeats are unrolled (``a{3}`` is 3,
+#: ``(ab){2}c`` is 5). ``regex`` spends about 300 bytes per position when compiling, so this keeps
+#: one compile under ~30 MB; real recompute patterns are a few dozen positions.
+MAX_EXPANSION = 100_000
+_COUNT = regex.compile(r"\{\s*(\d*)\s*(?:(,)\s*(\d*)\s*)?\}")
+
+
 class PatternError(ValueError):
-    """A user pattern that is not a valid regular expression."""
+    """A user pattern that is not a valid regular expression (or one too large to compile)."""
+
+
+@functools.lru_cache(maxsize=4096)
+def expansion(segment: str) -> int:
+    """An upper bound of the positions ``segment`` unrolls to: every atom counts 1, times the upper
+    bound of each counted repeat around it (``{m}``, ``{m,n}``, ``{m,}``); groups and alternatives
+    add up. ``*``, ``+`` and ``?`` are loops and cost nothing extra. The scan is linear and never
+    compiles anything."""
+    stack: List[List[int]] = [[0, 0]]          # per open group: [cost so far, cost of the last atom]
+    i, n = 0, len(segment)
+    while i < n:
+        c = segment[i]
+        frame = stack[-1]
+        if c == "\\":
+            j = i + 2
+            if segment[i + 1:i + 2] in ("p", "P", "N", "x", "u", "U", "g") and segment[j:j + 1] in ("{", "<"):
+                close = segment.find("}" if segment[j] == "{" else ">", j)
+                j = n if close < 0 else close + 1
+            frame[0] += 1
+            frame[1] = 1
+            i = j
+        elif c == "[":
+            j = i + 1
+            if segment[j:j + 1] == "^":
+                j += 1
+            if segment[j:j + 1] == "]":
+                j += 1
+            while j < n and segment[j] != "]":
+                j += 2 if segment[j] == "\\" else 1
+            frame[0] += 1
+            frame[1] = 1
+            i = j + 1
+        elif c == "(":
+            stack.append([0, 0])
+            i += 1
+        elif c == ")":
+            if len(stack) > 1:
+                inner = stack.pop()[0]
+                stack[-1][0] += inner
+                stack[-1][1] = inner
+            i += 1
+        elif c == "{":
+            m = _COUNT.match(segment, i)
+            if m and (m.group(1) or m.group(3)):
+                times = max(int(m.group(1) or 0), int(m.group(3) or 0))
+                frame[0] += frame[1] * (times - 1)
+                frame[1] *= times
+                i = m.end()
+                if frame[0] > MAX_EXPANSION * 10:       # no need to count further
+                    break
+            else:
+                frame[0] += 1
+                frame[1] = 1
+                i += 1
+        elif c in "*+?|":
+            i += 1
+        else:
+            frame[0] += 1
+            frame[1] = 1
+            i += 1
+    return sum(f[0] for f in stack)
+
+
+def check_size(segment: str) -> None:
+    """PatternError when ``segment`` would expand past :data:`MAX_EXPANSION` positions when compiled."""
+    if len(segment) > MAX_EXPANSION or expansion(segment) > MAX_EXPANSION:
+        raise PatternError(f"pattern segment {_clip(segment)} is too large to compile: its repeats unroll to "
+                           f"more than {MAX_EXPANSION:,} positions (swapwatch bounds compiling as MindFormers' "
+                           "timeout bounds matching)")
+
+
+def _clip(text: str, width: int = 40) -> str:
+    return repr(text if len(text) <= width else text[:width] + "...")
 
 
 def split_pattern(pattern: str) -> List[str]:
@@ -40,6 +124,7 @@ def split_pattern(pattern: str) -> List[str]:
 def segment_fullmatch(segment: str, name: str, timeout: float = MATCH_TIMEOUT) -> bool:
     """True when ``segment`` fullmatches ``name``; a timeout counts as no match
     (``parallel_core/training_graph/transformer/utils.py:regex_match``, which only WARNs)."""
+    check_size(segment)
     try:
         return regex.fullmatch(segment, name, timeout=timeout) is not None
     except TimeoutError:
@@ -52,7 +137,10 @@ def validate(pattern: str) -> Optional[str]:
     """Return why ``pattern`` cannot be compiled, or None when every segment is a valid regex."""
     for seg in split_pattern(pattern):
         try:
+            check_size(seg)
             regex.compile(seg)
+        except PatternError as exc:
+            return str(exc)
         except regex.error as exc:
             return f"segment {seg!r}: {exc}"
     return None

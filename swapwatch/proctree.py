@@ -23,8 +23,9 @@ import ctypes.util
 import os
 import signal
 import time
-from typing import Dict, Iterable, List, Optional, Set, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Set, Tuple
 
+PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 PROC = "/proc"
 
@@ -34,11 +35,45 @@ Table = Dict[int, Tuple[int, str, int]]
 
 def set_subreaper(on: bool) -> bool:
     """Make this process the subreaper of its descendants (Linux); False where unsupported."""
+    libc = _libc()
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1 if on else 0, 0, 0, 0) == 0
-    except (OSError, AttributeError):
+        return libc is not None and libc.prctl(PR_SET_CHILD_SUBREAPER, 1 if on else 0, 0, 0, 0) == 0
+    except AttributeError:
         return False
+
+
+def _libc() -> Optional[ctypes.CDLL]:
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    except OSError:
+        return None
+
+
+def parent_death_signal(sig: int) -> Optional[Callable[[], None]]:
+    """A ``preexec_fn`` for ``subprocess.Popen``: the child gets ``sig`` when swapwatch dies, even
+    by SIGKILL (``prctl(PR_SET_PDEATHSIG)``, Linux). Without it a job in its own session outlives a
+    killed swapwatch, unreachable (the terminal's SIGHUP no longer reaches it). None where
+    unsupported. The parent pid is checked after the call: a parent that died before it counts."""
+    libc = _libc()
+    if libc is None or not hasattr(libc, "prctl"):
+        return None
+    parent = os.getpid()
+
+    def arm() -> None:
+        libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+        if os.getppid() != parent:
+            os.kill(os.getpid(), sig)
+
+    return arm
+
+
+def comm(pid: int) -> str:
+    """The short command name of ``pid`` (``/proc/<pid>/comm``), '?' when gone."""
+    try:
+        with open(f"{PROC}/{pid}/comm", "rb") as fh:
+            return fh.read().decode("utf-8", "replace").strip() or "?"
+    except OSError:
+        return "?"
 
 
 def read_stat(pid: int) -> Optional[Tuple[int, str, int]]:
@@ -129,6 +164,16 @@ class Tree:
         if self.pid is not None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.pid, sig)
+
+    def signal_all(self, sig: int) -> None:
+        """Send ``sig`` to every known descendant still alive (those out of the group included)."""
+        for pid in self.alive():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+
+    def describe(self, pids: Iterable[int]) -> str:
+        """``123 (sleep), 456 (python3)``: what a note names."""
+        return ", ".join(f"{pid} ({comm(pid)})" for pid in pids)
 
     def kill_leftovers(self, timeout: float = 5.0) -> List[int]:
         """SIGKILL every known descendant still alive, wait until they are gone; their pids."""

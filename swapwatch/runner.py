@@ -45,16 +45,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from .config import TrainingConfig, load_config, read_yaml
+from .config import TrainingConfig, load_config, read_config_bytes, read_yaml
 from .errors import InputError
 from .parsers.grammar import EXIT_RE
-from .proctree import Tree
+from .proctree import Tree, parent_death_signal
 from .pynative.config import detect_path
 
 #: Passes whose IR dumps show recompute clones and offload marks (docs/mindspore-facts.md §5).
 IR_PASSES = "add_recomputation,validate"
-#: Seconds between SIGINT to the child's group and SIGKILL for what is left.
+#: Seconds each step of the stop sequence waits: SIGINT to the child's group, then SIGTERM to every
+#: process of the tree, then SIGKILL for whatever is left (docs/reliability.md).
 GRACE_SECONDS = 20.0
+#: The signals that stop a run cleanly (recorded, then the stop sequence).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+#: After the command exits, its output pipe is read until EOF, or until it is quiet this long ...
+DRAIN_QUIET = 2.0
+#: ... or at most this long in all: a descendant that keeps the pipe open (a monitor, ``tail -f``, a
+#: server) must not keep ``run`` waiting for ever; it is a leftover, stopped after this.
+DRAIN_LIMIT = 10.0
 
 SHIM_DIR = Path(__file__).resolve().parent / "hooks" / "sitecustomize_dir"
 #: msrun's worker-exit line, as the parsers read it (the grammar holds the one regex)
@@ -122,10 +130,7 @@ def read_config(path: str) -> Tuple[Optional[TrainingConfig], str]:
     and for one whose values swapwatch rejects: preflight then reports the error, and only
     ``--force`` starts the command. A file that cannot be read or is no YAML mapping is bad input
     (exit 2) either way."""
-    try:
-        raw = Path(path).read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read config: {exc.strerror}", file=path) from None
+    raw = read_config_bytes(path)        # once: a pipe (``--config <(...)``) has no second read
     data, _ = read_yaml(path)
     if not isinstance(data, dict):
         raise InputError("expected a YAML mapping at the top level", file=path)
@@ -244,13 +249,21 @@ def worker_exit_code(console: Path) -> Optional[int]:
 # --------------------------------------------------------------------------------------------
 
 def new_run_dir(run_dir: Optional[str], name: str, root: Path = Path("runs")) -> Path:
-    """Create the run directory; an explicit one must not exist yet (nothing is overwritten)."""
+    """Create the run directory; an explicit one must not exist yet (nothing is overwritten).
+
+    ``mkdir`` itself is the test (no ``exists()`` first: two runs racing for one name get one
+    winner and one clear refusal). A directory that cannot be created (a read-only filesystem, a
+    path under a regular file, a full disk) is bad input: exit 2 with one line, before anything starts.
+    """
     if run_dir:
         p = Path(run_dir)
-        if p.exists():
+        try:
+            p.mkdir(parents=True)
+        except FileExistsError:
             raise InputError("run directory already exists (swapwatch never overwrites one); "
-                             "pick another --run-dir", file=str(p))
-        p.mkdir(parents=True)
+                             "pick another --run-dir", file=str(p)) from None
+        except OSError as exc:
+            raise InputError(f"cannot create the run directory: {exc.strerror or exc}", file=str(p)) from None
         return p
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:60] or "run"
@@ -261,6 +274,9 @@ def new_run_dir(run_dir: Optional[str], name: str, root: Path = Path("runs")) ->
             return p
         except FileExistsError:
             continue
+        except OSError as exc:
+            raise InputError(f"cannot create a run directory here (use --run-dir): {exc.strerror or exc}",
+                             file=str(p)) from None
     raise InputError(f"cannot create a new run directory under {root}")
 
 
@@ -268,17 +284,71 @@ def write_json(path: Path, data: Dict[str, Any]) -> bool:
     """Atomic rewrite: a reader never sees half a run.json, a crash leaves the last good one.
 
     A failure (the run directory was deleted under us, disk full) is reported on stderr and
-    returns False: it must never stop the runner from stopping the process tree.
+    returns False: it must never stop the runner from stopping the process tree, nor the job.
     """
+    why = _write_json(path, data)
+    if why is not None:
+        with contextlib.suppress(Exception):
+            sys.stderr.write(f"swapwatch run: warning: cannot write {path}: {why}\n")
+    return why is None
+
+
+def _write_json(path: Path, data: Dict[str, Any]) -> Optional[str]:
+    """Write ``path`` atomically; None when done, else why not (the temp file is never left behind)."""
     tmp = path.with_suffix(".json.tmp")
     try:
         tmp.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
         os.replace(tmp, path)
-        return True
+        return None
     except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        return str(exc.strerror or exc)
+
+
+class _Copy:
+    """``console.log``: our copy of the job's output. A failure to write it (disk full, quota, the
+    directory removed) is a warning: the copy stops there, the job runs on and its output still
+    goes to the terminal; what was lost is said at the end (docs/reliability.md)."""
+
+    def __init__(self, path: Path, notes: List[str]) -> None:
+        self.path, self.notes, self.written = path, notes, 0
+        self.last = b"\n"
+        self.fh: Any = None
+        try:
+            self.fh = path.open("wb")
+        except OSError as exc:
+            self._lost(exc)
+
+    def write(self, chunk: bytes) -> None:
+        self.last = chunk[-1:] or self.last      # the terminal got it too: does it end mid-line?
+        if self.fh is None:
+            return
+        try:
+            self.fh.write(chunk)
+            self.fh.flush()
+            self.written += len(chunk)
+        except OSError as exc:
+            self._lost(exc)
+
+    def _lost(self, exc: OSError) -> None:
+        why = exc.strerror or str(exc)
+        if self.fh is not None:
+            with contextlib.suppress(OSError, ValueError):
+                self.fh.close()
+            self.fh = None
+        text = (f"{self.path.name} is incomplete: writing it failed after {self.written} bytes ({why}); "
+                "the job ran on and its output went to the terminal only")
+        self.notes.append(text)
         with contextlib.suppress(Exception):
-            sys.stderr.write(f"swapwatch run: cannot write {path}: {exc.strerror or exc}\n")
-        return False
+            sys.stderr.write(f"swapwatch run: warning: cannot write {self.path}: {why}; "
+                             "the job goes on, its output still goes to the terminal\n")
+
+    def close(self) -> None:
+        if self.fh is not None:
+            with contextlib.suppress(OSError, ValueError):
+                self.fh.close()
+            self.fh = None
 
 
 def _now() -> str:
@@ -320,7 +390,10 @@ def run(command: Sequence[str], config: Optional[str] = None, run_dir: Optional[
             from .report import write_for_run
 
             res.info["report"] = write_for_run(str(res.run_dir), lambda m: _say(out, f"swapwatch run: warning: {m}"))
-            write_json(res.run_dir / "run.json", res.info)
+            notes: List[str] = []
+            _step(notes, "record report.html in run.json", lambda: write_json(res.run_dir / "run.json", res.info))
+            for note in notes:          # the run's own run.json stands; the job's outcome is unchanged
+                _say(out, f"swapwatch run: warning: {note}")
             if res.info["report"]:
                 _say(out, f"swapwatch run: report {res.run_dir / res.info['report']}")
     return res
@@ -328,7 +401,11 @@ def run(command: Sequence[str], config: Optional[str] = None, run_dir: Optional[
 
 @contextlib.contextmanager
 def _signals_recorded(stop: Dict[str, Any]):
-    """SIGINT/SIGTERM only set ``stop`` while the run is on; the supervisor acts on it."""
+    """SIGINT/SIGTERM/SIGHUP only set ``stop`` while the run is on; the supervisor acts on it.
+
+    SIGHUP (the terminal closed, the ssh connection dropped) is an interrupt like the others: left
+    at its default it would kill swapwatch on the spot, leave run.json without an end and the job
+    either dead at its next write to the gone pipe or running on unreachable (docs/reliability.md)."""
     def on_signal(signum, _frame):
         stop["sig"] = stop["sig"] or signum
         stop["count"] += 1
@@ -336,7 +413,7 @@ def _signals_recorded(stop: Dict[str, Any]):
     if threading.current_thread() is not threading.main_thread():
         yield                                   # signal handlers can only be set in the main thread
         return
-    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    old = {s: signal.signal(s, on_signal) for s in STOP_SIGNALS}
     try:
         yield
     finally:
@@ -348,6 +425,8 @@ def _run(command, config, run_dir, verify, ir, mindformers_shim, out, grace, for
     cfg, cfg_sha = read_config(config) if config else (None, None)
     base_env = dict(os.environ)
     probe_env, _ = build_env({}, base_env, False)
+    if os.path.isdir(command[0]):
+        raise InputError("is a directory, not a command", file=command[0])
     if shutil.which(command[0], path=probe_env["PATH"]) is None and not os.path.isfile(command[0]):
         raise InputError(f"command not found: {command[0]}")
     notes: List[str] = []
@@ -373,24 +452,27 @@ def _run(command, config, run_dir, verify, ir, mindformers_shim, out, grace, for
         "pid": None,
     }
     run_json = rdir / "run.json"
+    why = _write_json(run_json, info)
+    if why is not None:          # nothing could be kept: refuse before the command starts
+        with contextlib.suppress(OSError):
+            rdir.rmdir()
+        raise InputError(f"cannot write in the run directory: {why}", file=str(rdir))
     code = 1
     try:
-        write_json(run_json, info)
         if config:
             _copy_config(config, cfg_sha, rdir / CONFIG_COPY, notes)
         if launch["launcher"] and not launch["join"]:
             notes.append(f"{launch['launcher']} without --join=True returns before the workers finish: "
                          "their exit codes and logs may be incomplete")
         if not stop["sig"]:
-            _supervise(command, env, rdir, info, out, grace, notes, stop)
+            _supervise(command, env, rdir, info, out, grace, notes, stop, launch)
+        _end_line(out, stop)
         if stop["sig"] and not info["interrupted"]:       # before the start, or after the child ended
             _mark_interrupted(info, stop)
-        src = copy_msrun_logs(launch["log_dir"], cwd, rdir / "msrun_log")
-        info["msrun_log_dir"] = src
-        if src:
-            found = sorted(int(m.group(1)) for f in (rdir / "msrun_log").glob("worker_*.log")
-                           if (m := re.match(r"worker_(\d+)\.log$", f.name)))
-            info["found_ranks"] = found      # "ranks" stays what was expected: a missing log is SW402
+        # the end-of-run steps (the log copy, verify, what comes after) run inside the same envelope:
+        # a failure of one is a note, never a lost record or a changed job result (docs/reliability.md)
+        _step(notes, "copy the launcher's logs into the run directory",
+              lambda: _copy_logs(launch, cwd, rdir, info))
         child = info["child_exit_code"]
         if info["interrupted"]:
             code = 128 + info["interrupted_signal"]
@@ -399,7 +481,7 @@ def _run(command, config, run_dir, verify, ir, mindformers_shim, out, grace, for
             info["worker_exit_code"] = worker
             code = worker if (child == 1 and worker) else (child if child and child > 0 else 128 + abs(child or 1))
         elif verify:
-            code = _verify(rdir, config, ir, info, out)
+            code = _verify(rdir, config, ir, info, out, notes)
         else:
             info["verify"] = {"skipped": "--no-verify"}
             code = 0
@@ -413,11 +495,33 @@ def _run(command, config, run_dir, verify, ir, mindformers_shim, out, grace, for
         info["end"] = _now()
         info["exit_code"] = code
         info["notes"] = notes
-        write_json(run_json, info)
+        if not write_json(run_json, info):
+            notes.append(f"{run_json} could not be completed: its end and exit code are only here")
+        _end_line(out, stop)
         for n in notes:
             _say(out, f"swapwatch run: note: {n}")
         _say(out, f"swapwatch run: run directory {rdir} (exit code {code})")
     return RunResult(rdir, code, info)
+
+
+def _copy_logs(launch: Dict[str, Any], cwd: Path, rdir: Path, info: Dict[str, Any]) -> None:
+    src = copy_msrun_logs(launch["log_dir"], cwd, rdir / "msrun_log")
+    info["msrun_log_dir"] = src
+    if src:
+        found = sorted(int(m.group(1)) for f in (rdir / "msrun_log").glob("worker_*.log")
+                       if (m := re.match(r"worker_(\d+)\.log$", f.name)))
+        info["found_ranks"] = found      # "ranks" stays what was expected: a missing log is SW402
+
+
+def _step(notes: List[str], what: str, action) -> Any:
+    """One end-of-run step inside the "warn and go on" envelope: the job is over and its result is
+    known; a full disk or a vanished directory while keeping its evidence is a note, not exit 3."""
+    try:
+        return action()
+    except (OSError, shutil.Error) as exc:
+        why = getattr(exc, "strerror", None) or str(exc)
+        notes.append(f"could not {what}: {why}")
+        return None
 
 
 #: The copy of ``--config`` inside the run directory (the YAML may be edited after the launch).
@@ -427,12 +531,13 @@ CONFIG_COPY = "config.yaml"
 def _copy_config(config: str, sha: str, dest: Path, notes: List[str]) -> None:
     """Keep the YAML as launched; run.json's sha256 is the hash of exactly these bytes."""
     try:
-        data = Path(config).read_bytes()
+        data = read_config_bytes(config)
         if hashlib.sha256(data).hexdigest() != sha:
             notes.append(f"{config} changed while the run was starting; {CONFIG_COPY} holds the newer bytes")
         dest.write_bytes(data)
-    except OSError as exc:
-        notes.append(f"cannot copy {config} into the run directory: {exc.strerror or exc}")
+    except (OSError, InputError) as exc:
+        why = exc.message if isinstance(exc, InputError) else (exc.strerror or exc)
+        notes.append(f"cannot copy {config} into the run directory: {why}")
 
 
 def _mark_interrupted(info: Dict[str, Any], stop: Dict[str, Any]) -> None:
@@ -475,101 +580,179 @@ def preflight(config: str, env: Dict[str, str], force: bool, out, notes: List[st
 
 
 def _supervise(command, env, rdir: Path, info: Dict[str, Any], out, grace: float, notes: List[str],
-               stop: Dict[str, Any]) -> int:
+               stop: Dict[str, Any], launch: Optional[Dict[str, Any]] = None) -> int:
     """Start the child, tee its output, act on ``stop``; returns the child's exit code."""
-    console = (rdir / "console.log").open("wb")
+    console = _Copy(rdir / "console.log", notes)
     tree = Tree()
+    launcher = (launch or {}).get("launcher")
     try:
         try:
             proc = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
+                                    stderr=subprocess.STDOUT, start_new_session=True,
+                                    preexec_fn=parent_death_signal(signal.SIGINT if launcher else signal.SIGTERM))
         except OSError as exc:   # not executable, not a program (ENOEXEC), ...
             raise InputError(f"cannot start the command: {exc.strerror or exc}", file=command[0]) from None
         tree.attach(proc.pid)
         info["pid"] = proc.pid
         write_json(rdir / "run.json", info)
         try:
-            return _pump(proc, tree, rdir, info, out, grace, notes, stop, console)
+            return _pump(proc, tree, rdir, info, out, grace, notes, stop, console, launch or {})
         except BaseException:
             _emergency_stop(proc, tree, grace)   # never leave the tree behind, whatever went wrong
             raise
     finally:
         tree.close()
         console.close()
+        stop["mid_line"] = console.last != b"\n"     # swapwatch's closing lines start on a line of their own
 
 
 def _emergency_stop(proc, tree: "Tree", grace: float) -> None:
-    tree.snapshot()
-    tree.signal_group(signal.SIGINT)
-    try:
+    """A bug of ours mid-run: the same stop sequence as for a signal, so nothing is left behind."""
+    stopper = _Stopper(tree, grace)
+    stopper.interrupt()
+    with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        tree.signal_group(signal.SIGKILL)
-    tree.kill_leftovers()
+    if tree.alive() or proc.poll() is None:
+        stopper.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=grace)
+    stopper.kill()
+
+
+class _Stopper:
+    """The stop sequence: SIGINT to the child's group (msrun stops its workers on SIGINT, not
+    SIGTERM), then after ``grace`` SIGTERM to every process of the tree (workers started with ``&``
+    by a launcher shell ignore SIGINT by POSIX rule, and many save a checkpoint on SIGTERM), then
+    after another ``grace`` SIGKILL for what is left. A second signal to swapwatch goes straight
+    to SIGKILL."""
+
+    def __init__(self, tree: "Tree", grace: float) -> None:
+        self.tree, self.grace = tree, grace
+        self.step = 0                  # 0 nothing sent, 1 SIGINT, 2 SIGTERM, 3 SIGKILL
+        self.at = 0.0
+
+    def interrupt(self) -> None:
+        self.tree.snapshot()           # BEFORE signalling: workers are session leaders
+        self.tree.signal_group(signal.SIGINT)
+        self.step, self.at = 1, time.monotonic() + self.grace
+
+    def terminate(self) -> None:
+        self.tree.snapshot()
+        self.tree.signal_group(signal.SIGTERM)
+        self.tree.signal_all(signal.SIGTERM)
+        self.step, self.at = 2, time.monotonic() + self.grace
+
+    def kill(self) -> None:
+        self.tree.signal_group(signal.SIGKILL)
+        self.tree.kill_leftovers()
+        self.step = 3
+
+    def tick(self, signals: int) -> None:
+        if self.step in (1, 2) and signals > 1:
+            self.kill()
+        elif self.step in (1, 2) and time.monotonic() > self.at:
+            self.terminate() if self.step == 1 else self.kill()
 
 
 def _pump(proc, tree: "Tree", rdir: Path, info: Dict[str, Any], out, grace: float, notes: List[str],
-          stop: Dict[str, Any], console) -> int:
-    """Tee the child's output until it is gone; turn a signal into a clean stop of the tree."""
+          stop: Dict[str, Any], console, launch: Dict[str, Any]) -> int:
+    """Tee the child's output until it is gone; turn a signal into a clean stop of the tree; then
+    drain the pipe (bounded) and deal with what the command left running."""
     fd = proc.stdout.fileno()
-    deadline = None
+    stopper = _Stopper(tree, grace)
     last_snap = 0.0
     eof = False
-    while True:
+    while proc.poll() is None:
         now = time.monotonic()
         if now - last_snap > 0.5:
             tree.snapshot()
             last_snap = now
-        if stop["sig"] and deadline is None:
-            tree.snapshot()                      # BEFORE signalling: workers are session leaders
-            tree.signal_group(signal.SIGINT)     # msrun stops its workers on SIGINT, not SIGTERM
-            deadline = now + grace
+        if stop["sig"] and stopper.step == 0:
+            stopper.interrupt()
             _mark_interrupted(info, stop)
             write_json(rdir / "run.json", info)
-        if deadline is not None and (now > deadline or stop["count"] > 1) and proc.poll() is None:
-            tree.signal_group(signal.SIGKILL)
-            tree.kill_leftovers()
-        if not eof:
-            ready, _, _ = select.select([fd], [], [], 0.2)
-            if ready:
-                chunk = os.read(fd, 1 << 16)
-                if chunk:
-                    console.write(chunk)
-                    console.flush()
-                    _write(out, chunk)
-                    continue
-                eof = True
-        if proc.poll() is not None:
-            if eof or _drain_after_exit(fd, console, out):
-                break
-        elif eof:
+        stopper.tick(stop["count"])
+        if eof:
             time.sleep(0.1)
+        elif not _tee_some(fd, console, out, 0.2):
+            eof = True
     rc = proc.wait()
     info["child_exit_code"] = rc
-    if info["interrupted"] or rc != 0:
-        killed = tree.kill_leftovers()
-        if killed:
-            info["leftover_killed"] = killed
-            notes.append(f"killed {len(killed)} leftover process(es) of the command: {killed}")
+    if not eof:
+        eof = _drain_after_exit(fd, console, out, stop)
+    tree.snapshot()
+    left = tree.alive()
+    if left and launch.get("launcher") and not launch.get("join") and not stop["sig"]:
+        # msrun --join=False returns at once: its workers ARE the job; watch them to their end
+        eof = _watch(tree, fd, console, out, stop, eof)
+        left = tree.alive()
+    if left:
+        if stop["sig"] and not info["interrupted"]:
+            _mark_interrupted(info, stop)
+        named = tree.describe(left)
+        if stopper.step in (0, 1):
+            stopper.terminate()      # the command is over: what it left gets SIGTERM, then SIGKILL
+        while tree.alive() and stopper.step < 3:
+            stopper.tick(stop["count"])
+            if eof:
+                time.sleep(0.1)
+            elif not _tee_some(fd, console, out, 0.1):
+                eof = True
+        info["leftover_killed"] = left
+        notes.append(f"stopped {len(left)} leftover process(es) the command left running "
+                     f"(SIGTERM, then SIGKILL after {grace:g} s): {named}")
+    if not eof:
+        _drain_after_exit(fd, console, out, stop, quiet=0.5, limit=2.0)
     return rc
 
 
-def _drain_after_exit(fd: int, console, out, quiet: float = 2.0) -> bool:
+def _tee_some(fd: int, console, out, wait: float) -> bool:
+    """Copy what the pipe has within ``wait`` seconds; False at EOF."""
+    ready, _, _ = select.select([fd], [], [], wait)
+    if not ready:
+        return True
+    chunk = os.read(fd, 1 << 16)
+    if not chunk:
+        return False
+    console.write(chunk)
+    _write(out, chunk)
+    return True
+
+
+def _watch(tree: "Tree", fd: int, console, out, stop: Dict[str, Any], eof: bool) -> bool:
+    """Keep teeing while the launcher's detached workers run; a signal ends the wait."""
+    while tree.alive() and not stop["sig"]:
+        tree.snapshot()
+        if eof:
+            time.sleep(0.2)
+        elif not _tee_some(fd, console, out, 0.2):
+            eof = True
+    return eof
+
+
+def _drain_after_exit(fd: int, console, out, stop: Dict[str, Any], quiet: float = DRAIN_QUIET,
+                      limit: float = DRAIN_LIMIT) -> bool:
     """The child is gone; its descendants may still hold the pipe (e.g. msrun's ``tail -f``).
-    Read until EOF, or until nothing came for ``quiet`` seconds. Returns True when done."""
-    while True:
-        ready, _, _ = select.select([fd], [], [], quiet)
+    Read until EOF, until nothing came for ``quiet`` seconds, until ``limit`` seconds passed, or
+    until a signal came. Returns True at EOF."""
+    end = time.monotonic() + limit
+    while not stop["sig"]:
+        left = end - time.monotonic()
+        if left <= 0:
+            return False
+        ready, _, _ = select.select([fd], [], [], min(quiet, left))
         if not ready:
-            return True
+            return False
         chunk = os.read(fd, 1 << 16)
         if not chunk:
             return True
         console.write(chunk)
-        console.flush()
         _write(out, chunk)
+    return False
 
 
-def _verify(rdir: Path, config: Optional[str], ir: bool, info: Dict[str, Any], out) -> int:
+def _verify(rdir: Path, config: Optional[str], ir: bool, info: Dict[str, Any], out,
+            notes: Optional[List[str]] = None) -> int:
     """Verify the run directory with the verify library; the table goes to the terminal and to
     ``verify.txt``, the JSON verdict to ``verify.json`` (what CI jobs read)."""
     from .verify import verify
@@ -582,7 +765,7 @@ def _verify(rdir: Path, config: Optional[str], ir: bool, info: Dict[str, Any], o
         if config is None and not _strategy_logged(rdir):
             text = ("swapwatch run: nothing to verify: the job logged no strategy line ('Set ... at layer N') "
                     "and no 'initial ... from dict' config, and no --config was given\n")
-            (rdir / "verify.txt").write_text(text, encoding="utf-8")
+            _keep(rdir / "verify.txt", text, notes)
             _write(out, text.encode())
             info["verify"] = {"skipped": "nothing to verify", "output": "verify.txt"}
             return 0                    # the job's own code: it succeeded, and nothing contradicts it
@@ -597,12 +780,23 @@ def _verify(rdir: Path, config: Optional[str], ir: bool, info: Dict[str, Any], o
         if not text.endswith("\n"):
             text += "\n"
         code = result.exit_code
-        (rdir / "verify.json").write_text(render(result, "json"), encoding="utf-8")
-    (rdir / "verify.txt").write_text(text, encoding="utf-8")
+        _keep(rdir / "verify.json", render(result, "json"), notes)
+    _keep(rdir / "verify.txt", text, notes)
     _write(out, text.encode())
     info["verify"] = {"exit_code": code, "output": "verify.txt",
                       **({"json": "verify.json"} if (rdir / "verify.json").exists() else {})}
     return code
+
+
+def _keep(path: Path, text: str, notes: Optional[List[str]]) -> None:
+    """Write one of the run's result files; a failure is a note (the verdict went to the terminal)."""
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            path.unlink()
+        if notes is not None:
+            notes.append(f"could not write {path}: {exc.strerror or exc} (the verdict above is the only copy)")
 
 
 def _strategy_logged(rdir: Path) -> bool:
@@ -616,7 +810,19 @@ def _strategy_logged(rdir: Path) -> bool:
     return any(e.kind in ("action", "initial_config") for rl in runlog.ranks.values() for e in rl.events)
 
 
+class _Nowhere:
+    """swapwatch's own stdout was closed (``>&-``): the tee goes to console.log only."""
+
+    def write(self, data: bytes) -> int:
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+
 def _stdout_bytes():
+    if sys.stdout is None:           # Python's stdout when fd 1 was closed at start
+        return _Nowhere()
     return getattr(sys.stdout, "buffer", sys.stdout)
 
 
@@ -624,8 +830,14 @@ def _write(out, data: bytes) -> None:
     try:
         out.write(data)
         out.flush()
-    except (BrokenPipeError, ValueError, OSError):
-        pass            # the terminal went away: console.log still gets every byte
+    except (ValueError, OSError, AttributeError):
+        pass            # the terminal went away or is full: console.log still gets every byte
+
+
+def _end_line(out, stop: Dict[str, Any]) -> None:
+    """The job's output ended without a newline: swapwatch's own lines start on a new one."""
+    if stop.pop("mid_line", False):
+        _write(out, b"\n")
 
 
 def _say(out, text: str) -> None:

@@ -120,14 +120,33 @@ def test_gzip_equals_plain(tmp_path):
     assert gz == plain
 
 
-def test_truncated_gzip_is_input_error(tmp_path):
+def test_truncated_gzip_reads_like_a_truncated_plain_log(tmp_path):
+    """A .gz cut off mid-stream ends where its data ends, as the same log cut off in plain text does
+    (issue 22 item 16: one truncated rank no longer stops the whole verify); no gzip at all is still
+    one line, exit 2."""
+    import zlib
+
     import pytest
     from swapwatch.errors import InputError
+    cut = gzip.compress(sample("swap_case3.log"))[:900]
     p = tmp_path / "worker_0.log.gz"
-    p.write_bytes(gzip.compress(sample("swap_case3.log"))[:200])
+    p.write_bytes(cut)
+    plain = tmp_path / "plain" / "worker_0.log"
+    plain.parent.mkdir()
+    plain.write_bytes(zlib.decompressobj(wbits=31).decompress(cut))
+    assert 0 < plain.stat().st_size < len(sample("swap_case3.log"))
+
+    def events(path):
+        out = [e.to_json() for e in iter_events([str(path)], show_progress=False)]
+        for e in out:
+            e["source"] = e["source"].rsplit(":", 1)[1]
+        return out
+    assert events(p) == events(plain) and events(p)
+    bad = tmp_path / "worker_1.log.gz"
+    bad.write_bytes(b"not gzip at all\n")
     with pytest.raises(InputError) as ei:
-        read_logs([str(p)], show_progress=False)
-    assert "worker_0.log.gz" in ei.value.one_line()
+        read_logs([str(bad)], show_progress=False)
+    assert "worker_1.log.gz" in ei.value.one_line()
 
 
 def test_interleaved_processes_keep_their_lines():

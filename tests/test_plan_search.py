@@ -18,6 +18,7 @@ from swapwatch.explain import explain
 from swapwatch.memory.family import Family
 from swapwatch.memory.model import Calibration, estimate, inflight
 from swapwatch.memory.planner import make_plan, parse_size
+from swapwatch.memory import search
 from swapwatch.memory.search import brute_force, chains, extra_of, lowest_peak, solve_stage
 from swapwatch.memory.spec import load_spec
 
@@ -45,8 +46,11 @@ def _setup(path):
     return spec, Family(spec), strategy.plan(cfg).geometry
 
 
+@pytest.mark.parametrize("block_rows", [None, 1])
 @pytest.mark.parametrize("layers", [3, 4])
-def test_search_matches_brute_force_on_every_budget(tmp_path, layers):
+def test_search_matches_brute_force_on_every_budget(tmp_path, layers, block_rows, monkeypatch):
+    if block_rows:       # the count vectors in the smallest blocks: the enumeration in pieces is as exact
+        monkeypatch.setattr(search, "BLOCK_ROWS", block_rows)
     path = variant(tmp_path, "t.yaml", **{"num_layers: 4": f"num_layers: {layers}"})
     spec, fam, geo = _setup(path)
     cal = Calibration(residual=-3 * MiB, scale=1.25, fitted=True)
@@ -123,6 +127,27 @@ def test_bound_search_matches_brute_force_with_interleave(tmp_path):
             fits += 1
             assert sp.flops == pytest.approx(want), mib
     assert 0 < fits < 25
+
+
+@pytest.mark.parametrize("n, k", [(5, 2), (7, 3), (30, 4), (12, 5), (40, 4)])
+def test_compositions_in_blocks_are_every_vector_once_in_order(n, k):
+    import numpy as np
+
+    grid = np.indices((n + 1,) * (k - 1)).reshape(k - 1, -1).T
+    grid = grid[grid.sum(axis=1) <= n]
+    whole = np.concatenate([grid, n - grid.sum(axis=1, keepdims=True)], axis=1)
+    for rows in (None, 1, 7):
+        assert (np.concatenate(list(search.compositions(n, k, rows))) == whole).all()
+
+
+@pytest.mark.parametrize("n", [1000, 10_000])
+def test_plan_memory_is_flat_in_layers_per_stage(n):
+    """The search held one (n+1)**3 array for 4 levels: 22 GiB at 1,000 layers on one stage (issue 22
+    item 9). Now no block it enumerates holds more than about 4 * BLOCK_ROWS rows, whatever n."""
+    import itertools
+
+    sizes = [len(b) for b in itertools.islice(search.compositions(n, 4), 200)]
+    assert max(sizes) <= 4 * search.BLOCK_ROWS
 
 
 def test_lowest_peak_is_what_the_tightest_feasible_budget_gives():

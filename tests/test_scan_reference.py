@@ -106,9 +106,24 @@ def _candidate(line: bytes, literals, records, prefixed: bool) -> bool:
         return True
     if prefixed and line.startswith(b"\x1b") and b"] - " in line:
         return True
-    stamped = len(line) > 26 and line[0:1].isdigit() and line[4:5] == b"-" and line[19:20] == b"," \
-        and line[23:25] == b" -"
-    first = line.find(b"] - ", 26) if stamped else -1
+    if _record_from(line, 0, records):
+        return True
+    # a progress bar's CR or NUL bytes glued in front of a record: the record after the last of them
+    for r in records:
+        p = line.find(r)
+        while p >= 0:
+            junk = max(line.rfind(b"\r", 0, p), line.rfind(b"\x00", 0, p))
+            if junk >= 0 and _record_from(line, junk + 1, records) and line.find(b"] - ", junk + 27) == p:
+                return True
+            p = line.find(r, p + 1)
+    return False
+
+
+def _record_from(line: bytes, s: int, records) -> bool:
+    """A record starts at ``s``: a fixed-width timestamp, then its first ``] - `` is a record literal."""
+    stamped = len(line) > s + 26 and line[s:s + 1].isdigit() and line[s + 4:s + 5] == b"-" \
+        and line[s + 19:s + 20] == b"," and line[s + 23:s + 25] == b" -"
+    first = line.find(b"] - ", s + 26) if stamped else -1
     return first >= 0 and any(line.startswith(r, first) for r in records)
 
 

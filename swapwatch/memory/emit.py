@@ -42,7 +42,12 @@ def _yaml():
     from ruamel.yaml.representer import RoundTripRepresenter
 
     class Constructor(RoundTripConstructor):
-        pass
+        def check_mapping_key(self, node, key_node, mapping, key, value):
+            """A duplicate key: the last one wins, as in MindFormers' loader (PyYAML's SafeLoader) and
+            ``config.parse_yaml`` (ruamel would refuse it, or keep the first)."""
+            if key in mapping:
+                del mapping[key]
+            return True
 
     class Representer(RoundTripRepresenter):
         pass

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+from fractions import Fraction
 import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence
@@ -31,9 +32,11 @@ def parse_size(text: str) -> int:
     m = _SIZE.match(str(text))
     if not m or m.group(2).upper() not in _UNITS:
         raise InputError(f"--budget: {text!r} is not a size (e.g. 58GiB, 45MB, 62914560)")
-    value = int(float(m.group(1)) * _UNITS[m.group(2).upper()])
+    value = int(Fraction(m.group(1)) * _UNITS[m.group(2).upper()])     # exact: a float overflows
     if value <= 0:
         raise InputError(f"--budget: {text!r} must be more than 0 bytes")
+    if value >= 1 << 63:
+        raise InputError(f"--budget: {text[:40]!r} is more than any device holds (2**63 bytes)")
     return value
 
 
@@ -105,8 +108,9 @@ def make_plan(config: str, budget: int, run_dirs: Sequence[str] = (), allow_swap
         return result
     from .emit import emit
 
-    with open(config, encoding="utf-8") as fh:
-        result.text = emit(fh.read(), config, geo, stages)
+    from ..config import read_config_text       # once: a config given as a pipe was read already
+
+    result.text = emit(read_config_text(config), config, geo, stages)
     result.estimate = estimate_text(result.text, config, model, cal)
     result.estimate.budget_bytes = budget
     _check_round_trip(result)

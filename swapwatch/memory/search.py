@@ -217,16 +217,42 @@ def solve_stage(spec: ModelSpec, fam: Family, geo, stage: int, cal: Calibration,
     return out
 
 
+#: Rows of count vectors held at once: the enumeration goes block by block, in the same
+#: lexicographic order as one array would hold them, so memory stays flat whatever the layer count
+#: (one (n+1)**(k-1) array was 4.1 GB at 500 layers per stage, 22 GiB at 1,000; docs/reliability.md).
+BLOCK_ROWS = 1 << 16
+
+
 @functools.lru_cache(maxsize=64)
-def compositions(n: int, k: int):
-    """Every k-tuple of non-negative ints summing to n, as an (m, k) int64 array."""
+def _small(n: int, k: int):
     import numpy as np
 
     if k == 1:
         return np.array([[n]], dtype=np.int64)
+    if k == 3:              # the common block, built directly in O(rows): (a, b, n - a - b), lexicographic
+        a = np.repeat(np.arange(n + 1, dtype=np.int64), np.arange(n + 1, 0, -1))
+        starts = np.concatenate([[0], np.cumsum(np.arange(n + 1, 0, -1))[:-1]])
+        b = np.arange(len(a), dtype=np.int64) - starts[a]
+        return np.stack([a, b, n - a - b], axis=1)
     grids = np.indices((n + 1,) * (k - 1), dtype=np.int64).reshape(k - 1, -1).T
     grids = grids[grids.sum(axis=1) <= n]
     return np.concatenate([grids, n - grids.sum(axis=1, keepdims=True)], axis=1)
+
+
+def compositions(n: int, k: int, rows: Optional[int] = None):
+    """Every k-tuple of non-negative ints summing to n, as (m, k) int64 blocks in lexicographic
+    order; a block holds at most about ``2 * rows`` rows (:data:`BLOCK_ROWS`), or ``n + 1`` when
+    ``rows`` is smaller."""
+    import numpy as np
+
+    rows = BLOCK_ROWS if rows is None else rows
+
+    if k <= 2 or (n + 1) ** (k - 1) <= 4 * rows:      # the grid _small filters stays small
+        yield _small(n, k)
+        return
+    for first in range(n + 1):
+        for block in compositions(n - first, k - 1, rows):
+            yield np.concatenate([np.full((len(block), 1), first, dtype=np.int64), block], axis=1)
 
 
 def block_transient(block_levels: Sequence[Level], counts) -> "Any":
@@ -246,19 +272,24 @@ def _solve_single_chunk(stage: int, static: int, fixed: int, room: float, layers
     best = None
     for ch in all_chains:
         blocks = sorted(ch, key=lambda lv: -lv.rank)              # MindFormers' order: full first
-        cnt = compositions(len(layers), len(blocks))
         kept = np.array([lv.cost.kept for lv in blocks], dtype=np.float64)
         flops = np.array([lv.cost.flops for lv in blocks], dtype=np.float64)
-        total = cnt @ kept
-        dyn = w * total + block_transient(blocks, cnt)
-        ok = np.nonzero(dyn <= room + 1e-6)[0]
-        if not len(ok):
+        mine = None                   # this chain's first (cost, dyn) minimum in enumeration order
+        for cnt in compositions(len(layers), len(blocks)):
+            dyn = w * (cnt @ kept) + block_transient(blocks, cnt)
+            ok = np.nonzero(dyn <= room + 1e-6)[0]
+            if not len(ok):
+                continue
+            cost = (cnt[ok] @ flops) * micro
+            pick = np.lexsort((dyn[ok], cost))[0]          # cheapest, then the lowest peak
+            j, c = ok[pick], float(cost[pick])
+            if mine is None or (c, float(dyn[j])) < (mine[0], mine[1]):
+                mine = (c, float(dyn[j]), cnt[j].copy())
+        if mine is None:
             continue
-        cost = (cnt[ok] @ flops) * micro
-        pick = np.lexsort((dyn[ok], cost))[0]          # cheapest, then the lowest peak
-        j, c = ok[pick], float(cost[pick])
-        if best is None or c < best[0] - 1e-9 or (abs(c - best[0]) <= 1e-9 and dyn[j] < best[1]):
-            best = (c, float(dyn[j]), blocks, cnt[j])
+        c, d, row = mine
+        if best is None or c < best[0] - 1e-9 or (abs(c - best[0]) <= 1e-9 and d < best[1]):
+            best = (c, d, blocks, row)
     out = StagePlan(stage=stage, fits=best is not None, static=static)
     if best is None:
         return out
@@ -293,7 +324,7 @@ def lowest_peak(spec: ModelSpec, fam: Family, geo, stage: int, cal: Calibration,
         best_dyn = min(float(np.min(counts[0] * (cnt @ np.array([lv.cost.kept for lv in blocks], dtype=np.float64))
                                     + block_transient(blocks, cnt)))
                        for blocks in (sorted(ch, key=lambda lv: -lv.rank) for ch in chains(fam))
-                       for cnt in (compositions(geo.layer_list[0][stage], len(blocks)),))
+                       for cnt in compositions(geo.layer_list[0][stage], len(blocks)))
         return cal.peak(static, best_dyn + fixed)
     levels = [lv for ch in chains(fam, allow_swap) for lv in ch]
     best = min(weight * min(lv.cost.kept for lv in levels if lv.cost.regen <= r and lv.window <= w) + r + w

@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..config import nearest, read_yaml
+from ..config import INT64_MAX, nearest, read_yaml
 from ..errors import ConfigError
 
 MC = "model.model_config"
@@ -144,6 +144,9 @@ def spec_from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
             kind = "a positive" if minimum == 1 else "a non-negative"
             raise err(key, f"expected {kind} integer, got {value!r}")
+        if value > INT64_MAX:        # MindSpore keeps shapes in int64; a float of it would overflow
+            raise err(key, f"{str(value)[:20]}... ({len(str(value))} digits) is too large: MindSpore keeps "
+                           "shapes in int64 (at most 2**63-1)")
         return value
 
     def flag(tree: Dict[str, Any], key: str, full: str, default: bool = False) -> bool:

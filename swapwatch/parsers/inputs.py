@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ..errors import InputError
+from ..outputs import note_input
 from . import msrun
 
 HEAD_BYTES = 1 << 20
@@ -47,8 +48,46 @@ class Inputs:
 def open_binary(path: str):
     """A binary stream of a log, transparently gunzipping ``.gz`` files."""
     if path.endswith(".gz"):
-        return gzip.open(path, "rb")
+        return GzipUntilCut(path)
     return open(path, "rb", buffering=0)
+
+
+class GzipUntilCut:
+    """A ``.gz`` log read as far as it goes: a file cut off mid-stream (a crash, a full disk, a copy
+    that stopped) ends where its data ends, like a truncated plain log, so that rank is reported
+    on its own (its strategy block stops: SW106) instead of the whole verify stopping. A file that
+    is no gzip at all, or whose data is corrupt, still raises (one line, exit 2)."""
+
+    def __init__(self, path: str) -> None:
+        self._f = gzip.open(path, "rb")  # noqa: SIM115 - closed by close() / __exit__
+        self.cut: Optional[str] = None          # why the data ended early, when it did
+
+    def read(self, n: int = -1) -> bytes:
+        """Up to ``n`` bytes (all with -1); at the cut, what came before it (``read1`` steps, so
+        the bytes decompressed before the error are never dropped with it)."""
+        got = bytearray()
+        while self.cut is None and (n < 0 or len(got) < n):
+            try:
+                piece = self._f.read1(1 << 16 if n < 0 else min(1 << 16, n - len(got)))
+            except EOFError as exc:
+                self.cut = str(exc)
+                break
+            if not piece:
+                break
+            got += piece
+        return bytes(got)
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return self._f.seek(offset, whence)
+
+    def close(self) -> None:
+        self._f.close()
+
+    def __enter__(self) -> "GzipUntilCut":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
 
 
 def read_head(path: str, n: int = HEAD_BYTES, stream: Any = None) -> bytes:
@@ -75,12 +114,21 @@ def _walk_named(root: str, depth: int) -> Iterable[Tuple[str, str, str]]:
     except OSError as exc:
         raise InputError(f"cannot list directory: {exc.strerror or exc}", file=root) from None
     for e in entries:
-        if e.is_file():
+        if _entry_is(e.is_file):
             yield e.path, root, e.name
     if depth > 0:
         for e in entries:
-            if e.is_dir() and e.name not in _SKIP_DIRS and not e.name.startswith("."):
+            if _entry_is(e.is_dir) and e.name not in _SKIP_DIRS and not e.name.startswith("."):
                 yield from _walk_named(e.path, depth - 1)
+
+
+def _entry_is(test: Callable[[], bool]) -> bool:
+    """``DirEntry.is_file`` / ``is_dir``, False for an entry that cannot be followed: a symlink
+    loop (ELOOP) or a link into a directory we may not read is no log, not a reason to stop."""
+    try:
+        return test()
+    except OSError:
+        return False
 
 
 def _display(path: str, base: str) -> str:
@@ -198,6 +246,7 @@ def discover(paths: Sequence[str]) -> Inputs:
         if key in seen:
             continue
         seen.add(key)
+        note_input(f.path)
         f.size = size
         uniq.append(f)
     out.files = uniq

@@ -71,7 +71,10 @@ def parse(msg: str, rank: Optional[int], source: str) -> Optional[Event]:
     for name, rx in _ROWS:
         m = rx.match(msg)
         if m:
-            return _build(name, m, rank, source)
+            try:
+                return _build(name, m, rank, source)
+            except ValueError:   # a number past Python's 4,300-digit limit: no layer id of any run
+                return None
     return None
 
 

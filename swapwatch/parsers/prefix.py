@@ -34,10 +34,22 @@ class Line(NamedTuple):
 
 
 def clean(text: str) -> str:
-    """Strip the line ending, CRs and ANSI escape sequences (colour codes from a TTY-formatted log)."""
+    """Strip the line ending, CRs and ANSI escape sequences (colour codes from a TTY-formatted log).
+
+    What a terminal shows is kept: text before a CR inside the line (a progress bar's last frame,
+    then the record glued to it) was overwritten, and text before a NUL (a NUL hole left by a
+    crash, the tail of an interleaved UTF-16 line) is no record: the line starts after the last CR
+    or NUL in front of its first ``] - `` (the scanner finds the record there too), and the other
+    CRs and NULs go."""
     if "\x1b" in text:
         text = _ANSI.sub("", text)
-    return text.rstrip("\r\n").replace("\r", "")
+    text = text.rstrip("\r\n")
+    if "\r" in text or "\x00" in text:
+        sep = text.find("] - ")
+        front = text if sep < 0 else text[:sep]
+        cut = max(front.rfind("\r"), front.rfind("\x00"))
+        text = text[cut + 1:].replace("\r", "").replace("\x00", "")
+    return text
 
 
 def collapse(msg: str) -> str:

@@ -290,7 +290,11 @@ class Scan:
                 if lit in records and (ls + _TS_LEN >= hi or not (
                         48 <= buf[ls] <= 57 and buf[ls + 4] == 45 and buf[ls + 19] == 44 and buf[ls + 23] == 32
                         and buf[ls + 24] == 45) or find(_REC, ls + _TS_LEN, p + 4) != p):
-                    continue
+                    # a progress bar's CR or a NUL hole (a crash on NFS, an interleaved UTF-16
+                    # writer) glued in front of the record: the record starts after the last one
+                    junk = max(rfind(b"\r", ls, p), rfind(b"\x00", ls, p))
+                    if junk < ls or not _record_at(buf, junk + 1, p, hi):
+                        continue
                 if i < k:
                     line, le = base + feeds[i] + 1, ends[i]
                 else:
@@ -321,6 +325,14 @@ class Scan:
                     out.append(q)
             p = find(b"\x1b", p + 1, hi)
         return out
+
+
+def _record_at(buf: bytes, ls: int, p: int, hi: int) -> bool:
+    """Does a MindFormers record start at ``ls`` with its first ``] - `` at ``p``? (its fixed-width
+    ``YYYY-MM-DD HH:MM:SS,mmm - `` timestamp, and no other separator between)."""
+    return not (ls + _TS_LEN >= hi or not (
+        48 <= buf[ls] <= 57 and buf[ls + 4] == 45 and buf[ls + 19] == 44 and buf[ls + 23] == 32
+        and buf[ls + 24] == 45) or buf.find(_REC, ls + _TS_LEN, p + 4) != p)
 
 
 _NUMPY_COUNT = 1 << 13      # from this many bytes on, numpy counts line feeds faster than bytes.count

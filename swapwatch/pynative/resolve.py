@@ -24,7 +24,8 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 
 import regex
 
-from ..patterns import under
+from ..errors import ConfigError
+from ..patterns import PatternError, check_size, under
 from .config import PynativeConfig
 from .layer_paths import cells_of, layer_lists
 from .layer_spec import RECOMPUTE_TAG, Refusal, SPEC_RE, layer_ids
@@ -107,6 +108,10 @@ def _expand(paths: Dict[int, Tuple[str, ...]], module_dict: Dict[str, Any], labe
     out: Dict[int, List[str]] = {}
     for key, ranges in module_dict.items():
         matched = False
+        try:
+            check_size(key)            # regex would unroll it in memory before any timeout (docs/reliability.md)
+        except PatternError as exc:
+            raise ConfigError(str(exc), key=f"{label}.{key}") from None
         for lid in sorted(_ids(ranges)):
             for item in paths.get(lid, ()):
                 try:
