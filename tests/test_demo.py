@@ -15,6 +15,8 @@ from runtime_helpers import REPO  # noqa: E402
 from swapwatch.parsers import read_logs  # noqa: E402
 from swapwatch.plot import memory_frame, peak_frame  # noqa: E402
 
+pytestmark = pytest.mark.runtime
+
 
 def test_demo_script_runs_the_whole_loop(tmp_path):
     env = dict(os.environ, BIN=str(Path(sys.executable).parent), DEMO_RUNS=str(tmp_path),
