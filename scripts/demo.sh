@@ -9,8 +9,9 @@
 #                          where the files are, and how long it all took
 #
 # msrun's workers retry their connection to the scheduler while it starts ("Failed to connect to the
-# meta server", "Topology build timed out, retry(N/1200)"): normal, and about a hundred lines. They
-# are kept out of the console and stay in each run's console.log and msrun_log/ (docs/demo.md).
+# meta server", "Topology build timed out, retry(N/1200)", "Connect] Connection N source: ..."):
+# normal, from a dozen to over a hundred lines depending on the machine's load. They are kept out of
+# the console and stay in each run's console.log and msrun_log/ (docs/demo.md).
 #
 # The model is wider than the example's default (hidden 256, seq 256) so that recompute moves
 # MindSpore's CPU pool peak by tens of MiB rather than below its 1 MiB print granularity.
@@ -25,8 +26,9 @@ DEMO_STEPS=${DEMO_STEPS:-5}
 DEMO_MODEL=${DEMO_MODEL:---hidden 256 --seq 256 --batch 2 --ffn 688 --heads 4}
 run=${DEMO_RUNS:-demo-runs}/$(date +%Y%m%d-%H%M%S)
 mkdir -p "$run"
-# msrun's scheduler-connection retries (mindspore/parallel/cluster: worker side, while the scheduler starts)
-NOISE='Failed to connect to the meta server|Topology build timed out'
+# msrun's scheduler-connection retries (MindSpore's cluster/topology and rpc/tcp, worker side, while the
+# scheduler starts): compute_graph_node.cc's register/reconnect lines and tcp_comm.cc's Connect attempts
+NOISE='Failed to connect to the meta server|Topology build timed out|Failed to register and try to reconnect|tcp_comm\.cc:[0-9]+\] Connect\] Connection [0-9]+ source'
 
 free_port() { "$BIN/python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
