@@ -59,10 +59,11 @@ test: install oracle core lint docs wheel-test
 	SWAPWATCH_REQUIRE_ALL=1 SWAPWATCH_CORE_VENV=$(CURDIR)/$(CORE) $(PY) -m pytest -q tests
 
 # ---- test tiers, docs, package (issue 25; docs/development.md) ----------------------------------
-# The unit tier: every test without a tier marker (oracle, runtime, core, fuzz, scale, docs), under a minute.
+# The unit tier: every test without a tier marker (oracle, runtime, core, fuzz, scale, docs; hypothesis
+# tests are fuzz), on both cores: about 90 s of CPU, so under a minute on an idle 2-core machine.
 TIERS := oracle or runtime or core or fuzz or scale or docs
 test-fast: install
-	$(PY) -m pytest -q -m "not ($(TIERS))" tests
+	$(PY) -m pytest -q -n 2 -m "not ($(TIERS))" tests
 
 # The documentation site (MkDocs) into site/, strict: a broken link, anchor or nav entry fails.
 # docs/rules.md is generated from the rule registry: --check fails when it is stale.
