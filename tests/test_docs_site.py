@@ -85,3 +85,12 @@ def test_strict_build_fails_on_a_broken_link_and_tolerates_a_page_outside_nav(tm
         fh.write("\nSee [the missing page](no-such-page.md).\n")
     r = build()
     assert r.returncode != 0 and "no-such-page.md" in r.stderr, r.stderr[-3000:]
+
+
+def test_version_has_one_place():
+    """`swapwatch --version` is swapwatch.__version__, which setup.cfg reads (the wheel's metadata)."""
+    import swapwatch
+
+    r = subprocess.run([str(Path(sys.executable).parent / "swapwatch"), "--version"], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout == f"swapwatch, version {swapwatch.__version__}\n"
+    assert "version = attr: swapwatch.__version__" in (REPO / "setup.cfg").read_text(encoding="utf-8")
