@@ -9,7 +9,7 @@ import pytest
 
 from swapwatch.errors import InputError
 from swapwatch.memory.model import estimate
-from swapwatch.memory.planner import parse_size
+from swapwatch.memory.planner import fmt_size, parse_size
 from swapwatch.plot._render import fmt_bytes, unit_for
 from swapwatch.plot.estimate import plot_estimate
 
@@ -50,11 +50,14 @@ def test_cli_budget_without_unit_is_one_line_and_exit_2(command, tmp_path):
 def test_plot_labels_say_mib_and_gib():
     assert unit_for(9 * 2 ** 30) == ("MiB", 2 ** 20) and unit_for(10 * 2 ** 30) == ("GiB", 2 ** 30)
     assert fmt_bytes(183 * 2 ** 20) == "183 MiB" and fmt_bytes(47.7 * 2 ** 30) == "47.7 GiB"
-    res = plot_estimate(estimate(QWEN), budget=64 << 30)              # above 10 GiB: GiB
-    ax = res.figure.axes[0]
+    # plot estimate reads as the estimate table does: GiB from 1 GiB on, the table's numbers on the bars
+    est = estimate(QWEN)
+    ax = plot_estimate(est, budget=8 << 30).figure.axes[0]
     assert ax.get_ylabel() == "predicted peak per rank (GiB)"
-    labels = [t.get_text() for t in ax.texts]
-    assert labels and all(t.endswith(" GiB") for t in labels), labels
-    res = plot_estimate(estimate(QWEN))                                 # 6.51 GiB at most: MiB
-    assert res.figure.axes[0].get_ylabel() == "predicted peak per rank (MiB)"
-    assert all(t.get_text().endswith(" MiB") for t in res.figure.axes[0].texts)
+    assert [t.get_text() for t in ax.texts] == [fmt_size(s.peak()) for s in est.stages]
+    assert [t.get_text() for t in ax.texts][0] == "6.01 GiB"            # docs/plan.md's estimate table
+    tiny = estimate(TINY)                                                # tens of MiB
+    ax = plot_estimate(tiny).figure.axes[0]
+    assert ax.get_ylabel() == "predicted peak per rank (MiB)"
+    assert [t.get_text() for t in ax.texts] == [fmt_size(s.peak()) for s in tiny.stages]
+    assert all(t.get_text().endswith(" MiB") for t in ax.texts)
