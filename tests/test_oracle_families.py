@@ -42,7 +42,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "oracle"))
 from family_cases import CRASH, HAND, LEGACY, random_cases, write_yaml  # noqa: E402
 
 pytestmark = [pytest.mark.oracle, pytest.mark.skipif(not (os.path.exists(READY) and os.path.exists(ORACLE_PY)),
-                                reason="no MindFormers oracle venv (.oracle-venv/.ready)")]
+                                                     reason="no MindFormers oracle venv (.oracle-venv/.ready)")]
 
 CASES = HAND + random_cases(N_RANDOM)
 

@@ -29,7 +29,7 @@ SCRIPT = os.path.join(ROOT, "tests", "oracle", "mf_layer_tensors.py")
 MARK = "@@SWAPWATCH_TENSORS@@"
 
 pytestmark = [pytest.mark.oracle, pytest.mark.skipif(not (os.path.exists(READY) and os.path.exists(ORACLE_PY)),
-                                reason="no MindFormers oracle venv (.oracle-venv/.ready)")]
+                                                     reason="no MindFormers oracle venv (.oracle-venv/.ready)")]
 
 #: (extract_layouts family, its swapwatch layout family, model_config set on both sides)
 CASES = [

@@ -35,7 +35,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "oracle"))
 from family_cases import LEGACY, write_yaml  # noqa: E402
 
 pytestmark = [pytest.mark.oracle, pytest.mark.skipif(not (os.path.exists(READY) and os.path.exists(ORACLE_PY)),
-                                reason="no MindFormers oracle venv (.oracle-venv/.ready)")]
+                                                     reason="no MindFormers oracle venv (.oracle-venv/.ready)")]
 
 OFF_LEGACY = {"layer_swap": [{"backward_prefetch": 2, "layers": [0]}],
               "op_swap": [{"op_name": r"attention\.wq", "backward_prefetch": 1, "layers": [1]}]}
