@@ -8,11 +8,17 @@ PY := $(BIN)/python
 export PATH := $(BIN):$(PATH)
 export PYTHONUNBUFFERED := 1
 
-.PHONY: install oracle core browser lint test demo bench bench-plan clean
+.PHONY: install oracle core browser lint test test-fast docs wheel-test demo bench bench-plan clean
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q -e '.[mindspore,test]'
+	touch $(VENV)/.mindspore $@
+
+# What `make demo` needs and nothing more: MindSpore (msrun included), no test or docs tools.
+$(VENV)/.mindspore: setup.cfg pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q -e '.[mindspore]'
 	touch $@
 
 install: $(VENV)/.installed
@@ -55,13 +61,33 @@ lint: install
 	$(BIN)/mypy $(wildcard $(TYPED))
 
 # SWAPWATCH_REQUIRE_ALL: MindSpore, msrun, the oracle, the core venv and Chromium must be there (no silent skips).
-test: install oracle core browser lint
+test: install oracle core browser lint docs wheel-test
 	SWAPWATCH_REQUIRE_ALL=1 SWAPWATCH_CORE_VENV=$(CURDIR)/$(CORE) $(PY) -m pytest -q tests
 
-# The whole loop on 2 CPU cores in about a minute: the plan, 2-worker msrun jobs of the tiny Llama
-# (baseline, then the demo YAML) through `swapwatch run` (env, logs, IR dumps, verification), then
-# the memory plot of both. DEMO_CONFIG, DEMO_BASELINE, DEMO_STEPS, DEMO_MODEL override (scripts/demo.sh).
-demo: install
+# ---- test tiers, docs, package (issue 25; docs/development.md) ----------------------------------
+# The unit tier: every test without a tier marker (oracle, runtime, core, fuzz, scale, docs; hypothesis
+# tests are fuzz), on both cores: about 90 s of CPU, so under a minute on an idle 2-core machine.
+TIERS := oracle or runtime or core or fuzz or scale or docs
+test-fast: install
+	$(PY) -m pytest -q -n 2 -m "not ($(TIERS))" tests
+
+# The documentation site (MkDocs) into site/, strict: a broken link, anchor or nav entry fails.
+# docs/rules.md is generated from the rule registry: --check fails when it is stale.
+docs: install
+	$(PY) tools/gen_rules_doc.py --check
+	$(BIN)/mkdocs build --strict --quiet --site-dir site
+
+# The wheel, built once with `python -m build` and checked with twine, installed into a bare venv on
+# every Python setup.cfg claims, where the core commands run on fixtures (noxfile.py). Venvs are reused.
+wheel-test: install
+	$(BIN)/nox --reuse-existing-virtualenvs
+# -------------------------------------------------------------------------------------------------
+
+# The whole loop on 2 CPU cores: the plan, 2-worker msrun jobs of the tiny Llama (baseline, then the
+# demo YAML) through `swapwatch run` (env, logs, IR dumps, verification), the memory plot of both, a
+# summary. It prints how long it took (docs/demo.md has the measured times, with and without the install).
+# DEMO_CONFIG, DEMO_BASELINE, DEMO_STEPS, DEMO_MODEL override (scripts/demo.sh).
+demo: $(VENV)/.mindspore
 	BIN=$(BIN) scripts/demo.sh
 
 bench: install
@@ -73,4 +99,4 @@ bench-plan: install
 	$(PY) bench/plan.py
 
 clean:
-	rm -rf $(VENV) $(ORACLE) $(CORE) .pytest_cache .hypothesis demo-runs bench/out
+	rm -rf $(VENV) $(ORACLE) $(CORE) .pytest_cache .hypothesis demo-runs bench/out site dist .nox

@@ -3,7 +3,7 @@
 On the tiny Llama (``fixtures/configs/plan_tiny.yaml``, CPU, GRAPH_MODE, one process) it
 
 1. runs no recompute and full recompute for real through ``swapwatch run`` and reads MindSpore's
-   CPU pool peak (``peak used mem``, what the parsers read; README "On a CPU-only machine");
+   CPU pool peak (``peak used mem``, what the parsers read; docs/compatibility.md "On a CPU-only machine");
 2. calibrates the memory model on those two runs and checks its prediction on three other
    strategies, run for real (select of the attention core, of the MLP cell, of both);
 3. for budgets spread between the full-recompute and the no-recompute peak, plans, runs the planned

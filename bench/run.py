@@ -1,6 +1,6 @@
 """``make bench``: the whole ``swapwatch`` command against ``grep -cE`` on the same files, and peak RSS.
 
-What is compared (the method of the README's Speed section): the whole process a user runs
+What is compared (the method of docs/performance.md): the whole process a user runs
 (interpreter start, imports, parse, checks, render), ``swapwatch verify LOGS --format json`` with
 its report written to a file, against ``grep -cE`` over the same files with the alternation of the
 seven line families verify reads (LayerSetting ``Set ...``, ``Formative``, ``initial ... from dict``,

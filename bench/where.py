@@ -1,7 +1,7 @@
 """Where a worker's time goes: CPU per stage of the scan, per rank log or per GB, in one process.
 
 ``make bench`` times whole commands; this splits the part the pool workers do (most of it) into
-its stages, so the README's Speed section can say where the remaining time is, in numbers:
+its stages, so docs/performance.md can say where the remaining time is, in numbers:
 
 * ``prefilter``: finding the candidate lines' literals (``parsers/prefilter.py``, per byte);
 * ``classify``: turning candidate lines into events or classify-cache entries

@@ -36,7 +36,7 @@ def event_filter(kinds: Iterable[str], ranks: Optional[str]) -> "EventSelect":
 class EventSelect:
     """``--kind``/``--rank`` as data, not a closure: the scanning workers get it with their files
     and write the JSONL of a whole rank file themselves (:meth:`text`), so the parent process only
-    copies text out instead of unpickling and encoding every event on its own (README "Speed")."""
+    copies text out instead of unpickling and encoding every event on its own (docs/performance.md)."""
 
     def __init__(self, kinds: frozenset, ranks: Optional[frozenset]):
         self.kinds = kinds
@@ -58,7 +58,7 @@ class EventSelect:
         cache ``entries`` (prototypes, on ``lines``, of ``rank``) and the ``extras`` (final events,
         each before the entry at its position), in file order. A prototype's JSON after ``rank``
         and ``source`` is encoded once per process (:func:`jsonl_tails`), so a line costs a string
-        join, not a dict and an encoding (README "Speed")."""
+        join, not a dict and an encoding (docs/performance.md)."""
         out: List[str] = []
         kinds = self.kinds
         mine = self.ranks is None or rank in self.ranks
@@ -133,7 +133,7 @@ def event_dict(event: Any) -> Dict[str, Any]:
     """What :meth:`swapwatch.parsers.model.Event.to_json` returns, field for field and in the same
     order, without ``dataclasses.asdict``'s deep copy: event fields hold plain values (numbers,
     strings, lists and dicts parsed from log text), and at 10^5 events the copy cost more than the
-    JSON encoding (README "Speed")."""
+    JSON encoding (docs/performance.md)."""
     names = _FIELDS.get(type(event))
     if names is None:
         names = _FIELDS[type(event)] = tuple(f.name for f in fields(event))

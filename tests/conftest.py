@@ -42,3 +42,12 @@ def pytest_configure(config):
         missing = list(_missing())
         if missing:
             raise pytest.UsageError("SWAPWATCH_REQUIRE_ALL=1 but " + "; ".join(missing))
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every hypothesis property test is in the fuzz tier (docs/development.md), wherever it lives:
+    each runs hundreds of generated examples, which is most of the unit tier's time otherwise."""
+    fuzz = pytest.mark.fuzz
+    for item in items:
+        if getattr(getattr(item, "obj", None), "is_hypothesis_test", False):
+            item.add_marker(fuzz)

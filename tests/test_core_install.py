@@ -22,8 +22,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 CORE = os.environ.get("SWAPWATCH_CORE_VENV") or str(REPO / ".core-venv")
 
-pytestmark = pytest.mark.skipif(not (Path(CORE) / "bin" / "swapwatch").exists(),
-                                reason=f"no core-only venv at {CORE} (make core)")
+pytestmark = [pytest.mark.core, pytest.mark.skipif(not (Path(CORE) / "bin" / "swapwatch").exists(),
+                                                   reason=f"no core-only venv at {CORE} (make core)")]
 
 
 def core_bin(name):

@@ -326,8 +326,9 @@ def test_input_error_for_unknown_layout_key():
 
 
 def test_readme_family_outputs_are_real():
-    """The README's `swapwatch families` and DeepSeek-V3 explain blocks are what the commands print."""
-    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as fh:
+    """docs/families.md's `swapwatch families` and DeepSeek-V3 explain blocks are what the commands
+    print (every other transcript: tests/test_docs_transcripts.py)."""
+    with open(os.path.join(ROOT, "docs", "families.md"), encoding="utf-8") as fh:
         readme = fh.read()
     assert family_table().rstrip("\n") in readme
     ex = cli("explain", "fixtures/configs/families/deepseek_v3_bad.yaml").stdout.splitlines()

@@ -17,6 +17,8 @@ from hypothesis import strategies as st
 
 from fuzz_helpers import assert_clean_exit, fuzz_settings, run_cli
 
+pytestmark = pytest.mark.fuzz
+
 HUGE = [2 ** 31 - 1, 2 ** 31, 2 ** 32 + 1, 2 ** 63, 10 ** 12, 10 ** 30, -(2 ** 31) - 1, -(10 ** 12)]
 PATTERNS = ["feed_forward\\.w1", "attention", "feed_forward", "attention\\.flash_attention", "feed_forward\\.mul",
             "attention_norm", ".*", "(", "a{1000000}", "", "Auto", "attention\\.wq|attention\\.wk", "\\.",

@@ -21,6 +21,8 @@ from hypothesis import strategies as st
 
 from fuzz_helpers import assert_clean_exit, fuzz_settings, run_cli
 
+pytestmark = pytest.mark.fuzz
+
 REPO = Path(__file__).resolve().parents[1]
 LOGS = REPO / "fixtures" / "logs"
 CONFIGS = REPO / "fixtures" / "configs"

@@ -31,8 +31,8 @@ N_RANDOM = int(os.environ.get("SWAPWATCH_ORACLE_CASES", "150"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "oracle"))
 from cases import HAND, random_cases  # noqa: E402
 
-pytestmark = pytest.mark.skipif(not (os.path.exists(READY) and os.path.exists(ORACLE_PY)),
-                                reason="no MindFormers oracle venv (.oracle-venv/.ready)")
+pytestmark = [pytest.mark.oracle, pytest.mark.skipif(not (os.path.exists(READY) and os.path.exists(ORACLE_PY)),
+                                                     reason="no MindFormers oracle venv (.oracle-venv/.ready)")]
 
 CASES = HAND + random_cases(N_RANDOM)
 NP_SCALAR = re.compile(r"np\.(?:int|uint|float)\d+\((-?[\d.]+)\)")

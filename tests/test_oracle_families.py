@@ -41,8 +41,8 @@ RUN_RULES = {"SW101", "SW102", "SW103", "SW106", "SW107", "SW401"}
 sys.path.insert(0, os.path.join(ROOT, "tests", "oracle"))
 from family_cases import CRASH, HAND, LEGACY, random_cases, write_yaml  # noqa: E402
 
-pytestmark = pytest.mark.skipif(not (os.path.exists(READY) and os.path.exists(ORACLE_PY)),
-                                reason="no MindFormers oracle venv (.oracle-venv/.ready)")
+pytestmark = [pytest.mark.oracle, pytest.mark.skipif(not (os.path.exists(READY) and os.path.exists(ORACLE_PY)),
+                                                     reason="no MindFormers oracle venv (.oracle-venv/.ready)")]
 
 CASES = HAND + random_cases(N_RANDOM)
 

@@ -28,8 +28,8 @@ READY = os.path.join(ROOT, ".oracle-venv", ".ready")
 SCRIPT = os.path.join(ROOT, "tests", "oracle", "mf_layer_tensors.py")
 MARK = "@@SWAPWATCH_TENSORS@@"
 
-pytestmark = pytest.mark.skipif(not (os.path.exists(READY) and os.path.exists(ORACLE_PY)),
-                                reason="no MindFormers oracle venv (.oracle-venv/.ready)")
+pytestmark = [pytest.mark.oracle, pytest.mark.skipif(not (os.path.exists(READY) and os.path.exists(ORACLE_PY)),
+                                                     reason="no MindFormers oracle venv (.oracle-venv/.ready)")]
 
 #: (extract_layouts family, its swapwatch layout family, model_config set on both sides)
 CASES = [

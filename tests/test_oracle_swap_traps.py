@@ -34,8 +34,8 @@ MCORE_FIXTURE = os.path.join(ROOT, "fixtures", "configs", "families", "qwen3_swa
 sys.path.insert(0, os.path.join(ROOT, "tests", "oracle"))
 from family_cases import LEGACY, write_yaml  # noqa: E402
 
-pytestmark = pytest.mark.skipif(not (os.path.exists(READY) and os.path.exists(ORACLE_PY)),
-                                reason="no MindFormers oracle venv (.oracle-venv/.ready)")
+pytestmark = [pytest.mark.oracle, pytest.mark.skipif(not (os.path.exists(READY) and os.path.exists(ORACLE_PY)),
+                                                     reason="no MindFormers oracle venv (.oracle-venv/.ready)")]
 
 OFF_LEGACY = {"layer_swap": [{"backward_prefetch": 2, "layers": [0]}],
               "op_swap": [{"op_name": r"attention\.wq", "backward_prefetch": 1, "layers": [1]}]}

@@ -16,6 +16,8 @@ pytest.importorskip("mindspore")
 from runtime_helpers import REPO, env_with_venv  # noqa: E402
 from swapwatch.memory.calibrate import measure  # noqa: E402
 
+pytestmark = pytest.mark.runtime
+
 TINY = REPO / "fixtures/configs/plan_tiny.yaml"
 
 

@@ -33,7 +33,7 @@ def test_per_rank_lines_equal_parsed_values_single_run():
     assert bars["peak|rank 1|used"].get_height() == pytest.approx(184)
     assert bars["peak|rank 1|frag"].get_height() == pytest.approx(10)
     texts = [t.get_text() for ax in fig.axes for t in ax.texts]
-    assert any("+10 MB frag." in t for t in texts)
+    assert any("+10 MiB frag." in t for t in texts)
 
 
 def test_several_runs_side_by_side_with_strategy_names():
@@ -72,7 +72,7 @@ def test_128_ranks_aggregate_to_a_band_and_name_the_outlier():
     per = {r: [step_bytes(r, s, 40000, 17) for s in range(8)] for r in range(128)}
     np.testing.assert_allclose(lines["steps|big (select)|median"].get_ydata(),
                                [np.median([per[r][s] for r in per]) / 2 ** 30 for s in range(8)])
-    assert fig.axes[0].get_ylabel() == "allocated (device) per step (GB)"
+    assert fig.axes[0].get_ylabel() == "allocated (device) per step (GiB)"
     notes = [t.get_text() for ax in fig.axes for t in ax.texts]
     assert notes.count("rank 17") == 2            # named on both panels
     # the peak panel: one bar (max over ranks) and one dot per rank
@@ -154,7 +154,7 @@ def test_written_files_are_valid_and_deterministic(tmp_path, fmt):
         assert 900 <= w <= 2000 and 400 <= h <= 800
     elif fmt == "svg":
         texts = svg_texts(a)
-        for label in ("run-a (none) vs run-b (full)", "step", "whole-run peak (MB)", "used peak",
+        for label in ("run-a (none) vs run-b (full)", "step", "whole-run peak (MiB)", "used peak",
                       "fragmentation (actual − used)"):
             assert any(label in t for t in texts), label
     else:
@@ -184,7 +184,7 @@ def test_device_peak_is_preferred_over_current_allocation():
     fig = res.figure
     np.testing.assert_allclose(lines_by_gid(fig)["steps|asc|rank0"].get_ydata(),
                                [step_bytes(0, s, 1000) / MB + 700 for s in range(3)])
-    assert fig.axes[0].get_ylabel() == "peak allocated (device) per step (MB)"
+    assert fig.axes[0].get_ylabel() == "peak allocated (device) per step (MiB)"
 
 
 def test_used_and_actual_come_from_one_printed_block():
@@ -199,7 +199,7 @@ def test_used_and_actual_come_from_one_printed_block():
     res = plot_memory(rl)
     fig = res.figure
     assert patches_by_gid(fig)["peak|rank 0|used"].get_height() == pytest.approx(48874 / 1024)
-    assert any(t.get_text() == "actual 47.7 GB" for t in fig.axes[1].texts)
+    assert any(t.get_text() == "actual 47.7 GiB" for t in fig.axes[1].texts)
     assert fig.axes[1].get_legend().get_texts()[0].get_text() == "actual peak"
     # CPU: the `Common mem pool info` line (peak only) and then the Dump line (peak + actual)
     rl = make_run("cpu", nranks=1, steps=1)
@@ -213,7 +213,7 @@ def test_each_panel_has_its_own_unit_and_one_step_gets_one_tick():
     rl = make_run("mixed", nranks=1, steps=1, base_mb=555, peak_mb=48874, family="device")
     res = plot_memory(rl)
     fig = res.figure
-    assert fig.axes[0].get_ylabel().endswith("(MB)") and fig.axes[1].get_ylabel().endswith("(GB)")
+    assert fig.axes[0].get_ylabel().endswith("(MiB)") and fig.axes[1].get_ylabel().endswith("(GiB)")
     assert list(fig.axes[0].get_xticks()) == [0]
 
 

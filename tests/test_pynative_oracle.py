@@ -23,7 +23,7 @@ from swapwatch.pynative.resolve import resolve
 REPO = Path(__file__).resolve().parents[1]
 ORACLE = REPO / ".oracle-venv" / "bin" / "python"
 MARK = "@@pynative-oracle@@"
-pytestmark = pytest.mark.skipif(not (REPO / ".oracle-venv" / ".ready").exists(), reason="no oracle venv")
+pytestmark = [pytest.mark.oracle, pytest.mark.skipif(not (REPO / ".oracle-venv" / ".ready").exists(), reason="no oracle venv")]
 
 Q = dict(model={"model_type": "qwen3", "num_hidden_layers": 4}, parallelism={"tensor_parallel": 2})
 D = dict(model={"model_type": "deepseek_v3", "num_hidden_layers": 4, "first_k_dense_replace": 1,

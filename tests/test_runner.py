@@ -15,6 +15,8 @@ import pytest
 from swapwatch import runner
 from swapwatch.errors import InputError
 
+pytestmark = pytest.mark.runtime
+
 PY = sys.executable
 
 

@@ -17,6 +17,8 @@ from swapwatch.checks import CheckContext, run_rules  # noqa: E402
 from swapwatch.events import parse_event  # noqa: E402
 from swapwatch.parsers.ir import read_ir  # noqa: E402
 
+pytestmark = pytest.mark.runtime
+
 if shutil.which("msrun", path=str(Path(sys.executable).parent)) is None:
     pytest.skip("msrun not installed next to the interpreter", allow_module_level=True)
 

@@ -14,6 +14,8 @@ from swapwatch.examples.tinyllama import TinyLlama  # noqa: E402
 from swapwatch.hooks.apply import ApplyError, CellAdapter, apply  # noqa: E402
 from swapwatch.models import load_layout  # noqa: E402
 
+pytestmark = pytest.mark.runtime
+
 
 def _paths(adapter, cell, prefix=""):
     out = [(prefix + name, "prim") for name, _ in adapter.leaf_attrs(cell)]

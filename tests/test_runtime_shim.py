@@ -18,6 +18,8 @@ from swapwatch.events import parse_event  # noqa: E402
 from swapwatch.examples.tinyllama import TinyLlama  # noqa: E402
 from swapwatch.hooks import mindformers as shim  # noqa: E402
 
+pytestmark = pytest.mark.runtime
+
 SHIM_DIR = REPO / "swapwatch" / "hooks" / "sitecustomize_dir"
 ORACLE = REPO / ".oracle-venv"
 
@@ -79,6 +81,7 @@ def test_sitecustomize_installs_the_hook_only_when_asked(tmp_path):
     assert off.returncode == 0 and "SWAPWATCH" not in off.stdout
 
 
+@pytest.mark.oracle
 @pytest.mark.skipif(not (ORACLE / ".ready").exists(), reason="no MindFormers oracle venv (.oracle-venv/.ready)")
 def test_shim_with_real_mindformers(tmp_path):
     code = textwrap.dedent("""

@@ -13,6 +13,8 @@ from swapwatch.checks import CheckContext, run_rules  # noqa: E402
 from swapwatch.events import parse_event  # noqa: E402
 from swapwatch.parsers.ir import read_ir  # noqa: E402
 
+pytestmark = pytest.mark.runtime
+
 SEL = [r"attention\.flash_attention"]
 
 

@@ -16,6 +16,8 @@ import pytest
 from swapwatch.parsers import model, reader
 from swapwatch.verify import verify
 
+pytestmark = pytest.mark.scale
+
 FIXTURE = os.path.join(os.path.dirname(__file__), "..", "fixtures", "logs", "msrun_2ranks", "worker_0.log")
 RANKS = 64
 

@@ -257,6 +257,7 @@ def ranks_10000():
     return _many_ranks(10_000)
 
 
+@pytest.mark.scale
 def test_10000_ranks_table_is_short_names_ranges_and_the_worst_ranks(ranks_10000):
     r = ranks_10000
     text = render(r, "table")

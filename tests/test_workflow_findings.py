@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
 from click.testing import CliRunner
 
 from swapwatch.cli import cli
@@ -207,6 +208,7 @@ def test_sw202_doc_cites_the_mindformers_documentation():
 
 # ---- (1) the drops are MindFormers' own: the real LayerSetting accepts and drops / caps ----------
 
+@pytest.mark.oracle
 def test_real_mindformers_drops_layer_40_and_caps_the_count_silently():
     import os
 

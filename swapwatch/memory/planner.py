@@ -28,16 +28,35 @@ _UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40,
 
 def parse_size(text: str) -> int:
     """``58GiB`` / ``45MB`` / ``62914560`` -> bytes. KiB/MiB/GiB and the bare K/M/G that MindSpore
-    prints are powers of 2; KB/MB/GB are powers of 10."""
+    prints are powers of 2; KB/MB/GB are powers of 10 (docs/units.md).
+
+    A budget under 1 MiB is refused rather than planned: no training step fits in it, so it is a
+    forgotten unit (``--budget 58``) or a unit one step too small (``58K``), and the message names
+    the size that was probably meant instead of answering ``no strategy fits 0.0 MiB``."""
     m = _SIZE.match(str(text))
     if not m or m.group(2).upper() not in _UNITS:
         raise InputError(f"--budget: {text!r} is not a size (e.g. 58GiB, 45MB, 62914560)")
-    value = int(Fraction(m.group(1)) * _UNITS[m.group(2).upper()])     # exact: a float overflows
+    number, unit = m.group(1), m.group(2)
+    value = int(Fraction(number) * _UNITS[unit.upper()])     # exact: a float overflows
     if value <= 0:
         raise InputError(f"--budget: {text!r} must be more than 0 bytes")
     if value >= 1 << 63:
         raise InputError(f"--budget: {text[:40]!r} is more than any device holds (2**63 bytes)")
+    if value < 1 << 20:
+        meant = _meant(number, unit)
+        what = "has no unit, so it is" if not unit else "is"
+        raise InputError(f"--budget {text.strip()} {what} {value:,} byte(s), less than 1 MiB: "
+                         f"did you mean --budget {meant}?")
     return value
+
+
+def _meant(number: str, unit: str) -> str:
+    """The budget a too-small one most likely stood for: a bare number (or bytes) below 1024 in GiB,
+    the unit a device's memory is counted in, a larger one in MiB (MindSpore's ``M``); a K or M
+    size the same number one unit up, in GiB (GB, G)."""
+    if not unit or unit.upper() == "B":
+        return f"{number}GiB" if float(number) < 1024 else f"{number}MiB"
+    return number + "G" + unit[1:]
 
 
 def fmt_size(n: float) -> str:

@@ -1,7 +1,7 @@
 """Find every occurrence of a set of literals in one pass, whatever the number of literals.
 
 Why: ``bytes.find`` runs at C speed but searches one literal per pass, so N literals cost N passes
-over a GB-size log (the scanner's main cost, README "Speed"). Here each literal of 3+ bytes is
+over a GB-size log (the scanner's main cost, docs/performance.md). Here each literal of 3+ bytes is
 represented by two *adjacent* byte pairs (bigrams) of itself, at offsets ``j`` and ``j + 1``: any
 occurrence of the literal puts one of those two bigrams at an even distance from the region's
 start. So one numpy gather of a 65,536-entry table over the region read as little-endian 16-bit

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 FORMATS = ("png", "svg", "pdf")
 
-#: MindSpore prints memory in "M" meaning 2**20 bytes (``/kMBToByte``); we say MB and mean the same,
+#: MindSpore prints memory in "M" meaning 2**20 bytes (``/kMBToByte``); we say MiB, which is the same,
 #: so the number on the plot is the number in the log.
 MB = 2 ** 20
 GB = 2 ** 30
@@ -71,12 +71,13 @@ def new_figure(width: float, height: float) -> Figure:
 
 
 def unit_for(max_bytes: float) -> Tuple[str, float]:
-    """("MB", 2**20) or ("GB", 2**30): GB once values pass 10 GB, where MB numbers get long."""
-    return ("GB", GB) if max_bytes >= 10 * GB else ("MB", MB)
+    """("MiB", 2**20) or ("GiB", 2**30): GiB once values pass 10 GiB, where MiB numbers get long.
+    The values are powers of two (MindSpore's ``M`` is 2**20), so the labels say MiB/GiB (docs/units.md)."""
+    return ("GiB", GB) if max_bytes >= 10 * GB else ("MiB", MB)
 
 
 def fmt_bytes(n: float, unit: Optional[Tuple[str, float]] = None) -> str:
-    """A short human number in the given (or a fitting) unit: ``183 MB``, ``47.7 GB``."""
+    """A short human number in the given (or a fitting) unit: ``183 MiB``, ``47.7 GiB``."""
     if n != n:                                 # NaN: a figure the log did not print
         return "n/a"
     name, div = unit or unit_for(n)

@@ -37,11 +37,15 @@ def estimate_frame(est):
 def plot_estimate(est, budget: Optional[int] = None) -> EstimatePlot:
     """Stacked predicted components per stage, measured peak as a marker, the budget as a line
     (``.save(out)`` writes it)."""
+    from ..memory.planner import fmt_size       # the tables' byte format (plot/ is imported without memory/)
+
     frame = estimate_frame(est)
     stages = sorted(frame["stage"].unique())
     top = max([float(frame["peak_bytes"].max())] + [float(v) for v in frame["measured_peak_bytes"].dropna()]
               + ([float(budget)] if budget else []))
-    unit = _render.unit_for(top)
+    # the estimate / plan tables' units (memory.planner.fmt_size: GiB from 1 GiB on), so the bar
+    # reads as the table does: "7.97 GiB", not "8165 MiB"
+    unit = ("GiB", _render.GB) if top >= _render.GB else ("MiB", _render.MB)
     with _render.style():
         fig = _render.new_figure(max(6.0, 1.1 * len(stages) + 3.5), 3.8)
         ax = fig.add_subplot(1, 1, 1)
@@ -73,7 +77,7 @@ def plot_estimate(est, budget: Optional[int] = None) -> EstimatePlot:
                        label="measured peak")
         peaks = frame.drop_duplicates("stage").set_index("stage")["peak_bytes"]
         for s in stages:
-            ax.annotate(_render.fmt_bytes(float(peaks[s]), unit), (str(s), float(peaks[s]) / unit[1]),
+            ax.annotate(fmt_size(float(peaks[s])), (str(s), float(peaks[s]) / unit[1]),
                         textcoords="offset points", xytext=(0, 3), ha="center", fontsize=8)
         if budget:
             ax.axhline(budget / unit[1], color="crimson", linestyle="--", linewidth=1, label="budget")
