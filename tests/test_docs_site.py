@@ -18,7 +18,7 @@ def test_readme_is_short_and_points_at_the_docs():
     text = (REPO / "README.md").read_text(encoding="utf-8")
     assert len(text.splitlines()) <= 200
     for page in ("install", "compatibility", "explain", "run-verify", "rules", "pynative", "plan",
-                 "robustness", "performance", "development"):
+                 "reliability", "performance", "development"):
         assert f"(docs/{page}.md)" in text, page
         assert (REPO / "docs" / f"{page}.md").exists(), page
 
