@@ -38,7 +38,7 @@ def parse_size(text: str) -> int:
         raise InputError(f"--budget: {text!r} is not a size (e.g. 58GiB, 45MB, 62914560)")
     number, unit = m.group(1), m.group(2)
     value = int(Fraction(number) * _UNITS[unit.upper()])     # exact: a float overflows
-    if value <= 0:
+    if Fraction(number) <= 0:
         raise InputError(f"--budget: {text!r} must be more than 0 bytes")
     if value >= 1 << 63:
         raise InputError(f"--budget: {text[:40]!r} is more than any device holds (2**63 bytes)")
