@@ -374,7 +374,10 @@ def estimate_cmd(config, run_dirs, fmt, model):
 @click.option("--model", default=None,
               help="Model family (default: the family the YAML names, as explain shows it; `swapwatch "
                    "families` lists them). Its tensor table is swapwatch/memory/<table>.yaml.")
-def plan_cmd(config, budget, run_dirs, output, force, fmt, allow_swap, model):
+@click.option("--margin", type=float, default=None, metavar="F",
+              help="Fraction of --budget held back (default: 0.10 uncalibrated; with --calibrate the "
+                   "calibration's largest residual).")
+def plan_cmd(config, budget, run_dirs, output, force, fmt, allow_swap, model, margin):
     """The cheapest recompute strategy (least forward FLOPs recomputed) whose predicted peak fits
     --budget on every stage, written into a copy of CONFIG. Exit 0 fits; 1 nothing fits (says the
     lowest reachable peak); 2 bad input."""
@@ -389,7 +392,9 @@ def plan_cmd(config, budget, run_dirs, output, force, fmt, allow_swap, model):
     size = parse_size(budget)
     if output:
         refuse_overwrite(output, force)      # before the search: no work for a file we would not write
-    res = make_plan(config, size, run_dirs, allow_swap=allow_swap, model=model)
+    res = make_plan(config, size, run_dirs, allow_swap=allow_swap, model=model, margin=margin)
+    for line in filter(None, [res.margin_line()] + res.notes):
+        click.echo(f"swapwatch plan: {line}", err=True)
     if output and res.fits:
         write_text(output, res.text, force)  # whole or nothing (temp file + rename), re-checked
         click.echo(f"swapwatch plan: wrote {output}", err=True)
