@@ -406,5 +406,39 @@ def plan_cmd(config, budget, run_dirs, output, force, fmt, allow_swap, model, ma
     return res.exit_code
 
 
+
+# ---- tune (issue 24) -------------------------------------------------------------------------
+
+@cli.command("tune", context_settings={"ignore_unknown_options": True})
+@click.argument("config", type=click.Path(dir_okay=False))
+@click.option("--budget", required=True, metavar="SIZE", help="Peak memory per rank: 58GiB, 45MB, 62914560 (bytes).")
+@click.option("--max-runs", "max_runs", type=int, default=8, show_default=True,
+              help="Most attempts (probes included) to run.")
+@click.option("--margin", type=float, default=None, metavar="F",
+              help="Fraction of --budget the first plan holds back (default: the calibration's largest residual).")
+@click.option("--steps", type=int, default=10, show_default=True,
+              help="Steps per attempt (a TrainCallBack stop_step in each attempt's YAML); the first 2 are warm-up.")
+@click.option("--dir", "directory", default=None, metavar="D",
+              help="Tune directory (default: <config stem>.tune); run again with the same arguments to resume.")
+@click.option("--dryrun", is_flag=True, help="Probe with MindSpore's DryRun simulation instead of runs.")
+@click.option("--model", default=None, help="Model family (default: the family the YAML names).")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+def tune_cmd(config, budget, max_runs, margin, steps, directory, dryrun, model, fmt, command):
+    """Probe, calibrate, plan, run, measure and bisect until the fastest measured strategy within
+    --budget is found; COMMAND names the config as {config} (or contains CONFIG's path). Writes
+    <dir>/<stem>.tuned.yaml, tune.json, tune.txt, tune.png. Exit 0 found; 1 nothing fits; 2 bad input."""
+    from .memory.planner import parse_size
+    from .pynative.config import refuse_unmodelled
+    from .tune.loop import tune
+    from .tune.report import render
+
+    refuse_unmodelled(config, "tune")
+    res = tune(config, parse_size(budget), list(command), max_runs=max_runs, margin=margin, steps=steps,
+               directory=directory, dryrun=dryrun, model=model,
+               say=lambda line: click.echo(line, err=True))
+    click.echo(render(res, fmt), nl=False)
+    return res.exit_code
+
 if __name__ == "__main__":
     main()
