@@ -490,7 +490,9 @@ class Tuner:
         hi: Optional[int] = None             # smallest target whose plan failed
         target = int(self.budget * (1.0 - margin))
         reason = f"--max-runs {self.max_runs} reached"
-        while self.runs < self.max_runs:
+        for _ in range(64):                   # plans are cheap; a plan already measured is not re-run
+            if self.runs >= self.max_runs:
+                break
             res = memory_api.plan(self.config, int(target / frag), calibration=cal, margin=0.0, model=self.model)
             if not res.fits:
                 lo = target                  # nothing cheaper than the probes under it: look higher
