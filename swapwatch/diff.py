@@ -197,7 +197,7 @@ def estimate_changes(result: DiffResult) -> List[str]:
         if fa == fb:
             rc = "recompute unchanged"
         elif fa == 0:
-            rc = f"recompute none -> {fb:.3g} FLOPs"
+            rc = f"recompute none -> {fb / 1e9:.3g} GFLOP"
         else:
             rc = f"recompute {100.0 * (fb - fa) / fa:+.0f} %"
         out.append(f"stage {stage} peak {_gib(a)} -> {_gib(b)}, {rc}")

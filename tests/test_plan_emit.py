@@ -174,6 +174,7 @@ def test_diff_adds_predicted_peak_and_recompute_cost(tmp_path):
     assert r.returncode == 1, r.stderr
     none_peak, full_peak = estimate(TINY).stages[0].peak(), estimate(str(full)).stages[0].peak()
     assert f"stage 0 peak {none_peak / MiB:.1f} MiB -> {full_peak / MiB:.1f} MiB, recompute none -> " in r.stdout
+    assert "GFLOP" in r.stdout
     r = subprocess.run([sys.executable, "-m", "swapwatch.cli", "diff", str(full), TINY, "--format", "json"],
                        capture_output=True, text=True, cwd=ROOT)
     est = json.loads(r.stdout)["estimate"]

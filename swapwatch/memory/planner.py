@@ -248,7 +248,7 @@ def _offset_lever(config: str, cfg: Any, geo, cal: Calibration, goal: int, bad: 
             except (InputError, ValueError):     # an offset MindFormers' geometry refuses: not a lever
                 continue
             if max(low) <= goal:
-                return (f"model.model_config.offset: {off} (moves {k} layer{'s' if k > 1 else ''} off the "
+                return (f"model.model_config.offset: {off} (moves {k} layer{'s' if k > 1 else ''} off "
                         f"stage {worst}, which cannot get under it, to stage {q}): lowest peak {fmt_size(max(low))}")
     return ""
 
