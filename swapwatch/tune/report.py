@@ -66,9 +66,10 @@ def write_figure(res: TuneResult, path: Path) -> None:
     colors = ["#2a9d8f" if a.fits(res.budget) else "#e76f51" for a in atts]
     ax.bar(xs, [(a.peak or 0) / MiB for a in atts], color=colors, label="measured peak")
     ax.scatter(xs, [(max(a.predicted.values()) if a.predicted else 0) / MiB for a in atts], marker="_", s=400,
-               color="black", label="predicted", zorder=3)
+               color="black", label="predicted (before the run)", zorder=3)
     ax.axhline(res.budget / MiB, color="#264653", linestyle="--", label="budget")
-    ax.set_xticks(xs, [f"{a.n}\n{a.label.replace('plan @ ', '@')[:14]}" for a in atts], fontsize=7)
+    short = {"full recompute": "full", "no recompute": "none", "full recompute on half the layers": "half"}
+    ax.set_xticks(xs, [f"{a.n}\n{short.get(a.label, a.label.replace('plan @ ', '@'))}" for a in atts], fontsize=7)
     ax.set_ylabel("peak per rank (MiB)")
     ax.set_title("memory per attempt (green: within budget)", fontsize=9)
     ax.legend(fontsize=7)
