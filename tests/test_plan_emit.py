@@ -180,3 +180,19 @@ def test_diff_adds_predicted_peak_and_recompute_cost(tmp_path):
     est = json.loads(r.stdout)["estimate"]
     assert est[0]["a_peak_bytes"] == full_peak and est[0]["b_peak_bytes"] == none_peak
     assert est[0]["a_recompute_flops"] > 0 == est[0]["b_recompute_flops"]
+
+
+@pytest.mark.parametrize("tail,edits,want_lines", [
+    ("", [(("recompute_config", "recompute"), [2])], ["recompute_config:", "  recompute: [2]"]),
+    ("recompute_config:\n", [(("recompute_config", "recompute"), [2])], ["recompute_config:", "  recompute: [2]"]),
+    ("recompute_config:\n  # keep\n  recompute: True   # note\n  select_recompute:\n    'x': True\n# tail\n"
+     "swap_config:\n  swap: False\n",
+     [(("recompute_config", "recompute"), False), (("recompute_config", "select_recompute"), False)],
+     ["  # keep", "  recompute: False   # note", "  select_recompute: False", "# tail", "swap_config:"]),
+])
+def test_splice_edge_cases(tail, edits, want_lines):
+    text = "context:\n  mode: 0\nmodel:\n  model_config:\n    num_layers: 4\n" + tail
+    out = splice(text, "t.yaml", edits)
+    lines = out.splitlines()
+    assert all(w in lines for w in want_lines), out
+    assert lines[:5] == text.splitlines()[:5]

@@ -488,6 +488,8 @@ def _set(text: str, path: Path, value: Any) -> str:
     for k in reversed(missing[1:]):
         v = {k: v}
     key = missing[0]
+    if depth > 0 and isinstance(parent, yaml.ScalarNode) and parent.value in ("", "~", "null", "Null", "NULL"):
+        return _set(text, path[:depth], v if len(missing) > 1 else {key: value})   # ``key:`` with no value
     if not isinstance(parent, yaml.MappingNode) or parent.flow_style:
         raise ConfigError(f"cannot write {'.'.join(path)}: {'.'.join(path[:depth]) or 'the document'} is not a "
                           f"block mapping")

@@ -448,7 +448,7 @@ class Tuner:
         try:
             res = memory_api.dryrun_measure(a.yaml)
         except InputError:
-            raise
+            raise                             # bad input: exit 2, as everywhere
         except Exception as exc:  # noqa: BLE001 - DryRun's own failure: recorded, like a failed run
             a.exit_code = 1
             text = str(exc)
@@ -467,7 +467,6 @@ class Tuner:
                  f"at most {self.max_runs} runs; directory {self.dir}")
         full = self.attempt("probe", FULL, uniform_text(self.text, self.config, self.model, 1.0), None)
         probes = [full]
-        result = self._result(None, "", 0, 0.0, "")
         if not full.fits(self.budget):
             return self._nothing_fits(full)
         none = self.attempt("probe", NONE, uniform_text(self.text, self.config, self.model, 0.0), None)
@@ -518,9 +517,7 @@ class Tuner:
                 reason = "the target interval is under the resolution"
                 break
             target = nxt
-        best = self._best()
-        result = self._finish(best, reason, resolution, margin, why, rows)
-        return result
+        return self._finish(self._best(), reason, resolution, margin, why, rows)
 
     def _next(self, lo: Optional[int], hi: Optional[int], target: int, peak: Optional[int]) -> Optional[int]:
         """The next target: halfway into the open interval; with no failure yet, step up by the
