@@ -121,18 +121,23 @@ def strategy_edits(doc: Dict[str, Any], geo, stages: Sequence[StagePlan]) -> Lis
         edits.append((base + ("recompute",), _table(full) if any(any(r) for r in full) else False))
         sel = {Pattern(p): _table(t) for p, t in tables["patterns"].items()}
         edits.append((base + ("select_recompute",), sel if sel else False))
+        # swap off; layer_swap / op_swap left set would be dead configuration (SW208): cleared
         mcore = _mcore_swap_section(doc, create=False)
         if mcore is not None:
             mc_path, mc, keys = mcore
             if _is_true(mc.get(keys["swap"])):
                 edits.append((mc_path + (keys["swap"],), False))
-                for meaning in ("layer_swap", "op_swap"):     # else SW208: set while swap is off
-                    if keys[meaning] in mc:
-                        edits.append((mc_path + (keys[meaning],), None))
+            for meaning in ("layer_swap", "op_swap"):
+                if mc.get(keys[meaning]) is not None:
+                    edits.append((mc_path + (keys[meaning],), None))
             return edits
         sc = doc.get("swap_config")
-        if isinstance(sc, dict) and _is_true(sc.get("swap")):
-            edits.append((("swap_config", "swap"), False))
+        if isinstance(sc, dict):
+            if _is_true(sc.get("swap")):
+                edits.append((("swap_config", "swap"), False))
+            for key in ("layer_swap", "op_swap"):
+                if sc.get(key) is not None:
+                    edits.append((("swap_config", key), None))
         return edits
 
     full_ids = sorted(i for i, lv in levels.items() if lv.full)
@@ -298,6 +303,7 @@ def apply_edits(doc: Any, edits: Sequence[Tuple[Path, Any]]) -> Any:
 def splice(text: str, source: str, edits: Sequence[Tuple[Path, Any]]) -> str:
     """``text`` with each edit spliced in at its key's lines; unchanged values are not touched."""
     original = _load(text, source)
+    _BOOLS["style"] = _bool_style(text)
     out = text
     for path, value in edits:
         cur = _get_or_missing(_load(out, source), path)
@@ -367,11 +373,22 @@ def _end(node: yaml.Node) -> Tuple[int, int]:
 _PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
 
 
+#: how booleans are spelled in the file being written (set by :func:`splice`): MindFormers' own
+#: YAMLs write ``True`` / ``False``; a file written in lower case keeps lower case
+_BOOLS = {"style": ("True", "False")}
+
+
+def _bool_style(text: str) -> Tuple[str, str]:
+    lower = len(re.findall(r":\s+(?:true|false)\b", text))
+    upper = len(re.findall(r":\s+(?:True|False)\b", text))
+    return ("true", "false") if lower > upper else ("True", "False")
+
+
 def _scalar(v: Any) -> str:
     if v is None:
         return "null"
     if isinstance(v, bool):
-        return "True" if v else "False"         # MindFormers' spelling
+        return _BOOLS["style"][0] if v else _BOOLS["style"][1]
     if isinstance(v, (int, float)):
         return str(v)
     s = str(v)
