@@ -425,9 +425,10 @@ def plan_cmd(config, budget, run_dirs, output, force, fmt, allow_swap, model, ma
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def tune_cmd(config, budget, max_runs, margin, steps, directory, dryrun, model, fmt, command):
-    """Probe, calibrate, plan, run, measure and bisect until the fastest measured strategy within
-    --budget is found; COMMAND names the config as {config} (or contains CONFIG's path). Writes
-    <dir>/<stem>.tuned.yaml, tune.json, tune.txt, tune.png. Exit 0 found; 1 nothing fits; 2 bad input."""
+    """Probe, plan, run, verify, measure and bisect: the fastest strategy measured within --budget.
+
+    COMMAND names the config as {config} (or contains CONFIG's path). Writes <dir>/<stem>.tuned.yaml,
+    tune.json, tune.txt, tune.png (docs/tune.md). Exit 0 found; 1 nothing fits; 2 bad input."""
     from .memory.planner import parse_size
     from .pynative.config import refuse_unmodelled
     from .tune.loop import tune
