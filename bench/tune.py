@@ -58,6 +58,11 @@ def timed_run(yaml_text: str, config: str, steps: int, out: Path, name: str, cmd
     from swapwatch.tune.loop import command_for
 
     text = splice(yaml_text, config, [step_limit_edit(_load(yaml_text, config), steps)])
+    if (out / name).exists():                 # an earlier bench in this directory: keep its runs apart
+        k = 1
+        while (out / f"{name}.old-{k}").exists():
+            k += 1
+        (out / name).rename(out / f"{name}.old-{k}")
     y = out / f"{name}.yaml"
     y.write_text(text)
     res = run(command_for(cmd, "{config}", str(y)), config=str(y), run_dir=str(out / name), out=Quiet())
@@ -74,12 +79,15 @@ def main() -> int:
     ap.add_argument("--timing-steps", type=int, default=22, help="steps per timing run (2 are warm-up)")
     ap.add_argument("--rounds", type=int, default=3, help="alternating full / final timing pairs per budget")
     ap.add_argument("--max-runs", type=int, default=6)
+    ap.add_argument("--port", type=int, default=None, help="msrun --master_port (resuming: the earlier one)")
+    ap.add_argument("--out", default=None, help="output directory (an earlier one: its tune directories resume)")
     a = ap.parse_args()
     config = os.path.join(ROOT, "fixtures", "configs", "plan_tiny.yaml")
-    out = Path(ROOT, "bench", "out", time.strftime("tune-%Y%m%d-%H%M%S"))
-    out.mkdir(parents=True)
+    out = Path(a.out) if a.out else Path(ROOT, "bench", "out", time.strftime("tune-%Y%m%d-%H%M%S"))
+    out.mkdir(parents=True, exist_ok=True)
     os.chdir(out)
-    port = 30000 + os.getpid() % 20000
+    Path("timing").mkdir(exist_ok=True)
+    port = a.port or 30000 + os.getpid() % 20000
     log = []
 
     def say(line):
