@@ -20,7 +20,8 @@ and shapes by more than a budget can absorb. So:
    lowers it, a peak well under raises it; stop when the interval is under the resolution (below),
    when the plan no longer changes, or at ``--max-runs``.
 5. Hand back only a strategy that was **measured** within the budget with verify PASS: the cheapest
-   in recompute FLOPs among them; full recompute when nothing else was.
+   in recompute FLOPs among them unless another was measurably faster (:meth:`Tuner._best`); full
+   recompute when nothing else was.
 
 Resolution: the planner's choices are discrete, and the smallest change of a stage's predicted peak
 between two of them is one layer moving one level (its kept activations, e.g. 5.4 MiB on the tiny
@@ -555,10 +556,20 @@ class Tuner:
             return MiB
 
     def _best(self) -> Optional[Attempt]:
-        ok = [a for a in self.attempts if a.fits(self.budget)]
+        """Among the attempts measured within the budget with verify PASS: the cheapest in
+        recomputed FLOPs (the model's cost, deterministic), unless another was measurably faster
+        (its median step time plus spread below this one's median less spread: a difference
+        outside the noise of a few steps on shared cores)."""
+        ok = sorted((a for a in self.attempts if a.fits(self.budget)),
+                    key=lambda a: (a.recompute_flops, a.median_ms or float("inf")))
         if not ok:
             return None
-        return min(ok, key=lambda a: (a.recompute_flops, a.median_ms or float("inf")))
+        best = ok[0]
+        for a in ok[1:]:
+            if a.median_ms and best.median_ms and \
+                    a.median_ms + (a.spread_ms or 0) < best.median_ms - (best.spread_ms or 0):
+                best = a
+        return best
 
     def _nothing_fits(self, full: Attempt) -> TuneResult:
         from ..memory.planner import fmt_size
