@@ -148,3 +148,23 @@ def test_attempt_fits_only_when_measured_and_verified():
     b = Attempt(n=2, kind="plan", label="y", yaml="", strategy_yaml="", sha256="", exit_code=0, verify="PASS")
     assert not b.fits(41 << 20)                  # no measured peak: never handed back
     assert json.loads(json.dumps(a.to_json()))["peak_bytes"] == 40 << 20
+
+
+def test_final_is_cheapest_unless_another_is_measurably_faster():
+    from swapwatch.tune.loop import Tuner
+
+    def att(n, flops, ms):
+        return Attempt(n=n, kind="plan", label=str(n), yaml="", strategy_yaml="", sha256=str(n), exit_code=0,
+                       verify="PASS", measured={"0": 30 << 20}, recompute_flops=flops, step_ms=[9e3, 9e3] + ms)
+
+    t = object.__new__(Tuner)
+    t.budget = 40 << 20
+    cheap, noisy, fast = att(1, 1.0, [100, 120, 80, 110]), att(2, 2.0, [90, 95, 100, 85]), att(3, 3.0, [50, 51, 50, 52])
+    t.attempts = [noisy, cheap]
+    assert t._best() is cheap                    # 2 is faster on the median, inside the noise
+    t.attempts = [noisy, cheap, fast]
+    assert t._best() is fast                     # 3 is faster beyond both spreads
+    over = att(4, 0.0, [10, 10, 10, 10])
+    over.measured = {"0": 50 << 20}
+    t.attempts = [over, cheap]
+    assert t._best() is cheap                    # over the budget: never handed back
