@@ -357,7 +357,7 @@ def _end(node: yaml.Node) -> Tuple[int, int]:
             m = node.end_mark
             return (m.line - 1, 1 << 30) if m.column == 0 else (m.line, m.column)
         return node.end_mark.line, node.end_mark.column
-    if node.flow_style or not node.value:
+    if getattr(node, "flow_style", False) or not node.value:
         return node.end_mark.line, node.end_mark.column
     children: List[yaml.Node] = []
     if isinstance(node, yaml.MappingNode):

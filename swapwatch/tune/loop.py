@@ -481,7 +481,9 @@ class Tuner:
         usable = [p.run_dir for p in probes if p.run_dir and p.exit_code == 0 and p.peak] if not self.dryrun else []
         cal = memory_api.calibrate(usable, self.model) if usable else None
         rows = memory_api.residuals(cal) if cal is not None else []
-        margin, why = plan_margin(cal, self.margin_arg) if cal is not None else plan_margin(_Uncal(), self.margin_arg)
+        from ..memory.model import NO_CALIBRATION
+
+        margin, why = plan_margin(cal if cal is not None else NO_CALIBRATION, self.margin_arg)
         resolution = self._resolution(cal)
         frag = getattr(cal, "fragmentation", 1.0) if self.device.lower() == "ascend" else 1.0
         self.say(f"swapwatch tune: calibrated on {len(usable)} probe(s); margin {margin:.1%} ({why}); "
@@ -604,11 +606,6 @@ class Tuner:
         return TuneResult(config=self.config, budget=self.budget, directory=str(self.dir), attempts=list(self.attempts),
                           final=best, final_yaml=final_yaml, stop_reason=reason, resolution=resolution, margin=margin,
                           margin_why=why, calibration=list(rows), levers=list(levers))
-
-
-class _Uncal:
-    fitted = False
-    runs: List[Dict[str, Any]] = []
 
 
 def strategy_summary(config: str, model: Optional[str]) -> List[str]:
