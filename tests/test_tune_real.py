@@ -111,3 +111,31 @@ def test_tune_through_a_shell_launcher(tmp_path):
     res = json.loads(r.stdout)
     assert res["final"] is None and res["final_yaml"] is None and len(res["attempts"]) == 1
     assert not list((tmp_path / "low").glob("*.tuned.yaml"))
+
+
+def test_tune_bisects_down_on_a_real_mindspore_oom(tmp_path):
+    """A launcher that runs a job which really OOMs in MindSpore (the CPU pool cannot get its block
+    under ulimit -v: fixtures/tune/oom/oom_tile.py) whenever the attempt recomputes no layer in full:
+    the no-recompute probe OOMs, tune probes half the layers instead, lowers its target on every OOM,
+    and hands back only a strategy that ran."""
+    _setup(tmp_path)
+    oom = REPO / "fixtures" / "tune" / "oom" / "oom_tile.py"
+    launcher = tmp_path / "launch.sh"
+    launcher.write_text(
+        "#!/bin/sh\n"
+        "if grep -q '^  recompute: False' \"$1\"; then\n"
+        f"  ulimit -v 3500000; exec \"{sys.executable}\" {oom}\n"
+        "fi\n"
+        f"exec \"{sys.executable}\" -m swapwatch.examples.train --config \"$1\"\n")
+    r = _tune(tmp_path, "tiny.yaml", "--budget", "41MiB", "--steps", "4", "--max-runs", "5", "--format", "json",
+              "--", "sh", str(launcher), "{config}")
+    assert r.returncode == 0, r.stderr[-3000:]
+    res = json.loads(r.stdout)
+    atts = res["attempts"]
+    assert atts[1]["label"] == "no recompute" and "OOM" in (atts[1]["oom"] or "")
+    assert atts[2]["label"] == "full recompute on half the layers" and atts[2]["exit_code"] == 0
+    final = next(a for a in atts if a["n"] == res["final"])
+    assert final["oom"] is None and final["verify"] == "PASS" and final["peak_bytes"] <= 41 * MiB
+    for a in atts:
+        if a["oom"]:
+            assert a["peak_bytes"] is None or a["n"] != res["final"]
