@@ -8,7 +8,7 @@ PY := $(BIN)/python
 export PATH := $(BIN):$(PATH)
 export PYTHONUNBUFFERED := 1
 
-.PHONY: install oracle core browser lint test test-fast docs wheel-test demo bench bench-plan clean
+.PHONY: install oracle core browser lint test test-fast docs wheel-test demo bench bench-plan bench-tune clean
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -97,6 +97,10 @@ bench: install
 # compare predicted with measured pool peaks and step times (about 3 minutes on 2 cores).
 bench-plan: install
 	$(PY) bench/plan.py
+
+# issue 24: swapwatch tune on the tiny model through msrun (a benchmark, not a test; ~20 min)
+bench-tune: install
+	nice -n 10 $(PY) bench/tune.py
 
 clean:
 	rm -rf $(VENV) $(ORACLE) $(CORE) .pytest_cache .hypothesis demo-runs bench/out site dist .nox

@@ -477,7 +477,10 @@ def estimate_cmd(config, run_dirs, fmt, model):
 @click.option("--model", default=None,
               help="Model family (default: the family the YAML names, as explain shows it; `swapwatch "
                    "families` lists them). Its tensor table is swapwatch/memory/<table>.yaml.")
-def plan_cmd(config, budget, run_dirs, output, force, fmt, allow_swap, model):
+@click.option("--margin", type=float, default=None, metavar="F",
+              help="Fraction of --budget held back (default: 0.10 uncalibrated; with --calibrate the "
+                   "calibration's largest residual).")
+def plan_cmd(config, budget, run_dirs, output, force, fmt, allow_swap, model, margin):
     """The cheapest recompute strategy (least forward FLOPs recomputed) whose predicted peak fits
     --budget on every stage, written into a copy of CONFIG. Exit 0 fits; 1 nothing fits (says the
     lowest reachable peak); 2 bad input."""
@@ -492,7 +495,9 @@ def plan_cmd(config, budget, run_dirs, output, force, fmt, allow_swap, model):
     size = parse_size(budget)
     if output:
         refuse_overwrite(output, force)      # before the search: no work for a file we would not write
-    res = make_plan(config, size, run_dirs, allow_swap=allow_swap, model=model)
+    res = make_plan(config, size, run_dirs, allow_swap=allow_swap, model=model, margin=margin)
+    for line in filter(None, [res.margin_line()] + res.notes):
+        click.echo(f"swapwatch plan: {line}", err=True)
     if output and res.fits:
         write_text(output, res.text, force)  # whole or nothing (temp file + rename), re-checked
         click.echo(f"swapwatch plan: wrote {output}", err=True)
@@ -503,6 +508,41 @@ def plan_cmd(config, budget, run_dirs, output, force, fmt, allow_swap, model):
         click.echo(f"swapwatch plan: {res.message()}", err=True)
     return res.exit_code
 
+
+
+# ---- tune (issue 24) -------------------------------------------------------------------------
+
+@cli.command("tune", context_settings={"ignore_unknown_options": True})
+@click.argument("config", type=click.Path(dir_okay=False))
+@click.option("--budget", required=True, metavar="SIZE", help="Peak memory per rank: 58GiB, 45MB, 62914560 (bytes).")
+@click.option("--max-runs", "max_runs", type=int, default=8, show_default=True,
+              help="Most attempts (probes included) to run.")
+@click.option("--margin", type=float, default=None, metavar="F",
+              help="Fraction of --budget the first plan holds back (default: the calibration's largest residual).")
+@click.option("--steps", type=int, default=10, show_default=True,
+              help="Steps per attempt (a TrainCallBack stop_step in each attempt's YAML); the first 2 are warm-up.")
+@click.option("--dir", "directory", default=None, metavar="D",
+              help="Tune directory (default: <config stem>.tune); run again with the same arguments to resume.")
+@click.option("--dryrun", is_flag=True, help="Probe with MindSpore's DryRun simulation instead of runs.")
+@click.option("--model", default=None, help="Model family (default: the family the YAML names).")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+def tune_cmd(config, budget, max_runs, margin, steps, directory, dryrun, model, fmt, command):
+    """Probe, plan, run, verify, measure and bisect: the fastest strategy measured within --budget.
+
+    COMMAND names the config as {config} (or contains CONFIG's path). Writes <dir>/<stem>.tuned.yaml,
+    tune.json, tune.txt, tune.png (docs/tune.md). Exit 0 found; 1 nothing fits; 2 bad input."""
+    from .memory.planner import parse_size
+    from .pynative.config import refuse_unmodelled
+    from .tune.loop import tune
+    from .tune.report import render
+
+    refuse_unmodelled(config, "tune")
+    res = tune(config, parse_size(budget), list(command), max_runs=max_runs, margin=margin, steps=steps,
+               directory=directory, dryrun=dryrun, model=model,
+               say=lambda line: click.echo(line, err=True))
+    click.echo(render(res, fmt), nl=False)
+    return res.exit_code
 
 if __name__ == "__main__":
     main()

@@ -68,6 +68,9 @@ class DiffResult:
     b: Side
     layers: List[LayerDiff]
     shape: List[str]                            # "layers 32 vs 4", ...
+    #: two configs that both estimate: per stage (stage, A peak, B peak, A recompute FLOPs, B ...)
+    estimates: List[Tuple[int, int, int, float, float]] = field(default_factory=list)
+    estimate_note: str = ""                     # why there are none, for two configs
 
     @property
     def same(self) -> bool:
@@ -223,7 +226,42 @@ def diff(path_a: str, path_b: str) -> DiffResult:
         if layer not in a.cells or layer not in b.cells:
             differs = differs or ["layer"]
         layers.append(LayerDiff(layer, stage, ca, cb, cells, differs))
-    return DiffResult(a, b, layers, run_shape.differences([a.shape, b.shape]))
+    result = DiffResult(a, b, layers, run_shape.differences([a.shape, b.shape]))
+    if a.kind == b.kind == "config":
+        result.estimates, result.estimate_note = estimate_lines(path_a, path_b)
+    return result
+
+
+def estimate_lines(path_a: str, path_b: str) -> Tuple[List[Tuple[int, int, int, float, float]], str]:
+    """Predicted peak and recompute cost per stage of both configs (the memory model, through
+    ``swapwatch.tune.memory_api``), or ([], why not) when either cannot be estimated."""
+    from .tune.memory_api import predict
+
+    try:
+        pa, pb = predict(path_a), predict(path_b)
+    except InputError as exc:
+        return [], f"no memory estimate: {exc.one_line()}"
+    if len(pa) != len(pb):
+        return [], "no memory estimate side by side: the pipeline stages differ"
+    return [(x.stage, x.peak_bytes, y.peak_bytes, x.recompute_flops, y.recompute_flops) for x, y in zip(pa, pb)], ""
+
+
+def estimate_changes(result: DiffResult) -> List[str]:
+    """``stage 0 peak 33.5 -> 57.9 GiB, recompute -90 %`` per stage (predicted, uncalibrated)."""
+    out = []
+    for stage, a, b, fa, fb in result.estimates:
+        if fa == fb:
+            rc = "recompute unchanged"
+        elif fa == 0:
+            rc = f"recompute none -> {fb / 1e9:.3g} GFLOP"
+        else:
+            rc = f"recompute {100.0 * (fb - fa) / fa:+.0f} %"
+        out.append(f"stage {stage} peak {_gib(a)} -> {_gib(b)}, {rc}")
+    return out
+
+
+def _gib(n: int) -> str:
+    return f"{n / (1 << 30):.1f} GiB" if n >= 1 << 30 else f"{n / (1 << 20):.1f} MiB"
 
 
 def kind(cells: Dict[str, str]) -> str:
@@ -316,6 +354,13 @@ def render_table(result: DiffResult, all_layers: bool = False) -> str:
         out.append("  " + "; ".join(marks))
     out.append("")
     out.extend(stage_changes(result))
+    if result.estimates:
+        out.append("")
+        out.append("predicted (swapwatch estimate, uncalibrated):")
+        out.extend("  " + line for line in estimate_changes(result))
+    elif result.estimate_note:
+        out.append("")
+        out.append(result.estimate_note)
     n = sum(1 for ld in result.layers if ld.differs)
     out.append("")
     out.append("SAME: the two strategies are identical layer by layer" if result.same else
@@ -336,7 +381,11 @@ def to_json(result: DiffResult) -> Dict[str, Any]:
                         "stage": {"a": _stage_of(result.a, ld.layer), "b": _stage_of(result.b, ld.layer)},
                         "a": {k: v for k, v in ld.a.items() if v},
                         "b": {k: v for k, v in ld.b.items() if v},
-                        "differs": list(ld.differs)} for ld in result.layers]}
+                        "differs": list(ld.differs)} for ld in result.layers],
+            # addition (issue 24): the predicted peak and recompute cost per stage of both configs
+            "estimate": [{"stage": st, "a_peak_bytes": a, "b_peak_bytes": b, "a_recompute_flops": fa,
+                          "b_recompute_flops": fb} for st, a, b, fa, fb in result.estimates],
+            "estimate_note": result.estimate_note or None}
 
 
 def _stage_of(s: Side, layer: int) -> Optional[Dict[str, Any]]:

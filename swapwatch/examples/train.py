@@ -67,7 +67,8 @@ def fill_sizes(a: argparse.Namespace) -> None:
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m swapwatch.examples.train", description=__doc__.split("\n\n")[0])
     p.add_argument("--config", help="training YAML with recompute_config / swap_config (omit: no strategy)")
-    p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--steps", type=int, default=None,
+                   help="steps to train (default: the config's TrainCallBack stop_step, else 5)")
     p.add_argument("--layers", type=int, default=None, help="decoder layers (default: the config's num_layers, else 4)")
     # model sizes: the flag, else the config's model.model_config / runner_config value, else the default
     for flag, (key, default) in SIZE_KEYS.items():
@@ -79,9 +80,29 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--fail-rank", type=int, default=None,
                    help="with --exit-code: only this msrun worker exits, at start-up (a crashing worker)")
     a = p.parse_args(argv)
-    if a.steps < 1:
+    if a.steps is not None and a.steps < 1:
         p.error("--steps must be >= 1")
     return a
+
+
+def stop_step(config: str) -> "int | None":
+    """The step a MindFormers job stops at: a ``callbacks`` entry ``{type: TrainCallBack, stop_step: K}``
+    (mindformers/core/callback/callback.py:TrainCallBack.on_train_step_end requests the stop once
+    ``cur_step_num >= stop_step``). ``runner_config.stop_step`` is read by MindFormers 2.1.0
+    (trainer/base_trainer.py:BaseTrainer.training_process) into a callback dict that is never added
+    to the callbacks, so it limits nothing there, and is not read here either."""
+    from swapwatch.config import read_yaml
+
+    tree, _ = read_yaml(config)
+    cbs = tree.get("callbacks") if isinstance(tree, dict) else None
+    for cb in cbs if isinstance(cbs, list) else ():
+        if isinstance(cb, dict) and cb.get("type") == "TrainCallBack" and cb.get("stop_step") is not None:
+            k = cb["stop_step"]
+            if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+                raise InputError(f"expected a positive integer, got {k!r}", file=config,
+                                 key="callbacks[TrainCallBack].stop_step")
+            return k
+    return None
 
 
 def main(argv=None) -> int:
@@ -99,6 +120,8 @@ def main(argv=None) -> int:
     from swapwatch.events import format_event
 
     fill_sizes(a)
+    limit = stop_step(a.config) if a.config else None
+    a.steps = min(a.steps, limit) if (a.steps and limit) else (a.steps or limit or 5)
     log = get_logger()
     plan = sha = None
     if a.config:

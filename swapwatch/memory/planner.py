@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import os
 import re
-from fractions import Fraction
 import tempfile
+from fractions import Fraction
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import InputError
 from .calibrate import calibrate
@@ -77,21 +77,39 @@ class PlanResult:
     estimate: Optional[Estimate] = None     # the planned YAML, estimated back
     lowest: Dict[int, int] = field(default_factory=dict)   # stage -> least reachable peak (when not)
     family: str = "tinyllama"                # the memory model's tensor table
+    margin: float = 0.0                      # fraction of the budget held back (see plan_margin)
+    margin_why: str = ""
+    notes: List[str] = field(default_factory=list)    # what the written YAML dropped, and why
+    levers: List[str] = field(default_factory=list)   # when nothing fits: what would
+
+    @property
+    def target(self) -> int:
+        """What the search fits every stage's predicted peak into: the budget less the margin."""
+        return int(self.budget * (1.0 - self.margin))
 
     @property
     def exit_code(self) -> int:
         return 0 if self.fits else 1
 
+    def margin_line(self) -> str:
+        """Says what the search aimed at, when a margin holds part of the budget back."""
+        if not self.margin:
+            return ""
+        return (f"planned to {fmt_size(self.target)}: the budget {fmt_size(self.budget)} less a "
+                f"{self.margin:.0%} margin ({self.margin_why}; --margin sets it)")
+
     def message(self) -> str:
         if self.fits:
-            return f"fits: every stage's predicted peak is within {fmt_size(self.budget)}"
+            return f"fits: every stage's predicted peak is within {fmt_size(self.target)}" + \
+                (f" ({fmt_size(self.budget)} less the {self.margin:.0%} margin)" if self.margin else "")
         bad = {s.stage: self.lowest[s.stage] for s in self.stages if not s.fits}
         worst = max(bad, key=lambda k: bad[k])
         need = max(self.lowest.values())
-        return (f"no strategy fits {fmt_size(self.budget)}: stage(s) {', '.join(map(str, sorted(bad)))} "
+        levers = "; ".join(self.levers) if self.levers else "fewer layers / a smaller micro-batch per stage"
+        return (f"no strategy fits {fmt_size(self.target)}: stage(s) {', '.join(map(str, sorted(bad)))} "
                 f"cannot get below {fmt_size(bad[worst])} (stage {worst}, the most the model can drop "
-                f"with full recompute or the select sets); it would take a budget of at least "
-                f"{fmt_size(need)} ({need} bytes), or fewer layers / a smaller micro-batch per stage")
+                f"with full recompute or the select sets); it would take a target of at least "
+                f"{fmt_size(need)} ({need} bytes). What would fit: {levers}")
 
     def to_json(self) -> Dict[str, Any]:
         if self.estimate is not None:
@@ -102,15 +120,48 @@ class PlanResult:
                 for s in self.stages], "layers": []}
         out["budget_bytes"] = self.budget
         out["fits"] = self.fits
+        # additions (issue 24): the margin the search held back, what it aimed at, what the
+        # written YAML dropped (notes), and when nothing fits what would (levers)
+        out["margin"] = round(self.margin, 4)
+        out["target_bytes"] = self.target
+        out["notes"] = list(self.notes)
         if not self.fits:
             out["lowest_peak_bytes"] = max(self.lowest.values())
+            out["levers"] = list(self.levers)
         out["recompute_flops"] = sum(s.flops for s in self.stages)
         return out
 
 
+#: The margin on an uncalibrated model: its tensor counts miss what no table shows (allocator
+#: rounding, workspaces, communication buffers); on unseen strategies and shapes the estimate issue
+#: measured misses of 12-43 % (docs/tune.md). 10 % keeps a plan from filling a budget to the last
+#: MiB on counts alone (57.98 of 58 GiB before) without giving up most of the headroom.
+UNCALIBRATED_MARGIN = 0.10
+
+
+def plan_margin(cal: Calibration, margin: Optional[float] = None) -> Tuple[float, str]:
+    """(fraction of the budget held back, why). ``--margin`` wins; a calibrated model takes the
+    largest relative miss of its own calibration runs (its residuals); an uncalibrated one
+    :data:`UNCALIBRATED_MARGIN`."""
+    if margin is not None:
+        if not 0.0 <= margin < 1.0:
+            raise InputError(f"--margin: {margin} must be a fraction in [0, 1) (e.g. 0.05)")
+        return margin, "--margin"
+    if cal.fitted:
+        errs = [abs(r["residual_bytes"]) / r["measured_bytes"] for r in cal.runs if r.get("measured_bytes")]
+        worst = max(errs, default=0.0)
+        return worst, f"the calibration's largest residual, {worst:.1%} of a measured peak"
+    return UNCALIBRATED_MARGIN, "the model is uncalibrated: tensor counts alone"
+
+
 def make_plan(config: str, budget: int, run_dirs: Sequence[str] = (), allow_swap: bool = False,
-              model: Optional[str] = None) -> PlanResult:
-    """``model``: the ``--model`` family; default the one the YAML names (as ``explain``)."""
+              model: Optional[str] = None, margin: Optional[float] = 0.0,
+              calibration: Optional[Calibration] = None) -> PlanResult:
+    """``model``: the ``--model`` family; default the one the YAML names (as ``explain``).
+    ``margin``: the fraction of ``budget`` held back; None: :func:`plan_margin`'s default (what
+    ``swapwatch plan`` uses; the library's 0.0 keeps the search exact for callers that set the
+    target themselves); ``calibration``:
+    an already fitted calibration (``tune``), instead of fitting ``run_dirs``."""
     cfg, plan, spec = plan_of(config, model)
     target = str((cfg.context or {}).get("device_target", "Ascend"))
     if allow_swap and target.lower() != "ascend":
@@ -118,22 +169,111 @@ def make_plan(config: str, budget: int, run_dirs: Sequence[str] = (), allow_swap
                          file=config)
     geo = plan.geometry
     fam = memory_family(spec, plan)
-    cal = calibrate(run_dirs, model)[0] if run_dirs else NO_CALIBRATION
-    stages = [solve_stage(spec, fam, geo, p, cal, budget, allow_swap) for p in range(geo.pipeline_stage)]
-    result = PlanResult(config=config, budget=budget, fits=all(s.fits for s in stages), stages=stages,
-                        calibration=cal, family=fam.name)
+    cal = calibration if calibration is not None else (calibrate(run_dirs, model)[0] if run_dirs else NO_CALIBRATION)
+    frac, why = plan_margin(cal, margin)
+    result = PlanResult(config=config, budget=budget, fits=False, stages=[], calibration=cal, family=fam.name,
+                        margin=frac, margin_why=why)
+    goal = result.target
+    stages = [solve_stage(spec, fam, geo, p, cal, goal, allow_swap) for p in range(geo.pipeline_stage)]
+    result.stages = stages
+    result.fits = all(s.fits for s in stages)
     if not result.fits:
         result.lowest = {p: lowest_peak(spec, fam, geo, p, cal, allow_swap) for p in range(geo.pipeline_stage)}
+        result.levers = levers(config, cfg, spec, fam, geo, cal, goal, result.lowest, allow_swap, target, model)
         return result
-    from .emit import emit
+    from .emit import emit_result
 
     from ..config import read_config_text       # once: a config given as a pipe was read already
 
-    result.text = emit(read_config_text(config), config, geo, stages)
+    written = emit_result(read_config_text(config), config, geo, stages, plan_of_text=lambda t: _plan_of_text(t, model))
+    result.text = written.text
+    result.notes = written.notes
     result.estimate = estimate_text(result.text, config, model, cal)
     result.estimate.budget_bytes = budget
     _check_round_trip(result)
     return result
+
+
+def _plan_of_text(text: str, model: Optional[str]):
+    """The Plan of a YAML given as text (the engine explain uses)."""
+    fd, tmp = tempfile.mkstemp(suffix=".yaml", prefix="swapwatch-plan-")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        return plan_of(tmp, model)[1]
+    finally:
+        os.unlink(tmp)
+
+
+def levers(config: str, cfg: Any, spec, fam, geo, cal: Calibration, goal: int, lowest: Dict[int, int],
+           allow_swap: bool, device: str, model: Optional[str]) -> List[str]:
+    """When no recompute strategy fits: the other levers that would, each checked on the model
+    (not a list of generic tips). Tried: the parallel optimizer (weights and optimizer states
+    sharded over data parallel), ``offset`` moving layers off a stage that cannot fit to a stage
+    with room (each candidate offset written into a copy and re-planned through the engine, so
+    MindFormers' geometry decides where layers land), and layer swap on Ascend."""
+    import dataclasses
+
+    out: List[str] = []
+    P = geo.pipeline_stage
+    if not spec.optimizer_shard and spec.dp > 1:
+        sharded = dataclasses.replace(spec, optimizer_shard=True)
+        low = {p: lowest_peak(sharded, fam, geo, p, cal, allow_swap) for p in range(P)}
+        if max(low.values()) <= goal:
+            out.append(f"the parallel optimizer (parallel.enable_parallel_optimizer: True shards weights and "
+                       f"optimizer states over the {spec.dp} data-parallel ranks): lowest peak "
+                       f"{fmt_size(max(low.values()))}")
+    bad = [p for p in range(P) if lowest[p] > goal]
+    room = [q for q in range(P) if lowest[q] <= goal]
+    if P > 1 and geo.pp_interleave_num == 1 and bad and room:
+        found = _offset_lever(config, cfg, geo, cal, goal, bad, model, allow_swap)
+        if found:
+            out.append(found)
+    if device.lower() == "ascend" and not allow_swap:
+        low = {p: lowest_peak(spec, fam, geo, p, cal, True) for p in range(P)}
+        if max(low.values()) <= goal:
+            out.append(f"layer swap to host (--allow-swap): lowest peak {fmt_size(max(low.values()))}")
+    if not out:
+        out.append("none of offset, the parallel optimizer or swap gets every stage under it: fewer layers "
+                   "or a smaller micro-batch per stage, or more pipeline stages")
+    return out
+
+
+def _offset_lever(config: str, cfg: Any, geo, cal: Calibration, goal: int, bad: List[int],
+                  model: Optional[str], allow_swap: bool) -> str:
+    """Move 1..4 layers from the worst stage to each other stage (``parallel_config.offset``)
+    and re-plan the copy: the first offset under which every stage's lowest peak fits."""
+    from .emit import splice
+
+    with open(config, encoding="utf-8") as fh:
+        text = fh.read()
+    P = geo.pipeline_stage
+    base = [int(x) for x in geo.offset[0]]
+    worst = max(bad)
+    for k in range(1, 5):
+        for q in sorted(range(P), key=lambda q: abs(q - worst)):
+            if q == worst:
+                continue
+            off = list(base)
+            off[worst] -= k
+            off[q] += k
+            try:
+                new = splice(text, config, [(("model", "model_config", "offset"), off)])
+                fd, tmp = tempfile.mkstemp(suffix=".yaml", prefix="swapwatch-plan-")
+                with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                    fh.write(new)
+                try:
+                    _, p2, spec2 = plan_of(tmp, model)
+                finally:
+                    os.unlink(tmp)
+                fam2 = memory_family(spec2, p2)
+                low = [lowest_peak(spec2, fam2, p2.geometry, p, cal, allow_swap) for p in range(P)]
+            except (InputError, ValueError):     # an offset MindFormers' geometry refuses: not a lever
+                continue
+            if max(low) <= goal:
+                return (f"model.model_config.offset: {off} (moves {k} layer{'s' if k > 1 else ''} off "
+                        f"stage {worst}, which cannot get under it, to stage {q}): lowest peak {fmt_size(max(low))}")
+    return ""
 
 
 def estimate_text(text: str, config: str, model: Optional[str], cal: Calibration) -> Estimate:

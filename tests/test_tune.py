@@ -1,0 +1,170 @@
+"""``swapwatch tune`` pieces without a training run: the command's config placeholder, the step
+limit MindFormers honours (and the example trainer reads), the tune directory's rules, --dryrun
+before the harness exists, and MindSpore's OOM texts (fixtures/tune/oom, one real CPU failure)."""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from swapwatch.errors import InputError
+from swapwatch.memory.emit import splice
+from swapwatch.tune.loop import Attempt, command_for, step_limit_edit, uniform_text
+from swapwatch.tune.oom import find_oom, oom_in_run
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TINY = os.path.join(ROOT, "fixtures", "configs", "plan_tiny.yaml")
+OOM_DIR = os.path.join(ROOT, "fixtures", "tune", "oom")
+
+
+def cli(*args, cwd=ROOT):
+    return subprocess.run([sys.executable, "-m", "swapwatch.cli", *args], capture_output=True, text=True, cwd=cwd)
+
+
+def test_command_names_the_config():
+    assert command_for(["python", "t.py", "--config={config}"], "a.yaml", "b.yaml") == ["python", "t.py",
+                                                                                         "--config=b.yaml"]
+    assert command_for(["sh", "run.sh", "cfg/a.yaml"], "cfg/a.yaml", "t/b.yaml") == ["sh", "run.sh", "t/b.yaml"]
+    with pytest.raises(InputError, match="{config}"):
+        command_for(["python", "t.py"], "a.yaml", "b.yaml")
+
+
+def test_step_limit_is_a_trainCallBack_the_example_trainer_reads(tmp_path):
+    text = open(TINY).read() + "callbacks:\n  - type: MFLossMonitor\n  - type: TrainCallBack\n    stop_step: 99\n"
+    edit = step_limit_edit(yaml.safe_load(text), 7)
+    out = splice(text, "t.yaml", [edit])
+    cbs = yaml.safe_load(out)["callbacks"]
+    assert cbs == [{"type": "MFLossMonitor"}, {"type": "TrainCallBack", "stop_step": 7}]
+    p = tmp_path / "limited.yaml"
+    p.write_text(out)
+    from swapwatch.examples.train import stop_step
+
+    assert stop_step(str(p)) == 7
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(open(TINY).read() + "callbacks:\n  - type: TrainCallBack\n    stop_step: zero\n")
+    with pytest.raises(InputError, match="stop_step"):
+        stop_step(str(bad))
+
+
+def test_probes_are_uniform_strategies_that_explain_clean(tmp_path):
+    from swapwatch.explain import explain
+    from swapwatch.memory.model import estimate
+
+    text = open(TINY).read()
+    for frac, want in ((1.0, {"full"}), (0.0, {"none"}), (0.5, {"full", "none"})):
+        p = tmp_path / f"p{frac}.yaml"
+        p.write_text(uniform_text(text, TINY, None, frac))
+        assert {r["choice"] for r in estimate(str(p)).layers} == want
+        assert not explain(str(p)).findings
+
+
+def test_tune_refuses_bad_input_in_one_line(tmp_path):
+    src = tmp_path / "c.yaml"
+    src.write_text(open(TINY).read())
+    r = cli("tune", str(src), "--budget", "40MiB", "--", sys.executable, "-m", "swapwatch.examples.train",
+            cwd=tmp_path)
+    assert r.returncode == 2 and "{config}" in r.stderr and r.stderr.count("\n") == 1
+    (tmp_path / "c.tune").mkdir()
+    (tmp_path / "c.tune" / "x").write_text("mine")
+    r = cli("tune", str(src), "--budget", "40MiB", "--", "python", "{config}", cwd=tmp_path)
+    assert r.returncode == 2 and "not a tune directory" in r.stderr
+    assert (tmp_path / "c.tune" / "x").read_text() == "mine"
+    r = cli("tune", str(src), "--budget", "40MiB", "--steps", "2", "--dir", "d2", "--", "python", "{config}",
+            cwd=tmp_path)
+    assert r.returncode == 2 and "--steps 2" in r.stderr
+
+
+def test_dryrun_says_in_one_line_when_the_harness_is_missing(tmp_path):
+    try:
+        from swapwatch.memory import dryrun  # noqa: F401
+    except ImportError:
+        r = cli("tune", TINY, "--budget", "40MiB", "--dryrun", "--dir", str(tmp_path / "d"))
+        assert r.returncode == 2 and r.stderr.count("\n") == 1
+        assert "DryRun probes are unavailable" in r.stderr
+    else:
+        pytest.skip("the DryRun harness is merged: its own tests cover --dryrun")
+
+
+@pytest.mark.parametrize("name,kind,size", [
+    ("cpu_graph_pool_ms2.10.log", "kernel_alloc", 4294967296),
+    ("ascend_kernel_alloc_failed.log", "kernel_alloc", 1073741824),
+    ("ascend_static_out_of_memory.log", "out_of_memory", 33100113920),
+    ("ascend_malloc_device_memory_failed.log", "reserve_failed", 62914560000)])
+def test_mindspore_oom_texts_are_recognised(name, kind, size):
+    path = os.path.join(OOM_DIR, name)
+    with open(path) as fh:
+        hit = find_oom(fh, path)
+    assert hit is not None and hit.kind == kind and hit.size == size
+
+
+def test_every_oom_fixture_is_tested():
+    assert {os.path.basename(p) for p in glob.glob(os.path.join(OOM_DIR, "*.log"))} == {
+        "cpu_graph_pool_ms2.10.log", "ascend_kernel_alloc_failed.log", "ascend_static_out_of_memory.log",
+        "ascend_malloc_device_memory_failed.log"}
+
+
+def test_no_oom_without_a_failure_or_without_the_text(tmp_path):
+    (tmp_path / "console.log").write_text(open(os.path.join(OOM_DIR, "cpu_graph_pool_ms2.10.log")).read())
+    assert oom_in_run(tmp_path, 0) is None                  # exit 0: a retried allocation is no failure
+    assert oom_in_run(tmp_path, 1) is not None
+    # the pool's own warning (a retry inside the allocator) is not an OOM by itself
+    (tmp_path / "console.log").write_text("[WARNING] PRE_ACT(1,2,python):2026 [mem_dynamic_allocator.cc:521] "
+                                          "AddMemBlockAndMemBuf] Memory not enough: alloc size[0] is smaller\n"
+                                          "ValueError: something else\n")
+    assert oom_in_run(tmp_path, 1) is None
+
+
+def test_real_cpu_oom_through_the_runner(tmp_path):
+    """A real MindSpore OOM (the CPU pool cannot get a 4 GiB block under ulimit -v), run through the
+    same runner as every tune attempt, is recognised from its run directory."""
+    pytest.importorskip("mindspore")
+    from swapwatch.runner import run
+
+    script = os.path.join(OOM_DIR, "oom_tile.py")
+    cmd = ["sh", "-c", f"ulimit -v 3500000; exec {sys.executable} {script}"]
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        res = run(cmd, run_dir="r", verify=False, out=open(os.devnull, "wb"))
+    finally:
+        os.chdir(cwd)
+    assert res.exit_code != 0
+    hit = oom_in_run(tmp_path / "r", res.exit_code)
+    assert hit is not None and hit.kind == "kernel_alloc" and hit.size == 4294967296, \
+        (tmp_path / "r" / "console.log").read_text()[-2000:]
+
+
+def test_attempt_fits_only_when_measured_and_verified():
+    a = Attempt(n=1, kind="plan", label="x", yaml="", strategy_yaml="", sha256="", exit_code=0, verify="PASS",
+                measured={"0": 40 << 20})
+    assert a.fits(41 << 20) and not a.fits(39 << 20)
+    a.verify = "FAIL"
+    assert not a.fits(41 << 20)
+    b = Attempt(n=2, kind="plan", label="y", yaml="", strategy_yaml="", sha256="", exit_code=0, verify="PASS")
+    assert not b.fits(41 << 20)                  # no measured peak: never handed back
+    assert json.loads(json.dumps(a.to_json()))["peak_bytes"] == 40 << 20
+
+
+def test_final_is_cheapest_unless_another_is_measurably_faster():
+    from swapwatch.tune.loop import Tuner
+
+    def att(n, flops, ms):
+        return Attempt(n=n, kind="plan", label=str(n), yaml="", strategy_yaml="", sha256=str(n), exit_code=0,
+                       verify="PASS", measured={"0": 30 << 20}, recompute_flops=flops, step_ms=[9e3, 9e3] + ms)
+
+    t = object.__new__(Tuner)
+    t.budget = 40 << 20
+    cheap, noisy, fast = att(1, 1.0, [100, 120, 80, 110]), att(2, 2.0, [90, 95, 100, 85]), att(3, 3.0, [50, 51, 50, 52])
+    t.attempts = [noisy, cheap]
+    assert t._best() is cheap                    # 2 is faster on the median, inside the noise
+    t.attempts = [noisy, cheap, fast]
+    assert t._best() is fast                     # 3 is faster beyond both spreads
+    over = att(4, 0.0, [10, 10, 10, 10])
+    over.measured = {"0": 50 << 20}
+    t.attempts = [over, cheap]
+    assert t._best() is cheap                    # over the budget: never handed back
