@@ -70,31 +70,62 @@ def tables() -> Dict[str, Tuple[str, FrozenSet[str]]]:
     return out
 
 
+def kind_data(table: str, kind: Optional[str]) -> Optional[dict]:
+    """The part of tensor table ``table`` for one layer kind (``dense`` / ``moe`` / ``mtp``): a table
+    with ``kinds`` has one section per kind, a table without serves its family's first kind."""
+    data = family_data(table)
+    kinds = data.get("kinds")
+    if kinds is None:
+        return data
+    return kinds.get(kind) if kind is not None else next(iter(kinds.values()))
+
+
+def layout_kinds(family: str) -> List[str]:
+    """The layer kinds (``swapwatch/models/<family>.yaml`` ``layouts``) of a layout family."""
+    from ..models import family_data as layout_data
+
+    return list(layout_data(family)["layouts"])
+
+
 def table_for(family: str, origin: str = "") -> Tuple[str, FrozenSet[str]]:
-    """The tensor table of the layout family ``family``; a family without one is bad input (exit 2):
-    planning its YAML on another family's tree would be a silently wrong answer."""
+    """The tensor table of the layout family ``family``; a family without one, or whose table lacks
+    one of its layer kinds, is bad input (exit 2): planning its YAML on another family's tree would
+    be a silently wrong answer."""
     found = tables().get(family)
+    where = f" ({origin})" if origin else ""
     if found is None:
-        where = f" ({origin})" if origin else ""
         raise InputError(f"no memory model for model family {family!r}{where} yet; families with one: "
                          f"{', '.join(sorted(tables()))}")
+    data = family_data(found[0])
+    if "kinds" in data:
+        missing = [k for k in layout_kinds(family) if k not in data["kinds"]]
+        if missing:
+            raise InputError(f"no memory model for the {', '.join(missing)} layers of model family "
+                             f"{family!r}{where} yet (swapwatch/memory/{found[0]}.yaml)")
     return found
 
 
 class Family:
     """The tensor table of ``family`` sized for ``spec`` (one rank, one micro-batch)."""
 
-    def __init__(self, spec: ModelSpec, family: str = "tinyllama", origin: str = ""):
+    def __init__(self, spec: ModelSpec, family: str = "tinyllama", origin: str = "", kind: Optional[str] = None):
         self.name = self.layout_family = family
         self.spec = spec
         self.table, tags = table_for(family, origin)
-        data = family_data(self.table)
+        #: the layer kind this object sizes (a family's layers may differ: DeepSeek-V3's dense, MoE and
+        #: MTP layers); None: the family's first kind
+        if kind is None and "kinds" in family_data(self.table):
+            kind = layout_kinds(family)[0]
+        self.kind = kind
+        data = kind_data(self.table, kind)
+        assert data is not None, (family, kind)     # table_for checked every kind is there
+        self.data = data
         sym = spec.symbols()
         #: an op with ``variant`` tags is in the layer only when every tag holds: flash / plain from
         #: use_flash_attention, gqa / mha from the kv heads, the rest from the layout family
         #: (``families`` in the table)
         active = tags | {"flash" if spec.flash else "plain", "gqa" if spec.kv_heads < spec.heads else "mha"}
-        if data.get("requires_flash") and not spec.flash:
+        if family_data(self.table).get("requires_flash") and not spec.flash:
             raise InputError(f"no memory model for model family {family!r} without flash attention yet "
                              f"(model.model_config.use_flash_attention is False; swapwatch/memory/{self.table}.yaml "
                              f"tables the FlashAttention path only)", file=spec.source)
@@ -113,7 +144,12 @@ class Family:
                tuple(o["flops"]))
             for o in data["ops"] if present(o)]
         self.op_flops = [float(product(list(o.flops), sym)) for o in self.ops]
-        self.params_rows = data["params"]
+        #: weight rows (a row ``{variant: tag, row: [...]}`` counts only when its tag holds)
+        self.params_rows: List[List[object]] = [
+            r["row"] if isinstance(r, dict) else r for r in data["params"]
+            if not isinstance(r, dict) or present(r)]
+        #: the rows size MLA's projections themselves (else spec.params_per_layer swaps them in)
+        self.mla_rows = bool(family_data(self.table).get("mla_rows"))
         self.groups: List[Tuple[str, List[str]]] = [(g["name"], list(g["patterns"]))
                                                    for g in data.get("select_groups", []) if present(g)]
         self.all_ops: FrozenSet[int] = frozenset(range(len(self.ops)))
@@ -122,11 +158,16 @@ class Family:
         for i, op in enumerate(self.ops):
             for t in op.ins:
                 self.consumers.setdefault(t, []).append(i)
-        self.layout = load_layout(family)
+        self.layout = load_layout(f"{family}:{kind}" if kind else family)
         #: full recompute marks the layer cell: the ops producing the layer's output stay
         self.layer_boundary = frozenset(i for i, op in enumerate(self.ops) if op.outs[0] not in self.consumers)
         #: the backward's own working set: the gradient of the largest tensor and its input's
         self.workspace = 2 * max(self.bytes[t] for o in self.ops for t in o.outs)
+        #: bytes the layer holds beyond its ops' tensors for the stage (the MTP layer's own
+        #: embedding output and head logits: ``extra`` in the table), per micro-batch
+        self.extra_by_tensor: Tuple[Tuple[str, int], ...] = tuple(
+            (name, product(t["shape"], sym) * dbytes[t.get("dtype", "compute")])
+            for name, t in (data.get("extra") or {}).items())
 
     # -- what a choice keeps ------------------------------------------------------------------
     def effective(self, marked: FrozenSet[int], boundary: FrozenSet[int] = frozenset()) -> FrozenSet[int]:
@@ -166,7 +207,7 @@ class Family:
         saves_all = {t for o in self.ops for t in o.saves}
         regen = sum(self.bytes[t] for t in saves_all & produced)
         on_host = set(kept) if layer_swap else set(kept) & set(swapped)
-        device = [(t, self.bytes[t]) for t in kept if t not in on_host]
+        device = [(t, self.bytes[t]) for t in kept if t not in on_host] + list(self.extra_by_tensor)
         return LayerCost(kept=sum(b for _, b in device), host=sum(self.bytes[t] for t in on_host),
                          regen=regen, flops=sum(self.op_flops[i] for i in recomputed),
                          by_tensor=tuple(device))

@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from ..errors import InputError
 from .calibrate import calibrate
-from .model import NO_CALIBRATION, Calibration, Estimate, estimate, memory_family, plan_of
+from .model import NO_CALIBRATION, Calibration, Estimate, estimate, plan_of, planning_family
 from .search import StagePlan, lowest_peak, solve_stage
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?i?B?|)\s*$", re.IGNORECASE)
@@ -95,20 +95,29 @@ def make_plan(config: str, budget: int, run_dirs: Sequence[str] = (), allow_swap
         raise InputError(f"--allow-swap: swap only moves memory on Ascend, and context.device_target is {target}",
                          file=config)
     geo = plan.geometry
-    fam = memory_family(spec, plan)
+    # a family whose layers differ by kind (DeepSeek-V3: dense, MoE, MTP) is searched on its most
+    # demanding kind; the written YAML is then estimated layer by layer on its own kinds, and the
+    # search budget tightened by any overshoot (memory.model.planning_family)
+    fam = planning_family(spec, plan)
     cal = calibrate(run_dirs, model)[0] if run_dirs else NO_CALIBRATION
-    stages = [solve_stage(spec, fam, geo, p, cal, budget, allow_swap) for p in range(geo.pipeline_stage)]
-    result = PlanResult(config=config, budget=budget, fits=all(s.fits for s in stages), stages=stages,
-                        calibration=cal, family=fam.name)
-    if not result.fits:
-        result.lowest = {p: lowest_peak(spec, fam, geo, p, cal, allow_swap) for p in range(geo.pipeline_stage)}
-        return result
-    from .emit import emit
+    search_budget = budget
+    for _ in range(8):
+        stages = [solve_stage(spec, fam, geo, p, cal, search_budget, allow_swap) for p in range(geo.pipeline_stage)]
+        result = PlanResult(config=config, budget=budget, fits=all(s.fits for s in stages), stages=stages,
+                            calibration=cal, family=fam.name)
+        if not result.fits:
+            result.lowest = {p: lowest_peak(spec, fam, geo, p, cal, allow_swap) for p in range(geo.pipeline_stage)}
+            return result
+        from .emit import emit
 
-    with open(config, encoding="utf-8") as fh:
-        result.text = emit(fh.read(), config, geo, stages)
-    result.estimate = estimate_text(result.text, config, model, cal)
-    result.estimate.budget_bytes = budget
+        with open(config, encoding="utf-8") as fh:
+            result.text = emit(fh.read(), config, geo, stages)
+        result.estimate = estimate_text(result.text, config, model, cal)
+        result.estimate.budget_bytes = budget
+        over = max(st.peak(cal) for st in result.estimate.stages) - budget
+        if over <= 0:
+            break
+        search_budget -= over
     _check_round_trip(result)
     return result
 
