@@ -150,3 +150,51 @@ def test_memory_reads_the_config_explain_reads(monkeypatch):
     monkeypatch.setattr(config, "read_yaml", lambda *a, **k: calls.append(a) or real(*a, **k))
     estimate("fixtures/configs/mindformers/pretrain_qwen3_32b_4k.yaml")
     assert len(calls) == 1
+
+
+# ---- a select set that frees nothing is a finding before launch, and estimate credits the fix ----
+
+def llama_select(tmp_path, patterns) -> str:
+    p = tmp_path / f"sel{len(list(tmp_path.iterdir()))}.yaml"
+    sel = "\n".join(f"    '{pat}': True" for pat in patterns)
+    p.write_text(textwrap.dedent("""\
+        model:
+          arch: {type: LlamaForCausalLM}
+          model_config: {type: LlamaConfig, hidden_size: 256, num_heads: 4, seq_length: 128, vocab_size: 1000,
+                         num_layers: 2, use_flash_attention: False}
+        runner_config: {batch_size: 1}
+        parallel_config: {pipeline_stage: 1}
+        recompute_config:
+          recompute: False
+          select_recompute:
+        """) + sel + "\n")
+    return str(p)
+
+
+DEFAULT = [r"feed_forward\.mul", r"feed_forward\.w1\.activation\.silu"]
+
+
+def test_mindformers_default_select_frees_nothing_and_explain_says_so(tmp_path):
+    from swapwatch.explain import explain
+
+    path = llama_select(tmp_path, DEFAULT)
+    none = estimate(small_yaml(tmp_path)).layers[0]["activation_bytes"]
+    est = estimate(path)
+    assert est.layers[0]["activation_bytes"] == none and est.layers[0]["recompute_flops"] == 0
+    codes = [f.code for f in explain(path).findings]
+    assert "SW210" in codes
+    r = cli("explain", path)
+    assert "SW210" in r.stdout
+
+
+@pytest.mark.parametrize("fix", [[r"feed_forward\.w2\.reshape"], [r"feed_forward\.w2"], ["feed_forward"]])
+def test_the_fix_sw110_and_sw210_suggest_is_credited(tmp_path, fix):
+    # SW110's fix (the consumer's reshape: clones measured in the compiled IR) and SW210's (the
+    # consumer's cell, or the MLP cell) free the activation and the product
+    from swapwatch.explain import explain
+
+    path = llama_select(tmp_path, DEFAULT + fix)
+    est = estimate(path)
+    none = estimate(llama_select(tmp_path, [r"nothing\.matches"])).layers[0]["activation_bytes"]
+    assert est.layers[0]["activation_bytes"] < none and est.layers[0]["recompute_flops"] > 0
+    assert "SW210" not in [f.code for f in explain(path).findings]

@@ -155,9 +155,13 @@ class Family:
         self.all_ops: FrozenSet[int] = frozenset(range(len(self.ops)))
         #: tensor -> the ops consuming it in forward (a tensor with none leaves the layer)
         self.consumers: Dict[str, List[int]] = {}
+        #: tensor -> the ops producing it
+        self.producers: Dict[str, List[int]] = {}
         for i, op in enumerate(self.ops):
             for t in op.ins:
                 self.consumers.setdefault(t, []).append(i)
+            for t in op.outs:
+                self.producers.setdefault(t, []).append(i)
         self.layout = load_layout(f"{family}:{kind}" if kind else family)
         #: full recompute marks the layer cell: the ops producing the layer's output stay
         self.layer_boundary = frozenset(i for i, op in enumerate(self.ops) if op.outs[0] not in self.consumers)
@@ -171,14 +175,16 @@ class Family:
 
     # -- what a choice keeps ------------------------------------------------------------------
     def effective(self, marked: FrozenSet[int], boundary: FrozenSet[int] = frozenset()) -> FrozenSet[int]:
-        """The ops really recomputed when ``marked`` are marked for recompute.
+        """The ops really recomputed when ``marked`` are marked for recompute: those a cell-style
+        mark recomputes (:meth:`_by_consumers`) and those a primitive segment brings back
+        (:meth:`_by_segments`)."""
+        return self._by_consumers(marked, boundary) | self._by_segments(marked, boundary)
 
-        MindSpore recomputes a marked op only when every forward consumer of its output is marked
-        too (else the output stays alive for that consumer and the mark is silently dropped: on the
-        tiny Llama ``feed_forward.mul`` + ``silu`` alone clone nothing, see rule SW110), and a marked
-        cell keeps its own output (``boundary``: the ops producing it are marked but not
-        recomputed). Dropping one op can void its producers in turn, hence the fixed point.
-        """
+    def _by_consumers(self, marked: FrozenSet[int], boundary: FrozenSet[int]) -> FrozenSet[int]:
+        """A marked op is recomputed when every forward consumer of its output is marked too (else
+        the output stays alive for that consumer and the mark is dropped), and a marked cell keeps
+        its own output (``boundary``: the ops producing it are marked but not recomputed).
+        Dropping one op can void its producers in turn, hence the fixed point."""
         eff = set(marked - boundary)
         accept = set(marked)
         changed = True
@@ -191,6 +197,36 @@ class Family:
                     accept.discard(i) if i not in boundary else None
                     changed = True
         return frozenset(eff)
+
+    def _by_segments(self, marked: FrozenSet[int], boundary: FrozenSet[int]) -> FrozenSet[int]:
+        """MindSpore's recompute pass clones a connected segment of marked primitives when one of
+        the tensors it hands to an op outside it is needed by that op's backward; the tensors inside
+        come back with it. Measured on the tiny Llama's compiled IR (docs/mindspore-facts.md, the
+        ``add_recomputation`` dump): ``feed_forward.mul`` + ``w1.activation.silu`` give no clone (the
+        product goes to ``w2``'s input ``reshape``, whose backward needs nothing, and ``w2``'s matmul
+        keeps the reshaped copy); adding ``feed_forward.w2.reshape`` clones all three (the reshaped
+        copy is what the unmarked matmul's backward needs). That is SW110's fix, credited here, and
+        SW210's finding before launch."""
+        inside = set(marked - boundary)
+        out: set = set()
+        seen: set = set()
+        for start in sorted(inside):
+            if start in seen:
+                continue
+            seg, todo = set(), [start]
+            while todo:                        # the connected segment of ``start``
+                i = todo.pop()
+                if i in seg:
+                    continue
+                seg.add(i)
+                for t in self.ops[i].outs:
+                    todo.extend(j for j in self.consumers.get(t, []) if j in inside)
+                todo.extend(j for t in self.ops[i].ins for j in self.producers.get(t, []) if j in inside)
+            seen |= seg
+            made = {t for i in seg for t in self.ops[i].outs}
+            if any(t in made for j, op in enumerate(self.ops) if j not in seg for t in op.saves):
+                out |= seg
+        return frozenset(out)
 
     @functools.lru_cache(maxsize=None)  # noqa: B019 - one Family per command; the cache is the search's memo
     def cost(self, marked: FrozenSet[int], boundary: FrozenSet[int] = frozenset(),
@@ -271,3 +307,39 @@ class Family:
         vals += [p for k, p in lp.op_swap.items() if not lp.op_swap_voided(k)]
         ints = [v for v in vals if isinstance(v, int)]
         return max(ints) if ints else (1 if vals else None)
+
+
+@functools.lru_cache(maxsize=64)
+def _structural(family: str, kind: Optional[str], flash: bool, gqa: bool) -> "Family":
+    from .spec import ModelSpec
+
+    spec = ModelSpec(source=None, num_layers=2, hidden=64, heads=4, kv_heads=2 if gqa else 4, ffn=128, seq=32,
+                     vocab=256, head_dim=16, flash=flash, num_experts=4, top_k=2, moe_ffn=32,
+                     mla={"q_lora_rank": 32, "kv_lora_rank": 16, "qk_rope_head_dim": 16, "qk_nope_head_dim": 16,
+                          "v_head_dim": 16}, shared_experts=1)
+    return Family(spec, family, kind=kind)
+
+
+def frees_nothing(cfg: object, layout_key: str, patterns: Sequence[str]) -> Optional[FrozenSet[str]]:
+    """The op paths ``patterns`` reach on the layer of ``layout_key`` when MindSpore would recompute
+    none of them (every reached op's output feeds an op outside the set, so each mark is dropped:
+    :meth:`Family.effective`); None when the set recomputes something, reaches nothing, or the
+    family has no tensor table. Structure only: the sizes are a tiny stand-in, the flash / GQA
+    variants those of the YAML (``cfg``: a TrainingConfig, its merged tree)."""
+    family, _, kind = layout_key.partition(":")
+    if family not in tables():
+        return None
+    tree = getattr(cfg, "tree", None) or {}
+    mc = (tree.get("model") or {}).get("model_config") or {} if isinstance(tree.get("model"), dict) else {}
+    flash = mc.get("use_flash_attention", tree.get("use_legacy") is False) is not False
+    heads = mc.get("num_heads", mc.get("num_attention_heads"))
+    kv = mc.get("n_kv_heads", mc.get("num_key_value_heads", mc.get("multi_query_group_num")))
+    gqa = isinstance(heads, int) and isinstance(kv, int) and kv < heads
+    try:
+        fam = _structural(family, kind or None, flash, gqa)
+    except InputError:
+        return None
+    marked, boundary = fam.ops_reached(list(patterns))
+    if not marked or fam.effective(marked, boundary):
+        return None
+    return frozenset(fam.ops[i].path for i in marked)

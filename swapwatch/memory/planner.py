@@ -117,7 +117,7 @@ def make_plan(config: str, budget: int, run_dirs: Sequence[str] = (), allow_swap
         over = max(st.peak(cal) for st in result.estimate.stages) - budget
         if over <= 0:
             break
-        search_budget -= over
+        search_budget -= over + budget // 256     # at least 0.4 % a round: a few rounds at most
     _check_round_trip(result)
     return result
 
