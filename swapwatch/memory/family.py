@@ -163,6 +163,15 @@ class Family:
             for t in op.outs:
                 self.producers.setdefault(t, []).append(i)
         self.layout = load_layout(f"{family}:{kind}" if kind else family)
+        #: what the layer marks for recompute itself when built (``swapwatch/models`` ``preset``:
+        #: Qwen3-MoE / DeepSeek-V3's ``mlp.experts.swiglu``), and what it marks more when
+        #: select_recompute is set at all (legacy LLamaAttention without flash: its core ops)
+        from ..models import load_layer_info
+
+        info = load_layer_info(f"{family}:{kind}" if kind else family) if family != "tinyllama" else {}
+        self.preset_ops = self._ops_at(p for p, v in (info.get("preset") or {}).items() if v.get("recompute"))
+        self.preset_select_ops = self._ops_at(
+            p for p, v in (info.get("preset_if_select_recompute") or {}).items() if v.get("recompute"))
         #: full recompute marks the layer cell: the ops producing the layer's output stay
         self.layer_boundary = frozenset(i for i, op in enumerate(self.ops) if op.outs[0] not in self.consumers)
         #: the backward's own working set: the gradient of the largest tensor and its input's
@@ -172,6 +181,10 @@ class Family:
         self.extra_by_tensor: Tuple[Tuple[str, int], ...] = tuple(
             (name, product(t["shape"], sym) * dbytes[t.get("dtype", "compute")])
             for name, t in (data.get("extra") or {}).items())
+
+    def _ops_at(self, paths) -> FrozenSet[int]:
+        wanted = list(paths)
+        return frozenset(i for i, op in enumerate(self.ops) if any(under(op.path, p) for p in wanted))
 
     # -- what a choice keeps ------------------------------------------------------------------
     def effective(self, marked: FrozenSet[int], boundary: FrozenSet[int] = frozenset()) -> FrozenSet[int]:
@@ -285,9 +298,10 @@ class Family:
             label = "full"
         elif lp.select_recompute:
             marked, boundary = self.ops_reached(lp.select_recompute)
+            marked |= self.preset_ops | self.preset_select_ops
             label = "select:" + ",".join(lp.select_recompute)
         else:
-            marked, boundary, label = frozenset(), frozenset(), "none"
+            marked, boundary, label = self.preset_ops, frozenset(), "none"
         layer_swap = lp.layer_swap is not None and not lp.layer_swap_voided
         swapped: FrozenSet[str] = frozenset()
         live_ops = [p for p in lp.op_swap if not lp.op_swap_voided(p)]
