@@ -289,3 +289,26 @@ def test_a_swap_plan_on_the_mcore_path_is_written_where_mcore_reads_it(tmp_path)
     assert mc["cpu_offloading"] is True and mc["op_swap"] is None
     assert mc["cpu_offloading_num_layers"] == [{"backward_prefetch": 1, "layers": [1]},
                                                {"backward_prefetch": 2, "layers": [2]}]
+
+
+# ---- the DryRun cases this table work recorded (fixtures/dryrun/cases) --------------------------
+
+MY_CASES = ["qwen3_moe_l8_full", "qwen3_moe_l8_none", "deepseek_v3_l4_full"]
+
+
+@pytest.mark.parametrize("name", MY_CASES)
+def test_dryrun_cases_are_estimated_on_their_family(name):
+    import json
+
+    path = f"fixtures/dryrun/cases/{name}.yaml"
+    est = estimate(path)
+    assert est.family == name.rsplit("_l", 1)[0]
+    rec = f"fixtures/dryrun/cases/{name}.json"
+    if os.path.exists(rec):
+        with open(rec, encoding="utf-8") as fh:
+            case = json.load(fh)
+        assert case["yaml"] == f"{name}.yaml" and case["family"] == est.family
+        assert case["source"].startswith("fixtures/configs/mindformers/") and os.path.exists(case["source"])
+        assert {st["stage"] for st in case["stages"]} <= {st.stage for st in est.stages}
+        for st in case["stages"]:
+            assert st["actual_peak_mib"] >= st["used_peak_mib"] > 0
