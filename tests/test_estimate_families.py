@@ -293,7 +293,7 @@ def test_a_swap_plan_on_the_mcore_path_is_written_where_mcore_reads_it(tmp_path)
 
 # ---- the DryRun cases this table work recorded (fixtures/dryrun/cases) --------------------------
 
-MY_CASES = ["qwen3_moe_l8_full", "qwen3_moe_l8_none", "deepseek_v3_l4_full"]
+MY_CASES = ["qwen3_moe_l8_full", "qwen3_moe_l8_none", "deepseek_v3_l4_full", "deepseek_v3_l4_none"]
 
 
 @pytest.mark.parametrize("name", MY_CASES)
