@@ -28,7 +28,7 @@ import json
 import os
 import stat
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, FrozenSet, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 import yaml
 
@@ -114,6 +114,13 @@ class TrainingConfig:
     ignored_swap_config: Optional[Dict[str, Any]] = None
     #: mcore: ``model_config.default_prefetch`` given, which LayerSetting never receives (SW308)
     ignored_default_prefetch: Any = None
+    #: the whole YAML tree as MindFormers merges it (``pretrained_model_dir/config.json`` under
+    #: ``model.model_config``, the YAML winning): the memory model's sizes are read from this, so
+    #: estimate / plan see exactly what explain sees (``swapwatch.memory.spec.spec_from_config``)
+    tree: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    #: ``pretrained_model_dir/config.json`` when its keys were merged, and the keys it gave
+    hf_source: Optional[str] = None
+    hf_keys: FrozenSet[str] = frozenset()
 
     #: (the swap_config it was made from, its normalised form): see :attr:`swap_strategy`
     _swap_norm: Optional[Tuple[Dict[str, Any], "SwapStrategy"]] = field(default=None, init=False, repr=False,
@@ -617,6 +624,8 @@ def _from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional[str
                          lines=dict(lines), given={"recompute_config": given_r, "swap_config": given_s},
                          mcore=mcore, ignored_swap_config=ignored_swap,
                          ignored_default_prefetch=ignored_prefetch)
+    cfg.tree, cfg.hf_source = data, hf_path
+    cfg.hf_keys = frozenset(k for k in hf if k not in yaml_mc_keys) if hf else frozenset()
     from .families import detect
 
     def where_key(key: str) -> Optional[str]:

@@ -8,7 +8,7 @@ family's table (``swapwatch/memory/<table>.yaml``), sized for the same YAML by s
 ``spec.py``, must be found among the real calls at its path, in the table's order, producing the
 element counts of the tensors the table names (all outputs: the norm's rstd, split_qkv's three).
 
-What CPU cannot check: the flash-attention paths (FlashAttentionScore has no CPU kernel, so the
+GLM4 (legacy ChatGLM2Block, no flash) is checked the same way. What CPU cannot check: the flash-attention paths (FlashAttentionScore has no CPU kernel, so the
 flash variants and the mcore tables, which have only that path, are counted from the module code
 only: tests/test_estimate_families.py) and the 16-bit dtypes (the CPU run is float32 throughout).
 """
@@ -70,15 +70,20 @@ def elements(shape):
 @pytest.mark.parametrize("family,layout_family,extra", CASES)
 def test_table_ops_produce_the_real_layers_tensors(tmp_path, family, layout_family, extra):
     fam = our_family(tmp_path, layout_family, extra, "concat" in family)
+    check_table_against(fam, real_calls(family, extra))
+
+
+def check_table_against(fam: Family, calls) -> None:
+    """Every op of ``fam``'s table is found among the real ``calls`` at its path, in order, with the
+    element counts of the tensors it names."""
     tensors = family_data(fam.table)["tensors"]
     sym = fam.spec.symbols()
     count = {t: product(tensors[t]["shape"], sym) for t in tensors}
-    calls = real_calls(family, extra)
     assert calls, "the real layer ran no primitive"
     prims = {path for path, _ in calls}
     position = {}          # path -> index of the next real call to look at
     for op in fam.ops:
-        cell = op.path not in prims          # a cell-level op (rope): its last primitive's output
+        cell = op.path not in prims          # a cell-level op (rope, a functional cast): its first output
         want = [count[t] for t in op.outs]
         start = position.get(op.path, 0)
         found = None
@@ -93,3 +98,19 @@ def test_table_ops_produce_the_real_layers_tensors(tmp_path, family, layout_fami
                                    f"({', '.join(op.outs)}); real calls there: "
                                    f"{[c for c in calls if c[0] == op.path or c[0].startswith(op.path + '.')]}")
         position[op.path] = found + 1
+
+
+def test_glm4_table_ops_produce_the_real_layers_tensors(tmp_path):
+    """Legacy GLM4 (ChatGLM2Block) without flash attention, GQA (multi_query_group_num 2 of 4
+    heads), at the tiny sizes tools/extract_layouts.py builds it with (its SHRINK), seq 32."""
+    extra = {"use_flash_attention": False, "seq_length": 32}
+    mc = {"type": "ChatGLM2Config", "num_layers": 2, "padded_vocab_size": 256, "hidden_size": 64,
+          "ffn_hidden_size": 128, "kv_channels": 16, "num_attention_heads": 4, "seq_length": 32,
+          "multi_query_attention": True, "multi_query_group_num": 2, "add_qkv_bias": True, "qkv_concat": True,
+          "mlp_concat": True, "compute_dtype": "float32", "use_flash_attention": False}
+    p = tmp_path / "glm4.yaml"
+    p.write_text(yaml.safe_dump({"model": {"arch": {"type": "ChatGLM2ForConditionalGeneration"}, "model_config": mc},
+                                 "runner_config": {"batch_size": BATCH}, "parallel_config": {"pipeline_stage": 1}}))
+    fam = Family(load_spec(str(p)), "glm4")
+    assert any(op.path == "self_attention.tile_kv" for op in fam.ops)        # the GQA, no-flash variant
+    check_table_against(fam, real_calls("glm4", dict(extra, compute_dtype="float32")))

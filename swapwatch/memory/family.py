@@ -70,31 +70,62 @@ def tables() -> Dict[str, Tuple[str, FrozenSet[str]]]:
     return out
 
 
+def kind_data(table: str, kind: Optional[str]) -> Optional[dict]:
+    """The part of tensor table ``table`` for one layer kind (``dense`` / ``moe`` / ``mtp``): a table
+    with ``kinds`` has one section per kind, a table without serves its family's first kind."""
+    data = family_data(table)
+    kinds = data.get("kinds")
+    if kinds is None:
+        return data
+    return kinds.get(kind) if kind is not None else next(iter(kinds.values()))
+
+
+def layout_kinds(family: str) -> List[str]:
+    """The layer kinds (``swapwatch/models/<family>.yaml`` ``layouts``) of a layout family."""
+    from ..models import family_data as layout_data
+
+    return list(layout_data(family)["layouts"])
+
+
 def table_for(family: str, origin: str = "") -> Tuple[str, FrozenSet[str]]:
-    """The tensor table of the layout family ``family``; a family without one is bad input (exit 2):
-    planning its YAML on another family's tree would be a silently wrong answer."""
+    """The tensor table of the layout family ``family``; a family without one, or whose table lacks
+    one of its layer kinds, is bad input (exit 2): planning its YAML on another family's tree would
+    be a silently wrong answer."""
     found = tables().get(family)
+    where = f" ({origin})" if origin else ""
     if found is None:
-        where = f" ({origin})" if origin else ""
         raise InputError(f"no memory model for model family {family!r}{where} yet; families with one: "
                          f"{', '.join(sorted(tables()))}")
+    data = family_data(found[0])
+    if "kinds" in data:
+        missing = [k for k in layout_kinds(family) if k not in data["kinds"]]
+        if missing:
+            raise InputError(f"no memory model for the {', '.join(missing)} layers of model family "
+                             f"{family!r}{where} yet (swapwatch/memory/{found[0]}.yaml)")
     return found
 
 
 class Family:
     """The tensor table of ``family`` sized for ``spec`` (one rank, one micro-batch)."""
 
-    def __init__(self, spec: ModelSpec, family: str = "tinyllama", origin: str = ""):
+    def __init__(self, spec: ModelSpec, family: str = "tinyllama", origin: str = "", kind: Optional[str] = None):
         self.name = self.layout_family = family
         self.spec = spec
         self.table, tags = table_for(family, origin)
-        data = family_data(self.table)
+        #: the layer kind this object sizes (a family's layers may differ: DeepSeek-V3's dense, MoE and
+        #: MTP layers); None: the family's first kind
+        if kind is None and "kinds" in family_data(self.table):
+            kind = layout_kinds(family)[0]
+        self.kind = kind
+        data = kind_data(self.table, kind)
+        assert data is not None, (family, kind)     # table_for checked every kind is there
+        self.data = data
         sym = spec.symbols()
         #: an op with ``variant`` tags is in the layer only when every tag holds: flash / plain from
         #: use_flash_attention, gqa / mha from the kv heads, the rest from the layout family
         #: (``families`` in the table)
         active = tags | {"flash" if spec.flash else "plain", "gqa" if spec.kv_heads < spec.heads else "mha"}
-        if data.get("requires_flash") and not spec.flash:
+        if family_data(self.table).get("requires_flash") and not spec.flash:
             raise InputError(f"no memory model for model family {family!r} without flash attention yet "
                              f"(model.model_config.use_flash_attention is False; swapwatch/memory/{self.table}.yaml "
                              f"tables the FlashAttention path only)", file=spec.source)
@@ -113,31 +144,60 @@ class Family:
                tuple(o["flops"]))
             for o in data["ops"] if present(o)]
         self.op_flops = [float(product(list(o.flops), sym)) for o in self.ops]
-        self.params_rows = data["params"]
+        #: weight rows (a row ``{variant: tag, row: [...]}`` counts only when its tag holds)
+        self.params_rows: List[List[object]] = [
+            r["row"] if isinstance(r, dict) else r for r in data["params"]
+            if not isinstance(r, dict) or present(r)]
+        #: the rows size MLA's projections themselves (else spec.params_per_layer swaps them in)
+        self.mla_rows = bool(family_data(self.table).get("mla_rows"))
         self.groups: List[Tuple[str, List[str]]] = [(g["name"], list(g["patterns"]))
                                                    for g in data.get("select_groups", []) if present(g)]
         self.all_ops: FrozenSet[int] = frozenset(range(len(self.ops)))
         #: tensor -> the ops consuming it in forward (a tensor with none leaves the layer)
         self.consumers: Dict[str, List[int]] = {}
+        #: tensor -> the ops producing it
+        self.producers: Dict[str, List[int]] = {}
         for i, op in enumerate(self.ops):
             for t in op.ins:
                 self.consumers.setdefault(t, []).append(i)
-        self.layout = load_layout(family)
+            for t in op.outs:
+                self.producers.setdefault(t, []).append(i)
+        self.layout = load_layout(f"{family}:{kind}" if kind else family)
+        #: what the layer marks for recompute itself when built (``swapwatch/models`` ``preset``:
+        #: Qwen3-MoE / DeepSeek-V3's ``mlp.experts.swiglu``), and what it marks more when
+        #: select_recompute is set at all (legacy LLamaAttention without flash: its core ops)
+        from ..models import load_layer_info
+
+        info = load_layer_info(f"{family}:{kind}" if kind else family) if family != "tinyllama" else {}
+        self.preset_ops = self._ops_at(p for p, v in (info.get("preset") or {}).items() if v.get("recompute"))
+        self.preset_select_ops = self._ops_at(
+            p for p, v in (info.get("preset_if_select_recompute") or {}).items() if v.get("recompute"))
         #: full recompute marks the layer cell: the ops producing the layer's output stay
         self.layer_boundary = frozenset(i for i, op in enumerate(self.ops) if op.outs[0] not in self.consumers)
         #: the backward's own working set: the gradient of the largest tensor and its input's
         self.workspace = 2 * max(self.bytes[t] for o in self.ops for t in o.outs)
+        #: bytes the layer holds beyond its ops' tensors for the stage (the MTP layer's own
+        #: embedding output and head logits: ``extra`` in the table), per micro-batch
+        self.extra_by_tensor: Tuple[Tuple[str, int], ...] = tuple(
+            (name, product(t["shape"], sym) * dbytes[t.get("dtype", "compute")])
+            for name, t in (data.get("extra") or {}).items())
+
+    def _ops_at(self, paths) -> FrozenSet[int]:
+        wanted = list(paths)
+        return frozenset(i for i, op in enumerate(self.ops) if any(under(op.path, p) for p in wanted))
 
     # -- what a choice keeps ------------------------------------------------------------------
     def effective(self, marked: FrozenSet[int], boundary: FrozenSet[int] = frozenset()) -> FrozenSet[int]:
-        """The ops really recomputed when ``marked`` are marked for recompute.
+        """The ops really recomputed when ``marked`` are marked for recompute: those a cell-style
+        mark recomputes (:meth:`_by_consumers`) and those a primitive segment brings back
+        (:meth:`_by_segments`)."""
+        return self._by_consumers(marked, boundary) | self._by_segments(marked, boundary)
 
-        MindSpore recomputes a marked op only when every forward consumer of its output is marked
-        too (else the output stays alive for that consumer and the mark is silently dropped: on the
-        tiny Llama ``feed_forward.mul`` + ``silu`` alone clone nothing, see rule SW110), and a marked
-        cell keeps its own output (``boundary``: the ops producing it are marked but not
-        recomputed). Dropping one op can void its producers in turn, hence the fixed point.
-        """
+    def _by_consumers(self, marked: FrozenSet[int], boundary: FrozenSet[int]) -> FrozenSet[int]:
+        """A marked op is recomputed when every forward consumer of its output is marked too (else
+        the output stays alive for that consumer and the mark is dropped), and a marked cell keeps
+        its own output (``boundary``: the ops producing it are marked but not recomputed).
+        Dropping one op can void its producers in turn, hence the fixed point."""
         eff = set(marked - boundary)
         accept = set(marked)
         changed = True
@@ -150,6 +210,36 @@ class Family:
                     accept.discard(i) if i not in boundary else None
                     changed = True
         return frozenset(eff)
+
+    def _by_segments(self, marked: FrozenSet[int], boundary: FrozenSet[int]) -> FrozenSet[int]:
+        """MindSpore's recompute pass clones a connected segment of marked primitives when one of
+        the tensors it hands to an op outside it is needed by that op's backward; the tensors inside
+        come back with it. Measured on the tiny Llama's compiled IR (docs/mindspore-facts.md, the
+        ``add_recomputation`` dump): ``feed_forward.mul`` + ``w1.activation.silu`` give no clone (the
+        product goes to ``w2``'s input ``reshape``, whose backward needs nothing, and ``w2``'s matmul
+        keeps the reshaped copy); adding ``feed_forward.w2.reshape`` clones all three (the reshaped
+        copy is what the unmarked matmul's backward needs). That is SW110's fix, credited here, and
+        SW211's finding before launch."""
+        inside = set(marked - boundary)
+        out: set = set()
+        seen: set = set()
+        for start in sorted(inside):
+            if start in seen:
+                continue
+            seg, todo = set(), [start]
+            while todo:                        # the connected segment of ``start``
+                i = todo.pop()
+                if i in seg:
+                    continue
+                seg.add(i)
+                for t in self.ops[i].outs:
+                    todo.extend(j for j in self.consumers.get(t, []) if j in inside)
+                todo.extend(j for t in self.ops[i].ins for j in self.producers.get(t, []) if j in inside)
+            seen |= seg
+            made = {t for i in seg for t in self.ops[i].outs}
+            if any(t in made for j, op in enumerate(self.ops) if j not in seg for t in op.saves):
+                out |= seg
+        return frozenset(out)
 
     @functools.lru_cache(maxsize=None)  # noqa: B019 - one Family per command; the cache is the search's memo
     def cost(self, marked: FrozenSet[int], boundary: FrozenSet[int] = frozenset(),
@@ -166,7 +256,7 @@ class Family:
         saves_all = {t for o in self.ops for t in o.saves}
         regen = sum(self.bytes[t] for t in saves_all & produced)
         on_host = set(kept) if layer_swap else set(kept) & set(swapped)
-        device = [(t, self.bytes[t]) for t in kept if t not in on_host]
+        device = [(t, self.bytes[t]) for t in kept if t not in on_host] + list(self.extra_by_tensor)
         return LayerCost(kept=sum(b for _, b in device), host=sum(self.bytes[t] for t in on_host),
                          regen=regen, flops=sum(self.op_flops[i] for i in recomputed),
                          by_tensor=tuple(device))
@@ -208,9 +298,10 @@ class Family:
             label = "full"
         elif lp.select_recompute:
             marked, boundary = self.ops_reached(lp.select_recompute)
+            marked |= self.preset_ops | self.preset_select_ops
             label = "select:" + ",".join(lp.select_recompute)
         else:
-            marked, boundary, label = frozenset(), frozenset(), "none"
+            marked, boundary, label = self.preset_ops, frozenset(), "none"
         layer_swap = lp.layer_swap is not None and not lp.layer_swap_voided
         swapped: FrozenSet[str] = frozenset()
         live_ops = [p for p in lp.op_swap if not lp.op_swap_voided(p)]
@@ -230,3 +321,39 @@ class Family:
         vals += [p for k, p in lp.op_swap.items() if not lp.op_swap_voided(k)]
         ints = [v for v in vals if isinstance(v, int)]
         return max(ints) if ints else (1 if vals else None)
+
+
+@functools.lru_cache(maxsize=64)
+def _structural(family: str, kind: Optional[str], flash: bool, gqa: bool) -> "Family":
+    from .spec import ModelSpec
+
+    spec = ModelSpec(source=None, num_layers=2, hidden=64, heads=4, kv_heads=2 if gqa else 4, ffn=128, seq=32,
+                     vocab=256, head_dim=16, flash=flash, num_experts=4, top_k=2, moe_ffn=32,
+                     mla={"q_lora_rank": 32, "kv_lora_rank": 16, "qk_rope_head_dim": 16, "qk_nope_head_dim": 16,
+                          "v_head_dim": 16}, shared_experts=1)
+    return Family(spec, family, kind=kind)
+
+
+def frees_nothing(cfg: object, layout_key: str, patterns: Sequence[str]) -> Optional[FrozenSet[str]]:
+    """The op paths ``patterns`` reach on the layer of ``layout_key`` when MindSpore would recompute
+    none of them (every reached op's output feeds an op outside the set, so each mark is dropped:
+    :meth:`Family.effective`); None when the set recomputes something, reaches nothing, or the
+    family has no tensor table. Structure only: the sizes are a tiny stand-in, the flash / GQA
+    variants those of the YAML (``cfg``: a TrainingConfig, its merged tree)."""
+    family, _, kind = layout_key.partition(":")
+    if family not in tables():
+        return None
+    tree = getattr(cfg, "tree", None) or {}
+    mc = (tree.get("model") or {}).get("model_config") or {} if isinstance(tree.get("model"), dict) else {}
+    flash = mc.get("use_flash_attention", tree.get("use_legacy") is False) is not False
+    heads = mc.get("num_heads", mc.get("num_attention_heads"))
+    kv = mc.get("n_kv_heads", mc.get("num_key_value_heads", mc.get("multi_query_group_num")))
+    gqa = isinstance(heads, int) and isinstance(kv, int) and kv < heads
+    try:
+        fam = _structural(family, kind or None, flash, gqa)
+    except InputError:
+        return None
+    marked, boundary = fam.ops_reached(list(patterns))
+    if not marked or fam.effective(marked, boundary):
+        return None
+    return frozenset(fam.ops[i].path for i in marked)

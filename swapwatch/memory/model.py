@@ -25,8 +25,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from .. import strategy
 from ..config import load_config
 from ..errors import InputError
-from .family import Family, LayerCost, table_for
-from .spec import ModelSpec, load_spec, params_per_layer
+from .family import Family, LayerCost, layout_kinds, table_for
+from .spec import ModelSpec, params_per_layer, spec_from_config
 
 
 @dataclass
@@ -64,10 +64,14 @@ def inflight(P: int, V: int, m: int, p: int) -> List[int]:
     return [max(1, c) for c in counts]
 
 
-def static_parts(spec: ModelSpec, fam: Family, stage: int, n_layers: int) -> Dict[str, int]:
-    """Weights, gradients and optimizer states of one rank of ``stage`` (bytes)."""
+def static_parts(spec: ModelSpec, fam: Family, stage: int, n_layers: int,
+                 layer_params: Optional[int] = None) -> Dict[str, int]:
+    """Weights, gradients and optimizer states of one rank of ``stage`` (bytes). ``layer_params``:
+    the weight elements of the stage's layers when they differ by kind (dense / MoE / MTP: the
+    experts' share under expert parallel is in each kind's ``params`` rows), else ``n_layers`` of
+    ``fam``'s."""
     sym = spec.symbols()
-    params = n_layers * params_per_layer(spec, fam.params_rows)
+    params = n_layers * params_per_layer(spec, fam.params_rows, fam.mla_rows) if layer_params is None else layer_params
     if stage == 0:
         params += sym["v"] * spec.hidden
     if stage == spec.pp - 1:
@@ -75,8 +79,11 @@ def static_parts(spec: ModelSpec, fam: Family, stage: int, n_layers: int) -> Dic
         if not (spec.tie_embeddings and spec.pp == 1):
             params += sym["v"] * spec.hidden
     pb = spec.param_bytes
-    return {"weights": params * pb // spec.shard, "grads": params * pb,
-            "optimizer_states": params * pb * spec.optimizer_states // spec.shard}
+    # LoRA (pet_config): the frozen base weights carry no gradients and no optimizer states; the
+    # adapters' own (rank r per target matrix) are negligible beside them and left out
+    trained = 0 if spec.frozen_base else params
+    return {"weights": params * pb // spec.shard, "grads": trained * pb,
+            "optimizer_states": trained * pb * spec.optimizer_states // spec.shard}
 
 
 def head_bytes(spec: ModelSpec, stage: int) -> int:
@@ -129,8 +136,12 @@ class StageMemory:
 
 
 def stage_memory(spec: ModelSpec, fam: Family, geo: strategy.Geometry, stage: int,
-                 costs: Sequence[LayerCost], prefetch: Sequence[Optional[int]] = ()) -> StageMemory:
-    """The parts of ``stage``'s peak for per-layer ``costs`` (indexed by global layer id)."""
+                 costs: Sequence[LayerCost], prefetch: Sequence[Optional[int]] = (),
+                 layer_fams: Optional[Sequence[Family]] = None,
+                 mtp: Sequence[Tuple[Family, LayerCost]] = ()) -> StageMemory:
+    """The parts of ``stage``'s peak for per-layer ``costs`` (indexed by global layer id).
+    ``layer_fams``: each layer's tensor table when the family's layers differ by kind; ``mtp``: the
+    MTP layers (on the last stage, one micro-batch in flight there) with their costs."""
     P, V = geo.pipeline_stage, geo.pp_interleave_num
     counts = inflight(P, V, spec.micro_batch_num, stage)
     layers: List[int] = []
@@ -150,9 +161,21 @@ def stage_memory(spec: ModelSpec, fam: Family, geo: strategy.Geometry, stage: in
     # after it have freed by its backward looked right on paper and broke budgets on real MindSpore
     # (bench/plan.py: a plan predicted 44.2 MiB measured 48 MiB): the pool does not give that back
     transient = max((costs[i].regen for i in layers), default=0)
-    return StageMemory(stage=stage, layers=layers, static=static_parts(spec, fam, stage, len(layers)),
+    fams = [layer_fams[i] if layer_fams else fam for i in layers]
+    layer_params: Optional[int] = None
+    workspace = max((f.workspace for f in fams), default=0)
+    if layer_fams or mtp:
+        layer_params = sum(params_per_layer(spec, f.params_rows, f.mla_rows) for f in fams)
+        if stage == geo.pipeline_stage - 1:
+            for mf, mc in mtp:
+                layer_params += params_per_layer(spec, mf.params_rows, mf.mla_rows)
+                act += counts[-1] * mc.kept
+                transient = max(transient, mc.regen)
+                workspace = max(workspace, mf.workspace)
+    return StageMemory(stage=stage, layers=layers,
+                       static=static_parts(spec, fam, stage, len(layers), layer_params),
                        activations=act, swap_window=window, transient=transient,
-                       workspace=fam.workspace if layers else 0, head=head_bytes(spec, stage))
+                       workspace=workspace if layers else 0, head=head_bytes(spec, stage))
 
 
 @dataclass
@@ -170,13 +193,16 @@ class Estimate:
     calibration: Calibration = field(default_factory=Calibration)
     measured: Dict[int, int] = field(default_factory=dict)
     budget_bytes: Optional[int] = None
+    #: memory-relevant keys the model leaves out (swapwatch.memory.keys): the figure is then a bound
+    unmodelled: List[str] = field(default_factory=list)
 
     def to_json(self) -> Dict[str, Any]:
         cal = self.calibration
         out = {"config": self.config, "family": self.family, "budget_bytes": self.budget_bytes,
                "stages": [st.to_json(cal, self.measured.get(st.stage)) for st in self.stages],
                "layers": [{**row, "activation_bytes": int(round(cal.scale * row["activation_bytes"]))}
-                          for row in self.layers]}
+                          for row in self.layers],
+               "unmodelled": list(self.unmodelled)}
         if cal.fitted:
             out["calibration"] = cal.to_json()
         return out
@@ -187,19 +213,44 @@ def estimate_plan(path: str, cfg: Any, plan: strategy.Plan, spec: ModelSpec,
     """Predict the peaks of an already resolved plan (``plan`` reuses it for its own output), on the
     tensor table of the plan's model family (the one ``explain`` names)."""
     fam = memory_family(spec, plan)
+    by_key: Dict[str, Family] = {}
+
+    def fam_of(layer: int, mtp: bool = False) -> Family:
+        """The tensor table of one layer's kind (DeepSeek-V3: dense below first_k_dense_replace,
+        MoE above, the MTP layer; one object per kind)."""
+        key = plan.layout_key(layer, mtp) if plan.family is not None else None
+        kind = key.partition(":")[2] if key and ":" in key else None
+        if kind is None or kind == (fam.kind or layout_kinds(fam.name)[0]):
+            return fam
+        if key not in by_key:
+            by_key[key] = Family(spec, fam.name, plan.family.origin, kind)
+        return by_key[key]
+
     costs: List[LayerCost] = []
     prefetch: List[Optional[int]] = []
+    layer_fams: List[Family] = []
     rows = []
     for lp in plan.layers:
-        label, cost = fam.layer_choice(lp)
+        lf = fam_of(lp.layer)
+        label, cost = lf.layer_choice(lp)
         costs.append(cost)
-        prefetch.append(fam.prefetch_of(lp))
+        layer_fams.append(lf)
+        prefetch.append(lf.prefetch_of(lp))
         rows.append({"layer": lp.layer, "stage": lp.stage, "choice": label, "activation_bytes": cost.kept,
                      "host_bytes": cost.host, "recompute_flops": cost.flops})
+    mtp = []
+    for lp in plan.mtp:
+        mf = fam_of(lp.layer, True)
+        label, cost = mf.layer_choice(lp)
+        label = "mtp:" + label
+        mtp.append((mf, cost))
+        rows.append({"layer": lp.layer, "stage": lp.stage, "choice": label, "activation_bytes": cost.kept,
+                     "host_bytes": cost.host, "recompute_flops": cost.flops, "mtp": True})
     geo = plan.geometry
-    stages = [stage_memory(spec, fam, geo, p, costs, prefetch) for p in range(geo.pipeline_stage)]
+    mixed = layer_fams if any(f is not fam for f in layer_fams) else None
+    stages = [stage_memory(spec, fam, geo, p, costs, prefetch, mixed, mtp) for p in range(geo.pipeline_stage)]
     return Estimate(config=path, family=fam.name, spec=spec, plan=plan, fam=fam, stages=stages, layers=rows,
-                    calibration=calibration)
+                    calibration=calibration, unmodelled=list(spec.unmodelled))
 
 
 def memory_family(spec: ModelSpec, plan: strategy.Plan) -> Family:
@@ -207,6 +258,18 @@ def memory_family(spec: ModelSpec, plan: strategy.Plan) -> Family:
     ``--model``), sized by ``spec``; exit 2 when that family has none yet, never another family's."""
     check_family(plan)
     return Family(spec, plan.family.name, plan.family.origin)
+
+
+def planning_family(spec: ModelSpec, plan: strategy.Plan) -> Family:
+    """The tensor table ``plan`` searches per-layer choices on: the family's, or when its layers
+    differ by kind (dense / MoE / MTP) the kind that keeps most without recompute (its choices are
+    then conservative for the lighter kinds)."""
+    fam = memory_family(spec, plan)
+    kinds = [k for k in layout_kinds(fam.name) if k != "mtp"]
+    if len(kinds) < 2:
+        return fam
+    fams = [fam] + [Family(spec, fam.name, plan.family.origin, k) for k in kinds if k != (fam.kind or kinds[0])]
+    return max(fams, key=lambda f: (f.cost(frozenset()).kept, params_per_layer(spec, f.params_rows, f.mla_rows)))
 
 
 def check_family(plan: strategy.Plan) -> None:
@@ -228,7 +291,7 @@ def plan_of(path: str, model: Optional[str] = None) -> Tuple[Any, strategy.Plan,
     cfg = load_config(path)
     plan = strategy.plan(cfg, model=model)
     check_family(plan)
-    spec = load_spec(path)
+    spec = spec_from_config(cfg)
     if cfg.pipeline_stage != spec.pp:
         spec.pp = cfg.pipeline_stage
     return cfg, plan, spec

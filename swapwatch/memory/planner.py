@@ -11,13 +11,13 @@ from __future__ import annotations
 import os
 import re
 import tempfile
-from fractions import Fraction
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import InputError
 from .calibrate import calibrate
-from .model import NO_CALIBRATION, Calibration, Estimate, estimate, memory_family, plan_of
+from .model import NO_CALIBRATION, Calibration, Estimate, estimate, plan_of, planning_family
 from .search import StagePlan, lowest_peak, solve_stage
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?i?B?|)\s*$", re.IGNORECASE)
@@ -168,28 +168,41 @@ def make_plan(config: str, budget: int, run_dirs: Sequence[str] = (), allow_swap
         raise InputError(f"--allow-swap: swap only moves memory on Ascend, and context.device_target is {target}",
                          file=config)
     geo = plan.geometry
-    fam = memory_family(spec, plan)
+    # a family whose layers differ by kind (DeepSeek-V3: dense, MoE, MTP) is searched on its most
+    # demanding kind; the written YAML is then estimated layer by layer on its own kinds, and the
+    # search target tightened by any overshoot (memory.model.planning_family)
+    fam = planning_family(spec, plan)
     cal = calibration if calibration is not None else (calibrate(run_dirs, model)[0] if run_dirs else NO_CALIBRATION)
     frac, why = plan_margin(cal, margin)
     result = PlanResult(config=config, budget=budget, fits=False, stages=[], calibration=cal, family=fam.name,
                         margin=frac, margin_why=why)
-    goal = result.target
-    stages = [solve_stage(spec, fam, geo, p, cal, goal, allow_swap) for p in range(geo.pipeline_stage)]
-    result.stages = stages
-    result.fits = all(s.fits for s in stages)
-    if not result.fits:
-        result.lowest = {p: lowest_peak(spec, fam, geo, p, cal, allow_swap) for p in range(geo.pipeline_stage)}
-        result.levers = levers(config, cfg, spec, fam, geo, cal, goal, result.lowest, allow_swap, target, model)
-        return result
+    goal = search = result.target
+    from ..config import read_config_text       # once: a config given as a pipe was read already
     from .emit import emit_result
 
-    from ..config import read_config_text       # once: a config given as a pipe was read already
-
-    written = emit_result(read_config_text(config), config, geo, stages, plan_of_text=lambda t: _plan_of_text(t, model))
-    result.text = written.text
-    result.notes = written.notes
-    result.estimate = estimate_text(result.text, config, model, cal)
-    result.estimate.budget_bytes = budget
+    text = read_config_text(config)
+    for _ in range(8):
+        stages = [solve_stage(spec, fam, geo, p, cal, search, allow_swap) for p in range(geo.pipeline_stage)]
+        result.stages = stages
+        result.fits = all(s.fits for s in stages)
+        if not result.fits:
+            result.lowest = {p: lowest_peak(spec, fam, geo, p, cal, allow_swap) for p in range(geo.pipeline_stage)}
+            result.levers = levers(config, cfg, spec, fam, geo, cal, goal, result.lowest, allow_swap, target, model)
+            return result
+        written = emit_result(text, config, geo, stages, plan_of_text=lambda t: _plan_of_text(t, model))
+        result.text = written.text
+        result.notes = written.notes
+        result.estimate = estimate_text(result.text, config, model, cal)
+        result.estimate.budget_bytes = budget
+        over = max(st.peak(cal) for st in result.estimate.stages) - goal
+        if over <= 0:
+            break
+        search -= over + goal // 256     # at least 0.4 % a round: a few rounds at most
+    else:
+        # still over the target after the rounds: never hand back a YAML as fitting that does not
+        result.fits = False
+        result.lowest = {p: lowest_peak(spec, fam, geo, p, cal, allow_swap) for p in range(geo.pipeline_stage)}
+        return result
     _check_round_trip(result)
     return result
 
@@ -243,10 +256,10 @@ def _offset_lever(config: str, cfg: Any, geo, cal: Calibration, goal: int, bad: 
                   model: Optional[str], allow_swap: bool) -> str:
     """Move 1..4 layers from the worst stage to each other stage (``parallel_config.offset``)
     and re-plan the copy: the first offset under which every stage's lowest peak fits."""
+    from ..config import read_config_text       # once: a config given as a pipe was read already
     from .emit import splice
 
-    with open(config, encoding="utf-8") as fh:
-        text = fh.read()
+    text = read_config_text(config)
     P = geo.pipeline_stage
     base = [int(x) for x in geo.offset[0]]
     worst = max(bad)
@@ -266,7 +279,7 @@ def _offset_lever(config: str, cfg: Any, geo, cal: Calibration, goal: int, bad: 
                     _, p2, spec2 = plan_of(tmp, model)
                 finally:
                     os.unlink(tmp)
-                fam2 = memory_family(spec2, p2)
+                fam2 = planning_family(spec2, p2)
                 low = [lowest_peak(spec2, fam2, p2.geometry, p, cal, allow_swap) for p in range(P)]
             except (InputError, ValueError):     # an offset MindFormers' geometry refuses: not a lever
                 continue

@@ -35,6 +35,12 @@ def header(est: Estimate) -> str:
                  f"{fmt_size(cal.residual)}, activation scale {cal.scale:.3f}, fragmentation {cal.fragmentation:.3f}")
     else:
         line += "\nuncalibrated (tensor bytes only; --calibrate RUN_DIR fits the allocator's share)"
+    if est.unmodelled:
+        # swapwatch.memory.keys: keys that change memory and the model does not size
+        line += (f"\nunmodelled: {', '.join(est.unmodelled)} (their effect is left out: the figures are a "
+                 f"bound, not a prediction; docs/estimate.md)")
+    if sp.frozen_base:
+        line += "\nLoRA (pet_config): frozen base weights counted without gradients or optimizer states"
     return line
 
 

@@ -1,10 +1,12 @@
-"""Model and parallel sizes from a training YAML: everything the memory model multiplies.
+"""Model and parallel sizes of a training job: everything the memory model multiplies.
 
 Why a module of its own: ``swapwatch.config`` reads what the *strategy* needs (layer count,
 stages, the two strategy sections); the memory model needs the sizes beside them (hidden, heads,
 ffn, sequence, vocabulary, dtypes, MoE and MLA sizes, the parallel degrees, the micro-batch). They
-are read here from the same file, with the same one-line errors (file:line, key path), and turned
-into the per-rank symbols of the family's tensor table (``swapwatch/memory/llama.yaml``).
+are read here from the SAME merged config object explain reads (:attr:`TrainingConfig.tree`, with
+``pretrained_model_dir/config.json`` merged under ``model_config`` as MindFormers does), never from
+the file a second time, with the same one-line errors (file:line, key path), and turned into the
+per-rank symbols of the family's tensor table (``swapwatch/memory/llama.yaml``).
 
 Where keys have several names in MindFormers YAMLs (legacy ``model_config`` vs mcore / Hugging Face
 names) the first one present wins, in the order listed in :data:`ALIASES`.
@@ -13,9 +15,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, FrozenSet, List, Optional, Tuple
 
-from ..config import INT64_MAX, nearest, read_yaml
+from ..config import INT64_MAX, TrainingConfig, load_config, nearest
 from ..errors import ConfigError
 
 MC = "model.model_config"
@@ -23,16 +25,30 @@ MC = "model.model_config"
 ALIASES: Dict[str, Tuple[str, ...]] = {
     "hidden_size": ("hidden_size",),
     "num_heads": ("num_heads", "num_attention_heads"),
-    "n_kv_heads": ("n_kv_heads", "num_key_value_heads", "num_query_groups"),
+    "n_kv_heads": ("n_kv_heads", "num_key_value_heads", "num_query_groups", "multi_query_group_num"),
     "intermediate_size": ("intermediate_size", "ffn_hidden_size"),
     "seq_length": ("seq_length", "max_position_embeddings"),
-    "vocab_size": ("vocab_size",),
+    "vocab_size": ("vocab_size", "padded_vocab_size"),
     "num_layers": ("num_layers", "num_hidden_layers"),
     "num_experts": ("num_experts", "n_routed_experts"),
     "top_k": ("num_experts_per_tok", "moe_router_topk"),
     "moe_intermediate_size": ("moe_intermediate_size", "moe_ffn_hidden_size"),
     "head_dim": ("head_dim", "kv_channels"),
 }
+#: model_config defaults of the mcore config classes a maintainer YAML leans on (it leaves the
+#: sizes out): ``models/deepseek3/configuration_deepseek_v3.py:DeepseekV3Config.__init__``
+MODEL_DEFAULTS: Dict[str, Dict[str, Any]] = {
+    "deepseek_v3": {"vocab_size": 129280, "hidden_size": 7168, "intermediate_size": 18432,
+                    "moe_intermediate_size": 2048, "num_hidden_layers": 61, "num_attention_heads": 128,
+                    "num_key_value_heads": 128, "n_shared_experts": 1, "n_routed_experts": 256,
+                    "kv_lora_rank": 512, "q_lora_rank": 1536, "qk_rope_head_dim": 64, "v_head_dim": 128,
+                    "qk_nope_head_dim": 128, "num_experts_per_tok": 8, "max_position_embeddings": 4096},
+}
+#: ``register_mf_model_parameter(seq_length=4096)`` of every mcore config class in MindFormers 2.1.0
+MCORE_SEQ_LENGTH = 4096
+#: ``model_config.pet_config.pet_type`` values that freeze the base weights
+#: (``models/build_model.py:build_network`` -> ``get_pet_model``: LoRA and its variants)
+LORA_TYPES = frozenset({"lora", "slora", "ptuning2", "prefix_tuning"})
 #: bytes per element of the dtype names MindFormers YAMLs use
 DTYPE_BYTES = {"float32": 4, "fp32": 4, "float16": 2, "fp16": 2, "bfloat16": 2, "bf16": 2}
 #: optimizer states per parameter (each in the parameter's dtype), by ``optimizer.type``
@@ -68,6 +84,10 @@ class ModelSpec:
     tie_embeddings: bool = False
     # MLA (DeepSeek): recorded and counted in the weights; the layer tensors stay the Llama ones
     mla: Dict[str, int] = field(default_factory=dict)
+    #: MoE's shared experts (DeepSeek-V3 ``n_shared_experts``, default 1 in DeepseekV3Config) and
+    #: the dense layers' FFN width beside the experts' (``intermediate_size``)
+    shared_experts: int = 0
+    dense_ffn: int = 0
     dp: int = 1
     tp: int = 1
     pp: int = 1
@@ -79,6 +99,10 @@ class ModelSpec:
     optimizer_shard_size: int = 0       # 0: all data-parallel ranks
     #: dotted key -> line, for messages
     lines: Dict[str, int] = field(default_factory=dict)
+    #: LoRA / ``pet_config``: the base weights are frozen (no gradients, no optimizer states)
+    frozen_base: bool = False
+    #: memory-relevant key paths the model leaves out (:mod:`swapwatch.memory.keys`)
+    unmodelled: List[str] = field(default_factory=list)
 
     def symbols(self) -> Dict[str, int]:
         """Per-rank sizes of the family's tensor table (see ``swapwatch/memory/llama.yaml``)."""
@@ -93,7 +117,34 @@ class ModelSpec:
                 "d": self.head_dim, "ft": max(1, ffn // tp), "k": self.top_k if moe else 1,
                 "fw": max(1, ffn // tp) * local_experts, "v": max(1, self.vocab // tp),
                 "hqkv": (self.heads + 2 * self.kv_heads) * self.head_dim // tp,
-                "akv": max(1, self.kv_heads // tp)}
+                "akv": max(1, self.kv_heads // tp), **self.moe_mla_symbols()}
+
+    def moe_mla_symbols(self) -> Dict[str, int]:
+        """The MoE and MLA sizes of ``swapwatch/memory/qwen3_moe.yaml`` / ``deepseek_v3.yaml``.
+
+        MoE (``parallel_core/training_graph/transformer/moe/moe_layer.py:MoELayer.construct``): the
+        layer folds tensor parallel into the token split (``local_reshape_permute`` to ``dp_cp``), so
+        a rank routes ``sm = s / tp`` tokens per micro-batch row; after the dispatch all-to-all it
+        holds ``sm * k`` of them for its ``el = E / ep`` experts (the even load DryRun assumes:
+        ``token_dispatcher.py:MoEAlltoAllTokenDispatcher.preprocess_with_dryrun``). Expert weights
+        are split by expert parallel only (``fm``: an expert's FFN width, whole).
+        MLA (``multi_latent_attention.py``): ``ql`` / ``kvl`` the low ranks, ``dn`` / ``dr`` / ``dv``
+        the nope / rope / value head dims; ``hqk = at (dn + dr)`` and ``hv = at dv`` per rank."""
+        tp = self.tp
+        at = max(1, self.heads // tp)
+        s = max(1, self.seq // self.cp)
+        e = max(1, self.num_experts)
+        fm = self.moe_ffn or self.ffn
+        ml = self.mla
+        dn = ml.get("qk_nope_head_dim", self.head_dim)
+        dr = ml.get("qk_rope_head_dim", 0)
+        dv = ml.get("v_head_dim", self.head_dim)
+        return {"e": e, "el": max(1, e // self.ep), "fm": fm, "sm": max(1, s // tp),
+                "fd": max(1, (self.dense_ffn or self.ffn) // tp),
+                "fs": max(1, self.shared_experts * fm // tp),
+                "ql": ml.get("q_lora_rank", 0) or 1, "kvl": ml.get("kv_lora_rank", 0) or 1,
+                "dn": dn, "dr": max(1, dr), "dv": dv, "dqk": dn + dr,
+                "hqk": at * (dn + dr), "hv": at * dv, "hkr": at * dr or 1}
 
     @property
     def shard(self) -> int:
@@ -105,15 +156,33 @@ class ModelSpec:
 
 
 def load_spec(path: str) -> ModelSpec:
-    """Read the sizes from the YAML at ``path``; ConfigError (exit 2) names file, line and key."""
-    data, lines = read_yaml(path)
-    if not isinstance(data, dict):
-        raise ConfigError("expected a mapping of config sections at the top level", file=path, line=1)
-    return spec_from_tree(data, lines, path)
+    """The sizes of the YAML at ``path``, read through :func:`swapwatch.config.load_config` (the one
+    reader); ConfigError (exit 2) names file, line and key."""
+    return spec_from_config(load_config(path, check_rules=False))
 
 
-def spec_from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional[str]) -> ModelSpec:
+def spec_from_config(cfg: TrainingConfig) -> ModelSpec:
+    """The sizes of the merged config explain reads (issue 23: memory takes the same object). A key
+    that came from ``pretrained_model_dir/config.json`` is reported at that file. Every other key is
+    classified (:func:`swapwatch.memory.keys.check`): an auto-parallel YAML is refused (exit 2), the
+    memory-relevant keys the model leaves out are recorded in ``unmodelled``."""
+    from .keys import check
+
+    report = check(cfg.tree, cfg.source, cfg.lines)
+    spec = spec_from_tree(cfg.tree, cfg.lines, cfg.source, hf_source=cfg.hf_source, hf_keys=cfg.hf_keys)
+    spec.unmodelled = report.unmodelled
+    pet = cfg.tree.get("model", {}).get("model_config", {}).get("pet_config") if isinstance(
+        cfg.tree.get("model"), dict) else None
+    pet = pet if isinstance(pet, dict) else cfg.tree.get("pet_config")
+    spec.frozen_base = isinstance(pet, dict) and str(pet.get("pet_type", "")).lower() in LORA_TYPES
+    return spec
+
+
+def spec_from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional[str],
+                   hf_source: Optional[str] = None, hf_keys: FrozenSet[str] = frozenset()) -> ModelSpec:
     def err(key: str, message: str) -> ConfigError:
+        if hf_source and key.startswith(MC + ".") and key[len(MC) + 1:] in hf_keys:
+            return ConfigError(message, file=hf_source, key=key[len(MC) + 1:])
         return ConfigError(message, file=source, line=nearest(lines, key), key=key)
 
     def section(tree: Any, name: str, prefix: str) -> Dict[str, Any]:
@@ -126,6 +195,8 @@ def spec_from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional
 
     model = section(data, "model", "")
     mc = section(model, "model_config", "model.")
+    if isinstance(mc.get("model_type"), str) and mc["model_type"] in MODEL_DEFAULTS:
+        mc = {**MODEL_DEFAULTS[mc["model_type"]], **mc}
     pc = section(data, "parallel_config", "")
     par = section(data, "parallel", "")
     runner = section(data, "runner_config", "")
@@ -182,7 +253,10 @@ def spec_from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional
         ffn = llama_ffn(hidden, mc.get("multiple_of", 256), mc.get("ffn_dim_multiplier"))
     else:
         ffn = pos(ffn_raw, ffn_key)
-    seq = pos(*get("seq_length", required=True))
+    # mcore configs register seq_length=4096 as the model parameter default
+    # (models/qwen3_moe/configuration_qwen3_moe.py, qwen3, deepseek3: register_mf_model_parameter);
+    # max_position_embeddings is the rope table's length, not the training sequence
+    seq = MCORE_SEQ_LENGTH if mcore and mc.get("seq_length") is None else pos(*get("seq_length", required=True))
     vocab = pos(*get("vocab_size", required=True))
     layers = pos(*get("num_layers", required=True))
 
@@ -221,6 +295,9 @@ def spec_from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional
     if isinstance(shard_size, bool) or not isinstance(shard_size, int):
         raise err("parallel.parallel_optimizer_config.optimizer_weight_shard_size",
                   f"expected an integer, got {shard_size!r}")
+    sh_raw = mc.get("n_shared_experts", mc.get("shared_expert_num"))
+    shared = pos(sh_raw, f"{MC}.n_shared_experts", 0) if sh_raw is not None else \
+        (1 if mc.get("model_type") == "deepseek_v3" else 0)
     if heads % tp:
         raise err("parallel_config.model_parallel", f"num_heads {heads} is not a multiple of model_parallel {tp}")
 
@@ -237,7 +314,8 @@ def spec_from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional
         flash=flag(mc, "use_flash_attention", f"{MC}.use_flash_attention", default=mcore),
         num_experts=experts, top_k=top_k, moe_ffn=moe_ffn,
         tie_embeddings=flag(mc, "tie_word_embeddings", f"{MC}.tie_word_embeddings"),
-        mla=mla, dp=dp, tp=tp, pp=pp, cp=cp, ep=ep, micro_batch_num=mbn, seq_parallel=sp,
+        mla=mla, shared_experts=shared, dense_ffn=ffn, dp=dp, tp=tp, pp=pp, cp=cp, ep=ep, micro_batch_num=mbn,
+        seq_parallel=sp,
         optimizer_shard=shard, optimizer_shard_size=shard_size, lines=lines)
 
 
@@ -252,12 +330,13 @@ def llama_ffn(hidden: int, multiple_of: Any = 256, multiplier: Any = None) -> in
     return mult * math.ceil(ffn / mult)
 
 
-def params_per_layer(spec: ModelSpec, rows: List[List[Any]]) -> int:
+def params_per_layer(spec: ModelSpec, rows: List[List[Any]], mla_rows: bool = False) -> int:
     """Weight elements of one layer on one rank, from the family's ``params`` rows (plus MLA's
-    low-rank projections when the YAML has them, in place of wq/wk/wv)."""
+    low-rank projections when the YAML has them, in place of wq/wk/wv, unless the rows size them:
+    ``mla_rows``, the DeepSeek-V3 table)."""
     sym = spec.symbols()
     total = sum(product(row, sym) for row in rows)
-    if spec.mla:
+    if spec.mla and not mla_rows:
         h, at = spec.hidden, sym["at"]
         qk = spec.mla.get("qk_nope_head_dim", spec.head_dim) + spec.mla.get("qk_rope_head_dim", 0)
         vd = spec.mla.get("v_head_dim", spec.head_dim)

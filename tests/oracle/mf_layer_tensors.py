@@ -82,7 +82,12 @@ def record(cell, prefix, calls):
 def main():
     case = json.loads(sys.argv[1])
     spec = extract_layouts.FAMILIES[case["family"]]
-    cfg = extract_layouts.tiny_config(spec["config"], dict(spec["set"], **case.get("set", {})))
+    src = spec["config"]
+    if isinstance(src, str):            # a maintainer YAML shipped in the wheel (as build_one reads it)
+        import mindformers
+
+        src = os.path.join(os.path.dirname(os.path.dirname(mindformers.__file__)), src)
+    cfg = extract_layouts.tiny_config(src, dict(spec["set"], **case.get("set", {})))
     net, seen = extract_layouts.build(cfg)
     import mindspore as ms
     import numpy as np

@@ -1,0 +1,66 @@
+"""SW211: a select recompute set that MindSpore will drop whole (it frees nothing), before launch."""
+from __future__ import annotations
+
+from typing import Dict, Iterable, Tuple
+
+from . import CheckContext, Finding, Rule, register
+from ._config_ctx import config_of, where
+
+
+@register
+class SelectFreesNothing(Rule):
+    """The select recompute set of a layer frees no memory: MindSpore drops every mark.
+
+    **What it means.** MindSpore recomputes a marked primitive only when every forward consumer of
+    its output is marked too; otherwise the output stays alive for that consumer and the mark is
+    dropped, and a dropped op in turn voids the ops feeding it. On the layer's tensor table
+    (``swapwatch/memory/<family>.yaml``) nothing of this set survives: MindFormers' default select
+    set (``feed_forward.mul`` + ``feed_forward.w1.activation.silu`` on legacy Llama; ``mlp.mul`` +
+    ``mlp.activation_func.silu`` on mcore) is such a set, because the ``w2`` / ``linear_fc2`` matmul
+    that consumes the product is not marked. The compiled graph confirms it as SW110 (``--ir``).
+
+    **Why it matters.** The log still prints ``Set select recompute ...`` and explain shows the
+    patterns applied, but the peak is what it would be without them; ``swapwatch estimate`` values
+    the set at 0 bytes.
+
+    **How to fix it.** Mark the consumer's cell too, or the whole MLP cell (a cell keeps only its
+    own output, so everything inside it is recomputed); ``swapwatch estimate`` credits both::
+
+        recompute_config:
+          select_recompute:
+            'feed_forward\\.mul': True
+            'feed_forward\\.w1\\.activation\\.silu': True
+            'feed_forward\\.w2': True            # the consumer of mul
+        # or the cell:  'feed_forward': True    (mcore: 'mlp')
+    """
+
+    code = "SW211"
+    severity = "warning"
+    title = "a select recompute set frees nothing (MindSpore drops its marks)"
+    needs = "config"
+
+    def check(self, ctx: CheckContext) -> Iterable[Finding]:
+        plan, cfg = ctx.plan, config_of(ctx)
+        if plan is None or not hasattr(plan, "layers") or getattr(plan, "path", None) == "pynative":
+            return
+        from ..memory.family import frees_nothing
+
+        groups: Dict[Tuple[str, Tuple[str, ...]], list] = {}
+        for lp in plan.layers:
+            if lp.full_recompute or not lp.select_recompute:
+                continue
+            key = plan.layout_key(lp.layer) if hasattr(plan, "layout_key") else None
+            if key:
+                groups.setdefault((key, tuple(lp.select_recompute)), []).append(lp.layer)
+        for (key, pats), layers in groups.items():
+            reached = frees_nothing(cfg, key, pats)
+            if not reached:
+                continue
+            from ..layer_table import ranges
+
+            yield self.finding(
+                f"select_recompute {', '.join(repr(p) for p in pats)} frees nothing on layer(s) "
+                f"{ranges(layers, sep=',')}: each reached op ({', '.join(sorted(reached))}) feeds an op "
+                "outside the set, so MindSpore drops every mark",
+                layer=layers[0], op=", ".join(pats), source=where(cfg, "recompute_config.select_recompute"),
+                expected="memory freed", actual="0 bytes (marks dropped)")

@@ -1,0 +1,257 @@
+"""Which keys of a training YAML the memory model uses, which cannot change device memory, and
+which it leaves out (issue 27: nothing ignored in silence).
+
+Every leaf key path of the merged config (:attr:`swapwatch.config.TrainingConfig.tree`) falls under
+the first rule of :data:`RULES` whose pattern matches it (``fnmatch`` on the dotted path):
+
+* ``modelled``: the estimate depends on it (sizes, dtypes, parallel degrees, the strategy sections,
+  the optimizer, LoRA's frozen base);
+* ``irrelevant``: it cannot change the device peak of a training step (paths, seeds, the learning
+  rate, logging, the data pipeline on host, checkpoint saving, inference-only model keys);
+* ``unmodelled``: it can change the peak and the model does not size it. Such keys are listed in
+  the estimate's header line and its JSON ``unmodelled`` (key paths), and the figure is then a
+  bound, not a prediction;
+* ``refused``: the peak cannot be known offline (MindSpore's strategy search decides the layout at
+  compile time): ``estimate`` / ``plan`` stop with that reason (exit 2).
+
+A key with no rule is ``unmodelled`` too: an unknown key is reported, never dropped. A value-aware
+rule (``when``) applies only when the value makes the key matter (``recompute_slice_activation:
+False`` changes nothing; ``True`` does).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+
+from ..errors import ConfigError
+
+MODELLED, IRRELEVANT, UNMODELLED, REFUSED = "modelled", "irrelevant", "unmodelled", "refused"
+
+
+def _truthy(v: Any) -> bool:
+    return v not in (None, False, 0, "", [], {}, "None", "none")
+
+
+def _not_one(v: Any) -> bool:
+    return v not in (None, 1, 0)
+
+
+@dataclass(frozen=True)
+class Rule:
+    pattern: str
+    kind: str
+    why: str
+    #: the rule applies only when this holds for the value (else the next rule is tried)
+    when: Optional[Callable[[Any], bool]] = None
+
+
+MC = "model.model_config."
+#: first match wins; see the module docstring
+RULES: Tuple[Rule, ...] = (
+    # -- refused: only the compiler knows the layout --------------------------------------------------
+    Rule("parallel.parallel_mode", REFUSED,
+         "auto_parallel (parallel_mode 2) searches the sharding strategy at compile time: the layout and so the "
+         "peak cannot be known offline; run DryRun (`msrun --sim_level 1`) or set parallel_mode 1 (semi-auto)",
+         when=lambda v: v in (2, "auto_parallel")),
+    # -- unmodelled: memory-relevant, not sized (value-aware first) -----------------------------------
+    Rule("recompute_config.recompute_slice_activation", UNMODELLED,
+         "legacy: the saved layer input is sliced over model_parallel", when=_truthy),
+    Rule("recompute_config.mp_comm_recompute", UNMODELLED,
+         "which gathered copy a tensor-parallel communication keeps", when=lambda v: v is False),
+    Rule("recompute_config.select_comm_recompute", UNMODELLED,
+         "the gathered copies select comm recompute frees", when=_truthy),
+    Rule("recompute_config.parallel_optimizer_comm_recompute", UNMODELLED,
+         "the optimizer-parallel all-gathered weights kept for backward", when=_truthy),
+    Rule("recompute_config.select_comm_recompute_exclude", UNMODELLED, "see select_comm_recompute", when=_truthy),
+    Rule("parallel.pipeline_config.pipeline_scheduler", UNMODELLED,
+         "SeqPipe / zero-bubble schedules hold other micro-batch (chunk) counts than 1F1B",
+         when=lambda v: v not in (None, "1f1b", "interleave", "")),
+    Rule("model.model_config.seq_split_num", UNMODELLED, "SeqPipe's sequence chunks", when=_not_one),
+    Rule("parallel.pipeline_config.seq_split_num", UNMODELLED, "SeqPipe's sequence chunks", when=_not_one),
+    Rule("parallel_config.seq_split_num", UNMODELLED, "SeqPipe's sequence chunks", when=_not_one),
+    Rule(MC + "fine_grain_interleave", UNMODELLED, "fine-grain interleave splits each micro-batch in two halves "
+         "whose communication overlaps the other's compute", when=_not_one),
+    Rule("micro_batch_interleave_num", UNMODELLED, "micro-batch interleave holds two half micro-batches",
+         when=_not_one),
+    Rule("parallel.parallel_optimizer_config.gradient_accumulation_shard", UNMODELLED,
+         "shards the gradient accumulation buffer over the optimizer-parallel ranks", when=_truthy),
+    Rule("parallel.parallel_optimizer_config.parallel_optimizer_threshold", UNMODELLED,
+         "parameters below this size (KB) are not sharded by the parallel optimizer"),
+    Rule("parallel_config.vocab_emb_dp", UNMODELLED, "the embedding table's split (data parallel vs model parallel)",
+         when=lambda v: v is not None),
+    Rule("context.memory_optimize_level", UNMODELLED, "O1 turns on MindSpore's memory reuse passes",
+         when=lambda v: v not in (None, "O0")),
+    Rule("context.jit_config.jit_level", UNMODELLED, "O1 / O2 graph fusion changes what is kept",
+         when=lambda v: v not in (None, "O0")),
+    Rule("context.mempool_block_size", UNMODELLED, "the pool's block size: fragmentation (the actual peak)"),
+    Rule("context.ascend_config.parallel_speed_up_json_path", UNMODELLED,
+         "the speed-up switches in that JSON (e.g. overlap of communication) are not read"),
+    Rule("optimizer.swap", UNMODELLED, "optimizer states swapped to host", when=_truthy),
+    Rule(MC + "moe_token_drop_policy", IRRELEVANT, "DryRun and the model assume the even token load"),
+    Rule(MC + "moe_token_dispatcher_type", UNMODELLED, "alltoall is tabled; other dispatchers keep other copies",
+         when=lambda v: v not in (None, "alltoall")),
+    Rule(MC + "mla_qkv_concat", UNMODELLED, "MLA's concatenated q / kv down projection (MLASelfAttentionConcatenated)",
+         when=_truthy),
+    Rule(MC + "use_pad_tokens", UNMODELLED, "MoE token padding to the expert capacity", when=_truthy),
+    Rule(MC + "quantization_bit", UNMODELLED, "quantised weights", when=_truthy),
+    Rule(MC + "pre_seq_len", UNMODELLED, "P-Tuning v2 prefix keys and values", when=_truthy),
+    Rule(MC + "pet_config.*", MODELLED, "LoRA (models/build_model.py:build_network wraps the model with "
+         "get_pet_model): the frozen base weights carry no gradients or optimizer states"),
+    # -- modelled ------------------------------------------------------------------------------------
+    *(Rule(MC + k, MODELLED, "size / dtype read by swapwatch.memory.spec") for k in (
+        "hidden_size", "num_heads", "num_attention_heads", "n_kv_heads", "num_key_value_heads", "num_query_groups",
+        "multi_query_group_num", "multi_query_attention", "intermediate_size", "ffn_hidden_size", "seq_length",
+        "vocab_size", "padded_vocab_size", "num_layers", "num_hidden_layers", "num_experts", "n_routed_experts",
+        "num_experts_per_tok", "moe_router_topk", "moe_intermediate_size", "moe_ffn_hidden_size", "head_dim",
+        "kv_channels", "compute_dtype", "softmax_compute_type", "softmax_compute_dtype", "layernorm_compute_type",
+        "layernorm_compute_dtype", "param_init_type", "params_dtype", "fp32_residual_connection",
+        "use_flash_attention", "tie_word_embeddings", "untie_embeddings_and_output_weights", "q_lora_rank",
+        "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "n_shared_experts",
+        "shared_expert_num", "multiple_of", "ffn_dim_multiplier", "offset", "pp_interleave_num",
+        "first_k_dense_replace", "num_nextn_predict_layers", "mtp_depth", "model_type", "architectures", "type",
+        "qkv_concat", "mlp_concat", "add_qkv_bias", "qkv_has_bias", "multi_latent_attention", "qk_layernorm",
+        "cpu_offloading", "cpu_offloading_num_layers", "swap", "layer_swap", "op_swap", "default_prefetch",
+        "max_position_embeddings", "max_position_embedding", "moe_grouped_gemm", "router_dense_type",
+        "gated_linear_unit", "batch_size", "use_past", "seq_split_num", "fine_grain_interleave")),
+    Rule("model.arch.type", MODELLED, "the family (swapwatch.families)"),
+    Rule("model.model_type", MODELLED, "the family (swapwatch.families)"),
+    Rule("model.num_hidden_layers", MODELLED, "layer count"),
+    Rule("model.num_nextn_predict_layers", MODELLED, "MTP layers"),
+    Rule("model.first_k_dense_replace", MODELLED, "dense / MoE layer split"),
+    Rule("use_legacy", MODELLED, "the code path (legacy / mcore)"),
+    Rule("pretrained_model_dir", MODELLED, "its config.json is merged under model_config"),
+    Rule("parallel_config.*", MODELLED, "parallel degrees, micro-batches, sequence parallel, recompute"),
+    Rule("parallel.enable_parallel_optimizer", MODELLED, "optimizer shard"),
+    Rule("parallel.parallel_optimizer_config.optimizer_weight_shard_size", MODELLED, "optimizer shard size"),
+    Rule("parallel.pipeline_config.pipeline_interleave", MODELLED, "interleaved pipeline"),
+    Rule("parallel.pipeline_config.pipeline_scheduler", MODELLED, "1F1B / interleave"),
+    Rule("parallel.parallel_mode", MODELLED, "semi-auto / data parallel: the layout the YAML gives"),
+    Rule("recompute_config.*", MODELLED, "the strategy engine (swapwatch.strategy)"),
+    Rule("swap_config.*", MODELLED, "the strategy engine (swapwatch.strategy)"),
+    Rule("runner_config.batch_size", MODELLED, "the micro-batch"),
+    Rule("runner_config.gradient_accumulation_steps", MODELLED,
+         "accumulation steps run one after another: one micro-batch's activations at a time; the gradient "
+         "buffer is the static part's gradients"),
+    Rule("optimizer.type", MODELLED, "optimizer states per parameter"),
+    Rule("context.mode", MODELLED, "graph mode (PyNative is another path)"),
+    # -- irrelevant to the device peak ----------------------------------------------------------------
+    *(Rule(p, IRRELEVANT, why) for p, why in (
+        ("parallel.search_mode", "only read by auto_parallel"),
+        ("parallel.dataset_strategy", "the input batch split (host / a few KB on device)"),
+        ("parallel.enable_alltoall", "communication operator choice"),
+        ("parallel.full_batch", "input loading"),
+        ("parallel.gradients_mean", "a scalar in the gradient reduction"),
+        ("parallel.loss_repeated_mean", "a scalar in the loss"),
+        ("parallel.strategy_ckpt_config.*", "strategy file output"),
+        ("parallel.strategy_ckpt_save_file", "strategy file output"),
+        ("optimizer.*", "hyper-parameters"),
+        ("lr_schedule.*", "learning rate"),
+        ("runner_config.*", "epochs and sinking"),
+        ("runner_wrapper.*", "loss scale and clipping (scalars)"),
+        ("train_dataset.*", "the host data pipeline"), ("train_dataset_task.*", "the host data pipeline"),
+        ("eval_dataset.*", "evaluation"), ("eval_dataset_task.*", "evaluation"), ("do_eval", "evaluation"),
+        ("eval_*", "evaluation"), ("metric.*", "evaluation"),
+        ("processor.*", "tokenizer"), ("callbacks", "logging and checkpoint saving"),
+        ("trainer.*", "trainer class and name"), ("context.device_*", "device choice"),
+        ("context.max_call_depth", "compiler recursion"), ("context.max_device_memory", "the budget, not the use"),
+        ("context.save_graphs*", "graph dumps"), ("context.ascend_config.precision_mode", "kernel precision"),
+        ("context.enable_graph_kernel", "off on Ascend training YAMLs"), ("seed", "randomness"),
+        ("output_dir", "paths"), ("load_checkpoint", "paths"), ("load_ckpt_format", "paths"),
+        ("src_strategy_path_or_dir", "paths"), ("auto_trans_ckpt", "checkpoint conversion"),
+        ("only_save_strategy", "compile-only switch"), ("resume_training", "checkpoint loading"),
+        ("run_mode", "train (the only mode estimated)"), ("use_parallel", "implied by the parallel sizes"),
+        ("print_separate_loss", "logging"), ("profile*", "profiling"), ("init_start_profile", "profiling"),
+        ("remote_save_url", "paths"), ("filepath_prefix", "paths"), ("train_precision_sync", "determinism"),
+        ("auto_tune", "off"), ("autotune_per_step", "off"), ("layer_scale", "lr per layer"),
+        ("layer_decay", "lr per layer"), ("lr_scale*", "lr"), ("moe_config.*", "read through model_config"),
+    )),
+    *(Rule(MC + k, IRRELEVANT, "inference, initialisation or a scalar: no device tensor in training") for k in (
+        "bos_token_id", "eos_token_id", "pad_token_id", "ignore_token_id", "repetition_penalty", "max_decode_length",
+        "top_k", "top_p", "do_sample", "checkpoint_name_or_path", "use_past_shard", "use_cache", "extend_method",
+        "initializer_range", "rms_norm_eps", "layernorm_epsilon", "rope_theta", "theta", "rotary_emb_base",
+        "rope_ratio", "scaling_factor", "rotary_pct", "rotary_dtype", "position_embedding_type", "hidden_act",
+        "attention_dropout", "hidden_dropout", "emb_dropout_prob", "bias_dropout_fusion", "bias_swiglu_fusion",
+        "apply_rope_fusion", "apply_query_key_layer_scaling", "attention_softmax_in_fp32",
+        "apply_residual_connection_post_layernorm", "post_layer_norm", "rmsnorm", "add_bias_linear",
+        "attention_bias", "input_sliced_sig", "use_attn_mask_compression", "use_contiguous_weight_layout_attention",
+        "moe_aux_loss_coeff", "router_aux_loss_coef", "moe_router_bias_update_rate", "moe_router_enable_expert_bias",
+        "moe_router_load_balancing_type", "moe_router_pre_softmax", "norm_topk_prob", "n_group", "topk_group",
+        "routed_scaling_factor", "use_fused_ops_topkrouter", "mtp_loss_factor", "prefix_projection",
+        "moe_token_dispatcher_type", "mla_qkv_concat", "use_pad_tokens", "quantization_bit", "pre_seq_len")),
+)
+
+
+@dataclass
+class KeyReport:
+    """Every leaf key of one config, classified."""
+
+    by_kind: Dict[str, List[str]] = field(default_factory=dict)
+    why: Dict[str, str] = field(default_factory=dict)
+
+    @property
+    def unmodelled(self) -> List[str]:
+        return self.by_kind.get(UNMODELLED, [])
+
+
+def leaves(tree: Any, prefix: str = "") -> Iterator[Tuple[str, Any]]:
+    """(dotted path, value) of every leaf of a YAML tree (a list is a leaf: its items are values)."""
+    if isinstance(tree, dict) and tree:
+        for k, v in tree.items():
+            yield from leaves(v, f"{prefix}.{k}" if prefix else str(k))
+    elif prefix:
+        yield prefix, tree
+
+
+def rule_for(path: str, value: Any) -> Optional[Rule]:
+    """The first rule for ``path`` at ``value``. A key whose only rules are value-aware ones that do
+    not hold is irrelevant at this value (``micro_batch_interleave_num: 1``)."""
+    skipped: Optional[Rule] = None
+    for rule in RULES:
+        if fnmatchcase(path, rule.pattern):
+            if rule.when is None or rule.when(value):
+                return rule
+            skipped = skipped or rule
+    if skipped is not None:
+        return Rule(path, IRRELEVANT, f"at {value!r} nothing changes ({skipped.why})")
+    return None
+
+
+#: sections whose sub-keys are user patterns (a select_recompute dict), classified as their section
+PATTERN_SECTIONS = ("recompute_config.select_recompute.", "recompute_config.select_comm_recompute.",
+                    "recompute_config.select_recompute_exclude.", "recompute_config.select_comm_recompute_exclude.",
+                    "swap_config.op_swap.", MC + "op_swap.", "swap_config.layer_swap.")
+
+
+#: keys that only matter with the parallel optimizer on
+SHARD_ONLY = frozenset({"parallel.parallel_optimizer_config.parallel_optimizer_threshold",
+                        "parallel.parallel_optimizer_config.gradient_accumulation_shard",
+                        "recompute_config.parallel_optimizer_comm_recompute"})
+
+
+def classify(tree: Dict[str, Any]) -> KeyReport:
+    """Classify every leaf key path of ``tree`` (see the module docstring)."""
+    out = KeyReport()
+    par = tree.get("parallel") if isinstance(tree.get("parallel"), dict) else {}
+    pc = tree.get("parallel_config") if isinstance(tree.get("parallel_config"), dict) else {}
+    shard = par.get("enable_parallel_optimizer") is True or pc.get("optimizer_shard") is True
+    for path, value in leaves(tree):
+        key = next((s[:-1] for s in PATTERN_SECTIONS if path.startswith(s)), path)
+        rule = rule_for(key, value)
+        kind, why = (rule.kind, rule.why) if rule else (UNMODELLED, "not known to the memory model")
+        if not shard and key in SHARD_ONLY:
+            kind, why = IRRELEVANT, "the parallel optimizer is off"
+        if key not in out.why:
+            out.by_kind.setdefault(kind, []).append(key)
+            out.why[key] = why
+    return out
+
+
+def check(tree: Dict[str, Any], source: Optional[str], lines: Dict[str, int]) -> KeyReport:
+    """:func:`classify`, raising ConfigError (exit 2) at the first ``refused`` key."""
+    from ..config import nearest
+
+    rep = classify(tree)
+    for key in rep.by_kind.get(REFUSED, []):
+        raise ConfigError(f"cannot estimate memory: {rep.why[key]}", file=source, line=nearest(lines, key), key=key)
+    return rep

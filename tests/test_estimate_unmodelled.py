@@ -1,0 +1,204 @@
+"""Nothing ignored in silence (issue 27 item 5) and one config read with explain (item 6): every key
+of every maintainer YAML is modelled, irrelevant to memory, or reported as `unmodelled`; an
+auto-parallel YAML is refused with the reason; estimate reads the config object explain reads,
+``pretrained_model_dir/config.json`` included; LoRA's frozen base carries no gradients."""
+from __future__ import annotations
+
+import glob
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import yaml
+
+from swapwatch.config import load_config
+from swapwatch.errors import ConfigError
+from swapwatch.memory.keys import IRRELEVANT, MODELLED, REFUSED, UNMODELLED, classify, leaves, rule_for
+from swapwatch.memory.model import estimate
+
+MAINTAINER = sorted(glob.glob("fixtures/configs/mindformers/*.yaml"))
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "swapwatch.cli", *args], capture_output=True, text=True)
+
+
+def test_the_maintainer_yamls_are_there():
+    assert len(MAINTAINER) >= 7
+
+
+@pytest.mark.parametrize("path", MAINTAINER)
+def test_every_key_of_a_maintainer_yaml_is_classified_by_a_rule(path):
+    tree = load_config(path, check_rules=False).tree
+    rep = classify(tree)
+    seen = {k for ks in rep.by_kind.values() for k in ks}
+    for key, _value in leaves(tree):
+        assert any(key == k or key.startswith(k + ".") for k in seen), key
+    # no key falls through to the "not known" default: each has a rule saying why
+    unknown = [k for k in rep.unmodelled if rep.why[k] == "not known to the memory model"]
+    assert not unknown, unknown
+    assert set(rep.by_kind) <= {MODELLED, IRRELEVANT, UNMODELLED}
+    assert rep.by_kind[MODELLED] and rep.by_kind[IRRELEVANT]
+
+
+@pytest.mark.parametrize("path", MAINTAINER)
+def test_what_is_not_modelled_is_in_the_header_and_the_json(path):
+    r = cli("estimate", path, "--format", "json")
+    assert r.returncode == 0, r.stderr
+    js = json.loads(r.stdout)
+    rep = classify(load_config(path, check_rules=False).tree)
+    assert js["unmodelled"] == rep.unmodelled
+    # every maintainer YAML is sized, and none above the 64 GB card it was written for without a
+    # named reason
+    assert js["stages"] and (max(st["peak_bytes"] for st in js["stages"]) <= 64 * 10 ** 9 or js["unmodelled"])
+    text = cli("estimate", path).stdout
+    if rep.unmodelled:
+        line = next(ln for ln in text.splitlines() if ln.startswith("unmodelled: "))
+        assert all(k in line for k in rep.unmodelled) and "bound" in line
+    else:
+        assert "unmodelled: " not in text
+
+
+def test_value_aware_keys_matter_only_at_values_that_change_memory():
+    assert rule_for("micro_batch_interleave_num", 1).kind == IRRELEVANT
+    assert rule_for("micro_batch_interleave_num", 2).kind == UNMODELLED
+    assert rule_for("recompute_config.recompute_slice_activation", False).kind != UNMODELLED
+    assert rule_for("recompute_config.recompute_slice_activation", True).kind == UNMODELLED
+    assert rule_for("parallel.pipeline_config.pipeline_scheduler", "seqpipe").kind == UNMODELLED
+    assert rule_for("parallel.pipeline_config.pipeline_scheduler", "1f1b").kind == MODELLED
+    assert rule_for("parallel_config.seq_split_num", 8).kind == UNMODELLED
+    assert rule_for("a.key.nobody.knows", 3) is None          # classify reports it as unmodelled
+    assert classify({"a": {"key": 3}}).unmodelled == ["a.key"]
+
+
+def small_yaml(tmp_path, extra: str = "", mc_extra: str = "") -> str:
+    p = tmp_path / "small.yaml"
+    p.write_text(textwrap.dedent("""\
+        model:
+          arch: {type: LlamaForCausalLM}
+          model_config:
+            type: LlamaConfig
+            hidden_size: 256
+            num_heads: 4
+            seq_length: 128
+            vocab_size: 1000
+            num_layers: 2
+        %s
+        runner_config: {batch_size: 1}
+        parallel_config: {data_parallel: 2, pipeline_stage: 1}
+        recompute_config: {recompute: False}
+        %s
+        """) % (textwrap.indent(textwrap.dedent(mc_extra), "    "), extra))
+    return str(p)
+
+
+def test_auto_parallel_is_refused_with_the_reason(tmp_path):
+    path = small_yaml(tmp_path, "parallel: {parallel_mode: 2, search_mode: sharding_propagation}")
+    with pytest.raises(ConfigError, match="searches the sharding strategy at compile time"):
+        estimate(path)
+    r = cli("estimate", path)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "parallel.parallel_mode" in r.stderr
+    assert REFUSED in classify(yaml.safe_load(open(path))).by_kind
+
+
+def test_lora_base_weights_carry_no_gradients_or_optimizer_states(tmp_path):
+    full = estimate(small_yaml(tmp_path)).stages[0].static
+    (tmp_path / "l").mkdir()
+    lora = estimate(small_yaml(tmp_path / "l", mc_extra="""\
+        pet_config: {pet_type: lora, lora_rank: 8, lora_alpha: 16, target_modules: '.*wq|.*wv'}
+        """))
+    st = lora.stages[0].static
+    assert st["weights"] == full["weights"] > 0
+    assert st["grads"] == st["optimizer_states"] == 0 < full["grads"]
+    assert lora.spec.frozen_base and "model.model_config.pet_config.pet_type" not in lora.unmodelled
+
+
+def test_finetune_sizes_come_from_pretrained_model_dir_like_explain(tmp_path):
+    hf = tmp_path / "hf"
+    hf.mkdir()
+    (hf / "config.json").write_text(json.dumps({
+        "model_type": "qwen3", "hidden_size": 256, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "head_dim": 64, "intermediate_size": 512, "num_hidden_layers": 4, "vocab_size": 1000,
+        "seq_length": 128}))
+    path = tmp_path / "ft.yaml"
+    path.write_text(textwrap.dedent(f"""\
+        use_legacy: False
+        pretrained_model_dir: {hf}
+        model:
+          model_config:
+            compute_dtype: bfloat16
+        runner_config: {{batch_size: 1}}
+        parallel_config: {{pipeline_stage: 2}}
+        recompute_config: {{recompute: True}}
+        """))
+    est = estimate(str(path))
+    assert est.family == "qwen3" and est.spec.hidden == 256 and est.spec.num_layers == 4
+    assert len(est.stages) == 2
+    # a bad size in config.json is reported at config.json, not at a YAML line
+    (hf / "config.json").write_text(json.dumps({"model_type": "qwen3", "hidden_size": "big",
+                                                "num_attention_heads": 4, "num_hidden_layers": 4,
+                                                "vocab_size": 1000, "seq_length": 128}))
+    r = cli("estimate", str(path))
+    assert r.returncode == 2 and "config.json" in r.stderr and "hidden_size" in r.stderr, r.stderr
+
+
+def test_memory_reads_the_config_explain_reads(monkeypatch):
+    # one read of the YAML: the sizes come from the TrainingConfig's merged tree, not a second parse
+    import swapwatch.config as config
+
+    calls = []
+    real = config.read_yaml
+    monkeypatch.setattr(config, "read_yaml", lambda *a, **k: calls.append(a) or real(*a, **k))
+    estimate("fixtures/configs/mindformers/pretrain_qwen3_32b_4k.yaml")
+    assert len(calls) == 1
+
+
+# ---- a select set that frees nothing is a finding before launch, and estimate credits the fix ----
+
+def llama_select(tmp_path, patterns) -> str:
+    p = tmp_path / f"sel{len(list(tmp_path.iterdir()))}.yaml"
+    sel = "\n".join(f"    '{pat}': True" for pat in patterns)
+    p.write_text(textwrap.dedent("""\
+        model:
+          arch: {type: LlamaForCausalLM}
+          model_config: {type: LlamaConfig, hidden_size: 256, num_heads: 4, seq_length: 128, vocab_size: 1000,
+                         num_layers: 2, use_flash_attention: False}
+        runner_config: {batch_size: 1}
+        parallel_config: {pipeline_stage: 1}
+        recompute_config:
+          recompute: False
+          select_recompute:
+        """) + sel + "\n")
+    return str(p)
+
+
+DEFAULT = [r"feed_forward\.mul", r"feed_forward\.w1\.activation\.silu"]
+
+
+def test_mindformers_default_select_frees_nothing_and_explain_says_so(tmp_path):
+    from swapwatch.explain import explain
+
+    path = llama_select(tmp_path, DEFAULT)
+    none = estimate(llama_select(tmp_path, [r"nothing\.matches"])).layers[0]
+    est = estimate(path)
+    assert est.layers[0]["activation_bytes"] == none["activation_bytes"]
+    assert est.layers[0]["recompute_flops"] == none["recompute_flops"]        # the presets' only
+    codes = [f.code for f in explain(path).findings]
+    assert "SW211" in codes
+    r = cli("explain", path)
+    assert "SW211" in r.stdout
+
+
+@pytest.mark.parametrize("fix", [[r"feed_forward\.w2\.reshape"], [r"feed_forward\.w2"], ["feed_forward"]])
+def test_the_fix_sw110_and_sw210_suggest_is_credited(tmp_path, fix):
+    # SW110's fix (the consumer's reshape: clones measured in the compiled IR) and SW211's (the
+    # consumer's cell, or the MLP cell) free the activation and the product
+    from swapwatch.explain import explain
+
+    path = llama_select(tmp_path, DEFAULT + fix)
+    est = estimate(path)
+    none = estimate(llama_select(tmp_path, [r"nothing\.matches"])).layers[0]["activation_bytes"]
+    assert est.layers[0]["activation_bytes"] < none
+    assert "SW211" not in [f.code for f in explain(path).findings]
