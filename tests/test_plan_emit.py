@@ -50,6 +50,11 @@ def _planned(path):
         floor = max(make_plan(path, 1, margin=0.0).lowest.values())
     except InputError:
         return None
+    if len(explain(path).plan.family.kinds) > 1:
+        # a family whose layers differ by kind (DeepSeek-V3: dense, MoE, MTP) is searched on its
+        # heaviest kind and leaves the MTP layer out of the search, so its floor is not the real
+        # one: the known limit test_estimate_families' deepseek_v3_mtp plan case marks xfail
+        return None
     top = max(st.peak() for st in estimate(path).stages)
     out = []
     for frac in (0.0, 0.5, 1.5):

@@ -130,7 +130,8 @@ def strategy_edits(doc: Dict[str, Any], geo, stages: Sequence[StagePlan]) -> Lis
             for meaning in ("layer_swap", "op_swap"):
                 if mc.get(keys[meaning]) is not None:
                     edits.append((mc_path + (keys[meaning],), None))
-            return edits
+        # the top-level swap_config too, on mcore as well: the model ignores it there (SW306), but
+        # MindFormers' config check still reads its `swap` and would take the counts as layer ids
         sc = doc.get("swap_config")
         if isinstance(sc, dict):
             if _is_true(sc.get("swap")):
