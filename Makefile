@@ -8,7 +8,7 @@ PY := $(BIN)/python
 export PATH := $(BIN):$(PATH)
 export PYTHONUNBUFFERED := 1
 
-.PHONY: install oracle core lint test demo bench bench-plan clean
+.PHONY: install oracle core dryrun lint test demo bench bench-plan clean
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -27,6 +27,16 @@ $(ORACLE)/.ready: tests/oracle/requirements.lock
 	touch $@
 
 oracle: $(ORACLE)/.ready
+
+# MindSpore DryRun (MS_SIMULATION_LEVEL=1) on a CPU host: stand-ins for the CANN libraries the PyPI wheel's
+# Ascend plugin links against, built from the wheel in .oracle-venv with gcc (about a minute; never committed).
+# swapwatch/memory/dryrun.py runs a YAML through them (docs/estimate.md, "DryRun L1").
+DRYRUN := .dryrun-stubs
+$(DRYRUN)/.built: $(ORACLE)/.ready tools/dryrun/make_cann_stubs.sh tools/dryrun/cann_stub_special.cc
+	rm -rf $(DRYRUN)
+	VENV=$(ORACLE) tools/dryrun/make_cann_stubs.sh $(CURDIR)/$(DRYRUN) >/dev/null
+
+dryrun: $(DRYRUN)/.built
 
 # A core-only install (`pip install .`, no extras: no MindSpore, no psutil), as a user on an Ascend
 # cluster has it: tests/test_core_install.py runs every command once from it (SWAPWATCH_CORE_VENV).
@@ -49,7 +59,7 @@ lint: install
 	$(BIN)/mypy $(wildcard $(TYPED))
 
 # SWAPWATCH_REQUIRE_ALL: MindSpore, msrun, the oracle and the core venv must be there (no silent skips).
-test: install oracle core lint
+test: install oracle core dryrun lint
 	SWAPWATCH_REQUIRE_ALL=1 SWAPWATCH_CORE_VENV=$(CURDIR)/$(CORE) $(PY) -m pytest -q tests
 
 # The whole loop on 2 CPU cores in about a minute: the plan, 2-worker msrun jobs of the tiny Llama
@@ -67,4 +77,4 @@ bench-plan: install
 	$(PY) bench/plan.py
 
 clean:
-	rm -rf $(VENV) $(ORACLE) $(CORE) .pytest_cache .hypothesis demo-runs bench/out
+	rm -rf $(VENV) $(ORACLE) $(CORE) $(DRYRUN) .pytest_cache .hypothesis demo-runs bench/out

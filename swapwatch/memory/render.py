@@ -87,7 +87,21 @@ def render_estimate(est: Estimate, fmt: str) -> str:
     cal = calibration_rows(est)
     if cal:
         out += [""] + cal
+    if est.dryrun:
+        out += [""] + dryrun_rows(est)
     return "\n".join(out) + "\n"
+
+
+def dryrun_rows(est: Estimate) -> List[str]:
+    """``estimate --dryrun``: MindSpore DryRun's allocator peaks (one simulated rank per stage)
+    beside the model's; DryRun leaves out kernel workspaces and communication buffers."""
+    rows = [["stage", "rank", "predicted peak", "DryRun L1 used peak", "actual (with fragments)", "error", "time"]]
+    for r in est.dryrun_json()["stages"]:
+        rows.append([str(r["stage"]), str(r["rank_id"]), fmt_size(r["model_peak_bytes"]),
+                     fmt_size(r["used_peak_bytes"]), fmt_size(r["actual_peak_bytes"]),
+                     f"{r['error']:+.1%}" if r["error"] is not None else "-", f"{r['seconds']:.0f} s"])
+    return _table(rows) + ["DryRun L1: MindSpore's simulated Ascend allocator (MS_SIMULATION_LEVEL=1); it leaves "
+                           "out kernel workspaces and communication buffers"]
 
 
 def render_plan(res: PlanResult, fmt: str) -> str:
