@@ -15,6 +15,8 @@ Two parts:
 """
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -29,9 +31,24 @@ MIB = 1 << 20
 TOLERANCE = 0.10
 #: (case, stage) -> the relative error recorded when the model was last changed, for stages outside
 #: TOLERANCE; the test asserts the error is still this one (to 0.5 %), so any change is seen
-KNOWN = {}
-#: the live subset: (case, stage), cheap 8-layer stages
-LIVE = [("qwen3_32b_l8_full", 0), ("qwen3_32b_l8_none", 3)]
+KNOWN = {
+    # first stage under full recompute: DryRun keeps 3.2 GiB the model does not name (docs/estimate.md)
+    ("qwen3_32b_l8_full", 0): -0.279,
+}
+#: (none case, other case, stage) -> (model's saving, DryRun L1's saving) in MiB, for pairs outside the
+#: bound: asserted to stay these figures (to 2 MiB)
+KNOWN_DELTA = {
+    ("qwen3_32b_l8_none", "qwen3_32b_l8_full", 0): (6084, 2822),
+    ("qwen3_32b_l8_none", "qwen3_32b_l8_full", 3): (835, 1003),
+}
+#: the live subset: (case, stage), cheap 8-layer stages; the second one goes through the CLI
+LIVE = [("qwen3_32b_l8_full", 0)]
+LIVE_CLI = ("qwen3_32b_l8_none", 3)
+
+
+def cli(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "swapwatch.cli", *args], capture_output=True, text=True,
+                          cwd=ROOT, env={**os.environ, **(env or {})}, timeout=1200)
 
 
 def recorded():
@@ -99,6 +116,11 @@ def test_recompute_delta_agrees(none_js, other_js):
             continue
         dry = (s["used_peak_mib"] - sb[s["stage"]]["used_peak_mib"]) * MIB
         ours = ea.stages[s["stage"]].peak() - eb.stages[s["stage"]].peak()
+        known = KNOWN_DELTA.get((none_js.stem, other_js.stem, s["stage"]))
+        if known is not None:
+            assert (abs(ours / MIB - known[0]) <= 2, dry // MIB) == (True, known[1]), \
+                f"stage {s['stage']}: model saves {ours / MIB:.0f}M (was {known[0]}M), DryRun L1 {dry / MIB:.0f}M"
+            continue
         slack = max(TOLERANCE * abs(dry), 0.01 * s["used_peak_mib"] * MIB)
         assert abs(ours - dry) <= slack, (f"stage {s['stage']}: model saves {ours / MIB:.0f}M, "
                                           f"DryRun L1 {dry / MIB:.0f}M")
@@ -124,6 +146,36 @@ def test_recorded_figures_are_still_dryruns(name, stage, tmp_path):
     assert got.rank_id == want["rank_id"]
     assert (got.used_bytes // MIB, got.actual_bytes // MIB) == (want["used_peak_mib"], want["actual_peak_mib"]), \
         got.log_path
+
+
+def test_estimate_dryrun_cli_prints_dryrun_beside_the_model(tmp_path):
+    """`swapwatch estimate --dryrun`: DryRun L1's used peak of the stage beside the model's, with the
+    error, in the JSON (and the table names it)."""
+    _require_dryrun()
+    name, stage = LIVE_CLI
+    data = json.loads((CASES / f"{name}.json").read_text(encoding="utf-8"))
+    want = next(s for s in data["stages"] if s["stage"] == stage)
+    r = cli("estimate", str(CASES / data["yaml"]), "--dryrun-stage", str(stage), "--format", "json")
+    assert r.returncode == 0, r.stderr[-2000:]
+    js = json.loads(r.stdout)
+    assert js["dryrun"]["level"] == "DryRun L1"
+    (row,) = js["dryrun"]["stages"]
+    assert row["stage"] == stage and row["rank_id"] == want["rank_id"]
+    assert row["used_peak_bytes"] == want["used_peak_mib"] * MIB
+    model = js["stages"][stage]["peak_bytes"]
+    assert row["model_peak_bytes"] == model
+    assert row["error"] == round((model - row["used_peak_bytes"]) / row["used_peak_bytes"], 4)
+
+
+def test_estimate_dryrun_without_cann_is_one_line_exit_2(tmp_path):
+    """No stand-ins and no toolkit: one line saying what is missing, exit 2, nothing run."""
+    r = cli("estimate", str(CASES / "qwen3_32b_l8_none.yaml"), "--dryrun",
+            env={"SWAPWATCH_DRYRUN_STUBS": str(tmp_path / "nothing")})
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.count("\n") == 1 and "DryRun is not available" in r.stderr and "make dryrun" in r.stderr
+    r = cli("estimate", str(CASES / "qwen3_32b_l8_none.yaml"), "--dryrun",
+            env={"SWAPWATCH_DRYRUN_PYTHON": str(tmp_path / "no-python")})
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "no Python with MindSpore" in r.stderr
 
 
 def test_measure_refuses_bad_input(tmp_path):
