@@ -32,14 +32,14 @@ TOLERANCE = 0.10
 #: (case, stage) -> the relative error recorded when the model was last changed, for stages outside
 #: TOLERANCE; the test asserts the error is still this one (to 0.5 %), so any change is seen
 KNOWN = {
-    # first stage under full recompute: DryRun keeps 3.2 GiB the model does not name (docs/estimate.md)
-    ("qwen3_32b_l8_full", 0): -0.279,
+    # last stage under full recompute: the model puts the peak at the optimizer step (clipped gradients +
+    # AdamW's parameter copies, as on the first stage); DryRun's is 1 GiB lower there (docs/estimate.md)
+    ("qwen3_32b_l8_full", 3): 0.1005,
 }
 #: (none case, other case, stage) -> (model's saving, DryRun L1's saving) in MiB, for pairs outside the
 #: bound: asserted to stay these figures (to 2 MiB)
 KNOWN_DELTA = {
-    ("qwen3_32b_l8_none", "qwen3_32b_l8_full", 0): (6084, 2822),
-    ("qwen3_32b_l8_none", "qwen3_32b_l8_full", 3): (835, 1003),
+    ("qwen3_32b_l8_none", "qwen3_32b_l8_full", 3): (0, 1003),
 }
 #: the live subset: (case, stage), cheap 8-layer stages; the second one goes through the CLI
 LIVE = [("qwen3_32b_l8_full", 0)]

@@ -13,6 +13,9 @@ Per stage (the worst rank of that stage), in bytes:
   prefetch window (the ``backward_prefetch`` largest swapped layers of the stage come back).
 * **other**: the largest recompute transient of one layer, the backward's working set, and on the
   last stage the head's logits (compute dtype, fp32 copy and the loss' softmax).
+* **optimizer step**: a second phase (:func:`optimizer_step`): the clipped gradients and AdamW's
+  copy of every parameter. The stage's peak is static plus the larger of the two phases; which one
+  is ``peak_phase`` in the JSON (docs/estimate.md).
 
 Calibration (:mod:`swapwatch.memory.calibrate`) fits a residual added to the static part and a scale
 on the rest: ``peak = static + residual + scale * (activations + other)``.
@@ -26,7 +29,7 @@ from .. import strategy
 from ..config import load_config
 from ..errors import InputError
 from .family import Family, LayerCost, table_for
-from .spec import ModelSpec, load_spec, params_per_layer
+from .spec import ModelSpec, load_spec, params_per_layer, product
 
 
 @dataclass
@@ -79,6 +82,30 @@ def static_parts(spec: ModelSpec, fam: Family, stage: int, n_layers: int) -> Dic
             "optimizer_states": params * pb * spec.optimizer_states // spec.shard}
 
 
+def optimizer_step(spec: ModelSpec, fam: Family, stage: int, n_layers: int) -> int:
+    """Bytes above static at the optimizer step of one rank of ``stage`` (a second peak phase: the
+    stage's peak is static plus the larger of this and the activation phase).
+
+    After the backward, ``wrapper/wrapper.py:MFPipelineWithLossScaleCell.construct`` (and
+    MFTrainOneStepCell) scales the gradients and ``core/clip_grad.py:ClipGradNorm.construct`` returns
+    a clipped copy of every gradient (fp32, all alive: the optimizer consumes them one by one); then
+    ``core/optim/adamw.py:_update_run_op`` computes ``next_param = param_fp32 * (1 - lr * wd)`` for
+    every parameter, which needs no gradient, so the kernel-by-kernel executor runs all of them
+    before the first update (DryRun L1's execution order and memory tracker on Qwen3-32B's first stage
+    show the clipped gradients, one fp32 copy of every parameter from AdamW's Mul, and two temporaries
+    the size of the largest parameter alive at the peak); 2 bytes per element only in the copies'
+    dtype differ from the parameter when params_dtype is 16-bit (the optimizer casts to fp32).
+    """
+    if not spec.mcore or (not n_layers and stage not in (0, spec.pp - 1)):
+        return 0        # checked against DryRun L1 on mcore models only (docs/estimate.md)
+    sym = spec.symbols()
+    parts = static_parts(spec, fam, stage, n_layers)
+    params = parts["grads"] // spec.param_bytes            # every parameter of the stage, whole
+    largest = max([product(row, sym) for row in fam.params_rows] +
+                  ([sym["v"] * spec.hidden] if stage in (0, spec.pp - 1) else []))
+    return parts["grads"] + 4 * params // spec.shard + 2 * 4 * largest
+
+
 def head_bytes(spec: ModelSpec, stage: int) -> int:
     """Last stage: the final norm's input, the head weight's compute-dtype copy and the loss.
 
@@ -110,14 +137,24 @@ class StageMemory:
     transient: int
     workspace: int
     head: int
+    optimizer: int = 0
 
     @property
     def static_total(self) -> int:
         return sum(self.static.values())
 
     @property
-    def dynamic(self) -> int:
+    def activation_phase(self) -> int:
         return self.activations + self.swap_window + self.transient + self.workspace + self.head
+
+    @property
+    def phase(self) -> str:
+        """Which phase makes the peak: ``activations`` (the first backward) or ``optimizer``."""
+        return "optimizer" if self.optimizer > self.activation_phase else "activations"
+
+    @property
+    def dynamic(self) -> int:
+        return max(self.activation_phase, self.optimizer)
 
     def peak(self, cal: Calibration = NO_CALIBRATION) -> int:
         return cal.peak(self.static_total, self.dynamic)
@@ -125,16 +162,20 @@ class StageMemory:
     def to_json(self, cal: Calibration = NO_CALIBRATION, measured: Optional[int] = None) -> Dict[str, Any]:
         s = cal.scale
         other = self.transient + self.workspace + self.head
-        return {"stage": self.stage, "layers": self.layers, "peak_bytes": self.peak(cal),
+        acts = self.activations + self.swap_window
+        if self.phase == "optimizer":       # the components add up to the peak of its phase
+            acts, other = 0, self.optimizer
+        return {"stage": self.stage, "layers": self.layers, "peak_bytes": self.peak(cal), "peak_phase": self.phase,
                 "components": {"static": int(round(self.static_total + cal.residual)),
-                               "activations": int(round(s * (self.activations + self.swap_window))),
+                               "activations": int(round(s * acts)),
                                "other": int(round(s * other))},
                 "breakdown": {**self.static, "calibration_residual": int(round(cal.residual)),
                               "saved_activations": int(round(s * self.activations)),
                               "swap_prefetch_window": int(round(s * self.swap_window)),
                               "recompute_transient": int(round(s * self.transient)),
                               "backward_workspace": int(round(s * self.workspace)),
-                              "head_and_logits": int(round(s * self.head))},
+                              "head_and_logits": int(round(s * self.head)),
+                              "optimizer_step": int(round(s * self.optimizer))},
                 "measured_peak_bytes": measured}
 
 
@@ -162,7 +203,8 @@ def stage_memory(spec: ModelSpec, fam: Family, geo: strategy.Geometry, stage: in
     transient = max((costs[i].regen for i in layers), default=0)
     return StageMemory(stage=stage, layers=layers, static=static_parts(spec, fam, stage, len(layers)),
                        activations=act, swap_window=window, transient=transient,
-                       workspace=fam.workspace if layers else 0, head=head_bytes(spec, stage))
+                       workspace=fam.workspace if layers else 0, head=head_bytes(spec, stage),
+                       optimizer=optimizer_step(spec, fam, stage, len(layers)))
 
 
 @dataclass
