@@ -31,15 +31,12 @@ MIB = 1 << 20
 TOLERANCE = 0.10
 #: (case, stage) -> the relative error recorded when the model was last changed, for stages outside
 #: TOLERANCE; the test asserts the error is still this one (to 0.5 %), so any change is seen
-KNOWN = {
-    # last stage under full recompute: the model puts the peak at the optimizer step (clipped gradients +
-    # AdamW's parameter copies, as on the first stage); DryRun's is 1 GiB lower there (docs/estimate.md)
-    ("qwen3_32b_l8_full", 3): 0.1005,
-}
+KNOWN: dict = {}
 #: (none case, other case, stage) -> (model's saving, DryRun L1's saving) in MiB, for pairs outside the
-#: bound: asserted to stay these figures (to 2 MiB)
+#: bound: asserted to stay these figures (to 2 MiB). The last stage under full recompute peaks at
+#: DryRun's optimizer step, 107 MiB above the model's activation phase (docs/estimate.md).
 KNOWN_DELTA = {
-    ("qwen3_32b_l8_none", "qwen3_32b_l8_full", 3): (0, 1003),
+    ("qwen3_32b_l8_none", "qwen3_32b_l8_full", 3): (835, 1003),
 }
 #: the live subset: (case, stage), cheap 8-layer stages; the second one goes through the CLI
 LIVE = [("qwen3_32b_l8_full", 0)]

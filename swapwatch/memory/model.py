@@ -90,20 +90,27 @@ def optimizer_step(spec: ModelSpec, fam: Family, stage: int, n_layers: int) -> i
     MFTrainOneStepCell) scales the gradients and ``core/clip_grad.py:ClipGradNorm.construct`` returns
     a clipped copy of every gradient (fp32, all alive: the optimizer consumes them one by one); then
     ``core/optim/adamw.py:_update_run_op`` computes ``next_param = param_fp32 * (1 - lr * wd)`` for
-    every parameter, which needs no gradient, so the kernel-by-kernel executor runs all of them
-    before the first update (DryRun L1's execution order and memory tracker on Qwen3-32B's first stage
-    show the clipped gradients, one fp32 copy of every parameter from AdamW's Mul, and two temporaries
-    the size of the largest parameter alive at the peak); 2 bytes per element only in the copies'
-    dtype differ from the parameter when params_dtype is 16-bit (the optimizer casts to fp32).
+    every parameter, which needs no gradient, so the kernel-by-kernel executor runs all of them before
+    the first update. Each update then holds two temporaries the size of its parameter and frees that
+    parameter's clipped gradient and ``next_param``: the peak is at the update ``i`` (parameters in
+    the order the optimizer takes them: embedding, each layer's weights, head) with the largest
+    ``2 * size_i - 2 * sum(size_j for j < i)``. DryRun L1's memory tracker on Qwen3-32B shows
+    exactly these blocks at the peak (first stage: the embedding's two temporaries; last stage: a
+    layer's linear_fc1) (docs/estimate.md). Checked on mcore models only: 0 elsewhere.
     """
     if not spec.mcore or (not n_layers and stage not in (0, spec.pp - 1)):
-        return 0        # checked against DryRun L1 on mcore models only (docs/estimate.md)
+        return 0
     sym = spec.symbols()
     parts = static_parts(spec, fam, stage, n_layers)
     params = parts["grads"] // spec.param_bytes            # every parameter of the stage, whole
-    largest = max([product(row, sym) for row in fam.params_rows] +
-                  ([sym["v"] * spec.hidden] if stage in (0, spec.pp - 1) else []))
-    return parts["grads"] + 4 * params // spec.shard + 2 * 4 * largest
+    emb = sym["v"] * spec.hidden
+    order = ([emb] if stage == 0 else []) + [product(row, sym) for row in fam.params_rows] * max(1, n_layers) + \
+        ([emb] if stage == spec.pp - 1 else [])
+    temps, done = 0, 0
+    for size in order:
+        temps = max(temps, 2 * size - 2 * done)
+        done += size
+    return parts["grads"] + 4 * params // spec.shard + 4 * temps // spec.shard
 
 
 def head_bytes(spec: ModelSpec, stage: int) -> int:
