@@ -37,6 +37,12 @@ KNOWN: dict = {}
 #: DryRun's optimizer step, 107 MiB above the model's activation phase (docs/estimate.md).
 KNOWN_DELTA = {
     ("qwen3_32b_l8_none", "qwen3_32b_l8_full", 3): (835, 1003),
+    # MindFormers' default select set (mlp.mul + mlp.activation_func.silu): DryRun L1 frees one fp32
+    # [b, s, ffn/tp] tensor per layer and micro-batch in flight (silu's output, 100 MiB here); the
+    # model's effectiveness rule (family.Family.effective, SW110: a mark is dropped when a consumer
+    # is unmarked, measured on the CPU tiny Llama) drops both marks and frees nothing
+    ("qwen3_32b_l8_none", "qwen3_32b_l8_select", 0): (0, 800),
+    ("qwen3_32b_l8_none", "qwen3_32b_l8_select", 3): (0, 200),
 }
 #: the live subset: (case, stage), cheap 8-layer stages; the second one goes through the CLI
 LIVE = [("qwen3_32b_l8_full", 0)]
