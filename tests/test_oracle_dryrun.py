@@ -192,3 +192,17 @@ def test_read_peaks():
             "[WARNING] ... Actual peak memory usage (with fragments): 9738M\n")
     assert dryrun.read_peaks(text) == (8757 * MIB, 9738 * MIB)
     assert dryrun.read_peaks("nothing") == (None, None)
+
+
+def test_what_dryrun_leaves_out_is_its_own_field(monkeypatch):
+    """HCCL's buffers are outside DryRun L1's figure and outside peak_bytes: a field of their own,
+    2 x HCCL_BUFFSIZE per communicator (5 on Qwen3-32B at TP4 PP4: the groups DryRun creates)."""
+    est = estimate(str(CASES / "qwen3_32b_l8_none.yaml"))
+    monkeypatch.delenv("HCCL_BUFFSIZE", raising=False)
+    out = est.to_json()["not_in_peak"]
+    assert out == {"communicators": 5, "hccl_buffsize_mb": 200, "communication_buffers_bytes": 5 * 2 * 200 * MIB,
+                   "kernel_workspace_bytes": None}
+    monkeypatch.setenv("HCCL_BUFFSIZE", "50")
+    assert est.to_json()["not_in_peak"]["communication_buffers_bytes"] == 5 * 2 * 50 * MIB
+    log = (ROOT / "fixtures" / "dryrun" / "cases" / "qwen3_32b_l8_none.json")
+    assert log.exists()

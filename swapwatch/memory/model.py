@@ -113,6 +113,32 @@ def optimizer_step(spec: ModelSpec, fam: Family, stage: int, n_layers: int) -> i
     return parts["grads"] + 4 * params // spec.shard + 4 * temps // spec.shard
 
 
+#: HCCL's shared buffer per communicator, MB (HCCL_BUFFSIZE's default); each communicator holds two
+#: (send and receive), outside MindSpore's memory pool (CANN HCCL user guide, HCCL_BUFFSIZE)
+HCCL_BUFFSIZE_MB = 200
+
+
+def communicators(spec: ModelSpec) -> int:
+    """HCCL communicators one rank opens: the world group, two over the tensor-parallel ranks and two
+    for the pipeline (its group and its Send), one each for data, context and expert parallel. The
+    tensor and pipeline counts are those DryRun L1 creates for Qwen3-32B at TP4 PP4 (``Create
+    collective communication group`` lines); the others are one per dimension, not checked."""
+    return 1 + 2 * (spec.tp > 1) + 2 * (spec.pp > 1) + (spec.dp > 1) + (spec.cp > 1) + (spec.ep > 1)
+
+
+def not_in_dryrun(spec: ModelSpec) -> Dict[str, Any]:
+    """What DryRun L1 (and so ``peak_bytes``) leaves out, estimated on its own: HCCL's communication
+    buffers (2 x HCCL_BUFFSIZE per communicator, HCCL_BUFFSIZE from the environment, default 200 MB).
+    Kernel workspaces (aclnn, DryRun level 2, needs an NPU) are not estimated: null."""
+    import os
+
+    raw = os.environ.get("HCCL_BUFFSIZE", "")
+    mb = int(raw) if raw.isdigit() and int(raw) > 0 else HCCL_BUFFSIZE_MB
+    n = communicators(spec) if spec.dp * spec.tp * spec.pp * spec.cp > 1 else 0
+    return {"communicators": n, "hccl_buffsize_mb": mb, "communication_buffers_bytes": n * 2 * (mb << 20),
+            "kernel_workspace_bytes": None}
+
+
 def head_bytes(spec: ModelSpec, stage: int) -> int:
     """Last stage: the final norm's input, the head weight's compute-dtype copy and the loss.
 
@@ -236,6 +262,7 @@ class Estimate:
         cal = self.calibration
         out = {"config": self.config, "family": self.family, "budget_bytes": self.budget_bytes,
                "stages": [st.to_json(cal, self.measured.get(st.stage)) for st in self.stages],
+               "not_in_peak": not_in_dryrun(self.spec),
                "layers": [{**row, "activation_bytes": int(round(cal.scale * row["activation_bytes"]))}
                           for row in self.layers]}
         if cal.fitted:
