@@ -49,6 +49,8 @@ CASES: Dict[str, Dict[str, Any]] = {
                               "set": {"model.model_config.seq_length": 8192,
                                       "model.model_config.max_position_embeddings": 8192,
                                       "train_dataset.data_loader.config.seq_length": 8192}},
+    "qwen3_32b_shipped": {"source": Q32, "family": "qwen3", "stages": [0], "layers": None,
+                          "recompute": True, "select": False},
     "qwen3_32b_l8_tp8_sp_none": {"source": Q32, "family": "qwen3", "stages": [0],
                                  "layers": 8, "recompute": False, "select": False,
                                  "set": {"parallel_config.model_parallel": 8,
@@ -69,8 +71,9 @@ def derive(name: str, case: Dict[str, Any]) -> Path:
     data = yaml.safe_load((REPO / case["source"]).read_text(encoding="utf-8"))
     mc = data["model"]["model_config"]
     layer_key = "num_hidden_layers" if "num_hidden_layers" in mc else "num_layers"
-    mc[layer_key] = case["layers"]
-    mc["offset"] = 0
+    if case.get("layers"):
+        mc[layer_key] = case["layers"]
+        mc["offset"] = 0
     rc = data.setdefault("recompute_config", {})
     rc["recompute"] = case["recompute"]
     rc["select_recompute"] = case["select"]
@@ -88,7 +91,8 @@ def derive(name: str, case: Dict[str, Any]) -> Path:
 
 
 def describe(case: Dict[str, Any]) -> str:
-    parts = [f"{case['layers']} layers (offset 0)", f"recompute {case['recompute']}",
+    parts = [f"{case['layers']} layers (offset 0)" if case.get("layers") else "all layers (as shipped)",
+             f"recompute {case['recompute']}",
              f"select_recompute {case['select']}"]
     parts += [f"{k.rsplit('.', 1)[-1]} {v}" for k, v in case.get("set", {}).items()
               if not k.startswith("train_dataset") and "max_position" not in k]
