@@ -196,19 +196,23 @@ class StageMemory:
         s = cal.scale
         other = self.transient + self.workspace + self.head
         acts = self.activations + self.swap_window
-        if self.phase == "optimizer":       # the components add up to the peak of its phase
-            acts, other = 0, self.optimizer
+        # components and breakdown add up to the peak: the parts of the phase that makes it (the
+        # other phase's total is beside them)
+        opt = self.phase == "optimizer"
+        act_part = (lambda v: 0) if opt else (lambda v: int(round(s * v)))
         return {"stage": self.stage, "layers": self.layers, "peak_bytes": self.peak(cal), "peak_phase": self.phase,
+                "activation_phase_bytes": int(round(s * self.activation_phase)),
+                "optimizer_step_bytes": int(round(s * self.optimizer)),
                 "components": {"static": int(round(self.static_total + cal.residual)),
-                               "activations": int(round(s * acts)),
-                               "other": int(round(s * other))},
+                               "activations": act_part(acts),
+                               "other": int(round(s * self.optimizer)) if opt else act_part(other)},
                 "breakdown": {**self.static, "calibration_residual": int(round(cal.residual)),
-                              "saved_activations": int(round(s * self.activations)),
-                              "swap_prefetch_window": int(round(s * self.swap_window)),
-                              "recompute_transient": int(round(s * self.transient)),
-                              "backward_workspace": int(round(s * self.workspace)),
-                              "head_and_logits": int(round(s * self.head)),
-                              "optimizer_step": int(round(s * self.optimizer))},
+                              "saved_activations": act_part(self.activations),
+                              "swap_prefetch_window": act_part(self.swap_window),
+                              "recompute_transient": act_part(self.transient),
+                              "backward_workspace": act_part(self.workspace),
+                              "head_and_logits": act_part(self.head),
+                              "optimizer_step": int(round(s * self.optimizer)) if opt else 0},
                 "measured_peak_bytes": measured}
 
 
