@@ -222,3 +222,13 @@ def test_calibration_on_dryrun_records_predicts_what_it_did_not_see():
             for s in data["stages"]}
     assert abs(errs[3]) < 0.05
     assert errs[0] == pytest.approx(0.061, abs=0.005)
+
+
+def test_a_legacy_yaml_is_refused_with_its_reason():
+    """The harness mocks the BlendedMegatron loader only: a legacy (MindDataset) YAML is exit 2 with
+    the key that says why, before anything runs."""
+    legacy = ROOT / "fixtures" / "configs" / "mindformers" / "finetune_qwen2_5_7b_8k.yaml"
+    if dryrun.available():
+        pytest.skip("the refusal comes after the availability check")
+    with pytest.raises(InputError, match="BlendedMegatronDatasetDataLoader"):
+        dryrun.measure(str(legacy))

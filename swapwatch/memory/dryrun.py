@@ -110,6 +110,21 @@ def rank_layout(config_path: str) -> Tuple[int, int]:
     return spec.dp * spec.tp * spec.cp * spec.pp, spec.pp
 
 
+def _check_data_loader(config_path: str) -> None:
+    """Only YAMLs whose training data comes from MindFormers' BlendedMegatron loader (the mcore
+    ones) are run: the harness swaps in MindFormers' own mock source for it (dryrun_child.py). A
+    legacy YAML (MindDataset) would need another mock: refused with that reason (exit 2)."""
+    from ..config import read_yaml
+
+    data, _ = read_yaml(config_path)
+    loader = (((data or {}).get("train_dataset") or {}).get("data_loader") or {}).get("type") \
+        if isinstance(data, dict) else None
+    if loader != "BlendedMegatronDatasetDataLoader":
+        raise InputError(f"DryRun here runs YAMLs whose train_dataset.data_loader is "
+                         f"BlendedMegatronDatasetDataLoader (mcore); this one has {loader!r}",
+                         file=config_path, key="train_dataset.data_loader.type")
+
+
 def read_peaks(text: str) -> Tuple[Optional[int], Optional[int]]:
     """(used, actual) bytes from a DryRun log, None where the line is missing."""
     used = USED_RE.findall(text)
@@ -143,6 +158,7 @@ def measure(config_path: str, stages: Optional[Sequence[int]] = None, *, timeout
     if reason:
         raise DryRunError(f"DryRun is not available: {reason}")
     rank_size, pp = rank_layout(config_path)
+    _check_data_loader(config_path)
     wanted = list(range(pp)) if stages is None else list(stages)
     for s in wanted:
         if not 0 <= s < pp:
