@@ -8,7 +8,7 @@ PY := $(BIN)/python
 export PATH := $(BIN):$(PATH)
 export PYTHONUNBUFFERED := 1
 
-.PHONY: install oracle core browser lint test test-fast docs wheel-test demo bench bench-plan bench-tune clean
+.PHONY: install oracle core browser dryrun lint test test-fast docs wheel-test demo bench bench-plan bench-tune clean
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -33,6 +33,16 @@ $(ORACLE)/.ready: tests/oracle/requirements.lock
 	touch $@
 
 oracle: $(ORACLE)/.ready
+
+# MindSpore DryRun (MS_SIMULATION_LEVEL=1) on a CPU host: stand-ins for the CANN libraries the PyPI wheel's
+# Ascend plugin links against, built from the wheel in .oracle-venv with gcc (about a minute; never committed).
+# swapwatch/memory/dryrun.py runs a YAML through them (docs/estimate.md, "DryRun L1").
+DRYRUN := .dryrun-stubs
+$(DRYRUN)/.built: $(ORACLE)/.ready tools/dryrun/make_cann_stubs.sh tools/dryrun/cann_stub_special.cc
+	rm -rf $(DRYRUN)
+	VENV=$(ORACLE) tools/dryrun/make_cann_stubs.sh $(CURDIR)/$(DRYRUN) >/dev/null
+
+dryrun: $(DRYRUN)/.built
 
 # A core-only install (`pip install .`, no extras: no MindSpore, no psutil), as a user on an Ascend
 # cluster has it: tests/test_core_install.py runs every command once from it (SWAPWATCH_CORE_VENV).
@@ -60,8 +70,9 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/mypy $(wildcard $(TYPED))
 
-# SWAPWATCH_REQUIRE_ALL: MindSpore, msrun, the oracle, the core venv and Chromium must be there (no silent skips).
-test: install oracle core browser lint docs wheel-test
+# SWAPWATCH_REQUIRE_ALL: MindSpore, msrun, the oracle, the core venv, the DryRun stand-ins and Chromium
+# must be there (no silent skips).
+test: install oracle core browser dryrun lint docs wheel-test
 	SWAPWATCH_REQUIRE_ALL=1 SWAPWATCH_CORE_VENV=$(CURDIR)/$(CORE) $(PY) -m pytest -q tests
 
 # ---- test tiers, docs, package (issue 25; docs/development.md) ----------------------------------
@@ -103,4 +114,4 @@ bench-tune: install
 	nice -n 10 $(PY) bench/tune.py
 
 clean:
-	rm -rf $(VENV) $(ORACLE) $(CORE) .pytest_cache .hypothesis demo-runs bench/out site dist .nox
+	rm -rf $(VENV) $(ORACLE) $(CORE) $(DRYRUN) .pytest_cache .hypothesis demo-runs bench/out site dist .nox

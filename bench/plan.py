@@ -5,7 +5,9 @@ On the tiny Llama (``fixtures/configs/plan_tiny.yaml``, CPU, GRAPH_MODE, one pro
 1. runs no recompute and full recompute for real through ``swapwatch run`` and reads MindSpore's
    CPU pool peak (``peak used mem``, what the parsers read; docs/compatibility.md "On a CPU-only machine");
 2. calibrates the memory model on those two runs and checks its prediction on three other
-   strategies, run for real (select of the attention core, of the MLP cell, of both);
+   strategies (select of the attention core, of the MLP cell, of both) and on shapes it was not
+   calibrated on (twice the sequence, twice the micro-batch), run for real; then prints the
+   uncalibrated estimate of every recorded DryRun L1 case beside DryRun's peak;
 3. for budgets spread between the full-recompute and the no-recompute peak, plans, runs the planned
    YAML through ``swapwatch run`` (which verifies it: the run must PASS), and prints predicted vs
    measured peak and step time, beside full recompute's;
@@ -41,6 +43,36 @@ STRATEGIES = {
     "select attn core + mlp": ("recompute: False\n  select_recompute:\n    'attention\\.flash_attention': True\n"
                                "    'feed_forward': True"),
 }
+
+
+#: other shapes of the tiny Llama, each with a strategy of STRATEGIES: (strategy, YAML text, replaced by)
+SHAPES = {
+    "none, 2x sequence": ("none", "seq_length: 256", "seq_length: 512"),
+    "select mlp, 2x sequence": ("select mlp", "seq_length: 256", "seq_length: 512"),
+    "full, 2x micro-batch": ("full", "batch_size: 2", "batch_size: 4"),
+}
+
+
+def dryrun_table() -> None:
+    """The recorded DryRun L1 corpus (fixtures/dryrun/cases, tests/test_oracle_dryrun.py): the
+    uncalibrated estimate of each case beside DryRun's used peak (no DryRun is run here)."""
+    cases = sorted(Path(ROOT, "fixtures", "dryrun", "cases").glob("*.json"))
+    if not cases:
+        return
+    print("\nDryRun L1 corpus, uncalibrated (docs/estimate.md):\n")
+    print("| case | stage | predicted | DryRun L1 used peak | error |")
+    print("|---|---|---|---|---|")
+    for js in cases:
+        data = json.loads(js.read_text())
+        try:
+            est = estimate(str(js.with_name(data["yaml"])))
+        except Exception as exc:  # noqa: BLE001 - a family without a table: say so, go on
+            print(f"| {js.stem} | - | {type(exc).__name__}: {exc} | | |")
+            continue
+        for st in data["stages"]:
+            pred, used = est.stages[st["stage"]].peak(), st["used_peak_mib"] * MiB
+            print(f"| {js.stem} | {st['stage']} | {pred / MiB:.0f} MiB | {st['used_peak_mib']} MiB | "
+                  f"{(pred - used) / used:+.1%} |")
 
 
 def sh(cmd, **kw):
@@ -85,13 +117,24 @@ def main() -> int:
     dirs = {n: os.path.join(out, "run-" + os.path.basename(c)[:-5]) for n, (c, _) in measured.items()}
     cal, _ = calibrate([dirs["none"], dirs["full"]])
     print(f"\ncalibrated on none + full: residual {cal.residual / MiB:.1f} MiB, activation scale {cal.scale:.3f}\n")
-    print("| strategy | predicted peak | measured pool peak | error | step time |")
+    # shapes the calibration did not see: twice the sequence, twice the micro-batch (the same strategies)
+    for name, (strategy, old, new) in SHAPES.items():
+        path = config(name, STRATEGIES[strategy]).replace(".yaml", "_shape.yaml")
+        Path(path).write_text(Path(config(name, STRATEGIES[strategy])).read_text().replace(old, new, 1))
+        measured[name] = (path, run(path, os.path.join(out, "run-" + os.path.basename(path)[:-5]), a.steps))
+    print("| strategy / shape | predicted peak | measured pool peak | error | step time |")
     print("|---|---|---|---|---|")
+    held_out = []
     for name, (cfg, m) in measured.items():
         pred = estimate(cfg, calibration=cal).stages[0].peak(cal)
-        tag = " (calibration)" if name in ("none", "full") else ""
+        tag = " (calibration)" if name in ("none", "full") else " (not calibrated on)"
+        if name not in ("none", "full"):
+            held_out.append(abs(pred - m["peak"]) / m["peak"])
         print(f"| {name}{tag} | {pred / MiB:.1f} MiB | {m['peak'] / MiB:.0f} MiB | "
               f"{(pred - m['peak']) / m['peak']:+.1%} | {m['step_ms']:.0f} ms |")
+    print(f"\nnot calibrated on: {len(held_out)} runs, worst |error| {max(held_out):.1%}, "
+          f"median {statistics.median(held_out):.1%}")
+    dryrun_table()
 
     lo, hi = measured["full"][1]["peak"], measured["none"][1]["peak"]
     print(f"\nplans for budgets between full ({lo / MiB:.0f} MiB) and none ({hi / MiB:.0f} MiB):\n")

@@ -445,23 +445,44 @@ def plot_estimate_cmd(config, run_dirs, budget, output, fmt, model, force):
 
 @cli.command("estimate")
 @click.argument("config")
-@click.option("--calibrate", "run_dirs", multiple=True, metavar="RUN_DIR",
-              help="A `swapwatch run` directory of this model with a known strategy (repeatable): fits the "
-                   "model's free terms to its measured peaks.")
+@click.option("--calibrate", "run_dirs", multiple=True, metavar="RUN_DIR|DRYRUN.json",
+              help="A `swapwatch run` directory of this model with a known strategy, or a DryRun record "
+                   "(tools/dryrun/record_cases.py; docs/estimate.md) (repeatable): fits the model's free "
+                   "terms to its measured peaks.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option("--model", default=None,
               help="Model family (default: the family the YAML names, as explain shows it; `swapwatch "
                    "families` lists them). Its tensor table is swapwatch/memory/<table>.yaml.")
-def estimate_cmd(config, run_dirs, fmt, model):
+@click.option("--dryrun", is_flag=True,
+              help="Also run CONFIG through MindSpore DryRun (one simulated rank per stage; needs MindSpore, "
+                   "MindFormers and CANN, no NPU) and print its peak beside the model's (docs/estimate.md).")
+@click.option("--dryrun-stage", "dryrun_stages", multiple=True, type=int, metavar="N",
+              help="With --dryrun: only this pipeline stage (repeatable; default every stage).")
+def estimate_cmd(config, run_dirs, fmt, model, dryrun, dryrun_stages):
     """Predicted peak memory per pipeline stage of CONFIG's strategy, with its breakdown; measured
-    beside it when a calibration run used CONFIG. Exit 0; 2 bad input."""
+    beside it when a calibration run used CONFIG, DryRun L1's peak with --dryrun. Exit 0; 1 DryRun
+    failed (the line names its log); 2 bad input or DryRun not available."""
     from .memory.calibrate import calibrated_estimate
     from .memory.render import render_estimate
     from .pynative.config import refuse_unmodelled
 
     refuse_unmodelled(config, "estimate")
 
-    click.echo(render_estimate(calibrated_estimate(config, run_dirs, model), fmt), nl=False)
+    est = calibrated_estimate(config, run_dirs, model)
+    # --dryrun: a self-contained block (swapwatch/memory/dryrun.py)
+    if dryrun or dryrun_stages:
+        from .memory import dryrun as dr
+
+        reason = dr.available()
+        if reason:
+            raise InputError(f"--dryrun: DryRun is not available here: {reason}")
+        try:
+            res = dr.measure(config, sorted(set(dryrun_stages)) or None)
+        except dr.DryRunError as exc:
+            click.echo(f"swapwatch estimate: {exc}", err=True)
+            return 1
+        est.dryrun = dict(res.stages)
+    click.echo(render_estimate(est, fmt), nl=False)
     return 0
 
 

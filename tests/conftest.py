@@ -23,6 +23,8 @@ def _missing():
         yield f"msrun is not in {Path(sys.executable).parent}"
     if not (REPO / ".oracle-venv" / ".ready").exists():
         yield "the MindFormers oracle venv .oracle-venv/.ready is missing (make oracle)"
+    if not (REPO / ".dryrun-stubs" / ".built").exists():
+        yield "the DryRun CANN stand-ins .dryrun-stubs/ are missing (make dryrun)"
     if not (core_venv() / "bin" / "swapwatch").exists():
         yield f"the core-only venv {core_venv()} is missing (make core; SWAPWATCH_CORE_VENV names another)"
     if importlib.util.find_spec("playwright") is None:

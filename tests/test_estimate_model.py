@@ -154,7 +154,7 @@ def test_pipeline_stages_hold_their_in_flight_micro_batches(tmp_path):
     assert est.stages[0].activations == 2 * 2 * per_layer     # 2 layers x 2 in flight
     assert est.stages[1].activations == 2 * 1 * per_layer
     # embedding on the first stage, head on the last
-    assert est.stages[0].head == 0 and est.stages[1].head == B * S * H * 4 + B * S * V * (4 + 8)
+    assert est.stages[0].head == 0 and est.stages[1].head == B * S * H * 4 + B * S * V * (4 + 12)
 
 
 def test_estimate_json_is_design_3_3a():

@@ -1,5 +1,8 @@
 """Fit the memory model's free terms to measured peaks of real runs (``--calibrate RUN_DIR``).
 
+Each ``--calibrate`` source is a ``swapwatch run`` directory or a DryRun record (the JSON
+``tools/dryrun/record_cases.py`` writes beside the YAML DryRun ran: DryRun L1's peaks per stage).
+
 Why: the model counts tensors; an allocator adds what no tensor table shows (CPU: weights outside
 the pool, the pool's own rounding; Ascend: workspace, communication buffers, fragmentation). Runs of
 the same model with known strategies pin that down. Each run directory (``swapwatch run`` output)
@@ -110,9 +113,10 @@ def calibrate(run_dirs: Sequence[str], model: Optional[str] = None) -> Tuple[Cal
     rows: List[Tuple[str, int, Any, int, Optional[int]]] = []
     measured: Dict[str, Measured] = {}
     for rd in run_dirs:
-        cfg = run_config(rd, _run_json(rd))
+        dry = dryrun_case(rd)
+        cfg = dry.config if dry else run_config(rd, _run_json(rd))
         est = estimate(cfg, model)
-        m0 = measure(rd, len(est.stages))
+        m0 = dry or measure(rd, len(est.stages))
         measured[rd] = m0
         for st in est.stages:
             if st.stage in m0.used:
@@ -128,6 +132,27 @@ def calibrate(run_dirs: Sequence[str], model: Optional[str] = None) -> Tuple[Cal
                          "measured_bytes": used, "residual_bytes": used - pred,
                          "error": round((pred - used) / used, 4) if used else None})
     return cal, measured
+
+
+def dryrun_case(path: str) -> Optional[Measured]:
+    """A DryRun record (``fixtures/dryrun/cases/<name>.json``, what ``tools/dryrun/record_cases.py``
+    writes: the YAML DryRun ran, beside it, and DryRun L1's used / actual peak per stage), as
+    measured peaks; None when ``path`` is not a ``.json`` file (a run directory)."""
+    import json
+
+    if not (path.endswith(".json") and os.path.isfile(path)):
+        return None
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+        cfg = os.path.join(os.path.dirname(path), data["yaml"])
+        used = {int(s["stage"]): int(s["used_peak_mib"]) << 20 for s in data["stages"]}
+        actual = {int(s["stage"]): int(s["actual_peak_mib"]) << 20 for s in data["stages"]}
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise InputError(f"not a DryRun record (yaml, stages[].used_peak_mib ...): {exc}", file=path) from None
+    if not os.path.isfile(cfg):
+        raise InputError(f"the DryRun record's YAML {cfg} does not exist", file=path)
+    return Measured(path, cfg, used, actual)
 
 
 def _run_json(run_dir: str) -> Dict[str, Any]:

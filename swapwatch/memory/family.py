@@ -130,7 +130,9 @@ class Family:
                              f"(model.model_config.use_flash_attention is False; swapwatch/memory/{self.table}.yaml "
                              f"tables the FlashAttention path only)", file=spec.source)
         dbytes = {"compute": spec.compute_bytes, "softmax": spec.softmax_bytes, "norm": spec.norm_bytes,
-                  "residual": spec.residual_bytes, "float32": 4}
+                  "residual": spec.residual_bytes, "float32": 4,
+                  # a weight's compute-dtype copy: nothing when the parameter already has that dtype
+                  "weight_copy": spec.compute_bytes if spec.param_bytes != spec.compute_bytes else 0}
         self.bytes: Dict[str, int] = {
             name: product(t["shape"], sym) * dbytes[t.get("dtype", "compute")]
             for name, t in data["tensors"].items()}

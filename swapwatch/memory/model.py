@@ -13,6 +13,9 @@ Per stage (the worst rank of that stage), in bytes:
   prefetch window (the ``backward_prefetch`` largest swapped layers of the stage come back).
 * **other**: the largest recompute transient of one layer, the backward's working set, and on the
   last stage the head's logits (compute dtype, fp32 copy and the loss' softmax).
+* **optimizer step**: a second phase (:func:`optimizer_step`): the clipped gradients and AdamW's
+  copy of every parameter. The stage's peak is static plus the larger of the two phases; which one
+  is ``peak_phase`` in the JSON (docs/estimate.md).
 
 Calibration (:mod:`swapwatch.memory.calibrate`) fits a residual added to the static part and a scale
 on the rest: ``peak = static + residual + scale * (activations + other)``.
@@ -26,7 +29,7 @@ from .. import strategy
 from ..config import load_config
 from ..errors import InputError
 from .family import Family, LayerCost, layout_kinds, table_for
-from .spec import ModelSpec, params_per_layer, spec_from_config
+from .spec import ModelSpec, params_per_layer, product, spec_from_config
 
 
 @dataclass
@@ -86,13 +89,81 @@ def static_parts(spec: ModelSpec, fam: Family, stage: int, n_layers: int,
             "optimizer_states": trained * pb * spec.optimizer_states // spec.shard}
 
 
+def optimizer_step(spec: ModelSpec, fam: Family, stage: int, n_layers: int,
+                   layer_params: Optional[int] = None) -> int:
+    """Bytes above static at the optimizer step of one rank of ``stage`` (a second peak phase: the
+    stage's peak is static plus the larger of this and the activation phase).
+
+    After the backward, ``wrapper/wrapper.py:MFPipelineWithLossScaleCell.construct`` (and
+    MFTrainOneStepCell) scales the gradients and ``core/clip_grad.py:ClipGradNorm.construct`` returns
+    a clipped copy of every gradient (fp32, all alive: the optimizer consumes them one by one); then
+    ``core/optim/adamw.py:_update_run_op`` computes ``next_param = param_fp32 * (1 - lr * wd)`` for
+    every parameter, which needs no gradient, so the kernel-by-kernel executor runs all of them before
+    the first update. Each update then holds two temporaries the size of its parameter and frees that
+    parameter's clipped gradient and ``next_param``: the peak is at the update ``i`` (parameters in
+    the order the optimizer takes them: embedding, each layer's weights, head) with the largest
+    ``2 * size_i - 2 * sum(size_j for j < i)``. DryRun L1's memory tracker on Qwen3-32B shows
+    exactly these blocks at the peak (first stage: the embedding's two temporaries; last stage: a
+    layer's linear_fc1) (docs/estimate.md). Checked on mcore models only: 0 elsewhere.
+    """
+    if not spec.mcore or (not n_layers and stage not in (0, spec.pp - 1)):
+        return 0
+    sym = spec.symbols()
+    parts = static_parts(spec, fam, stage, n_layers, layer_params)
+    params = parts["grads"] // spec.param_bytes            # every parameter of the stage, whole
+    emb = sym["v"] * spec.hidden
+    order = ([emb] if stage == 0 else []) + [product(row, sym) for row in fam.params_rows] * max(1, n_layers) + \
+        ([emb] if stage == spec.pp - 1 else [])
+    temps, done = 0, 0
+    for size in order:
+        temps = max(temps, 2 * size - 2 * done)
+        done += size
+    return parts["grads"] + 4 * params // spec.shard + 4 * temps // spec.shard
+
+
+#: HCCL's shared buffer per communicator, MB (HCCL_BUFFSIZE's default); each communicator holds two
+#: (send and receive), outside MindSpore's memory pool (CANN HCCL user guide, HCCL_BUFFSIZE)
+HCCL_BUFFSIZE_MB = 200
+
+
+def communicators(spec: ModelSpec) -> int:
+    """HCCL communicators one rank opens: the world group, two over the tensor-parallel ranks and two
+    for the pipeline (its group and its Send), one each for data, context and expert parallel. The
+    tensor and pipeline counts are those DryRun L1 creates for Qwen3-32B at TP4 PP4 (``Create
+    collective communication group`` lines); the others are one per dimension, not checked."""
+    return 1 + 2 * (spec.tp > 1) + 2 * (spec.pp > 1) + (spec.dp > 1) + (spec.cp > 1) + (spec.ep > 1)
+
+
+def not_in_dryrun(spec: ModelSpec) -> Dict[str, Any]:
+    """What DryRun L1 (and so ``peak_bytes``) leaves out, estimated on its own: HCCL's communication
+    buffers (2 x HCCL_BUFFSIZE per communicator, HCCL_BUFFSIZE from the environment, default 200 MB).
+    Kernel workspaces (aclnn, DryRun level 2, needs an NPU) are not estimated: null."""
+    import os
+
+    raw = os.environ.get("HCCL_BUFFSIZE", "")
+    mb = int(raw) if raw.isdigit() and int(raw) > 0 else HCCL_BUFFSIZE_MB
+    n = communicators(spec) if spec.dp * spec.tp * spec.pp * spec.cp > 1 else 0
+    return {"communicators": n, "hccl_buffsize_mb": mb, "communication_buffers_bytes": n * 2 * (mb << 20),
+            "kernel_workspace_bytes": None}
+
+
 def head_bytes(spec: ModelSpec, stage: int) -> int:
-    """Last stage: the final norm's input and the logits (compute dtype, fp32 copy, softmax)."""
+    """Last stage: the final norm's input, the head weight's compute-dtype copy and the loss.
+
+    The head is a ColumnParallelLinear (``tensor_parallel/layers.py:ColumnParallelLinear.construct``
+    casts its weight to the compute dtype; the matmul's backward keeps that copy when the parameter
+    is fp32). The loss (``parallel_core/training_graph/loss_func.py``: ``_LogSoftmax.construct`` casts
+    the logits to fp32 and keeps the log-softmax and an fp32 one-hot of the labels for
+    ``_NLLLoss.bprop``, which computes ``exp(log_softmax) - one_hot`` while both are alive): per
+    logit, the compute-dtype logits, three fp32 tensors at the loss' backward (log-softmax, one-hot,
+    their difference). DryRun L1 on Qwen3-32B's last stage agrees within 1 % (docs/estimate.md).
+    """
     if stage != spec.pp - 1:
         return 0
     sym = spec.symbols()
+    weight_copy = sym["v"] * spec.hidden * spec.compute_bytes if spec.param_bytes != spec.compute_bytes else 0
     return sym["b"] * sym["sq"] * spec.hidden * spec.compute_bytes + \
-        sym["b"] * sym["s"] * sym["v"] * (spec.compute_bytes + 8)
+        sym["b"] * sym["s"] * sym["v"] * (spec.compute_bytes + 12) + weight_copy
 
 
 @dataclass
@@ -107,14 +178,24 @@ class StageMemory:
     transient: int
     workspace: int
     head: int
+    optimizer: int = 0
 
     @property
     def static_total(self) -> int:
         return sum(self.static.values())
 
     @property
-    def dynamic(self) -> int:
+    def activation_phase(self) -> int:
         return self.activations + self.swap_window + self.transient + self.workspace + self.head
+
+    @property
+    def phase(self) -> str:
+        """Which phase makes the peak: ``activations`` (the first backward) or ``optimizer``."""
+        return "optimizer" if self.optimizer > self.activation_phase else "activations"
+
+    @property
+    def dynamic(self) -> int:
+        return max(self.activation_phase, self.optimizer)
 
     def peak(self, cal: Calibration = NO_CALIBRATION) -> int:
         return cal.peak(self.static_total, self.dynamic)
@@ -122,16 +203,24 @@ class StageMemory:
     def to_json(self, cal: Calibration = NO_CALIBRATION, measured: Optional[int] = None) -> Dict[str, Any]:
         s = cal.scale
         other = self.transient + self.workspace + self.head
-        return {"stage": self.stage, "layers": self.layers, "peak_bytes": self.peak(cal),
+        acts = self.activations + self.swap_window
+        # components and breakdown add up to the peak: the parts of the phase that makes it (the
+        # other phase's total is beside them)
+        opt = self.phase == "optimizer"
+        act_part = (lambda v: 0) if opt else (lambda v: int(round(s * v)))
+        return {"stage": self.stage, "layers": self.layers, "peak_bytes": self.peak(cal), "peak_phase": self.phase,
+                "activation_phase_bytes": int(round(s * self.activation_phase)),
+                "optimizer_step_bytes": int(round(s * self.optimizer)),
                 "components": {"static": int(round(self.static_total + cal.residual)),
-                               "activations": int(round(s * (self.activations + self.swap_window))),
-                               "other": int(round(s * other))},
+                               "activations": act_part(acts),
+                               "other": int(round(s * self.optimizer)) if opt else act_part(other)},
                 "breakdown": {**self.static, "calibration_residual": int(round(cal.residual)),
-                              "saved_activations": int(round(s * self.activations)),
-                              "swap_prefetch_window": int(round(s * self.swap_window)),
-                              "recompute_transient": int(round(s * self.transient)),
-                              "backward_workspace": int(round(s * self.workspace)),
-                              "head_and_logits": int(round(s * self.head))},
+                              "saved_activations": act_part(self.activations),
+                              "swap_prefetch_window": act_part(self.swap_window),
+                              "recompute_transient": act_part(self.transient),
+                              "backward_workspace": act_part(self.workspace),
+                              "head_and_logits": act_part(self.head),
+                              "optimizer_step": int(round(s * self.optimizer)) if opt else 0},
                 "measured_peak_bytes": measured}
 
 
@@ -175,7 +264,8 @@ def stage_memory(spec: ModelSpec, fam: Family, geo: strategy.Geometry, stage: in
     return StageMemory(stage=stage, layers=layers,
                        static=static_parts(spec, fam, stage, len(layers), layer_params),
                        activations=act, swap_window=window, transient=transient,
-                       workspace=workspace if layers else 0, head=head_bytes(spec, stage))
+                       workspace=workspace if layers else 0, head=head_bytes(spec, stage),
+                       optimizer=optimizer_step(spec, fam, stage, len(layers), layer_params))
 
 
 @dataclass
@@ -195,17 +285,34 @@ class Estimate:
     budget_bytes: Optional[int] = None
     #: memory-relevant keys the model leaves out (swapwatch.memory.keys): the figure is then a bound
     unmodelled: List[str] = field(default_factory=list)
+    #: stage -> ``swapwatch.memory.dryrun.StagePeak`` (``estimate --dryrun``)
+    dryrun: Dict[int, Any] = field(default_factory=dict)
 
     def to_json(self) -> Dict[str, Any]:
         cal = self.calibration
         out = {"config": self.config, "family": self.family, "budget_bytes": self.budget_bytes,
                "stages": [st.to_json(cal, self.measured.get(st.stage)) for st in self.stages],
+               "not_in_peak": not_in_dryrun(self.spec),
                "layers": [{**row, "activation_bytes": int(round(cal.scale * row["activation_bytes"]))}
                           for row in self.layers],
                "unmodelled": list(self.unmodelled)}
         if cal.fitted:
             out["calibration"] = cal.to_json()
+        if self.dryrun:
+            out["dryrun"] = self.dryrun_json()
         return out
+
+    def dryrun_json(self) -> Dict[str, Any]:
+        """DryRun L1's peaks beside the model's (``estimate --dryrun``, docs/estimate.md)."""
+        peaks = {st.stage: st.peak(self.calibration) for st in self.stages}
+        rows = []
+        for stage, p in sorted(self.dryrun.items()):
+            model = peaks[stage]
+            rows.append({"stage": stage, "rank_id": p.rank_id, "model_peak_bytes": model,
+                         "used_peak_bytes": p.used_bytes, "actual_peak_bytes": p.actual_bytes,
+                         "error": round((model - p.used_bytes) / p.used_bytes, 4) if p.used_bytes else None,
+                         "seconds": p.seconds, "log": p.log_path})
+        return {"level": "DryRun L1", "stages": rows}
 
 
 def estimate_plan(path: str, cfg: Any, plan: strategy.Plan, spec: ModelSpec,

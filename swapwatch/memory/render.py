@@ -89,11 +89,35 @@ def calibration_rows(est: Estimate) -> List[str]:
 def render_estimate(est: Estimate, fmt: str) -> str:
     if fmt == "json":
         return json.dumps(est.to_json(), indent=2) + "\n"
-    out = [header(est), ""] + stage_rows(est) + [""] + layer_rows(est)
+    out = [header(est), ""] + stage_rows(est) + [not_in_peak_line(est), ""] + layer_rows(est)
     cal = calibration_rows(est)
     if cal:
         out += [""] + cal
+    if est.dryrun:
+        out += [""] + dryrun_rows(est)
     return "\n".join(out) + "\n"
+
+
+def not_in_peak_line(est: Estimate) -> str:
+    """What the predicted peak (like DryRun L1) leaves out, per rank (model.not_in_dryrun)."""
+    n = est.to_json()["not_in_peak"]
+    if not n["communicators"]:
+        return "not in the predicted peak: kernel workspaces (not estimated)"
+    return (f"not in the predicted peak: HCCL buffers, {n['communicators']} communicators x 2 x "
+            f"{n['hccl_buffsize_mb']} MiB (HCCL_BUFFSIZE) = {fmt_size(n['communication_buffers_bytes'])} per rank; "
+            f"kernel workspaces (not estimated)")
+
+
+def dryrun_rows(est: Estimate) -> List[str]:
+    """``estimate --dryrun``: MindSpore DryRun's allocator peaks (one simulated rank per stage)
+    beside the model's; DryRun leaves out kernel workspaces and communication buffers."""
+    rows = [["stage", "rank", "predicted peak", "DryRun L1 used peak", "actual (with fragments)", "error", "time"]]
+    for r in est.dryrun_json()["stages"]:
+        rows.append([str(r["stage"]), str(r["rank_id"]), fmt_size(r["model_peak_bytes"]),
+                     fmt_size(r["used_peak_bytes"]), fmt_size(r["actual_peak_bytes"]),
+                     f"{r['error']:+.1%}" if r["error"] is not None else "-", f"{r['seconds']:.0f} s"])
+    return _table(rows) + ["DryRun L1: MindSpore's simulated Ascend allocator (MS_SIMULATION_LEVEL=1); it leaves "
+                           "out kernel workspaces and communication buffers"]
 
 
 def render_plan(res: PlanResult, fmt: str) -> str:

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .family import Family, LayerCost
-from .model import Calibration, head_bytes, inflight, static_parts
+from .model import Calibration, head_bytes, inflight, optimizer_step, static_parts
 from .spec import ModelSpec
 
 
@@ -158,6 +158,8 @@ def solve_stage(spec: ModelSpec, fam: Family, geo, stage: int, cal: Calibration,
     static = sum(static_parts(spec, fam, stage, n_layers).values())
     fixed = (fam.workspace if n_layers else 0) + head_bytes(spec, stage)
     room = (budget - static - cal.residual) / cal.scale - fixed
+    if cal.peak(static, optimizer_step(spec, fam, stage, n_layers)) > budget:
+        return StagePlan(stage=stage, fits=False, static=static)   # the optimizer step alone is over
     all_chains = chains(fam, allow_swap)
     if V == 1 and not allow_swap and chunks[0][0]:
         return _solve_single_chunk(stage, static, fixed, room, chunks[0][0], counts[0], spec.micro_batch_num,
@@ -325,12 +327,12 @@ def lowest_peak(spec: ModelSpec, fam: Family, geo, stage: int, cal: Calibration,
                                     + block_transient(blocks, cnt)))
                        for blocks in (sorted(ch, key=lambda lv: -lv.rank) for ch in chains(fam))
                        for cnt in compositions(geo.layer_list[0][stage], len(blocks)))
-        return cal.peak(static, best_dyn + fixed)
+        return max(cal.peak(static, best_dyn + fixed), cal.peak(static, optimizer_step(spec, fam, stage, n_layers)))
     levels = [lv for ch in chains(fam, allow_swap) for lv in ch]
     best = min(weight * min(lv.cost.kept for lv in levels if lv.cost.regen <= r and lv.window <= w) + r + w
                for r in {lv.cost.regen for lv in levels} for w in {lv.window for lv in levels}
                if any(lv.cost.regen <= r and lv.window <= w for lv in levels))
-    return cal.peak(static, best + fixed)
+    return max(cal.peak(static, best + fixed), cal.peak(static, optimizer_step(spec, fam, stage, n_layers)))
 
 
 def brute_force(levels: Sequence[Level], layer_weights: Sequence[int], micro: int, room: float) -> Optional[float]:

@@ -97,6 +97,7 @@ class ModelSpec:
     seq_parallel: bool = False
     optimizer_shard: bool = False
     optimizer_shard_size: int = 0       # 0: all data-parallel ranks
+    mcore: bool = False                 # use_legacy: False (parallel_core/training_graph)
     #: dotted key -> line, for messages
     lines: Dict[str, int] = field(default_factory=dict)
     #: LoRA / ``pet_config``: the base weights are frozen (no gradients, no optimizer states)
@@ -316,7 +317,7 @@ def spec_from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional
         tie_embeddings=flag(mc, "tie_word_embeddings", f"{MC}.tie_word_embeddings"),
         mla=mla, shared_experts=shared, dense_ffn=ffn, dp=dp, tp=tp, pp=pp, cp=cp, ep=ep, micro_batch_num=mbn,
         seq_parallel=sp,
-        optimizer_shard=shard, optimizer_shard_size=shard_size, lines=lines)
+        optimizer_shard=shard, optimizer_shard_size=shard_size, mcore=mcore, lines=lines)
 
 
 def llama_ffn(hidden: int, multiple_of: Any = 256, multiplier: Any = None) -> int:

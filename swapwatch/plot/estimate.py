@@ -19,7 +19,8 @@ from .result import EstimatePlot
 PARTS = [("weights", "weights"), ("grads", "gradients"), ("optimizer_states", "optimizer states"),
          ("calibration_residual", "calibration residual"), ("saved_activations", "saved activations"),
          ("swap_prefetch_window", "swap prefetch window"), ("recompute_transient", "recompute transient"),
-         ("backward_workspace", "backward workspace"), ("head_and_logits", "head and logits")]
+         ("backward_workspace", "backward workspace"), ("head_and_logits", "head and logits"),
+         ("optimizer_step", "optimizer step")]
 
 
 def estimate_frame(est):

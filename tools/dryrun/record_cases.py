@@ -1,0 +1,148 @@
+"""Record DryRun cases for the oracle tier (tests/test_oracle_dryrun.py, docs/estimate.md).
+
+For each case: derive the training YAML from a maintainer YAML in fixtures/configs/mindformers/ (layers
+cut, recompute set, parallel sizes changed), write it to fixtures/dryrun/cases/<name>.yaml (the file
+`swapwatch estimate` reads is exactly what DryRun ran), run it through swapwatch.memory.dryrun.measure
+for the stages asked, and write fixtures/dryrun/cases/<name>.json:
+  {"yaml", "source", "derived", "family", "rank_size", "stages": [{"stage", "rank_id", "used_peak_mib",
+   "actual_peak_mib", "seconds"}], "mindspore", "mindformers"}
+
+usage: .venv/bin/python tools/dryrun/record_cases.py [NAME ...]   (default: every case without a .json)
+       --list   print the cases;  --force   re-record cases that have a .json
+Needs `make dryrun`. Runs one DryRun per stage, one after another (23-65 s per 8-layer stage when idle).
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Dict
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+CASES_DIR = REPO / "fixtures" / "dryrun" / "cases"
+SRC = "fixtures/configs/mindformers/"
+Q32 = SRC + "pretrain_qwen3_32b_4k.yaml"
+
+#: name -> source YAML, family, stages to measure, and the changes (dotted key -> value; "recompute"
+#: is a shorthand for recompute_config.recompute / select_recompute)
+CASES: Dict[str, Dict[str, Any]] = {
+    "qwen3_32b_l8_none": {"source": Q32, "family": "qwen3", "stages": [0, 3],
+                          "layers": 8, "recompute": False, "select": False},
+    "qwen3_32b_l8_full": {"source": Q32, "family": "qwen3", "stages": [0, 3],
+                          "layers": 8, "recompute": True, "select": False},
+    "qwen3_32b_l8_select": {"source": Q32, "family": "qwen3", "stages": [0, 3],
+                            "layers": 8, "recompute": False, "select": True},
+    "qwen3_32b_l8_counts": {"source": Q32, "family": "qwen3", "stages": [0, 3],
+                            "layers": 8, "recompute": [1, 1, 0, 0], "select": False},
+    "qwen3_32b_l8_pp2_none": {"source": Q32, "family": "qwen3", "stages": [0, 1],
+                               "layers": 8, "recompute": False, "select": False,
+                               "set": {"parallel_config.pipeline_stage": 2}},
+    "qwen3_32b_l8_mbn8_full": {"source": Q32, "family": "qwen3", "stages": [0],
+                               "layers": 8, "recompute": True, "select": False,
+                               "set": {"parallel_config.micro_batch_num": 8}},
+    "qwen3_32b_l8_s8k_none": {"source": Q32, "family": "qwen3", "stages": [0],
+                              "layers": 8, "recompute": False, "select": False,
+                              "set": {"model.model_config.seq_length": 8192,
+                                      "model.model_config.max_position_embeddings": 8192,
+                                      "train_dataset.data_loader.config.seq_length": 8192}},
+    "qwen3_32b_shipped": {"source": Q32, "family": "qwen3", "stages": [0], "layers": None,
+                          "recompute": True, "select": False},
+    "qwen3_32b_l8_tp8_sp_none": {"source": Q32, "family": "qwen3", "stages": [0],
+                                 "layers": 8, "recompute": False, "select": False,
+                                 "set": {"parallel_config.model_parallel": 8,
+                                         "parallel_config.use_seq_parallel": True}},
+}
+
+
+def setdotted(tree: Dict[str, Any], key: str, value: Any) -> None:
+    parts = key.split(".")
+    node = tree
+    for k in parts[:-1]:
+        node = node.setdefault(k, {})
+    node[parts[-1]] = value
+
+
+def derive(name: str, case: Dict[str, Any]) -> Path:
+    """Write the case's YAML; returns its path."""
+    data = yaml.safe_load((REPO / case["source"]).read_text(encoding="utf-8"))
+    mc = data["model"]["model_config"]
+    layer_key = "num_hidden_layers" if "num_hidden_layers" in mc else "num_layers"
+    if case.get("layers"):
+        mc[layer_key] = case["layers"]
+        mc["offset"] = 0
+    rc = data.setdefault("recompute_config", {})
+    rc["recompute"] = case["recompute"]
+    rc["select_recompute"] = case["select"]
+    for key, value in case.get("set", {}).items():
+        setdotted(data, key, value)
+    pc = data["parallel_config"]
+    dp = pc.get("data_parallel", 1)
+    if data.get("parallel", {}).get("dataset_strategy"):
+        data["parallel"]["dataset_strategy"] = [[dp] + list(s[1:]) for s in data["parallel"]["dataset_strategy"]]
+    path = CASES_DIR / f"{name}.yaml"
+    header = (f"# DryRun case {name} (tools/dryrun/record_cases.py): {case['source']} with {describe(case)}.\n"
+              f"# Run through MindSpore DryRun as is; its peaks are in {name}.json.\n")
+    path.write_text(header + yaml.safe_dump(data, sort_keys=False, width=120), encoding="utf-8")
+    return path
+
+
+def describe(case: Dict[str, Any]) -> str:
+    parts = [f"{case['layers']} layers (offset 0)" if case.get("layers") else "all layers (as shipped)",
+             f"recompute {case['recompute']}",
+             f"select_recompute {case['select']}"]
+    parts += [f"{k.rsplit('.', 1)[-1]} {v}" for k, v in case.get("set", {}).items()
+              if not k.startswith("train_dataset") and "max_position" not in k]
+    return ", ".join(parts)
+
+
+def versions() -> Dict[str, str]:
+    from swapwatch.memory.dryrun import _python
+
+    out = subprocess.run([_python(), "-c", "import importlib.metadata as m; "
+                          "print(m.version('mindspore'), m.version('mindformers'))"],
+                         capture_output=True, text=True, check=True).stdout.split()
+    return {"mindspore": out[0], "mindformers": out[1]}
+
+
+def record(name: str) -> None:
+    from swapwatch.memory.dryrun import MIB, measure
+
+    case = CASES[name]
+    path = derive(name, case)
+    res = measure(str(path), case["stages"], timeout=1800, work_dir=f"/tmp/swapwatch-dryrun-record/{name}")
+    out = {"yaml": path.name, "source": case["source"], "derived": describe(case), "family": case["family"],
+           "rank_size": res.rank_size,
+           "stages": [{"stage": p.stage, "rank_id": p.rank_id, "used_peak_mib": p.used_bytes // MIB,
+                       "actual_peak_mib": p.actual_bytes // MIB, "seconds": p.seconds}
+                      for p in res.stages.values()],
+           **versions()}
+    (CASES_DIR / f"{name}.json").write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
+    print(name, [(s["stage"], s["used_peak_mib"], s["seconds"]) for s in out["stages"]], flush=True)
+
+
+def main(argv: list) -> int:
+    CASES_DIR.mkdir(parents=True, exist_ok=True)
+    force = "--force" in argv
+    if "--list" in argv:
+        for name, case in CASES.items():
+            print(f"{name}: {case['source']}: {describe(case)}; stages {case['stages']}")
+        return 0
+    names = [a for a in argv if not a.startswith("--")] or \
+        [n for n in CASES if force or not (CASES_DIR / f"{n}.json").exists()]
+    for name in names:
+        if name not in CASES:
+            print(f"unknown case {name!r}", file=sys.stderr)
+            return 2
+        if "--derive-only" in argv:
+            derive(name, CASES[name])
+            continue
+        record(name)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
