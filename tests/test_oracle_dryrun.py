@@ -31,18 +31,26 @@ MIB = 1 << 20
 TOLERANCE = 0.10
 #: (case, stage) -> the relative error recorded when the model was last changed, for stages outside
 #: TOLERANCE; the test asserts the error is still this one (to 0.5 %), so any change is seen
-KNOWN: dict = {}
+KNOWN: dict = {
+    # DeepSeek-V3 cut to 4 layers (1 dense, 3 MoE, the MTP layer), one stage: the model peaks at the
+    # optimizer step 13.6 % above DryRun L1 (on the safe side). Its optimizer-phase terms were
+    # derived on Qwen3 (docs/estimate.md); MLA's and the MTP block's parameters at that step are
+    # the first suspects
+    ("deepseek_v3_l4_full", 0): 0.136,
+    ("deepseek_v3_l4_none", 0): 0.136,
+}
 #: (none case, other case, stage) -> (model's saving, DryRun L1's saving) in MiB, for pairs outside the
 #: bound: asserted to stay these figures (to 2 MiB). The last stage under full recompute peaks at
 #: DryRun's optimizer step, 107 MiB above the model's activation phase (docs/estimate.md).
 KNOWN_DELTA = {
     ("qwen3_32b_l8_none", "qwen3_32b_l8_full", 3): (835, 1003),
-    # MindFormers' default select set (mlp.mul + mlp.activation_func.silu): DryRun L1 frees one fp32
-    # [b, s, ffn/tp] tensor per layer and micro-batch in flight (silu's output, 100 MiB here); the
-    # model's effectiveness rule (family.Family.effective, SW110: a mark is dropped when a consumer
-    # is unmarked, measured on the CPU tiny Llama) drops both marks and frees nothing
-    ("qwen3_32b_l8_none", "qwen3_32b_l8_select", 0): (0, 800),
-    ("qwen3_32b_l8_none", "qwen3_32b_l8_select", 3): (0, 200),
+    # MindFormers' default select set (mlp.mul + mlp.activation_func.silu): DryRun L1 frees silu's
+    # output per layer and micro-batch in flight; the model's segment rule (family.Family.effective:
+    # mul's output stays for linear_fc2, silu's comes back) frees 700 of DryRun's 800 MiB here
+    ("qwen3_32b_l8_none", "qwen3_32b_l8_select", 0): (700, 800),
+    # Qwen3-MoE, first stage: the model's peak is the optimizer step in both cases (recompute cannot
+    # move it), DryRun L1's activation phase is 547 MiB above it without recompute
+    ("qwen3_moe_l8_none", "qwen3_moe_l8_full", 0): (0, 547),
 }
 #: the live subset: (case, stage), cheap 8-layer stages; the second one goes through the CLI
 LIVE = [("qwen3_32b_l8_full", 0)]
@@ -209,8 +217,7 @@ def test_what_dryrun_leaves_out_is_its_own_field(monkeypatch):
 def test_calibration_on_dryrun_records_predicts_what_it_did_not_see():
     """`--calibrate` takes DryRun records. Fitted on the none and full cuts (4 stages), the physical
     terms need almost nothing (residual within 64 MiB, scale within 2 % of 1); a case it did not see
-    is predicted from the same fit (held out: the default select set; its first stage misses by the
-    select rule's 800 MiB, docs/estimate.md, asserted as that figure)."""
+    is predicted from the same fit (held out: the default select set) within the issue's 5 %."""
     from swapwatch.memory.calibrate import calibrate
 
     cal, _ = calibrate([str(CASES / "qwen3_32b_l8_none.json"), str(CASES / "qwen3_32b_l8_full.json")])
@@ -220,8 +227,7 @@ def test_calibration_on_dryrun_records_predicts_what_it_did_not_see():
     est = estimate(str(CASES / data["yaml"]), calibration=cal)
     errs = {s["stage"]: (est.stages[s["stage"]].peak(cal) - s["used_peak_mib"] * MIB) / (s["used_peak_mib"] * MIB)
             for s in data["stages"]}
-    assert abs(errs[3]) < 0.05
-    assert errs[0] == pytest.approx(0.061, abs=0.005)
+    assert abs(errs[3]) < 0.05 and abs(errs[0]) < 0.05, errs
 
 
 def test_a_legacy_yaml_is_refused_with_its_reason():
