@@ -706,17 +706,23 @@ def _pump(proc, tree: "Tree", rdir: Path, info: Dict[str, Any], out, grace: floa
     return rc
 
 
-def _tee_some(fd: int, console, out, wait: float) -> bool:
-    """Copy what the pipe has within ``wait`` seconds; False at EOF."""
+def _tee_once(fd: int, console, out, wait: float) -> Optional[bool]:
+    """Copy one read of the pipe if something comes within ``wait`` seconds: True when copied,
+    False at EOF, None when nothing came."""
     ready, _, _ = select.select([fd], [], [], wait)
     if not ready:
-        return True
+        return None
     chunk = os.read(fd, 1 << 16)
     if not chunk:
         return False
     console.write(chunk)
     _write(out, chunk)
     return True
+
+
+def _tee_some(fd: int, console, out, wait: float) -> bool:
+    """Copy what the pipe has within ``wait`` seconds; False at EOF."""
+    return _tee_once(fd, console, out, wait) is not False
 
 
 def _watch(tree: "Tree", fd: int, console, out, stop: Dict[str, Any], eof: bool) -> bool:
@@ -740,14 +746,11 @@ def _drain_after_exit(fd: int, console, out, stop: Dict[str, Any], quiet: float 
         left = end - time.monotonic()
         if left <= 0:
             return False
-        ready, _, _ = select.select([fd], [], [], min(quiet, left))
-        if not ready:
+        got = _tee_once(fd, console, out, min(quiet, left))
+        if got is None:              # quiet for `quiet` seconds: whoever holds the pipe is not the job
             return False
-        chunk = os.read(fd, 1 << 16)
-        if not chunk:
+        if got is False:
             return True
-        console.write(chunk)
-        _write(out, chunk)
     return False
 
 

@@ -96,3 +96,22 @@ def swap_id_lists(cfg: Any) -> List[Tuple[str, List[int]]]:
 
 def _layer_ids(value: Any) -> bool:
     return isinstance(value, (list, tuple)) and all(isinstance(x, int) and not isinstance(x, bool) for x in value)
+
+
+def count_entries(rc: Any) -> List[Tuple[str, str, Optional[str], Any]]:
+    """Every value of ``recompute_config`` that takes per-stage counts without swap, as
+    ``(key path, key, pattern or None, value)``: ``recompute`` (key ``recompute``), then each select
+    key, one entry per pattern when it is a ``{pattern: counts}`` dict. The one walk SW206 (counts
+    capped) and SW210 (a list shorter than the stages) share."""
+    from ..strategy import SELECT_KEYS
+
+    rc = rc or {}
+    out: List[Tuple[str, str, Optional[str], Any]] = [
+        ("recompute_config.recompute", "recompute", None, rc.get("recompute"))]
+    for key, _ in SELECT_KEYS:
+        raw = rc.get(key)
+        if isinstance(raw, dict):
+            out.extend((f"recompute_config.{key}.{pat}", key, pat, v) for pat, v in raw.items())
+        else:
+            out.append((f"recompute_config.{key}", key, None, raw))
+    return out

@@ -1,11 +1,11 @@
 """SW206: recompute counts larger than the layers of their stage are capped without a word."""
 from __future__ import annotations
 
-from typing import Any, Iterable, Iterator, List, Tuple
+from typing import Any, Iterable, Iterator, Tuple
 
 from . import CheckContext, Finding, Rule, register
-from ._config_ctx import config_of, where
-from ..strategy import SELECT_KEYS, jsonable
+from ._config_ctx import config_of, count_entries, where
+from ..strategy import jsonable
 
 
 @register
@@ -41,16 +41,13 @@ class CountsCapped(Rule):
         if plan is None or cfg is None or plan.swap or getattr(plan, "legacy_recompute", None) is not None:
             return
         formative = plan.formative or {}
-        rc = getattr(cfg, "recompute_config", None) or {}
-        pairs: List[Tuple[str, Any, Any]] = [("recompute_config.recompute", rc.get("recompute"),
-                                              formative.get("layer_recompute"))]
-        for key, _ in SELECT_KEYS:
-            raw, tables = rc.get(key), formative.get(key) or {}
-            if isinstance(raw, dict):
-                pairs.extend((f"recompute_config.{key}.{pat}", v, tables.get(pat)) for pat, v in raw.items())
-            elif tables:                 # one value for the default patterns: they share its table
-                pairs.append((f"recompute_config.{key}", raw, next(iter(tables.values()))))
-        for key, raw, table in pairs:
+        for key, name, pat, raw in count_entries(getattr(cfg, "recompute_config", None)):
+            if name == "recompute":
+                table = formative.get("layer_recompute")
+            else:
+                tables = formative.get(name) or {}
+                # one value for the default patterns: they share its table
+                table = tables.get(pat) if pat is not None else next(iter(tables.values()), None)
             if table is None:
                 continue
             for index, where_, asked, got in _capped(raw, jsonable(table)):

@@ -1,12 +1,12 @@
 """SW210: a per-stage count list shorter than ``pipeline_stage``: the stages past it get 0."""
 from __future__ import annotations
 
-from typing import Any, Iterable, List, Tuple
+from typing import Any, Iterable
 
 from . import CheckContext, Finding, Rule, register
-from ._config_ctx import config_of, where
+from ._config_ctx import config_of, count_entries, where
 from ..layer_table import ranges
-from ..strategy import SELECT_KEYS, jsonable
+from ..strategy import jsonable
 
 
 @register
@@ -43,18 +43,10 @@ class CountsShort(Rule):
         cfg = config_of(ctx)
         if plan is None or cfg is None or plan.swap or getattr(plan, "legacy_recompute", None) is not None:
             return
-        rc = getattr(cfg, "recompute_config", None) or {}
         stages = sorted({lp.stage for lp in plan.layers if lp.stage is not None})
         n_stages = len(stages)
-        pairs: List[Tuple[str, Any, str]] = [("recompute_config.recompute", rc.get("recompute"), "full recompute")]
-        for key, _ in SELECT_KEYS:
-            raw = rc.get(key)
-            what = key.replace("_", " ")
-            if isinstance(raw, dict):
-                pairs.extend((f"recompute_config.{key}.{pat}", v, f"{what} of '{pat}'") for pat, v in raw.items())
-            else:
-                pairs.append((f"recompute_config.{key}", raw, what))
-        for key, raw, what in pairs:
+        for key, name, pat, raw in count_entries(getattr(cfg, "recompute_config", None)):
+            what = "full recompute" if name == "recompute" else name.replace("_", " ") + (f" of '{pat}'" if pat else "")
             if not _one_d_counts(raw) or len(raw) >= n_stages:
                 continue
             short = list(range(len(raw), n_stages))
