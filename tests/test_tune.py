@@ -168,3 +168,30 @@ def test_final_is_cheapest_unless_another_is_measurably_faster():
     over.measured = {"0": 50 << 20}
     t.attempts = [over, cheap]
     assert t._best() is cheap                    # over the budget: never handed back
+
+
+def test_dryrun_probes_write_records_that_calibrate_like_the_corpus(tmp_path):
+    """tune --dryrun keeps each probe's DryRun peaks as a corpus-format record beside its YAML, and
+    calibration reads it exactly as it reads a recorded case (the same measured peaks, the same fit)."""
+    import shutil
+
+    from swapwatch.memory.calibrate import calibrate
+    from swapwatch.memory.dryrun import DryRunResult, StagePeak
+    from swapwatch.tune.loop import write_dryrun_record
+
+    cases = os.path.join(ROOT, "fixtures", "dryrun", "cases")
+    records = []
+    for name in ("qwen3_32b_l8_none", "qwen3_32b_l8_full"):
+        with open(os.path.join(cases, name + ".json"), encoding="utf-8") as fh:
+            case = json.load(fh)
+        yml = tmp_path / f"attempt-{name}.yaml"
+        shutil.copy(os.path.join(cases, case["yaml"]), yml)
+        res = DryRunResult(config=str(yml), rank_size=case["rank_size"], stages={
+            s["stage"]: StagePeak(s["stage"], s["rank_id"], s["used_peak_mib"] << 20, s["actual_peak_mib"] << 20,
+                                  s["seconds"], "dryrun.log") for s in case["stages"]})
+        records.append(write_dryrun_record(str(yml), res))
+        assert records[-1] == str(tmp_path / f"attempt-{name}.dryrun.json")
+    ours, measured = calibrate(records)
+    corpus, _ = calibrate([os.path.join(cases, n + ".json") for n in ("qwen3_32b_l8_none", "qwen3_32b_l8_full")])
+    assert (ours.residual, ours.scale) == (corpus.residual, corpus.scale)
+    assert len(measured) == 2 and len(ours.runs) == 4

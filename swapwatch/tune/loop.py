@@ -76,6 +76,7 @@ class Attempt:
     step_ms: List[float] = field(default_factory=list)        # per step (max over ranks)
     seconds: float = 0.0                   # what the attempt cost (wall time)
     dryrun: bool = False
+    record: Optional[str] = None           # --dryrun: the DryRun record (calibrate.dryrun_case reads it)
 
     @property
     def peak(self) -> Optional[int]:
@@ -458,6 +459,9 @@ class Tuner:
         a.exit_code = 0
         a.verify = "n/a (DryRun)"
         a.measured = {str(k): int(sp.actual_bytes) for k, sp in res.stages.items()}
+        a.record = write_dryrun_record(a.yaml, res)
+
+
 
     # --- the loop ----------------------------------------------------------------------------
 
@@ -478,7 +482,10 @@ class Tuner:
         if none.oom and self.runs < self.max_runs:
             half = self.attempt("probe", HALF, uniform_text(self.text, self.config, self.model, 0.5), None)
             probes.append(half)
-        usable = [p.run_dir for p in probes if p.run_dir and p.exit_code == 0 and p.peak] if not self.dryrun else []
+        # the probes' measured peaks fit the model's free terms: run dirs, or with --dryrun the DryRun
+        # records (memory.calibrate takes both)
+        usable = [p.record for p in probes if p.record and p.exit_code == 0] if self.dryrun else \
+            [p.run_dir for p in probes if p.run_dir and p.exit_code == 0 and p.peak]
         cal = memory_api.calibrate(usable, self.model) if usable else None
         rows = memory_api.residuals(cal) if cal is not None else []
         from ..memory.model import NO_CALIBRATION
@@ -627,3 +634,18 @@ def strategy_summary(config: str, model: Optional[str]) -> List[str]:
 def tune(config: str, budget: int, command: Sequence[str], **kw: Any) -> TuneResult:
     """Library entry point of ``swapwatch tune`` (see the module docstring)."""
     return Tuner(config, budget, command, **kw).tune()
+
+
+def write_dryrun_record(yaml_path: str, res: Any) -> str:
+    """``<attempt>.dryrun.json`` beside the attempt's YAML, in the DryRun corpus format
+    (``fixtures/dryrun/cases/<name>.json``: the YAML's name, DryRun L1's used / actual peak per stage
+    in MiB), so the probes calibrate the model as recorded cases do (``memory.calibrate.dryrun_case``)."""
+    stem = os.path.splitext(yaml_path)[0]
+    path = stem + ".dryrun.json"
+    doc = {"yaml": os.path.basename(yaml_path), "rank_size": getattr(res, "rank_size", None),
+           "stages": [{"stage": int(k), "rank_id": sp.rank_id, "used_peak_mib": int(sp.used_bytes) >> 20,
+                       "actual_peak_mib": int(sp.actual_bytes) >> 20, "seconds": sp.seconds}
+                      for k, sp in sorted(res.stages.items())]}
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(doc, fh, indent=2)
+    return path
