@@ -79,15 +79,15 @@ def test_tune_refuses_bad_input_in_one_line(tmp_path):
     assert r.returncode == 2 and "--steps 2" in r.stderr
 
 
-def test_dryrun_says_in_one_line_when_the_harness_is_missing(tmp_path):
-    try:
-        from swapwatch.memory import dryrun  # noqa: F401
-    except ImportError:
-        r = cli("tune", TINY, "--budget", "40MiB", "--dryrun", "--dir", str(tmp_path / "d"))
-        assert r.returncode == 2 and r.stderr.count("\n") == 1
-        assert "DryRun probes are unavailable" in r.stderr
-    else:
-        pytest.skip("the DryRun harness is merged: its own tests cover --dryrun")
+def test_dryrun_says_in_one_line_when_dryrun_cannot_run_here(tmp_path):
+    """--dryrun where DryRun cannot run (no CANN stand-ins, no toolkit): the harness's own reason,
+    one line, exit 2, before any probe."""
+    env = dict(os.environ, SWAPWATCH_DRYRUN_STUBS=str(tmp_path / "no-stubs"))
+    r = subprocess.run([sys.executable, "-m", "swapwatch.cli", "tune", TINY, "--budget", "40MiB", "--dryrun",
+                        "--dir", str(tmp_path / "d"), "--", "true"], capture_output=True, text=True, env=env)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert "--dryrun" in r.stderr and "stand-ins" in r.stderr and "incomplete" in r.stderr
+    assert not (tmp_path / "d").exists() or not any((tmp_path / "d").glob("*.yaml"))
 
 
 @pytest.mark.parametrize("name,kind,size", [
