@@ -15,8 +15,10 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from swapwatch.config import MAX_ALIAS_VALUES, parse_yaml
+from swapwatch.explain import explain
 from swapwatch.errors import InputError
 from swapwatch.patterns import MAX_EXPANSION, PatternError, check_size, expansion, validate
 
@@ -228,7 +230,24 @@ def test_plan_accepts_a_duplicate_key_and_keeps_the_last(tmp_path):
     r = sw("plan", f, "--budget", "60MiB", "-o", tmp_path / "po.yaml")
     assert r.returncode == 0, r.stderr
     out = (tmp_path / "po.yaml").read_text()
-    assert "seed: 2" in out and "seed: 1" not in out
+    # only the strategy's lines change (the user's other lines stay as written), and the copy reads
+    # back as MindFormers reads it: the last one wins
+    assert out.endswith("seed: 1\nseed: 2\n") and yaml.safe_load(out)["seed"] == 2
+
+
+def test_plan_writes_the_strategy_into_the_duplicate_that_wins(tmp_path):
+    """A second recompute_config section (last wins, as in MindFormers' loader): plan's edit lands in
+    that one and the first stays as written, so the copy means what plan says it does."""
+    base = (CONFIGS / "plan_tiny.yaml").read_text()
+    f = tmp_path / "pd.yaml"
+    f.write_text(base + "recompute_config:\n  recompute: True\n  select_recompute: False\n")
+    r = sw("plan", f, "--budget", "60MiB", "-o", tmp_path / "po.yaml")
+    assert r.returncode == 0, r.stderr
+    out = (tmp_path / "po.yaml").read_text()
+    assert out.startswith(base) and out != f.read_text()
+    planned = yaml.safe_load(out)["recompute_config"]
+    assert planned != {"recompute": True, "select_recompute": False}
+    assert explain(str(tmp_path / "po.yaml")).findings == []
 
 
 # ---- item 14: control characters are escaped -----------------------------------------------------
