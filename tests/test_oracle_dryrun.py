@@ -230,11 +230,19 @@ def test_calibration_on_dryrun_records_predicts_what_it_did_not_see():
     assert abs(errs[3]) < 0.05 and abs(errs[0]) < 0.05, errs
 
 
-def test_a_legacy_yaml_is_refused_with_its_reason():
-    """The harness mocks the BlendedMegatron loader only: a legacy (MindDataset) YAML is exit 2 with
-    the key that says why, before anything runs."""
+def test_only_loaders_the_harness_mocks_are_run(tmp_path):
+    """The harness mocks the BlendedMegatron loader (mcore) and a legacy YAML's MindDataset
+    (dryrun_child.py: legacy_mock_loader): both pass the check; anything else (here an mcore YAML
+    reading a MindDataset) is exit 2 with the key that says why, before anything runs."""
+    import yaml
+
     legacy = ROOT / "fixtures" / "configs" / "mindformers" / "finetune_qwen2_5_7b_8k.yaml"
-    if dryrun.available():
-        pytest.skip("the refusal comes after the availability check")
-    with pytest.raises(InputError, match="BlendedMegatronDatasetDataLoader"):
-        dryrun.measure(str(legacy))
+    dryrun._check_data_loader(str(legacy))                       # pylint: disable=protected-access
+    dryrun._check_data_loader(str(CASES / "qwen3_32b_l8_none.yaml"))  # pylint: disable=protected-access
+    data = yaml.safe_load(legacy.read_text(encoding="utf-8"))
+    data["use_legacy"] = False
+    bad = tmp_path / "mcore_minddataset.yaml"
+    bad.write_text(yaml.safe_dump(data), encoding="utf-8")
+    with pytest.raises(InputError, match="use_legacy: False") as err:
+        dryrun._check_data_loader(str(bad))                      # pylint: disable=protected-access
+    assert "\n" not in err.value.one_line()
