@@ -85,8 +85,14 @@ def static_parts(spec: ModelSpec, fam: Family, stage: int, n_layers: int,
     # LoRA (pet_config): the frozen base weights carry no gradients and no optimizer states; the
     # adapters' own (rank r per target matrix) are negligible beside them and left out
     trained = 0 if spec.frozen_base else params
-    return {"weights": params * pb // spec.shard, "grads": trained * pb,
-            "optimizer_states": trained * spec.state_bytes * spec.optimizer_states // spec.shard}
+    # a legacy input embedding outside the optimizer shard (spec.embedding_shard) keeps its weight
+    # and states whole: DryRun L1's tracker on the Qwen2.5-7B cut's first stage shows
+    # embedding_weight and its adam_m / adam_v at the full [vocab, hidden] (docs/estimate.md)
+    whole = sym["v"] * spec.hidden if stage == 0 and not spec.embedding_shard and spec.shard > 1 else 0
+    whole_trained = 0 if spec.frozen_base else whole
+    states = spec.state_bytes * spec.optimizer_states
+    return {"weights": (params - whole) * pb // spec.shard + whole * pb, "grads": trained * pb,
+            "optimizer_states": (trained - whole_trained) * states // spec.shard + whole_trained * states}
 
 
 def optimizer_step(spec: ModelSpec, fam: Family, stage: int, n_layers: int,

@@ -84,6 +84,10 @@ class ModelSpec:
     optimizer: str = "adamw"
     optimizer_states: int = 2
     state_bytes: int = 4                # bytes per optimizer-state element (FP32_STATE_OPTIMIZERS: 4)
+    #: the input embedding is split by the optimizer shard like the other weights; not on the legacy
+    #: path's LlamaForCausalLM unless model_config.parallel_optimizer (models/llama/llama.py:
+    #: LlamaEmbedding(..., parallel_optimizer=config.parallel_optimizer), LlamaConfig's default False)
+    embedding_shard: bool = True
     flash: bool = False
     num_experts: int = 0
     top_k: int = 1
@@ -321,6 +325,8 @@ def spec_from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional
         residual_bytes=4 if flag(mc, "fp32_residual_connection", f"{MC}.fp32_residual_connection") else compute,
         param_bytes=param_bytes,
         optimizer=opt_type, optimizer_states=states, state_bytes=state_bytes,
+        embedding_shard=mcore or mc.get("parallel_optimizer") is True
+        or (model.get("arch") or {}).get("type") != "LlamaForCausalLM",
         flash=flag(mc, "use_flash_attention", f"{MC}.use_flash_attention", default=mcore),
         num_experts=experts, top_k=top_k, moe_ffn=moe_ffn,
         tie_embeddings=flag(mc, "tie_word_embeddings", f"{MC}.tie_word_embeddings"),
