@@ -29,7 +29,7 @@ def test_plot_writes_an_image(tmp_path):
     res.save(str(out))
     text = out.read_text()
     assert "saved activations" in text and "budget" in text and "pipeline stage" in text
-    assert len(res.frame) == 4 * 10
+    assert len(res.frame) == 4 * 11
 
 
 def test_cli_writes_and_refuses_to_replace(tmp_path):

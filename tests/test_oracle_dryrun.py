@@ -38,6 +38,18 @@ KNOWN: dict = {
     # the first suspects
     ("deepseek_v3_l4_full", 0): 0.136,
     ("deepseek_v3_l4_none", 0): 0.136,
+    # Qwen2.5-7B (legacy) cut to 8 layers, PP2, 8k sequence, no recompute. First stage: +16.0 %
+    # (-22.7 % before the legacy terms; +0.6 % before the whole input embedding was counted, which
+    # the tracker shows and the full-recompute first stage confirms at -2.8 %): the activation phase
+    # is over, planned by SOMAS as one block (not split by node); the weight copies and the gathered
+    # weights (one of them perhaps not held at O1) are the suspects. Last stage: +18.4 % (was
+    # +2.7 %); the head's loss (152k vocabulary at 8k tokens, TP1: 16 GiB of the figure, its fp32
+    # blocks sized on the mcore loss; core/loss/loss.py:CrossEntropyLoss has the same structure) is
+    # the first suspect
+    ("qwen2_5_7b_l8_pp2_none", 0): 0.160,
+    ("qwen2_5_7b_l8_pp2_none", 1): 0.184,
+    # the same cut under full recompute, last stage: 23.1 % over (was +8.6 %), as above
+    ("qwen2_5_7b_l8_pp2_full", 1): 0.231,
 }
 #: (none case, other case, stage) -> (model's saving, DryRun L1's saving) in MiB, for pairs outside the
 #: bound: asserted to stay these figures (to 2 MiB). The last stage under full recompute peaks at
@@ -51,6 +63,15 @@ KNOWN_DELTA = {
     # Qwen3-MoE, first stage: the model's peak is the optimizer step in both cases (recompute cannot
     # move it), DryRun L1's activation phase is 547 MiB above it without recompute
     ("qwen3_moe_l8_none", "qwen3_moe_l8_full", 0): (0, 547),
+    # Llama2-70B (legacy) none -> full: the model saves less than DryRun L1 on both stages; what
+    # full recompute also drops there is the fine-grain interleave's concatenated copies
+    # (model_config.fine_grain_interleave: 2, an unmodelled key: models/llama/llama_interleave.py:
+    # LLamaDecodeLayerInterleave.construct concatenates the q / k / v and output parts of its halves;
+    # 800 MiB of Concat blocks at the first stage's peak), which the model does not have
+    ("llama2_70b_l8_pp2_none", "llama2_70b_l8_pp2_full", 0): (2298, 2841),
+    ("llama2_70b_l8_pp2_none", "llama2_70b_l8_pp2_full", 1): (994, 1616),
+    # Qwen2.5-7B (legacy) none -> full, first stage: see the KNOWN entry of its first stage
+    ("qwen2_5_7b_l8_pp2_none", "qwen2_5_7b_l8_pp2_full", 0): (14018, 8525),
 }
 #: the live subset: (case, stage), cheap 8-layer stages; the second one goes through the CLI
 LIVE = [("qwen3_32b_l8_full", 0)]
@@ -230,11 +251,19 @@ def test_calibration_on_dryrun_records_predicts_what_it_did_not_see():
     assert abs(errs[3]) < 0.05 and abs(errs[0]) < 0.05, errs
 
 
-def test_a_legacy_yaml_is_refused_with_its_reason():
-    """The harness mocks the BlendedMegatron loader only: a legacy (MindDataset) YAML is exit 2 with
-    the key that says why, before anything runs."""
+def test_only_loaders_the_harness_mocks_are_run(tmp_path):
+    """The harness mocks the BlendedMegatron loader (mcore) and a legacy YAML's MindDataset
+    (dryrun_child.py: legacy_mock_loader): both pass the check; anything else (here an mcore YAML
+    reading a MindDataset) is exit 2 with the key that says why, before anything runs."""
+    import yaml
+
     legacy = ROOT / "fixtures" / "configs" / "mindformers" / "finetune_qwen2_5_7b_8k.yaml"
-    if dryrun.available():
-        pytest.skip("the refusal comes after the availability check")
-    with pytest.raises(InputError, match="BlendedMegatronDatasetDataLoader"):
-        dryrun.measure(str(legacy))
+    dryrun._check_data_loader(str(legacy))                       # pylint: disable=protected-access
+    dryrun._check_data_loader(str(CASES / "qwen3_32b_l8_none.yaml"))  # pylint: disable=protected-access
+    data = yaml.safe_load(legacy.read_text(encoding="utf-8"))
+    data["use_legacy"] = False
+    bad = tmp_path / "mcore_minddataset.yaml"
+    bad.write_text(yaml.safe_dump(data), encoding="utf-8")
+    with pytest.raises(InputError, match="use_legacy: False") as err:
+        dryrun._check_data_loader(str(bad))                      # pylint: disable=protected-access
+    assert "\n" not in err.value.one_line()

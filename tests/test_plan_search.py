@@ -199,7 +199,7 @@ def test_planned_yaml_reads_back_to_the_plan_and_passes_explain(tmp_path):
 
 def test_64_layer_yaml_plans_under_a_second():
     t = time.perf_counter()
-    res = make_plan(QWEN, 8 << 30)
+    res = make_plan(QWEN, 12 << 30)
     took = time.perf_counter() - t
     assert res.fits and took < 1.0
     choices = {r["choice"] for r in res.estimate.layers}

@@ -111,18 +111,23 @@ def rank_layout(config_path: str) -> Tuple[int, int]:
 
 
 def _check_data_loader(config_path: str) -> None:
-    """Only YAMLs whose training data comes from MindFormers' BlendedMegatron loader (the mcore
-    ones) are run: the harness swaps in MindFormers' own mock source for it (dryrun_child.py). A
-    legacy YAML (MindDataset) would need another mock: refused with that reason (exit 2)."""
+    """YAMLs whose training data comes from MindFormers' BlendedMegatron loader (the mcore ones) and
+    legacy YAMLs (``use_legacy`` absent or True) reading a MindDataset are run: the harness swaps in
+    MindFormers' own mock source for either (dryrun_child.py: ``legacy_mock_loader``). Anything else
+    would need another mock: refused with that reason (exit 2)."""
     from ..config import read_yaml
 
     data, _ = read_yaml(config_path)
-    loader = (((data or {}).get("train_dataset") or {}).get("data_loader") or {}).get("type") \
-        if isinstance(data, dict) else None
-    if loader != "BlendedMegatronDatasetDataLoader":
-        raise InputError(f"DryRun here runs YAMLs whose train_dataset.data_loader is "
-                         f"BlendedMegatronDatasetDataLoader (mcore); this one has {loader!r}",
-                         file=config_path, key="train_dataset.data_loader.type")
+    data = data if isinstance(data, dict) else {}
+    loader = ((data.get("train_dataset") or {}).get("data_loader") or {}).get("type")
+    if loader == "BlendedMegatronDatasetDataLoader":
+        return
+    if loader == "MindDataset" and data.get("use_legacy", True) is not False:
+        return
+    raise InputError(f"DryRun here runs YAMLs whose train_dataset.data_loader is "
+                     f"BlendedMegatronDatasetDataLoader (mcore) or MindDataset (legacy); this one has "
+                     f"{loader!r}" + (" with use_legacy: False" if loader == "MindDataset" else ""),
+                     file=config_path, key="train_dataset.data_loader.type")
 
 
 def read_peaks(text: str) -> Tuple[Optional[int], Optional[int]]:

@@ -74,6 +74,30 @@ def numpy2_workaround():
     ops_def.infer_value_for_Cast = infer_value_for_cast
 
 
+def legacy_mock_loader(cfg):
+    """A legacy YAML (use_legacy absent or True: models/llama/llama.py) reads a MindDataset of
+    seq_length + 1 tokens that LlamaForCausalLM.construct slices into tokens and labels. There is no
+    data here: feed it MindFormers' own mock source instead (the BlendedMegatron loader with no
+    data_path, MockBlendedMegatron), which gives input_ids and labels of seq_length each, and tell the
+    model they come pre-sliced (model_config.input_sliced_sig, which base_trainer.py:
+    _check_input_sliced_sig asks for with this loader on the legacy path). Device memory differs only
+    by the int32 input columns (a few KiB to MiB): the same cells, the same activations."""
+    mc = cfg.model.model_config
+    loader = {"type": "BlendedMegatronDatasetDataLoader", "datasets_type": "GPTDataset", "sizes": [1, 0, 0],
+              "config": {"seed": 1234, "split": "1, 0, 0", "seq_length": mc.seq_length,
+                         "eod_mask_loss": False, "reset_position_ids": False, "create_attention_mask": False,
+                         "reset_attention_mask": False, "create_compressed_eod_mask": False,
+                         "eod_pad_length": 128, "eod": 1, "pad": -1}}
+    from mindformers.tools.register import MindFormerConfig
+    cfg.train_dataset.data_loader = MindFormerConfig(**loader)
+    cfg.train_dataset.input_columns = ["input_ids", "labels", "loss_mask", "position_ids"]
+    cfg.train_dataset.construct_args_key = ["input_ids", "labels"]
+    task = cfg.get("train_dataset_task") or {}
+    if task.get("dataset_config") is not None:
+        task.dataset_config = cfg.train_dataset
+    mc.input_sliced_sig = True
+
+
 def main(argv):
     config = os.path.abspath(argv[1])
     t0 = time.time()
@@ -87,9 +111,13 @@ def main(argv):
     cfg = MindFormerConfig(config)
     pc = cfg.parallel_config
     dl = cfg.train_dataset.data_loader
+    if dl.get("type") == "MindDataset" and cfg.get("use_legacy", True) is not False:
+        legacy_mock_loader(cfg)
+        dl = cfg.train_dataset.data_loader
     if dl.get("type") != "BlendedMegatronDatasetDataLoader":
         raise SystemExit(f"[dryrun] {config}: train_dataset.data_loader.type {dl.get('type')!r}: only "
-                         f"BlendedMegatronDatasetDataLoader (mcore) YAMLs are run through DryRun here")
+                         f"BlendedMegatronDatasetDataLoader (mcore) and legacy MindDataset YAMLs are run "
+                         f"through DryRun here")
     # mock data: BlendedMegatronDatasetConfig sets mock=True when there is no data_path / blend
     dl.config.pop("data_path", None)
     dp, mbn = pc.get("data_parallel", 1), pc.get("micro_batch_num", 1)

@@ -85,8 +85,14 @@ def static_parts(spec: ModelSpec, fam: Family, stage: int, n_layers: int,
     # LoRA (pet_config): the frozen base weights carry no gradients and no optimizer states; the
     # adapters' own (rank r per target matrix) are negligible beside them and left out
     trained = 0 if spec.frozen_base else params
-    return {"weights": params * pb // spec.shard, "grads": trained * pb,
-            "optimizer_states": trained * pb * spec.optimizer_states // spec.shard}
+    # a legacy input embedding outside the optimizer shard (spec.embedding_shard) keeps its weight
+    # and states whole: DryRun L1's tracker on the Qwen2.5-7B cut's first stage shows
+    # embedding_weight and its adam_m / adam_v at the full [vocab, hidden] (docs/estimate.md)
+    whole = sym["v"] * spec.hidden if stage == 0 and not spec.embedding_shard and spec.shard > 1 else 0
+    whole_trained = 0 if spec.frozen_base else whole
+    states = spec.state_bytes * spec.optimizer_states
+    return {"weights": (params - whole) * pb // spec.shard + whole * pb, "grads": trained * pb,
+            "optimizer_states": (trained - whole_trained) * states // spec.shard + whole_trained * states}
 
 
 def optimizer_step(spec: ModelSpec, fam: Family, stage: int, n_layers: int,
@@ -104,7 +110,12 @@ def optimizer_step(spec: ModelSpec, fam: Family, stage: int, n_layers: int,
     the order the optimizer takes them: embedding, each layer's weights, head) with the largest
     ``2 * size_i - 2 * sum(size_j for j < i)``. DryRun L1's memory tracker on Qwen3-32B shows
     exactly these blocks at the peak (first stage: the embedding's two temporaries; last stage: a
-    layer's linear_fc1) (docs/estimate.md). Checked on mcore models only: 0 elsewhere.
+    layer's linear_fc1) (docs/estimate.md). Checked on mcore models only: 0 elsewhere. On the legacy
+    path (Llama2-70B cut, ``jit_level: O1``) DryRun L1's tracker shows no such phase: graph-kernel
+    fusion runs AdamW's update per parameter in fused kernels (``GraphKernel_Cast_Mul_Cast_split``,
+    ``GraphKernel_Div_Sqrt_Add_Div_Mul_Sub_split``), no ``next_param`` of every parameter is alive at
+    once, and the step peaks 1852 MiB above static on the first stage, under its activation phase
+    (docs/estimate.md): kept at 0 there.
     """
     if not spec.mcore or (not n_layers and stage not in (0, spec.pp - 1)):
         return 0
@@ -166,6 +177,28 @@ def head_bytes(spec: ModelSpec, stage: int) -> int:
         sym["b"] * sym["s"] * sym["v"] * (spec.compute_bytes + 12) + weight_copy
 
 
+def gathered_weights(spec: ModelSpec, fam: Family, n_layers: int, layer_params: Optional[int] = None) -> int:
+    """Legacy path with the optimizer shard on: the whole (all-gathered) weights of the stage's layers,
+    held from the forward to the end of the backward (bytes).
+
+    MindSpore's parallel optimizer stores each layer weight split over the optimizer ranks and inserts
+    an AllGather before its first use; with ``parallel_optimizer_comm_recompute: False`` (the legacy
+    Llama / Qwen2.5 YAMLs) the gathered weight is not re-gathered for the backward, so it stays alive
+    from the first micro-batch's forward to the last one's backward: once per stage, not per
+    micro-batch. DryRun L1's memory tracker on the Llama2-70B cut (TP4 PP2, dp 2, fp16 weights, first
+    stage) shows exactly these blocks at the peak: ``Default/AllGather-op*`` of 112 / 112 / 112 / 32 /
+    4 / 4 / 32 MiB per layer (w1 w2 w3 wq wk wv wo at TP4), 1632 MiB for its 4 layers, alive from the
+    first forward to the optimizer step (docs/estimate.md). The embedding and the head are not
+    gathered there. Measured on the legacy path only (``models/llama/llama.py``); the mcore cases run
+    without the optimizer shard: 0 there.
+    """
+    if spec.mcore or spec.shard <= 1 or not n_layers:
+        return 0
+    params = n_layers * params_per_layer(spec, fam.params_rows, fam.mla_rows) if layer_params is None \
+        else layer_params
+    return params * spec.param_bytes
+
+
 @dataclass
 class StageMemory:
     """Unscaled parts of one stage's peak."""
@@ -179,6 +212,7 @@ class StageMemory:
     workspace: int
     head: int
     optimizer: int = 0
+    gathered: int = 0
 
     @property
     def static_total(self) -> int:
@@ -186,7 +220,7 @@ class StageMemory:
 
     @property
     def activation_phase(self) -> int:
-        return self.activations + self.swap_window + self.transient + self.workspace + self.head
+        return self.activations + self.swap_window + self.transient + self.workspace + self.head + self.gathered
 
     @property
     def phase(self) -> str:
@@ -202,7 +236,7 @@ class StageMemory:
 
     def to_json(self, cal: Calibration = NO_CALIBRATION, measured: Optional[int] = None) -> Dict[str, Any]:
         s = cal.scale
-        other = self.transient + self.workspace + self.head
+        other = self.transient + self.workspace + self.head + self.gathered
         acts = self.activations + self.swap_window
         # components and breakdown add up to the peak: the parts of the phase that makes it (the
         # other phase's total is beside them)
@@ -220,6 +254,7 @@ class StageMemory:
                               "recompute_transient": act_part(self.transient),
                               "backward_workspace": act_part(self.workspace),
                               "head_and_logits": act_part(self.head),
+                              "gathered_weights": act_part(self.gathered),
                               "optimizer_step": int(round(s * self.optimizer)) if opt else 0},
                 "measured_peak_bytes": measured}
 
@@ -265,7 +300,8 @@ def stage_memory(spec: ModelSpec, fam: Family, geo: strategy.Geometry, stage: in
                        static=static_parts(spec, fam, stage, len(layers), layer_params),
                        activations=act, swap_window=window, transient=transient,
                        workspace=workspace if layers else 0, head=head_bytes(spec, stage),
-                       optimizer=optimizer_step(spec, fam, stage, len(layers), layer_params))
+                       optimizer=optimizer_step(spec, fam, stage, len(layers), layer_params),
+                       gathered=gathered_weights(spec, fam, len(layers), layer_params))
 
 
 @dataclass

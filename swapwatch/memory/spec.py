@@ -54,6 +54,12 @@ DTYPE_BYTES = {"float32": 4, "fp32": 4, "float16": 2, "fp16": 2, "bfloat16": 2, 
 #: optimizer states per parameter (each in the parameter's dtype), by ``optimizer.type``
 OPTIMIZER_STATES = {"adamw": 2, "adam": 2, "fusedadamw": 2, "adamweightdecay": 2, "lamb": 2,
                     "came": 2, "momentum": 1, "sgd": 0}
+#: optimizers whose states are fp32 whatever the parameters' dtype: MindFormers' AdamW (and PmaAdamW,
+#: its subclass) clones them ``initializer(init, shape=old_param.shape, dtype=mstype.float32)``
+#: (``core/optim/adamw.py:AdamW.clone_state``), and the FP32StateAdamWeightDecay of older MindFormers
+#: YAMLs says so in its name (2.1.0 has no such class; its AdamW does the same); others clone the
+#: parameter (its dtype)
+FP32_STATE_OPTIMIZERS = {"adamw", "pmaadamw", "fp32stateadamweightdecay"}
 
 
 @dataclass
@@ -77,6 +83,11 @@ class ModelSpec:
     param_bytes: int = 4
     optimizer: str = "adamw"
     optimizer_states: int = 2
+    state_bytes: int = 4                # bytes per optimizer-state element (FP32_STATE_OPTIMIZERS: 4)
+    #: the input embedding is split by the optimizer shard like the other weights; not on the legacy
+    #: path's LlamaForCausalLM unless model_config.parallel_optimizer (models/llama/llama.py:
+    #: LlamaEmbedding(..., parallel_optimizer=config.parallel_optimizer), LlamaConfig's default False)
+    embedding_shard: bool = True
     flash: bool = False
     num_experts: int = 0
     top_k: int = 1
@@ -303,6 +314,8 @@ def spec_from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional
         raise err("parallel_config.model_parallel", f"num_heads {heads} is not a multiple of model_parallel {tp}")
 
     compute = dtype(("compute_dtype",), "float16", "bfloat16")
+    param_bytes = dtype(("param_init_type", "params_dtype"), "float16", "float32")
+    state_bytes = 4 if opt_type.lower().replace("_", "") in FP32_STATE_OPTIMIZERS else param_bytes
     return ModelSpec(
         source=source, num_layers=layers, hidden=hidden, heads=heads, kv_heads=kv, ffn=ffn, seq=seq,
         vocab=vocab, head_dim=head_dim, batch=batch,
@@ -310,8 +323,10 @@ def spec_from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional
         softmax_bytes=dtype(("softmax_compute_type", "softmax_compute_dtype"), "float32", "float32"),
         norm_bytes=dtype(("layernorm_compute_type", "layernorm_compute_dtype"), "float32", "float32"),
         residual_bytes=4 if flag(mc, "fp32_residual_connection", f"{MC}.fp32_residual_connection") else compute,
-        param_bytes=dtype(("param_init_type", "params_dtype"), "float16", "float32"),
-        optimizer=opt_type, optimizer_states=states,
+        param_bytes=param_bytes,
+        optimizer=opt_type, optimizer_states=states, state_bytes=state_bytes,
+        embedding_shard=mcore or mc.get("parallel_optimizer") is True
+        or (model.get("arch") or {}).get("type") != "LlamaForCausalLM",
         flash=flag(mc, "use_flash_attention", f"{MC}.use_flash_attention", default=mcore),
         num_experts=experts, top_k=top_k, moe_ffn=moe_ffn,
         tie_embeddings=flag(mc, "tie_word_embeddings", f"{MC}.tie_word_embeddings"),

@@ -20,7 +20,7 @@ PARTS = [("weights", "weights"), ("grads", "gradients"), ("optimizer_states", "o
          ("calibration_residual", "calibration residual"), ("saved_activations", "saved activations"),
          ("swap_prefetch_window", "swap prefetch window"), ("recompute_transient", "recompute transient"),
          ("backward_workspace", "backward workspace"), ("head_and_logits", "head and logits"),
-         ("optimizer_step", "optimizer step")]
+         ("gathered_weights", "gathered weights"), ("optimizer_step", "optimizer step")]
 
 
 def estimate_frame(est):

@@ -26,6 +26,15 @@ sys.path.insert(0, str(REPO))
 CASES_DIR = REPO / "fixtures" / "dryrun" / "cases"
 SRC = "fixtures/configs/mindformers/"
 Q32 = SRC + "pretrain_qwen3_32b_4k.yaml"
+L70 = SRC + "pretrain_llama2_70b.yaml"
+Q25 = SRC + "finetune_qwen2_5_7b_8k.yaml"
+#: the legacy cuts (use_legacy absent: models/llama/llama.py): 8 layers on 2 stages, 4 micro batches
+#: (MindSpore unrolls every micro batch into the compiled graph; 1F1B holds at most pp of them)
+LEGACY_CUT = {"parallel_config.pipeline_stage": 2, "parallel_config.micro_batch_num": 4}
+#: MindFormers 2.1.0 has no FP32StateAdamWeightDecay (the Llama2-70B YAML's): its AdamW, which keeps
+#: both moments in fp32 as well (core/optim/__init__.py: AdamW)
+LLAMA_CUT = {**LEGACY_CUT, "optimizer": {"type": "AdamW", "betas": [0.9, 0.95], "eps": 1.e-8,
+                                         "weight_decay": 0.0, "learning_rate": 1.e-5}}
 
 #: name -> source YAML, family, stages to measure, and the changes (dotted key -> value; "recompute"
 #: is a shorthand for recompute_config.recompute / select_recompute)
@@ -55,6 +64,14 @@ CASES: Dict[str, Dict[str, Any]] = {
                                  "layers": 8, "recompute": False, "select": False,
                                  "set": {"parallel_config.model_parallel": 8,
                                          "parallel_config.use_seq_parallel": True}},
+    "llama2_70b_l8_pp2_none": {"source": L70, "family": "llama2", "stages": [0, 1],
+                               "layers": 8, "recompute": False, "select": False, "set": LLAMA_CUT},
+    "llama2_70b_l8_pp2_full": {"source": L70, "family": "llama2", "stages": [0, 1],
+                               "layers": 8, "recompute": True, "select": False, "set": LLAMA_CUT},
+    "qwen2_5_7b_l8_pp2_none": {"source": Q25, "family": "qwen2_5", "stages": [0, 1],
+                               "layers": 8, "recompute": False, "select": False, "set": LEGACY_CUT},
+    "qwen2_5_7b_l8_pp2_full": {"source": Q25, "family": "qwen2_5", "stages": [0, 1],
+                               "layers": 8, "recompute": True, "select": False, "set": LEGACY_CUT},
 }
 
 
@@ -94,7 +111,8 @@ def describe(case: Dict[str, Any]) -> str:
     parts = [f"{case['layers']} layers (offset 0)" if case.get("layers") else "all layers (as shipped)",
              f"recompute {case['recompute']}",
              f"select_recompute {case['select']}"]
-    parts += [f"{k.rsplit('.', 1)[-1]} {v}" for k, v in case.get("set", {}).items()
+    parts += [f"{k.rsplit('.', 1)[-1]} {v['type'] if isinstance(v, dict) else v}"
+              for k, v in case.get("set", {}).items()
               if not k.startswith("train_dataset") and "max_position" not in k]
     return ", ".join(parts)
 
