@@ -25,7 +25,7 @@ def test_components_add_up_to_each_stage_peak():
 
 def test_plot_writes_an_image(tmp_path):
     out = tmp_path / "est.svg"
-    res = plot_estimate(estimate(QWEN), budget=8 << 30)
+    res = plot_estimate(estimate(QWEN), budget=12 << 30)
     res.save(str(out))
     text = out.read_text()
     assert "saved activations" in text and "budget" in text and "pipeline stage" in text
