@@ -52,9 +52,11 @@ def _planned(path):
         return None
     if len(explain(path).plan.family.kinds) > 1:
         # a family whose layers differ by kind (DeepSeek-V3: dense, MoE, MTP) is searched on its
-        # heaviest kind and leaves the MTP layer out of the search, so its floor is not the real
-        # one: the known limit test_estimate_families' deepseek_v3_mtp plan case marks xfail
-        return None
+        # heaviest kind and leaves the MTP layer out of the search, so its floor is not the real one
+        # (the known limit test_estimate_families' deepseek_v3_mtp plan case marks xfail): its written
+        # YAML is checked at budgets above the input's own peak, where that search is only cautious
+        top = max(st.peak() for st in estimate(path).stages)
+        return [make_plan(path, int(top * k), margin=0.0) for k in (1.2, 2.0)]
     top = max(st.peak() for st in estimate(path).stages)
     out = []
     for frac in (0.0, 0.5, 1.5):
