@@ -45,6 +45,17 @@ def cli() -> None:
 
 def main(argv=None) -> None:
     """Console entry point: run the click group; InputError -> one line, exit 2."""
+    previous = _note_interrupts()
+    try:
+        _main(argv)
+    finally:
+        if previous is not None:             # a library caller's own SIGINT handling comes back
+            import signal
+
+            signal.signal(signal.SIGINT, previous)
+
+
+def _main(argv) -> None:
     from .config import forget_reads
     from .outputs import forget_inputs
 
@@ -119,8 +130,34 @@ def _drop_stdout() -> None:
         pass
 
 
+#: set by the SIGINT handler :func:`main` installs: a Ctrl-C happened in this process
+_SIGINT = {"seen": False}
+
+
+def _note_interrupts() -> object:
+    """Keep Python's Ctrl-C (KeyboardInterrupt) and remember that it came: a C extension that is
+    importing when it lands (numpy's ``_multiarray_umath``) prints the KeyboardInterrupt itself and
+    raises an ImportError with no chain back to it, so the chain alone cannot tell an interrupt from
+    a bug. A SIGINT that is ignored (a launcher's background job) stays ignored. Returns the handler
+    to put back (None when none was replaced)."""
+    import contextlib
+    import signal
+
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        return None
+
+    def on_sigint(signum, frame):
+        _SIGINT["seen"] = True
+        raise KeyboardInterrupt
+
+    with contextlib.suppress(ValueError):    # not the main thread (a library caller): leave it
+        signal.signal(signal.SIGINT, on_sigint)
+        return signal.default_int_handler
+    return None
+
+
 def _internal_error(exc: Exception) -> None:
-    if _from_interrupt(exc):
+    if _from_interrupt(exc) or (_SIGINT["seen"] and isinstance(exc, ImportError)):
         # Ctrl-C while a library was importing (numpy turns the KeyboardInterrupt into an
         # ImportError): an interrupt, not a bug of ours
         click.echo("swapwatch: interrupted", err=True)
