@@ -63,7 +63,7 @@ browser:
 	test -x $(CHROMIUM) || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium)
 
 # ruff over the tree; mypy over the domain model (the modules every command builds on).
-TYPED := swapwatch/actions.py swapwatch/plan.py swapwatch/config.py swapwatch/families.py \
+TYPED := swapwatch/actions.py swapwatch/plan.py swapwatch/config/*.py swapwatch/families.py \
          swapwatch/parsers/model.py swapwatch/checks/__init__.py swapwatch/compare.py \
          swapwatch/layer_table.py swapwatch/setting_lines.py
 lint: install

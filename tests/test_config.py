@@ -253,7 +253,7 @@ def test_parse_offset():
 def test_swap_config_is_normalised_once_and_kept(monkeypatch):
     """config.py normalises the swap config (as TransformerSwapConfig does) when it loads it; the
     engine takes the stored result instead of normalising again."""
-    import swapwatch.config as config_mod
+    import swapwatch.config.training as config_mod
 
     calls = []
     real = config_mod.normalize_swap_config

@@ -146,7 +146,7 @@ def test_finetune_sizes_come_from_pretrained_model_dir_like_explain(tmp_path):
 
 def test_memory_reads_the_config_explain_reads(monkeypatch):
     # one read of the YAML: the sizes come from the TrainingConfig's merged tree, not a second parse
-    import swapwatch.config as config
+    import swapwatch.config.tree as config
 
     calls = []
     real = config.read_yaml
