@@ -49,6 +49,9 @@ def main(argv=None) -> None:
     try:
         _main(argv)
     finally:
+        from .config import forget_reads
+
+        forget_reads(command=False)          # the command's one reading of its files ends with it
         if previous is not None:             # a library caller's own SIGINT handling comes back
             import signal
 

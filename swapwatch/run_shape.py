@@ -52,10 +52,9 @@ def _from_config(path: Any) -> Dict[str, int]:
     if not isinstance(path, str) or not os.path.isfile(path):
         return {}
     try:
-        import yaml
+        from .config import read_yaml     # the loader explain uses, and one parse per command
 
-        with open(path, encoding="utf-8") as fh:
-            doc = yaml.safe_load(fh)
+        doc, _ = read_yaml(path)
     except Exception:           # the run's YAML is gone bad: the shape is unknown, not an error
         return {}
     mc = ((doc or {}).get("model") or {}).get("model_config") if isinstance(doc, dict) else None

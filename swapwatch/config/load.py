@@ -5,6 +5,7 @@ the config ends in one line; an alias bomb or deep nesting is refused (docs/reli
 """
 from __future__ import annotations
 
+import copy
 import json
 import os
 import stat
@@ -42,6 +43,8 @@ def read_config_bytes(path: str) -> bytes:
     """
     if path in _READ_ONCE:
         return _READ_ONCE[path]
+    if _COMMAND and path in _READ_FILES:
+        return _READ_FILES[path]
     try:
         fd = os.open(path, os.O_RDONLY)       # a FIFO with no writer blocks here, as `cat` does
     except OSError as exc:
@@ -65,16 +68,35 @@ def read_config_bytes(path: str) -> bytes:
         from ..outputs import note_input
 
         note_input(path)
+        if _COMMAND:
+            _READ_FILES[path] = data
     return data
 
 
 #: The bytes of the pipes read so far (path -> bytes): a pipe can be read only once.
 _READ_ONCE: Dict[str, bytes] = {}
+#: Within one command (the CLI's main): the bytes of the regular files read, and the parsed
+#: documents (text -> (data, lines)) and their composed nodes (text -> root node). A command
+#: reads and parses its YAML once, whoever asks (the PyNative probe, the loader, diff's document,
+#: the memory model, the planner's writer):
+#: one reading, so no two readers of one command can see two versions of a file edited meanwhile.
+_READ_FILES: Dict[str, bytes] = {}
+_PARSED: Dict[str, Tuple[Any, Dict[str, int]]] = {}
+_NODES: Dict[str, yaml.Node] = {}
+#: True between a command's start and end (:func:`forget_reads`); a library caller outside a
+#: command reads afresh each time (a file it rewrites between two calls is read again).
+_COMMAND = False
 
 
-def forget_reads() -> None:
-    """A new command starts (the CLI's main): ``/dev/stdin`` of the last one is not this one's."""
+def forget_reads(command: bool = True) -> None:
+    """A new command starts (the CLI's main, ``command=True``) or ended (``command=False``):
+    ``/dev/stdin`` of the last one is not this one's, nor are the files it read."""
+    global _COMMAND
     _READ_ONCE.clear()
+    _READ_FILES.clear()
+    _PARSED.clear()
+    _NODES.clear()
+    _COMMAND = command
 
 
 def read_config_text(path: str) -> str:
@@ -87,11 +109,37 @@ def read_config_text(path: str) -> str:
 
 
 def read_yaml(path: str) -> Tuple[Any, Dict[str, int]]:
-    """Parse ``path``; return (data, {dotted key path: line}). Errors: one-line ConfigError."""
+    """Parse ``path``; return (data, {dotted key path: line}). Errors: one-line ConfigError.
+    Within a command, read and parsed once (:func:`read_config_bytes`, :func:`parse_yaml`)."""
     return parse_yaml(read_config_text(path), path)
 
 
 def parse_yaml(text: str, path: str = "<string>") -> Tuple[Any, Dict[str, int]]:
+    """Parse YAML text keeping the line of every mapping key and sequence item (:func:`_parse_yaml`).
+
+    Within a command a text is parsed once (:data:`_PARSED`), whoever asks: the PyNative probe, the
+    loader, diff's document, the planner's writer (``memory/emit.py``, which also splices into the
+    composed nodes, :func:`composed`). Each caller gets its own copy of the data (``copy.deepcopy``
+    keeps an alias one shared object, as the parse made it)."""
+    if _COMMAND and text in _PARSED:
+        data, lines = _PARSED[text]
+        return copy.deepcopy(data), dict(lines)
+    data, lines, node = _parse_yaml(text, path)
+    if _COMMAND:
+        _PARSED[text] = (copy.deepcopy(data), dict(lines))
+        if node is not None:
+            _NODES[text] = node
+    return data, lines
+
+
+def composed(text: str) -> Optional[yaml.Node]:
+    """The composed root node of ``text`` when this command parsed it already (None otherwise, or
+    when its YAML merge keys (``<<``) were flattened into it: then it is not the text's own tree).
+    Read only: the writer takes its key marks from it."""
+    return _NODES.get(text) if _COMMAND else None
+
+
+def _parse_yaml(text: str, path: str) -> Tuple[Any, Dict[str, int], Optional[yaml.Node]]:
     """Parse YAML text keeping the line of every mapping key and sequence item.
 
     As MindFormers' loader (PyYAML's ``SafeLoader``): an alias is the anchored object itself (one
@@ -107,8 +155,9 @@ def parse_yaml(text: str, path: str = "<string>") -> Tuple[Any, Dict[str, int]]:
     try:
         node = loader.get_single_node()
         if node is None:
-            return {}, lines
-        data = _Builder(loader, lines).build_document(node)
+            return {}, lines, None
+        builder = _Builder(loader, lines)
+        data = builder.build_document(node)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         what = exc.problem or exc.context or "invalid YAML"
@@ -127,7 +176,7 @@ def parse_yaml(text: str, path: str = "<string>") -> Tuple[Any, Dict[str, int]]:
         raise
     finally:
         loader.dispose()
-    return data, lines
+    return data, lines, None if builder.merged else node
 
 
 def _first_line(exc: Exception) -> str:
@@ -152,6 +201,7 @@ class _Builder:
         self.busy: set = set()
         self.fresh = 0
         self.worst: Tuple[int, int] = (0, 0)         # (values, line) of the largest repeated node
+        self.merged = False                          # a merge key (<<) was flattened into the nodes
 
     def build_document(self, node: yaml.Node) -> Any:
         data, _height, size = self.build(node, "", 0)
@@ -195,6 +245,8 @@ class _Builder:
         self.fresh += 1
         height, size = 0, 1
         if isinstance(node, yaml.MappingNode):
+            if any(k.tag == "tag:yaml.org,2002:merge" for k, _ in node.value):
+                self.merged = True                     # the node tree is changed below
             self.loader.flatten_mapping(node)          # YAML merge keys (<<)
             out: Any = {}
             for knode, vnode in node.value:

@@ -7,7 +7,7 @@ import json
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from ..errors import ConfigError
-from .load import _kind, _short, nearest, read_yaml
+from .load import _kind, _short, nearest, parse_yaml, read_yaml
 from .training import (INT32_MAX, MAX_LAYERS, MCORE_SWAP_KEYS, RECOMPUTE_DEFAULTS, RENAMED_KEYS, SWAP_DEFAULTS,
                        TrainingConfig)
 from .validate import validate
@@ -19,21 +19,25 @@ from .validate import validate
 
 def load_config(path: str, num_layers: Optional[int] = None, pipeline_stage: Optional[int] = None,
                 pp_interleave_num: Optional[int] = None, offset: Any = None,
-                pipeline_interleave: Optional[bool] = None, check_rules: bool = True) -> TrainingConfig:
+                pipeline_interleave: Optional[bool] = None, check_rules: bool = True, *,
+                text: Optional[str] = None) -> TrainingConfig:
     """Load a MindFormers training YAML (a whole file or a fragment) into a validated config.
 
     The keyword arguments override the YAML (for fragments that lack the model or parallel
-    sections). Raises :class:`ConfigError` (exit 2) with file, line and key path.
+    sections). Raises :class:`ConfigError` (exit 2) with file, line and key path. ``text``: the
+    YAML as text, standing at ``path`` (its directory resolves ``pretrained_model_dir``), e.g. the
+    copy ``plan`` writes, checked from its text with no temporary file.
     """
     try:
-        data, lines = read_yaml(path)
+        data, lines = read_yaml(path) if text is None else parse_yaml(text, path)
         if not isinstance(data, dict):
             raise ConfigError(f"expected a mapping of config sections at the top level, got {_kind(data)}",
                               file=path, line=1)
     except ConfigError:
-        from ..file_kind import reject_log_as_config
+        if text is None:
+            from ..file_kind import reject_log_as_config
 
-        reject_log_as_config(path)      # a worker log given as the config: name the command meant
+            reject_log_as_config(path)      # a worker log given as the config: name the command meant
         raise
     return _from_tree(data, lines, path, dict(num_layers=num_layers, pipeline_stage=pipeline_stage,
                                               pp_interleave_num=pp_interleave_num, offset=offset,

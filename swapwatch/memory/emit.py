@@ -260,10 +260,14 @@ def _merge(edits: List[Tuple[Path, Any]], more: List[Tuple[Path, Any]]) -> List[
 
 
 def _load(text: str, source: str) -> Any:
+    """The data of ``text`` through the config's own loader (``config.parse_yaml``: what explain
+    reads, parsed once per command, the input's parse shared with the config that was planned)."""
+    from ..config import parse_yaml
+
     try:
-        return yaml.safe_load(text) or {}
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"cannot re-read the YAML for writing: {str(exc).splitlines()[0]}", file=source) from None
+        return parse_yaml(text, source)[0] or {}
+    except ConfigError as exc:
+        raise ConfigError(f"cannot re-read the YAML for writing: {exc.message}", file=source, line=exc.line) from None
 
 
 def _get(doc: Any, path: Path) -> Any:
@@ -327,7 +331,9 @@ def _same(a: Any, b: Any) -> bool:
 # --- node marks -----------------------------------------------------------------------------
 
 def _compose(text: str) -> yaml.Node:
-    node = yaml.compose(text, Loader=yaml.SafeLoader)
+    from ..config.load import composed
+
+    node = composed(text) or yaml.compose(text, Loader=yaml.SafeLoader)
     if node is None:
         return yaml.MappingNode("tag:yaml.org,2002:map", [])
     return node

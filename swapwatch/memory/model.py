@@ -425,13 +425,14 @@ def check_family(plan: strategy.Plan) -> None:
     table_for(mf.name, mf.origin)
 
 
-def plan_of(path: str, model: Optional[str] = None) -> Tuple[Any, strategy.Plan, ModelSpec]:
-    """Config, plan and sizes of the YAML at ``path``, the family detected as ``explain`` does."""
+def plan_of(path: str, model: Optional[str] = None, text: Optional[str] = None) -> Tuple[Any, strategy.Plan, ModelSpec]:
+    """Config, plan and sizes of the YAML at ``path``, the family detected as ``explain`` does
+    (``text``: that YAML as text, e.g. plan's written copy, read with no temporary file)."""
     if model is not None:
         from ..families import from_name
 
         from_name(model)                  # an unknown --model is bad input before anything else
-    cfg = load_config(path)
+    cfg = load_config(path, text=text)
     plan = strategy.plan(cfg, model=model)
     check_family(plan)
     spec = spec_from_config(cfg)
@@ -440,8 +441,9 @@ def plan_of(path: str, model: Optional[str] = None) -> Tuple[Any, strategy.Plan,
     return cfg, plan, spec
 
 
-def estimate(path: str, model: Optional[str] = None, calibration: Calibration = NO_CALIBRATION) -> Estimate:
+def estimate(path: str, model: Optional[str] = None, calibration: Calibration = NO_CALIBRATION,
+             text: Optional[str] = None) -> Estimate:
     """Predicted peak per stage of the strategy the YAML at ``path`` asks for (``model``: the
-    ``--model`` family, default the one the YAML names)."""
-    cfg, plan, spec = plan_of(path, model)
+    ``--model`` family, default the one the YAML names; ``text``: see :func:`plan_of`)."""
+    cfg, plan, spec = plan_of(path, model, text)
     return estimate_plan(path, cfg, plan, spec, calibration)

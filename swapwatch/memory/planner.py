@@ -8,9 +8,7 @@ written YAML does, and a disagreement with the search is a bug (exit 3), not a g
 """
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -189,7 +187,7 @@ def make_plan(config: str, budget: int, run_dirs: Sequence[str] = (), allow_swap
             result.lowest = {p: lowest_peak(spec, fam, geo, p, cal, allow_swap) for p in range(geo.pipeline_stage)}
             result.levers = levers(config, cfg, spec, fam, geo, cal, goal, result.lowest, allow_swap, target, model)
             return result
-        written = emit_result(text, config, geo, stages, plan_of_text=lambda t: _plan_of_text(t, model))
+        written = emit_result(text, config, geo, stages, plan_of_text=lambda t: _plan_of_text(t, model, config))
         result.text = written.text
         result.notes = written.notes
         result.estimate = estimate_text(result.text, config, model, cal)
@@ -207,15 +205,9 @@ def make_plan(config: str, budget: int, run_dirs: Sequence[str] = (), allow_swap
     return result
 
 
-def _plan_of_text(text: str, model: Optional[str]):
-    """The Plan of a YAML given as text (the engine explain uses)."""
-    fd, tmp = tempfile.mkstemp(suffix=".yaml", prefix="swapwatch-plan-")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        return plan_of(tmp, model)[1]
-    finally:
-        os.unlink(tmp)
+def _plan_of_text(text: str, model: Optional[str], config: str = "<string>"):
+    """The Plan of a YAML given as text (the engine explain uses), read from the text."""
+    return plan_of(config, model, text)[1]
 
 
 def levers(config: str, cfg: Any, spec, fam, geo, cal: Calibration, goal: int, lowest: Dict[int, int],
@@ -272,13 +264,7 @@ def _offset_lever(config: str, cfg: Any, geo, cal: Calibration, goal: int, bad: 
             off[q] += k
             try:
                 new = splice(text, config, [(("model", "model_config", "offset"), off)])
-                fd, tmp = tempfile.mkstemp(suffix=".yaml", prefix="swapwatch-plan-")
-                with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                    fh.write(new)
-                try:
-                    _, p2, spec2 = plan_of(tmp, model)
-                finally:
-                    os.unlink(tmp)
+                _, p2, spec2 = plan_of(config, model, new)
                 fam2 = planning_family(spec2, p2)
                 low = [lowest_peak(spec2, fam2, p2.geometry, p, cal, allow_swap) for p in range(P)]
             except (InputError, ValueError):     # an offset MindFormers' geometry refuses: not a lever
@@ -291,13 +277,7 @@ def _offset_lever(config: str, cfg: Any, geo, cal: Calibration, goal: int, bad: 
 
 def estimate_text(text: str, config: str, model: Optional[str], cal: Calibration) -> Estimate:
     """Estimate a YAML given as text (the planned copy), through the same engine as ``explain``."""
-    fd, tmp = tempfile.mkstemp(suffix=".yaml", prefix="swapwatch-plan-")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        est = estimate(tmp, model, cal)
-    finally:
-        os.unlink(tmp)
+    est = estimate(config, model, cal, text)
     est.config = config
     return est
 
