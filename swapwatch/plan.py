@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
 
 import numpy as np
 
 from . import patterns
+
+if TYPE_CHECKING:
+    from .families import ModelFamily
 
 Prefetch = Union[int, str]
 
@@ -152,8 +155,8 @@ class Plan:
     warnings: List[str] = field(default_factory=list)
     #: the legacy plain-bool ``parallel_config.recompute`` (None when recompute_config is used)
     legacy_recompute: Optional[bool] = None
-    #: the model family (:class:`swapwatch.families.ModelFamily`): each layer's tree comes from it
-    family: Any = None
+    #: the model family: each layer's tree comes from it (per layer kind: dense, moe, mtp)
+    family: Optional["ModelFamily"] = None
     #: MTP (``MultiTokenPredictionBlock``): a second LayerSetting sets each MTP layer as layer
     #: ``num_layers - 1``, on the MTP layer's own tree; one LayerPlan per MTP layer
     mtp: List[LayerPlan] = field(default_factory=list)

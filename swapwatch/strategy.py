@@ -192,10 +192,11 @@ class _Formatter:
                     if isinstance(item, (bool, int)) and (i >= self.V or j >= self.P):
                         raise _Illegal(f"entry [{i}][{j}] lies outside the {self.V} x {self.P} "
                                        f"(interleave x stage) table")
+                    # a tuple row was refused above (or is empty): ``row`` is a list here
                     if isinstance(item, bool):
-                        row[j] = ll[i][j] if item else 0
+                        row[j] = ll[i][j] if item else 0  # type: ignore[index]
                     elif isinstance(item, int):
-                        row[j] = min(row[j], ll[i, j])
+                        row[j] = min(row[j], ll[i, j])  # type: ignore[index]
                     elif isinstance(item, np.integer):
                         raise _Illegal(
                             "a 2-D table given for several (default) patterns is edited in place while the "

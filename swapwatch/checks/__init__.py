@@ -13,6 +13,10 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Type
 
 if TYPE_CHECKING:
     from ..compare import Comparison
+    from ..config import TrainingConfig
+    from ..plan import Plan
+    from ..pynative.config import PynativeConfig
+    from ..pynative.resolve import PynativePlan
 
 
 @dataclass
@@ -79,8 +83,8 @@ class CheckContext:
     None without logs, and for a PyNative plan (its rules compare module paths themselves).
     """
 
-    plan: Any                 # plan.Plan, or pynative's PynativePlan
-    config: Any = None        # config.TrainingConfig
+    plan: "Plan | PynativePlan | None"
+    config: "TrainingConfig | PynativeConfig | None" = None
     env: Dict[str, str] = field(default_factory=dict)
     runlog: Any = None        # parsers RunLog
     ir: Any = None            # parsers.ir evidence

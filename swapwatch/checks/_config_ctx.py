@@ -1,66 +1,71 @@
 """Helpers the config-time rules share: the config behind a plan and where its keys are."""
 from __future__ import annotations
 
-from typing import Any, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, List, Optional, Tuple
+
+from ..config import TrainingConfig, _op_swap_key
+
+if TYPE_CHECKING:
+    from ..plan import Plan
+    from . import CheckContext
 
 #: The recompute keys whose lists are layer ids when swap is on.
 RECOMPUTE_ID_KEYS = ("recompute", "select_recompute", "select_comm_recompute")
 
 
-def config_of(ctx: Any) -> Any:
-    """The TrainingConfig of a check context (a Plan keeps none: explain and verify pass it)."""
-    return getattr(ctx, "config", None)
+def config_of(ctx: "CheckContext") -> Optional[TrainingConfig]:
+    """The TrainingConfig of a check context (a Plan keeps none: explain and verify pass it);
+    None without one (a PyNative YAML's config is not the static path's: these rules read
+    ``recompute_config`` / ``swap_config``, which that path does not have)."""
+    return ctx.config if isinstance(ctx.config, TrainingConfig) else None
 
 
-def swap_mode(ctx: Any) -> Optional[Tuple[Any, Any]]:
+def swap_mode(ctx: "CheckContext") -> Optional[Tuple["Plan", TrainingConfig]]:
     """(plan, config) when the config's recompute and swap keys are layer ids, i.e. swap is on and
     LayerSetting reads recompute_config (not the plain ``parallel_config.recompute`` bool); else None."""
-    plan, cfg = getattr(ctx, "plan", None), config_of(ctx)
-    if plan is None or cfg is None or not plan.swap or getattr(plan, "legacy_recompute", None) is not None:
+    from ..plan import Plan
+
+    plan, cfg = ctx.plan, config_of(ctx)
+    if not isinstance(plan, Plan) or cfg is None or not plan.swap or plan.legacy_recompute is not None:
         return None
     return plan, cfg
 
 
-def swap_key(cfg: Any, key: str) -> str:
+def swap_key(cfg: Optional[TrainingConfig], key: str) -> str:
     """``key`` as the user wrote it. On the mcore path (``use_legacy: False``) the swap LayerSetting
     uses comes from ``model.model_config`` (``cpu_offloading`` / ``swap``, ``cpu_offloading_num_layers``
     / ``layer_swap``, ``op_swap``), so a ``swap_config.*`` key is named as that key, with the alias
     the YAML used (:meth:`swapwatch.config.TrainingConfig.mcore_swap_key`); other keys pass as they are.
     Every rule names and locates swap keys through this (and :func:`where`)."""
-    fn = getattr(cfg, "mcore_swap_key", None)
-    return fn(key, applied=True) if fn else key
+    return cfg.mcore_swap_key(key, applied=True) if cfg is not None else key
 
 
-def where(cfg: Any, key: str) -> Optional[str]:
+def where(cfg: Optional[TrainingConfig], key: str) -> Optional[str]:
     """``file:line`` of ``key`` in the config's YAML, when the config came from a file (a swap key
     on the mcore path: of the model_config key it came from, :func:`swap_key`)."""
-    fn = getattr(cfg, "where", None)
-    return fn(swap_key(cfg, key)) if fn else None
+    return cfg.where(swap_key(cfg, key)) if cfg is not None else None
 
 
-def was_given(cfg: Any, section: str, key: str) -> bool:
+def was_given(cfg: Optional[TrainingConfig], section: str, key: str) -> bool:
     """Did the user write ``section.key`` (as opposed to a template default)?"""
-    fn = getattr(cfg, "was_given", None)
-    return bool(fn(section, key)) if fn else False
+    return cfg is not None and cfg.was_given(section, key)
 
 
-def pattern_where(cfg: Any, action: str, pattern: str) -> Optional[str]:
+def pattern_where(cfg: Optional[TrainingConfig], action: str, pattern: str) -> Optional[str]:
     """``file:line`` of a configured pattern: the ``op_swap`` entry that names it, or the
     ``recompute_config.<action>`` key of it (the key's own line when the pattern is a mapping key).
     For a config rebuilt from a log, the log line it came from."""
     if cfg is None:
         return None
     if action == "op_swap":
-        from ..config import _op_swap_key
-
-        return where(cfg, _op_swap_key(getattr(cfg, "swap_config", None) or {}, pattern))
+        return where(cfg, _op_swap_key(cfg.swap_config, pattern))
     return where(cfg, f"recompute_config.{action}.{pattern}")
 
 
-def layer_swap_where(cfg: Any, layer: int) -> Optional[str]:
+def layer_swap_where(cfg: Optional[TrainingConfig], layer: int) -> Optional[str]:
     """``file:line`` of the ``layer_swap`` entry that swaps ``layer`` (first match wins, as in
     MindFormers), else of the ``layer_swap`` key."""
-    raw = (getattr(cfg, "swap_config", None) or {}).get("layer_swap")
+    raw = cfg.swap_config.get("layer_swap") if cfg is not None else None
     if isinstance(raw, list):
         for i, item in enumerate(raw):
             ids = item.get("layers") if isinstance(item, dict) else None
@@ -69,17 +74,17 @@ def layer_swap_where(cfg: Any, layer: int) -> Optional[str]:
     return where(cfg, "swap_config.layer_swap")
 
 
-def swap_id_lists(cfg: Any) -> List[Tuple[str, List[int]]]:
+def swap_id_lists(cfg: TrainingConfig) -> List[Tuple[str, List[int]]]:
     """(YAML key path, list of layer ids) of every swap-mode id list the user wrote, in file order."""
     out: List[Tuple[str, List[int]]] = []
-    rc = getattr(cfg, "recompute_config", None) or {}
+    rc = cfg.recompute_config
     for key in RECOMPUTE_ID_KEYS:
-        value = rc.get(key)
+        value: Any = rc.get(key)
         if _layer_ids(value):
             out.append((f"recompute_config.{key}", list(value)))
         elif isinstance(value, dict):
             out.extend((f"recompute_config.{key}.{pat}", list(ids)) for pat, ids in value.items() if _layer_ids(ids))
-    sc = getattr(cfg, "swap_config", None) or {}
+    sc = cfg.swap_config
     for key in ("layer_swap", "op_swap"):
         raw = sc.get(key)
         if isinstance(raw, dict):

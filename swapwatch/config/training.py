@@ -3,11 +3,14 @@ its line, and the MindFormers template defaults of the strategy sections."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, FrozenSet, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, FrozenSet, List, Optional, Tuple
 
 from ..errors import ConfigError
 from .load import nearest
 from .swap import SwapStrategy, normalize_swap_config
+
+if TYPE_CHECKING:
+    from ..families import ModelFamily
 
 
 #: ``recompute_config`` keys and their template defaults (MindFormers ``RecomputeConfig``).
@@ -80,8 +83,8 @@ class TrainingConfig:
     key_sources: Dict[str, str] = field(default_factory=dict)
     #: recompute/swap keys the user actually wrote (as opposed to template defaults)
     given: Dict[str, List[str]] = field(default_factory=dict)
-    #: the model family the YAML names (:class:`swapwatch.families.ModelFamily`; None: not read)
-    family: Any = None
+    #: the model family the YAML names (None: not read)
+    family: Optional["ModelFamily"] = None
     #: ``use_legacy: False``: the mcore path (swap keys in model_config, MTP as a second block)
     mcore: bool = False
     #: mcore: a top-level ``swap_config`` the user wrote, which never reaches LayerSetting (SW306)
