@@ -31,6 +31,7 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 
 from . import actions, patterns
 from .actions import NAMES as ACTIONS
+from .families import DEFAULT_FAMILY
 from .parsers import model as _model
 
 
@@ -136,17 +137,12 @@ def _layout_walk(family: Optional[str], pattern: str, mode: str) -> Tuple[str, .
     return tuple(patterns.logged_paths(result.raw_log))
 
 
-@functools.lru_cache(maxsize=32)
-def layout_paths(family: str = "tinyllama") -> frozenset:
-    """Every path (cell or prim) of the family's layer layouts (every kind: dense, MoE, MTP)."""
-    from .models import family_data, load_layout
+def layout_paths(family: str) -> frozenset:
+    """Every path (cell or prim) of the family's layer layouts (every kind: dense, MoE, MTP):
+    :func:`swapwatch.families.layout_paths`, the one memo of it."""
+    from .families import layout_paths as paths
 
-    if ":" in family:
-        return frozenset(p for p, _ in load_layout(family).paths())
-    out = set()
-    for kind in family_data(family)["layouts"]:
-        out |= {p for p, _ in load_layout(f"{family}:{kind}").paths()}
-    return frozenset(out)
+    return paths(family)
 
 
 def _key_of(plan: Any, layer: int, family: Optional[str]) -> Optional[str]:
@@ -167,7 +163,7 @@ def silent_full_recompute(plan: Any) -> bool:
     return bool(getattr(plan, "swap", False)) and formative.get("layer_recompute") is True
 
 
-def expected_actions(plan: Any, family: Optional[str] = "tinyllama") -> Dict[int, List[Expected]]:
+def expected_actions(plan: Any, family: Optional[str] = DEFAULT_FAMILY) -> Dict[int, List[Expected]]:
     """Per layer, what the plan applies, in MindFormers' per-layer order, with the expected paths
     (each layer resolved on its own tree: dense, MoE)."""
     silent_full = silent_full_recompute(plan)
@@ -289,11 +285,10 @@ def compare(plan: Any, runlog: Any, family: Optional[str] = None) -> Comparison:
     the same verdicts with their own sources (:func:`_refold`). For a packed rank the diff keeps no
     copy of its logged items; ``RankDiff.seen`` reads them back from the rank when asked.
     """
-    family = family or getattr(plan, "model", None) or "tinyllama"
+    family = family or getattr(plan, "model", None) or DEFAULT_FAMILY   # decided in families.py
     expected = expected_actions(plan, family)
     fam = getattr(plan, "family", None)
-    known = layout_paths(fam.name if fam is not None and fam.known else family) \
-        if fam is None or fam.known else frozenset()
+    known = fam.paths() if fam is not None else layout_paths(family)
     layout_matches = {(e.action, e.pattern) for items in expected.values() for e in items
                       if e.pattern is not None and e.paths}
     ranks: Dict[int, RankDiff] = {}

@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Set, Tuple
 
 from . import patterns
 from .models import families as _stems, family_data, family_words, load_flows, load_layer_info, load_layout
@@ -111,6 +111,19 @@ class ModelFamily:
             return patterns.WalkResult()
         return _walk(key, pattern, mode)
 
+    def targets(self, key: Optional[str], pattern: str, mode: str) -> Tuple[str, ...]:
+        """The paths ``pattern`` reaches on one layer kind in ``mode`` (``swap`` / ``recompute``);
+        empty for a pattern the tree refuses or an unknown family."""
+        try:
+            return tuple(t.path for t in self.walk(key, pattern, mode).targets)
+        except patterns.PatternError:
+            return ()
+
+    def paths(self) -> FrozenSet[str]:
+        """Every path (cell or prim) of the family's layer trees, every kind (dense, MoE, MTP);
+        empty for an unknown family."""
+        return layout_paths(self.name) if self.known else frozenset()
+
     def layout(self, key: Optional[str]) -> Any:
         return load_layout(key) if key else None
 
@@ -144,6 +157,24 @@ def _walk(key: str, pattern: str, mode: str) -> patterns.WalkResult:
     """The memo behind :meth:`ModelFamily.walk`: a layout key's tree is immutable data, so one
     walk per (tree, pattern, mode) serves every plan, layer and rule."""
     return patterns.walk_layout(load_layout(key), pattern, mode)
+
+
+@functools.lru_cache(maxsize=64)
+def layout_paths(family: str) -> FrozenSet[str]:
+    """Every path of a family's layer trees (``name``: every kind; ``name:kind``: that kind's): the
+    memo behind :meth:`ModelFamily.paths`, beside :func:`_walk` (immutable data, one place)."""
+    if ":" in family:
+        return frozenset(p for p, _ in load_layout(family).paths())
+    out: Set[str] = set()
+    for kind in family_data(family)["layouts"]:
+        out |= {p for p, _ in load_layout(f"{family}:{kind}").paths()}
+    return frozenset(out)
+
+
+def default_family(origin: str = "default: the YAML names no model (--model to choose)") -> ModelFamily:
+    """The family a plan uses when nothing names one: the one place that decides it
+    (:data:`DEFAULT_FAMILY`, the tiny Llama of ``swapwatch/examples``)."""
+    return ModelFamily(DEFAULT_FAMILY, origin=origin)
 
 
 def known_families() -> List[str]:
@@ -313,7 +344,7 @@ def detect(data: Mapping[str, Any], where: Any = None) -> ModelFamily:
     if isinstance(ctype, str) and ctype:
         return ModelFamily(ctype, origin=f"model.model_config.type {ctype}{loc('model.model_config.type')} "
                                          f"without model.arch.type" + _mcore_only(ctype), known=False)
-    return ModelFamily(DEFAULT_FAMILY, origin="default: the YAML names no model (--model to choose)")
+    return default_family()
 
 
 # ---------------------------------------------------------------------------------------------

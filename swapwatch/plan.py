@@ -6,7 +6,6 @@ the memory model. Kept apart from the engine so that readers of a plan need not 
 """
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
 
@@ -167,13 +166,23 @@ class Plan:
     defaulted: Dict[str, List[str]] = field(default_factory=dict)
 
     @property
+    def fam(self) -> "ModelFamily":
+        """The family every layout question goes through: the plan's own, else the default one
+        (decided in one place, :func:`swapwatch.families.default_family`)."""
+        if self.family is not None:
+            return self.family
+        from .families import default_family
+
+        return default_family()
+
+    @property
     def model(self) -> str:
         """The family's name (kept for callers that only want the name)."""
-        return self.family.name if self.family is not None else "tinyllama"
+        return self.fam.name
 
     def layout_key(self, layer: int, mtp: bool = False) -> Optional[str]:
         """The layout key (``family:kind``) of decoder layer ``layer`` or of the MTP layer."""
-        return self.family.layout_key(layer, mtp) if self.family is not None else "tinyllama"
+        return self.fam.layout_key(layer, mtp)
 
     def walker(self, layer: int, mtp: bool = False) -> "Walker":
         """``walker(pattern, mode)`` over the tree of one layer (memoised per layer kind)."""
@@ -181,10 +190,7 @@ class Plan:
             lay = self.layout_override
             return lambda pat, mode: walk(lay, pat, mode)
         key = self.layout_key(layer, mtp)
-        fam = self.family
-        if fam is None:
-            lay = _layout("tinyllama")
-            return lambda pat, mode: walk(lay, pat, mode)
+        fam = self.fam
         return lambda pat, mode: fam.walk(key, pat, mode)
 
     def to_json(self, findings: Iterable[Any] = ()) -> Dict[str, Any]:
@@ -216,13 +222,6 @@ def jsonable(obj: Any) -> Any:
     if isinstance(obj, np.integer):
         return int(obj)
     return obj
-
-
-@functools.lru_cache(maxsize=8)
-def _layout(model: str) -> Any:
-    from .models import load_layout
-
-    return load_layout(model)
 
 
 _WALKS: Dict[Tuple[int, str, str], Tuple[Any, patterns.WalkResult]] = {}

@@ -36,7 +36,7 @@ from . import actions, patterns, setting_lines
 from .config import DEFAULT_OP_SWAP, normalize_swap_config  # noqa: F401  (re-exported: config.py owns them)
 from .errors import ConfigError
 # The Plan's types live in swapwatch.plan; re-exported so ``strategy.Plan`` etc. keep working.
-from .plan import Geometry, LayerPlan, Override, Plan, Prefetch, Walker, _layout, jsonable, walk  # noqa: F401
+from .plan import Geometry, LayerPlan, Override, Plan, Prefetch, Walker, jsonable, walk  # noqa: F401
 
 
 MAX_INT32 = 2147483647

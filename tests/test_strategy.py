@@ -192,7 +192,7 @@ def test_ex7_offset_sum():
 def test_ex8_leaf_under_reporting():
     p = make({"select_recompute": {r"feed_forward\.w[123]": True}})
     assert lines(p)[0] == ["Set select recompute on at layer 0: feed_forward.w3"]
-    assert strategy.pattern_targets(strategy._layout("tinyllama"), r"feed_forward\.w[123]", "recompute") == [
+    assert strategy.pattern_targets(p.fam.layout(p.layout_key(0)), r"feed_forward\.w[123]", "recompute") == [
         "feed_forward.w1", "feed_forward.w2", "feed_forward.w3"]
 
 

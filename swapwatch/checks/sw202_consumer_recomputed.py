@@ -1,13 +1,14 @@
 """SW202: a swapped op whose consumer is recomputed (the swap cannot help)."""
 from __future__ import annotations
 
-import functools
-from typing import Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
 
 from . import CheckContext, Finding, Rule, register
 from ._config_ctx import config_of, layer_swap_where, pattern_where
 from .. import patterns
-from ..models import load_flows, load_layout
+
+if TYPE_CHECKING:
+    from ..families import ModelFamily
 
 WHOLE_LAYER = "(whole layer)"
 
@@ -56,14 +57,17 @@ class ConsumerRecomputed(Rule):
             return
         layers = {lp.layer: lp for lp in plan.layers}
         # each layer on its own tree (dense / MoE): the plan's per-layer layout key
-        keys = {i: (plan.layout_key(i) if hasattr(plan, "layout_key") else getattr(plan, "model", None))
-                for i in layers}
-        recomputed = {i: _recompute_targets(lp, keys[i]) if keys[i] else frozenset() for i, lp in layers.items()}
+        fam = plan.fam                    # every layout question through the plan's family object
+        keys = {i: plan.layout_key(i) for i in layers}
+        recomputed = {i: _recompute_targets(lp, fam, keys[i]) if keys[i] else frozenset()
+                      for i, lp in layers.items()}
+        graphs: Dict[str, _Graph] = {}    # one per layer kind (dense, MoE) of this plan
         for i, lp in sorted(layers.items()):
-            if keys[i] is None:
+            key = keys[i]
+            if key is None:
                 continue                  # unknown family: nothing to resolve (SW307)
-            self.family = keys[i]
-            graph = _Graph.of(self.family)
+            self.family = key
+            graph = graphs.get(key) or graphs.setdefault(key, _Graph(fam.flows(key)))
             swaps: List[Tuple[str, object, FrozenSet[str]]] = []
             # a swap recompute already voids (SW201: the same op or the whole layer) is not
             # also a swap whose consumer is recomputed
@@ -74,7 +78,7 @@ class ConsumerRecomputed(Rule):
                 if pat in voided:
                     continue
                 members: Set[str] = set()
-                for target in _swap_targets(pat, self.family):
+                for target in fam.targets(key, pat, "swap"):
                     members |= graph.members(target)
                 swaps.append((pat, prefetch, frozenset(members)))
             for what, prefetch, members in swaps:
@@ -105,17 +109,12 @@ class ConsumerRecomputed(Rule):
 class _Graph:
     """The family's producer -> consumer flows, with containment questions answered."""
 
-    def __init__(self, family: str):
-        self.flows: Dict[str, List[str]] = {k: list(v or []) for k, v in load_flows(family).items()}
+    def __init__(self, flows: Dict[str, List[str]]):
+        self.flows: Dict[str, List[str]] = {k: list(v or []) for k, v in flows.items()}
         consumers = {c for cs in self.flows.values() for c in cs}
         self.nodes: FrozenSet[str] = frozenset(set(self.flows) | consumers)
         self.sinks = frozenset(n for n in self.nodes if not self.flows.get(n))
         self.sources = frozenset(n for n in self.nodes if n not in consumers)
-
-    @classmethod
-    @functools.lru_cache(maxsize=8)
-    def of(cls, family: str) -> "_Graph":
-        return cls(family)
 
     def owner(self, path: str) -> Optional[str]:
         """The most specific flow node that contains ``path`` (a prim or cell of the layer)."""
@@ -142,25 +141,9 @@ class _Graph:
                    for t in targets)
 
 
-@functools.lru_cache(maxsize=1024)
-def _swap_targets(pattern: str, family: str) -> Tuple[str, ...]:
-    try:
-        return tuple(t.path for t in patterns.walk_layout(load_layout(family), pattern, "swap").targets)
-    except patterns.PatternError:
-        return ()
-
-
-@functools.lru_cache(maxsize=1024)
-def _select_targets(pattern: str, family: str) -> Tuple[str, ...]:
-    try:
-        return tuple(t.path for t in patterns.walk_layout(load_layout(family), pattern, "recompute").targets)
-    except patterns.PatternError:
-        return ()
-
-
-def _recompute_targets(lp, family: str) -> FrozenSet[str]:
+def _recompute_targets(lp, fam: "ModelFamily", key: str) -> FrozenSet[str]:
     """Everything select_recompute reaches on this layer (all matches, not only the logged one)."""
     out: Set[str] = set()
     for pat in lp.select_recompute or []:
-        out.update(_select_targets(pat, family))
+        out.update(fam.targets(key, pat, "recompute"))
     return frozenset(out)

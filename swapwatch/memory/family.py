@@ -25,6 +25,7 @@ import yaml
 from .. import strategy
 from ..patterns import under
 from ..errors import InputError
+from ..families import DEFAULT_FAMILY
 from ..models import load_layout
 from .spec import ModelSpec, product
 
@@ -108,7 +109,7 @@ def table_for(family: str, origin: str = "") -> Tuple[str, FrozenSet[str]]:
 class Family:
     """The tensor table of ``family`` sized for ``spec`` (one rank, one micro-batch)."""
 
-    def __init__(self, spec: ModelSpec, family: str = "tinyllama", origin: str = "", kind: Optional[str] = None):
+    def __init__(self, spec: ModelSpec, family: str = DEFAULT_FAMILY, origin: str = "", kind: Optional[str] = None):
         self.name = self.layout_family = family
         self.spec = spec
         self.table, tags = table_for(family, origin)
@@ -170,7 +171,7 @@ class Family:
         #: select_recompute is set at all (legacy LLamaAttention without flash: its core ops)
         from ..models import load_layer_info
 
-        info = load_layer_info(f"{family}:{kind}" if kind else family) if family != "tinyllama" else {}
+        info = load_layer_info(f"{family}:{kind}" if kind else family) if family != DEFAULT_FAMILY else {}
         self.preset_ops = self._ops_at(p for p, v in (info.get("preset") or {}).items() if v.get("recompute"))
         self.preset_select_ops = self._ops_at(
             p for p, v in (info.get("preset_if_select_recompute") or {}).items() if v.get("recompute"))

@@ -14,6 +14,7 @@ from fractions import Fraction
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import InputError
+from ..families import DEFAULT_FAMILY
 from .calibrate import calibrate
 from .model import NO_CALIBRATION, Calibration, Estimate, estimate, plan_of, planning_family
 from .search import StagePlan, lowest_peak, solve_stage
@@ -74,7 +75,7 @@ class PlanResult:
     text: Optional[str] = None              # the planned YAML (when it fits)
     estimate: Optional[Estimate] = None     # the planned YAML, estimated back
     lowest: Dict[int, int] = field(default_factory=dict)   # stage -> least reachable peak (when not)
-    family: str = "tinyllama"                # the memory model's tensor table
+    family: str = DEFAULT_FAMILY             # the memory model's tensor table
     margin: float = 0.0                      # fraction of the budget held back (see plan_margin)
     margin_why: str = ""
     notes: List[str] = field(default_factory=list)    # what the written YAML dropped, and why

@@ -92,7 +92,7 @@ def split_key(key: str) -> Tuple[str, str]:
 
 
 @functools.lru_cache(maxsize=None)
-def load_layout(key: str = "tinyllama") -> LayoutNode:
+def load_layout(key: str) -> LayoutNode:
     """The layer cell tree of a layout key (``family`` or ``family:kind``)."""
     family, kind = split_key(key)
     return LayoutNode.from_data("layer", _data(family)["layouts"][kind]["layer"])
@@ -108,7 +108,7 @@ def load_layer_info(key: str) -> Dict[str, Any]:
             "shared": list(entry.get("shared") or [])}
 
 
-def load_flows(key: str = "tinyllama") -> Dict[str, List[str]]:
+def load_flows(key: str) -> Dict[str, List[str]]:
     """Producer path -> consumer paths inside one layer of a layout key (used by SW202)."""
     family, kind = split_key(key)
     data = _data(family)
