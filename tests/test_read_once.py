@@ -43,6 +43,16 @@ class _Parses:
             return original(loader)
 
         monkeypatch.setattr(yaml.composer.Composer, "get_single_node", counting)
+        import swapwatch.config.tree as tree
+
+        self.builds: Counter = Counter()        # TrainingConfigs made, by source
+        build = tree._from_tree
+
+        def counting_build(data, lines, source, *a, **kw):  # type: ignore[no-untyped-def]
+            self.builds[source] += 1
+            return build(data, lines, source, *a, **kw)
+
+        monkeypatch.setattr(tree, "_from_tree", counting_build)
         self.temps: list = []
         made = tempfile.mkstemp
 
@@ -94,6 +104,9 @@ def test_a_command_parses_its_yaml_once(sample, command, monkeypatch, tmp_path, 
     # it read the YAML to say so, once as well; 4: verify of a log that is not this config's run
     assert code in (0, 1, 2, 4) and "Traceback" not in out.err, (code, out.err)
     assert parses.of(cfg) == 1, f"{command} {sample} parsed its YAML {parses.of(cfg)} times"
+    # one TrainingConfig of the YAML flows to the engine, the rules, the memory model and the writer
+    # (plan: one more, of the YAML it writes)
+    assert parses.builds[str(cfg)] <= (2 if command == "plan" else 1), parses.builds
     if command == "plan":
         assert not [p for p in parses.temps if "plan" in p], "plan checked its output through a temp file"
 

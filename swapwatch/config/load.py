@@ -9,7 +9,7 @@ import copy
 import json
 import os
 import stat
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import yaml
 
@@ -88,14 +88,27 @@ _NODES: Dict[str, yaml.Node] = {}
 _COMMAND = False
 
 
+_PER_COMMAND: List[Dict[Any, Any]] = [_READ_ONCE, _READ_FILES, _PARSED, _NODES]
+
+
+def per_command(registry: Dict[Any, Any]) -> Dict[Any, Any]:
+    """``registry`` is emptied with the reads when a command starts or ends (e.g. the configs
+    ``tree.load_config`` made); returns it."""
+    _PER_COMMAND.append(registry)
+    return registry
+
+
+def command_scope() -> bool:
+    """Is a CLI command running (its files read once, see :data:`_COMMAND`)?"""
+    return _COMMAND
+
+
 def forget_reads(command: bool = True) -> None:
     """A new command starts (the CLI's main, ``command=True``) or ended (``command=False``):
     ``/dev/stdin`` of the last one is not this one's, nor are the files it read."""
     global _COMMAND
-    _READ_ONCE.clear()
-    _READ_FILES.clear()
-    _PARSED.clear()
-    _NODES.clear()
+    for registry in _PER_COMMAND:
+        registry.clear()
     _COMMAND = command
 
 

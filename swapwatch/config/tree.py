@@ -7,7 +7,7 @@ import json
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from ..errors import ConfigError
-from .load import _kind, _short, nearest, parse_yaml, read_yaml
+from .load import _kind, _short, command_scope, nearest, parse_yaml, per_command, read_config_text, read_yaml
 from .training import (INT32_MAX, MAX_LAYERS, MCORE_SWAP_KEYS, RECOMPUTE_DEFAULTS, RENAMED_KEYS, SWAP_DEFAULTS,
                        TrainingConfig)
 from .validate import validate
@@ -28,6 +28,14 @@ def load_config(path: str, num_layers: Optional[int] = None, pipeline_stage: Opt
     YAML as text, standing at ``path`` (its directory resolves ``pretrained_model_dir``), e.g. the
     copy ``plan`` writes, checked from its text with no temporary file.
     """
+    key = None
+    if command_scope():
+        # within a command one TrainingConfig per document: explain, the rules, the memory model and
+        # plan's writer take the same object (nothing mutates a config loaded from a file)
+        key = (path, read_config_text(path) if text is None else text, check_rules,
+               repr((num_layers, pipeline_stage, pp_interleave_num, offset, pipeline_interleave)))
+        if key in _CONFIGS:
+            return _CONFIGS[key]
     try:
         data, lines = read_yaml(path) if text is None else parse_yaml(text, path)
         if not isinstance(data, dict):
@@ -39,9 +47,16 @@ def load_config(path: str, num_layers: Optional[int] = None, pipeline_stage: Opt
 
             reject_log_as_config(path)      # a worker log given as the config: name the command meant
         raise
-    return _from_tree(data, lines, path, dict(num_layers=num_layers, pipeline_stage=pipeline_stage,
-                                              pp_interleave_num=pp_interleave_num, offset=offset,
-                                              pipeline_interleave=pipeline_interleave), check_rules)
+    cfg = _from_tree(data, lines, path, dict(num_layers=num_layers, pipeline_stage=pipeline_stage,
+                                             pp_interleave_num=pp_interleave_num, offset=offset,
+                                             pipeline_interleave=pipeline_interleave), check_rules)
+    if key is not None:
+        _CONFIGS[key] = cfg
+    return cfg
+
+
+#: The configs loaded by this command (see :func:`load_config`), cleared with the reads.
+_CONFIGS: Dict[Tuple[str, str, bool, str], TrainingConfig] = per_command({})
 
 
 def config_from_dicts(recompute_config: Optional[Mapping[str, Any]] = None,
