@@ -132,3 +132,19 @@ def test_each_command_reads_afresh(tmp_path, capsys):
     path.write_text("model:\n  model_config:\n    num_layers: 6\n", encoding="utf-8")
     assert _run(["explain", path, "--format", "json"]) == 0
     assert '"num_layers": 6' in capsys.readouterr().out
+
+
+def test_a_file_the_command_rewrites_is_read_again(tmp_path):
+    # within a command (tune writes its attempt YAMLs, then estimates them) a rewritten file is new
+    from swapwatch.config import forget_reads, load_config
+
+    path = tmp_path / "x.yaml"
+    forget_reads()                               # as the CLI's main does at a command's start
+    try:
+        path.write_text("model:\n  model_config:\n    num_layers: 4\n", encoding="utf-8")
+        assert load_config(str(path)).num_layers == 4
+        assert load_config(str(path)) is load_config(str(path))      # one object per document
+        path.write_text("model:\n  model_config:\n    num_layers: 16\n", encoding="utf-8")
+        assert load_config(str(path)).num_layers == 16
+    finally:
+        forget_reads(command=False)

@@ -44,13 +44,19 @@ def read_config_bytes(path: str) -> bytes:
     if path in _READ_ONCE:
         return _READ_ONCE[path]
     if _COMMAND and path in _READ_FILES:
-        return _READ_FILES[path]
+        known, kept = _READ_FILES[path]
+        try:
+            if _identity(os.stat(path)) == known:
+                return kept
+        except OSError:
+            pass                              # gone meanwhile: the read below says so
     try:
         fd = os.open(path, os.O_RDONLY)       # a FIFO with no writer blocks here, as `cat` does
     except OSError as exc:
         raise InputError(f"cannot read config: {exc.strerror}", file=path) from None
     with os.fdopen(fd, "rb") as fh:
-        mode = os.fstat(fd).st_mode
+        st = os.fstat(fd)
+        mode = st.st_mode
         if stat.S_ISDIR(mode):
             raise InputError("cannot read config: Is a directory", file=path)
         if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)):
@@ -69,8 +75,14 @@ def read_config_bytes(path: str) -> bytes:
 
         note_input(path)
         if _COMMAND:
-            _READ_FILES[path] = data
+            _READ_FILES[path] = (_identity(st), data)
     return data
+
+
+def _identity(st: os.stat_result) -> Tuple[int, int, int, int]:
+    """A regular file's identity for the command's one reading: a file the command itself
+    rewrites (tune's attempt YAMLs, a test's fixture) is read again."""
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
 
 
 #: The bytes of the pipes read so far (path -> bytes): a pipe can be read only once.
@@ -80,7 +92,7 @@ _READ_ONCE: Dict[str, bytes] = {}
 #: reads and parses its YAML once, whoever asks (the PyNative probe, the loader, diff's document,
 #: the memory model, the planner's writer):
 #: one reading, so no two readers of one command can see two versions of a file edited meanwhile.
-_READ_FILES: Dict[str, bytes] = {}
+_READ_FILES: Dict[str, Tuple[Tuple[int, int, int, int], bytes]] = {}
 _PARSED: Dict[str, Tuple[Any, Dict[str, int]]] = {}
 _NODES: Dict[str, yaml.Node] = {}
 #: True between a command's start and end (:func:`forget_reads`); a library caller outside a
