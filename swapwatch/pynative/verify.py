@@ -18,13 +18,15 @@ a stage's no-match warning for a pattern that matches on another stage is not SW
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Tuple
 
 from .. import actions
 from ..checks import Finding
 from ..parsers.model import ActionEvent, NoticeEvent
-from .explain import PynativeExplanation
-from .resolve import PynativePlan
+
+if TYPE_CHECKING:
+    from .explain import PynativeExplanation
+    from .resolve import PynativePlan
 
 Key = Tuple[int, str]        # (layer, action or "map:<label>")
 
@@ -179,13 +181,13 @@ def compare(plan: PynativePlan, runlog: Any) -> List[Finding]:
 def verify_pynative(ex: PynativeExplanation, runlog: Any, config_source: str, ignore: Iterable[str] = (),
                     strict: bool = False, env: Optional[Dict[str, str]] = None):
     """The :class:`~swapwatch.verify.VerifyResult` of a PyNative run (no per-layer static comparison)."""
-    from ..verify import VerifyResult, _sort_key, decide
+    from ..results import VerifyResult, decide, sort_key
     skip = set(ignore)
     config_time = [f for f in ex.findings if f.code not in ("SW104",)]   # the log says SW104 itself
     from ..checks import CheckContext, VARIANTS
     run_time = list(VARIANTS["SW501"]["run"].check(CheckContext(plan=ex.plan, config=ex.config, runlog=runlog)))
     findings = [f for f in config_time + compare(ex.plan, runlog) + run_time if f.code not in skip]
-    findings.sort(key=_sort_key)
+    findings.sort(key=sort_key)
     result = VerifyResult(findings=findings, verdict="pass", exit_code=0, ranks=sorted(runlog.ranks),
                           layers=len(ex.plan.layers), strict=strict, config_source=config_source,
                           env=dict(env or {}), plan=ex.plan, runlog=runlog, comparison=None)
