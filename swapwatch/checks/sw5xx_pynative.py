@@ -303,26 +303,11 @@ class OpSwapOverwritten(PynativeRule):
                                source=plan.config.where("swap.op_swap"))
 
 
-def no_match_findings(plan) -> List[Finding]:
-    """SW104 for PyNative: a regex that matched no path of any of its layers (MindFormers only warns)."""
-    out = []
-    for label, key in plan.no_match:
-        section = {"select_module": "recompute.select_module", "exclude_op": "recompute.exclude_op",
-                   "comm_select_module": "recompute_comm.select_module", "op_swap": "swap.op_swap"}[label]
-        out.append(Finding("SW104", "warning",
-                           f"{section} pattern '{key}' matches no module or op of its layers (regex fullmatch "
-                           f"on each layer's paths); MindFormers logs a warning and applies nothing for it",
-                           op=key, source=plan.config.where(section)))
-    return out
-
-
 PYNATIVE_CODES = ("SW501", "SW502", "SW503", "SW504", "SW505", "SW506", "SW507", "SW508")
 
 
 def pynative_findings(ctx: CheckContext) -> List[Finding]:
-    from . import VARIANTS, _load_all
-    _load_all()                     # SW104's title and the other rules, for rendering
-    out: List[Finding] = list(no_match_findings(ctx.plan))
-    for code in PYNATIVE_CODES:
-        out.extend(VARIANTS[code]["config"].check(ctx))
-    return out
+    """explain's findings on a PyNative YAML: every config rule of the ``apply_ac`` view (these, and SW104)."""
+    from . import run_rules
+
+    return run_rules(ctx, needs=("config",))
