@@ -1,4 +1,4 @@
-"""Renderers for :class:`~swapwatch.verify.VerifyResult`: table (people), json (DESIGN §3.3),
+"""Renderers for :class:`~swapwatch.results.VerifyResult`: table (people), json (DESIGN §3.3),
 junit (CI systems), markdown (a PR comment).
 
 The per-layer map shows, for one rank, what the config applies and what the log shows, one

@@ -6,7 +6,7 @@ that thing is applied at that layer. Swap cells carry their ``backward_prefetch`
 recompute overrides (they are logged, and do nothing) are crossed out in red. Given both a config
 and logs, the map shows both panels when they differ, with the differing cells outlined; the
 per-layer comparison is verify's own (:mod:`swapwatch.compare`, the very object when the plot is
-drawn from a :class:`~swapwatch.verify.VerifyResult`), so the plot and ``swapwatch verify`` cannot
+drawn from a :class:`~swapwatch.results.VerifyResult`), so the plot and ``swapwatch verify`` cannot
 disagree.
 """
 from __future__ import annotations
@@ -433,7 +433,7 @@ def plot_strategy(what: Any, plan: Any = None, rank: Optional[int] = None, title
     """Draw the layer × mechanism map (``.save(out)`` writes it).
 
     ``what``: a Plan (the config's intended strategy), a RunLog (what ``rank`` logged), or a
-    :class:`~swapwatch.verify.VerifyResult` (its run against its plan, with the comparison verify
+    :class:`~swapwatch.results.VerifyResult` (its run against its plan, with the comparison verify
     made: nothing is compared again; the logs alone when verify found them not a run of the
     config, SW109). With a RunLog and ``plan``, both maps are drawn one above
     the other when they differ (differing cells outlined), and a single map saying "logs = config"

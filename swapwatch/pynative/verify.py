@@ -27,15 +27,9 @@ Key = Tuple[int, str]        # (layer, action or "map:<label>")
 def expected(plan: PynativePlan) -> Dict[Key, List[str]]:
     """(layer, action) -> paths (``[]`` for whole-layer actions), and ``map:<label>`` entries."""
     out: Dict[Key, List[str]] = {}
-    for la in plan.layers:
-        for action, paths in (("select_recompute_exclude", la.exclude), ("select_recompute", la.select),
-                              ("select_comm_recompute", la.comm), ("op_swap", la.op_swap)):
-            if paths:
-                out[(la.layer, action)] = list(paths)
-        if la.full:
-            out[(la.layer, "full_recompute")] = []
-        if la.layer_swap:
-            out[(la.layer, "layer_swap")] = []
+    for la in plan.layers:              # the per-action view (PlanView.layer_actions)
+        for action, paths in la.actions().items():
+            out[(la.layer, action)] = paths
     for label, m in plan.maps.items():
         for layer, paths in m.items():
             out[(layer, f"map:{label}")] = list(paths)
