@@ -208,17 +208,13 @@ def explain_cmd(config, fmt, num_layers, pipeline_stage, pp_interleave_num, offs
     """
     from .config import parse_offset
     from .explain import explain
-    from .render_explain import render
     from .verify import parse_env
 
     ex = explain(config, num_layers=num_layers, pipeline_stage=pipeline_stage,
                  pp_interleave_num=pp_interleave_num,
                  offset=parse_offset(offset) if offset is not None else None,
                  env=parse_env(env), model=model)
-    if getattr(ex, "path", None) == "pynative":          # a PyNative (r2.x) YAML: swapwatch.pynative
-        from .pynative.explain import render as render_pynative
-        render = render_pynative
-    click.echo(render(ex, fmt, all_layers=all_layers), nl=False)
+    click.echo(ex.render(fmt, all_layers=all_layers), nl=False)     # each path's explanation renders itself
     return ex.exit_code
 
 

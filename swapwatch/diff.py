@@ -21,7 +21,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
-from . import actions, layer_table, run_shape
+from . import actions, layer_table, paths, run_shape
 from .errors import InputError
 
 FORMATS = ("table", "json")
@@ -97,54 +97,15 @@ def is_config(path: str) -> bool:
 
 
 def config_side(path: str) -> Side:
+    """A config's side, read through the plan's view (``plan_view.PlanView``: the same for every code path)."""
     from .explain import explain
 
     ex = explain(path)
     plan = ex.plan
-    if getattr(plan, "path", None) == "pynative":
-        return _pynative_side(path, ex)
-    return Side(path=path, kind="config",
-                cells={lp.layer: layer_table.plan_cells(lp, layer_table.layer_walk(plan, lp)) for lp in plan.layers},
-                stages={lp.layer: (lp.stage, lp.interleave) for lp in plan.layers},
-                shape=run_shape.config_shape(ex.config), swap=plan.swap)
-
-
-def _pynative_side(path: str, ex: Any) -> Side:
-    """A PyNative (r2.x) config's side: what ``apply_ac`` does per global layer id (MTP layers are
-    ``num_layers + i``), in the columns every per-layer table shares
-    (:func:`swapwatch.pynative.explain.layer_cells`; the prefetch target goes with the layer swap).
-    The stage of a layer is not the config's to say when ``pipeline_parallel > 1`` (the trainer's
-    ``apply_pp`` splits the decoder): ``?`` then."""
-    from .pynative.explain import layer_cells
-
-    cfg, plan = ex.config, ex.plan
-    cells = {}
-    for la in plan.layers:
-        c = layer_cells(la)
-        prefetch = c.pop("prefetch", "")
-        if prefetch:
-            c["layer_swap"] = f"{c['layer_swap']}, prefetch {prefetch}" if c["layer_swap"] else f"prefetch {prefetch}"
-        cells[la.layer] = c
-    stage = 0 if cfg.pipeline_parallel <= 1 else None
-    shape = {"num_layers": cfg.num_layers, "pipeline_stage": cfg.pipeline_parallel}
-    if cfg.mtp_layers:
-        shape["mtp_layers"] = cfg.mtp_layers
-    return Side(path=path, kind="config", cells=cells, stages={la.layer: (stage, 0) for la in plan.layers},
-                shape=shape, swap=bool(cfg.swap.get("enable")), note="; PyNative (r2.x) path", pynative=True)
-
-
-def code_path(path: str) -> str:
-    """``"pynative"`` for a PyNative (r2.x) training YAML, ``"static"`` for a LayerSetting one
-    (legacy or mcore): the two are applied by different code and never compared layer by layer.
-    Asked of the YAML alone (``pynative.config.detect_path``), before either side is built."""
-    from .config import read_yaml
-    from .pynative.config import detect_path
-
-    try:
-        data, _ = read_yaml(path)
-    except InputError:
-        return "static"             # the static reader reports what is wrong with it
-    return "pynative" if isinstance(data, dict) and detect_path(data) == "pynative" else "static"
+    ids = [lp.layer for lp in plan.layers]
+    return Side(path=path, kind="config", cells={i: plan.table_cells(i) for i in ids},
+                stages={i: plan.stage_of(i) for i in ids}, shape=ex.shape(), swap=plan.swap_on,
+                note=plan.path_note, pynative=plan.global_layer_ids)
 
 
 def run_side(path: str) -> Side:
@@ -208,12 +169,9 @@ def diff(path_a: str, path_b: str) -> DiffResult:
                          f"or two runs; to check a run against a config use "
                          f"`swapwatch verify {run} --config {cfg}`")
     if is_config(path_a):
-        pa, pb = code_path(path_a), code_path(path_b)
-        if pa != pb:
-            pyn, static = (path_a, path_b) if pa == "pynative" else (path_b, path_a)
-            raise InputError(f"{pyn} is a PyNative (r2.x) config and {static} a static-graph (LayerSetting) "
-                             "one: apply_ac and LayerSetting apply different keys to different trees, so "
-                             "there is no per-layer diff; see each with `swapwatch explain`")
+        mixed = paths.mixed_pair(path_a, path_b)        # a PyNative YAML against a LayerSetting one
+        if mixed:
+            raise InputError(mixed)
     a, b = side(path_a), side(path_b)
     interleaved = any(v for _, v in a.stages.values()) or any(v for _, v in b.stages.values())
     layers: List[LayerDiff] = []

@@ -59,12 +59,12 @@ def pattern_text(walk: Any, pattern: str, mode: str) -> List[str]:
 
     ``walk`` is the layer's walker (``Plan.walker(layer)``: each layer resolves on its own tree of
     the model family), a layout to walk, or None (the pattern is shown as written)."""
-    from . import strategy
+    from .patterns import walk_layout       # not strategy: the plan's view reads this module (no import circle)
 
     if walk is None:
         return [pattern]
     try:
-        res = walk(pattern, mode) if callable(walk) else strategy.walk(walk, pattern, mode)
+        res = walk(pattern, mode) if callable(walk) else walk_layout(walk, pattern, mode)
     except Exception:            # an invalid regex is reported by config checks, not here
         return [f"{pattern} (invalid pattern)"]
     if res.targets:

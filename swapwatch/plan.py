@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional,
 import numpy as np
 
 from . import patterns
+from .plan_view import LayerSettingView
 
 if TYPE_CHECKING:
     from .families import ModelFamily
@@ -134,7 +135,7 @@ class LayerPlan:
 
 
 @dataclass
-class Plan:
+class Plan(LayerSettingView):
     """The whole intended strategy: geometry, the Formative values, one LayerPlan per layer.
 
     ``formative`` holds the values exactly as LayerSetting builds them (numpy arrays and scalars
@@ -142,6 +143,7 @@ class Plan:
     ``select_comm_recompute``, ``select_recompute_exclude``, ``select_comm_recompute_exclude`` and,
     in swap mode, ``layer_swap`` and ``op_swap``. It is empty for the legacy plain-bool
     ``parallel_config.recompute``, which makes MindFormers skip all of this (and log nothing).
+    What consumers read of it is the per-layer view (``paths.PlanView``, DESIGN §1.2).
     """
 
     geometry: Geometry

@@ -9,11 +9,13 @@ its rule code and the YAML line it is about.
 from __future__ import annotations
 
 import json
-from typing import List, Tuple
+from typing import TYPE_CHECKING, List, Tuple
 
 from . import layer_table, strategy
-from .explain import Explanation
 from .verify_render import findings_block
+
+if TYPE_CHECKING:
+    from .results import Explanation
 
 
 def render(ex: Explanation, fmt: str, all_layers: bool = False) -> str:

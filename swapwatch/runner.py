@@ -49,7 +49,7 @@ from .config import TrainingConfig, load_config, read_config_bytes, read_yaml
 from .errors import InputError
 from .parsers.grammar import EXIT_RE
 from .proctree import Tree, parent_death_signal
-from .pynative.config import detect_path
+from .paths import is_pynative
 
 #: Passes whose IR dumps show recompute clones and offload marks (docs/mindspore-facts.md §5).
 IR_PASSES = "add_recomputation,validate"
@@ -135,7 +135,7 @@ def read_config(path: str) -> Tuple[Optional[TrainingConfig], str]:
     if not isinstance(data, dict):
         raise InputError("expected a YAML mapping at the top level", file=path)
     sha = hashlib.sha256(raw).hexdigest()
-    if detect_path(data) == "pynative":
+    if is_pynative(data):               # the seam decides the path
         return None, sha
     try:
         return load_config(path), sha

@@ -12,132 +12,16 @@ from __future__ import annotations
 
 import gc
 import os
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Sequence
 
 from .checks import REGISTRY, CheckContext, Finding, comparable, run_rules
 from .errors import InputError
 from .file_kind import reject_yaml_for_verify
+# the result and its verdict live below verify and its renderers (results.py); re-exported here
+from .results import EXIT_CODES, SEVERITY_ORDER, VerifyResult, decide, sort_key  # noqa: F401
 
 if TYPE_CHECKING:      # imported while the logs are scanned (_import_for_checks): the workers need no regex
     from .compare import Comparison
-
-SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
-
-#: ``verdict`` -> exit code (DESIGN §3.1 / §3.3): nothing verified is never a pass.
-EXIT_CODES = {"pass": 0, "fail": 1, "not_verified": 4}
-
-
-@dataclass
-class VerifyResult:
-    """The outcome of one verification. ``to_json`` is DESIGN.md §3.3 exactly."""
-
-    findings: List[Finding]
-    verdict: str                      # "pass" | "fail"
-    exit_code: int                    # 0 pass, 1 fail
-    ranks: List[int]
-    layers: int
-    strict: bool = False
-    config_source: str = ""           # the --config path, or where in the log the config came from
-    env: Dict[str, str] = field(default_factory=dict)
-    plan: Any = None
-    runlog: Any = None
-    #: the plan-vs-log comparison the rules read, for the per-layer map and ``plot strategy``
-    #: (None for a PyNative run, and when the log is not a run of this config: SW109)
-    comparison: Optional[Comparison] = None
-    #: ranks whose log shows what MindFormers applied (strategy lines, or MindFormers output where
-    #: the config makes it log none): what the run verdict speaks for (:func:`decide`)
-    verified_ranks: List[int] = field(default_factory=list)
-    #: "did every rank apply what MindFormers does with this config?": "applied" | "differs" |
-    #: "not_verified" (no rank's log could be checked)
-    run_verdict: str = ""
-    #: "does the config do what the user meant?": "ok" | "warnings" | "errors" (explain's findings)
-    config_verdict: str = ""
-    #: findings by severity, per question (``counts`` has them all)
-    run_counts: Dict[str, int] = field(default_factory=dict)
-    config_counts: Dict[str, int] = field(default_factory=dict)
-    #: why this config: set when ``verify RUN_DIR`` took the run's own YAML (:data:`RUN_DIR_NOTE`)
-    config_note: str = ""
-
-    def counts(self) -> Dict[str, int]:
-        return _counts(self.findings)
-
-    def question_findings(self, which: str) -> List[Finding]:
-        """The findings answering ``which`` question, ``"run"`` or ``"config"`` (checks.question)."""
-        from .checks import question
-
-        return [f for f in self.findings if question(f.code) == which]
-
-    def failing(self, f: Finding) -> bool:
-        """Does this finding fail the verification (errors; warnings too with --strict)?"""
-        return f.severity == "error" or (self.strict and f.severity == "warning")
-
-    def to_json(self) -> Dict[str, Any]:
-        """DESIGN §3.3, plus (added, nothing removed): ``counts`` of findings by severity,
-        ``config`` (path and sha256 of a ``--config`` file; ``source`` says where a config taken
-        from the log came from), ``num_layers`` (the same number as ``layers``, under explain's
-        name: explain's ``layers`` is the per-layer list) and ``layer_map`` (per layer, expected
-        vs logged, and the ranks whose log differs there)."""
-        from .verify_render import layer_map_json
-
-        from .checks import question
-
-        findings = []
-        for f in self.findings:
-            item = f.to_json()
-            item["question"] = question(f.code)
-            findings.append(item)
-        return {"verdict": self.verdict, "ranks": list(self.ranks), "layers": self.layers,
-                "findings": findings,
-                "counts": self.counts(), "num_layers": self.layers,
-                "config": dict(_config_json(self.config_source),
-                               **({"note": self.config_note} if self.config_note else {})),
-                "layer_map": layer_map_json(self),
-                "run_verdict": self.run_verdict, "config_verdict": self.config_verdict,
-                "verified_ranks": list(self.verified_ranks), "run_counts": dict(self.run_counts),
-                "config_counts": dict(self.config_counts)}
-
-
-def _counts(findings: Iterable[Finding]) -> Dict[str, int]:
-    out = {"error": 0, "warning": 0, "info": 0}
-    for f in findings:
-        out[f.severity] = out.get(f.severity, 0) + 1
-    return out
-
-
-def decide(result: VerifyResult, verified: Iterable[int]) -> VerifyResult:
-    """The verdict of ``result`` from its findings and the ranks whose logs could be checked.
-
-    Two questions, answered apart (DESIGN §3.3): the *run* verdict ("applied" when every
-    verified rank's log shows what MindFormers does with the config, "differs" on a failing run
-    finding, "not_verified" when no rank's log could be checked) and the *config* verdict ("ok",
-    "warnings", "errors": the findings explain raises). The overall ``verdict`` and exit code:
-    ``not_verified`` (4) whenever nothing was verified, whatever the findings; else ``fail`` (1)
-    on any failing finding of either question (errors; warnings too with ``--strict``); else
-    ``pass`` (0)."""
-    from .checks import question
-
-    result.verified_ranks = sorted(set(verified))
-    run = [f for f in result.findings if question(f.code) == "run"]
-    cfg = [f for f in result.findings if question(f.code) != "run"]
-    result.run_counts, result.config_counts = _counts(run), _counts(cfg)
-    if not result.verified_ranks:
-        result.run_verdict = "not_verified"
-    elif any(result.failing(f) for f in run):
-        result.run_verdict = "differs"
-    else:
-        result.run_verdict = "applied"
-    result.config_verdict = ("errors" if result.config_counts["error"] else
-                             "warnings" if result.config_counts["warning"] else "ok")
-    if result.run_verdict == "not_verified":
-        result.verdict = "not_verified"
-    elif any(result.failing(f) for f in result.findings):
-        result.verdict = "fail"
-    else:
-        result.verdict = "pass"
-    result.exit_code = EXIT_CODES[result.verdict]
-    return result
-
 
 def verified_ranks(runlog: Any, comparison: Optional[Comparison]) -> List[int]:
     """Ranks whose log speaks for what MindFormers applied: a rank with strategy lines, or, when
@@ -153,18 +37,6 @@ def verified_ranks(runlog: Any, comparison: Optional[Comparison]) -> List[int]:
         if (diff is not None and diff.has_strategy_lines) or (not expects and printed_mindformers(rank_log)):
             out.append(rank)
     return out
-
-
-def _config_json(source: str) -> Dict[str, Any]:
-    """``{"path", "sha256", "source"}``: path and hash when the config is a file (``--config``),
-    both null when it was rebuilt from the log (``source`` then names the log line)."""
-    import hashlib
-
-    if source and os.path.isfile(source):
-        with open(source, "rb") as fh:
-            digest = hashlib.sha256(fh.read()).hexdigest()
-        return {"path": source, "sha256": digest, "source": source}
-    return {"path": None, "sha256": None, "source": source or None}
 
 
 def verify(paths: Sequence[str], config_path: Optional[str] = None,
@@ -289,7 +161,7 @@ def evaluate(plan: Any, runlog: Any, config: Any = None, env: Optional[Mapping[s
     findings = run_rules(ctx, needs=needs, ignore=skip)
     findings = _dedupe(findings, skip)
     findings = one_cause(findings)
-    findings.sort(key=_sort_key)
+    findings.sort(key=sort_key)
     result = VerifyResult(findings=findings, verdict="pass", exit_code=0,
                           ranks=sorted(runlog.ranks), layers=len(plan.layers), strict=strict,
                           config_source=config_source, env=dict(env or {}), plan=plan,
@@ -388,32 +260,21 @@ def _dedupe(findings: List[Any], skip: set) -> List[Finding]:
     return out
 
 
-def _sort_key(f: Finding):
-    return (SEVERITY_ORDER.get(f.severity, 9), f.code,
-            -1 if f.rank is None else f.rank, -1 if f.layer is None else f.layer, f.op or "")
-
-
 def _pynative_verify(runlog: Any, config_path: Optional[str], skip: set, strict: bool,
                      env: Optional[Mapping[str, str]]) -> Any:
-    """A PyNative (r2.x) config or log goes to :mod:`swapwatch.pynative.verify`; None for the static paths."""
-    from .config import read_yaml
-    from .pynative import config as pconfig
+    """A PyNative (r2.x) config or log goes to :mod:`swapwatch.pynative.verify` (the seam, ``paths.py``, says
+    which); None for the static paths."""
+    from . import paths
 
     if config_path:
-        try:
-            data, lines = read_yaml(config_path)
-        except InputError:
-            return None             # the static path's load_config reports it (and recognises worker logs)
-        if pconfig.detect_path(data) != "pynative":
-            return None
-        from .pynative.explain import explain_tree
+        ex = paths.explain_pynative(str(config_path))
+        if ex is None:
+            return None             # the static path's load_config reports a bad file (and recognises worker logs)
         from .pynative.verify import verify_pynative
 
-        ex = explain_tree(data, lines, str(config_path))
         return verify_pynative(ex, runlog, str(config_path), ignore=skip, strict=strict,
                                env=merged_env(runlog, env))
-    pyn = ("pyn_map_start", "world_size", "pyn_config_error")      # NoticeEvents (parsers/pynative.py)
-    if any(r.notices(what).n for r in runlog.ranks.values() for what in pyn):
+    if paths.pynative_run(runlog):
         raise InputError("this is a PyNative (r2.x) run: its log does not print the recompute/swap sections; "
                          "pass the training YAML with --config")
     return None

@@ -1,4 +1,4 @@
-"""Renderers for :class:`~swapwatch.verify.VerifyResult`: table (people), json (DESIGN §3.3),
+"""Renderers for :class:`~swapwatch.results.VerifyResult`: table (people), json (DESIGN §3.3),
 junit (CI systems), markdown (a PR comment).
 
 The per-layer map shows, for one rank, what the config applies and what the log shows, one
@@ -149,9 +149,9 @@ def layer_map_json(result: Any) -> Dict[str, Any]:
     the table's words), the columns that differ, the columns the log cannot speak for, and every
     rank whose log differs at that layer (all ranks, not only the shown one)."""
     comp = result.comparison
-    if getattr(result.plan, "path", None) == "pynative":       # PyNative (r2.x) run: swapwatch.pynative.verify
-        from .pynative.verify import layer_map as pynative_layer_map
-        return pynative_layer_map(result)
+    own = result.plan.verify_map_json(result) if result.plan is not None else None
+    if own is not None:         # a path with its own per-layer map (the PlanView's: PyNative's Set ... lines)
+        return own
     rank = map_rank(result)
     if comp is None:
         return {"rank": None, "layers": []}
@@ -226,9 +226,8 @@ def render_table(result: Any) -> str:
         if blind:
             lines.append(f"not verified (no strategy lines): rank(s) {layer_table.ranges(blind, 6)}")
         lines.append("")
-    if getattr(result.plan, "path", None) == "pynative":       # PyNative (r2.x) run: its own per-layer map
-        from .pynative.verify import map_lines
-        lines.extend(map_lines(result))
+    if result.plan is not None:     # a path with its own per-layer map (the PlanView's; none: the one above)
+        lines.extend(result.plan.verify_map_lines(result))
     lines.extend(findings_block(result.findings, result.failing))
     lines.extend(question_lines(result))
     lines.append(verdict_line(result))
@@ -383,9 +382,20 @@ def render_junit(result: Any) -> str:
 
 
 def _config_json_of(result: Any) -> Dict[str, Any]:
-    from .verify import _config_json
+    return config_json(result.config_source)
 
-    return _config_json(result.config_source)
+
+def config_json(source: str) -> Dict[str, Any]:
+    """``{"path", "sha256", "source"}``: path and hash when the config is a file (``--config``),
+    both null when it was rebuilt from the log (``source`` then names the log line)."""
+    import hashlib
+    import os
+
+    if source and os.path.isfile(source):
+        with open(source, "rb") as fh:
+            digest = hashlib.sha256(fh.read()).hexdigest()
+        return {"path": source, "sha256": digest, "source": source}
+    return {"path": None, "sha256": None, "source": source or None}
 
 
 def _junit_cases(result: Any) -> List[Tuple[str, str, List[Any]]]:

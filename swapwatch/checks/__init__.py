@@ -9,7 +9,7 @@ themselves with :func:`register`; ``swapwatch rules`` lists :data:`REGISTRY`.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, is_dataclass
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Type
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Tuple, Type
 
 if TYPE_CHECKING:
     from ..compare import Comparison
@@ -98,8 +98,9 @@ class CheckContext:
 
 
 def comparable(plan: Any) -> bool:
-    """Can the plan-vs-log comparison run on ``plan``? A LayerSetting Plan, not a PyNative one."""
-    return plan is not None and getattr(plan, "path", None) != "pynative" and hasattr(plan, "layers")
+    """Can the plan-vs-log comparison run on ``plan``? A LayerSetting Plan, not a PyNative one
+    (``PlanView.comparable``)."""
+    return plan is not None and bool(getattr(plan, "comparable", False))
 
 
 class Rule:
@@ -109,6 +110,8 @@ class Rule:
     needs: str = "config"
     #: which question of ``verify`` its findings answer (:func:`question`); None: from ``needs``
     question: Optional[str] = None
+    #: the plan views it reads (``plan_view.PlanView.view``): LayerSetting plans unless it says otherwise
+    views: Tuple[str, ...] = ("layer_setting",)
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
         raise NotImplementedError
@@ -189,11 +192,12 @@ def run_rules(ctx: CheckContext, needs: Iterable[str] = ("config",),
     """
     _load_all()
     wanted, skip = set(needs), set(ignore)
+    view = getattr(ctx.plan, "view", "layer_setting")
     out: List[Finding] = []
     for code in sorted(VARIANTS):
         if code in skip:
             continue
-        usable = [n for n in VARIANTS[code] if n in wanted]
+        usable = [n for n in VARIANTS[code] if n in wanted and view in VARIANTS[code][n].views]
         if usable:
             rule = VARIANTS[code][max(usable, key=_evidence_rank)]
             out.extend(_run_one(rule, ctx))

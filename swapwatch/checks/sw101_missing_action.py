@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from .. import actions
+from ..plan_view import APPLY_AC, LAYER_SETTING
 from . import CheckContext, Finding, Rule, register
 from ..compare import describe, near_source
 
@@ -39,10 +40,16 @@ class MissingAction(Rule):
     severity = "error"
     title = "configured action missing from the log"
     needs = "run"
+    #: both views: verify's comparison of either path (``compare.Comparison`` or, on ``apply_ac``,
+    #: ``pynative.verify.PynativeComparison``) is read here, and nowhere else
+    views = (LAYER_SETTING, APPLY_AC)
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
         comp = ctx.comparison
         if comp is None:
+            return
+        if ctx.plan.view == APPLY_AC:
+            yield from self._apply_ac(comp)
             return
         for rank, diff in comp.ranks.items():
             if not diff.has_strategy_lines:
@@ -59,6 +66,29 @@ class MissingAction(Rule):
                     rank=rank, layer=e.layer, op=e.op or e.action,
                     expected=_expected(e), actual="(not logged)",
                     source=near_source(diff, e.layer, rank_log))
+
+
+    def _apply_ac(self, comp) -> Iterable[Finding]:
+        """``apply_ac``: an expected ``Set ...`` line, path or map entry the log lacks. With pipeline parallel each
+        stage logs its own layers, so missing is decided on the union of the ranks (rank None)."""
+        pipeline = comp.pipeline
+        sides = [] if pipeline else [(rank, comp.pairs(rank)) for rank in sorted(comp.ranks) if comp.compared(rank)]
+        if pipeline:
+            sides.append((None, comp.union_pairs()))
+        for rank, pairs in sides:
+            for key, e, g, where in pairs:
+                layer, action = key
+                if e is None:
+                    continue
+                if g is None:
+                    yield self.finding(f"expected {comp.line_text(key, e)} is not in the log", rank=rank, layer=layer,
+                                       op=action, expected=e, actual=None)
+                    continue
+                lost = [p for p in e if p not in g]
+                if e != g and lost:
+                    yield self.finding(f"{action}: {', '.join(lost)} expected but not logged "
+                                       f"(log: {', '.join(g) or '-'})",
+                                       rank=rank, layer=layer, op=action, expected=e, actual=g, source=where)
 
 
 def _expected(e) -> object:

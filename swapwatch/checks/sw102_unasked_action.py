@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from .. import actions
+from ..plan_view import APPLY_AC, LAYER_SETTING
 from . import CheckContext, Finding, Rule, register
 from ..compare import describe
 
@@ -36,10 +37,16 @@ class UnaskedAction(Rule):
     severity = "error"
     title = "action in the log that the config does not ask for"
     needs = "run"
+    #: both views: verify's comparison of either path (``compare.Comparison`` or, on ``apply_ac``,
+    #: ``pynative.verify.PynativeComparison``) is read here, and nowhere else
+    views = (LAYER_SETTING, APPLY_AC)
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
         comp = ctx.comparison
         if comp is None:
+            return
+        if ctx.plan.view == APPLY_AC:
+            yield from self._apply_ac(comp)
             return
         for rank, diff in comp.ranks.items():
             for s in diff.extra:
@@ -52,3 +59,22 @@ class UnaskedAction(Rule):
                     expected="(not configured)",
                     actual=s.value if s.action in actions.SWAP_ACTIONS else (s.path or s.action),
                     source=s.source)
+
+    def _apply_ac(self, comp) -> Iterable[Finding]:
+        """``apply_ac``: a logged ``Set ...`` line, path or map entry the config does not lead to, per rank."""
+        for rank in sorted(comp.ranks):
+            if not comp.compared(rank):
+                continue
+            for key, e, g, where in comp.pairs(rank):
+                layer, action = key
+                if g is None:
+                    continue
+                if e is None:
+                    yield self.finding(f"the log has {comp.line_text(key, g)}, which the config does not lead to",
+                                       rank=rank, layer=layer, op=action, expected=None, actual=g, source=where)
+                elif e != g:
+                    lost = [p for p in e if p not in g]
+                    added = [p for p in g if p not in e]
+                    if added or not lost:
+                        yield self.finding(f"{action}: logged {', '.join(g) or '-'}, expected {', '.join(e) or '-'}",
+                                           rank=rank, layer=layer, op=action, expected=e, actual=g, source=where)

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from .. import actions
+from ..plan_view import APPLY_AC, LAYER_SETTING
 from . import CheckContext, Finding, Rule, register
 from ..layer_table import ranges
 from ._config_ctx import config_of, pattern_where
@@ -37,10 +38,16 @@ class PatternNeverLogged(Rule):
     severity = "warning"
     title = "a configured pattern matched nothing on any layer (silent no-op)"
     needs = "run"
+    #: both views: verify's comparison of either path (``compare.Comparison`` or, on ``apply_ac``,
+    #: ``pynative.verify.PynativeComparison``) is read here, and nowhere else
+    views = (LAYER_SETTING, APPLY_AC)
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
         comp = ctx.comparison
         if comp is None:
+            return
+        if ctx.plan.view == APPLY_AC:
+            yield from self._apply_ac(comp)
             return
         if not any(d.has_strategy_lines for d in comp.ranks.values()):
             # no rank logged a strategy line: the logs cannot tell, the layout still can (the
@@ -78,6 +85,15 @@ class PatternNeverLogged(Rule):
                     expected=f"a matching path on {_layers(layers)}",
                     actual="(no matching path logged)",
                     source=pattern_where(config_of(ctx), e.action, e.pattern))
+
+    def _apply_ac(self, comp) -> Iterable[Finding]:
+        """``apply_ac`` says it itself: its "did not match any module" WARNING, per rank (with pipeline parallel,
+        not a stage's warning for a pattern that matches on another stage)."""
+        for rank in sorted(comp.ranks):
+            for n in comp.no_match_notices(rank):
+                yield self.finding(f"{n.data['label']} pattern '{n.data['pattern']}' did not match any module "
+                                   "(MindFormers' warning): nothing applied for it", rank=rank, op=n.data["pattern"],
+                                   source=n.source)
 
 
 def _layers(layers) -> str:

@@ -5,6 +5,7 @@ import difflib
 import re
 from typing import Any, Iterable, List, Optional
 
+from ..plan_view import APPLY_AC, LAYER_SETTING
 from . import CheckContext, Finding, Rule, register
 from ..layer_table import ranges
 from ._config_ctx import config_of, pattern_where
@@ -41,10 +42,15 @@ class PatternMatchesNothing(Rule):
     severity = "warning"
     title = "a configured pattern matched nothing on any layer (silent no-op)"
     needs = "config"
+    #: both views: on ``apply_ac`` the resolution already knows which regexes matched no path of their layers
+    views = (LAYER_SETTING, APPLY_AC)
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
         plan = ctx.plan
         if plan is None:
+            return
+        if plan.view == APPLY_AC:
+            yield from self._apply_ac(plan)
             return
         fam = getattr(plan, "family", None)
         if fam is not None and not fam.known:
@@ -92,6 +98,19 @@ class PatternMatchesNothing(Rule):
                                    layer=layers[0] if one else None, op=pat,
                                    source=pattern_where(cfg, action, pat),
                                    expected="a primitive or cell it reaches", actual="no match")
+
+    #: ``apply_ac``'s map label -> the YAML key its regex comes from
+    SECTION = {"select_module": "recompute.select_module", "exclude_op": "recompute.exclude_op",
+               "comm_select_module": "recompute_comm.select_module", "op_swap": "swap.op_swap"}
+
+    def _apply_ac(self, plan: Any) -> Iterable[Finding]:
+        """``apply_ac`` (``_expand_select_module``): a regex that matched no path of any of its layers; MindFormers
+        only warns."""
+        for label, key in plan.no_match:
+            section = self.SECTION[label]
+            yield self.finding(f"{section} pattern '{key}' matches no module or op of its layers (regex fullmatch "
+                               f"on each layer's paths); MindFormers logs a warning and applies nothing for it",
+                               op=key, source=plan.config.where(section))
 
 
 #: Regex syntax besides the ``\.`` separator: such a pattern is not a misspelt path, so no suggestion.

@@ -5,6 +5,7 @@ from typing import Any, Iterable, List, Optional, Set
 
 from ..layer_table import ranges
 from ..parsers.model import is_fatal
+from ..plan_view import APPLY_AC, LAYER_SETTING
 from . import CheckContext, Finding, Rule, register
 from ..compare import expects_line, fatal_after_actions, is_cut
 
@@ -86,10 +87,16 @@ class IncompleteLog(Rule):
     severity = "error"
     title = "the log is incomplete (layers missing, truncated, no strategy lines at all)"
     needs = "run"
+    #: both views: verify's comparison of either path (``compare.Comparison`` or, on ``apply_ac``,
+    #: ``pynative.verify.PynativeComparison``) is read here, and nowhere else
+    views = (LAYER_SETTING, APPLY_AC)
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
         comp = ctx.comparison
         if comp is None:
+            return
+        if ctx.plan.view == APPLY_AC:
+            yield from self._apply_ac(comp, ctx.runlog)
             return
         expects = expects_lines(comp)
         silent = [r for r, rl in ctx.runlog.ranks.items() if not printed_mindformers(rl)]
@@ -158,6 +165,23 @@ class IncompleteLog(Rule):
             expected=f"lines up to layer {max(comp.expected) if comp.expected else '?'}",
             actual=f"lines up to layer {last}", source=src)
 
+    def _apply_ac(self, comp: Any, runlog: Any) -> Iterable[Finding]:
+        """``apply_ac``: MindFormers refused the strategy (``[Recompute Config]`` / ``[Swap Config]`` ERROR), no
+        output at all on any rank, or a rank with output but no strategy line although the config enables one."""
+        loud = comp.loud()
+        for rank, seen in comp.ranks.items():
+            for n in seen.refused:
+                yield self.finding("MindFormers refused the strategy and the run stopped at model build: "
+                                   f"{n.data['tag']} {n.data['text']}", rank=rank, source=n.source,
+                                   actual=n.data["text"])
+            if seen.silent and not loud:        # the same finding as on the LayerSetting paths
+                files = runlog.ranks[rank].files
+                yield self.finding(NO_MINDFORMERS, rank=rank, expected="MindFormers log lines", actual="(none)",
+                                   source=files[0] if files else None)
+            elif comp.no_strategy_line(rank):
+                yield self.finding("no PyNative strategy line in this rank's log (no map, no 'Set ...' line) although "
+                                   "the config enables recompute/swap", rank=rank)
+
 
 @register
 class SilentRank(Rule):
@@ -183,9 +207,15 @@ class SilentRank(Rule):
     severity = "warning"
     title = "a rank's log has no MindFormers lines (STDOUT_DEVICES?): it cannot be verified"
     needs = "run"
+    #: both views: verify's comparison of either path (``compare.Comparison`` or, on ``apply_ac``,
+    #: ``pynative.verify.PynativeComparison``) is read here, and nowhere else
+    views = (LAYER_SETTING, APPLY_AC)
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
         if ctx.runlog is None:
+            return
+        if getattr(ctx.plan, "view", None) == APPLY_AC:
+            yield from self._apply_ac(ctx.comparison, ctx.runlog)
             return
         ranks = ctx.runlog.ranks
         loud = [r for r, rl in ranks.items() if printed_mindformers(rl)]
@@ -207,6 +237,21 @@ class SilentRank(Rule):
                 f"its log has no MindFormers line at all while rank {loud[0]}'s has; "
                 f"it cannot be verified (STDOUT_DEVICES limits which ranks print)",
                 rank=rank, expected="MindFormers log lines", actual="(none)", source=src)
+
+
+    def _apply_ac(self, comp: Any, runlog: Any) -> Iterable[Finding]:
+        """``apply_ac``: a rank without any output while another rank has some (a PyNative rank's own notices
+        count as output)."""
+        loud = comp.loud()
+        if not loud:
+            return
+        for rank, seen in comp.ranks.items():
+            if seen.silent:
+                files = runlog.ranks[rank].files
+                yield self.finding(f"its log has no MindFormers line at all while rank {loud[0]}'s has; it cannot be "
+                                   "verified (STDOUT_DEVICES limits which ranks print)", rank=rank,
+                                   expected="MindFormers log lines", actual="(none)",
+                                   source=files[0] if files else None)
 
 
 def _what(event: Any) -> str:

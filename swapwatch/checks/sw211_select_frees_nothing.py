@@ -41,7 +41,7 @@ class SelectFreesNothing(Rule):
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
         plan, cfg = ctx.plan, config_of(ctx)
-        if plan is None or not hasattr(plan, "layers") or getattr(plan, "path", None) == "pynative":
+        if plan is None or not hasattr(plan, "layers"):     # a LayerSetting rule (Rule.views): never apply_ac's
             return
         from ..memory.family import frees_nothing
 

@@ -8,6 +8,7 @@ from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
 from .. import actions
 from ..compare import canon_text, norm_value, same_value, seen_items
 from ..layer_table import ranges
+from ..plan_view import APPLY_AC, LAYER_SETTING
 from . import CheckContext, Finding, Rule, register
 
 Item = Tuple[Optional[str], str]          # (path, value)
@@ -40,10 +41,16 @@ class RanksDisagree(Rule):
     severity = "error"
     title = "ranks disagree on the applied strategy"
     needs = "run"
+    #: both views: verify's comparison of either path (``compare.Comparison`` or, on ``apply_ac``,
+    #: ``pynative.verify.PynativeComparison``) is read here, and nowhere else
+    views = (LAYER_SETTING, APPLY_AC)
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
         runlog = ctx.runlog
         if runlog is None or len(runlog.ranks) < 2:
+            return
+        if ctx.plan.view == APPLY_AC:
+            yield from self._apply_ac(ctx.comparison)
             return
         comp = ctx.comparison
         # Ranks that logged the same items share one signature object (one per distinct strategy,
@@ -141,6 +148,22 @@ class RanksDisagree(Rule):
                     expected={k: ref_values.get(k) for k in diff},
                     actual={k: v.get(k) for k in diff},
                     source=_source_of(runlog.ranks[r], label))
+
+    def _apply_ac(self, comp: Any) -> Iterable[Finding]:
+        """``apply_ac`` without pipeline parallel (each stage logs only its own layers): ranks whose logged lines
+        differ from the most common ones, one finding per odd rank (a warning: TP/EP ranks apply one strategy, a
+        rank that differs is worth a look, not a failed run by itself)."""
+        if comp is None or comp.pipeline:
+            return
+        sigs = comp.signatures()
+        if len(set(sigs.values())) <= 1:
+            return
+        common = Counter(sigs.values()).most_common(1)[0][0]
+        odd = sorted(r for r, s in sigs.items() if s != common)
+        # one finding per odd rank (the renderers fold them into "ranks 1, 3: ...")
+        for r in odd:
+            yield Finding(self.code, "warning", "logged a different PyNative strategy from the other ranks",
+                          rank=r, actual=odd)
 
 
 def _sources(seen) -> Dict[Tuple[int, str], str]:

@@ -1,24 +1,27 @@
 """SW501-SW508: the PyNative path's (r2.x ``recompute`` / ``recompute_comm`` / ``swap``) silent traps.
 
-Each rule looks only at a :class:`swapwatch.pynative.resolve.PynativePlan` (``plan.path == "pynative"``) and
-is quiet for the static paths' plans. :func:`pynative_findings` runs them plus SW104 (a regex matching
-nothing, which MindFormers only warns about) for explain on a PyNative YAML.
+Each rule reads only the ``apply_ac`` view (:class:`swapwatch.pynative.resolve.PynativePlan`): it says so with
+``views`` and ``checks.run_rules`` never gives it a LayerSetting plan (no rule asks which path it is on).
+:func:`pynative_findings` runs them plus SW104 (a regex matching nothing, which MindFormers only warns about)
+for explain on a PyNative YAML.
 """
 from __future__ import annotations
 
 from typing import Iterable, List
 
 from ..layer_table import ranges
+from ..plan_view import APPLY_AC
 from . import CheckContext, Finding, Rule, register
 
 
-def _pyn(ctx: CheckContext):
-    plan = ctx.plan
-    return plan if getattr(plan, "path", None) == "pynative" else None
+class PynativeRule(Rule):
+    """A rule of the ``apply_ac`` view only."""
+
+    views = (APPLY_AC,)
 
 
 @register
-class SingleCardIgnoresStrategy(Rule):
+class SingleCardIgnoresStrategy(PynativeRule):
     """On one card the PyNative trainer never applies the strategy, and says nothing.
 
     **What it means.** MindFormers' PyNative trainer sets ``enable_parallel = world_size > 1``
@@ -39,8 +42,8 @@ class SingleCardIgnoresStrategy(Rule):
     needs = "config"
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        plan = _pyn(ctx)
-        if plan is None or not plan.applied:
+        plan = ctx.plan
+        if not plan.applied:
             return
         deg = plan.config.degrees
         if any(isinstance(v, int) and v > 1 for v in deg.values()):
@@ -59,8 +62,8 @@ class SingleCardRan(SingleCardIgnoresStrategy):
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
         """Ranks whose log says ``Current world size: 1.`` and holds no PyNative strategy line."""
-        plan = _pyn(ctx)
-        if plan is None or not plan.applied or ctx.runlog is None:
+        plan = ctx.plan
+        if not plan.applied or ctx.runlog is None:
             return
         for rank, rlog in sorted(ctx.runlog.ranks.items()):
             sizes = [e for e in rlog.events if getattr(e, "what", None) == "world_size"]
@@ -71,7 +74,7 @@ class SingleCardRan(SingleCardIgnoresStrategy):
 
 
 @register
-class ExtraLayerSwapIgnored(Rule):
+class ExtraLayerSwapIgnored(PynativeRule):
     """Only the first ``swap.layer_swap`` entry is applied; the others are validated and then ignored.
 
     **What it means.** ``apply_swap`` takes ``sc.layer_swap[0]["layers"]`` and never looks at the other
@@ -94,9 +97,7 @@ class ExtraLayerSwapIgnored(Rule):
     needs = "config"
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        plan = _pyn(ctx)
-        if plan is None:
-            return
+        plan = ctx.plan
         entries = plan.sections["swap"].get("layer_swap") or []
         for idx in plan.ignored_layer_swap:
             yield self.finding(f"swap.layer_swap[{idx}] (layers {entries[idx].get('layers')}) is ignored: "
@@ -106,7 +107,7 @@ class ExtraLayerSwapIgnored(Rule):
 
 
 @register
-class UncheckedSelectRanges(Rule):
+class UncheckedSelectRanges(PynativeRule):
     """With ``full_recompute_layer`` set, the ``select_module`` layer specs are never checked.
 
     **What it means.** ``_validate_recompute_layer_specs`` validates ``full_recompute_layer`` *or* (elif)
@@ -131,9 +132,7 @@ class UncheckedSelectRanges(Rule):
     needs = "config"
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        plan = _pyn(ctx)
-        if plan is None:
-            return
+        plan = ctx.plan
         total = plan.total_layers
         for key, spec, past in plan.unchecked_select:
             yield self.finding(f"recompute.select_module['{key}'] spec '{spec}' names layer "
@@ -144,7 +143,7 @@ class UncheckedSelectRanges(Rule):
 
 
 @register
-class OpSwapVoid(Rule):
+class OpSwapVoid(PynativeRule):
     """An ``op_swap`` path is in the Final Swap map of a layer where it cannot be wrapped, so nothing swaps.
 
     **What it means.** Recompute is applied before swap. On a layer in ``full_recompute_layer`` the layer
@@ -171,9 +170,7 @@ class OpSwapVoid(Rule):
     needs = "config"
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        plan = _pyn(ctx)
-        if plan is None:
-            return
+        plan = ctx.plan
         for la in plan.layers:
             if not la.op_swap_void:
                 continue
@@ -187,7 +184,7 @@ class OpSwapVoid(Rule):
 
 
 @register
-class MixedSurfaces(Rule):
+class MixedSurfaces(PynativeRule):
     """A PyNative YAML also carries the static path's strategy keys, which the PyNative trainer ignores.
 
     **What it means.** The PyNative trainer reads ``recompute`` / ``recompute_comm`` / ``swap``.
@@ -209,8 +206,8 @@ class MixedSurfaces(Rule):
     needs = "config"
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        plan = _pyn(ctx)
-        if plan is None or not plan.config.ignored_static_keys:
+        plan = ctx.plan
+        if not plan.config.ignored_static_keys:
             return
         keys = plan.config.ignored_static_keys
         yield self.finding(f"this YAML is read by the PyNative trainer (recompute / recompute_comm / swap); "
@@ -219,7 +216,7 @@ class MixedSurfaces(Rule):
 
 
 @register
-class ExcludeWithoutRecompute(Rule):
+class ExcludeWithoutRecompute(PynativeRule):
     """``recompute.exclude_op`` with ``mode: 'None'`` has no effect.
 
     **What it means.** Exclusions are applied only when ``recompute.mode`` is ``full`` or ``select``. With
@@ -237,9 +234,7 @@ class ExcludeWithoutRecompute(Rule):
     needs = "config"
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        plan = _pyn(ctx)
-        if plan is None:
-            return
+        plan = ctx.plan
         rc = plan.sections["recompute"]
         if rc.get("mode") == "None" and rc.get("exclude_op"):
             yield self.finding("recompute.exclude_op is set but recompute.mode is 'None': nothing is excluded"
@@ -249,7 +244,7 @@ class ExcludeWithoutRecompute(Rule):
 
 
 @register
-class CommPathIsCell(Rule):
+class CommPathIsCell(PynativeRule):
     """A ``recompute_comm.select_module`` pattern selects a cell; comm recompute only wraps operations.
 
     **What it means.** Communication recompute wraps callables (the comm ops), not cells. For a path
@@ -274,9 +269,7 @@ class CommPathIsCell(Rule):
     needs = "config"
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        plan = _pyn(ctx)
-        if plan is None:
-            return
+        plan = ctx.plan
         for la in plan.layers:
             if la.comm_cells:
                 yield self.finding(f"recompute_comm selects cell {', '.join(la.comm_cells)}: "
@@ -286,7 +279,7 @@ class CommPathIsCell(Rule):
 
 
 @register
-class OpSwapOverwritten(Rule):
+class OpSwapOverwritten(PynativeRule):
     """Two ``swap.op_swap`` entries with the same ``op_name``: the later one replaces the earlier.
 
     **What it means.** ``_expand_op_swap`` merges the entries into one ``{op_name: layers}`` dict, so a
@@ -303,35 +296,18 @@ class OpSwapOverwritten(Rule):
     needs = "config"
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        plan = _pyn(ctx)
-        if plan is None:
-            return
+        plan = ctx.plan
         for idx, name in plan.overwritten_op_swap:
             yield self.finding(f"swap.op_swap[{idx}] repeats op_name '{name}': only this entry's layers are "
                                "used, the earlier entry's are dropped", op=name,
                                source=plan.config.where("swap.op_swap"))
 
 
-def no_match_findings(plan) -> List[Finding]:
-    """SW104 for PyNative: a regex that matched no path of any of its layers (MindFormers only warns)."""
-    out = []
-    for label, key in plan.no_match:
-        section = {"select_module": "recompute.select_module", "exclude_op": "recompute.exclude_op",
-                   "comm_select_module": "recompute_comm.select_module", "op_swap": "swap.op_swap"}[label]
-        out.append(Finding("SW104", "warning",
-                           f"{section} pattern '{key}' matches no module or op of its layers (regex fullmatch "
-                           f"on each layer's paths); MindFormers logs a warning and applies nothing for it",
-                           op=key, source=plan.config.where(section)))
-    return out
-
-
 PYNATIVE_CODES = ("SW501", "SW502", "SW503", "SW504", "SW505", "SW506", "SW507", "SW508")
 
 
 def pynative_findings(ctx: CheckContext) -> List[Finding]:
-    from . import VARIANTS, _load_all
-    _load_all()                     # SW104's title and the other rules, for rendering
-    out: List[Finding] = list(no_match_findings(ctx.plan))
-    for code in PYNATIVE_CODES:
-        out.extend(VARIANTS[code]["config"].check(ctx))
-    return out
+    """explain's findings on a PyNative YAML: every config rule of the ``apply_ac`` view (these, and SW104)."""
+    from . import run_rules
+
+    return run_rules(ctx, needs=("config",))

@@ -197,10 +197,10 @@ def _pynative_plan(path: str):
     if not _is_config(path):
         return None
     from ..config import read_yaml
-    from ..pynative.config import detect_path
+    from ..paths import is_pynative
     from ..pynative.explain import explain_tree
 
     data, lines = read_yaml(path)
-    if detect_path(data) != "pynative":
+    if not is_pynative(data):           # the seam decides the path
         return None
     return explain_tree(data, lines, path).plan

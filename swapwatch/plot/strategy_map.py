@@ -6,7 +6,7 @@ that thing is applied at that layer. Swap cells carry their ``backward_prefetch`
 recompute overrides (they are logged, and do nothing) are crossed out in red. Given both a config
 and logs, the map shows both panels when they differ, with the differing cells outlined; the
 per-layer comparison is verify's own (:mod:`swapwatch.compare`, the very object when the plot is
-drawn from a :class:`~swapwatch.verify.VerifyResult`), so the plot and ``swapwatch verify`` cannot
+drawn from a :class:`~swapwatch.results.VerifyResult`), so the plot and ``swapwatch verify`` cannot
 disagree.
 """
 from __future__ import annotations
@@ -23,6 +23,7 @@ from .. import actions, patterns
 from ..compare import Comparison, compare
 from ..errors import InputError
 from ..layer_table import layer_walk, stage_label
+from ..plan_view import is_view
 from . import _render
 from .result import StrategyPlot
 
@@ -51,12 +52,14 @@ OVERRIDE_COLOR = "#d62728"
 # ---- data -------------------------------------------------------------------------------------
 
 def _is_plan(obj: Any) -> bool:
-    return (hasattr(obj, "layers") and hasattr(obj, "geometry")) or _is_pynative(obj)
+    """A plan of either path (:class:`swapwatch.plan_view.PlanView`), not a log or a result."""
+    return is_view(obj)
 
 
-def _is_pynative(obj: Any) -> bool:
-    """A :class:`swapwatch.pynative.resolve.PynativePlan` (PyNative r2.x path)."""
-    return getattr(obj, "path", None) == "pynative"
+def _global_ids(obj: Any) -> bool:
+    """The plan's layers are global ids with no stage split known and its swaps prefetch a layer ``→j``
+    (``PlanView.global_layer_ids``: the ``apply_ac`` view)."""
+    return bool(getattr(obj, "global_layer_ids", False))
 
 
 def _reaches_nothing(plan: Any, lp: Any, pattern: str, mech: str) -> bool:
@@ -197,13 +200,13 @@ def strategy_frame(what: Any, rank: Optional[int] = None, plan: Any = None) -> p
     ``no_match`` for a pattern that reaches nothing on the layout, ``voided`` for a select pattern
     configured where full recompute covers the layer (never applied there, as the engine records it).
     """
-    if _is_pynative(what):
-        from ..pynative.plot import config_rows
-        rows = config_rows(what)
-    elif _is_plan(what):
-        rows = _plan_rows(what)
+    if _is_plan(what):
+        rows = what.strategy_rows_hook()        # a path with its own rows (the view's), else the plan's
+        if rows is None:
+            rows = _plan_rows(what)
     elif hasattr(what, "ranks"):
-        rows = _log_rows(what, pick_rank(what, rank), None if _is_pynative(plan) else plan)
+        # logged paths are matched to the configured patterns only where verify's comparison reads the plan
+        rows = _log_rows(what, pick_rank(what, rank), plan if plan is not None and plan.comparable else None)
     else:
         raise TypeError(f"strategy_frame needs a Plan or a RunLog, not {type(what).__name__}")
     df = pd.DataFrame(rows, columns=FRAME_COLUMNS)
@@ -213,7 +216,7 @@ def strategy_frame(what: Any, rank: Optional[int] = None, plan: Any = None) -> p
     df = df.sort_values(["_o", "item", "layer"], na_position="first", kind="mergesort")
     df = df.drop(columns="_o").reset_index(drop=True)
     df["item"] = df["item"].astype(object).where(df["item"].notna(), None)
-    df.attrs["pynative"] = _is_pynative(what) or _is_pynative(plan)
+    df.attrs["pynative"] = _global_ids(what) or _global_ids(plan)      # the legend's "→j" swaps
     return df
 
 
@@ -430,7 +433,7 @@ def plot_strategy(what: Any, plan: Any = None, rank: Optional[int] = None, title
     """Draw the layer × mechanism map (``.save(out)`` writes it).
 
     ``what``: a Plan (the config's intended strategy), a RunLog (what ``rank`` logged), or a
-    :class:`~swapwatch.verify.VerifyResult` (its run against its plan, with the comparison verify
+    :class:`~swapwatch.results.VerifyResult` (its run against its plan, with the comparison verify
     made: nothing is compared again; the logs alone when verify found them not a run of the
     config, SW109). With a RunLog and ``plan``, both maps are drawn one above
     the other when they differ (differing cells outlined), and a single map saying "logs = config"
@@ -441,7 +444,7 @@ def plot_strategy(what: Any, plan: Any = None, rank: Optional[int] = None, title
     if _is_verify_result(what):
         # no comparison on a static-path result: the log is not a run of its config (SW109), so
         # the map shows the logs alone
-        keep = what.comparison is not None or _is_pynative(what.plan)
+        keep = what.comparison is not None or (what.plan is not None and not what.plan.comparable)
         what, plan, comparison = what.runlog, (what.plan if keep else None), what.comparison
     panels: List[Tuple[str, pd.DataFrame]] = []
     diffs = None
@@ -457,10 +460,9 @@ def plot_strategy(what: Any, plan: Any = None, rank: Optional[int] = None, title
         n_layers = _n_layers(what, r, plan, logs)
         nranks = len(what.ranks)
         who = f"logs, rank {r}" + (f" of {nranks}" if nranks > 1 else "")
-        if plan is not None and _is_pynative(plan):
-            from ..pynative.plot import differences, log_values
-            logs = log_values(logs, plan)
-            diffs = differences(plan, what, r)
+        own = plan.strategy_logs_hook(logs, what, r) if plan is not None else None
+        if own is not None:         # a path with its own log cells and differences (the view's)
+            logs, diffs = own
         elif plan is not None:
             if comparison is None:
                 comparison = compare(plan, what)
@@ -531,7 +533,7 @@ def _n_layers(runlog: Any, rank: int, plan: Any, frame: pd.DataFrame) -> int:
 
 
 def _stage_ids(plan: Any, what: Any, n_layers: int) -> Tuple[List[int], List[int]]:
-    if _is_pynative(plan):          # apply_ac's view: global layer ids, no stage split known
+    if _global_ids(plan):           # apply_ac's view: global layer ids, no stage split known
         return [0] * n_layers, [0] * n_layers
     if plan is not None:
         return [lp.stage for lp in plan.layers], [lp.interleave for lp in plan.layers]

@@ -28,6 +28,22 @@ class PynativeExplanation:
     def exit_code(self) -> int:
         return 1 if any(f.severity == "error" for f in self.findings) else 0
 
+    def to_json(self) -> Dict[str, Any]:
+        """The ``explain --format json`` document."""
+        return self.plan.to_json(self.findings)
+
+    def shape(self) -> Dict[str, int]:
+        """The shape ``diff`` compares: layers (MTP apart) and pipeline stages."""
+        cfg = self.config
+        shape = {"num_layers": cfg.num_layers, "pipeline_stage": cfg.pipeline_parallel}
+        if cfg.mtp_layers:
+            shape["mtp_layers"] = cfg.mtp_layers
+        return shape
+
+    def render(self, fmt: str, all_layers: bool = False) -> str:
+        """explain's output in ``fmt`` (the static explanation's counterpart: ``results.Explanation.render``)."""
+        return render(self, fmt, all_layers=all_layers)
+
 
 def explain_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional[str],
                  num_layers: Optional[int] = None, family: Optional[str] = None) -> PynativeExplanation:
@@ -54,16 +70,8 @@ def explain_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional[s
 
 
 def layer_cells(la) -> Dict[str, str]:
-    """One layer's cells in the shared column names."""
-    op = [f"{layer_table.VOIDED}{p}" for p in la.op_swap_void] + list(la.op_swap)
-    comm = list(la.comm) + [f"{p} (cell: not effective)" for p in la.comm_cells]
-    return {"full_recompute": "yes" if la.full else "",
-            "select_recompute": ", ".join(la.select),
-            "select_comm_recompute": ", ".join(comm),
-            "select_recompute_exclude": ", ".join(la.exclude),
-            "layer_swap": "yes" if la.layer_swap else "",
-            "op_swap": ", ".join(op),
-            "prefetch": f"→ {la.prefetch_to}" if la.prefetch_to is not None else ""}
+    """One layer's cells in the shared column names (:meth:`.resolve.LayerActions.cells`)."""
+    return la.cells()
 
 
 def rows(plan: PynativePlan, all_layers: bool = False):
@@ -112,25 +120,7 @@ def render_table(ex: PynativeExplanation, all_layers: bool = False) -> str:
 
 
 def to_json(ex: PynativeExplanation) -> Dict[str, Any]:
-    cfg, plan = ex.config, ex.plan
-    return {
-        "path": "pynative",
-        "num_layers": cfg.num_layers,
-        "mtp_layers": cfg.mtp_layers,
-        "total_layers": cfg.total_layers,
-        "family": cfg.family,
-        "pipeline_parallel": cfg.pipeline_parallel,
-        "applied": plan.applied,
-        "sections": plan.sections,
-        "maps": {label: {str(k): v for k, v in sorted(m.items())} for label, m in plan.maps.items()},
-        "layers": [{"layer": la.layer, "mtp": la.mtp, "full_recompute": la.full, "select_recompute": la.select,
-                    "select_comm_recompute": la.comm, "comm_cells": la.comm_cells,
-                    "select_recompute_exclude": la.exclude, "layer_swap": la.layer_swap, "op_swap": la.op_swap,
-                    "op_swap_void": la.op_swap_void, "prefetch_to": la.prefetch_to} for la in plan.layers],
-        "prefetch_pairs": [list(p) for p in plan.prefetch_pairs],
-        "log_lines": [{"level": ln.level, "text": ln.text} for ln in plan.lines],
-        "findings": [f.to_json() for f in ex.findings],
-    }
+    return ex.plan.to_json(ex.findings)
 
 
 def render(ex: PynativeExplanation, fmt: str, all_layers: bool = False) -> str:

@@ -9,13 +9,15 @@ drawn as voided. Stages are not drawn: ``apply_ac`` works on global layer ids.
 """
 from __future__ import annotations
 
-from typing import Any, List
+from typing import TYPE_CHECKING, Any, List
 
 import pandas as pd
 
 from .. import actions
-from .resolve import PynativePlan
 from .verify import expected, logged
+
+if TYPE_CHECKING:
+    from .resolve import PynativePlan
 
 _WHOLE = actions.WHOLE_LAYER_ACTIONS
 

@@ -20,11 +20,12 @@ recomputed layer is listed in the swap map, gets its prefetch pair, and swaps no
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import Any, ClassVar, Dict, Iterable, List, Optional, Set, Tuple
 
 import regex
 
 from ..errors import ConfigError
+from ..plan_view import APPLY_AC
 from ..patterns import PatternError, check_size, under
 from .config import PynativeConfig
 from .layer_paths import cells_of, layer_lists
@@ -60,6 +61,34 @@ class LayerActions:
         return bool(self.exclude or self.full or self.select or self.comm or self.comm_cells
                     or self.layer_swap or self.op_swap or self.op_swap_void)
 
+    def actions(self) -> Dict[str, List[str]]:
+        """Per action (``actions.NAMES``) what ``apply_ac`` applies here, as its ``Set ...`` lines log it: module
+        paths, ``[]`` for the whole-layer actions; in ``apply_recompute`` / ``apply_swap`` order."""
+        out: Dict[str, List[str]] = {}
+        for action, paths in (("select_recompute_exclude", self.exclude), ("select_recompute", self.select),
+                              ("select_comm_recompute", self.comm), ("op_swap", self.op_swap)):
+            if paths:
+                out[action] = list(paths)
+        if self.full:
+            out["full_recompute"] = []
+        if self.layer_swap:
+            out["layer_swap"] = []
+        return out
+
+    def cells(self) -> Dict[str, str]:
+        """This layer's cells in the shared layer-table column names, and ``prefetch``."""
+        from ..layer_table import VOIDED
+
+        op = [f"{VOIDED}{p}" for p in self.op_swap_void] + list(self.op_swap)
+        comm = list(self.comm) + [f"{p} (cell: not effective)" for p in self.comm_cells]
+        return {"full_recompute": "yes" if self.full else "",
+                "select_recompute": ", ".join(self.select),
+                "select_comm_recompute": ", ".join(comm),
+                "select_recompute_exclude": ", ".join(self.exclude),
+                "layer_swap": "yes" if self.layer_swap else "",
+                "op_swap": ", ".join(op),
+                "prefetch": f"→ {self.prefetch_to}" if self.prefetch_to is not None else ""}
+
 
 @dataclass
 class LogLine:
@@ -74,6 +103,17 @@ class LogLine:
 
 @dataclass
 class PynativePlan:
+    """What ``apply_ac`` does with a PyNative YAML: per global layer id, the maps it prints, the lines it logs.
+
+    It is the ``apply_ac`` :class:`~swapwatch.paths.PlanView`: the consumers read the same per-layer,
+    per-action view as of a LayerSetting plan; the attributes and ``*_hook`` methods below are where this path
+    differs (global layer ids, no stage split, module paths rather than patterns, its own verify map)."""
+
+    view: ClassVar[str] = APPLY_AC
+    global_layer_ids: ClassVar[bool] = True
+    comparable: ClassVar[bool] = False
+    path_note: ClassVar[str] = "; PyNative (r2.x) path"
+
     config: PynativeConfig
     applied: bool                         # apply_ac runs at all (something enabled)
     layers: List[LayerActions]
@@ -93,6 +133,76 @@ class PynativePlan:
 
     def layer(self, i: int) -> LayerActions:
         return self.layers[i]
+
+    # ---- the PlanView (swapwatch.paths) ---------------------------------------------------------
+
+    @property
+    def swap_on(self) -> bool:
+        return bool(self.config.swap.get("enable"))
+
+    def _actions_of(self, layer: int) -> LayerActions:
+        for la in self.layers:
+            if la.layer == layer:
+                return la
+        raise KeyError(layer)
+
+    def stage_of(self, layer: int) -> Tuple[Optional[int], int]:
+        """Stage 0 without pipeline parallel; None with it (``apply_pp`` splits the decoder, not the config)."""
+        return (0 if self.config.pipeline_parallel <= 1 else None), 0
+
+    def layer_actions(self, layer: int) -> Dict[str, List[str]]:
+        return self._actions_of(layer).actions()
+
+    def table_cells(self, layer: int) -> Dict[str, str]:
+        """The layer's cells as diff shows them: the prefetch target goes with the layer swap."""
+        c = self._actions_of(layer).cells()
+        prefetch = c.pop("prefetch", "")
+        if prefetch:
+            c["layer_swap"] = f"{c['layer_swap']}, prefetch {prefetch}" if c["layer_swap"] else f"prefetch {prefetch}"
+        return c
+
+    def to_json(self, findings: Iterable[Any] = ()) -> Dict[str, Any]:
+        """explain's JSON document of a PyNative YAML (DESIGN §3.2)."""
+        cfg = self.config
+        return {
+            "path": "pynative",
+            "num_layers": cfg.num_layers,
+            "mtp_layers": cfg.mtp_layers,
+            "total_layers": cfg.total_layers,
+            "family": cfg.family,
+            "pipeline_parallel": cfg.pipeline_parallel,
+            "applied": self.applied,
+            "sections": self.sections,
+            "maps": {label: {str(k): v for k, v in sorted(m.items())} for label, m in self.maps.items()},
+            "layers": [{"layer": la.layer, "mtp": la.mtp, "full_recompute": la.full, "select_recompute": la.select,
+                        "select_comm_recompute": la.comm, "comm_cells": la.comm_cells,
+                        "select_recompute_exclude": la.exclude, "layer_swap": la.layer_swap, "op_swap": la.op_swap,
+                        "op_swap_void": la.op_swap_void, "prefetch_to": la.prefetch_to} for la in self.layers],
+            "prefetch_pairs": [list(p) for p in self.prefetch_pairs],
+            "log_lines": [{"level": ln.level, "text": ln.text} for ln in self.lines],
+            "findings": [f.to_json() for f in findings],
+        }
+
+    def verify_map_lines(self, result: Any) -> List[str]:
+        """verify's table: per layer, the ``Set ...`` lines the config leads to vs the log (pynative.verify)."""
+        from .verify import map_lines
+
+        return map_lines(result)
+
+    def verify_map_json(self, result: Any) -> Optional[Dict[str, Any]]:
+        from .verify import layer_map
+
+        return layer_map(result)
+
+    def strategy_rows_hook(self) -> Optional[List[tuple]]:
+        from .plot import config_rows
+
+        return config_rows(self)
+
+    def strategy_logs_hook(self, frame: Any, runlog: Any, rank: int) -> Optional[Tuple[Any, Any]]:
+        from .plot import differences, log_values
+
+        return log_values(frame, self), differences(self, runlog, rank)
 
 
 def _ids(specs: Any) -> Set[int]:

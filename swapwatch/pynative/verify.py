@@ -2,29 +2,24 @@
 
 The expected side is :func:`swapwatch.pynative.resolve.resolve` of the ``--config`` YAML (a PyNative run's log
 does not print its strategy sections, so the config is required); the logged side is the events the parsers
-make of the PyNative lines (:mod:`swapwatch.parsers.pynative`). Per rank and layer:
-
-* SW101 (error): an expected ``Set ...`` line, path, or "Final ... Map" entry is not in the log;
-* SW102 (error): the log has a line, path or map entry the config does not lead to;
-* SW104 (warning): the log says a pattern matched nothing;
-* SW106 (error): no strategy line at all on a multi-card rank, or MindFormers refused the config
-  (``[Recompute Config]`` / ``[Swap Config]`` ERROR: the run stopped at model build);
-* SW501 (warning, its run variant): the rank ran on one card (``Current world size: 1.``), nothing applied;
-* SW401 (warning): ranks (without pipeline parallel) logged different strategies.
-
-With pipeline parallel each stage logs only its own layers, so "missing" is decided on the union of ranks, and
-a stage's no-match warning for a pattern that matches on another stage is not SW104.
+make of the PyNative lines (:mod:`swapwatch.parsers.pynative`). This module compares them once
+(:class:`PynativeComparison`, per rank) and writes no finding: the rules read the comparison through
+``checks.run_rules`` like on the LayerSetting paths, each code with one implementation in ``checks/``
+(SW101 missing line, SW102 unasked line, SW104 MindFormers' no-match warning, SW106 refused config or no line,
+SW108 a silent rank, SW401 ranks that differ, SW501's run variant: one card). It also draws verify's per-layer
+map of a PyNative run (:func:`layer_map`, :func:`map_lines`, through the plan's view).
 """
 from __future__ import annotations
 
-from collections import Counter
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Tuple
 
 from .. import actions
-from ..checks import Finding
 from ..parsers.model import ActionEvent, NoticeEvent
-from .explain import PynativeExplanation
-from .resolve import PynativePlan
+
+if TYPE_CHECKING:
+    from .explain import PynativeExplanation
+    from .resolve import PynativePlan
 
 Key = Tuple[int, str]        # (layer, action or "map:<label>")
 
@@ -32,15 +27,9 @@ Key = Tuple[int, str]        # (layer, action or "map:<label>")
 def expected(plan: PynativePlan) -> Dict[Key, List[str]]:
     """(layer, action) -> paths (``[]`` for whole-layer actions), and ``map:<label>`` entries."""
     out: Dict[Key, List[str]] = {}
-    for la in plan.layers:
-        for action, paths in (("select_recompute_exclude", la.exclude), ("select_recompute", la.select),
-                              ("select_comm_recompute", la.comm), ("op_swap", la.op_swap)):
-            if paths:
-                out[(la.layer, action)] = list(paths)
-        if la.full:
-            out[(la.layer, "full_recompute")] = []
-        if la.layer_swap:
-            out[(la.layer, "layer_swap")] = []
+    for la in plan.layers:              # the per-action view (PlanView.layer_actions)
+        for action, paths in la.actions().items():
+            out[(la.layer, action)] = paths
     for label, m in plan.maps.items():
         for layer, paths in m.items():
             out[(layer, f"map:{label}")] = list(paths)
@@ -82,110 +71,123 @@ def _line_text(key: Key, paths: List[str]) -> str:
     return f"'{words} at layer {layer}" + (f": {', '.join(paths)}'" if paths else "'")
 
 
-def _diff(exp: Dict[Key, List[str]], got: Dict[Key, List[str]], where: Dict[Key, str], rank: Optional[int],
-          missing: bool = True, extra: bool = True) -> List[Finding]:
-    out: List[Finding] = []
-    for key in sorted(set(exp) | set(got), key=lambda k: (k[0], k[1])):
-        e, g = exp.get(key), got.get(key)
-        layer, action = key
-        if g is None:
-            if missing:
-                out.append(Finding("SW101", "error", f"expected {_line_text(key, e)} is not in the log",
-                                   rank=rank, layer=layer, op=action, expected=e, actual=None))
-        elif e is None:
-            if extra:
-                out.append(Finding("SW102", "error", f"the log has {_line_text(key, g)}, which the config does not "
-                                                     "lead to", rank=rank, layer=layer, op=action, expected=None,
-                                   actual=g, source=where.get(key)))
-        elif e != g:
-            lost = [p for p in e if p not in g]
-            added = [p for p in g if p not in e]
-            if lost and missing:
-                out.append(Finding("SW101", "error", f"{action}: {', '.join(lost)} expected but not "
-                                                     f"logged (log: {', '.join(g) or '-'})", rank=rank, layer=layer,
-                                   op=action, expected=e, actual=g, source=where.get(key)))
-            if (added or not lost) and extra:
-                out.append(Finding("SW102", "error", f"{action}: logged {', '.join(g) or '-'}, "
-                                                     f"expected {', '.join(e) or '-'}", rank=rank, layer=layer,
-                                   op=action, expected=e, actual=g, source=where.get(key)))
-    return out
+@dataclass
+class RankSeen:
+    """What one rank's log shows of ``apply_ac``: its ``Set ...`` lines and map entries, where each was, and the
+    trainer's / apply_ac's notices."""
+
+    got: Dict[Key, List[str]]
+    where: Dict[Key, str]
+    notices: List[NoticeEvent]
+    #: no strategy line, no notice, no MindFormers output at all (``sw106_incomplete_log.printed_mindformers``)
+    silent: bool
+
+    @property
+    def world(self) -> List[int]:
+        return [n.data["n"] for n in self.notices if n.what == "world_size"]
+
+    @property
+    def refused(self) -> List[NoticeEvent]:
+        """``[Recompute Config]`` / ``[Swap Config]`` ERRORs: MindFormers refused the strategy at model build."""
+        return [n for n in self.notices if n.what == "pyn_config_error" and n.data.get("level") in ("ERROR", None)]
 
 
-def compare(plan: PynativePlan, runlog: Any) -> List[Finding]:
-    from ..checks.sw106_incomplete_log import NO_MINDFORMERS, printed_mindformers
+@dataclass
+class PynativeComparison:
+    """The plan-vs-log comparison of a PyNative run, made once per verify (the ``apply_ac`` counterpart of
+    :class:`swapwatch.compare.Comparison`): the rules (SW101, SW102, SW104, SW106, SW108, SW401) read it from
+    ``CheckContext.comparison``; nothing here is a finding.
 
-    exp = expected(plan)
-    findings: List[Finding] = []
-    per_rank: Dict[int, Dict[Key, List[str]]] = {}
-    pp = plan.config.pipeline_parallel
-    silent_of = {}
-    for rank, rlog in sorted(runlog.ranks.items()):
-        got, _, notices = logged(rlog.events)
-        silent_of[rank] = not got and not notices and not printed_mindformers(rlog)
+    With pipeline parallel each stage logs only its own layers, so "missing" is decided on the union of ranks
+    (:meth:`union_pairs`), and a stage's no-match warning for a pattern that matches on another stage is not
+    a finding (:meth:`no_match_notices`)."""
+
+    plan: Any
+    expected: Dict[Key, List[str]]
+    ranks: Dict[int, RankSeen]
+
+    @property
+    def pipeline(self) -> bool:
+        return self.plan.config.pipeline_parallel > 1
+
+    def line_text(self, key: Key, paths: List[str]) -> str:
+        """The ``Set ...`` line or map entry ``key`` stands for, as MindFormers words it."""
+        return _line_text(key, paths)
+
+    def loud(self) -> List[int]:
+        return [r for r, seen in self.ranks.items() if not seen.silent]
+
+    def compared(self, rank: int) -> bool:
+        """Its lines are compared with the plan: it logged something, MindFormers did not refuse the config,
+        and it is not a rank where nothing was logged although the config enables something (SW106 / SW501)."""
+        seen = self.ranks[rank]
+        if seen.silent or seen.refused:
+            return False
+        return bool(seen.got) or not self.plan.applied
+
+    def no_strategy_line(self, rank: int) -> bool:
+        """A rank that printed something but no strategy line although the config enables recompute/swap (and
+        not because it ran on one card: SW501's run variant)."""
+        seen = self.ranks[rank]
+        if seen.silent or seen.got or not self.plan.applied or seen.refused:
+            return False
+        return not (seen.world and seen.world[-1] == 1)
+
+    def no_match_notices(self, rank: int) -> List[NoticeEvent]:
+        """The rank's "did not match any module" warnings that stand (with pipeline parallel, a stage's warning
+        for a pattern that matches on another stage does not)."""
+        seen = self.ranks[rank]
+        if seen.silent:
+            return []
+        return [n for n in seen.notices if n.what == "pattern_no_match"
+                and not (self.pipeline and (n.data["label"], n.data["pattern"]) not in self.plan.no_match)]
+
+    def pairs(self, rank: int) -> List[Tuple[Key, Optional[List[str]], Optional[List[str]], Optional[str]]]:
+        """(key, expected, logged, where) for every key either side has, in (layer, action) order."""
+        seen = self.ranks[rank]
+        return [(key, self.expected.get(key), seen.got.get(key), seen.where.get(key))
+                for key in sorted(set(self.expected) | set(seen.got), key=lambda k: (k[0], k[1]))]
+
+    def union_pairs(self) -> List[Tuple[Key, Optional[List[str]], Optional[List[str]], Optional[str]]]:
+        """With pipeline parallel: the same over the union of every rank's lines (the lowest rank's value of a
+        key), no source line."""
+        union: Dict[Key, List[str]] = {}
+        for rank in sorted(self.ranks):
+            for k, v in self.ranks[rank].got.items():
+                union.setdefault(k, v)
+        return [(key, self.expected.get(key), union.get(key), None)
+                for key in sorted(set(self.expected) | set(union), key=lambda k: (k[0], k[1]))]
+
+    def signatures(self) -> Dict[int, Tuple[Any, ...]]:
+        """Per rank that logged a line, what it logged (SW401 compares them without pipeline parallel)."""
+        return {r: tuple(sorted((k, tuple(v)) for k, v in seen.got.items()))
+                for r, seen in sorted(self.ranks.items()) if seen.got}
+
+
+def comparison(plan: PynativePlan, runlog: Any) -> PynativeComparison:
+    """The :class:`PynativeComparison` of ``runlog`` against ``plan`` (each rank's log read once)."""
+    from ..checks.sw106_incomplete_log import printed_mindformers
+
+    ranks = {}
     for rank, rlog in sorted(runlog.ranks.items()):
         got, where, notices = logged(rlog.events)
-        per_rank[rank] = got
-        world = [n.data["n"] for n in notices if n.what == "world_size"]
-        refused = [n for n in notices if n.what == "pyn_config_error" and n.data.get("level") in ("ERROR", None)]
-        for n in notices:
-            if n.what == "pattern_no_match" and pp > 1 and (n.data["label"], n.data["pattern"]) not in plan.no_match:
-                continue        # a stage warns for a pattern whose layers are on another stage: matched there
-            if n.what == "pattern_no_match":
-                findings.append(Finding("SW104", "warning", f"{n.data['label']} pattern '{n.data['pattern']}' did not "
-                                                            "match any module (MindFormers' warning): nothing applied "
-                                                            "for it", rank=rank, op=n.data["pattern"], source=n.source))
-        for n in refused:
-            findings.append(Finding("SW106", "error", "MindFormers refused the strategy and the run stopped at model "
-                                                      f"build: {n.data['tag']} {n.data['text']}", rank=rank,
-                                    source=n.source, actual=n.data["text"]))
-        if not got and not notices and not printed_mindformers(rlog):
-            src = rlog.files[0] if rlog.files else None
-            loud = [r for r in silent_of if not silent_of[r]]
-            if not loud:        # the same finding as on the static paths (sw106_incomplete_log)
-                findings.append(Finding("SW106", "error", NO_MINDFORMERS, rank=rank,
-                                        expected="MindFormers log lines", actual="(none)", source=src))
-            else:
-                findings.append(Finding("SW108", "warning", f"its log has no MindFormers line at all while "
-                                                            f"rank {loud[0]}'s has; it cannot be verified "
-                                                            "(STDOUT_DEVICES limits which ranks print)",
-                                        rank=rank, expected="MindFormers log lines", actual="(none)", source=src))
-            continue
-        if not got and plan.applied and not refused:
-            if not (world and world[-1] == 1):          # world size 1 is SW501's (run variant)
-                findings.append(Finding("SW106", "error", "no PyNative strategy line in this rank's log (no map, no "
-                                                          "'Set ...' line) although the config enables recompute/swap",
-                                        rank=rank))
-            continue
-        if refused:
-            continue
-        findings.extend(_diff(exp, got, where, rank, missing=pp <= 1))
-    if pp > 1 and per_rank:
-        union: Dict[Key, List[str]] = {}
-        for got in per_rank.values():
-            for k, v in got.items():
-                union.setdefault(k, v)
-        findings.extend(_diff(exp, union, {}, None, extra=False))
-    if pp <= 1 and len(per_rank) > 1:
-        sigs = {r: tuple(sorted((k, tuple(v)) for k, v in g.items())) for r, g in per_rank.items() if g}
-        if len(set(sigs.values())) > 1:
-            common = Counter(sigs.values()).most_common(1)[0][0]
-            odd = sorted(r for r, s in sigs.items() if s != common)
-            # one finding per odd rank (the renderers fold them into "ranks 1, 3: ...")
-            findings.extend(Finding("SW401", "warning", "logged a different PyNative strategy from the other ranks",
-                                    rank=r, actual=odd) for r in odd)
-    return findings
+        ranks[rank] = RankSeen(got, where, notices, not got and not notices and not printed_mindformers(rlog))
+    return PynativeComparison(plan, expected(plan), ranks)
 
 
 def verify_pynative(ex: PynativeExplanation, runlog: Any, config_source: str, ignore: Iterable[str] = (),
                     strict: bool = False, env: Optional[Dict[str, str]] = None):
-    """The :class:`~swapwatch.verify.VerifyResult` of a PyNative run (no per-layer static comparison)."""
-    from ..verify import VerifyResult, _sort_key, decide
+    """The :class:`~swapwatch.results.VerifyResult` of a PyNative run: explain's findings (SW104 apart: the log
+    says it itself) and the run rules of the ``apply_ac`` view (``checks.run_rules``) on the comparison."""
+    from ..checks import CheckContext, run_rules
+    from ..results import VerifyResult, decide, sort_key
     skip = set(ignore)
     config_time = [f for f in ex.findings if f.code not in ("SW104",)]   # the log says SW104 itself
-    from ..checks import CheckContext, VARIANTS
-    run_time = list(VARIANTS["SW501"]["run"].check(CheckContext(plan=ex.plan, config=ex.config, runlog=runlog)))
-    findings = [f for f in config_time + compare(ex.plan, runlog) + run_time if f.code not in skip]
-    findings.sort(key=_sort_key)
+    ctx = CheckContext(plan=ex.plan, config=ex.config, env=dict(env or {}), runlog=runlog,
+                       comparison=comparison(ex.plan, runlog))
+    run_time = run_rules(ctx, needs=("run",), ignore=skip)
+    findings = [f for f in config_time + run_time if f.code not in skip]
+    findings.sort(key=sort_key)
     result = VerifyResult(findings=findings, verdict="pass", exit_code=0, ranks=sorted(runlog.ranks),
                           layers=len(ex.plan.layers), strict=strict, config_source=config_source,
                           env=dict(env or {}), plan=ex.plan, runlog=runlog, comparison=None)

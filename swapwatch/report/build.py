@@ -134,9 +134,9 @@ def build_run(group: List[str], config: Optional[str] = None) -> RunPart:
     if cfg:
         _explain(part, cfg)
     elif (part.result is not None and part.result.plan is not None
-          and getattr(part.result.plan, "path", None) != "pynative"):
+          and part.result.plan.comparable):        # a LayerSetting plan (plan_view)
         # the config was rebuilt from the log: explain's table of the plan verify made from it
-        from ..explain import Explanation
+        from ..results import Explanation
 
         part.explanation = Explanation(config=None, plan=part.result.plan, layout=None)  # type: ignore[arg-type]
     _strategy(part)

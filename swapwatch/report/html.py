@@ -198,7 +198,7 @@ def _plan_table(part: RunPart) -> str:
     if ex is None:
         return ""
     out = ["<h3>The plan: what MindFormers will apply per layer (swapwatch explain)</h3>"]
-    from ..explain import Explanation
+    from ..results import Explanation
 
     if not isinstance(ex, Explanation):
         from ..pynative.explain import render_table as pyn_table   # PyNative (r2.x): its own table
@@ -238,10 +238,9 @@ def _verify_map(part: RunPart) -> str:
         blind = [r for r in res.ranks if r != rank and vr.unverifiable(res, r)]
         if blind:
             out.append(f"<p>not verified (no strategy lines): rank(s) {e(layer_table.ranges(blind, 6))}</p>")
-    if getattr(res.plan, "path", None) == "pynative":
-        from ..pynative.verify import map_lines
-
-        out.append("<h3>Expected vs applied (PyNative)</h3><pre>" + e("\n".join(map_lines(res))) + "</pre>")
+    own = res.plan.verify_map_lines(res) if res.plan is not None else []
+    if own:                 # a path with its own per-layer map (the PlanView's: PyNative's Set ... lines)
+        out.append("<h3>Expected vs applied (PyNative)</h3><pre>" + e("\n".join(own)) + "</pre>")
     return "\n".join(out)
 
 

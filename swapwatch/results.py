@@ -1,0 +1,182 @@
+"""The results the commands return, below both the commands and their renderers.
+
+``explain`` returns an :class:`Explanation`, ``verify`` a :class:`VerifyResult`; their renderers
+(``render_explain``, ``verify_render``, ``report``) and the PyNative path (``pynative.verify``) read them
+from here, so no renderer imports a command module and no command module imports back (DESIGN §2.1:
+the layers). What a verdict is (:func:`decide`) and the findings' order (:func:`sort_key`) live with the
+result they decide.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional
+
+from .checks import Finding
+
+if TYPE_CHECKING:
+    from .compare import Comparison
+    from .config import TrainingConfig
+    from .patterns import WalkResult
+    from .plan import Plan
+
+
+@dataclass
+class Explanation:
+    """``explain`` of a static-graph (legacy / mcore) YAML: the plan and the config-time findings."""
+
+    config: TrainingConfig
+    plan: Plan
+    layout: Any
+    findings: List[Finding] = field(default_factory=list)
+    env: Dict[str, str] = field(default_factory=dict)
+
+    def walk(self, layer: int, pattern: str, mode: str, mtp: bool = False) -> WalkResult:
+        """What ``pattern`` reaches on ``layer``'s own tree (dense / MoE kind of the family, or
+        the MTP layer's with ``mtp``)."""
+        if self.layout is not None:
+            from .plan import walk
+
+            return walk(self.layout, pattern, mode)
+        return self.plan.walker(layer, mtp)(pattern, mode)
+
+    def to_json(self) -> Dict[str, Any]:
+        """The ``explain --format json`` document."""
+        return self.plan.to_json(self.findings)
+
+    def shape(self) -> Dict[str, int]:
+        """The model and run shape ``diff`` compares (``run_shape.config_shape``)."""
+        from .run_shape import config_shape
+
+        return config_shape(self.config)
+
+    def render(self, fmt: str, all_layers: bool = False) -> str:
+        """explain's output in ``fmt`` (``render_explain``); the PyNative explanation has its own."""
+        from .render_explain import render
+
+        return render(self, fmt, all_layers=all_layers)
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if any(f.severity == "error" for f in self.findings) else 0
+
+
+SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
+
+#: ``verdict`` -> exit code (DESIGN §3.1 / §3.3): nothing verified is never a pass.
+EXIT_CODES = {"pass": 0, "fail": 1, "not_verified": 4}
+
+
+@dataclass
+class VerifyResult:
+    """The outcome of one verification. ``to_json`` is DESIGN.md §3.3 exactly."""
+
+    findings: List[Finding]
+    verdict: str                      # "pass" | "fail"
+    exit_code: int                    # 0 pass, 1 fail
+    ranks: List[int]
+    layers: int
+    strict: bool = False
+    config_source: str = ""           # the --config path, or where in the log the config came from
+    env: Dict[str, str] = field(default_factory=dict)
+    plan: Any = None
+    runlog: Any = None
+    #: the plan-vs-log comparison the rules read, for the per-layer map and ``plot strategy``
+    #: (None for a PyNative run, and when the log is not a run of this config: SW109)
+    comparison: Optional[Comparison] = None
+    #: ranks whose log shows what MindFormers applied (strategy lines, or MindFormers output where
+    #: the config makes it log none): what the run verdict speaks for (:func:`decide`)
+    verified_ranks: List[int] = field(default_factory=list)
+    #: "did every rank apply what MindFormers does with this config?": "applied" | "differs" |
+    #: "not_verified" (no rank's log could be checked)
+    run_verdict: str = ""
+    #: "does the config do what the user meant?": "ok" | "warnings" | "errors" (explain's findings)
+    config_verdict: str = ""
+    #: findings by severity, per question (``counts`` has them all)
+    run_counts: Dict[str, int] = field(default_factory=dict)
+    config_counts: Dict[str, int] = field(default_factory=dict)
+    #: why this config: set when ``verify RUN_DIR`` took the run's own YAML (:data:`RUN_DIR_NOTE`)
+    config_note: str = ""
+
+    def counts(self) -> Dict[str, int]:
+        return counts(self.findings)
+
+    def question_findings(self, which: str) -> List[Finding]:
+        """The findings answering ``which`` question, ``"run"`` or ``"config"`` (checks.question)."""
+        from .checks import question
+
+        return [f for f in self.findings if question(f.code) == which]
+
+    def failing(self, f: Finding) -> bool:
+        """Does this finding fail the verification (errors; warnings too with --strict)?"""
+        return f.severity == "error" or (self.strict and f.severity == "warning")
+
+    def to_json(self) -> Dict[str, Any]:
+        """DESIGN §3.3, plus (added, nothing removed): ``counts`` of findings by severity,
+        ``config`` (path and sha256 of a ``--config`` file; ``source`` says where a config taken
+        from the log came from), ``num_layers`` (the same number as ``layers``, under explain's
+        name: explain's ``layers`` is the per-layer list) and ``layer_map`` (per layer, expected
+        vs logged, and the ranks whose log differs there)."""
+        from .verify_render import config_json, layer_map_json
+
+        from .checks import question
+
+        findings = []
+        for f in self.findings:
+            item = f.to_json()
+            item["question"] = question(f.code)
+            findings.append(item)
+        return {"verdict": self.verdict, "ranks": list(self.ranks), "layers": self.layers,
+                "findings": findings,
+                "counts": self.counts(), "num_layers": self.layers,
+                "config": dict(config_json(self.config_source),
+                               **({"note": self.config_note} if self.config_note else {})),
+                "layer_map": layer_map_json(self),
+                "run_verdict": self.run_verdict, "config_verdict": self.config_verdict,
+                "verified_ranks": list(self.verified_ranks), "run_counts": dict(self.run_counts),
+                "config_counts": dict(self.config_counts)}
+
+
+def counts(findings: Iterable[Finding]) -> Dict[str, int]:
+    out = {"error": 0, "warning": 0, "info": 0}
+    for f in findings:
+        out[f.severity] = out.get(f.severity, 0) + 1
+    return out
+
+
+def decide(result: VerifyResult, verified: Iterable[int]) -> VerifyResult:
+    """The verdict of ``result`` from its findings and the ranks whose logs could be checked.
+
+    Two questions, answered apart (DESIGN §3.3): the *run* verdict ("applied" when every
+    verified rank's log shows what MindFormers does with the config, "differs" on a failing run
+    finding, "not_verified" when no rank's log could be checked) and the *config* verdict ("ok",
+    "warnings", "errors": the findings explain raises). The overall ``verdict`` and exit code:
+    ``not_verified`` (4) whenever nothing was verified, whatever the findings; else ``fail`` (1)
+    on any failing finding of either question (errors; warnings too with ``--strict``); else
+    ``pass`` (0)."""
+    from .checks import question
+
+    result.verified_ranks = sorted(set(verified))
+    run = [f for f in result.findings if question(f.code) == "run"]
+    cfg = [f for f in result.findings if question(f.code) != "run"]
+    result.run_counts, result.config_counts = counts(run), counts(cfg)
+    if not result.verified_ranks:
+        result.run_verdict = "not_verified"
+    elif any(result.failing(f) for f in run):
+        result.run_verdict = "differs"
+    else:
+        result.run_verdict = "applied"
+    result.config_verdict = ("errors" if result.config_counts["error"] else
+                             "warnings" if result.config_counts["warning"] else "ok")
+    if result.run_verdict == "not_verified":
+        result.verdict = "not_verified"
+    elif any(result.failing(f) for f in result.findings):
+        result.verdict = "fail"
+    else:
+        result.verdict = "pass"
+    result.exit_code = EXIT_CODES[result.verdict]
+    return result
+
+
+def sort_key(f: Finding):
+    return (SEVERITY_ORDER.get(f.severity, 9), f.code,
+            -1 if f.rank is None else f.rank, -1 if f.layer is None else f.layer, f.op or "")
