@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import InputError
 from .calibrate import calibrate
-from .model import NO_CALIBRATION, Calibration, Estimate, estimate, plan_of, planning_family
+from .model import NO_CALIBRATION, Calibration, Estimate, estimate, not_in_dryrun, plan_of, planning_family
 from .search import StagePlan, lowest_peak, solve_stage
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?i?B?|)\s*$", re.IGNORECASE)
@@ -81,11 +81,26 @@ class PlanResult:
     margin_why: str = ""
     notes: List[str] = field(default_factory=list)    # what the written YAML dropped, and why
     levers: List[str] = field(default_factory=list)   # when nothing fits: what would
+    #: per rank, what ``peak_bytes`` (like DryRun L1, the allocator's peak) leaves out and the model
+    #: estimates on its own (``model.not_in_dryrun``: HCCL's communication buffers; kernel workspaces
+    #: are not estimated). The search fits ``peak + not_in_peak`` to :attr:`target` (issue 27 pt 3).
+    not_in_peak: int = 0
 
     @property
     def target(self) -> int:
-        """What the search fits every stage's predicted peak into: the budget less the margin."""
+        """What every stage's predicted peak plus :attr:`not_in_peak` must fit: the budget less the margin."""
         return int(self.budget * (1.0 - self.margin))
+
+    @property
+    def peak_target(self) -> int:
+        """What the search fits every stage's predicted peak (``peak_bytes``) into: the target less
+        what the peak leaves out (the communication buffers)."""
+        return self.target - self.not_in_peak
+
+    def _within(self) -> str:
+        """What must fit the target: the peak alone, or the peak and the buffers it leaves out."""
+        return "predicted peak" if not self.not_in_peak else \
+            f"predicted peak + {fmt_size(self.not_in_peak)} of HCCL buffers (not in the peak)"
 
     @property
     def exit_code(self) -> int:
@@ -100,14 +115,15 @@ class PlanResult:
 
     def message(self) -> str:
         if self.fits:
-            return f"fits: every stage's predicted peak is within {fmt_size(self.target)}" + \
+            return f"fits: every stage's {self._within()} is within {fmt_size(self.target)}" + \
                 (f" ({fmt_size(self.budget)} less the {self.margin:.0%} margin)" if self.margin else "")
         bad = {s.stage: self.lowest[s.stage] for s in self.stages if not s.fits}
         worst = max(bad, key=lambda k: bad[k])
-        need = max(self.lowest.values())
+        need = max(self.lowest.values()) + self.not_in_peak
         levers = "; ".join(self.levers) if self.levers else "fewer layers / a smaller micro-batch per stage"
+        plus = f" + {fmt_size(self.not_in_peak)} of HCCL buffers (not in the peak)" if self.not_in_peak else ""
         return (f"no strategy fits {fmt_size(self.target)}: stage(s) {', '.join(map(str, sorted(bad)))} "
-                f"cannot get below {fmt_size(bad[worst])} (stage {worst}, the most the model can drop "
+                f"cannot get below {fmt_size(bad[worst])}{plus} (stage {worst}, the most the model can drop "
                 f"with full recompute or the select sets); it would take a target of at least "
                 f"{fmt_size(need)} ({need} bytes). What would fit: {levers}")
 
@@ -125,6 +141,14 @@ class PlanResult:
         out["margin"] = round(self.margin, 4)
         out["target_bytes"] = self.target
         out["notes"] = list(self.notes)
+        # additions (issue 27 pt 3): what the peak leaves out, per rank, and per stage the sum that
+        # was fitted to target_bytes (peak_bytes + not_in_peak_bytes)
+        out["not_in_peak_bytes"] = self.not_in_peak
+        out["peak_target_bytes"] = self.peak_target
+        for st in out["stages"]:
+            peak = st.get("peak_bytes", st.get("lowest_peak_bytes"))
+            st["not_in_peak_bytes"] = self.not_in_peak
+            st["total_bytes"] = None if peak is None else peak + self.not_in_peak
         if not self.fits:
             out["lowest_peak_bytes"] = max(self.lowest.values())
             out["levers"] = list(self.levers)
@@ -174,9 +198,12 @@ def make_plan(config: str, budget: int, run_dirs: Sequence[str] = (), allow_swap
     fam = planning_family(spec, plan)
     cal = calibration if calibration is not None else (calibrate(run_dirs, model)[0] if run_dirs else NO_CALIBRATION)
     frac, why = plan_margin(cal, margin)
+    # what DryRun L1 and so peak_bytes leave out (HCCL buffers) is fitted too: peak + buffers <= target.
+    # HCCL is Ascend's collective library: a CPU / GPU job (the example model's runs) has none of them
+    extra = int(not_in_dryrun(spec)["communication_buffers_bytes"]) if target.lower() == "ascend" else 0
     result = PlanResult(config=config, budget=budget, fits=False, stages=[], calibration=cal, family=fam.name,
-                        margin=frac, margin_why=why)
-    goal = search = result.target
+                        margin=frac, margin_why=why, not_in_peak=extra)
+    goal = search = result.peak_target
     from ..config import read_config_text       # once: a config given as a pipe was read already
     from .emit import emit_result
 
@@ -312,6 +339,6 @@ def _check_round_trip(result: PlanResult) -> None:
         if got != (lv.full, frozenset(lv.patterns), lv.swap):
             raise AssertionError(f"planned YAML gives layer {lp.layer} {row['choice']!r}, search chose {lv.label!r}")
     for st in est.stages:
-        if st.peak(result.calibration) > result.budget:
-            raise AssertionError(f"planned YAML predicts {st.peak(result.calibration)} bytes on stage {st.stage}, "
-                                 f"over the budget {result.budget}")
+        if st.peak(result.calibration) + result.not_in_peak > result.budget:
+            raise AssertionError(f"planned YAML predicts {st.peak(result.calibration)} bytes on stage {st.stage} "
+                                 f"and {result.not_in_peak} outside the peak, over the budget {result.budget}")
