@@ -168,14 +168,7 @@ def test_llama_select_groups_drop_what_their_ops_produce(tmp_path):
     assert fam.cost(*fam.ops_reached([r"feed_forward\.mul", r"feed_forward\.w1\.activation\.silu"])).flops == 0
 
 
-MIXED_KIND_GAP = pytest.mark.xfail(
-    reason="plan searches a mixed-kind family (DeepSeek-V3: dense / MoE / MTP) on its heaviest kind and "
-           "leaves the MTP layer and its head out of the search: near the floor it can call a budget "
-           "infeasible that a per-kind search would meet (known gap, issue 27)", strict=False)
-
-
-@pytest.mark.parametrize("path", [pytest.param(p, marks=MIXED_KIND_GAP) if "deepseek_v3_mtp" in p else p
-                                  for p in WITH_TABLE])
+@pytest.mark.parametrize("path", WITH_TABLE)
 def test_plan_on_each_family_fixture_reexplains_clean(path, tmp_path):
     base = estimate(path)
     first = make_plan(path, 1)

@@ -52,13 +52,9 @@ def _planned(path):
         return None
     # plan fits each stage's peak plus the HCCL buffers it leaves out (issue 27 pt 3)
     floor = max(first.lowest.values()) + first.not_in_peak
-    if len(explain(path).plan.family.kinds) > 1:
-        # a family whose layers differ by kind (DeepSeek-V3: dense, MoE, MTP) is searched on its
-        # heaviest kind and leaves the MTP layer out of the search, so its floor is not the real one
-        # (the known limit test_estimate_families' deepseek_v3_mtp plan case marks xfail): its written
-        # YAML is checked at budgets above the input's own peak, where that search is only cautious
-        top = max(st.peak() for st in estimate(path).stages) + first.not_in_peak
-        return [make_plan(path, int(top * k), margin=0.0) for k in (1.2, 2.0)]
+    # a family whose layers differ by kind (DeepSeek-V3: dense, MoE, MTP) is searched with each
+    # layer priced on its own kind and the MTP layer included (memory.search.Kinds): its floor is
+    # the real one, and it is checked at the same budgets as the others
     top = max(st.peak() for st in estimate(path).stages) + first.not_in_peak
     out = []
     for frac in (0.0, 0.5, 1.5):

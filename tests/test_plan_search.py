@@ -371,3 +371,86 @@ def test_the_example_trainer_takes_its_sizes_from_the_yaml(tmp_path):
     with pytest.raises(InputError) as exc:
         fill_sizes(a)
     assert "model.model_config.seq_length" in exc.value.one_line() and exc.value.line
+
+
+# ---- mixed-kind families: each layer priced on its own kind (issue 27 pt 3, plan side) ----------
+
+DSV3 = "fixtures/configs/families/deepseek_v3_mtp.yaml"
+
+
+def dsv3_two_stages(tmp_path) -> str:
+    """The DeepSeek-V3 fixture where activations make the peak: 8 layers (3 dense, 5 MoE) over two
+    stages, 4 micro-batches of batch 4, the MTP layer on the last stage."""
+    text = open(DSV3).read()
+    for old, new in (("  batch_size: 1", "  batch_size: 4"), ("num_hidden_layers: 4", "num_hidden_layers: 8"),
+                     ("  pipeline_stage: 1", "  pipeline_stage: 2"), ("  micro_batch_num: 1", "  micro_batch_num: 4"),
+                     ("first_k_dense_replace: 1", "first_k_dense_replace: 3")):
+        assert old in text
+        text = text.replace(old, new)
+    p = tmp_path / "dsv3_pp2.yaml"
+    p.write_text(text)
+    return str(p)
+
+
+def test_mixed_kinds_are_searched_per_kind_with_the_mtp_layer(tmp_path):
+    from swapwatch.memory.model import NO_CALIBRATION, plan_of, planning_family
+    from swapwatch.memory.search import kinds_of
+
+    src = dsv3_two_stages(tmp_path)
+    cfg, plan, spec = plan_of(src)
+    fam, kinds = planning_family(spec, plan), kinds_of(spec, plan)
+    assert kinds is not None and len({f.kind for f in kinds.layers}) == 2 and [f.kind for f in kinds.mtp] == ["mtp"]
+    geo = plan.geometry
+    heaviest = [lowest_peak(spec, fam, geo, p, NO_CALIBRATION) for p in (0, 1)]
+    first = make_plan(src, 1, margin=0.0)
+    low, buffers = first.lowest, first.not_in_peak
+    # stage 0 holds the 3 dense layers: lighter than MoE ones; stage 1 the MTP layer, whose own
+    # embedding output and head logits no recompute drops: the heaviest-kind search got both wrong
+    assert low[0] < heaviest[0] and low[1] > heaviest[1]
+    # the floor is exact: a budget at it fits, one 64 MiB under does not
+    assert not make_plan(src, max(low.values()) + buffers - (64 << 20), margin=0.0).fits
+    tight = make_plan(src, max(low.values()) + buffers + (16 << 20), margin=0.0)
+    assert tight.fits, tight.message()
+    costs = []
+    for gib in (27.5, 29, 30):
+        budget = int(gib * (1 << 30))
+        res = make_plan(src, budget, margin=0.0)
+        assert res.fits, (gib, res.message())
+        # what the search counted is what the written YAML's estimate counts, stage by stage (one round)
+        assert [s.dynamic for s in res.stages] == [st.dynamic for st in res.estimate.stages]
+        out = tmp_path / f"planned_{gib}.yaml"
+        out.write_text(res.text)
+        est = estimate(str(out))
+        assert all(st.peak() + buffers <= budget for st in est.stages)
+        # the MTP layer takes the last decoder layer's choice
+        rows = {(r["layer"], bool(r.get("mtp"))): r["choice"] for r in est.layers}
+        assert rows[(7, True)] == "mtp:" + rows[(7, False)]
+        ex = explain(str(out))
+        assert not [f for f in ex.findings if f.severity == "error"], [f.message for f in ex.findings]
+        costs.append(sum(s.flops for s in res.stages))
+    assert costs == sorted(costs, reverse=True) and costs[0] > costs[-1]     # more room, less recompute
+    # the cheapest that fits: no uniform strategy that fits the middle budget recomputes less
+    budget = int(29 * (1 << 30))
+    mid = make_plan(src, budget, margin=0.0)
+    text = open(src).read()
+    for full, sel in (("  - 1", "true"), ("  - 8", "false"), ("  - 0", "true"), ("  - 0", "false")):
+        uni = tmp_path / f"uniform_{full.strip()}_{sel}.yaml"
+        uni.write_text(text.replace("  recompute:\n  - 1\n  select_recompute: true",
+                                    f"  recompute:\n{full}\n  select_recompute: {sel}"))
+        est = estimate(str(uni))
+        if all(st.peak() + buffers <= budget for st in est.stages):
+            assert sum(r["recompute_flops"] for r in est.layers) * spec.micro_batch_num >= \
+                sum(s.flops for s in mid.stages) - 1e-6
+
+
+def test_mixed_kinds_planned_yaml_explains_clean_from_the_cli(tmp_path):
+    src = dsv3_two_stages(tmp_path)
+    out = tmp_path / "planned.yaml"
+    r = cli("plan", src, "--budget", "32GiB", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    r = cli("explain", str(out))
+    assert r.returncode == 0 and "Findings: none" in r.stdout, r.stdout
+    r = cli("estimate", str(out), "--format", "json")
+    js = json.loads(r.stdout)
+    assert all(st["peak_bytes"] + js["not_in_peak"]["communication_buffers_bytes"] <= int(32 * 0.9 * (1 << 30))
+               for st in js["stages"])

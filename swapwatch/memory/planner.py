@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from ..errors import InputError
 from .calibrate import calibrate
 from .model import NO_CALIBRATION, Calibration, Estimate, estimate, not_in_dryrun, plan_of, planning_family
-from .search import StagePlan, lowest_peak, solve_stage
+from .search import StagePlan, kinds_of, lowest_peak, solve_stage
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?i?B?|)\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40,
@@ -192,10 +192,13 @@ def make_plan(config: str, budget: int, run_dirs: Sequence[str] = (), allow_swap
         raise InputError(f"--allow-swap: swap only moves memory on Ascend, and context.device_target is {target}",
                          file=config)
     geo = plan.geometry
-    # a family whose layers differ by kind (DeepSeek-V3: dense, MoE, MTP) is searched on its most
-    # demanding kind; the written YAML is then estimated layer by layer on its own kinds, and the
-    # search target tightened by any overshoot (memory.model.planning_family)
+    # a family whose layers differ by kind (DeepSeek-V3: dense, MoE, MTP): its levels are the most
+    # demanding kind's select sets (memory.model.planning_family), each layer priced on its own kind
+    # and the MTP layer on its own (memory.search.Kinds); the written YAML is then estimated and the
+    # search target tightened by any overshoot (the interleaved / swap searches price every layer
+    # as the heaviest kind)
     fam = planning_family(spec, plan)
+    kinds = kinds_of(spec, plan)
     cal = calibration if calibration is not None else (calibrate(run_dirs, model)[0] if run_dirs else NO_CALIBRATION)
     frac, why = plan_margin(cal, margin)
     # what DryRun L1 and so peak_bytes leave out (HCCL buffers) is fitted too: peak + buffers <= target.
@@ -209,12 +212,14 @@ def make_plan(config: str, budget: int, run_dirs: Sequence[str] = (), allow_swap
 
     text = read_config_text(config)
     for _ in range(8):
-        stages = [solve_stage(spec, fam, geo, p, cal, search, allow_swap) for p in range(geo.pipeline_stage)]
+        stages = [solve_stage(spec, fam, geo, p, cal, search, allow_swap, kinds) for p in range(geo.pipeline_stage)]
         result.stages = stages
         result.fits = all(s.fits for s in stages)
         if not result.fits:
-            result.lowest = {p: lowest_peak(spec, fam, geo, p, cal, allow_swap) for p in range(geo.pipeline_stage)}
-            result.levers = levers(config, cfg, spec, fam, geo, cal, goal, result.lowest, allow_swap, target, model)
+            result.lowest = {p: lowest_peak(spec, fam, geo, p, cal, allow_swap, kinds)
+                             for p in range(geo.pipeline_stage)}
+            result.levers = levers(config, cfg, spec, fam, geo, cal, goal, result.lowest, allow_swap, target, model,
+                                   kinds)
             return result
         written = emit_result(text, config, geo, stages, plan_of_text=lambda t: _plan_of_text(t, model))
         result.text = written.text
@@ -228,7 +233,7 @@ def make_plan(config: str, budget: int, run_dirs: Sequence[str] = (), allow_swap
     else:
         # still over the target after the rounds: never hand back a YAML as fitting that does not
         result.fits = False
-        result.lowest = {p: lowest_peak(spec, fam, geo, p, cal, allow_swap) for p in range(geo.pipeline_stage)}
+        result.lowest = {p: lowest_peak(spec, fam, geo, p, cal, allow_swap, kinds) for p in range(geo.pipeline_stage)}
         return result
     _check_round_trip(result)
     return result
@@ -246,7 +251,7 @@ def _plan_of_text(text: str, model: Optional[str]):
 
 
 def levers(config: str, cfg: Any, spec, fam, geo, cal: Calibration, goal: int, lowest: Dict[int, int],
-           allow_swap: bool, device: str, model: Optional[str]) -> List[str]:
+           allow_swap: bool, device: str, model: Optional[str], kinds=None) -> List[str]:
     """When no recompute strategy fits: the other levers that would, each checked on the model
     (not a list of generic tips). Tried: the parallel optimizer (weights and optimizer states
     sharded over data parallel), ``offset`` moving layers off a stage that cannot fit to a stage
@@ -258,7 +263,7 @@ def levers(config: str, cfg: Any, spec, fam, geo, cal: Calibration, goal: int, l
     P = geo.pipeline_stage
     if not spec.optimizer_shard and spec.dp > 1:
         sharded = dataclasses.replace(spec, optimizer_shard=True)
-        low = {p: lowest_peak(sharded, fam, geo, p, cal, allow_swap) for p in range(P)}
+        low = {p: lowest_peak(sharded, fam, geo, p, cal, allow_swap, kinds) for p in range(P)}
         if max(low.values()) <= goal:
             out.append(f"the parallel optimizer (parallel.enable_parallel_optimizer: True shards weights and "
                        f"optimizer states over the {spec.dp} data-parallel ranks): lowest peak "
@@ -270,7 +275,7 @@ def levers(config: str, cfg: Any, spec, fam, geo, cal: Calibration, goal: int, l
         if found:
             out.append(found)
     if device.lower() == "ascend" and not allow_swap:
-        low = {p: lowest_peak(spec, fam, geo, p, cal, True) for p in range(P)}
+        low = {p: lowest_peak(spec, fam, geo, p, cal, True, kinds) for p in range(P)}
         if max(low.values()) <= goal:
             out.append(f"layer swap to host (--allow-swap): lowest peak {fmt_size(max(low.values()))}")
     if not out:
@@ -307,7 +312,8 @@ def _offset_lever(config: str, cfg: Any, geo, cal: Calibration, goal: int, bad: 
                 finally:
                     os.unlink(tmp)
                 fam2 = planning_family(spec2, p2)
-                low = [lowest_peak(spec2, fam2, p2.geometry, p, cal, allow_swap) for p in range(P)]
+                kinds2 = kinds_of(spec2, p2)
+                low = [lowest_peak(spec2, fam2, p2.geometry, p, cal, allow_swap, kinds2) for p in range(P)]
             except (InputError, ValueError):     # an offset MindFormers' geometry refuses: not a lever
                 continue
             if max(low) <= goal:
