@@ -163,19 +163,63 @@ class PlanResult:
 UNCALIBRATED_MARGIN = 0.10
 
 
-def plan_margin(cal: Calibration, margin: Optional[float] = None) -> Tuple[float, str]:
-    """(fraction of the budget held back, why). ``--margin`` wins; a calibrated model takes the
-    largest relative miss of its own calibration runs (its residuals); an uncalibrated one
-    :data:`UNCALIBRATED_MARGIN`."""
+def plan_margin(cal: Calibration, margin: Optional[float] = None, model: Optional[str] = None) -> Tuple[float, str]:
+    """(fraction of the budget held back, why). ``--margin`` wins; an uncalibrated model takes
+    :data:`UNCALIBRATED_MARGIN`; a calibrated one the largest relative miss of its calibration on
+    what it measured: its residuals, and with two runs or more each run predicted by the
+    calibration fitted to the others alone (:func:`held_out_error`).
+
+    Why not the residuals alone: the fit has two free terms (residual, activation scale), so through
+    two points (``tune``'s none and full probes, one stage each) it is exact and every residual is
+    0 by construction: a margin of 0 that says nothing about a strategy it was not fitted on. Left
+    out in turn, each run is a point the fit did not see. When a refit has a single point it can
+    fit the residual only (scale 1), a weaker model than the one planned with: its miss then counts
+    up to :data:`UNCALIBRATED_MARGIN` (a calibrated model is not held to less trust than none). One
+    run that makes the fit exact, nothing to leave out: the uncalibrated margin, said."""
     if margin is not None:
         if not 0.0 <= margin < 1.0:
             raise InputError(f"--margin: {margin} must be a fraction in [0, 1) (e.g. 0.05)")
         return margin, "--margin"
-    if cal.fitted:
-        errs = [abs(r["residual_bytes"]) / r["measured_bytes"] for r in cal.runs if r.get("measured_bytes")]
-        worst = max(errs, default=0.0)
-        return worst, f"the calibration's largest residual, {worst:.1%} of a measured peak"
-    return UNCALIBRATED_MARGIN, "the model is uncalibrated: tensor counts alone"
+    if not cal.fitted:
+        return UNCALIBRATED_MARGIN, "the model is uncalibrated: tensor counts alone"
+    errs = [abs(r["residual_bytes"]) / r["measured_bytes"] for r in cal.runs if r.get("measured_bytes")]
+    worst = max(errs, default=0.0)
+    held = held_out_error(cal, model)
+    if held is not None:
+        miss, weaker = held
+        m = max(worst, miss)
+        runs = len({r["run"] for r in cal.runs})
+        why = (f"the calibration's largest miss, {m:.1%} of a measured peak: each of its {runs} runs predicted "
+               f"from the others (residuals {worst:.1%})")
+        if weaker and m > UNCALIBRATED_MARGIN:
+            return UNCALIBRATED_MARGIN, (f"each of the calibration's {runs} runs predicted from the others misses "
+                                         f"by up to {m:.1%}, but from one point a refit has the residual only: "
+                                         f"held at the uncalibrated margin")
+        return m, why
+    if len(errs) <= (2 if cal.scale != 1.0 else 1):
+        return UNCALIBRATED_MARGIN, (f"one calibration run, {len(errs)} point(s): the fit is exact, nothing "
+                                     f"measures its error, so the uncalibrated margin")
+    return worst, f"the calibration's largest residual, {worst:.1%} of a measured peak"
+
+
+def held_out_error(cal: Calibration, model: Optional[str] = None) -> Optional[Tuple[float, bool]]:
+    """Leave one run out: fit the calibration to the other runs (``calibrate``), predict the run's
+    stages (``estimate`` of its config): (the largest relative miss, whether a refit had fewer free
+    terms than ``cal``: one point, residual only). None with fewer than two runs."""
+    runs = sorted({r["run"] for r in cal.runs})
+    if len(runs) < 2:
+        return None
+    worst, weaker = 0.0, False
+    for rd in runs:
+        sub, _ = calibrate([x for x in runs if x != rd], model)
+        weaker = weaker or (sub.scale == 1.0 and cal.scale != 1.0 and len(sub.runs) < 2)
+        rows = [r for r in cal.runs if r["run"] == rd and r.get("measured_bytes")]
+        if not rows:
+            continue
+        peaks = {st.stage: st.peak(sub) for st in estimate(rows[0]["config"], model, sub).stages}
+        for r in rows:
+            worst = max(worst, abs(peaks[r["stage"]] - r["measured_bytes"]) / r["measured_bytes"])
+    return worst, weaker
 
 
 def make_plan(config: str, budget: int, run_dirs: Sequence[str] = (), allow_swap: bool = False,
@@ -200,7 +244,7 @@ def make_plan(config: str, budget: int, run_dirs: Sequence[str] = (), allow_swap
     fam = planning_family(spec, plan)
     kinds = kinds_of(spec, plan)
     cal = calibration if calibration is not None else (calibrate(run_dirs, model)[0] if run_dirs else NO_CALIBRATION)
-    frac, why = plan_margin(cal, margin)
+    frac, why = plan_margin(cal, margin, model)
     # what DryRun L1 and so peak_bytes leave out (HCCL buffers) is fitted too: peak + buffers <= target.
     # HCCL is Ascend's collective library: a CPU / GPU job (the example model's runs) has none of them
     extra = int(not_in_dryrun(spec)["communication_buffers_bytes"]) if target.lower() == "ascend" else 0
