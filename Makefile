@@ -8,7 +8,7 @@ PY := $(BIN)/python
 export PATH := $(BIN):$(PATH)
 export PYTHONUNBUFFERED := 1
 
-.PHONY: install oracle core browser dryrun lint test test-fast docs wheel-test demo bench bench-plan bench-tune clean
+.PHONY: install oracle core browser dryrun lint test test-fast docs wheel-test demo bench bench-plan bench-plan-search bench-tune clean
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -109,6 +109,10 @@ bench: install
 # compare predicted with measured pool peaks and step times (about 3 minutes on 2 cores).
 bench-plan: install
 	$(PY) bench/plan.py
+
+# issue 27: how long plan's search takes (64 x 4, 128 x 1, 128 x 16 layers x stages; goal < 1 s each)
+bench-plan-search: install
+	$(PY) bench/plan_search.py
 
 # issue 24: swapwatch tune on the tiny model through msrun (a benchmark, not a test; ~20 min)
 bench-tune: install

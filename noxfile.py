@@ -83,7 +83,7 @@ def core_install(session: nox.Session) -> None:
         sw("diff", str(fx / "plot_runs" / "select"), str(fx / "plot_runs" / "full"), code=1)
         sw("plot", "memory", str(fx / "plot_runs" / "none"), str(fx / "plot_runs" / "full"), "-o", "memory.png")
         sw("estimate", str(fx / "configs" / "plan_qwen64.yaml"))
-        sw("plan", str(fx / "configs" / "plan_qwen64.yaml"), "--budget", "12GiB", "-o", "planned.yaml")
+        sw("plan", str(fx / "configs" / "plan_qwen64.yaml"), "--budget", "15GiB", "-o", "planned.yaml")
         for out in ("memory.png", "planned.yaml"):
             if not os.path.getsize(out):
                 session.error(f"{out} is empty")

@@ -536,7 +536,7 @@ def estimate_cmd(config, run_dirs, fmt, model, dryrun, dryrun_stages):
                    "families` lists them). Its tensor table is swapwatch/memory/<table>.yaml.")
 @click.option("--margin", type=float, default=None, metavar="F",
               help="Fraction of --budget held back (default: 0.10 uncalibrated; with --calibrate the "
-                   "calibration's largest residual).")
+                   "calibration's largest miss: residuals, and each run predicted from the others).")
 def plan_cmd(config, budget, run_dirs, output, force, fmt, allow_swap, model, margin):
     """The cheapest recompute strategy (least forward FLOPs recomputed) whose predicted peak fits
     --budget on every stage, written into a copy of CONFIG. Exit 0 fits; 1 nothing fits (says the
@@ -575,7 +575,8 @@ def plan_cmd(config, budget, run_dirs, output, force, fmt, allow_swap, model, ma
 @click.option("--max-runs", "max_runs", type=int, default=8, show_default=True,
               help="Most attempts (probes included) to run.")
 @click.option("--margin", type=float, default=None, metavar="F",
-              help="Fraction of --budget the first plan holds back (default: the calibration's largest residual).")
+              help="Fraction of --budget the first plan holds back (default: the calibration's largest "
+                   "miss, each probe predicted from the others).")
 @click.option("--steps", type=int, default=10, show_default=True,
               help="Steps per attempt (a TrainCallBack stop_step in each attempt's YAML); the first 2 are warm-up.")
 @click.option("--dir", "directory", default=None, metavar="D",

@@ -356,25 +356,12 @@ def estimate_plan(path: str, cfg: Any, plan: strategy.Plan, spec: ModelSpec,
     """Predict the peaks of an already resolved plan (``plan`` reuses it for its own output), on the
     tensor table of the plan's model family (the one ``explain`` names)."""
     fam = memory_family(spec, plan)
-    by_key: Dict[str, Family] = {}
-
-    def fam_of(layer: int, mtp: bool = False) -> Family:
-        """The tensor table of one layer's kind (DeepSeek-V3: dense below first_k_dense_replace,
-        MoE above, the MTP layer; one object per kind)."""
-        key = plan.layout_key(layer, mtp) if plan.family is not None else None
-        kind = key.partition(":")[2] if key and ":" in key else None
-        if kind is None or kind == (fam.kind or layout_kinds(fam.name)[0]):
-            return fam
-        if key not in by_key:
-            by_key[key] = Family(spec, fam.name, plan.family.origin, kind)
-        return by_key[key]
-
+    kind_fams, mtp_fams = layer_families(spec, plan, fam)
     costs: List[LayerCost] = []
     prefetch: List[Optional[int]] = []
     layer_fams: List[Family] = []
     rows = []
-    for lp in plan.layers:
-        lf = fam_of(lp.layer)
+    for lp, lf in zip(plan.layers, kind_fams):
         label, cost = lf.layer_choice(lp)
         costs.append(cost)
         layer_fams.append(lf)
@@ -382,8 +369,7 @@ def estimate_plan(path: str, cfg: Any, plan: strategy.Plan, spec: ModelSpec,
         rows.append({"layer": lp.layer, "stage": lp.stage, "choice": label, "activation_bytes": cost.kept,
                      "host_bytes": cost.host, "recompute_flops": cost.flops})
     mtp = []
-    for lp in plan.mtp:
-        mf = fam_of(lp.layer, True)
+    for lp, mf in zip(plan.mtp, mtp_fams):
         label, cost = mf.layer_choice(lp)
         label = "mtp:" + label
         mtp.append((mf, cost))
@@ -396,6 +382,25 @@ def estimate_plan(path: str, cfg: Any, plan: strategy.Plan, spec: ModelSpec,
                     calibration=calibration, unmodelled=list(spec.unmodelled))
 
 
+def layer_families(spec: ModelSpec, plan: strategy.Plan, fam: Family) -> Tuple[List[Family], List[Family]]:
+    """The tensor table of each decoder layer's kind (``plan.layers`` order) and of each MTP layer
+    (DeepSeek-V3: dense below first_k_dense_replace, MoE above, the MTP layer; one object per kind,
+    ``fam`` for the family's own kind). ``estimate`` sizes layers with them and ``plan`` searches
+    with them (memory.search.Kinds)."""
+    by_key: Dict[str, Family] = {}
+
+    def fam_of(layer: int, mtp: bool = False) -> Family:
+        key = plan.layout_key(layer, mtp) if plan.family is not None else None
+        kind = key.partition(":")[2] if key and ":" in key else None
+        if kind is None or kind == (fam.kind or layout_kinds(fam.name)[0]):
+            return fam
+        if key not in by_key:
+            by_key[key] = Family(spec, fam.name, plan.family.origin, kind)
+        return by_key[key]
+
+    return [fam_of(lp.layer) for lp in plan.layers], [fam_of(lp.layer, True) for lp in plan.mtp]
+
+
 def memory_family(spec: ModelSpec, plan: strategy.Plan) -> Family:
     """The tensor table for ``plan``'s model family (``swapwatch.families``: what the YAML names, or
     ``--model``), sized by ``spec``; exit 2 when that family has none yet, never another family's."""
@@ -404,9 +409,9 @@ def memory_family(spec: ModelSpec, plan: strategy.Plan) -> Family:
 
 
 def planning_family(spec: ModelSpec, plan: strategy.Plan) -> Family:
-    """The tensor table ``plan`` searches per-layer choices on: the family's, or when its layers
-    differ by kind (dense / MoE / MTP) the kind that keeps most without recompute (its choices are
-    then conservative for the lighter kinds)."""
+    """The tensor table ``plan`` takes its levels (select sets) from: the family's, or when its layers
+    differ by kind (dense / MoE / MTP) the kind that keeps most without recompute; each layer is then
+    priced on its own kind (memory.search.Kinds)."""
     fam = memory_family(spec, plan)
     kinds = [k for k in layout_kinds(fam.name) if k != "mtp"]
     if len(kinds) < 2:

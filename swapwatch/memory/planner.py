@@ -16,8 +16,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from ..errors import InputError
 from ..families import DEFAULT_FAMILY
 from .calibrate import calibrate
-from .model import NO_CALIBRATION, Calibration, Estimate, estimate, plan_of, planning_family
-from .search import StagePlan, lowest_peak, solve_stage
+from .model import NO_CALIBRATION, Calibration, Estimate, estimate, not_in_dryrun, plan_of, planning_family
+from .search import StagePlan, kinds_of, lowest_peak, solve_stage
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?i?B?|)\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40,
@@ -80,11 +80,26 @@ class PlanResult:
     margin_why: str = ""
     notes: List[str] = field(default_factory=list)    # what the written YAML dropped, and why
     levers: List[str] = field(default_factory=list)   # when nothing fits: what would
+    #: per rank, what ``peak_bytes`` (like DryRun L1, the allocator's peak) leaves out and the model
+    #: estimates on its own (``model.not_in_dryrun``: HCCL's communication buffers; kernel workspaces
+    #: are not estimated). The search fits ``peak + not_in_peak`` to :attr:`target` (issue 27 pt 3).
+    not_in_peak: int = 0
 
     @property
     def target(self) -> int:
-        """What the search fits every stage's predicted peak into: the budget less the margin."""
+        """What every stage's predicted peak plus :attr:`not_in_peak` must fit: the budget less the margin."""
         return int(self.budget * (1.0 - self.margin))
+
+    @property
+    def peak_target(self) -> int:
+        """What the search fits every stage's predicted peak (``peak_bytes``) into: the target less
+        what the peak leaves out (the communication buffers)."""
+        return self.target - self.not_in_peak
+
+    def _within(self) -> str:
+        """What must fit the target: the peak alone, or the peak and the buffers it leaves out."""
+        return "predicted peak" if not self.not_in_peak else \
+            f"predicted peak + {fmt_size(self.not_in_peak)} of HCCL buffers (not in the peak)"
 
     @property
     def exit_code(self) -> int:
@@ -99,14 +114,15 @@ class PlanResult:
 
     def message(self) -> str:
         if self.fits:
-            return f"fits: every stage's predicted peak is within {fmt_size(self.target)}" + \
+            return f"fits: every stage's {self._within()} is within {fmt_size(self.target)}" + \
                 (f" ({fmt_size(self.budget)} less the {self.margin:.0%} margin)" if self.margin else "")
         bad = {s.stage: self.lowest[s.stage] for s in self.stages if not s.fits}
         worst = max(bad, key=lambda k: bad[k])
-        need = max(self.lowest.values())
+        need = max(self.lowest.values()) + self.not_in_peak
         levers = "; ".join(self.levers) if self.levers else "fewer layers / a smaller micro-batch per stage"
+        plus = f" + {fmt_size(self.not_in_peak)} of HCCL buffers (not in the peak)" if self.not_in_peak else ""
         return (f"no strategy fits {fmt_size(self.target)}: stage(s) {', '.join(map(str, sorted(bad)))} "
-                f"cannot get below {fmt_size(bad[worst])} (stage {worst}, the most the model can drop "
+                f"cannot get below {fmt_size(bad[worst])}{plus} (stage {worst}, the most the model can drop "
                 f"with full recompute or the select sets); it would take a target of at least "
                 f"{fmt_size(need)} ({need} bytes). What would fit: {levers}")
 
@@ -124,6 +140,14 @@ class PlanResult:
         out["margin"] = round(self.margin, 4)
         out["target_bytes"] = self.target
         out["notes"] = list(self.notes)
+        # additions (issue 27 pt 3): what the peak leaves out, per rank, and per stage the sum that
+        # was fitted to target_bytes (peak_bytes + not_in_peak_bytes)
+        out["not_in_peak_bytes"] = self.not_in_peak
+        out["peak_target_bytes"] = self.peak_target
+        for st in out["stages"]:
+            peak = st.get("peak_bytes", st.get("lowest_peak_bytes"))
+            st["not_in_peak_bytes"] = self.not_in_peak
+            st["total_bytes"] = None if peak is None else peak + self.not_in_peak
         if not self.fits:
             out["lowest_peak_bytes"] = max(self.lowest.values())
             out["levers"] = list(self.levers)
@@ -138,19 +162,63 @@ class PlanResult:
 UNCALIBRATED_MARGIN = 0.10
 
 
-def plan_margin(cal: Calibration, margin: Optional[float] = None) -> Tuple[float, str]:
-    """(fraction of the budget held back, why). ``--margin`` wins; a calibrated model takes the
-    largest relative miss of its own calibration runs (its residuals); an uncalibrated one
-    :data:`UNCALIBRATED_MARGIN`."""
+def plan_margin(cal: Calibration, margin: Optional[float] = None, model: Optional[str] = None) -> Tuple[float, str]:
+    """(fraction of the budget held back, why). ``--margin`` wins; an uncalibrated model takes
+    :data:`UNCALIBRATED_MARGIN`; a calibrated one the largest relative miss of its calibration on
+    what it measured: its residuals, and with two runs or more each run predicted by the
+    calibration fitted to the others alone (:func:`held_out_error`).
+
+    Why not the residuals alone: the fit has two free terms (residual, activation scale), so through
+    two points (``tune``'s none and full probes, one stage each) it is exact and every residual is
+    0 by construction: a margin of 0 that says nothing about a strategy it was not fitted on. Left
+    out in turn, each run is a point the fit did not see. When a refit has a single point it can
+    fit the residual only (scale 1), a weaker model than the one planned with: its miss then counts
+    up to :data:`UNCALIBRATED_MARGIN` (a calibrated model is not held to less trust than none). One
+    run that makes the fit exact, nothing to leave out: the uncalibrated margin, said."""
     if margin is not None:
         if not 0.0 <= margin < 1.0:
             raise InputError(f"--margin: {margin} must be a fraction in [0, 1) (e.g. 0.05)")
         return margin, "--margin"
-    if cal.fitted:
-        errs = [abs(r["residual_bytes"]) / r["measured_bytes"] for r in cal.runs if r.get("measured_bytes")]
-        worst = max(errs, default=0.0)
-        return worst, f"the calibration's largest residual, {worst:.1%} of a measured peak"
-    return UNCALIBRATED_MARGIN, "the model is uncalibrated: tensor counts alone"
+    if not cal.fitted:
+        return UNCALIBRATED_MARGIN, "the model is uncalibrated: tensor counts alone"
+    errs = [abs(r["residual_bytes"]) / r["measured_bytes"] for r in cal.runs if r.get("measured_bytes")]
+    worst = max(errs, default=0.0)
+    held = held_out_error(cal, model)
+    if held is not None:
+        miss, weaker = held
+        m = max(worst, miss)
+        runs = len({r["run"] for r in cal.runs})
+        why = (f"the calibration's largest miss, {m:.1%} of a measured peak: each of its {runs} runs predicted "
+               f"from the others (residuals {worst:.1%})")
+        if weaker and m > UNCALIBRATED_MARGIN:
+            return UNCALIBRATED_MARGIN, (f"each of the calibration's {runs} runs predicted from the others misses "
+                                         f"by up to {m:.1%}, but from one point a refit has the residual only: "
+                                         f"held at the uncalibrated margin")
+        return m, why
+    if len(errs) <= (2 if cal.scale != 1.0 else 1):
+        return UNCALIBRATED_MARGIN, (f"one calibration run, {len(errs)} point(s): the fit is exact, nothing "
+                                     f"measures its error, so the uncalibrated margin")
+    return worst, f"the calibration's largest residual, {worst:.1%} of a measured peak"
+
+
+def held_out_error(cal: Calibration, model: Optional[str] = None) -> Optional[Tuple[float, bool]]:
+    """Leave one run out: fit the calibration to the other runs (``calibrate``), predict the run's
+    stages (``estimate`` of its config): (the largest relative miss, whether a refit had fewer free
+    terms than ``cal``: one point, residual only). None with fewer than two runs."""
+    runs = sorted({r["run"] for r in cal.runs})
+    if len(runs) < 2:
+        return None
+    worst, weaker = 0.0, False
+    for rd in runs:
+        sub, _ = calibrate([x for x in runs if x != rd], model)
+        weaker = weaker or (sub.scale == 1.0 and cal.scale != 1.0 and len(sub.runs) < 2)
+        rows = [r for r in cal.runs if r["run"] == rd and r.get("measured_bytes")]
+        if not rows:
+            continue
+        peaks = {st.stage: st.peak(sub) for st in estimate(rows[0]["config"], model, sub).stages}
+        for r in rows:
+            worst = max(worst, abs(peaks[r["stage"]] - r["measured_bytes"]) / r["measured_bytes"])
+    return worst, weaker
 
 
 def make_plan(config: str, budget: int, run_dirs: Sequence[str] = (), allow_swap: bool = False,
@@ -167,26 +235,34 @@ def make_plan(config: str, budget: int, run_dirs: Sequence[str] = (), allow_swap
         raise InputError(f"--allow-swap: swap only moves memory on Ascend, and context.device_target is {target}",
                          file=config)
     geo = plan.geometry
-    # a family whose layers differ by kind (DeepSeek-V3: dense, MoE, MTP) is searched on its most
-    # demanding kind; the written YAML is then estimated layer by layer on its own kinds, and the
-    # search target tightened by any overshoot (memory.model.planning_family)
+    # a family whose layers differ by kind (DeepSeek-V3: dense, MoE, MTP): its levels are the most
+    # demanding kind's select sets (memory.model.planning_family), each layer priced on its own kind
+    # and the MTP layer on its own (memory.search.Kinds); the written YAML is then estimated and the
+    # search target tightened by any overshoot (the interleaved / swap searches price every layer
+    # as the heaviest kind)
     fam = planning_family(spec, plan)
+    kinds = kinds_of(spec, plan)
     cal = calibration if calibration is not None else (calibrate(run_dirs, model)[0] if run_dirs else NO_CALIBRATION)
-    frac, why = plan_margin(cal, margin)
+    frac, why = plan_margin(cal, margin, model)
+    # what DryRun L1 and so peak_bytes leave out (HCCL buffers) is fitted too: peak + buffers <= target.
+    # HCCL is Ascend's collective library: a CPU / GPU job (the example model's runs) has none of them
+    extra = int(not_in_dryrun(spec)["communication_buffers_bytes"]) if target.lower() == "ascend" else 0
     result = PlanResult(config=config, budget=budget, fits=False, stages=[], calibration=cal, family=fam.name,
-                        margin=frac, margin_why=why)
-    goal = search = result.target
+                        margin=frac, margin_why=why, not_in_peak=extra)
+    goal = search = result.peak_target
     from ..config import read_config_text       # once: a config given as a pipe was read already
     from .emit import emit_result
 
     text = read_config_text(config)
     for _ in range(8):
-        stages = [solve_stage(spec, fam, geo, p, cal, search, allow_swap) for p in range(geo.pipeline_stage)]
+        stages = [solve_stage(spec, fam, geo, p, cal, search, allow_swap, kinds) for p in range(geo.pipeline_stage)]
         result.stages = stages
         result.fits = all(s.fits for s in stages)
         if not result.fits:
-            result.lowest = {p: lowest_peak(spec, fam, geo, p, cal, allow_swap) for p in range(geo.pipeline_stage)}
-            result.levers = levers(config, cfg, spec, fam, geo, cal, goal, result.lowest, allow_swap, target, model)
+            result.lowest = {p: lowest_peak(spec, fam, geo, p, cal, allow_swap, kinds)
+                             for p in range(geo.pipeline_stage)}
+            result.levers = levers(config, cfg, spec, fam, geo, cal, goal, result.lowest, allow_swap, target, model,
+                                   kinds)
             return result
         written = emit_result(text, config, geo, stages, plan_of_text=lambda t: _plan_of_text(t, model, config))
         result.text = written.text
@@ -200,7 +276,7 @@ def make_plan(config: str, budget: int, run_dirs: Sequence[str] = (), allow_swap
     else:
         # still over the target after the rounds: never hand back a YAML as fitting that does not
         result.fits = False
-        result.lowest = {p: lowest_peak(spec, fam, geo, p, cal, allow_swap) for p in range(geo.pipeline_stage)}
+        result.lowest = {p: lowest_peak(spec, fam, geo, p, cal, allow_swap, kinds) for p in range(geo.pipeline_stage)}
         return result
     _check_round_trip(result)
     return result
@@ -212,7 +288,7 @@ def _plan_of_text(text: str, model: Optional[str], config: str = "<string>"):
 
 
 def levers(config: str, cfg: Any, spec, fam, geo, cal: Calibration, goal: int, lowest: Dict[int, int],
-           allow_swap: bool, device: str, model: Optional[str]) -> List[str]:
+           allow_swap: bool, device: str, model: Optional[str], kinds=None) -> List[str]:
     """When no recompute strategy fits: the other levers that would, each checked on the model
     (not a list of generic tips). Tried: the parallel optimizer (weights and optimizer states
     sharded over data parallel), ``offset`` moving layers off a stage that cannot fit to a stage
@@ -224,7 +300,7 @@ def levers(config: str, cfg: Any, spec, fam, geo, cal: Calibration, goal: int, l
     P = geo.pipeline_stage
     if not spec.optimizer_shard and spec.dp > 1:
         sharded = dataclasses.replace(spec, optimizer_shard=True)
-        low = {p: lowest_peak(sharded, fam, geo, p, cal, allow_swap) for p in range(P)}
+        low = {p: lowest_peak(sharded, fam, geo, p, cal, allow_swap, kinds) for p in range(P)}
         if max(low.values()) <= goal:
             out.append(f"the parallel optimizer (parallel.enable_parallel_optimizer: True shards weights and "
                        f"optimizer states over the {spec.dp} data-parallel ranks): lowest peak "
@@ -236,7 +312,7 @@ def levers(config: str, cfg: Any, spec, fam, geo, cal: Calibration, goal: int, l
         if found:
             out.append(found)
     if device.lower() == "ascend" and not allow_swap:
-        low = {p: lowest_peak(spec, fam, geo, p, cal, True) for p in range(P)}
+        low = {p: lowest_peak(spec, fam, geo, p, cal, True, kinds) for p in range(P)}
         if max(low.values()) <= goal:
             out.append(f"layer swap to host (--allow-swap): lowest peak {fmt_size(max(low.values()))}")
     if not out:
@@ -267,7 +343,8 @@ def _offset_lever(config: str, cfg: Any, geo, cal: Calibration, goal: int, bad: 
                 new = splice(text, config, [(("model", "model_config", "offset"), off)])
                 _, p2, spec2 = plan_of(config, model, new)
                 fam2 = planning_family(spec2, p2)
-                low = [lowest_peak(spec2, fam2, p2.geometry, p, cal, allow_swap) for p in range(P)]
+                kinds2 = kinds_of(spec2, p2)
+                low = [lowest_peak(spec2, fam2, p2.geometry, p, cal, allow_swap, kinds2) for p in range(P)]
             except (InputError, ValueError):     # an offset MindFormers' geometry refuses: not a lever
                 continue
             if max(low) <= goal:
@@ -293,6 +370,6 @@ def _check_round_trip(result: PlanResult) -> None:
         if got != (lv.full, frozenset(lv.patterns), lv.swap):
             raise AssertionError(f"planned YAML gives layer {lp.layer} {row['choice']!r}, search chose {lv.label!r}")
     for st in est.stages:
-        if st.peak(result.calibration) > result.budget:
-            raise AssertionError(f"planned YAML predicts {st.peak(result.calibration)} bytes on stage {st.stage}, "
-                                 f"over the budget {result.budget}")
+        if st.peak(result.calibration) + result.not_in_peak > result.budget:
+            raise AssertionError(f"planned YAML predicts {st.peak(result.calibration)} bytes on stage {st.stage} "
+                                 f"and {result.not_in_peak} outside the peak, over the budget {result.budget}")

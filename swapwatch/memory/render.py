@@ -44,15 +44,17 @@ def header(est: Estimate) -> str:
     return line
 
 
-def stage_rows(est: Estimate, budget: Optional[int] = None) -> List[str]:
+def stage_rows(est: Estimate, budget: Optional[int] = None, plus: int = 0) -> List[str]:
+    """``plus``: what the peak leaves out (plan's HCCL buffers): a column with the sum plan fits."""
     rows = [["stage", "layers", "predicted peak", "static", "activations", "other"]
-            + (["budget"] if budget else []) + ["measured", "error"]]
+            + (["+ HCCL buffers"] if plus else []) + (["budget"] if budget else []) + ["measured", "error"]]
     for st, js in zip(est.stages, est.to_json()["stages"]):
         c = js["components"]
         meas = js["measured_peak_bytes"]
         err = f"{(js['peak_bytes'] - meas) / meas:+.1%}" if meas else "-"
         rows.append([str(st.stage), ranges(st.layers, sep=","), fmt_size(js["peak_bytes"]), fmt_size(c["static"]),
                      fmt_size(c["activations"]), fmt_size(c["other"])]
+                    + ([fmt_size(js["peak_bytes"] + plus)] if plus else [])
                     + ([fmt_size(budget)] if budget else []) + [fmt_size(meas) if meas else "-", err])
     return _table(rows)
 
@@ -125,13 +127,17 @@ def render_plan(res: PlanResult, fmt: str) -> str:
         return json.dumps(res.to_json(), indent=2) + "\n"
     if fmt == "yaml":
         return res.text if res.fits and res.text is not None else ""
+    plus = res.not_in_peak          # issue 27 pt 3: plan fits peak + HCCL buffers (a column when any)
     if not res.fits:
-        rows = [["stage", "lowest reachable peak", "budget"]]
-        rows += [[str(s.stage), fmt_size(res.lowest[s.stage]), fmt_size(res.budget)] for s in res.stages]
+        rows = [["stage", "lowest reachable peak"] + (["+ HCCL buffers"] if plus else []) + ["budget"]]
+        rows += [[str(s.stage), fmt_size(res.lowest[s.stage])]
+                 + ([fmt_size(res.lowest[s.stage] + plus)] if plus else []) + [fmt_size(res.budget)]
+                 for s in res.stages]
         return "\n".join(_table(rows) + ["", res.message()]) + "\n"
     est = res.estimate
     flops = sum(s.flops for s in res.stages)
-    out = [header(est), ""] + stage_rows(est, res.budget) + [""] + layer_rows(est)
+    out = [header(est), ""] + stage_rows(est, res.budget, plus) + ([not_in_peak_line(est)] if plus else []) \
+        + [""] + layer_rows(est)
     what = "forward FLOPs recomputed" + (", plus swap transfer not hidden by compute, in FLOP-equivalents"
                                          if any(lv.swap for s in res.stages for lv in s.levels.values()) else "")
     out += ["", f"{res.message()}; modelled cost {flops / 1e9:.4g} GFLOP per step ({what})"]

@@ -33,7 +33,8 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .family import Family, LayerCost
-from .model import Calibration, gathered_weights, head_bytes, inflight, optimizer_step, static_parts
+from .model import (Calibration, gathered_weights, head_bytes, inflight, optimizer_step, stage_memory,
+                    static_parts)
 from .spec import ModelSpec
 
 
@@ -63,6 +64,63 @@ class StagePlan:
     dynamic: int = 0
     static: int = 0
     flops: float = 0.0
+
+
+@dataclass
+class Kinds:
+    """Each layer's own tensor table, when a family's layers differ by kind (DeepSeek-V3: dense
+    layers below ``first_k_dense_replace``, MoE layers above, and the MTP layer, which takes the
+    last decoder layer's choice: ``strategy.plan`` copies that layer's LayerPlan to it).
+
+    The levels are still the planning family's (its select patterns, nested); what a level costs
+    on a layer is priced on that layer's kind exactly as ``Family.layer_choice`` prices what the
+    written YAML does there (the kind's preset marks included), and the stage's static part, fixed
+    part and optimizer step are :func:`swapwatch.memory.model.stage_memory`'s own, so the search
+    and the estimate of the planned YAML count the same bytes."""
+
+    mem: Family                      # the family's own table (stage_memory sizes the static part with it)
+    layers: List[Family]             # by global layer id
+    mtp: List[Family]                # one per MTP layer (on the last stage)
+    _memo: Dict[Tuple[int, str], LayerCost] = field(default_factory=dict)
+
+    def cost(self, f: Family, lv: "Level") -> LayerCost:
+        key = (id(f), lv.label)
+        if key not in self._memo:
+            self._memo[key] = level_cost(f, lv)
+        return self._memo[key]
+
+
+def level_cost(f: Family, lv: "Level") -> LayerCost:
+    """What ``lv`` keeps on a layer of table ``f``, as ``Family.layer_choice`` counts the layer the
+    written YAML gives (full: the whole cell; select: the patterns' ops and the kind's preset marks;
+    none / swap: the preset marks)."""
+    if lv.full:
+        return f.cost(f.all_ops, f.layer_boundary)
+    if lv.patterns:
+        marked, boundary = f.ops_reached(lv.patterns)
+        return f.cost(marked | f.preset_ops | f.preset_select_ops, boundary)
+    return f.cost(f.preset_ops, frozenset(), frozenset(), lv.swap is not None)
+
+
+def kinds_of(spec: ModelSpec, plan) -> Optional[Kinds]:
+    """:class:`Kinds` for ``plan`` when its layers differ by kind or it has MTP layers, else None
+    (every layer is the family's own table: the search prices levels on it directly)."""
+    from .model import layer_families, memory_family
+
+    mem = memory_family(spec, plan)
+    layers, mtp = layer_families(spec, plan, mem)
+    if not mtp and all(f is mem for f in layers):
+        return None
+    return Kinds(mem=mem, layers=layers, mtp=mtp)
+
+
+def stage_parts(spec: ModelSpec, geo, stage: int, kinds: Kinds) -> Tuple[int, int, int]:
+    """(static, fixed, optimizer step) of ``stage`` with its layers' kinds: stage_memory's figures
+    with no activation kept (fixed: the backward workspace, the head, the gathered weights)."""
+    zero = LayerCost(kept=0, host=0, regen=0, flops=0.0)
+    st = stage_memory(spec, kinds.mem, geo, stage, [zero] * len(kinds.layers), (), kinds.layers,
+                      [(mf, zero) for mf in kinds.mtp])
+    return st.static_total, st.workspace + st.head + st.gathered, st.optimizer
 
 
 #: What swap's cost is priced with (Ascend 910B-class, assumed): sustained matmul throughput and
@@ -148,19 +206,29 @@ def combine(a: Front, b: Front, cap: float) -> Front:
 
 
 def solve_stage(spec: ModelSpec, fam: Family, geo, stage: int, cal: Calibration, budget: int,
-                allow_swap: bool = False) -> StagePlan:
-    """The cheapest per-layer levels of ``stage`` whose predicted peak is <= ``budget``."""
+                allow_swap: bool = False, kinds: Optional[Kinds] = None) -> StagePlan:
+    """The cheapest per-layer levels of ``stage`` whose predicted peak is <= ``budget``.
+    ``kinds``: each layer's own table (:func:`kinds_of`); a stage of one chunk without swap is then
+    searched with every layer priced on its kind and the MTP layer on its own (the interleaved and
+    swap searches take every layer as ``fam``'s, the heaviest kind: cautious)."""
     P, V = geo.pipeline_stage, geo.pp_interleave_num
     counts = inflight(P, V, spec.micro_batch_num, stage)
     chunks = [(list(range(geo.chunk_starts[v][stage], geo.chunk_starts[v][stage] + geo.layer_list[v][stage])),
                counts[v]) for v in range(V)]
     n_layers = sum(len(c) for c, _ in chunks)
+    all_chains = chains(fam, allow_swap)
+    if kinds is not None and V == 1 and not allow_swap and chunks[0][0]:
+        static, fixed, opt = stage_parts(spec, geo, stage, kinds)
+        if cal.peak(static, opt) > budget:
+            return StagePlan(stage=stage, fits=False, static=static)
+        room = (budget - static - cal.residual) / cal.scale - fixed
+        return _solve_kinds_chunk(stage, static, fixed, room, chunks[0][0], counts[0], spec.micro_batch_num,
+                                  all_chains, kinds, stage == P - 1)
     static = sum(static_parts(spec, fam, stage, n_layers).values())
     fixed = (fam.workspace if n_layers else 0) + head_bytes(spec, stage) + gathered_weights(spec, fam, n_layers)
     room = (budget - static - cal.residual) / cal.scale - fixed
     if cal.peak(static, optimizer_step(spec, fam, stage, n_layers)) > budget:
         return StagePlan(stage=stage, fits=False, static=static)   # the optimizer step alone is over
-    all_chains = chains(fam, allow_swap)
     if V == 1 and not allow_swap and chunks[0][0]:
         return _solve_single_chunk(stage, static, fixed, room, chunks[0][0], counts[0], spec.micro_batch_num,
                                    all_chains)
@@ -305,17 +373,113 @@ def _solve_single_chunk(stage: int, static: int, fixed: int, room: float, layers
     return out
 
 
+def _kind_tables(kinds: Kinds, layers: List[int], blocks: Sequence[Level], with_mtp: bool):
+    """Per level (rows, in ``blocks`` order) over the chunk's positions: prefix sums of kept bytes
+    and FLOPs, the largest transient over every position range ``[a, b)``, and the MTP layers'
+    kept / transient / FLOPs at that level (0 off the last stage)."""
+    import numpy as np
+
+    n, L = len(layers), len(blocks)
+    kept = np.zeros((L, n + 1))
+    flops = np.zeros((L, n + 1))
+    regen = np.zeros((L, n + 1, n + 1))
+    mtp = np.zeros((3, L))
+    for b, lv in enumerate(blocks):
+        costs = [kinds.cost(kinds.layers[i], lv) for i in layers]
+        kept[b, 1:] = np.cumsum([c.kept for c in costs])
+        flops[b, 1:] = np.cumsum([c.flops for c in costs])
+        r = np.array([c.regen for c in costs], dtype=np.float64)
+        for a in range(n):
+            regen[b, a, a + 1:] = np.maximum.accumulate(r[a:])
+        if with_mtp and kinds.mtp:
+            mc = [kinds.cost(mf, lv) for mf in kinds.mtp]
+            mtp[:, b] = (sum(c.kept for c in mc), max(c.regen for c in mc), sum(c.flops for c in mc))
+    return kept, flops, regen, mtp
+
+
+def _rows(tables, cnt, w: int):
+    """(dynamic bytes, FLOPs per micro-batch) of count rows ``cnt`` (levels in MindFormers' order:
+    the first ``cnt[0]`` positions take the first level ...); the MTP layers take the level of the
+    chunk's last position (the last decoder layer's)."""
+    import numpy as np
+
+    kept, flops, regen, mtp = tables
+    ends = np.cumsum(cnt, axis=1)
+    starts = ends - cnt
+    idx = np.arange(cnt.shape[1])[None, :]
+    k = (kept[idx, ends] - kept[idx, starts]).sum(axis=1)
+    f = (flops[idx, ends] - flops[idx, starts]).sum(axis=1)
+    tr = regen[idx, starts, ends].max(axis=1)
+    last = cnt.shape[1] - 1 - np.argmax(cnt[:, ::-1] > 0, axis=1)
+    k = k + mtp[0][last]
+    tr = np.maximum(tr, mtp[1][last])
+    return w * k + tr, f + mtp[2][last]
+
+
+def _solve_kinds_chunk(stage: int, static: int, fixed: int, room: float, layers: List[int], w: int, micro: int,
+                       all_chains: List[List[Level]], kinds: Kinds, last_stage: bool) -> StagePlan:
+    """:func:`_solve_single_chunk` with each layer priced on its own kind (and the MTP layers on
+    theirs): every count vector of every chain, as the estimate counts the written YAML."""
+    import numpy as np
+
+    best = None
+    for ch in all_chains:
+        blocks = sorted(ch, key=lambda lv: -lv.rank)              # MindFormers' order: full first
+        tables = _kind_tables(kinds, layers, blocks, last_stage)
+        mine = None
+        for cnt in compositions(len(layers), len(blocks)):
+            dyn, fl = _rows(tables, cnt, w)
+            ok = np.nonzero(dyn <= room + 1e-6)[0]
+            if not len(ok):
+                continue
+            cost = fl[ok] * micro
+            pick = np.lexsort((dyn[ok], cost))[0]          # cheapest, then the lowest peak
+            j, c = ok[pick], float(cost[pick])
+            if mine is None or (c, float(dyn[j])) < (mine[0], mine[1]):
+                mine = (c, float(dyn[j]), cnt[j].copy())
+        if mine is None:
+            continue
+        c, d, row = mine
+        if best is None or c < best[0] - 1e-9 or (abs(c - best[0]) <= 1e-9 and d < best[1]):
+            best = (c, d, blocks, row)
+    out = StagePlan(stage=stage, fits=best is not None, static=static)
+    if best is None:
+        return out
+    out.flops, dyn, blocks, cnt = best[0], best[1], best[2], best[3]
+    pos = 0
+    for lv, k in zip(blocks, cnt):
+        for _ in range(int(k)):
+            out.levels[layers[pos]] = lv
+            pos += 1
+    out.dynamic = int(round(dyn + fixed))
+    return out
+
+
 def extra_of(levels) -> int:
     """The stage's transient term: largest recompute transient plus largest swap window."""
     levels = list(levels)
     return max(lv.cost.regen for lv in levels) + max(lv.window for lv in levels)
 
 
-def lowest_peak(spec: ModelSpec, fam: Family, geo, stage: int, cal: Calibration, allow_swap: bool = False) -> int:
+def lowest_peak(spec: ModelSpec, fam: Family, geo, stage: int, cal: Calibration, allow_swap: bool = False,
+                kinds: Optional[Kinds] = None) -> int:
     """The least predicted peak ``stage`` can reach with these choices: for each transient cap,
-    every layer at the level that keeps least among those the cap allows."""
+    every layer at the level that keeps least among those the cap allows (``kinds``: as
+    :func:`solve_stage`)."""
     P, V = geo.pipeline_stage, geo.pp_interleave_num
     counts = inflight(P, V, spec.micro_batch_num, stage)
+    layers = list(range(geo.chunk_starts[0][stage], geo.chunk_starts[0][stage] + geo.layer_list[0][stage]))
+    if kinds is not None and V == 1 and not allow_swap and layers:
+        import numpy as np
+
+        static, fixed, opt = stage_parts(spec, geo, stage, kinds)
+        best_dyn = float("inf")
+        for ch in chains(fam):
+            blocks = sorted(ch, key=lambda lv: -lv.rank)
+            tables = _kind_tables(kinds, layers, blocks, stage == P - 1)
+            for cnt in compositions(len(layers), len(blocks)):
+                best_dyn = min(best_dyn, float(np.min(_rows(tables, cnt, counts[0])[0])))
+        return max(cal.peak(static, best_dyn + fixed), cal.peak(static, opt))
     n_layers = sum(geo.layer_list[v][stage] for v in range(V))
     static = sum(static_parts(spec, fam, stage, n_layers).values())
     fixed = (fam.workspace if n_layers else 0) + head_bytes(spec, stage) + gathered_weights(spec, fam, n_layers)

@@ -490,7 +490,7 @@ class Tuner:
         rows = memory_api.residuals(cal) if cal is not None else []
         from ..memory.model import NO_CALIBRATION
 
-        margin, why = plan_margin(cal if cal is not None else NO_CALIBRATION, self.margin_arg)
+        margin, why = plan_margin(cal if cal is not None else NO_CALIBRATION, self.margin_arg, self.model)
         resolution = self._resolution(cal)
         frag = getattr(cal, "fragmentation", 1.0) if self.device.lower() == "ascend" else 1.0
         self.say(f"swapwatch tune: calibrated on {len(usable)} probe(s); margin {margin:.1%} ({why}); "
@@ -568,14 +568,20 @@ class Tuner:
         """Among the attempts measured within the budget with verify PASS: the cheapest in
         recomputed FLOPs (the model's cost, deterministic), unless another was measurably faster
         (its median step time plus spread below this one's median less spread: a difference
-        outside the noise of a few steps on shared cores)."""
+        outside the noise of a few steps on shared cores). With fewer than 4 steps after the warm-up
+        an attempt has no spread to compare (``spread_ms`` is 0 there): no speed can overrule the
+        cost then (with ``--steps 4`` the full-recompute probe won on one step's noise)."""
         ok = sorted((a for a in self.attempts if a.fits(self.budget)),
                     key=lambda a: (a.recompute_flops, a.median_ms or float("inf")))
         if not ok:
             return None
+
+        def measured(a: Attempt) -> bool:
+            return len(a.step_ms[WARMUP_STEPS:]) >= 4
+
         best = ok[0]
         for a in ok[1:]:
-            if a.median_ms and best.median_ms and \
+            if a.median_ms and best.median_ms and measured(a) and measured(best) and \
                     a.median_ms + (a.spread_ms or 0) < best.median_ms - (best.spread_ms or 0):
                 best = a
         return best
