@@ -65,7 +65,8 @@ browser:
 # ruff over the tree; mypy over the domain model (the modules every command builds on).
 TYPED := swapwatch/actions.py swapwatch/plan.py swapwatch/config.py swapwatch/families.py \
          swapwatch/parsers/model.py swapwatch/checks/__init__.py swapwatch/compare.py \
-         swapwatch/layer_table.py swapwatch/setting_lines.py
+         swapwatch/layer_table.py swapwatch/setting_lines.py \
+         swapwatch/text.py swapwatch/finding_groups.py
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/mypy $(wildcard $(TYPED))

@@ -12,6 +12,7 @@ from typing import Any, Dict, List, Mapping, Optional
 from .checks import CheckContext, Finding, run_rules
 from .config import TrainingConfig, load_config
 from .errors import InputError
+from .text import severity_rank
 from . import strategy
 
 
@@ -64,7 +65,7 @@ def explain(path: str, num_layers: Optional[int] = None, pipeline_stage: Optiona
     layout = None        # per layer, from plan.family
     ctx = CheckContext(plan=plan, config=config, env=dict(env or {}))
     findings = sorted(run_rules(ctx, needs=("config",)),
-                      key=lambda f: (0 if f.severity == "error" else 1, f.code,
+                      key=lambda f: (severity_rank(f.severity), f.code,
                                      -1 if f.layer is None else f.layer))
     return Explanation(config=config, plan=plan, layout=layout, findings=findings, env=dict(env or {}))
 

@@ -18,11 +18,10 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, 
 from .checks import REGISTRY, CheckContext, Finding, comparable, run_rules
 from .errors import InputError
 from .file_kind import reject_yaml_for_verify
+from .text import SEVERITIES, severity_rank
 
 if TYPE_CHECKING:      # imported while the logs are scanned (_import_for_checks): the workers need no regex
     from .compare import Comparison
-
-SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 
 #: ``verdict`` -> exit code (DESIGN §3.1 / §3.3): nothing verified is never a pass.
 EXIT_CODES = {"pass": 0, "fail": 1, "not_verified": 4}
@@ -99,7 +98,7 @@ class VerifyResult:
 
 
 def _counts(findings: Iterable[Finding]) -> Dict[str, int]:
-    out = {"error": 0, "warning": 0, "info": 0}
+    out = {s: 0 for s in SEVERITIES}
     for f in findings:
         out[f.severity] = out.get(f.severity, 0) + 1
     return out
@@ -389,7 +388,7 @@ def _dedupe(findings: List[Any], skip: set) -> List[Finding]:
 
 
 def _sort_key(f: Finding):
-    return (SEVERITY_ORDER.get(f.severity, 9), f.code,
+    return (severity_rank(f.severity), f.code,
             -1 if f.rank is None else f.rank, -1 if f.layer is None else f.layer, f.op or "")
 
 

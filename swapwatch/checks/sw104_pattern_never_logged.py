@@ -5,7 +5,7 @@ from typing import Any, Iterable
 
 from .. import actions
 from . import CheckContext, Finding, Rule, register
-from ..layer_table import ranges
+from ..text import ranges
 from ._config_ctx import config_of, pattern_where
 
 

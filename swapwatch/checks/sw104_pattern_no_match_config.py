@@ -6,7 +6,7 @@ import re
 from typing import Any, Iterable, List, Optional
 
 from . import CheckContext, Finding, Rule, register
-from ..layer_table import ranges
+from ..text import ranges
 from ._config_ctx import config_of, pattern_where
 from .. import actions, strategy
 

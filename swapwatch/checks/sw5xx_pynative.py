@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Iterable, List
 
-from ..layer_table import ranges
+from ..text import ranges
 from . import CheckContext, Finding, Rule, register
 
 

@@ -16,6 +16,7 @@ from fractions import Fraction
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import InputError
+from ..text import fmt_size
 from .calibrate import calibrate
 from .model import NO_CALIBRATION, Calibration, Estimate, estimate, plan_of, planning_family
 from .search import StagePlan, lowest_peak, solve_stage
@@ -57,13 +58,6 @@ def _meant(number: str, unit: str) -> str:
     if not unit or unit.upper() == "B":
         return f"{number}GiB" if float(number) < 1024 else f"{number}MiB"
     return number + "G" + unit[1:]
-
-
-def fmt_size(n: float) -> str:
-    """Bytes in MiB / GiB, as MindSpore reports pool sizes."""
-    if abs(n) >= 1 << 30:
-        return f"{n / (1 << 30):.2f} GiB"
-    return f"{n / (1 << 20):.1f} MiB"
 
 
 @dataclass

@@ -617,7 +617,7 @@ class Tuner:
 
 def strategy_summary(config: str, model: Optional[str]) -> List[str]:
     """Per stage, the layers of each choice: ``stage 0: 0-1 full, 2-3 select:feed_forward``."""
-    from ..layer_table import ranges
+    from ..text import ranges
     from ..memory.model import estimate
 
     est = estimate(config, model)
