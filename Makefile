@@ -66,7 +66,8 @@ browser:
 TYPED := swapwatch/actions.py swapwatch/plan.py swapwatch/config/*.py swapwatch/families.py \
          swapwatch/parsers/model.py swapwatch/checks/__init__.py swapwatch/checks/_config_ctx.py swapwatch/compare.py \
          swapwatch/strategy.py swapwatch/memory/spec.py \
-         swapwatch/layer_table.py swapwatch/setting_lines.py
+         swapwatch/layer_table.py swapwatch/setting_lines.py \
+         swapwatch/text.py swapwatch/finding_groups.py
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/mypy $(wildcard $(TYPED))

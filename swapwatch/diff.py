@@ -23,6 +23,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from . import actions, layer_table, paths, run_shape
 from .errors import InputError
+from .text import fmt_bytes
 
 FORMATS = ("table", "json")
 
@@ -219,7 +220,7 @@ def estimate_changes(result: DiffResult) -> List[str]:
 
 
 def _gib(n: int) -> str:
-    return f"{n / (1 << 30):.1f} GiB" if n >= 1 << 30 else f"{n / (1 << 20):.1f} MiB"
+    return fmt_bytes(n, digits=1)
 
 
 def kind(cells: Dict[str, str]) -> str:

@@ -12,6 +12,7 @@ from dataclasses import fields
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from .errors import InputError
+from .text import parse_ranks
 
 FIRST = ("kind", "rank", "source")
 
@@ -86,12 +87,7 @@ class EventSelect:
 
 
 def _parse_ranks(text: str) -> List[int]:
-    from .plot.commands import parse_ranks        # the one parser of "0,1,4-7"
-
-    try:
-        return parse_ranks(text) or []
-    except InputError as exc:
-        raise InputError(exc.message.replace("--ranks", "--rank", 1)) from None
+    return parse_ranks(text, "--rank") or []
 
 
 def csv_columns(kinds: Iterable[str] = ()) -> List[str]:

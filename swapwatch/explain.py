@@ -12,6 +12,7 @@ from .checks import CheckContext, run_rules
 from .config import load_config
 from . import paths, strategy
 from .results import Explanation  # noqa: F401  (explain's result; below its renderer)
+from .text import severity_rank
 
 
 def explain(path: str, num_layers: Optional[int] = None, pipeline_stage: Optional[int] = None,
@@ -39,6 +40,6 @@ def explain(path: str, num_layers: Optional[int] = None, pipeline_stage: Optiona
     layout = None        # per layer, from plan.family
     ctx = CheckContext(plan=plan, config=config, env=dict(env or {}))
     findings = sorted(run_rules(ctx, needs=("config",)),
-                      key=lambda f: (0 if f.severity == "error" else 1, f.code,
+                      key=lambda f: (severity_rank(f.severity), f.code,
                                      -1 if f.layer is None else f.layer))
     return Explanation(config=config, plan=plan, layout=layout, findings=findings, env=dict(env or {}))

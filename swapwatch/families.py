@@ -21,10 +21,13 @@ from dataclasses import dataclass
 from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Set, Tuple
 
 from . import patterns
+from .text import wrap_items, write_table
 from .models import families as _stems, family_data, family_words, load_flows, load_layer_info, load_layout
 
 #: The family used when a YAML names no model at all (a fragment): the example model's tree.
 DEFAULT_FAMILY = "tinyllama"
+#: ``swapwatch families`` fits a terminal this wide.
+FAMILY_TABLE_WIDTH = 100
 
 #: legacy ``model.arch.type`` -> family base name (structural flags pick the variant)
 LEGACY_ARCH = {
@@ -187,28 +190,30 @@ def family_table() -> str:
     names: Dict[str, List[str]] = {}
     for value, fam in list(LEGACY_ARCH.items()) + list(MCORE_TYPES.items()):
         names.setdefault(fam, []).append(value)
-    rows = [("family", "path", "MindFormers classes (model; layer kinds)", "named in the YAML by")]
+    rows: List[List[Any]] = []
     for name in known_families():
         data = family_data(name)
-        kinds = "; ".join(f"{k}: {v.get('class') or '?'}" for k, v in data["layouts"].items())
+        kinds = [f"{k}: {v.get('class') or '?'}" for k, v in data["layouts"].items()]
         model = data.get("model_class") or "swapwatch.examples.tinyllama"
         if name.startswith("llama"):
             flags = {"qkv_concat": False, **(data.get("set") or {})}
             by = "model.arch.type LlamaForCausalLM, " + ", ".join(f"{k}: {v}" for k, v in flags.items())
         elif name == "deepseek_v3_no_q_lora":
-            by = "deepseek_v3 / DeepseekV3ForCausalLM with q_lora_rank: null"
+            by = "deepseek_v3 / DeepseekV3ForCausalLM, with q_lora_rank: null"
         elif name == DEFAULT_FAMILY:
             by = "(default when the YAML names no model)"
         else:
             by = ", ".join(names.get(name, []))
-        rows.append((name, data.get("path", "example"), f"{model}; {kinds}", by))
-    widths = [max(len(r[i]) for r in rows) for i in range(3)]
-    out = []
-    for r in rows:
-        out.append("  ".join(c.ljust(widths[i]) for i, c in enumerate(r[:3])) + "  " + r[3])
-    out.insert(1, "  ".join("-" * w for w in widths) + "  " + "-" * len(rows[0][3]))
+        rows.append([name, data.get("path", "example"), [model] + kinds, by.split(", ")])
+    # the last column wraps between items, the classes first, then the YAML's names, so that the
+    # table fits FAMILY_TABLE_WIDTH columns (issue 23.4: one line per family was 268 wide)
+    width = FAMILY_TABLE_WIDTH - sum(max(len(r[i]) for r in rows) + 2 for i in (0, 1))
+    rows = [[r[0], r[1], wrap_items(r[2], width, "; ", "  ") + wrap_items(["named by: " + r[3][0]] + r[3][1:],
+                                                                         width, ", ", "  ")]
+            for r in rows]
+    out = write_table(["family", "path", "MindFormers classes (model; layer kinds), YAML names"], rows)
     return "\n".join(out) + "\n\nLayer trees: swapwatch/models/<family>.yaml, extracted from MindFormers " \
-        "2.1.0 by tools/extract_layouts.py.\n"
+        "2.1.0\nby tools/extract_layouts.py.\n"
 
 
 def check_code_path(family: ModelFamily, mcore: bool, option: str = "--model") -> None:

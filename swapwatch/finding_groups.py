@@ -15,7 +15,7 @@ from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Iterable, List, Optional, Tuple
 
-from .layer_table import ranges
+from .text import escape, ranges
 
 #: How many rank / layer runs a range text shows before "…".
 RANGE_RUNS = 6
@@ -58,11 +58,14 @@ class Group:
         srcs = self.sources
         if not srcs:
             return ""
-        return srcs[0] + (f" +{len(srcs) - 1} more" if len(srcs) > 1 else "")
+        return escape(srcs[0]) + (f" +{len(srcs) - 1} more" if len(srcs) > 1 else "")
 
     def text(self, limit: Optional[int] = RANGE_RUNS) -> str:
+        """The cause as a person reads it; control characters escaped (:func:`swapwatch.text.escape`:
+        a message quotes values from the user's logs, and a raw ``\\x1b`` would drive the terminal)."""
         where = self.where(limit)
-        return f"{where}: {self.body}" if where else self.body
+        body = escape(self.body)
+        return f"{where}: {body}" if where else body
 
 
 def _where(ranks: List[int], layers: List[int], limit: Optional[int] = RANGE_RUNS) -> str:
@@ -80,9 +83,11 @@ def where(f: Any) -> str:
 
 
 def line(f: Any) -> str:
-    """One finding as a person reads it: its place (:func:`where`), then its message."""
+    """One finding as a person reads it: its place (:func:`where`), then its message (escaped as
+    in :meth:`Group.text`)."""
     at = where(f)
-    return f"{at}: {f.message}" if at else f.message
+    msg = escape(f.message)
+    return f"{at}: {msg}" if at else msg
 
 
 def group(findings: Iterable[Any]) -> List[Group]:

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import textwrap
 from collections import OrderedDict
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Sequence, Tuple
 
 from . import actions
+from .text import ranges, write_table
 
 #: action -> column header, in MindFormers' per-layer order (events.ACTIONS).
 COLUMNS = actions.COLUMNS
@@ -33,24 +34,6 @@ def stage_label(stage: Any, interleave: Any, interleaved: bool) -> str:
     if stage is None:
         return UNKNOWN
     return f"{stage} v{interleave or 0}" if interleaved else str(stage)
-
-
-def ranges(values: Iterable[int], limit: Optional[int] = None, sep: str = ", ") -> str:
-    """``0-3, 5, 7-9``: the one way swapwatch writes a set of layer or rank ids (sorted, each id
-    once; ``sep`` between runs, ``","`` in the compact memory tables); with ``limit``, at most that
-    many runs and then ``… (N in all)``."""
-    vals = sorted(set(values))
-    runs: List[str] = []
-    start = None
-    for i, v in enumerate(vals):
-        start = v if start is None else start
-        if i + 1 == len(vals) or vals[i + 1] != v + 1:
-            runs.append(str(start) if start == v else f"{start}-{v}")
-            start = None
-    if limit is not None and len(runs) > limit:
-        head = runs[:limit - 1]
-        return f"{sep.join(head)}{sep}…{sep}{runs[-1]} ({len(vals)} in all)"
-    return sep.join(runs)
 
 
 def pattern_text(walk: Any, pattern: str, mode: str) -> List[str]:
@@ -174,20 +157,10 @@ def layer_label(layers: Sequence[int], mtp: bool = False) -> str:
 
 
 def grid(header: List[str], body: List[List[str]], wrap: int = WRAP) -> List[str]:
-    """A plain-text table: header, dashes, rows; an empty cell shows ``-``; a cell wider than
-    ``wrap`` (a ``✗ a → b`` cell: :data:`WRAP_DIFF`) continues on the next lines of the row."""
-    cells = [[_wrap(c, WRAP_DIFF if str(c).startswith(DIFF) else wrap) for c in row] for row in body]
-    widths = [max([len(h)] + [len(line) for row in cells for line in row[i]])
-              for i, h in enumerate(header)]
-
-    def fmt(parts: List[str]) -> str:
-        return "  ".join(p.ljust(w) for p, w in zip(parts, widths)).rstrip()
-
-    out = [fmt(header), fmt(["-" * w for w in widths])]
-    for row in cells:
-        for k in range(max(len(c) for c in row)):
-            out.append(fmt([c[k] if k < len(c) else "" for c in row]))
-    return out
+    """A per-layer table (:func:`swapwatch.text.write_table`): an empty cell shows ``-``; a cell
+    wider than ``wrap`` (a ``✗ a → b`` cell: :data:`WRAP_DIFF`) continues on the next lines of the row."""
+    return write_table(header, [[_wrap(c, WRAP_DIFF if str(c).startswith(DIFF) else wrap) for c in row]
+                                for row in body])
 
 
 def _wrap(text: str, width: int) -> List[str]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional
 
 from .checks import Finding
+from .text import SEVERITIES, SEVERITY_ORDER, severity_rank  # noqa: F401  (SEVERITY_ORDER: re-exported)
 
 if TYPE_CHECKING:
     from .compare import Comparison
@@ -59,8 +60,6 @@ class Explanation:
     def exit_code(self) -> int:
         return 1 if any(f.severity == "error" for f in self.findings) else 0
 
-
-SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 
 #: ``verdict`` -> exit code (DESIGN §3.1 / §3.3): nothing verified is never a pass.
 EXIT_CODES = {"pass": 0, "fail": 1, "not_verified": 4}
@@ -137,7 +136,7 @@ class VerifyResult:
 
 
 def counts(findings: Iterable[Finding]) -> Dict[str, int]:
-    out = {"error": 0, "warning": 0, "info": 0}
+    out = {s: 0 for s in SEVERITIES}
     for f in findings:
         out[f.severity] = out.get(f.severity, 0) + 1
     return out
@@ -178,5 +177,5 @@ def decide(result: VerifyResult, verified: Iterable[int]) -> VerifyResult:
 
 
 def sort_key(f: Finding):
-    return (SEVERITY_ORDER.get(f.severity, 9), f.code,
+    return (severity_rank(f.severity), f.code,
             -1 if f.rank is None else f.rank, -1 if f.layer is None else f.layer, f.op or "")

@@ -13,6 +13,7 @@ from typing import Callable, List, Optional
 
 from .checks import REGISTRY, _load_all, rule_variants
 from .errors import InputError
+from .text import write_table
 
 NEEDS_TEXT = {"config": "the config alone", "run": "the run's logs", "ir": "compiled-graph IR"}
 Style = Callable[..., str]
@@ -25,13 +26,12 @@ _EMPH = re.compile(r"(?<![*\w])\*(?![\s*])(.+?)(?<![\s*])\*(?![*\w])", re.DOTALL
 def list_rules() -> str:
     """One line per code: code, severity, what decides it, title."""
     _load_all()
-    lines = []
+    rows = []
     for code in sorted(REGISTRY):
         variants = rule_variants(code)
         rule = variants[0]
-        needs = "+".join(v.needs for v in variants)
-        lines.append(f"{code}  {rule.severity:<7}  {needs:<10}  {rule.title}")
-    return "\n".join(lines) + "\n"
+        rows.append([code, rule.severity, "+".join(v.needs for v in variants), rule.title])
+    return "\n".join(write_table(None, rows)) + "\n"
 
 
 def normalise_code(code: str) -> str:

@@ -14,7 +14,7 @@ pytest.importorskip("mindspore")
 from runtime_helpers import REPO, env_with_venv  # noqa: E402
 from swapwatch.memory.calibrate import measure  # noqa: E402
 from swapwatch.memory.model import estimate  # noqa: E402
-from swapwatch.plot._render import fmt_bytes  # noqa: E402
+from swapwatch.text import fmt_bytes  # noqa: E402
 
 from test_report import parse  # noqa: E402
 

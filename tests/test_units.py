@@ -11,7 +11,7 @@ import pytest
 from swapwatch.errors import InputError
 from swapwatch.memory.model import estimate
 from swapwatch.memory.planner import fmt_size, parse_size
-from swapwatch.plot._render import fmt_bytes, unit_for
+from swapwatch.text import fmt_bytes, unit_for
 from swapwatch.plot.estimate import plot_estimate
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -6,7 +6,7 @@ from typing import Any, Iterable
 from .. import actions
 from ..plan_view import APPLY_AC, LAYER_SETTING
 from . import CheckContext, Finding, Rule, register
-from ..layer_table import ranges
+from ..text import ranges
 from ._config_ctx import config_of, pattern_where
 
 

@@ -7,7 +7,7 @@ from typing import Any, Iterable, List, Optional
 
 from ..plan_view import APPLY_AC, LAYER_SETTING
 from . import CheckContext, Finding, Rule, register
-from ..layer_table import ranges
+from ..text import ranges
 from ._config_ctx import config_of, pattern_where
 from .. import actions, strategy
 

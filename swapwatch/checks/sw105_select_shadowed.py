@@ -5,7 +5,7 @@ from typing import Dict, Iterable, List, Set
 
 from . import CheckContext, Finding, Rule, register
 from ._config_ctx import config_of, where
-from ..layer_table import ranges
+from ..text import ranges
 
 #: The two keys a full recompute shadows (Formative key = LayerPlan attribute).
 SHADOWED_KEYS = ("select_recompute", "select_comm_recompute")

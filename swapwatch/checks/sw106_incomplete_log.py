@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, List, Optional, Set
 
-from ..layer_table import ranges
+from ..text import ranges
 from ..parsers.model import is_fatal
 from ..plan_view import APPLY_AC, LAYER_SETTING
 from . import CheckContext, Finding, Rule, register

@@ -11,7 +11,7 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from . import CheckContext, Finding, Rule, register
 from ..compare import ValueTexts, canon
-from ..layer_table import ranges
+from ..text import ranges
 from .sw107_log_config_differs import (PerLoggedValues, _config_sections, _short, _source,
                                        formative_differences, initial_config_differences)
 

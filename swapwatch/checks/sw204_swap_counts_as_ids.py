@@ -5,7 +5,7 @@ from typing import Any, Iterable, List, Optional
 
 from . import CheckContext, Finding, Rule, register
 from ._config_ctx import swap_id_lists, swap_mode, where
-from ..layer_table import ranges
+from ..text import ranges
 
 
 @register

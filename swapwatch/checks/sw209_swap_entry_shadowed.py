@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
-from ..layer_table import ranges
+from ..text import ranges
 from . import CheckContext, Finding, Rule, register
 from ._config_ctx import config_of, swap_key, where
 

@@ -5,7 +5,7 @@ from typing import Any, Iterable
 
 from . import CheckContext, Finding, Rule, register
 from ._config_ctx import config_of, count_entries, where
-from ..layer_table import ranges
+from ..text import ranges
 from ..strategy import jsonable
 
 

@@ -56,7 +56,7 @@ class SelectFreesNothing(Rule):
             reached = frees_nothing(cfg, key, pats)
             if not reached:
                 continue
-            from ..layer_table import ranges
+            from ..text import ranges
 
             yield self.finding(
                 f"select_recompute {', '.join(repr(p) for p in pats)} frees nothing on layer(s) "

@@ -7,8 +7,8 @@ from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
 
 from .. import actions
 from ..compare import canon_text, norm_value, same_value, seen_items
-from ..layer_table import ranges
 from ..plan_view import APPLY_AC, LAYER_SETTING
+from ..text import ranges
 from . import CheckContext, Finding, Rule, register
 
 Item = Tuple[Optional[str], str]          # (path, value)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 from typing import Iterable, List, Optional, Tuple
 
-from ..layer_table import ranges
+from ..text import ranges
 from . import CheckContext, Finding, Rule, register
 
 

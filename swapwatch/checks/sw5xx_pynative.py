@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Iterable, List
 
-from ..layer_table import ranges
 from ..plan_view import APPLY_AC
+from ..text import ranges
 from . import CheckContext, Finding, Rule, register
 
 

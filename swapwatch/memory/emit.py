@@ -219,7 +219,7 @@ def shadowed_drops(doc: Dict[str, Any], base: Path, plan) -> Tuple[List[Tuple[Pa
         else:
             new = False
         edits.append((base + (key,), new))
-        from ..layer_table import ranges
+        from ..text import ranges
 
         for p, layers in dead.items():
             notes.append(f"{'.'.join(base + (key,))}: dropped '{p}': the plan fully recomputes every layer it "

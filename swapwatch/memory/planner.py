@@ -15,6 +15,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import InputError
 from ..families import DEFAULT_FAMILY
+from ..text import fmt_size
 from .calibrate import calibrate
 from .model import NO_CALIBRATION, Calibration, Estimate, estimate, not_in_dryrun, plan_of, planning_family
 from .search import StagePlan, kinds_of, lowest_peak, solve_stage
@@ -56,13 +57,6 @@ def _meant(number: str, unit: str) -> str:
     if not unit or unit.upper() == "B":
         return f"{number}GiB" if float(number) < 1024 else f"{number}MiB"
     return number + "G" + unit[1:]
-
-
-def fmt_size(n: float) -> str:
-    """Bytes in MiB / GiB, as MindSpore reports pool sizes."""
-    if abs(n) >= 1 << 30:
-        return f"{n / (1 << 30):.2f} GiB"
-    return f"{n / (1 << 20):.1f} MiB"
 
 
 @dataclass

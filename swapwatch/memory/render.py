@@ -2,21 +2,18 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
-from ..layer_table import ranges
-from .model import Estimate
-from .planner import PlanResult, fmt_size
+from ..text import fmt_size, ranges, write_table
+
+if TYPE_CHECKING:       # a renderer takes the results, it does not import the commands' libraries
+    from .model import Estimate
+    from .planner import PlanResult
 
 
 def _table(rows: List[List[str]]) -> List[str]:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    out = []
-    for k, r in enumerate(rows):
-        out.append("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
-        if k == 0:
-            out.append("  ".join("-" * w for w in widths))
-    return out
+    """``rows[0]`` is the header (:func:`swapwatch.text.write_table`)."""
+    return write_table(rows[0], rows[1:])
 
 
 def header(est: Estimate) -> str:

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import TYPE_CHECKING, Iterator, Optional, Tuple
+from typing import TYPE_CHECKING, Iterator, Optional
 
 from ..errors import InputError
+from ..text import GIB, MIB
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -25,8 +26,8 @@ FORMATS = ("png", "svg", "pdf")
 
 #: MindSpore prints memory in "M" meaning 2**20 bytes (``/kMBToByte``); we say MiB, which is the same,
 #: so the number on the plot is the number in the log.
-MB = 2 ** 20
-GB = 2 ** 30
+MB = MIB
+GB = GIB
 
 STYLE = {
     "font.size": 9,
@@ -68,21 +69,6 @@ def new_figure(width: float, height: float) -> Figure:
     fig = Figure(figsize=(width, height), dpi=100, layout="constrained")
     FigureCanvasAgg(fig)
     return fig
-
-
-def unit_for(max_bytes: float) -> Tuple[str, float]:
-    """("MiB", 2**20) or ("GiB", 2**30): GiB once values pass 10 GiB, where MiB numbers get long.
-    The values are powers of two (MindSpore's ``M`` is 2**20), so the labels say MiB/GiB (docs/units.md)."""
-    return ("GiB", GB) if max_bytes >= 10 * GB else ("MiB", MB)
-
-
-def fmt_bytes(n: float, unit: Optional[Tuple[str, float]] = None) -> str:
-    """A short human number in the given (or a fitting) unit: ``183 MiB``, ``47.7 GiB``."""
-    if n != n:                                 # NaN: a figure the log did not print
-        return "n/a"
-    name, div = unit or unit_for(n)
-    v = n / div
-    return f"{v:.0f} {name}" if abs(v) >= 100 or v == int(v) else f"{v:.1f} {name}"
 
 
 def resolve_format(out: str, fmt: Optional[str]) -> str:

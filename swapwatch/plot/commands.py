@@ -10,37 +10,15 @@ against a race (:func:`swapwatch.outputs.write_with`).
 from __future__ import annotations
 
 import os
-from typing import Callable, List, NamedTuple, Optional, Sequence
+from typing import Callable, NamedTuple, Optional, Sequence
 
 from ..errors import InputError
 from ..outputs import refuse_overwrite
+from ..text import parse_ranks
 from . import _render
 from .inputs import has_memory, load_runs
 
 Warn = Callable[[str], None]
-
-
-def parse_ranks(text: Optional[str]) -> Optional[List[int]]:
-    """``0,1,4-7`` -> [0, 1, 4, 5, 6, 7]; None stays None."""
-    if text is None:
-        return None
-    out: List[int] = []
-    for part in str(text).split(","):
-        part = part.strip()
-        if not part:
-            continue
-        lo, sep, hi = part.partition("-")
-        try:
-            a = int(lo)
-            b = int(hi) if sep else a
-        except ValueError:
-            raise InputError(f"--ranks {text}: expected rank numbers like 0,1,4-7") from None
-        if a < 0 or b < a:
-            raise InputError(f"--ranks {text}: {part} is not a rank or an increasing range")
-        out.extend(range(a, b + 1))
-    if not out:
-        raise InputError(f"--ranks {text!r}: no rank given")
-    return sorted(set(out))
 
 
 class Target(NamedTuple):

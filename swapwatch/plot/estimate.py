@@ -38,15 +38,15 @@ def estimate_frame(est):
 def plot_estimate(est, budget: Optional[int] = None) -> EstimatePlot:
     """Stacked predicted components per stage, measured peak as a marker, the budget as a line
     (``.save(out)`` writes it)."""
-    from ..memory.planner import fmt_size       # the tables' byte format (plot/ is imported without memory/)
+    from ..text import GIB, GIB_UNIT, MIB_UNIT, fmt_size     # the tables' byte format
 
     frame = estimate_frame(est)
     stages = sorted(frame["stage"].unique())
     top = max([float(frame["peak_bytes"].max())] + [float(v) for v in frame["measured_peak_bytes"].dropna()]
               + ([float(budget)] if budget else []))
-    # the estimate / plan tables' units (memory.planner.fmt_size: GiB from 1 GiB on), so the bar
+    # the estimate / plan tables' units (text.fmt_size: GiB from 1 GiB on), so the bar
     # reads as the table does: "7.97 GiB", not "8165 MiB"
-    unit = ("GiB", _render.GB) if top >= _render.GB else ("MiB", _render.MB)
+    unit = GIB_UNIT if top >= GIB else MIB_UNIT
     with _render.style():
         fig = _render.new_figure(max(6.0, 1.1 * len(stages) + 3.5), 3.8)
         ax = fig.add_subplot(1, 1, 1)

@@ -27,7 +27,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
 from ..errors import InputError
-from ..layer_table import ranges
+from ..text import fmt_bytes, ranges, unit_for
 from . import _render
 from .result import MemoryPlot
 from .runs import run_names
@@ -315,11 +315,11 @@ def _draw_peaks(ax, peaks: pd.DataFrame, runs: List[str], colors: Dict[str, Any]
         hi = np.nanmax([used, actual])
         top = max(top, hi)
         if np.isnan(used):                     # an adapter that prints only the actual peak
-            text = f"actual {_render.fmt_bytes(actual, unit)}"
+            text = f"actual {fmt_bytes(actual, unit)}"
         elif np.isnan(actual) or actual == used:
-            text = _render.fmt_bytes(used, unit)
+            text = fmt_bytes(used, unit)
         else:
-            text = f"{_render.fmt_bytes(used, unit)}\n+{_render.fmt_bytes(actual - used, unit)} frag."
+            text = f"{fmt_bytes(used, unit)}\n+{fmt_bytes(actual - used, unit)} frag."
         if not by_rank and i > 0 and not comparable:
             text += "\nnot comparable"      # another model or run shape: a percentage would lie
         elif not by_rank and i > 0 and baseline and not np.isnan(base):
@@ -396,8 +396,8 @@ def plot_memory(runlogs: Any, ranks: Optional[Iterable[int]] = None) -> MemoryPl
     runs = [r for r in frame["run"].cat.categories]
     colors = dict(zip(runs, _colors(len(runs))))
     # one unit per panel: a 550 MB RSS beside a 48 GB device peak should read as MB, not 0.5 GB
-    step_unit = _render.unit_for(float(steps["bytes"].max()) if not steps.empty else 0.0)
-    peak_unit = _render.unit_for(float(np.nanmax(peaks[["used", "actual"]].to_numpy())) if not peaks.empty else 0.0)
+    step_unit = unit_for(float(steps["bytes"].max()) if not steps.empty else 0.0)
+    peak_unit = unit_for(float(np.nanmax(peaks[["used", "actual"]].to_numpy())) if not peaks.empty else 0.0)
 
     panels = [p for p, d in (("steps", steps), ("peaks", peaks)) if not d.empty]
     notes: List[str] = []
@@ -407,7 +407,7 @@ def plot_memory(runlogs: Any, ranks: Optional[Iterable[int]] = None) -> MemoryPl
         lo, hi = float(steps["bytes"].min()), float(steps["bytes"].max())
         panels.remove("steps")
         notes.append(f"per-step panel left out: process RSS (CPU fallback) is flat at "
-                     f"{_render.fmt_bytes(lo, step_unit)}–{_render.fmt_bytes(hi, step_unit)} and does not "
+                     f"{fmt_bytes(lo, step_unit)}–{fmt_bytes(hi, step_unit)} and does not "
                      f"show what recompute saves; the pool peak does")
     from ..run_shape import differences, run_shape
 

@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Optional
 
 from .. import layer_table
 from ..checks import CheckContext, Finding
+from ..text import severity_rank
 from . import config as pconfig
 from .resolve import PynativePlan, resolve
 
@@ -65,7 +66,7 @@ def explain_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional[s
             exc.line, exc.key = cfg.line(sec), sec
         raise
     findings = sorted(pynative_findings(CheckContext(plan=plan, config=cfg)),
-                      key=lambda f: (0 if f.severity == "error" else 1, f.code, -1 if f.layer is None else f.layer))
+                      key=lambda f: (severity_rank(f.severity), f.code, -1 if f.layer is None else f.layer))
     return PynativeExplanation(cfg, plan, findings)
 
 

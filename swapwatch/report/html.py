@@ -281,7 +281,7 @@ def _estimate(part: RunPart, idx: int) -> str:
     est = part.estimate
     if est is None:
         return ""
-    from ..plot._render import fmt_bytes
+    from ..text import fmt_bytes
 
     out = ["<h3>Predicted vs measured peak per stage (swapwatch estimate)</h3>"]
     rows = []
@@ -338,7 +338,7 @@ def _memory(report: Report) -> str:
     mem = report.memory
     if mem is None:
         return ""
-    from ..plot._render import fmt_bytes
+    from ..text import fmt_bytes
 
     out = ['<section id="memory"><h2>Memory per step and rank, and the peaks (swapwatch plot memory)</h2>']
     out.append(_figure(mem, "mem", "the figure swapwatch plot memory draws for these runs"))

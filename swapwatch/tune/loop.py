@@ -46,10 +46,11 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import InputError
+from ..text import MIB, MIB_UNIT, fmt_bytes
 from . import memory_api
 from .oom import oom_in_run
 
-MiB = 1 << 20
+MiB = MIB
 #: steps dropped before the step-time median: the first step compiles the graph (seconds on CPU,
 #: minutes on Ascend) and the second still fills the memory pool
 WARMUP_STEPS = 2
@@ -411,7 +412,7 @@ class Tuner:
         else:
             self._run(a, yaml_path)
         a.seconds = round(time.monotonic() - t0, 1)
-        peak = f"{a.peak / MiB:.1f} MiB" if a.peak else "no peak"
+        peak = fmt_bytes(a.peak, MIB_UNIT, digits=1) if a.peak else "no peak"
         med = f", step {a.median_ms:.0f} ms" if a.median_ms else ""
         self.say(f"  attempt {n}: {label}: {a.outcome(self.budget)}: peak {peak}{med}, verify "
                  f"{a.verify or 'n/a'} ({a.seconds:.0f} s)")
@@ -511,7 +512,7 @@ class Tuner:
                     break
                 target = nxt
                 continue
-            a = self.attempt("plan", f"plan @ {target / MiB:.1f} MiB", res.text, cal, target)
+            a = self.attempt("plan", f"plan @ {fmt_bytes(target, MIB_UNIT, digits=1)}", res.text, cal, target)
             if a.fits(self.budget):
                 lo = target if lo is None else max(lo, target)
                 if self.budget - (a.peak or 0) <= resolution:
@@ -623,7 +624,7 @@ class Tuner:
 
 def strategy_summary(config: str, model: Optional[str]) -> List[str]:
     """Per stage, the layers of each choice: ``stage 0: 0-1 full, 2-3 select:feed_forward``."""
-    from ..layer_table import ranges
+    from ..text import ranges
     from ..memory.model import estimate
 
     est = estimate(config, model)

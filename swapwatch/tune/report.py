@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import List
+from typing import TYPE_CHECKING, List
 
 from ..layer_table import grid
-from .loop import MiB, TuneResult
+from ..text import MIB as MiB, MIB_UNIT, fmt_bytes
+
+if TYPE_CHECKING:       # a renderer takes the result, it does not import the tune loop
+    from .loop import TuneResult
 
 
 def _mib(n) -> str:
-    return "-" if n is None else f"{n / MiB:.1f}"
+    """A MiB figure without the unit (the column header and the sentence name it); ``-`` if none."""
+    return fmt_bytes(n, MIB_UNIT, digits=1, bare=True, missing="-")
 
 
 def render_table(res: TuneResult) -> str:
