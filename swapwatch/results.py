@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional
 
 from .checks import Finding
-from .text import SEVERITIES, SEVERITY_ORDER, severity_rank  # noqa: F401  (SEVERITY_ORDER: re-exported)
+from .text import SEVERITIES, severity_rank
 
 if TYPE_CHECKING:
     from .compare import Comparison

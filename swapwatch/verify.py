@@ -18,7 +18,7 @@ from .checks import REGISTRY, CheckContext, Finding, comparable, run_rules
 from .errors import InputError
 from .file_kind import reject_yaml_for_verify
 # the result and its verdict live below verify and its renderers (results.py); re-exported here
-from .results import EXIT_CODES, SEVERITY_ORDER, VerifyResult, decide, sort_key  # noqa: F401
+from .results import EXIT_CODES, VerifyResult, decide, sort_key  # noqa: F401
 
 if TYPE_CHECKING:      # imported while the logs are scanned (_import_for_checks): the workers need no regex
     from .compare import Comparison
