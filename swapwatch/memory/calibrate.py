@@ -107,13 +107,42 @@ def fit(points: Sequence[Tuple[float, float, float]]) -> Tuple[float, float]:
     return my - mx, 1.0
 
 
-def calibrate(run_dirs: Sequence[str], model: Optional[str] = None) -> Tuple[Calibration, Dict[str, Measured]]:
+def fit_terms(points: Sequence[Tuple[float, float, float, float]]) -> Optional[Tuple[float, float, float]]:
+    """(residual, activation scale, transient scale) fitting ``measured = static + residual +
+    a * kept + t * per_step`` to ``(static, kept, per_step, measured)`` points by least squares;
+    None when the three terms are not pinned down (fewer than three points, collinear points) or a
+    scale comes out <= 0 (nonsense: the caller falls back to :func:`fit`).
+
+    Why two scales: on the CPU example model one scale over the whole activation phase (1.27)
+    over-predicted twice the sequence by 9-27 % (docs/estimate.md, "The example model on CPU"):
+    the saved activations (``kept``: what every layer and micro-batch in flight holds) are
+    under-counted on CPU, the per-step working set (``per_step``: the recompute transient, the
+    backward workspace, the head and loss; once per step whatever the depth) over-counted, and the
+    two grow differently with the strategy and the sequence."""
+    if len(points) < 3:
+        return None
+    import numpy as np
+
+    x = np.array([[1.0, k, t] for _, k, t, _ in points])
+    y = np.array([m - s for s, _, _, m in points])
+    if np.linalg.matrix_rank(x / np.maximum(np.abs(x).max(axis=0), 1.0)) < 3:
+        return None
+    (r, a, t), *_ = np.linalg.lstsq(x, y, rcond=None)
+    if a <= 0 or t <= 0:
+        return None
+    return float(r), float(a), float(t)
+
+
+def calibrate(run_dirs: Sequence[str], model: Optional[str] = None,
+              config: Optional[str] = None) -> Tuple[Calibration, Dict[str, Measured]]:
     """Fit a :class:`Calibration` to the runs; each run's rows say predicted vs measured (``model``:
-    the ``--model`` family, default each run's YAML's own)."""
+    the ``--model`` family, default each run's YAML's own). ``config``: the YAML a raw DryRun log
+    given without ``CONFIG.yaml=`` ran (the one being estimated)."""
     rows: List[Tuple[str, int, Any, int, Optional[int]]] = []
     measured: Dict[str, Measured] = {}
-    for rd in run_dirs:
-        dry = dryrun_case(rd)
+    for source in run_dirs:
+        log_cfg, rd = split_source(source)
+        dry = dryrun_case(rd) or dryrun_log(rd, log_cfg or config)
         cfg = dry.config if dry else run_config(rd, _run_json(rd))
         est = estimate(cfg, model)
         m0 = dry or measure(rd, len(est.stages))
@@ -123,15 +152,31 @@ def calibrate(run_dirs: Sequence[str], model: Optional[str] = None) -> Tuple[Cal
                 rows.append((rd, st.stage, st, m0.used[st.stage], m0.actual.get(st.stage)))
     if not rows:
         raise InputError("no calibration run covers any pipeline stage", file=run_dirs[0] if run_dirs else None)
-    residual, scale = fit([(st.static_total, st.dynamic, used) for _, _, st, used, _ in rows])
     fr = [a / u for *_, u, a in rows if a and u]
-    cal = Calibration(residual=residual, scale=scale, fragmentation=sum(fr) / len(fr) if fr else 1.0, fitted=True)
+    cal = Calibration(fragmentation=sum(fr) / len(fr) if fr else 1.0, fitted=True)
+    # three sources or more: the per-term fit (residual, activation scale, transient scale);
+    # two: at most two parameters (residual and one scale), never more than the runs pin down
+    terms = fit_terms([(st.static_total, *_split(st), used) for _, _, st, used, _ in rows]) \
+        if len(measured) >= 3 else None
+    if terms:
+        cal.residual, cal.scale, cal.transient_scale = terms
+    else:
+        cal.residual, cal.scale = fit([(st.static_total, st.dynamic, used) for _, _, st, used, _ in rows])
     for rd, stage, st, used, _ in rows:
         pred = st.peak(cal)
         cal.runs.append({"run": rd, "config": measured[rd].config, "stage": stage, "predicted_bytes": pred,
                          "measured_bytes": used, "residual_bytes": used - pred,
                          "error": round((pred - used) / used, 4) if used else None})
     return cal, measured
+
+
+def _split(st: Any) -> Tuple[int, int]:
+    """(kept, per_step) of a stage's dynamic part (``model.StageMemory``): the saved activations
+    and swap window vs the transient, workspace, head and gathered weights; a stage whose peak is
+    the optimizer step counts it as kept (it is scaled like the activations: ``scaled_dynamic``)."""
+    if st.phase == "optimizer":
+        return st.optimizer, 0
+    return st.activations + st.swap_window, st.transient + st.workspace + st.head + st.gathered
 
 
 def dryrun_case(path: str) -> Optional[Measured]:
@@ -146,13 +191,67 @@ def dryrun_case(path: str) -> Optional[Measured]:
         with open(path, encoding="utf-8") as fh:
             data = json.load(fh)
         cfg = os.path.join(os.path.dirname(path), data["yaml"])
-        used = {int(s["stage"]): int(s["used_peak_mib"]) << 20 for s in data["stages"]}
-        actual = {int(s["stage"]): int(s["actual_peak_mib"]) << 20 for s in data["stages"]}
+        # bytes where the record has them (fixtures/cpu_memory: the CPU pool), else DryRun's MiB
+        used = {int(s["stage"]): int(s["used_peak_bytes"]) if "used_peak_bytes" in s
+                else int(s["used_peak_mib"]) << 20 for s in data["stages"]}
+        actual = {int(s["stage"]): int(s["actual_peak_bytes"]) if "actual_peak_bytes" in s
+                  else int(s["actual_peak_mib"]) << 20 for s in data["stages"] if "actual_peak_mib" in s}
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise InputError(f"not a DryRun record (yaml, stages[].used_peak_mib ...): {exc}", file=path) from None
     if not os.path.isfile(cfg):
         raise InputError(f"the DryRun record's YAML {cfg} does not exist", file=path)
     return Measured(path, cfg, used, actual)
+
+
+def split_source(source: str) -> Tuple[Optional[str], str]:
+    """``CONFIG.yaml=LOG`` -> (config, log); anything else -> (None, source). The ``=`` form names the
+    YAML a raw DryRun log ran (a log does not name it); a path that exists as given is never split."""
+    if "=" in source and not os.path.exists(source):
+        cfg, _, log = source.partition("=")
+        if cfg.endswith((".yaml", ".yml")):
+            return cfg, log
+    return None, source
+
+
+def dryrun_log(path: str, config: Optional[str]) -> Optional[Measured]:
+    """A raw DryRun log (what ``swapwatch.memory.dryrun.measure`` keeps as ``stage<N>/dryrun.log``, or
+    any log of a ``MS_SIMULATION_LEVEL=1`` run): its last ``Used peak memory usage (without
+    fragments)`` / ``Actual peak memory usage (with fragments)`` lines are the peaks of the pipeline
+    stage of its ``RANK_ID`` (ranks are stage-major: ``dryrun.rank_layout``). ``config``: the YAML it
+    ran. None when ``path`` is not a file or has no ``Used peak`` line (not a DryRun log)."""
+    import re
+
+    from . import dryrun as dr
+
+    if not os.path.isfile(path):
+        return None
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            text = fh.read()
+    except OSError as exc:
+        raise InputError(f"cannot read the log: {exc}", file=path) from None
+    used, actual = dr.read_peaks(text)
+    if used is None:
+        return None
+    if not config:
+        raise InputError("a raw DryRun log does not name the YAML it ran: pass it as "
+                         "--calibrate CONFIG.yaml=LOG (or calibrate the estimate of that very YAML)", file=path)
+    if not os.path.isfile(config):
+        raise InputError(f"the DryRun log's YAML {config} does not exist", file=path)
+    ranks = re.findall(r"RANK_ID:\s*(\d+),\s*RANK_SIZE:\s*(\d+)", text)
+    rank_size, pp = dr.rank_layout(config)
+    if ranks:
+        rank, size = int(ranks[-1][0]), int(ranks[-1][1])
+        if size != rank_size:
+            raise InputError(f"the log ran {size} simulated ranks, the YAML {config} has {rank_size} "
+                             f"(data x model x context x pipeline parallel): not a DryRun of that YAML", file=path)
+        stage = min(rank // max(1, rank_size // pp), pp - 1)
+    elif pp == 1:
+        stage = 0
+    else:
+        raise InputError(f"the log names no RANK_ID and the YAML has {pp} pipeline stages: which stage ran "
+                         f"is unknown", file=path)
+    return Measured(path, config, {stage: used}, {stage: actual} if actual else {})
 
 
 def _run_json(run_dir: str) -> Dict[str, Any]:
@@ -177,7 +276,7 @@ def calibrated_estimate(config: str, run_dirs: Sequence[str], model: Optional[st
     est = estimate(config, model)
     if not run_dirs:
         return est
-    cal, measured = calibrate(run_dirs, model)
+    cal, measured = calibrate(run_dirs, model, config)
     est.calibration = cal
     same = [m for m in measured.values() if os.path.realpath(m.config) == os.path.realpath(config)]
     for m in same:

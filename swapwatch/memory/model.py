@@ -35,20 +35,27 @@ from .spec import ModelSpec, params_per_layer, product, spec_from_config
 @dataclass
 class Calibration:
     """The fitted free terms: ``peak = static + residual + scale * dynamic``; ``fragmentation`` is
-    measured actual / used peak (1.0 when the logs have no actual peak)."""
+    measured actual / used peak (1.0 when the logs have no actual peak). ``transient_scale``
+    (fitted from three runs or more, swapwatch/memory/calibrate.py): the scale of the per-step
+    working set (recompute transient, backward workspace, head and loss) apart from the saved
+    activations'; None: ``scale``."""
 
     residual: float = 0.0
     scale: float = 1.0
     fragmentation: float = 1.0
     runs: List[Dict[str, Any]] = field(default_factory=list)
     fitted: bool = False
+    transient_scale: Optional[float] = None
 
     def peak(self, static: float, dynamic: float) -> int:
         return int(round(static + self.residual + self.scale * dynamic))
 
     def to_json(self) -> Dict[str, Any]:
-        return {"residual_bytes": int(round(self.residual)), "activation_scale": round(self.scale, 4),
-                "fragmentation": round(self.fragmentation, 4), "runs": self.runs}
+        out = {"residual_bytes": int(round(self.residual)), "activation_scale": round(self.scale, 4),
+               "fragmentation": round(self.fragmentation, 4), "runs": self.runs}
+        if self.transient_scale is not None:
+            out["transient_scale"] = round(self.transient_scale, 4)
+        return out
 
 
 NO_CALIBRATION = Calibration()       # read-only default: never mutated
@@ -231,8 +238,17 @@ class StageMemory:
     def dynamic(self) -> int:
         return max(self.activation_phase, self.optimizer)
 
+    def scaled_dynamic(self, cal: Calibration) -> float:
+        """``dynamic`` in units of ``cal.scale`` (the saved activations' scale): with a
+        ``transient_scale`` the activation phase's per-step terms are weighed by it."""
+        t = cal.transient_scale
+        if t is None or not cal.scale:
+            return self.dynamic
+        other = self.transient + self.workspace + self.head + self.gathered
+        return max(self.activations + self.swap_window + t / cal.scale * other, self.optimizer)
+
     def peak(self, cal: Calibration = NO_CALIBRATION) -> int:
-        return cal.peak(self.static_total, self.dynamic)
+        return cal.peak(self.static_total, self.scaled_dynamic(cal))
 
     def to_json(self, cal: Calibration = NO_CALIBRATION, measured: Optional[int] = None) -> Dict[str, Any]:
         s = cal.scale
@@ -242,19 +258,21 @@ class StageMemory:
         # other phase's total is beside them)
         opt = self.phase == "optimizer"
         act_part = (lambda v: 0) if opt else (lambda v: int(round(s * v)))
+        t = s if cal.transient_scale is None else cal.transient_scale
+        other_part = (lambda v: 0) if opt else (lambda v: int(round(t * v)))
         return {"stage": self.stage, "layers": self.layers, "peak_bytes": self.peak(cal), "peak_phase": self.phase,
-                "activation_phase_bytes": int(round(s * self.activation_phase)),
+                "activation_phase_bytes": int(round(s * acts + t * other)),
                 "optimizer_step_bytes": int(round(s * self.optimizer)),
                 "components": {"static": int(round(self.static_total + cal.residual)),
                                "activations": act_part(acts),
-                               "other": int(round(s * self.optimizer)) if opt else act_part(other)},
+                               "other": int(round(s * self.optimizer)) if opt else other_part(other)},
                 "breakdown": {**self.static, "calibration_residual": int(round(cal.residual)),
                               "saved_activations": act_part(self.activations),
                               "swap_prefetch_window": act_part(self.swap_window),
-                              "recompute_transient": act_part(self.transient),
-                              "backward_workspace": act_part(self.workspace),
-                              "head_and_logits": act_part(self.head),
-                              "gathered_weights": act_part(self.gathered),
+                              "recompute_transient": other_part(self.transient),
+                              "backward_workspace": other_part(self.workspace),
+                              "head_and_logits": other_part(self.head),
+                              "gathered_weights": other_part(self.gathered),
                               "optimizer_step": int(round(s * self.optimizer)) if opt else 0},
                 "measured_peak_bytes": measured}
 
