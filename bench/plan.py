@@ -41,11 +41,10 @@ MiB = 1 << 20
 sys.path.insert(0, HERE)
 from record_cpu_memory import SHAPES, STRATEGIES, case_yaml  # noqa: E402
 
-#: the CPU runs calibration is fitted on (three runs, three terms: swapwatch.memory.calibrate.fit_terms):
-#: no recompute and full recompute at the YAML's shape, full recompute at twice its sequence (the
-#: per-step working set full recompute's peak is made of grows with the sequence unlike the saved
-#: activations); every other case of fixtures/cpu_memory is held out
-CPU_CALIBRATION = ("none_s256_b2", "full_s256_b2", "full_s512_b2")
+#: the CPU runs calibration is fitted on (two runs, two scales: swapwatch.memory.calibrate.fit_pool):
+#: no recompute and full recompute at the YAML's shape; every other case of fixtures/cpu_memory
+#: (three select sets; twice and half the sequence, twice the micro-batch) is held out
+CPU_CALIBRATION = ("none_s256_b2", "full_s256_b2")
 CPU_BOUND = 0.10
 #: the DryRun L1 records calibration is fitted on; held out: the other strategies and shapes of the
 #: same cut (fixtures/dryrun/cases/qwen3_32b_*); other parallel layouts are printed, not bounded

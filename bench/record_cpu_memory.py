@@ -69,7 +69,7 @@ def record(name: str, strategy: str, seq: int, batch: int, steps: int, tmp: str)
         raise SystemExit(f"{name}: swapwatch run exit {r.returncode}: {r.stderr.strip()[-2000:]}")
     m = measure(run_dir, 1)
     rec = {"yaml": name + ".yaml", "strategy": strategy, "seq_length": seq, "batch_size": batch,
-           "num_layers": LAYERS, "steps": steps,
+           "num_layers": LAYERS, "steps": steps, "peak": "cpu_pool",
            "stages": [{"stage": 0, "used_peak_bytes": m.used[0],
                        "used_peak_mib": round(m.used[0] / (1 << 20)),
                        **({"actual_peak_bytes": m.actual[0], "actual_peak_mib": round(m.actual[0] / (1 << 20))}

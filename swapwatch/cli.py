@@ -482,10 +482,11 @@ def plot_estimate_cmd(config, run_dirs, budget, output, fmt, model, force):
 
 @cli.command("estimate")
 @click.argument("config")
-@click.option("--calibrate", "run_dirs", multiple=True, metavar="RUN_DIR|DRYRUN.json",
-              help="A `swapwatch run` directory of this model with a known strategy, or a DryRun record "
-                   "(tools/dryrun/record_cases.py; docs/estimate.md) (repeatable): fits the model's free "
-                   "terms to its measured peaks.")
+@click.option("--calibrate", "run_dirs", multiple=True, metavar="RUN_DIR|DRYRUN.json|[YAML=]DRYRUN.log",
+              help="A `swapwatch run` directory of this model with a known strategy, a DryRun record "
+                   "(tools/dryrun/record_cases.py), or a raw DryRun log (YAML=LOG: the YAML it ran; LOG alone: "
+                   "CONFIG's own) (repeatable): fits the model's free terms to its measured peaks; two "
+                   "sources fit a residual and one scale, three or more also split the scale (docs/estimate.md).")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option("--model", default=None,
               help="Model family (default: the family the YAML names, as explain shows it; `swapwatch "

@@ -1,7 +1,10 @@
 """Fit the memory model's free terms to measured peaks of real runs (``--calibrate RUN_DIR``).
 
-Each ``--calibrate`` source is a ``swapwatch run`` directory or a DryRun record (the JSON
-``tools/dryrun/record_cases.py`` writes beside the YAML DryRun ran: DryRun L1's peaks per stage).
+Each ``--calibrate`` source is a ``swapwatch run`` directory, a DryRun record (the JSON
+``tools/dryrun/record_cases.py`` writes beside the YAML DryRun ran: DryRun L1's peaks per stage; the
+CPU records of ``fixtures/cpu_memory`` have the same form), or a raw DryRun log (its ``Used peak``
+line, the stage from its ``RANK_ID``): ``CONFIG.yaml=LOG``, or just ``LOG`` for a DryRun of the
+very YAML being estimated or planned.
 
 Why: the model counts tensors; an allocator adds what no tensor table shows (CPU: weights outside
 the pool, the pool's own rounding; Ascend: workspace, communication buffers, fragmentation). Runs of
@@ -9,9 +12,19 @@ the same model with known strategies pin that down. Each run directory (``swapwa
 names its config in ``run.json``; its logs give the measured peak of every rank, which is compared
 with the model's prediction for that rank's pipeline stage (the worst rank of each stage).
 
-Fitted, by least squares over every (run, stage): ``measured = static + residual + scale * dynamic``
-(``dynamic`` = activations + transients + head, see :mod:`swapwatch.memory.model`). With one point,
-or when every point has the same dynamic part, the scale stays 1 and only the residual is fitted.
+Fitted, by least squares over every (run, stage), never more parameters than sources (runs,
+records, logs) pin down:
+
+* three sources or more: ``measured = static + residual + a * kept + t * per_step`` (:func:`fit_terms`):
+  ``residual`` what no tensor table shows (CPU: the weights are outside the pool, so about minus
+  the static part; Ascend: the allocator's base), ``a`` the saved activations (per layer and
+  micro-batch in flight), ``t`` the per-step working set (recompute transient, backward workspace,
+  head and loss). On the CPU example model this predicts strategies and shapes it did not see
+  within 4 % where one scale missed twice the sequence by up to 27 % (docs/estimate.md);
+* two sources (or when the three terms are not pinned down): ``measured = static + residual +
+  scale * dynamic`` (``dynamic`` = activations + transients + head, see :mod:`swapwatch.memory.model`).
+  With one point, or when every point has the same dynamic part, the scale stays 1 and only the
+  residual is fitted.
 ``fragmentation`` is the mean measured actual / used peak (Ascend ``Actual`` vs ``Used`` peak, CPU
 ``actual peak used mem`` vs ``peak used mem``).
 """
@@ -35,6 +48,9 @@ class Measured:
     config: str
     used: Dict[int, int]        # stage -> worst rank's used peak
     actual: Dict[int, int]      # stage -> worst rank's actual peak (when logged)
+    #: the peak is MindSpore's CPU pool (``pool_peak``): no weights, gradients or optimizer
+    #: states in it, no separate backward workspace (docs/estimate.md, "Calibration")
+    cpu_pool: bool = False
 
 
 def run_config(run_dir: str, info: Dict[str, Any]) -> str:
@@ -68,6 +84,7 @@ def measure(run_dir: str, pipeline_stages: int) -> Measured:
     cfg = run_config(run_dir, run.run_info)
     per_rank_used: Dict[int, int] = {}
     per_rank_actual: Dict[int, int] = {}
+    used_metrics = set()
     for rank, rlog in run.ranks.items():
         mem = [e for e in rlog.events if e.kind == "memory"]
         for metrics, out in ((USED_METRICS, per_rank_used), (ACTUAL_METRICS, per_rank_actual)):
@@ -75,6 +92,8 @@ def measure(run_dir: str, pipeline_stages: int) -> Measured:
                 vals = [e.bytes for e in mem if e.metric == metric and e.bytes > 0]
                 if vals:
                     out[rank] = max(vals)
+                    if metrics is USED_METRICS:
+                        used_metrics.add(metric)
                     break
     if not per_rank_used:
         raise InputError("no peak memory figures in the run's logs (the CPU pool peak needs GLOG_v=2 "
@@ -89,7 +108,8 @@ def measure(run_dir: str, pipeline_stages: int) -> Measured:
             out[st] = max(out.get(st, 0), v)
         return out
 
-    return Measured(run_dir, cfg, by_stage(per_rank_used), by_stage(per_rank_actual))
+    return Measured(run_dir, cfg, by_stage(per_rank_used), by_stage(per_rank_actual),
+                    cpu_pool=used_metrics == {"pool_peak"})
 
 
 def fit(points: Sequence[Tuple[float, float, float]]) -> Tuple[float, float]:
@@ -143,6 +163,9 @@ def calibrate(run_dirs: Sequence[str], model: Optional[str] = None,
     for source in run_dirs:
         log_cfg, rd = split_source(source)
         dry = dryrun_case(rd) or dryrun_log(rd, log_cfg or config)
+        if dry is None and not os.path.isdir(rd):
+            raise InputError("not a calibration source: neither a `swapwatch run` directory, a DryRun record "
+                             "(.json) nor a DryRun log (no 'Used peak memory usage' line)", file=rd)
         cfg = dry.config if dry else run_config(rd, _run_json(rd))
         est = estimate(cfg, model)
         m0 = dry or measure(rd, len(est.stages))
@@ -154,14 +177,21 @@ def calibrate(run_dirs: Sequence[str], model: Optional[str] = None,
         raise InputError("no calibration run covers any pipeline stage", file=run_dirs[0] if run_dirs else None)
     fr = [a / u for *_, u, a in rows if a and u]
     cal = Calibration(fragmentation=sum(fr) / len(fr) if fr else 1.0, fitted=True)
-    # three sources or more: the per-term fit (residual, activation scale, transient scale);
-    # two: at most two parameters (residual and one scale), never more than the runs pin down
-    terms = fit_terms([(st.static_total, *_split(st), used) for _, _, st, used, _ in rows]) \
-        if len(measured) >= 3 else None
-    if terms:
-        cal.residual, cal.scale, cal.transient_scale = terms
+    if all(m.cpu_pool for m in measured.values()):
+        # the CPU pool: static and workspace are not in it (not fitted: known), the saved
+        # activations and the per-step terms get a scale each (two parameters, two runs)
+        cal.static_scale, cal.workspace_scale = 0.0, 0.0
+        cal.scale, cal.transient_scale = fit_pool([_split(st, workspace=False) + (used,)
+                                                   for _, _, st, used, _ in rows])
     else:
-        cal.residual, cal.scale = fit([(st.static_total, st.dynamic, used) for _, _, st, used, _ in rows])
+        # three sources or more: the per-term fit (residual, activation scale, transient scale);
+        # two: at most two parameters (residual and one scale), never more than the runs pin down
+        terms = fit_terms([(st.static_total, *_split(st), used) for _, _, st, used, _ in rows]) \
+            if len(measured) >= 3 else None
+        if terms:
+            cal.residual, cal.scale, cal.transient_scale = terms
+        else:
+            cal.residual, cal.scale = fit([(st.static_total, st.dynamic, used) for _, _, st, used, _ in rows])
     for rd, stage, st, used, _ in rows:
         pred = st.peak(cal)
         cal.runs.append({"run": rd, "config": measured[rd].config, "stage": stage, "predicted_bytes": pred,
@@ -170,13 +200,32 @@ def calibrate(run_dirs: Sequence[str], model: Optional[str] = None,
     return cal, measured
 
 
-def _split(st: Any) -> Tuple[int, int]:
+def _split(st: Any, workspace: bool = True) -> Tuple[int, int]:
     """(kept, per_step) of a stage's dynamic part (``model.StageMemory``): the saved activations
-    and swap window vs the transient, workspace, head and gathered weights; a stage whose peak is
-    the optimizer step counts it as kept (it is scaled like the activations: ``scaled_dynamic``)."""
+    and swap window vs the transient, workspace (unless ``workspace`` is False), head and gathered
+    weights; a stage whose peak is the optimizer step counts it as kept (it is scaled like the
+    activations: ``scaled_dynamic``)."""
     if st.phase == "optimizer":
         return st.optimizer, 0
-    return st.activations + st.swap_window, st.transient + st.workspace + st.head + st.gathered
+    return (st.activations + st.swap_window,
+            st.transient + (st.workspace if workspace else 0) + st.head + st.gathered)
+
+
+def fit_pool(points: Sequence[Tuple[float, float, float]]) -> Tuple[float, Optional[float]]:
+    """(activation scale, per-step scale) fitting ``measured = a * kept + t * per_step`` to
+    ``(kept, per_step, measured)`` points of MindSpore's CPU pool, by least squares (no residual,
+    no static: the pool's peaks double with the micro-batch, docs/estimate.md). One point, points
+    that do not pin both down, or a scale <= 0: one scale over both, per-step scale None."""
+    import numpy as np
+
+    x = np.array([[k, t] for k, t, _ in points], dtype=float)
+    y = np.array([m for _, _, m in points], dtype=float)
+    if len(points) >= 2 and np.linalg.matrix_rank(x / np.maximum(np.abs(x).max(axis=0), 1.0)) == 2:
+        (a, t), *_ = np.linalg.lstsq(x, y, rcond=None)
+        if a > 0 and t > 0:
+            return float(a), float(t)
+    tot = x.sum(axis=1)
+    return (float(np.dot(tot, y) / np.dot(tot, tot)) if np.dot(tot, tot) else 1.0), None
 
 
 def dryrun_case(path: str) -> Optional[Measured]:
@@ -200,7 +249,7 @@ def dryrun_case(path: str) -> Optional[Measured]:
         raise InputError(f"not a DryRun record (yaml, stages[].used_peak_mib ...): {exc}", file=path) from None
     if not os.path.isfile(cfg):
         raise InputError(f"the DryRun record's YAML {cfg} does not exist", file=path)
-    return Measured(path, cfg, used, actual)
+    return Measured(path, cfg, used, actual, cpu_pool=data.get("peak") == "cpu_pool")
 
 
 def split_source(source: str) -> Tuple[Optional[str], str]:

@@ -157,7 +157,7 @@ def solve_stage(spec: ModelSpec, fam: Family, geo, stage: int, cal: Calibration,
     n_layers = sum(len(c) for c, _ in chunks)
     static = sum(static_parts(spec, fam, stage, n_layers).values())
     fixed = (fam.workspace if n_layers else 0) + head_bytes(spec, stage) + gathered_weights(spec, fam, n_layers)
-    room = (budget - static - cal.residual) / cal.scale - fixed
+    room = (budget - cal.static_scale * static - cal.residual) / cal.scale - fixed   # 0 x static: CPU pool
     if cal.peak(static, optimizer_step(spec, fam, stage, n_layers)) > budget:
         return StagePlan(stage=stage, fits=False, static=static)   # the optimizer step alone is over
     all_chains = chains(fam, allow_swap)
