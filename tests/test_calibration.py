@@ -80,8 +80,8 @@ def test_two_cpu_runs_predict_every_held_out_strategy_and_shape_within_10_percen
 
 def test_one_scale_over_the_whole_peak_does_not_generalise_on_cpu():
     """The fit this replaces (residual + one scale over every dynamic term, the device fit), on the
-    same two runs: exact on them, beyond the bound at twice the sequence and the micro-batch. Why
-    the CPU pool gets its own terms."""
+    same two runs: exact on them, beyond the bound at twice the sequence (+26 % on full recompute).
+    Why the CPU pool gets its own terms."""
     from swapwatch.memory.calibrate import fit
     from swapwatch.memory.model import Calibration
 
@@ -91,7 +91,7 @@ def test_one_scale_over_the_whole_peak_does_not_generalise_on_cpu():
         pts.append((st.static_total, st.dynamic, dryrun_case(str(CPU / f"{n}.json")).used[0]))
     r, a = fit(pts)
     cal = Calibration(residual=r, scale=a, fitted=True)
-    errs = _errors(cal, [CPU / "full_s512_b2.json", CPU / "full_s256_b4.json", CPU / "sel_mlp_s512_b2.json"])
+    errs = _errors(cal, [CPU / "full_s512_b2.json", CPU / "sel_mlp_s512_b2.json"])
     assert max(map(abs, errs.values())) > CPU_BOUND, errs
 
 
