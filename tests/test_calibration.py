@@ -141,6 +141,19 @@ def test_dryrun_records_predict_held_out_strategies_and_shapes_within_5_percent(
     assert OTHER_LAYOUT == ("qwen3_32b_l8_tp8_sp_none",)
 
 
+def test_three_dryrun_records_fit_three_terms_and_still_predict_within_5_percent():
+    """Three device sources pin three terms (residual, saved-activation scale, per-step scale): on
+    DryRun L1 (none, full, 8k sequence) both scales stay near 1 (the physical terms hold on the
+    Ascend allocator) and the held-out cases of the cut stay within 5 %."""
+    names = ("qwen3_32b_l8_none", "qwen3_32b_l8_full", "qwen3_32b_l8_s8k_none")
+    cal, _ = calibrate([str(CASES / f"{n}.json") for n in names])
+    assert cal.transient_scale is not None and cal.static_scale == 1.0
+    assert abs(cal.scale - 1) < 0.05 and abs(cal.transient_scale - 1) < 0.1
+    recs = [js for js in sorted(CASES.glob("qwen3_32b_*.json")) if js.stem not in names + OTHER_LAYOUT]
+    errs = _errors(cal, recs)
+    assert len(errs) >= 8 and max(map(abs, errs.values())) < DRYRUN_BOUND, errs
+
+
 def test_a_raw_dryrun_log_calibrates_like_its_record():
     """The raw log of DryRun's stage 1 (rank 4 of 8) of the PP2 cut: its Used / Actual peak lines are
     stage 1's peaks (the record of the same YAML says the same), whether the YAML is named

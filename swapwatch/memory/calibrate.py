@@ -13,18 +13,21 @@ names its config in ``run.json``; its logs give the measured peak of every rank,
 with the model's prediction for that rank's pipeline stage (the worst rank of each stage).
 
 Fitted, by least squares over every (run, stage), never more parameters than sources (runs,
-records, logs) pin down:
+records, logs) pin down (docs/estimate.md, "Calibration"):
 
-* three sources or more: ``measured = static + residual + a * kept + t * per_step`` (:func:`fit_terms`):
-  ``residual`` what no tensor table shows (CPU: the weights are outside the pool, so about minus
-  the static part; Ascend: the allocator's base), ``a`` the saved activations (per layer and
-  micro-batch in flight), ``t`` the per-step working set (recompute transient, backward workspace,
-  head and loss). On the CPU example model this predicts strategies and shapes it did not see
-  within 4 % where one scale missed twice the sequence by up to 27 % (docs/estimate.md);
-* two sources (or when the three terms are not pinned down): ``measured = static + residual +
-  scale * dynamic`` (``dynamic`` = activations + transients + head, see :mod:`swapwatch.memory.model`).
-  With one point, or when every point has the same dynamic part, the scale stays 1 and only the
-  residual is fitted.
+* MindSpore's CPU pool (``pool_peak``; CPU records say ``"peak": "cpu_pool"``): ``measured = a *
+  kept + t * per_step`` (:func:`fit_pool`). Known, not fitted: the pool holds no weights, gradients
+  or optimizer states (its peaks double with the micro-batch) and no separate backward workspace.
+  ``a`` scales the saved activations (per layer and micro-batch in flight), ``t`` the per-step
+  working set (recompute transient, head and loss). From none + full at one shape it predicts 18
+  other strategies and shapes of the tiny Llama within 7.1 %, where one scale missed twice the
+  sequence by up to 26 %;
+* a device's peak (DryRun L1, Ascend logs), three sources or more: ``measured = static + residual +
+  a * kept + t * per_step`` (:func:`fit_terms`; the per-step terms include the backward workspace);
+* a device's peak, two sources (or when the three terms are not pinned down): ``measured = static +
+  residual + scale * dynamic`` (``dynamic`` = activations + transients + head, see
+  :mod:`swapwatch.memory.model`). With one point, or when every point has the same dynamic part,
+  the scale stays 1 and only the residual is fitted.
 ``fragmentation`` is the mean measured actual / used peak (Ascend ``Actual`` vs ``Used`` peak, CPU
 ``actual peak used mem`` vs ``peak used mem``).
 """
@@ -133,12 +136,11 @@ def fit_terms(points: Sequence[Tuple[float, float, float, float]]) -> Optional[T
     None when the three terms are not pinned down (fewer than three points, collinear points) or a
     scale comes out <= 0 (nonsense: the caller falls back to :func:`fit`).
 
-    Why two scales: on the CPU example model one scale over the whole activation phase (1.27)
-    over-predicted twice the sequence by 9-27 % (docs/estimate.md, "The example model on CPU"):
-    the saved activations (``kept``: what every layer and micro-batch in flight holds) are
-    under-counted on CPU, the per-step working set (``per_step``: the recompute transient, the
-    backward workspace, the head and loss; once per step whatever the depth) over-counted, and the
-    two grow differently with the strategy and the sequence."""
+    Why two scales: the saved activations (``kept``: what every layer and micro-batch in flight
+    holds) and the per-step working set (``per_step``: the recompute transient, the backward
+    workspace, the head and loss; once per step whatever the depth) grow differently with the
+    strategy and the shape, and an allocator need not hold them alike (the CPU pool does not:
+    :func:`fit_pool`). Three parameters: only from three sources or more."""
     if len(points) < 3:
         return None
     import numpy as np
