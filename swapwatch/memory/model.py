@@ -55,6 +55,15 @@ class Calibration:
     def peak(self, static: float, dynamic: float) -> int:
         return int(round(self.static_scale * static + self.residual + self.scale * dynamic))
 
+    def per_step(self, workspace: float, other: float) -> float:
+        """The backward workspace and the other per-step bytes (head, gathered weights) in units
+        of ``scale`` (what :meth:`peak` multiplies): the search's fixed part (memory/search.py)."""
+        if (self.transient_scale is None and self.workspace_scale is None) or not self.scale:
+            return workspace + other
+        t = self.scale if self.transient_scale is None else self.transient_scale
+        w = t if self.workspace_scale is None else self.workspace_scale
+        return (w * workspace + t * other) / self.scale
+
     def to_json(self) -> Dict[str, Any]:
         out = {"residual_bytes": int(round(self.residual)), "activation_scale": round(self.scale, 4),
                "fragmentation": round(self.fragmentation, 4), "runs": self.runs}

@@ -156,7 +156,8 @@ def solve_stage(spec: ModelSpec, fam: Family, geo, stage: int, cal: Calibration,
                counts[v]) for v in range(V)]
     n_layers = sum(len(c) for c, _ in chunks)
     static = sum(static_parts(spec, fam, stage, n_layers).values())
-    fixed = (fam.workspace if n_layers else 0) + head_bytes(spec, stage) + gathered_weights(spec, fam, n_layers)
+    fixed = cal.per_step(fam.workspace if n_layers else 0,
+                         head_bytes(spec, stage) + gathered_weights(spec, fam, n_layers))   # calibrate.py
     room = (budget - cal.static_scale * static - cal.residual) / cal.scale - fixed   # 0 x static: CPU pool
     if cal.peak(static, optimizer_step(spec, fam, stage, n_layers)) > budget:
         return StagePlan(stage=stage, fits=False, static=static)   # the optimizer step alone is over
@@ -318,7 +319,8 @@ def lowest_peak(spec: ModelSpec, fam: Family, geo, stage: int, cal: Calibration,
     counts = inflight(P, V, spec.micro_batch_num, stage)
     n_layers = sum(geo.layer_list[v][stage] for v in range(V))
     static = sum(static_parts(spec, fam, stage, n_layers).values())
-    fixed = (fam.workspace if n_layers else 0) + head_bytes(spec, stage) + gathered_weights(spec, fam, n_layers)
+    fixed = cal.per_step(fam.workspace if n_layers else 0,
+                         head_bytes(spec, stage) + gathered_weights(spec, fam, n_layers))   # calibrate.py
     weight = sum(counts[v] * geo.layer_list[v][stage] for v in range(V))
     if V == 1 and not allow_swap and weight:
         import numpy as np
