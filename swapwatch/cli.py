@@ -527,8 +527,9 @@ def estimate_cmd(config, run_dirs, fmt, model, dryrun, dryrun_stages):
 @cli.command("plan")
 @click.argument("config")
 @click.option("--budget", required=True, metavar="SIZE", help="Peak memory per rank: 58GiB, 45MB, 62914560 (bytes).")
-@click.option("--calibrate", "run_dirs", multiple=True, metavar="RUN_DIR",
-              help="A `swapwatch run` directory of this model (repeatable): calibrates the prediction.")
+@click.option("--calibrate", "run_dirs", multiple=True, metavar="RUN_DIR|DRYRUN.json|YAML=DRYRUN.log",
+              help="A `swapwatch run` directory of this model, a DryRun record or a raw DryRun log of the YAML "
+                   "named (repeatable): calibrates the prediction (docs/estimate.md, \"Calibration\").")
 @click.option("-o", "--output", default=None, metavar="OUT.yaml", help="Write the planned YAML here.")
 @click.option("--force", is_flag=True, help="Replace OUT.yaml when it exists.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "yaml"]), default="table", show_default=True)

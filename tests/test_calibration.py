@@ -222,3 +222,15 @@ def test_one_cpu_record_re_measures(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     m = measure(str(rd), 1)
     assert m.cpu_pool and abs(m.used[0] - rec["stages"][0]["used_peak_bytes"]) <= MiB
+
+
+def test_bench_plan_names_the_held_out_misses(capsys):
+    """`make bench-plan`'s table (bench/plan.py): every case with calibrated on? / predicted /
+    measured / error; the held-out cases beyond the bound come back (main exits 1 on them): none at
+    10 %, some at a bound of 1 %, and never a calibration run."""
+    cases = _B.recorded_cpu_cases()
+    assert _B.held_out_table("cpu", cases, CPU_CALIBRATION, CPU_BOUND) == []
+    tight = _B.held_out_table("cpu", cases, CPU_CALIBRATION, 0.01)
+    assert tight and not {n for n, _, _ in tight} & set(CPU_CALIBRATION)
+    out = capsys.readouterr().out
+    assert "| sel_mlp_s512_b2 | 0 | no |" in out and "| none_s256_b2 | 0 | yes |" in out and "MISSES 1%" in out
