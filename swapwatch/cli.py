@@ -458,8 +458,9 @@ def plot_strategy_cmd(source, config, output, rank, fmt, force):
 
 @plot_group.command("estimate")
 @click.argument("config")
-@click.option("--calibrate", "run_dirs", multiple=True, metavar="RUN_DIR",
-              help="Calibration run of this model (repeatable); its measured peak is drawn when it ran CONFIG.")
+@click.option("--calibrate", "run_dirs", multiple=True, metavar="RUN_DIR|DRYRUN.json|[YAML=]DRYRUN.log",
+              help="Calibration run, DryRun record or raw DryRun log of this model (repeatable); its measured "
+                   "peak is drawn when it ran CONFIG.")
 @click.option("--budget", default=None, metavar="SIZE", help="Draw this budget as a line (58GiB, 45MB, bytes).")
 @click.option("-o", "--output", default=None, metavar="FILE",
               help="Image to write (default: estimate.<format> here, never replaced without -o).")
