@@ -286,7 +286,7 @@ class StageMemory:
                 "components": {"static": int(round(self.static_total + res)),
                                "activations": act_part(acts),
                                "other": int(round(s * self.optimizer)) if opt else
-                               other_part(other - self.workspace) + int(round(w * self.workspace))},
+                               int(round(t * (other - self.workspace) + w * self.workspace))},
                 "breakdown": {**self.static, "calibration_residual": int(round(res)),
                               "saved_activations": act_part(self.activations),
                               "swap_prefetch_window": act_part(self.swap_window),
