@@ -1,19 +1,22 @@
-"""``make bench-plan``: does ``swapwatch plan`` hold on real MindSpore? (a benchmark, not a test)
+"""``make bench-plan``: does ``swapwatch estimate`` / ``plan`` hold on real MindSpore? (a benchmark, not a test)
 
-On the tiny Llama (``fixtures/configs/plan_tiny.yaml``, CPU, GRAPH_MODE, one process) it
+On the tiny Llama (``fixtures/configs/plan_tiny.yaml`` at 6 layers, CPU, GRAPH_MODE, one process) it
 
-1. runs no recompute and full recompute for real through ``swapwatch run`` and reads MindSpore's
-   CPU pool peak (``peak used mem``, what the parsers read; docs/compatibility.md "On a CPU-only machine");
-2. calibrates the memory model on those two runs and checks its prediction on three other
-   strategies (select of the attention core, of the MLP cell, of both) and on shapes it was not
-   calibrated on (twice the sequence, twice the micro-batch), run for real; then prints the
-   uncalibrated estimate of every recorded DryRun L1 case beside DryRun's peak;
+1. runs every case of ``bench/record_cpu_memory.py`` for real through ``swapwatch run`` (five
+   strategies: none, full, select of the attention core, of the MLP cell, of both; four shapes: the
+   YAML's, twice the sequence, twice the micro-batch, half the sequence) and reads MindSpore's CPU
+   pool peak (``peak used mem``; docs/compatibility.md "On a CPU-only machine"); ``--recorded`` takes
+   the peaks recorded in fixtures/cpu_memory instead;
+2. calibrates the memory model on three of them (``CPU_CALIBRATION``) and prints, for every case,
+   calibrated on? / predicted / measured / error; the same for the DryRun L1 records
+   (fixtures/dryrun/cases, calibrated on ``DRYRUN_CALIBRATION``); exits 1, naming them, when a
+   held-out error is beyond the bound (10 % on CPU, 5 % on DryRun; docs/estimate.md);
 3. for budgets spread between the full-recompute and the no-recompute peak, plans, runs the planned
    YAML through ``swapwatch run`` (which verifies it: the run must PASS), and prints predicted vs
-   measured peak and step time, beside full recompute's;
+   measured peak and step time;
 4. times ``swapwatch plan`` (the whole command) on the 64-layer YAML.
 
-Run dirs land in ``bench/out/plan-<time>/`` (gitignored). ``--layers`` sets the model's depth.
+Run dirs land in ``bench/out/plan-<time>/`` (gitignored).
 """
 from __future__ import annotations
 
@@ -30,49 +33,73 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
-from swapwatch.memory.calibrate import calibrate, measure  # noqa: E402
+from swapwatch.memory.calibrate import calibrate, dryrun_case, measure  # noqa: E402
 from swapwatch.memory.model import estimate  # noqa: E402
 
 BIN = os.path.dirname(sys.executable)
 MiB = 1 << 20
-STRATEGIES = {
-    "none": "recompute: False",
-    "full": "recompute: True",
-    "select attn core": "recompute: False\n  select_recompute:\n    'attention\\.flash_attention': True",
-    "select mlp": "recompute: False\n  select_recompute:\n    'feed_forward': True",
-    "select attn core + mlp": ("recompute: False\n  select_recompute:\n    'attention\\.flash_attention': True\n"
-                               "    'feed_forward': True"),
-}
+sys.path.insert(0, HERE)
+from record_cpu_memory import SHAPES, STRATEGIES, case_yaml  # noqa: E402
+
+#: the CPU runs calibration is fitted on (two runs, two scales: swapwatch.memory.calibrate.fit_pool):
+#: no recompute and full recompute at the YAML's shape; every other case of fixtures/cpu_memory
+#: (three select sets; twice and half the sequence, twice the micro-batch) is held out
+CPU_CALIBRATION = ("none_s256_b2", "full_s256_b2")
+CPU_BOUND = 0.10
+#: the DryRun L1 records calibration is fitted on; held out: the other strategies and shapes of the
+#: same cut (fixtures/dryrun/cases/qwen3_32b_*); other parallel layouts are printed, not bounded
+DRYRUN_CALIBRATION = ("qwen3_32b_l8_none", "qwen3_32b_l8_full")
+DRYRUN_BOUND = 0.05
+OTHER_LAYOUT = ("qwen3_32b_l8_tp8_sp_none",)
+CASES = Path(ROOT, "fixtures", "dryrun", "cases")
 
 
-#: other shapes of the tiny Llama, each with a strategy of STRATEGIES: (strategy, YAML text, replaced by)
-SHAPES = {
-    "none, 2x sequence": ("none", "seq_length: 256", "seq_length: 512"),
-    "select mlp, 2x sequence": ("select mlp", "seq_length: 256", "seq_length: 512"),
-    "full, 2x micro-batch": ("full", "batch_size: 2", "batch_size: 4"),
-}
+def held_out_table(title: str, cases: dict, calibrated_on: tuple, bound: float, unbounded: tuple = ()) -> list:
+    """Calibrate on ``calibrated_on`` (names of ``cases``: name -> (--calibrate source, YAML, stage ->
+    measured bytes)), print case / calibrated on? / predicted / measured / error for every case, and
+    return the held-out cases whose |error| exceeds ``bound`` (``unbounded`` ones are printed only)."""
+    cal, _ = calibrate([cases[n][0] for n in calibrated_on])
+    t = "" if cal.transient_scale is None else f", transient scale {cal.transient_scale:.3f}"
+    print(f"\n{title}: calibrated on {' + '.join(calibrated_on)} ({len(calibrated_on)} runs): residual "
+          f"{cal.residual / MiB:.1f} MiB, activation scale {cal.scale:.3f}{t}\n")
+    print("| case | stage | calibrated on? | predicted | measured | error |")
+    print("|---|---|---|---|---|---|")
+    misses, errs = [], []
+    for name, (_, yaml_path, used) in cases.items():
+        est = estimate(yaml_path, calibration=cal)
+        for stage, m in sorted(used.items()):
+            pred = est.stages[stage].peak(cal)
+            err = (pred - m) / m
+            tag = "yes" if name in calibrated_on else ("no (other layout, not bounded)" if name in unbounded
+                                                         else "no")
+            flag = ""
+            if tag == "no":
+                errs.append(abs(err))
+                if abs(err) > bound:
+                    misses.append((name, stage, err))
+                    flag = f" **MISSES {bound:.0%}**"
+            print(f"| {name} | {stage} | {tag} | {pred / MiB:.1f} MiB | {m / MiB:.1f} MiB | {err:+.1%}{flag} |")
+    if errs:
+        print(f"\nheld out: {len(errs)} stage peaks, worst |error| {max(errs):.1%}, median "
+              f"{statistics.median(errs):.1%} (bound {bound:.0%})")
+    return misses
 
 
-def dryrun_table() -> None:
-    """The recorded DryRun L1 corpus (fixtures/dryrun/cases, tests/test_oracle_dryrun.py): the
-    uncalibrated estimate of each case beside DryRun's used peak (no DryRun is run here)."""
-    cases = sorted(Path(ROOT, "fixtures", "dryrun", "cases").glob("*.json"))
-    if not cases:
-        return
-    print("\nDryRun L1 corpus, uncalibrated (docs/estimate.md):\n")
-    print("| case | stage | predicted | DryRun L1 used peak | error |")
-    print("|---|---|---|---|---|")
-    for js in cases:
-        data = json.loads(js.read_text())
-        try:
-            est = estimate(str(js.with_name(data["yaml"])))
-        except Exception as exc:  # noqa: BLE001 - a family without a table: say so, go on
-            print(f"| {js.stem} | - | {type(exc).__name__}: {exc} | | |")
-            continue
-        for st in data["stages"]:
-            pred, used = est.stages[st["stage"]].peak(), st["used_peak_mib"] * MiB
-            print(f"| {js.stem} | {st['stage']} | {pred / MiB:.0f} MiB | {st['used_peak_mib']} MiB | "
-                  f"{(pred - used) / used:+.1%} |")
+def recorded_cpu_cases() -> dict:
+    """fixtures/cpu_memory (bench/record_cpu_memory.py): name -> (record, YAML, {0: pool peak})."""
+    out = {}
+    for js in sorted(Path(ROOT, "fixtures", "cpu_memory").glob("*.json")):
+        m = dryrun_case(str(js))
+        out[js.stem] = (str(js), m.config, m.used)
+    return out
+
+
+def dryrun_cases() -> dict:
+    out = {}
+    for js in sorted(CASES.glob("qwen3_32b_*.json")):
+        m = dryrun_case(str(js))
+        out[js.stem] = (str(js), m.config, m.used)
+    return out
 
 
 def sh(cmd, **kw):
@@ -94,75 +121,76 @@ def run(config: str, run_dir: str, steps: int) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--layers", type=int, default=6)
-    ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--recorded", action="store_true",
+                    help="take the CPU peaks from fixtures/cpu_memory instead of running every case (seconds)")
+    ap.add_argument("--no-plans", action="store_true", help="skip the budget plans (part 3) and the timing (4)")
+    ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--budgets", type=int, default=5, help="budgets between full and none")
     a = ap.parse_args()
     out = os.path.join(HERE, "out", time.strftime("plan-%Y%m%d-%H%M%S"))
     os.makedirs(out)
-    base = Path(ROOT, "fixtures/configs/plan_tiny.yaml").read_text().replace(
-        "num_layers: 4", f"num_layers: {a.layers}")
+    if a.recorded:
+        cases = recorded_cpu_cases()
+        print("tiny Llama, 6 layers, hidden 256, fp32, CPU: pool peaks recorded in fixtures/cpu_memory")
+    else:
+        print(f"tiny Llama, 6 layers, hidden 256, fp32, CPU, {a.steps} steps per case; runs in {out}")
+        cases = {}
+        for shape, (seq, batch) in SHAPES.items():
+            for strategy in STRATEGIES:
+                name = f"{strategy}_{shape}"
+                path = os.path.join(out, name + ".yaml")
+                Path(path).write_text(case_yaml(strategy, seq, batch))
+                rd = os.path.join(out, "run-" + name)
+                m = run(path, rd, a.steps)
+                if m["exit"] != 0:
+                    print(f"{name}: the run failed (exit {m['exit']}): see {rd}", file=sys.stderr)
+                    return 1
+                cases[name] = (rd, path, {0: m["peak"]})
+    misses = held_out_table("The tiny Llama on CPU (MindSpore's pool peak)", cases, CPU_CALIBRATION, CPU_BOUND)
+    misses += held_out_table("DryRun L1 records (fixtures/dryrun/cases; no DryRun is run here)", dryrun_cases(),
+                             DRYRUN_CALIBRATION, DRYRUN_BOUND, OTHER_LAYOUT)
+    if not a.no_plans:
+        plans(out, cases, a.steps, a.budgets)
+    if misses:
+        print("\nbench-plan FAILED: held-out prediction errors beyond the bound: "
+              + ", ".join(f"{n} stage {st} {e:+.1%}" for n, st, e in misses), file=sys.stderr)
+        return 1
+    return 0
 
-    def config(name: str, rc: str) -> str:
-        path = os.path.join(out, name.replace(" ", "_").replace("+", "and") + ".yaml")
-        with open(path, "w") as fh:
-            fh.write(base.replace("recompute: False", rc, 1))
-        return path
 
-    print(f"tiny Llama, {a.layers} layers, hidden 256, seq 256, batch 2, fp32, CPU, {a.steps} steps; runs in {out}")
-    measured = {}
-    for name, rc in STRATEGIES.items():
-        cfg = config(name, rc)
-        measured[name] = (cfg, run(cfg, os.path.join(out, "run-" + os.path.basename(cfg)[:-5]), a.steps))
-    dirs = {n: os.path.join(out, "run-" + os.path.basename(c)[:-5]) for n, (c, _) in measured.items()}
-    cal, _ = calibrate([dirs["none"], dirs["full"]])
-    print(f"\ncalibrated on none + full: residual {cal.residual / MiB:.1f} MiB, activation scale {cal.scale:.3f}\n")
-    # shapes the calibration did not see: twice the sequence, twice the micro-batch (the same strategies)
-    for name, (strategy, old, new) in SHAPES.items():
-        path = config(name, STRATEGIES[strategy]).replace(".yaml", "_shape.yaml")
-        Path(path).write_text(Path(config(name, STRATEGIES[strategy])).read_text().replace(old, new, 1))
-        measured[name] = (path, run(path, os.path.join(out, "run-" + os.path.basename(path)[:-5]), a.steps))
-    print("| strategy / shape | predicted peak | measured pool peak | error | step time |")
-    print("|---|---|---|---|---|")
-    held_out = []
-    for name, (cfg, m) in measured.items():
-        pred = estimate(cfg, calibration=cal).stages[0].peak(cal)
-        tag = " (calibration)" if name in ("none", "full") else " (not calibrated on)"
-        if name not in ("none", "full"):
-            held_out.append(abs(pred - m["peak"]) / m["peak"])
-        print(f"| {name}{tag} | {pred / MiB:.1f} MiB | {m['peak'] / MiB:.0f} MiB | "
-              f"{(pred - m['peak']) / m['peak']:+.1%} | {m['step_ms']:.0f} ms |")
-    print(f"\nnot calibrated on: {len(held_out)} runs, worst |error| {max(held_out):.1%}, "
-          f"median {statistics.median(held_out):.1%}")
-    dryrun_table()
-
-    lo, hi = measured["full"][1]["peak"], measured["none"][1]["peak"]
+def plans(out: str, cases: dict, steps: int, budgets: int) -> None:
+    """Part 3 and 4: plans for budgets between full and no recompute, each run for real, calibrated
+    on the CPU calibration runs; then the timing of plan on the 64-layer YAML."""
+    sources = []
+    for n in CPU_CALIBRATION:
+        sources += ["--calibrate", cases[n][0]]
+    lo, hi = cases["full_s256_b2"][2][0], cases["none_s256_b2"][2][0]
     print(f"\nplans for budgets between full ({lo / MiB:.0f} MiB) and none ({hi / MiB:.0f} MiB):\n")
-    full_flops = sum(r["recompute_flops"] for r in estimate(measured["full"][0]).layers)
+    full_flops = sum(r["recompute_flops"] for r in estimate(cases["full_s256_b2"][1]).layers)
     print("| budget | plan (per layer) | predicted | measured | within budget | above full | recompute FLOPs vs full "
-          f"| step time (full: {measured['full'][1]['step_ms']:.0f} ms) | verify |")
+          "| step time | verify |")
     print("|---|---|---|---|---|---|---|---|---|")
-    src = config("plan_source", "recompute: False")
-    for k in range(1, a.budgets + 1):
-        budget = int(lo + (hi - lo) * k / (a.budgets + 1))
+    src = os.path.join(out, "plan_source.yaml")
+    Path(src).write_text(case_yaml("none", 256, 2))
+    for k in range(1, budgets + 1):
+        budget = int(lo + (hi - lo) * k / (budgets + 1))
         planned = os.path.join(out, f"plan-{budget // MiB}MiB.yaml")
         r = sh([os.path.join(BIN, "swapwatch"), "plan", src, "--budget", str(budget), "--format", "json", "-o",
-                planned, "--calibrate", dirs["none"], "--calibrate", dirs["full"]])
+                planned, *sources])
         if r.returncode != 0:
             print(f"| {budget / MiB:.1f} MiB | plan exit {r.returncode}: {r.stderr.strip()} | | | | | | | |")
             continue
         js = json.loads(r.stdout)
         choices = _compact([row["choice"] for row in js["layers"]])
-        m = run(planned, os.path.join(out, f"run-plan-{budget // MiB}MiB"), a.steps)
+        m = run(planned, os.path.join(out, f"run-plan-{budget // MiB}MiB"), steps)
         pred = js["stages"][0]["peak_bytes"]
         print(f"| {budget / MiB:.1f} MiB | {choices} | {pred / MiB:.1f} MiB | {m['peak'] / MiB:.0f} MiB | "
               f"{'yes' if m['peak'] <= budget else 'NO'} | {'yes' if m['peak'] > lo else 'no'} | "
               f"{js['recompute_flops'] / full_flops:.0%} | {m['step_ms']:.0f} ms | "
               f"{'PASS' if m['exit'] == 0 else 'exit %d' % m['exit']} |")
-    below = sh([os.path.join(BIN, "swapwatch"), "plan", src, "--budget", str(lo - MiB),
-                "--calibrate", dirs["none"], "--calibrate", dirs["full"]])
+    below = sh([os.path.join(BIN, "swapwatch"), "plan", src, "--budget", str(lo - MiB), *sources])
     print(f"\nbudget {(lo - MiB) / MiB:.0f} MiB (below full recompute): exit {below.returncode}; "
-          f"{below.stdout.strip().splitlines()[-1]}")
+          f"{below.stdout.strip().splitlines()[-1] if below.stdout.strip() else below.stderr.strip()}")
     t = []
     for _ in range(3):
         t0 = time.perf_counter()
@@ -171,9 +199,6 @@ def main() -> int:
         assert r.returncode == 0, r.stderr
     print(f"`swapwatch plan fixtures/configs/plan_qwen64.yaml --budget 15GiB` (64 layers, 4 stages), whole "
           f"command: best {min(t):.2f} s of 3")
-    return 0
-
-
 
 
 def _compact(choices) -> str:

@@ -457,8 +457,9 @@ def plot_strategy_cmd(source, config, output, rank, fmt, force):
 
 @plot_group.command("estimate")
 @click.argument("config")
-@click.option("--calibrate", "run_dirs", multiple=True, metavar="RUN_DIR",
-              help="Calibration run of this model (repeatable); its measured peak is drawn when it ran CONFIG.")
+@click.option("--calibrate", "run_dirs", multiple=True, metavar="RUN_DIR|DRYRUN.json|[YAML=]DRYRUN.log",
+              help="Calibration run, DryRun record or raw DryRun log of this model (repeatable); its measured "
+                   "peak is drawn when it ran CONFIG.")
 @click.option("--budget", default=None, metavar="SIZE", help="Draw this budget as a line (58GiB, 45MB, bytes).")
 @click.option("-o", "--output", default=None, metavar="FILE",
               help="Image to write (default: estimate.<format> here, never replaced without -o).")
@@ -481,10 +482,11 @@ def plot_estimate_cmd(config, run_dirs, budget, output, fmt, model, force):
 
 @cli.command("estimate")
 @click.argument("config")
-@click.option("--calibrate", "run_dirs", multiple=True, metavar="RUN_DIR|DRYRUN.json",
-              help="A `swapwatch run` directory of this model with a known strategy, or a DryRun record "
-                   "(tools/dryrun/record_cases.py; docs/estimate.md) (repeatable): fits the model's free "
-                   "terms to its measured peaks.")
+@click.option("--calibrate", "run_dirs", multiple=True, metavar="RUN_DIR|DRYRUN.json|[YAML=]DRYRUN.log",
+              help="A `swapwatch run` directory of this model with a known strategy, a DryRun record "
+                   "(tools/dryrun/record_cases.py), or a raw DryRun log (YAML=LOG: the YAML it ran; LOG alone: "
+                   "CONFIG's own) (repeatable): fits the model's free terms to its measured peaks; two "
+                   "sources fit a residual and one scale, three or more also split the scale (docs/estimate.md).")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option("--model", default=None,
               help="Model family (default: the family the YAML names, as explain shows it; `swapwatch "
@@ -525,8 +527,9 @@ def estimate_cmd(config, run_dirs, fmt, model, dryrun, dryrun_stages):
 @cli.command("plan")
 @click.argument("config")
 @click.option("--budget", required=True, metavar="SIZE", help="Peak memory per rank: 58GiB, 45MB, 62914560 (bytes).")
-@click.option("--calibrate", "run_dirs", multiple=True, metavar="RUN_DIR",
-              help="A `swapwatch run` directory of this model (repeatable): calibrates the prediction.")
+@click.option("--calibrate", "run_dirs", multiple=True, metavar="RUN_DIR|DRYRUN.json|YAML=DRYRUN.log",
+              help="A `swapwatch run` directory of this model, a DryRun record or a raw DryRun log of the YAML "
+                   "named (repeatable): calibrates the prediction (docs/estimate.md, \"Calibration\").")
 @click.option("-o", "--output", default=None, metavar="OUT.yaml", help="Write the planned YAML here.")
 @click.option("--force", is_flag=True, help="Replace OUT.yaml when it exists.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "yaml"]), default="table", show_default=True)

@@ -1,7 +1,10 @@
 """Fit the memory model's free terms to measured peaks of real runs (``--calibrate RUN_DIR``).
 
-Each ``--calibrate`` source is a ``swapwatch run`` directory or a DryRun record (the JSON
-``tools/dryrun/record_cases.py`` writes beside the YAML DryRun ran: DryRun L1's peaks per stage).
+Each ``--calibrate`` source is a ``swapwatch run`` directory, a DryRun record (the JSON
+``tools/dryrun/record_cases.py`` writes beside the YAML DryRun ran: DryRun L1's peaks per stage; the
+CPU records of ``fixtures/cpu_memory`` have the same form), or a raw DryRun log (its ``Used peak``
+line, the stage from its ``RANK_ID``): ``CONFIG.yaml=LOG``, or just ``LOG`` for a DryRun of the
+very YAML being estimated or planned.
 
 Why: the model counts tensors; an allocator adds what no tensor table shows (CPU: weights outside
 the pool, the pool's own rounding; Ascend: workspace, communication buffers, fragmentation). Runs of
@@ -9,9 +12,22 @@ the same model with known strategies pin that down. Each run directory (``swapwa
 names its config in ``run.json``; its logs give the measured peak of every rank, which is compared
 with the model's prediction for that rank's pipeline stage (the worst rank of each stage).
 
-Fitted, by least squares over every (run, stage): ``measured = static + residual + scale * dynamic``
-(``dynamic`` = activations + transients + head, see :mod:`swapwatch.memory.model`). With one point,
-or when every point has the same dynamic part, the scale stays 1 and only the residual is fitted.
+Fitted, by least squares over every (run, stage), never more parameters than sources (runs,
+records, logs) pin down (docs/estimate.md, "Calibration"):
+
+* MindSpore's CPU pool (``pool_peak``; CPU records say ``"peak": "cpu_pool"``): ``measured = a *
+  kept + t * per_step`` (:func:`fit_pool`). Known, not fitted: the pool holds no weights, gradients
+  or optimizer states (its peaks double with the micro-batch) and no separate backward workspace.
+  ``a`` scales the saved activations (per layer and micro-batch in flight), ``t`` the per-step
+  working set (recompute transient, head and loss). From none + full at one shape it predicts 18
+  other strategies and shapes of the tiny Llama within 7.1 %, where one scale missed twice the
+  sequence by up to 26 %;
+* a device's peak (DryRun L1, Ascend logs), three sources or more: ``measured = static + residual +
+  a * kept + t * per_step`` (:func:`fit_terms`; the per-step terms include the backward workspace);
+* a device's peak, two sources (or when the three terms are not pinned down): ``measured = static +
+  residual + scale * dynamic`` (``dynamic`` = activations + transients + head, see
+  :mod:`swapwatch.memory.model`). With one point, or when every point has the same dynamic part,
+  the scale stays 1 and only the residual is fitted.
 ``fragmentation`` is the mean measured actual / used peak (Ascend ``Actual`` vs ``Used`` peak, CPU
 ``actual peak used mem`` vs ``peak used mem``).
 """
@@ -35,6 +51,9 @@ class Measured:
     config: str
     used: Dict[int, int]        # stage -> worst rank's used peak
     actual: Dict[int, int]      # stage -> worst rank's actual peak (when logged)
+    #: the peak is MindSpore's CPU pool (``pool_peak``): no weights, gradients or optimizer
+    #: states in it, no separate backward workspace (docs/estimate.md, "Calibration")
+    cpu_pool: bool = False
 
 
 def run_config(run_dir: str, info: Dict[str, Any]) -> str:
@@ -68,6 +87,7 @@ def measure(run_dir: str, pipeline_stages: int) -> Measured:
     cfg = run_config(run_dir, run.run_info)
     per_rank_used: Dict[int, int] = {}
     per_rank_actual: Dict[int, int] = {}
+    used_metrics = set()
     for rank, rlog in run.ranks.items():
         mem = [e for e in rlog.events if e.kind == "memory"]
         for metrics, out in ((USED_METRICS, per_rank_used), (ACTUAL_METRICS, per_rank_actual)):
@@ -75,6 +95,8 @@ def measure(run_dir: str, pipeline_stages: int) -> Measured:
                 vals = [e.bytes for e in mem if e.metric == metric and e.bytes > 0]
                 if vals:
                     out[rank] = max(vals)
+                    if metrics is USED_METRICS:
+                        used_metrics.add(metric)
                     break
     if not per_rank_used:
         raise InputError("no peak memory figures in the run's logs (the CPU pool peak needs GLOG_v=2 "
@@ -89,7 +111,8 @@ def measure(run_dir: str, pipeline_stages: int) -> Measured:
             out[st] = max(out.get(st, 0), v)
         return out
 
-    return Measured(run_dir, cfg, by_stage(per_rank_used), by_stage(per_rank_actual))
+    return Measured(run_dir, cfg, by_stage(per_rank_used), by_stage(per_rank_actual),
+                    cpu_pool=used_metrics == {"pool_peak"})
 
 
 def fit(points: Sequence[Tuple[float, float, float]]) -> Tuple[float, float]:
@@ -107,13 +130,44 @@ def fit(points: Sequence[Tuple[float, float, float]]) -> Tuple[float, float]:
     return my - mx, 1.0
 
 
-def calibrate(run_dirs: Sequence[str], model: Optional[str] = None) -> Tuple[Calibration, Dict[str, Measured]]:
+def fit_terms(points: Sequence[Tuple[float, float, float, float]]) -> Optional[Tuple[float, float, float]]:
+    """(residual, activation scale, transient scale) fitting ``measured = static + residual +
+    a * kept + t * per_step`` to ``(static, kept, per_step, measured)`` points by least squares;
+    None when the three terms are not pinned down (fewer than three points, collinear points) or a
+    scale comes out <= 0 (nonsense: the caller falls back to :func:`fit`).
+
+    Why two scales: the saved activations (``kept``: what every layer and micro-batch in flight
+    holds) and the per-step working set (``per_step``: the recompute transient, the backward
+    workspace, the head and loss; once per step whatever the depth) grow differently with the
+    strategy and the shape, and an allocator need not hold them alike (the CPU pool does not:
+    :func:`fit_pool`). Three parameters: only from three sources or more."""
+    if len(points) < 3:
+        return None
+    import numpy as np
+
+    x = np.array([[1.0, k, t] for _, k, t, _ in points])
+    y = np.array([m - s for s, _, _, m in points])
+    if np.linalg.matrix_rank(x / np.maximum(np.abs(x).max(axis=0), 1.0)) < 3:
+        return None
+    (r, a, t), *_ = np.linalg.lstsq(x, y, rcond=None)
+    if a <= 0 or t <= 0:
+        return None
+    return float(r), float(a), float(t)
+
+
+def calibrate(run_dirs: Sequence[str], model: Optional[str] = None,
+              config: Optional[str] = None) -> Tuple[Calibration, Dict[str, Measured]]:
     """Fit a :class:`Calibration` to the runs; each run's rows say predicted vs measured (``model``:
-    the ``--model`` family, default each run's YAML's own)."""
+    the ``--model`` family, default each run's YAML's own). ``config``: the YAML a raw DryRun log
+    given without ``CONFIG.yaml=`` ran (the one being estimated)."""
     rows: List[Tuple[str, int, Any, int, Optional[int]]] = []
     measured: Dict[str, Measured] = {}
-    for rd in run_dirs:
-        dry = dryrun_case(rd)
+    for source in run_dirs:
+        log_cfg, rd = split_source(source)
+        dry = dryrun_case(rd) or dryrun_log(rd, log_cfg or config)
+        if dry is None and not os.path.isdir(rd):
+            raise InputError("not a calibration source: neither a `swapwatch run` directory, a DryRun record "
+                             "(.json) nor a DryRun log (no 'Used peak memory usage' line)", file=rd)
         cfg = dry.config if dry else run_config(rd, _run_json(rd))
         est = estimate(cfg, model)
         m0 = dry or measure(rd, len(est.stages))
@@ -123,15 +177,57 @@ def calibrate(run_dirs: Sequence[str], model: Optional[str] = None) -> Tuple[Cal
                 rows.append((rd, st.stage, st, m0.used[st.stage], m0.actual.get(st.stage)))
     if not rows:
         raise InputError("no calibration run covers any pipeline stage", file=run_dirs[0] if run_dirs else None)
-    residual, scale = fit([(st.static_total, st.dynamic, used) for _, _, st, used, _ in rows])
     fr = [a / u for *_, u, a in rows if a and u]
-    cal = Calibration(residual=residual, scale=scale, fragmentation=sum(fr) / len(fr) if fr else 1.0, fitted=True)
+    cal = Calibration(fragmentation=sum(fr) / len(fr) if fr else 1.0, fitted=True)
+    if all(m.cpu_pool for m in measured.values()):
+        # the CPU pool: static and workspace are not in it (not fitted: known), the saved
+        # activations and the per-step terms get a scale each (two parameters, two runs)
+        cal.static_scale, cal.workspace_scale = 0.0, 0.0
+        cal.scale, cal.transient_scale = fit_pool([_split(st, workspace=False) + (used,)
+                                                   for _, _, st, used, _ in rows])
+    else:
+        # three sources or more: the per-term fit (residual, activation scale, transient scale);
+        # two: at most two parameters (residual and one scale), never more than the runs pin down
+        terms = fit_terms([(st.static_total, *_split(st), used) for _, _, st, used, _ in rows]) \
+            if len(measured) >= 3 else None
+        if terms:
+            cal.residual, cal.scale, cal.transient_scale = terms
+        else:
+            cal.residual, cal.scale = fit([(st.static_total, st.dynamic, used) for _, _, st, used, _ in rows])
     for rd, stage, st, used, _ in rows:
         pred = st.peak(cal)
         cal.runs.append({"run": rd, "config": measured[rd].config, "stage": stage, "predicted_bytes": pred,
                          "measured_bytes": used, "residual_bytes": used - pred,
                          "error": round((pred - used) / used, 4) if used else None})
     return cal, measured
+
+
+def _split(st: Any, workspace: bool = True) -> Tuple[int, int]:
+    """(kept, per_step) of a stage's dynamic part (``model.StageMemory``): the saved activations
+    and swap window vs the transient, workspace (unless ``workspace`` is False), head and gathered
+    weights; a stage whose peak is the optimizer step counts it as kept (it is scaled like the
+    activations: ``scaled_dynamic``)."""
+    if st.phase == "optimizer":
+        return st.optimizer, 0
+    return (st.activations + st.swap_window,
+            st.transient + (st.workspace if workspace else 0) + st.head + st.gathered)
+
+
+def fit_pool(points: Sequence[Tuple[float, float, float]]) -> Tuple[float, Optional[float]]:
+    """(activation scale, per-step scale) fitting ``measured = a * kept + t * per_step`` to
+    ``(kept, per_step, measured)`` points of MindSpore's CPU pool, by least squares (no residual,
+    no static: the pool's peaks double with the micro-batch, docs/estimate.md). One point, points
+    that do not pin both down, or a scale <= 0: one scale over both, per-step scale None."""
+    import numpy as np
+
+    x = np.array([[k, t] for k, t, _ in points], dtype=float)
+    y = np.array([m for _, _, m in points], dtype=float)
+    if len(points) >= 2 and np.linalg.matrix_rank(x / np.maximum(np.abs(x).max(axis=0), 1.0)) == 2:
+        (a, t), *_ = np.linalg.lstsq(x, y, rcond=None)
+        if a > 0 and t > 0:
+            return float(a), float(t)
+    tot = x.sum(axis=1)
+    return (float(np.dot(tot, y) / np.dot(tot, tot)) if np.dot(tot, tot) else 1.0), None
 
 
 def dryrun_case(path: str) -> Optional[Measured]:
@@ -146,13 +242,67 @@ def dryrun_case(path: str) -> Optional[Measured]:
         with open(path, encoding="utf-8") as fh:
             data = json.load(fh)
         cfg = os.path.join(os.path.dirname(path), data["yaml"])
-        used = {int(s["stage"]): int(s["used_peak_mib"]) << 20 for s in data["stages"]}
-        actual = {int(s["stage"]): int(s["actual_peak_mib"]) << 20 for s in data["stages"]}
+        # bytes where the record has them (fixtures/cpu_memory: the CPU pool), else DryRun's MiB
+        used = {int(s["stage"]): int(s["used_peak_bytes"]) if "used_peak_bytes" in s
+                else int(s["used_peak_mib"]) << 20 for s in data["stages"]}
+        actual = {int(s["stage"]): int(s["actual_peak_bytes"]) if "actual_peak_bytes" in s
+                  else int(s["actual_peak_mib"]) << 20 for s in data["stages"] if "actual_peak_mib" in s}
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise InputError(f"not a DryRun record (yaml, stages[].used_peak_mib ...): {exc}", file=path) from None
     if not os.path.isfile(cfg):
         raise InputError(f"the DryRun record's YAML {cfg} does not exist", file=path)
-    return Measured(path, cfg, used, actual)
+    return Measured(path, cfg, used, actual, cpu_pool=data.get("peak") == "cpu_pool")
+
+
+def split_source(source: str) -> Tuple[Optional[str], str]:
+    """``CONFIG.yaml=LOG`` -> (config, log); anything else -> (None, source). The ``=`` form names the
+    YAML a raw DryRun log ran (a log does not name it); a path that exists as given is never split."""
+    if "=" in source and not os.path.exists(source):
+        cfg, _, log = source.partition("=")
+        if cfg.endswith((".yaml", ".yml")):
+            return cfg, log
+    return None, source
+
+
+def dryrun_log(path: str, config: Optional[str]) -> Optional[Measured]:
+    """A raw DryRun log (what ``swapwatch.memory.dryrun.measure`` keeps as ``stage<N>/dryrun.log``, or
+    any log of a ``MS_SIMULATION_LEVEL=1`` run): its last ``Used peak memory usage (without
+    fragments)`` / ``Actual peak memory usage (with fragments)`` lines are the peaks of the pipeline
+    stage of its ``RANK_ID`` (ranks are stage-major: ``dryrun.rank_layout``). ``config``: the YAML it
+    ran. None when ``path`` is not a file or has no ``Used peak`` line (not a DryRun log)."""
+    import re
+
+    from . import dryrun as dr
+
+    if not os.path.isfile(path):
+        return None
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            text = fh.read()
+    except OSError as exc:
+        raise InputError(f"cannot read the log: {exc}", file=path) from None
+    used, actual = dr.read_peaks(text)
+    if used is None:
+        return None
+    if not config:
+        raise InputError("a raw DryRun log does not name the YAML it ran: pass it as "
+                         "--calibrate CONFIG.yaml=LOG (or calibrate the estimate of that very YAML)", file=path)
+    if not os.path.isfile(config):
+        raise InputError(f"the DryRun log's YAML {config} does not exist", file=path)
+    ranks = re.findall(r"RANK_ID:\s*(\d+),\s*RANK_SIZE:\s*(\d+)", text)
+    rank_size, pp = dr.rank_layout(config)
+    if ranks:
+        rank, size = int(ranks[-1][0]), int(ranks[-1][1])
+        if size != rank_size:
+            raise InputError(f"the log ran {size} simulated ranks, the YAML {config} has {rank_size} "
+                             f"(data x model x context x pipeline parallel): not a DryRun of that YAML", file=path)
+        stage = min(rank // max(1, rank_size // pp), pp - 1)
+    elif pp == 1:
+        stage = 0
+    else:
+        raise InputError(f"the log names no RANK_ID and the YAML has {pp} pipeline stages: which stage ran "
+                         f"is unknown", file=path)
+    return Measured(path, config, {stage: used}, {stage: actual} if actual else {})
 
 
 def _run_json(run_dir: str) -> Dict[str, Any]:
@@ -177,7 +327,7 @@ def calibrated_estimate(config: str, run_dirs: Sequence[str], model: Optional[st
     est = estimate(config, model)
     if not run_dirs:
         return est
-    cal, measured = calibrate(run_dirs, model)
+    cal, measured = calibrate(run_dirs, model, config)
     est.calibration = cal
     same = [m for m in measured.values() if os.path.realpath(m.config) == os.path.realpath(config)]
     for m in same:

@@ -35,20 +35,43 @@ from .spec import ModelSpec, params_per_layer, product, spec_from_config
 @dataclass
 class Calibration:
     """The fitted free terms: ``peak = static + residual + scale * dynamic``; ``fragmentation`` is
-    measured actual / used peak (1.0 when the logs have no actual peak)."""
+    measured actual / used peak (1.0 when the logs have no actual peak). ``transient_scale``
+    (fitted from three runs or more, swapwatch/memory/calibrate.py): the scale of the per-step
+    working set (recompute transient, head and loss) apart from the saved activations'; None:
+    ``scale``. ``static_scale`` / ``workspace_scale``: 1 / None (as the per-step terms) where the
+    measured peak is a device's; 0 / 0 when it is MindSpore's CPU pool, which holds neither the
+    weights, gradients and optimizer states nor a separate backward workspace (docs/estimate.md,
+    "Calibration")."""
 
     residual: float = 0.0
     scale: float = 1.0
     fragmentation: float = 1.0
     runs: List[Dict[str, Any]] = field(default_factory=list)
     fitted: bool = False
+    transient_scale: Optional[float] = None
+    static_scale: float = 1.0
+    workspace_scale: Optional[float] = None
 
     def peak(self, static: float, dynamic: float) -> int:
-        return int(round(static + self.residual + self.scale * dynamic))
+        return int(round(self.static_scale * static + self.residual + self.scale * dynamic))
+
+    def per_step(self, workspace: float, other: float) -> float:
+        """The backward workspace and the other per-step bytes (head, gathered weights) in units
+        of ``scale`` (what :meth:`peak` multiplies): the search's fixed part (memory/search.py)."""
+        if (self.transient_scale is None and self.workspace_scale is None) or not self.scale:
+            return workspace + other
+        t = self.scale if self.transient_scale is None else self.transient_scale
+        w = t if self.workspace_scale is None else self.workspace_scale
+        return (w * workspace + t * other) / self.scale
 
     def to_json(self) -> Dict[str, Any]:
-        return {"residual_bytes": int(round(self.residual)), "activation_scale": round(self.scale, 4),
-                "fragmentation": round(self.fragmentation, 4), "runs": self.runs}
+        out = {"residual_bytes": int(round(self.residual)), "activation_scale": round(self.scale, 4),
+               "fragmentation": round(self.fragmentation, 4), "runs": self.runs}
+        for key, v in (("transient_scale", self.transient_scale), ("workspace_scale", self.workspace_scale),
+                       ("static_scale", None if self.static_scale == 1.0 else self.static_scale)):
+            if v is not None:
+                out[key] = round(v, 4)
+        return out
 
 
 NO_CALIBRATION = Calibration()       # read-only default: never mutated
@@ -231,8 +254,18 @@ class StageMemory:
     def dynamic(self) -> int:
         return max(self.activation_phase, self.optimizer)
 
+    def scaled_dynamic(self, cal: Calibration) -> float:
+        """``dynamic`` in units of ``cal.scale`` (the saved activations' scale): with a
+        ``transient_scale`` the activation phase's per-step terms are weighed by it."""
+        if (cal.transient_scale is None and cal.workspace_scale is None) or not cal.scale:
+            return self.dynamic
+        t = cal.scale if cal.transient_scale is None else cal.transient_scale
+        w = t if cal.workspace_scale is None else cal.workspace_scale
+        other = t * (self.transient + self.head + self.gathered) + w * self.workspace
+        return max(self.activations + self.swap_window + other / cal.scale, self.optimizer)
+
     def peak(self, cal: Calibration = NO_CALIBRATION) -> int:
-        return cal.peak(self.static_total, self.dynamic)
+        return cal.peak(self.static_total, self.scaled_dynamic(cal))
 
     def to_json(self, cal: Calibration = NO_CALIBRATION, measured: Optional[int] = None) -> Dict[str, Any]:
         s = cal.scale
@@ -242,19 +275,25 @@ class StageMemory:
         # other phase's total is beside them)
         opt = self.phase == "optimizer"
         act_part = (lambda v: 0) if opt else (lambda v: int(round(s * v)))
+        t = s if cal.transient_scale is None else cal.transient_scale
+        w = t if cal.workspace_scale is None else cal.workspace_scale
+        other_part = (lambda v: 0) if opt else (lambda v: int(round(t * v)))
+        # the CPU pool holds no static part (static_scale 0): the residual carries it off
+        res = cal.residual - (1 - cal.static_scale) * self.static_total
         return {"stage": self.stage, "layers": self.layers, "peak_bytes": self.peak(cal), "peak_phase": self.phase,
-                "activation_phase_bytes": int(round(s * self.activation_phase)),
+                "activation_phase_bytes": int(round(s * acts + t * (other - self.workspace) + w * self.workspace)),
                 "optimizer_step_bytes": int(round(s * self.optimizer)),
-                "components": {"static": int(round(self.static_total + cal.residual)),
+                "components": {"static": int(round(self.static_total + res)),
                                "activations": act_part(acts),
-                               "other": int(round(s * self.optimizer)) if opt else act_part(other)},
-                "breakdown": {**self.static, "calibration_residual": int(round(cal.residual)),
+                               "other": int(round(s * self.optimizer)) if opt else
+                               int(round(t * (other - self.workspace) + w * self.workspace))},
+                "breakdown": {**self.static, "calibration_residual": int(round(res)),
                               "saved_activations": act_part(self.activations),
                               "swap_prefetch_window": act_part(self.swap_window),
-                              "recompute_transient": act_part(self.transient),
-                              "backward_workspace": act_part(self.workspace),
-                              "head_and_logits": act_part(self.head),
-                              "gathered_weights": act_part(self.gathered),
+                              "recompute_transient": other_part(self.transient),
+                              "backward_workspace": 0 if opt else int(round(w * self.workspace)),
+                              "head_and_logits": other_part(self.head),
+                              "gathered_weights": other_part(self.gathered),
                               "optimizer_step": int(round(s * self.optimizer)) if opt else 0},
                 "measured_peak_bytes": measured}
 

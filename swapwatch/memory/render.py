@@ -30,6 +30,10 @@ def header(est: Estimate) -> str:
     if cal.fitted:
         line += (f"\ncalibrated on {len({r['run'] for r in cal.runs})} run(s): static residual "
                  f"{fmt_size(cal.residual)}, activation scale {cal.scale:.3f}, fragmentation {cal.fragmentation:.3f}")
+        if cal.transient_scale is not None:   # swapwatch/memory/calibrate.py: the per-term fit
+            line += f", per-step scale {cal.transient_scale:.3f}"
+        if cal.static_scale == 0.0:
+            line += " (CPU pool: no weights, gradients or optimizer states in it)"
     else:
         line += "\nuncalibrated (tensor bytes only; --calibrate RUN_DIR fits the allocator's share)"
     if est.unmodelled:
