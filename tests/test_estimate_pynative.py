@@ -182,3 +182,26 @@ def test_one_case_rerun_for_real_matches_its_record():
     res = pynative_memory.run(os.path.join(ROOT, rec["yaml"]))
     assert res["pynative_lines"] == rec["pynative_lines"] > 0
     assert abs(res["pool_peak_mib"] - rec["pool_peak_mib"]) <= 1, (res, rec)
+
+
+def test_pipeline_and_mtp_layers_are_placed(tmp_path):
+    """PP: an even split, the remainder on the last stages, micro-batches from the global batch (said in
+    ``unchecked``); DeepSeek-V3: dense / MoE / MTP layers each on their own kind's table, MTP on the last stage."""
+    pp = open(os.path.join(ROOT, "fixtures", "configs", "pynative_pp2.yaml")).read().replace(
+        "  num_hidden_layers: 4\n", "  num_hidden_layers: 5\n  hidden_size: 1024\n  num_attention_heads: 8\n"
+        "  intermediate_size: 3072\n  vocab_size: 32000\n  seq_length: 2048\n"
+        "training:\n  local_batch_size: 1\n  global_batch_size: 8\n")
+    js = sizing.estimate_pynative(_write(tmp_path, pp)).to_json()
+    assert [s["layers"] for s in js["stages"]] == [[0, 1], [2, 3, 4]]
+    assert any("global_batch_size / (dp x local_batch_size) = 8" in u for u in js["unchecked"])
+    ds = open(os.path.join(ROOT, "fixtures", "configs", "pynative_dsv3_mtp.yaml")).read().replace(
+        "  num_nextn_predict_layers: 1\n", "  num_nextn_predict_layers: 1\n  hidden_size: 1792\n"
+        "  intermediate_size: 3072\n  moe_intermediate_size: 512\n  n_routed_experts: 8\n"
+        "  num_experts_per_tok: 2\n  vocab_size: 129280\n  seq_length: 4096\n  num_attention_heads: 4\n"
+        "  kv_lora_rank: 512\n  q_lora_rank: 1536\n  qk_rope_head_dim: 64\n  v_head_dim: 192\n"
+        "  qk_nope_head_dim: 128\n")
+    est = sizing.estimate_pynative(_write(tmp_path, ds, "ds.yaml"))
+    rows = est.to_json()["layers"]
+    assert [r["layer"] for r in rows] == [0, 1, 2, 3, 4] and rows[4]["mtp"] and rows[4]["choice"].startswith("mtp:")
+    assert rows[1]["choice"].startswith("select:mlp.experts") and rows[1]["activation_bytes"] < \
+        rows[3]["activation_bytes"]
