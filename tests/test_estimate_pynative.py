@@ -128,6 +128,13 @@ def test_missing_size_names_the_r2x_key_in_one_line(tmp_path):
     bad = _write(tmp_path, text.replace("local_batch_size: 1", "local_batch_size: 0"), "b.yaml")
     code, out, err = _run("estimate", bad)
     assert code == 2 and "training.local_batch_size: expected a positive integer, got 0" in err
+    # what apply_ac refuses, and a family without PyNative paths: explain's one line, on the YAML's line
+    bad = _write(tmp_path, text.replace("default_prefetch: 1", "default_prefetch: 9"), "pf.yaml")
+    code, out, err = _run("estimate", bad)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "pf.yaml:26: swap: MindFormers refuses this" in err
+    bad = _write(tmp_path, text.replace("model_type: qwen3", "model_type: llama"), "ll.yaml")
+    code, out, err = _run("estimate", bad)
+    assert code == 2 and "ll.yaml:4: model.model_type: no PyNative layer paths known for model_type 'llama'" in err
 
 
 def test_calibrate_and_dryrun_are_refused_on_pynative():

@@ -218,15 +218,15 @@ def estimate_pynative(path: str, model: Optional[str] = None, calibration: Any =
     from ..memory.family import Family
     from ..memory.model import NO_CALIBRATION, stage_memory
     from ..plan import Plan
-    from .config import from_tree
+    from .explain import explain_tree
     from .layer_paths import family_key
-    from .resolve import resolve
 
     data, lines = read_yaml(path)
     if not isinstance(data, dict):
         raise ConfigError("expected a mapping of config sections at the top level", file=path, line=1)
-    cfg = from_tree(data, lines, path, family=model)
-    plan = resolve(cfg)
+    # explain's own read (refusals of apply_ac put on the YAML's line, as explain gives them)
+    ex = explain_tree(data, lines, path, family=model)
+    cfg, plan = ex.config, ex.plan
     spec, notes = pynative_spec(data, lines, path)
     if spec.num_layers != cfg.num_layers:
         spec.num_layers = cfg.num_layers
