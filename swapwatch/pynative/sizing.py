@@ -39,8 +39,6 @@ from ..errors import ConfigError, InputError
 from ..memory.model import Estimate
 from ..patterns import under
 
-#: r2.x model keys -> memory.spec's model_config names (same name unless listed)
-MODEL_RENAMES: Dict[str, str] = {}
 #: synthetic static key -> the r2.x key path it came from (errors are reported at the latter)
 PARALLEL_KEYS = {"parallel_config.data_parallel": "parallelism.data_parallel_shard",
                  "parallel_config.model_parallel": "parallelism.tensor_parallel",
@@ -79,7 +77,7 @@ def _spec_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional[str
     training = section("training")
     notes: List[str] = []
     back: Dict[str, str] = dict(PARALLEL_KEYS)
-    mc = {MODEL_RENAMES.get(k, k): v for k, v in model.items()}
+    mc = dict(model)             # the r2.x model keys are the HF names memory.spec.ALIASES knows
     hf, hf_path = _pretrained_config({"pretrained_model_dir": model.get("pretrained_model_dir",
                                                                         data.get("pretrained_model_dir"))}, source)
     hf_keys: FrozenSet[str] = frozenset(k for k in hf if k not in mc)
@@ -151,7 +149,7 @@ def _ops_under(fam: Any, paths: Sequence[str]) -> List[FrozenSet[int]]:
     return [frozenset(i for i, op in enumerate(fam.ops) if under(op.path, p)) for p in paths]
 
 
-def layer_cost(fam: Any, la: Any, swap_all: bool = False) -> Tuple[str, Any]:
+def layer_cost(fam: Any, la: Any) -> Tuple[str, Any]:
     """What one layer keeps for one micro-batch under ``la`` (:class:`LayerActions`), per the module
     docstring: checkpointed regions keep their outside inputs, every other op its saves."""
     from ..memory.family import LayerCost
@@ -199,13 +197,14 @@ def layer_cost(fam: Any, la: Any, swap_all: bool = False) -> Tuple[str, Any]:
 
 # -- the estimate -------------------------------------------------------------------------------
 
-def _geometry(num_layers: int, pp: int):
+def _geometry(num_layers: int, pp: int, source: str, lines: Dict[str, int]):
     """Even split over the stages, the remainder on the last ones (pipeline_parallel_layers_per_stage
     'auto' is not read: an assumption the header states when pp > 1)."""
     from ..strategy import _split
 
     if pp > num_layers:
-        raise InputError(f"parallelism.pipeline_parallel {pp} is more than the {num_layers} layers")
+        raise ConfigError(f"{pp} pipeline stages for {num_layers} layers", file=source,
+                          line=lines.get("parallelism.pipeline_parallel"), key="parallelism.pipeline_parallel")
     base, rem = divmod(num_layers, pp)
     counts = [base + (1 if s >= pp - rem else 0) for s in range(pp)]
     layer_list = np.array([counts], np.int32)
@@ -244,7 +243,7 @@ def estimate_pynative(path: str, model: Optional[str] = None, calibration: Any =
 
     prefetch = plan.sections["swap"].get("default_prefetch", 1) if cfg.swap.get("enable") else None
     costs, fams, pf, rows, mtp = [], [], [], [], []
-    geo = _geometry(cfg.num_layers, spec.pp)
+    geo = _geometry(cfg.num_layers, spec.pp, path, lines)
     for la in plan.layers:
         f = fam_of(la.layer)
         label, cost = layer_cost(f, la)
