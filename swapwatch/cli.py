@@ -503,7 +503,14 @@ def estimate_cmd(config, run_dirs, fmt, model, dryrun, dryrun_stages):
     from .memory.calibrate import calibrated_estimate
     from .memory.render import render_estimate
     from .pynative.config import refuse_unmodelled
+    from .pynative import sizing
 
+    if sizing.is_pynative(config):       # the r2.x path: swapwatch/pynative/sizing.py (docs/estimate.md)
+        if run_dirs or dryrun or dryrun_stages:
+            raise InputError("--calibrate / --dryrun: not for a PyNative (r2.x) YAML (DryRun compiles graphs; "
+                             "docs/estimate.md, The PyNative path)", file=config)
+        click.echo(sizing.render(sizing.estimate_pynative(config, model), fmt), nl=False)
+        return 0
     refuse_unmodelled(config, "estimate")
 
     est = calibrated_estimate(config, run_dirs, model)

@@ -25,13 +25,17 @@ def test_explain_model_option_unknown_on_pynative_names_the_option():
     code, out = _run("explain", PYN, "--model", "nosuch")
     assert code == 2 and len(out.strip().splitlines()) == 1 and "Traceback" not in out
     assert "--model: no PyNative layer paths known for 'nosuch'" in out and "model.model_type" not in out
-    assert "known: deepseek_v3, deepseek_v3_mtp, qwen3" in out
+    assert "known: deepseek_v3, deepseek_v3_mtp, qwen3, tinyllama" in out
     code, out = _run("explain", PYN, "--model", "qwen3")
     assert code in (0, 1) and "4 layers" in out
 
 
 def test_estimate_and_plan_say_they_do_not_model_pynative():
-    for args in (("estimate", PYN), ("plan", PYN, "--budget", "1GiB")):
+    # estimate sizes the PyNative path (swapwatch/pynative/sizing.py): this YAML has no sizes, so it names the key
+    code, out = _run("estimate", PYN)
+    assert code == 2 and len(out.strip().splitlines()) == 1 and "Traceback" not in out
+    assert f"{PYN}:3: model.hidden_size: needed to estimate memory" in out
+    for args in (("plan", PYN, "--budget", "1GiB"),):
         code, out = _run(*args)
         assert code == 2 and len(out.strip().splitlines()) == 1 and "Traceback" not in out
         assert f"{PYN}:{_line(PYN, 'recompute:')}: recompute: a PyNative (r2.x) YAML: {args[0]} does not " \

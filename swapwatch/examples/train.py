@@ -44,6 +44,7 @@ def fill_sizes(a: argparse.Namespace) -> None:
 
         tree, lines = read_yaml(a.config)
         tree = tree if isinstance(tree, dict) else {}
+        tree, lines = _static_view(tree, lines)
     for flag, (key, default) in SIZE_KEYS.items():
         if getattr(a, flag) is not None:
             continue
@@ -64,6 +65,56 @@ def fill_sizes(a: argparse.Namespace) -> None:
             setattr(a, flag, value)
 
 
+def _static_view(tree: dict, lines: dict) -> "tuple[dict, dict]":
+    """An r2.x (PyNative) YAML keeps the sizes under ``model`` and the micro-batch in
+    ``training.local_batch_size``: seen under the static names SIZE_KEYS reads, lines kept at the r2.x keys
+    (the names ``estimate`` reads them under: swapwatch/pynative/sizing.py)."""
+    from swapwatch.pynative.config import detect_path
+
+    if detect_path(tree) != "pynative":
+        return tree, lines
+    model = tree.get("model") if isinstance(tree.get("model"), dict) else {}
+    training = tree.get("training") if isinstance(tree.get("training"), dict) else {}
+    view = {"model": {"model_config": model}, "runner_config": {"batch_size": training.get("local_batch_size")}}
+    out = {f"model.model_config.{k[6:]}": v for k, v in lines.items() if k.startswith("model.")}
+    if "training.local_batch_size" in lines:
+        out["runner_config.batch_size"] = lines["training.local_batch_size"]
+    return view, out
+
+
+def apply_pynative(layers, config: str, log) -> None:
+    """Apply an r2.x YAML's per-layer strategy to the tiny Llama as ``apply_ac`` decides it
+    (:func:`swapwatch.pynative.resolve.resolve`): a full layer -> ``Cell.recompute()`` on the layer, each
+    select module path -> ``Cell.recompute()`` on that cell. What differs from MindFormers' trainer
+    (docs/estimate.md, The PyNative path): MindSpore's cell recompute instead of hyper_parallel's
+    ``checkpoint_wrapper``; select paths must be cells (a primitive's recompute is a graph-mode attribute);
+    swap and exclude_op are refused (MindSpore's offload does nothing in PyNative on CPU); one process (the
+    trainer skips apply_ac on one card: SW501)."""
+    from swapwatch.pynative.config import load
+    from swapwatch.pynative.resolve import resolve
+
+    plan = resolve(load(config))
+    for la in plan.layers:
+        if la.layer_swap or la.op_swap or la.op_swap_void or la.exclude:
+            raise InputError("the example model applies full and select recompute of cells only in PyNative "
+                             "mode (swap / exclude_op refused)", file=config)
+        cell = layers[la.layer]
+        if la.full:
+            cell.recompute()
+            log.info(f"Set full recompute at layer {la.layer}")
+            continue
+        for path in la.select:
+            node = cell
+            for part in path.split("."):
+                node = node._cells.get(part) if hasattr(node, "_cells") else None
+                if node is None:
+                    raise InputError(f"layer {la.layer}: select path {path} is not a cell of the example "
+                                     f"model (PyNative: cells only)", file=config)
+            node.recompute()
+        if la.select:
+            log.info(f"Set select recompute at layer {la.layer}: {', '.join(la.select)}")
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m swapwatch.examples.train", description=__doc__.split("\n\n")[0])
     p.add_argument("--config", help="training YAML with recompute_config / swap_config (omit: no strategy)")
@@ -73,6 +124,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     # model sizes: the flag, else the config's model.model_config / runner_config value, else the default
     for flag, (key, default) in SIZE_KEYS.items():
         p.add_argument(f"--{flag}", type=int, default=None, help=f"default: the config's {key}, else {default}")
+    p.add_argument("--mode", choices=("graph", "pynative"), default=None,
+                   help="MindSpore execution mode (default: pynative for an r2.x YAML, else graph); PyNative "
+                        "needs numpy < 2 (docs/estimate.md, The PyNative path)")
     p.add_argument("--lr", type=float, default=0.01)
     p.add_argument("--quirks", action="store_true", help="log MindFormers' exact whitespace quirks")
     p.add_argument("--sleep", type=float, default=0.0, help="seconds to sleep after each step (tests)")
@@ -124,12 +178,22 @@ def main(argv=None) -> int:
     a.steps = min(a.steps, limit) if (a.steps and limit) else (a.steps or limit or 5)
     log = get_logger()
     plan = sha = None
+    pyn_layers = None
     if a.config:
+        from swapwatch.config import read_yaml
+        from swapwatch.pynative.config import detect_path, load
+
+        if detect_path(read_yaml(a.config)[0]) == "pynative":
+            pyn_layers = load(a.config).num_layers
+            a.mode = a.mode or "pynative"
+    if a.config and pyn_layers is None:
         plan, cfg, sha = _resolve_plan(a.config)
         # as MindFormers' build_parallel_config does: the intended config, inside the worker log
         for key in ("swap_config", "recompute_config"):
             log.info(f"initial {key} from dict: {getattr(cfg, key)!r}")
-    layers = a.layers or (plan.geometry.num_layers if plan else 4)
+    layers = a.layers or (plan.geometry.num_layers if plan else pyn_layers or 4)
+    if pyn_layers and layers != pyn_layers:
+        raise InputError(f"--layers {layers} differs from the config's num_hidden_layers {pyn_layers}", file=a.config)
     if plan and layers != plan.geometry.num_layers:
         raise InputError(f"--layers {layers} differs from the config's num_layers {plan.geometry.num_layers}",
                          file=a.config)
@@ -139,7 +203,9 @@ def main(argv=None) -> int:
     from mindspore import nn
     from swapwatch.examples.tinyllama import TinyLlama, WithLoss, make_data
 
-    ms.set_context(mode=ms.GRAPH_MODE)
+    ms.set_context(mode=ms.PYNATIVE_MODE if a.mode == "pynative" else ms.GRAPH_MODE)
+    if a.mode:          # asked for (or an r2.x YAML): say which, so a recorded peak says what ran
+        log.info(f"MindSpore execution mode: {a.mode.upper()}_MODE")
     ms.set_device("CPU")
     rank, size = 0, 1
     if os.environ.get("MS_ROLE"):
@@ -155,6 +221,8 @@ def main(argv=None) -> int:
     net = TinyLlama(vocab=a.vocab, dim=a.hidden, n_layers=layers, n_heads=a.heads, ffn_hidden=a.ffn, seq=a.seq)
     if plan is not None:
         apply(net.layers, plan, rank=rank, quirks=a.quirks, config_sha256=sha)
+    elif pyn_layers:
+        apply_pynative(net.layers, a.config, log)
     loss_net = WithLoss(net, a.vocab)
     opt = nn.SGD(net.trainable_params(), learning_rate=a.lr)
     step_cell = train_step_class()(loss_net, opt)

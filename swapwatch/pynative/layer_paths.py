@@ -22,7 +22,11 @@ from ..errors import ConfigError, InputError
 
 DATA = os.path.join(os.path.dirname(os.path.dirname(__file__)), "models", "pynative", "layer_paths.json")
 #: YAML ``model.model_type`` (or ``--model``) -> the data's model key
-FAMILIES = {"qwen3": "qwen3", "deepseek_v3": "deepseek_v3_mtp", "deepseek_v3_mtp": "deepseek_v3_mtp"}
+#: (``tinyllama``: the example model, swapwatch/examples/tinyllama.py, collected with apply_ac's own
+#: ``_get_single_layer_whitelist`` by tools/pynative_memory.py: what ``estimate`` on an r2.x YAML of it is
+#: checked against, docs/estimate.md)
+FAMILIES = {"qwen3": "qwen3", "deepseek_v3": "deepseek_v3_mtp", "deepseek_v3_mtp": "deepseek_v3_mtp",
+            "tinyllama": "tinyllama"}
 
 
 @lru_cache(maxsize=None)

@@ -1,0 +1,214 @@
+"""``swapwatch estimate`` on a PyNative (r2.x) YAML (swapwatch/pynative/sizing.py, docs/estimate.md "The
+PyNative path"): what each ``apply_ac`` action changes in a layer, the static estimate's output shape, bad
+input in one line, and the figure against the example model's real PyNative runs on CPU
+(fixtures/pynative_memory/, recorded by tools/pynative_memory.py)."""
+import glob
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from swapwatch.pynative import sizing
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REC = os.path.join(ROOT, "fixtures", "pynative_memory")
+SIZED = os.path.join(ROOT, "fixtures", "configs", "pynative_qwen3_sized.yaml")
+EXE = os.path.join(os.path.dirname(sys.executable), "swapwatch")
+MiB = 1 << 20
+#: the error bound met on every recorded case (docs/estimate.md, The PyNative path: the measured table)
+BOUND = 0.10
+#: cases the bound is not met on, with their error as measured (the test fails when it moves)
+KNOWN = {"mixed": 0.167, "full_01": 0.147}
+
+
+def _run(*args, cwd=ROOT):
+    res = subprocess.run([EXE, *args], capture_output=True, text=True, cwd=cwd, timeout=300)
+    return res.returncode, res.stdout, res.stderr
+
+
+def _records():
+    out = []
+    for path in sorted(glob.glob(os.path.join(REC, "*.json"))):
+        with open(path, encoding="utf-8") as fh:
+            out.append(json.load(fh))
+    return out
+
+
+def _write(tmp_path, text, name="x.yaml"):
+    p = tmp_path / name
+    p.write_text(text)
+    return str(p)
+
+
+# -- what each action changes -------------------------------------------------------------------
+
+def test_each_layer_action_is_sized_as_apply_ac_applies_it():
+    est = sizing.estimate_pynative(SIZED)
+    rows = {r["layer"]: r for r in est.to_json()["layers"]}
+    assert [rows[i]["choice"] for i in range(4)] == ["full", "select:mlp", "swap", "none"]
+    sym = est.spec.symbols()
+    # full: the checkpointed layer keeps its input only (b s h in the compute dtype)
+    assert rows[0]["activation_bytes"] == sym["b"] * sym["s"] * sym["h"] * 2
+    # select mlp: what the MLP's own ops save is freed, the rest of the layer stays
+    none, mlp = rows[3]["activation_bytes"], rows[1]["activation_bytes"]
+    fam = est.fam
+    mlp_saves = {t for op in fam.ops if op.path.startswith("mlp.") for t in op.saves}
+    mlp_input = {t for op in fam.ops if op.path.startswith("mlp.") for t in op.ins
+                 if not any(t in o.outs for o in fam.ops if o.path.startswith("mlp."))}
+    outside = {t for op in fam.ops if not op.path.startswith("mlp.") for t in op.saves}
+    assert mlp_input == {"xn2"}                       # the checkpoint keeps the MLP's input from outside
+    assert none == sum(fam.bytes[t] for t in outside | mlp_saves)
+    assert mlp == sum(fam.bytes[t] for t in outside | mlp_input) < none
+    # layer swap: everything kept goes to host; it comes back in the prefetch window
+    assert rows[2]["activation_bytes"] == 0 and rows[2]["host_bytes"] == none
+    st = est.to_json()["stages"][0]
+    assert st["breakdown"]["swap_prefetch_window"] == none
+    assert st["breakdown"]["gathered_weights"] == 0 and st["breakdown"]["optimizer_step"] == 0
+    # FSDP (data_parallel_shard 4, optim_grads_params): weights, gradients and states split 4 ways
+    from swapwatch.memory.spec import params_per_layer
+
+    params = 4 * params_per_layer(est.spec, fam.params_rows) + 2 * sym["v"] * est.spec.hidden + est.spec.hidden
+    assert st["breakdown"]["grads"] == params * 4 // 4
+
+
+def test_a_select_checkpoint_is_not_voided_by_its_consumers(tmp_path):
+    """The graph pass drops a mark whose output feeds an unmarked op (Family.effective); a PyNative
+    checkpoint of an op keeps its input and frees what the op saves whatever consumes it."""
+    text = open(SIZED).read().split("recompute:")[0] + (
+        "recompute:\n  mode: select\n  select_module:\n    'mlp\\.activation_func': ['0-3']\n")
+    est = sizing.estimate_pynative(_write(tmp_path, text))
+    none = sizing.estimate_pynative(_write(tmp_path, text.split("recompute:")[0], "n.yaml"))
+    kept = est.to_json()["layers"][0]["activation_bytes"]
+    base = none.to_json()["layers"][0]["activation_bytes"]
+    assert est.to_json()["layers"][0]["choice"] == "select:mlp.activation_func" and kept < base
+
+
+def test_op_swap_on_a_full_layer_moves_nothing(tmp_path):
+    text = open(SIZED).read().replace("  layer_swap:\n    - layers: ['2']\n",
+                                      "  op_swap:\n    - op_name: 'mlp'\n      layers: ['0-1']\n")
+    rows = sizing.estimate_pynative(_write(tmp_path, text)).to_json()["layers"]
+    assert rows[0]["choice"] == "full" and rows[0]["host_bytes"] == 0           # op_swap_void on a full layer
+    # SwapWrapper(CheckpointWrapper(mlp)): what the checkpoint keeps (the MLP's input) goes to host
+    fam = sizing.estimate_pynative(SIZED).fam
+    assert rows[1]["choice"] == "select:mlp+op_swap:mlp" and rows[1]["host_bytes"] == fam.bytes["xn2"] > 0
+
+
+# -- the command --------------------------------------------------------------------------------
+
+def test_estimate_command_table_and_json_have_the_static_shape_plus_unchecked():
+    code, out, err = _run("estimate", SIZED)
+    assert code == 0 and not err
+    lines = out.splitlines()
+    assert lines[0].startswith(f"{SIZED}: qwen3, 4 layers, hidden 4096")
+    assert lines[2].startswith("PyNative (r2.x) path, unchecked: no DryRun for the PyNative path")
+    assert "Ascend-side terms unverified" in lines[2]
+    code, out, err = _run("estimate", SIZED, "--format", "json")
+    js = json.loads(out)
+    static = json.loads(_run("estimate", os.path.join(ROOT, "fixtures", "configs", "plan_tiny.yaml"),
+                             "--format", "json")[1])
+    assert set(js) == set(static) | {"path", "unchecked"} and js["path"] == "pynative"
+    assert set(js["stages"][0]) == set(static["stages"][0])
+    assert any("no DryRun" in u for u in js["unchecked"])
+
+
+def test_missing_size_names_the_r2x_key_in_one_line(tmp_path):
+    code, out, err = _run("estimate", os.path.join(ROOT, "fixtures", "configs", "pynative_qwen3_select.yaml"))
+    assert code == 2 and not out and len(err.strip().splitlines()) == 1
+    assert "pynative_qwen3_select.yaml:3: model.hidden_size: needed to estimate memory" in err
+    text = open(SIZED).read()
+    bad = _write(tmp_path, text.replace("  vocab_size: 151936\n", ""))
+    code, out, err = _run("estimate", bad)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "model.vocab_size" in err and "Traceback" not in err
+    bad = _write(tmp_path, text.replace("tensor_parallel: 2", "tensor_parallel: 3"), "tp.yaml")
+    code, out, err = _run("estimate", bad)
+    line = next(i for i, ln in enumerate(text.splitlines(), 1) if "tensor_parallel" in ln)
+    assert code == 2 and f"tp.yaml:{line}: parallelism.tensor_parallel: num_heads 32 is not a multiple" in err
+    bad = _write(tmp_path, text.replace("local_batch_size: 1", "local_batch_size: 0"), "b.yaml")
+    code, out, err = _run("estimate", bad)
+    assert code == 2 and "training.local_batch_size: expected a positive integer, got 0" in err
+    # what apply_ac refuses, and a family without PyNative paths: explain's one line, on the YAML's line
+    bad = _write(tmp_path, text.replace("default_prefetch: 1", "default_prefetch: 9"), "pf.yaml")
+    code, out, err = _run("estimate", bad)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "pf.yaml:26: swap: MindFormers refuses this" in err
+    bad = _write(tmp_path, text.replace("model_type: qwen3", "model_type: llama"), "ll.yaml")
+    code, out, err = _run("estimate", bad)
+    assert code == 2 and "ll.yaml:4: model.model_type: no PyNative layer paths known for model_type 'llama'" in err
+
+
+def test_calibrate_and_dryrun_are_refused_on_pynative():
+    for extra in (("--dryrun",), ("--calibrate", SIZED)):
+        code, out, err = _run("estimate", SIZED, *extra)
+        assert code == 2 and len(err.strip().splitlines()) == 1 and "not for a PyNative (r2.x) YAML" in err
+
+
+def test_sizes_from_pretrained_model_dir(tmp_path):
+    text = open(SIZED).read()
+    d = tmp_path / "hf"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps({"hidden_size": 4096, "vocab_size": 151936}))
+    cfg = _write(tmp_path, text.replace("  hidden_size: 4096\n", "  pretrained_model_dir: hf\n")
+                 .replace("  vocab_size: 151936\n", ""))
+    a = sizing.estimate_pynative(cfg).to_json()["stages"][0]["peak_bytes"]
+    assert a == sizing.estimate_pynative(SIZED).to_json()["stages"][0]["peak_bytes"]
+
+
+# -- against the example model's real PyNative runs ---------------------------------------------
+
+def test_recorded_cases_are_within_the_bound():
+    recs = [r for r in _records() if r["mode"] == "PYNATIVE_MODE"]      # the *_graph records: for the docs only
+    assert len(recs) >= 8
+    errors = {}
+    for rec in recs:
+        est = sizing.estimate_pynative(os.path.join(ROOT, rec["yaml"]))
+        pred = est.to_json()["stages"][0]["peak_bytes"]
+        meas = rec["pool_peak_mib"] * MiB
+        errors[rec["case"]] = err = (pred - meas) / meas
+        if rec["case"] in KNOWN:
+            assert round(err, 3) == KNOWN[rec["case"]], (rec["case"], err)
+        else:
+            assert abs(err) <= BOUND, (rec["case"], pred / MiB, rec["pool_peak_mib"], err)
+    # recompute's saving, model vs measured (none -> full at both sequences)
+    by = {r["case"]: r["pool_peak_mib"] for r in recs}
+    for none, full in (("none", "full"), ("none_seq512", "full_seq512")):
+        pn = sizing.estimate_pynative(os.path.join(REC, f"{none}.yaml")).to_json()["stages"][0]["peak_bytes"]
+        pf = sizing.estimate_pynative(os.path.join(REC, f"{full}.yaml")).to_json()["stages"][0]["peak_bytes"]
+        assert pn > pf and by[none] > by[full]
+
+
+@pytest.mark.runtime
+def test_one_case_rerun_for_real_matches_its_record():
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    try:
+        import pynative_memory
+    finally:
+        sys.path.pop(0)
+    with open(os.path.join(REC, "select_mlp.json"), encoding="utf-8") as fh:
+        rec = json.load(fh)
+    res = pynative_memory.run(os.path.join(ROOT, rec["yaml"]))
+    assert res["pynative_lines"] == rec["pynative_lines"] > 0
+    assert abs(res["pool_peak_mib"] - rec["pool_peak_mib"]) <= 1, (res, rec)
+
+
+def test_pipeline_and_mtp_layers_are_placed(tmp_path):
+    """PP: an even split, the remainder on the last stages, micro-batches from the global batch (said in
+    ``unchecked``); DeepSeek-V3: dense / MoE / MTP layers each on their own kind's table, MTP on the last stage."""
+    pp = open(os.path.join(ROOT, "fixtures", "configs", "pynative_pp2.yaml")).read().replace(
+        "  num_hidden_layers: 4\n", "  num_hidden_layers: 5\n  hidden_size: 1024\n  num_attention_heads: 8\n"
+        "  intermediate_size: 3072\n  vocab_size: 32000\n  seq_length: 2048\n"
+        "training:\n  local_batch_size: 1\n  global_batch_size: 8\n")
+    js = sizing.estimate_pynative(_write(tmp_path, pp)).to_json()
+    assert [s["layers"] for s in js["stages"]] == [[0, 1], [2, 3, 4]]
+    assert any("global_batch_size / (dp x local_batch_size) = 8" in u for u in js["unchecked"])
+    ds = open(os.path.join(ROOT, "fixtures", "configs", "pynative_dsv3_mtp.yaml")).read().replace(
+        "  num_nextn_predict_layers: 1\n", "  num_nextn_predict_layers: 1\n  hidden_size: 1792\n"
+        "  intermediate_size: 3072\n  moe_intermediate_size: 512\n  n_routed_experts: 8\n"
+        "  num_experts_per_tok: 2\n  vocab_size: 129280\n  seq_length: 4096\n  num_attention_heads: 4\n"
+        "  kv_lora_rank: 512\n  q_lora_rank: 1536\n  qk_rope_head_dim: 64\n  v_head_dim: 192\n"
+        "  qk_nope_head_dim: 128\n")
+    est = sizing.estimate_pynative(_write(tmp_path, ds, "ds.yaml"))
+    rows = est.to_json()["layers"]
+    assert [r["layer"] for r in rows] == [0, 1, 2, 3, 4] and rows[4]["mtp"] and rows[4]["choice"].startswith("mtp:")
+    assert rows[1]["choice"].startswith("select:mlp.experts") and rows[1]["activation_bytes"] < \
+        rows[3]["activation_bytes"]
