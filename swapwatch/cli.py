@@ -505,7 +505,9 @@ def estimate_cmd(config, run_dirs, fmt, model, dryrun, dryrun_stages):
     from .pynative.config import refuse_unmodelled
     from .pynative import sizing
 
-    if sizing.is_pynative(config):       # the r2.x path: swapwatch/pynative/sizing.py (docs/estimate.md)
+    from . import paths
+
+    if paths.pynative_tree(config) is not None:   # the seam: the r2.x path is sized by pynative/sizing.py
         if run_dirs or dryrun or dryrun_stages:
             raise InputError("--calibrate / --dryrun: not for a PyNative (r2.x) YAML (DryRun compiles graphs; "
                              "docs/estimate.md, The PyNative path)", file=config)

@@ -69,9 +69,9 @@ def _static_view(tree: dict, lines: dict) -> "tuple[dict, dict]":
     """An r2.x (PyNative) YAML keeps the sizes under ``model`` and the micro-batch in
     ``training.local_batch_size``: seen under the static names SIZE_KEYS reads, lines kept at the r2.x keys
     (the names ``estimate`` reads them under: swapwatch/pynative/sizing.py)."""
-    from swapwatch.pynative.config import detect_path
+    from swapwatch.paths import is_pynative
 
-    if detect_path(tree) != "pynative":
+    if not is_pynative(tree):
         return tree, lines
     model = tree.get("model") if isinstance(tree.get("model"), dict) else {}
     training = tree.get("training") if isinstance(tree.get("training"), dict) else {}
@@ -180,10 +180,10 @@ def main(argv=None) -> int:
     plan = sha = None
     pyn_layers = None
     if a.config:
-        from swapwatch.config import read_yaml
-        from swapwatch.pynative.config import detect_path, load
+        from swapwatch.paths import pynative_tree
+        from swapwatch.pynative.config import load
 
-        if detect_path(read_yaml(a.config)[0]) == "pynative":
+        if pynative_tree(a.config) is not None:
             pyn_layers = load(a.config).num_layers
             a.mode = a.mode or "pynative"
     if a.config and pyn_layers is None:
@@ -203,7 +203,8 @@ def main(argv=None) -> int:
     from mindspore import nn
     from swapwatch.examples.tinyllama import TinyLlama, WithLoss, make_data
 
-    ms.set_context(mode=ms.PYNATIVE_MODE if a.mode == "pynative" else ms.GRAPH_MODE)
+    # MindSpore's execution mode (--mode), not the MindFormers code path
+    ms.set_context(mode={"pynative": ms.PYNATIVE_MODE}.get(a.mode or "graph", ms.GRAPH_MODE))
     if a.mode:          # asked for (or an r2.x YAML): say which, so a recorded peak says what ran
         log.info(f"MindSpore execution mode: {a.mode.upper()}_MODE")
     ms.set_device("CPU")

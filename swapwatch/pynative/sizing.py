@@ -34,8 +34,9 @@ from typing import Any, Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
-from ..config import _pretrained_config, read_yaml
-from ..errors import ConfigError, InputError
+from ..config import read_yaml
+from ..config.tree import _pretrained_config
+from ..errors import ConfigError
 from ..memory.model import Estimate
 from ..patterns import under
 
@@ -336,15 +337,3 @@ def render(est: Any, fmt: str) -> str:
     head, sep, rest = text.partition("\n\n")
     head = head.replace("--calibrate RUN_DIR fits the allocator's share", "no --calibrate on this path")
     return head + "\nPyNative (r2.x) path, unchecked: " + "; ".join(est.unchecked) + sep + rest
-
-
-def is_pynative(path: str) -> bool:
-    """Whether ``estimate`` should take this module's route (a YAML that does not parse is left to the
-    static loader's message)."""
-    from .config import detect_path
-
-    try:
-        data, _ = read_yaml(path)
-    except InputError:
-        return False
-    return detect_path(data) == "pynative"
