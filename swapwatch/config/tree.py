@@ -29,14 +29,14 @@ def load_config(path: str, num_layers: Optional[int] = None, pipeline_stage: Opt
     copy ``plan`` writes, checked from its text with no temporary file.
     """
     key = None
-    if command_scope():
-        # within a command one TrainingConfig per document: explain, the rules, the memory model and
-        # plan's writer take the same object (nothing mutates a config loaded from a file)
-        key = (path, read_config_text(path) if text is None else text, check_rules,
-               repr((num_layers, pipeline_stage, pp_interleave_num, offset, pipeline_interleave)))
-        if key in _CONFIGS:
-            return _CONFIGS[key]
     try:
+        if command_scope():
+            # within a command one TrainingConfig per document: explain, the rules, the memory model
+            # and plan's writer take the same object (nothing mutates a config loaded from a file)
+            key = (path, read_config_text(path) if text is None else text, check_rules,
+                   repr((num_layers, pipeline_stage, pp_interleave_num, offset, pipeline_interleave)))
+            if key in _CONFIGS:
+                return _CONFIGS[key]
         data, lines = read_yaml(path) if text is None else parse_yaml(text, path)
         if not isinstance(data, dict):
             raise ConfigError(f"expected a mapping of config sections at the top level, got {_kind(data)}",
