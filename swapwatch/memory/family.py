@@ -50,6 +50,13 @@ class LayerCost:
     by_tensor: Tuple[Tuple[str, int], ...] = ()   # kept bytes per tensor, for the breakdown
 
 
+def legacy_gathered(spec: ModelSpec) -> bool:
+    """The legacy path with the optimizer shard on: each layer weight is all-gathered once per step
+    and the gathered copy, already in the compute dtype, is what every micro-batch's matmul reads
+    (``model.gathered_weights``)."""
+    return not spec.mcore and spec.shard > 1
+
+
 @functools.lru_cache(maxsize=None)
 def family_data(table: str) -> dict:
     """The tensor table file ``swapwatch/memory/<table>.yaml``."""
@@ -132,8 +139,11 @@ class Family:
                              f"tables the FlashAttention path only)", file=spec.source)
         dbytes = {"compute": spec.compute_bytes, "softmax": spec.softmax_bytes, "norm": spec.norm_bytes,
                   "residual": spec.residual_bytes, "float32": 4,
-                  # a weight's compute-dtype copy: nothing when the parameter already has that dtype
-                  "weight_copy": spec.compute_bytes if spec.param_bytes != spec.compute_bytes else 0}
+                  # a weight's compute-dtype copy: nothing when the parameter already has that dtype,
+                  # nor on the legacy path under the optimizer shard, where the one all-gathered
+                  # compute-dtype copy of the stage serves every micro-batch (model.gathered_weights)
+                  "weight_copy": spec.compute_bytes if spec.param_bytes != spec.compute_bytes
+                  and not legacy_gathered(spec) else 0}
         self.bytes: Dict[str, int] = {
             name: product(t["shape"], sym) * dbytes[t.get("dtype", "compute")]
             for name, t in data["tensors"].items()}

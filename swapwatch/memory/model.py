@@ -191,13 +191,23 @@ def head_bytes(spec: ModelSpec, stage: int) -> int:
     ``_NLLLoss.bprop``, which computes ``exp(log_softmax) - one_hot`` while both are alive): per
     logit, the compute-dtype logits, three fp32 tensors at the loss' backward (log-softmax, one-hot,
     their difference). DryRun L1 on Qwen3-32B's last stage agrees within 1 % (docs/estimate.md).
+
+    On the legacy path the compute-dtype logits are not among them: ``models/llama/llama.py:
+    LlamaForCausalLM.construct`` (and ``models/glm2/glm2.py:ChatGLM2ForConditionalGeneration.construct``)
+    cast the head's output to fp32 before the loss, and nothing's backward needs the compute-dtype
+    logits (the head's matmul keeps its input and weight, the cast nothing), so they are freed at the
+    cast; ``core/loss/loss.py:_LogSoftmax.bprop`` / ``_NLLLoss.bprop`` then hold the three fp32
+    tensors (unchanged when the compute dtype is fp32: no cast, the logits are the loss' input).
+    On the Qwen2.5-7B cut's last stage (152k vocabulary, 8k tokens) the bf16 logits are 2.3 GiB of
+    what the model had over DryRun L1 there (docs/estimate.md).
     """
     if stage != spec.pp - 1:
         return 0
     sym = spec.symbols()
     weight_copy = sym["v"] * spec.hidden * spec.compute_bytes if spec.param_bytes != spec.compute_bytes else 0
+    logits = spec.compute_bytes if spec.mcore or spec.compute_bytes == 4 else 0
     return sym["b"] * sym["sq"] * spec.hidden * spec.compute_bytes + \
-        sym["b"] * sym["s"] * sym["v"] * (spec.compute_bytes + 12) + weight_copy
+        sym["b"] * sym["s"] * sym["v"] * (logits + 12) + weight_copy
 
 
 def gathered_weights(spec: ModelSpec, fam: Family, n_layers: int, layer_params: Optional[int] = None) -> int:
@@ -214,12 +224,21 @@ def gathered_weights(spec: ModelSpec, fam: Family, n_layers: int, layer_params: 
     first forward to the optimizer step (docs/estimate.md). The embedding and the head are not
     gathered there. Measured on the legacy path only (``models/llama/llama.py``); the mcore cases run
     without the optimizer shard: 0 there.
+
+    The gather is in the compute dtype: MindSpore casts the weight's shard before the AllGather, so
+    with fp32 parameters and bf16 compute (the Qwen2.5-7B YAML) every gathered block is bf16. DryRun
+    L1's communication order on the Qwen2.5-7B cut's last stage (``comm_execute_order.csv``) shows
+    them: AllGather ``(896, 3584) BFloat16 -> (3584, 3584) BFloat16`` (wq, wo), ``(4736, 3584) ->
+    (18944, 3584)`` (w1, w3), ``(128, 3584) -> (512, 3584)`` (wk, wv), ``(896, 18944) -> (3584, 18944)``
+    (w2), one per layer weight and per step, not per micro-batch. That copy is the one every
+    micro-batch's matmul reads, so the layer tables' per-micro-batch weight copies (``weight_copy``)
+    are 0 here (``family.legacy_gathered``).
     """
     if spec.mcore or spec.shard <= 1 or not n_layers:
         return 0
     params = n_layers * params_per_layer(spec, fam.params_rows, fam.mla_rows) if layer_params is None \
         else layer_params
-    return params * spec.param_bytes
+    return params * spec.compute_bytes
 
 
 @dataclass

@@ -123,7 +123,9 @@ class ModelSpec:
         moe = self.num_experts > 0
         ffn = self.moe_ffn if moe and self.moe_ffn else self.ffn
         local_experts = max(1, self.num_experts // self.ep) if moe else 1
-        return {"b": self.batch, "s": s, "sq": max(1, s // tp) if self.seq_parallel else s,
+        sq = max(1, s // tp) if self.seq_parallel else s
+        # sg: what an all-gather over tp adds to a sequence-parallel tensor (0 without it)
+        return {"b": self.batch, "s": s, "sq": sq, "sg": s - sq,
                 "h": self.hidden, "hq": self.heads * self.head_dim // tp,
                 "hkv": max(1, self.kv_heads * self.head_dim // tp), "at": max(1, self.heads // tp),
                 "d": self.head_dim, "ft": max(1, ffn // tp), "k": self.top_k if moe else 1,

@@ -28,6 +28,7 @@ SRC = "fixtures/configs/mindformers/"
 Q32 = SRC + "pretrain_qwen3_32b_4k.yaml"
 L70 = SRC + "pretrain_llama2_70b.yaml"
 Q25 = SRC + "finetune_qwen2_5_7b_8k.yaml"
+G4 = SRC + "finetune_glm4_9b.yaml"
 #: the legacy cuts (use_legacy absent: models/llama/llama.py): 8 layers on 2 stages, 4 micro batches
 #: (MindSpore unrolls every micro batch into the compiled graph; 1F1B holds at most pp of them)
 LEGACY_CUT = {"parallel_config.pipeline_stage": 2, "parallel_config.micro_batch_num": 4}
@@ -72,6 +73,14 @@ CASES: Dict[str, Dict[str, Any]] = {
                                "layers": 8, "recompute": False, "select": False, "set": LEGACY_CUT},
     "qwen2_5_7b_l8_pp2_full": {"source": Q25, "family": "qwen2_5", "stages": [0, 1],
                                "layers": 8, "recompute": True, "select": False, "set": LEGACY_CUT},
+    # GLM4-9B (legacy ChatGLM2ForConditionalGeneration, glm4.yaml): dp 2 tp 1, 8k sequence, fp32
+    # weights, bf16 compute, optimizer shard; the shipped recompute_slice_activation (unmodelled) off
+    "glm4_9b_l8_pp2_none": {"source": G4, "family": "glm4", "stages": [0, 1],
+                            "layers": 8, "recompute": False, "select": False,
+                            "set": {**LEGACY_CUT, "recompute_config.recompute_slice_activation": False}},
+    "glm4_9b_l8_pp2_full": {"source": G4, "family": "glm4", "stages": [0, 1],
+                            "layers": 8, "recompute": True, "select": False,
+                            "set": {**LEGACY_CUT, "recompute_config.recompute_slice_activation": False}},
 }
 
 
