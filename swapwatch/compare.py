@@ -126,7 +126,7 @@ class Comparison:
 def _layout_walk(family: Optional[str], pattern: str, mode: str) -> Tuple[str, ...]:
     """The dotted paths the layout (a layout key, ``family:kind``) says a pattern's log item
     names (empty: it logs nothing, or the family is unknown)."""
-    from .models import load_layout
+    from .layouts import load_layout
 
     if family is None:
         return ()

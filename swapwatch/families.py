@@ -6,7 +6,7 @@ and MindFormers 2.1.0 builds very different layers per family and code path (leg
 with dense MLP or MoE, DeepSeek-V3's MLA + shared experts, and the MTP layer of
 ``MultiTokenPredictionBlock``). A model's layers may differ (DeepSeek-V3: dense below
 ``first_k_dense_replace``, MoE above, one MTP layer), so the plan resolves every layer on its own
-tree. The trees are data extracted from the real classes (``swapwatch/models``).
+tree. The trees are data extracted from the real classes (``swapwatch/layouts``).
 
 :class:`ModelFamily` is what the :class:`~swapwatch.strategy.Plan` carries: the family's name,
 where that choice came from, the MindFormers classes its layouts were extracted from, its layer
@@ -22,7 +22,7 @@ from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Set, Tuple
 
 from . import patterns
 from .text import wrap_items, write_table
-from .models import families as _stems, family_data, family_words, load_flows, load_layer_info, load_layout
+from .layouts import families as _stems, family_data, family_words, load_flows, load_layer_info, load_layout
 
 #: The family used when a YAML names no model at all (a fragment): the example model's tree.
 DEFAULT_FAMILY = "tinyllama"
@@ -56,7 +56,7 @@ MCORE_DEFAULTS = {"deepseek_v3": {"first_k_dense_replace": 3, "mtp_layers": 1},
 class ModelFamily:
     """One model family as the plan uses it (see the module docstring).
 
-    ``name`` is a file stem of ``swapwatch/models`` (``llama_qkv_concat``, ``deepseek_v3`` ...), or
+    ``name`` is a file stem of ``swapwatch/layouts`` (``llama_qkv_concat``, ``deepseek_v3`` ...), or
     for an unknown family the name the YAML gave with ``known`` False: then no pattern can be
     resolved (SW307), and every walk reaches nothing.
     """
@@ -212,7 +212,7 @@ def family_table() -> str:
                                                                          width, ", ", "  ")]
             for r in rows]
     out = write_table(["family", "path", "MindFormers classes (model; layer kinds), YAML names"], rows)
-    return "\n".join(out) + "\n\nLayer trees: swapwatch/models/<family>.yaml, extracted from MindFormers " \
+    return "\n".join(out) + "\n\nLayer trees: swapwatch/layouts/<family>.yaml, extracted from MindFormers " \
         "2.1.0\nby tools/extract_layouts.py.\n"
 
 

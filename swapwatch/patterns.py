@@ -293,7 +293,7 @@ def logged_paths(raw_log: str) -> List[str]:
 
 
 # --------------------------------------------------------------------------------------------
-# Layout data (a model family's layer tree, see swapwatch/models/*.yaml)
+# Layout data (a model family's layer tree, see swapwatch/layouts/*.yaml)
 # --------------------------------------------------------------------------------------------
 
 @dataclass

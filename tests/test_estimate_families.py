@@ -13,7 +13,7 @@ import textwrap
 import pytest
 
 from swapwatch.explain import explain
-from swapwatch.memory.family import tables
+from swapwatch.memory.tensor_table import tables
 from swapwatch.memory.model import estimate
 from swapwatch.memory.planner import make_plan
 
@@ -26,8 +26,8 @@ def cli(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_every_family_explain_knows_has_a_table_for_every_layer_kind():
-    from swapwatch.memory.family import kind_data, layout_kinds, table_for
-    from swapwatch.models import families
+    from swapwatch.memory.tensor_table import kind_data, layout_kinds, table_for
+    from swapwatch.layouts import families
 
     assert set(families()) <= set(tables())
     for fam in families():
@@ -264,7 +264,7 @@ def test_a_swap_plan_on_the_mcore_path_is_written_where_mcore_reads_it(tmp_path)
     # mcore LayerSetting takes swap from model.model_config (cpu_offloading, cpu_offloading_num_layers,
     # op_swap: swapwatch.config.MCORE_SWAP_KEYS); a top-level swap_config would be ignored (SW306)
     from swapwatch.memory.emit import emit
-    from swapwatch.memory.family import LayerCost
+    from swapwatch.memory.tensor_table import LayerCost
     from swapwatch.memory.search import Level, StagePlan
 
     path = "fixtures/configs/families/qwen3_swap_conflict.yaml"      # has cpu_offloading + op_swap

@@ -10,10 +10,10 @@ import textwrap
 import pytest
 
 from swapwatch.errors import ConfigError
-from swapwatch.memory.family import Family, family_data, tables
+from swapwatch.memory.tensor_table import TensorTable, family_data, tables
 from swapwatch.memory.model import estimate, inflight, static_parts
 from swapwatch.memory.spec import llama_ffn, load_spec
-from swapwatch.models import load_layout
+from swapwatch.layouts import load_layout
 
 TINY = "fixtures/configs/plan_tiny.yaml"
 B, S, H, A, F, V = 2, 256, 256, 4, 688, 128
@@ -38,11 +38,11 @@ def tiny_variant(tmp_path, **extra) -> str:
     return write(tmp_path, text)
 
 
-def fam_of(path: str) -> Family:
-    return Family(load_spec(path))
+def fam_of(path: str) -> TensorTable:
+    return TensorTable(load_spec(path))
 
 
-def cost_of(fam: Family, patterns):
+def cost_of(fam: TensorTable, patterns):
     return fam.cost(*fam.ops_reached(patterns))
 
 
@@ -57,7 +57,7 @@ def test_every_op_of_every_tensor_table_is_on_the_layout(tmp_path):
         for flash in flashes:
             spec = load_spec(TINY)
             spec.flash = flash
-            fam = Family(spec, family)
+            fam = TensorTable(spec, family)
             assert fam.table == table and fam.ops
             for op in fam.ops:
                 assert op.path in paths, (family, flash, op.path)

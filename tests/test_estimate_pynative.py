@@ -74,7 +74,7 @@ def test_each_layer_action_is_sized_as_apply_ac_applies_it():
 
 
 def test_a_select_checkpoint_is_not_voided_by_its_consumers(tmp_path):
-    """The graph pass drops a mark whose output feeds an unmarked op (Family.effective); a PyNative
+    """The graph pass drops a mark whose output feeds an unmarked op (TensorTable.effective); a PyNative
     checkpoint of an op keeps its input and frees what the op saves whatever consumes it."""
     text = open(SIZED).read().split("recompute:")[0] + (
         "recompute:\n  mode: select\n  select_module:\n    'mlp\\.activation_func': ['0-3']\n")

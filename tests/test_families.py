@@ -14,7 +14,7 @@ from swapwatch.config import load_config
 from swapwatch.errors import ConfigError, InputError
 from swapwatch.explain import explain
 from swapwatch.families import ModelFamily, family_table, known_families
-from swapwatch.models import family_data, load_flows, load_layout
+from swapwatch.layouts import family_data, load_flows, load_layout
 from swapwatch.verify import verify
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

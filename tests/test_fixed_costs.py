@@ -15,7 +15,7 @@ import pytest
 
 from swapwatch import families
 from swapwatch.checks import Finding
-from swapwatch.models import families as family_names, family_words, load_layout, split_key
+from swapwatch.layouts import families as family_names, family_words, load_layout, split_key
 from swapwatch.parsers import inputs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

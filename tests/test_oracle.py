@@ -2,7 +2,7 @@
 
 Skipped unless ``.oracle-venv/.ready`` exists (``make oracle`` builds it; docs/mindspore-facts.md
 §6). For every case, MindFormers builds its config objects and LayerSetting, then sets every
-layer of a cell tree built from ``swapwatch/models/tinyllama.yaml``; whatever its logger printed is
+layer of a cell tree built from ``swapwatch/layouts/tinyllama.yaml``; whatever its logger printed is
 compared with :func:`swapwatch.strategy.layer_setting_lines` (the Formative block, removals,
 conflict warnings, and every ``Set ...`` / "got cell" line, whitespace runs included). numpy>=2
 in the oracle venv prints ``np.int64(0)``; the engine reproduces numpy<2 (the real MindSpore

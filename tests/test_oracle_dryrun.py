@@ -59,7 +59,7 @@ KNOWN: dict = {
 KNOWN_DELTA = {
     ("qwen3_32b_l8_none", "qwen3_32b_l8_full", 3): (835, 1003),
     # MindFormers' default select set (mlp.mul + mlp.activation_func.silu): DryRun L1 frees silu's
-    # output per layer and micro-batch in flight; the model's segment rule (family.Family.effective:
+    # output per layer and micro-batch in flight; the model's segment rule (tensor_table.TensorTable.effective:
     # mul's output stays for linear_fc2, silu's comes back) frees 700 of DryRun's 800 MiB here
     ("qwen3_32b_l8_none", "qwen3_32b_l8_select", 0): (700, 800),
     # Qwen3-MoE, first stage: the model's peak is the optimizer step in both cases (recompute cannot

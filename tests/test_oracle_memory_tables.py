@@ -19,7 +19,7 @@ import subprocess
 import pytest
 import yaml
 
-from swapwatch.memory.family import Family, family_data
+from swapwatch.memory.tensor_table import TensorTable, family_data
 from swapwatch.memory.spec import load_spec, product
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -49,7 +49,7 @@ def real_calls(family, extra):
     return json.loads(line[len(MARK):])["calls"]
 
 
-def our_family(tmp_path, layout_family, extra, concat) -> Family:
+def our_family(tmp_path, layout_family, extra, concat) -> TensorTable:
     """The same tiny model as tools/extract_layouts.py's legacy Llama build, as a training YAML."""
     mc = {"type": "LlamaConfig", "hidden_size": 64, "num_heads": 4, "multiple_of": 32, "seq_length": 32,
           "vocab_size": 256, "num_layers": 2, "compute_dtype": "float32", "use_flash_attention": False,
@@ -57,7 +57,7 @@ def our_family(tmp_path, layout_family, extra, concat) -> Family:
     p = tmp_path / "tiny.yaml"
     p.write_text(yaml.safe_dump({"model": {"arch": {"type": "LlamaForCausalLM"}, "model_config": mc},
                                  "runner_config": {"batch_size": BATCH}, "parallel_config": {"pipeline_stage": 1}}))
-    return Family(load_spec(str(p)), layout_family)
+    return TensorTable(load_spec(str(p)), layout_family)
 
 
 def elements(shape):
@@ -73,7 +73,7 @@ def test_table_ops_produce_the_real_layers_tensors(tmp_path, family, layout_fami
     check_table_against(fam, real_calls(family, extra))
 
 
-def check_table_against(fam: Family, calls) -> None:
+def check_table_against(fam: TensorTable, calls) -> None:
     """Every op of ``fam``'s table is found among the real ``calls`` at its path, in order, with the
     element counts of the tensors it names."""
     tensors = family_data(fam.table)["tensors"]
@@ -111,6 +111,6 @@ def test_glm4_table_ops_produce_the_real_layers_tensors(tmp_path):
     p = tmp_path / "glm4.yaml"
     p.write_text(yaml.safe_dump({"model": {"arch": {"type": "ChatGLM2ForConditionalGeneration"}, "model_config": mc},
                                  "runner_config": {"batch_size": BATCH}, "parallel_config": {"pipeline_stage": 1}}))
-    fam = Family(load_spec(str(p)), "glm4")
+    fam = TensorTable(load_spec(str(p)), "glm4")
     assert any(op.path == "self_attention.tile_kv" for op in fam.ops)        # the GQA, no-flash variant
     check_table_against(fam, real_calls("glm4", dict(extra, compute_dtype="float32")))

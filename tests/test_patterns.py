@@ -4,7 +4,7 @@ import pytest
 
 from swapwatch import patterns
 from swapwatch.patterns import LayoutNode, log_item, walk_layout
-from swapwatch.models import load_layout
+from swapwatch.layouts import load_layout
 
 
 @pytest.fixture(scope="module")

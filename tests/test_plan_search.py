@@ -14,7 +14,7 @@ from swapwatch import strategy
 from swapwatch.config import load_config
 from swapwatch.errors import InputError
 from swapwatch.explain import explain
-from swapwatch.memory.family import Family
+from swapwatch.memory.tensor_table import TensorTable
 from swapwatch.memory.model import Calibration, estimate, inflight
 from swapwatch.memory.planner import make_plan, parse_size
 from swapwatch.memory import search
@@ -42,7 +42,7 @@ def _setup(path):
     cfg = load_config(path)
     spec = load_spec(path)
     spec.pp = cfg.pipeline_stage
-    return spec, Family(spec), strategy.plan(cfg).geometry
+    return spec, TensorTable(spec), strategy.plan(cfg).geometry
 
 
 @pytest.mark.parametrize("block_rows", [None, 1])

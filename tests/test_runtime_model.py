@@ -12,7 +12,7 @@ from swapwatch import patterns, strategy  # noqa: E402
 from swapwatch.events import parse_event  # noqa: E402
 from swapwatch.examples.tinyllama import TinyLlama  # noqa: E402
 from swapwatch.hooks.apply import ApplyError, CellAdapter, apply  # noqa: E402
-from swapwatch.models import load_layout  # noqa: E402
+from swapwatch.layouts import load_layout  # noqa: E402
 
 pytestmark = pytest.mark.runtime
 

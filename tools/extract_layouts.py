@@ -2,7 +2,7 @@
 
 Run with the oracle venv's python (real MindFormers 2.1.0 + MindSpore 2.10 CPU), never with swapwatch's:
 
-    .oracle-venv/bin/python tools/extract_layouts.py            # rewrite swapwatch/models/<family>.yaml
+    .oracle-venv/bin/python tools/extract_layouts.py            # rewrite swapwatch/layouts/<family>.yaml
     .oracle-venv/bin/python tools/extract_layouts.py --check    # exit 1 when a stored layout drifted
     .oracle-venv/bin/python tools/extract_layouts.py --one NAME # one family, as JSON on stdout
 
@@ -36,7 +36,7 @@ from pathlib import Path
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-MODELS = os.path.join(ROOT, "swapwatch", "models")
+MODELS = os.path.join(ROOT, "swapwatch", "layouts")
 MARK = "@@SWAPWATCH_LAYOUT@@"
 
 # ---- what to build ---------------------------------------------------------------------------

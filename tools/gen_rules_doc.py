@@ -31,8 +31,8 @@ rules the config alone decides, `verify` those and the ones that need the run's 
 `sw201`) explains one with its YAML fix; each finding ends with the `swapwatch rules SWxxx` to run.
 `--ignore SWxxx` silences a rule, `--strict` makes warnings fail.
 
-SW202 reads producer -> consumer relations of each layer kind from `swapwatch/models/flows.yaml`
-(the example model's are in `swapwatch/models/tinyllama.yaml`): another model family is data, not code.
+SW202 reads producer -> consumer relations of each layer kind from `swapwatch/layouts/flows.yaml`
+(the example model's are in `swapwatch/layouts/tinyllama.yaml`): another model family is data, not code.
 """
 
 

@@ -111,7 +111,7 @@ def layer_paths() -> list:
     """The tiny Llama layer's path list as ``apply_ac`` collects it: MindFormers 2.1.0's own
     ``_iter_class_owned_callable_attrs`` / ``_get_single_layer_whitelist`` (their source, from the installed
     wheel: the module itself imports hyper_parallel, which is not installable) run on the real layer
-    (``swapwatch/models/pynative/layer_paths.json`` ``tinyllama``). Needs MindFormers: the oracle venv."""
+    (``swapwatch/layouts/pynative/layer_paths.json`` ``tinyllama``). Needs MindFormers: the oracle venv."""
     import ast
     import importlib.util
     import inspect

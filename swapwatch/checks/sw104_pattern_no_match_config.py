@@ -19,7 +19,7 @@ class PatternMatchesNothing(Rule):
     """A configured pattern matches nothing on the model's layer: a silent no-op.
 
     **What it means.** ``swapwatch explain`` walks every applied pattern over the model family's
-    layer tree (``--model``, default Llama; ``swapwatch/models/<family>.yaml``) exactly as
+    layer tree (``--model``, default Llama; ``swapwatch/layouts/<family>.yaml``) exactly as
     MindFormers' LayerSetting does, segment by segment. This pattern reaches no primitive and no
     cell, or (for exclude and comm patterns, which only take primitives) only cells. MindFormers
     would print nothing for it, and the training would run without the recompute or swap you
@@ -134,8 +134,8 @@ def nearest_path(layout: Any, pattern: str) -> Optional[str]:
     return prefix + close[0].replace(".", "\\.") if close else None
 
 
-#: Legacy (``use_legacy: True``, ``swapwatch/models/llama.yaml``) cell names and their mcore
-#: (``parallel_core``, ``swapwatch/models/qwen3.yaml``) counterparts, most specific first: a pattern
+#: Legacy (``use_legacy: True``, ``swapwatch/layouts/llama.yaml``) cell names and their mcore
+#: (``parallel_core``, ``swapwatch/layouts/qwen3.yaml``) counterparts, most specific first: a pattern
 #: written for one path matches nothing on the other, silently (issue 21.8).
 LEGACY_TO_MCORE = (
     ("attention.flash_attention", "self_attention.core_attention.flash_attention"),

@@ -25,7 +25,7 @@ class ConsumerRecomputed(Rule):
     and swapped is recomputed, not swapped.)
 
     This rule follows the model family's producer -> consumer data (``flows`` in
-    ``swapwatch/models/<family>.yaml``: flash_attention -> wo, w1 -> activation -> mul, w3 -> mul,
+    ``swapwatch/layouts/<family>.yaml``: flash_attention -> wo, w1 -> activation -> mul, w3 -> mul,
     mul -> w2, the norms -> their projections, w2 -> the next layer's attention_norm) for every op a
     swap reaches (an ``op_swap`` cell covers every op inside it; a ``layer_swap`` covers the whole
     layer) and reports the ones whose consumer is recomputed: by ``select_recompute`` on the same

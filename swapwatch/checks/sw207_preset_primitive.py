@@ -23,7 +23,7 @@ class PresetPrimitive(Rule):
     makes MindFormers' ``LayerSetting`` call ``recompute`` again, and the build stops with
     ``TypeError: <Model>: 'bool' object is not callable``: at the first layer for a preset
     primitive, at the second layer for a shared one. The layer trees and their preset and shared
-    primitives come from the real classes (``swapwatch/models/<family>.yaml``, ``swapwatch
+    primitives come from the real classes (``swapwatch/layouts/<family>.yaml``, ``swapwatch
     families``).
 
     **Why it matters.** The job dies while the network is built, after the launch and data

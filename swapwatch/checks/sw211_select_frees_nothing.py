@@ -43,7 +43,7 @@ class SelectFreesNothing(Rule):
         plan, cfg = ctx.plan, config_of(ctx)
         if plan is None or not hasattr(plan, "layers"):     # a LayerSetting rule (Rule.views): never apply_ac's
             return
-        from ..memory.family import frees_nothing
+        from ..memory.tensor_table import frees_nothing
 
         groups: Dict[Tuple[str, Tuple[str, ...]], list] = {}
         for lp in plan.layers:

@@ -3,7 +3,7 @@
 Why it exists: swapwatch applies recompute/swap strategies by walking cell and primitive *names*
 with MindFormers' own pattern rules, so a test model is only useful if its names are MindFormers'
 names. Every decoder layer here has exactly the tree described as data in
-``swapwatch/models/tinyllama.yaml`` (sub-cells in creation order, primitive attributes as listed), and
+``swapwatch/layouts/tinyllama.yaml`` (sub-cells in creation order, primitive attributes as listed), and
 ``tests/test_runtime_model.py`` walks the real cells and compares the two, so neither can drift.
 
 Deviations from MindFormers that CPU forces:

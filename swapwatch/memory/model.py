@@ -6,7 +6,7 @@ Per stage (the worst rank of that stage), in bytes:
   states are split over the optimizer-parallel ranks when the optimizer shard is on (MindSpore's
   parallel optimizer); gradients stay whole (the accumulation buffer). Matrices are split over
   model_parallel. The embedding sits on the first stage, the final norm and the head on the last.
-* **activations**: what each layer keeps for backward (:mod:`swapwatch.memory.family`), times the
+* **activations**: what each layer keeps for backward (:mod:`swapwatch.memory.tensor_table`), times the
   micro-batches in flight when the stage starts its first backward: ``min(m, P - p)`` for 1F1B, the
   warm-up of the interleaved schedule per chunk otherwise (one micro-batch without pipeline: the
   gradient accumulation steps run one after another). Swapped tensors live on host except inside the
@@ -28,7 +28,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from .. import strategy
 from ..config import load_config
 from ..errors import InputError
-from .family import Family, LayerCost, layout_kinds, table_for
+from .tensor_table import TensorTable, LayerCost, layout_kinds, table_for
 from .spec import ModelSpec, params_per_layer, product, spec_from_config
 
 
@@ -90,7 +90,7 @@ def inflight(P: int, V: int, m: int, p: int) -> List[int]:
     return [max(1, c) for c in counts]
 
 
-def static_parts(spec: ModelSpec, fam: Family, stage: int, n_layers: int,
+def static_parts(spec: ModelSpec, fam: TensorTable, stage: int, n_layers: int,
                  layer_params: Optional[int] = None) -> Dict[str, int]:
     """Weights, gradients and optimizer states of one rank of ``stage`` (bytes). ``layer_params``:
     the weight elements of the stage's layers when they differ by kind (dense / MoE / MTP: the
@@ -118,7 +118,7 @@ def static_parts(spec: ModelSpec, fam: Family, stage: int, n_layers: int,
             "optimizer_states": (trained - whole_trained) * states // spec.shard + whole_trained * states}
 
 
-def optimizer_step(spec: ModelSpec, fam: Family, stage: int, n_layers: int,
+def optimizer_step(spec: ModelSpec, fam: TensorTable, stage: int, n_layers: int,
                    layer_params: Optional[int] = None) -> int:
     """Bytes above static at the optimizer step of one rank of ``stage`` (a second peak phase: the
     stage's peak is static plus the larger of this and the activation phase).
@@ -210,7 +210,7 @@ def head_bytes(spec: ModelSpec, stage: int) -> int:
         sym["b"] * sym["s"] * sym["v"] * (logits + 12) + weight_copy
 
 
-def gathered_weights(spec: ModelSpec, fam: Family, n_layers: int, layer_params: Optional[int] = None) -> int:
+def gathered_weights(spec: ModelSpec, fam: TensorTable, n_layers: int, layer_params: Optional[int] = None) -> int:
     """Legacy path with the optimizer shard on: the whole (all-gathered) weights of the stage's layers,
     held from the forward to the end of the backward (bytes).
 
@@ -317,10 +317,10 @@ class StageMemory:
                 "measured_peak_bytes": measured}
 
 
-def stage_memory(spec: ModelSpec, fam: Family, geo: strategy.Geometry, stage: int,
+def stage_memory(spec: ModelSpec, fam: TensorTable, geo: strategy.Geometry, stage: int,
                  costs: Sequence[LayerCost], prefetch: Sequence[Optional[int]] = (),
-                 layer_fams: Optional[Sequence[Family]] = None,
-                 mtp: Sequence[Tuple[Family, LayerCost]] = ()) -> StageMemory:
+                 layer_fams: Optional[Sequence[TensorTable]] = None,
+                 mtp: Sequence[Tuple[TensorTable, LayerCost]] = ()) -> StageMemory:
     """The parts of ``stage``'s peak for per-layer ``costs`` (indexed by global layer id).
     ``layer_fams``: each layer's tensor table when the family's layers differ by kind; ``mtp``: the
     MTP layers (on the last stage, one micro-batch in flight there) with their costs."""
@@ -371,7 +371,7 @@ class Estimate:
     family: str
     spec: ModelSpec
     plan: strategy.Plan
-    fam: Family
+    fam: TensorTable
     stages: List[StageMemory]
     layers: List[Dict[str, Any]]
     calibration: Calibration = field(default_factory=Calibration)
@@ -417,7 +417,7 @@ def estimate_plan(path: str, cfg: Any, plan: strategy.Plan, spec: ModelSpec,
     kind_fams, mtp_fams = layer_families(spec, plan, fam)
     costs: List[LayerCost] = []
     prefetch: List[Optional[int]] = []
-    layer_fams: List[Family] = []
+    layer_fams: List[TensorTable] = []
     rows = []
     for lp, lf in zip(plan.layers, kind_fams):
         label, cost = lf.layer_choice(lp)
@@ -440,33 +440,34 @@ def estimate_plan(path: str, cfg: Any, plan: strategy.Plan, spec: ModelSpec,
                     calibration=calibration, unmodelled=list(spec.unmodelled))
 
 
-def layer_families(spec: ModelSpec, plan: strategy.Plan, fam: Family) -> Tuple[List[Family], List[Family]]:
+def layer_families(spec: ModelSpec, plan: strategy.Plan,
+                   fam: TensorTable) -> Tuple[List[TensorTable], List[TensorTable]]:
     """The tensor table of each decoder layer's kind (``plan.layers`` order) and of each MTP layer
     (DeepSeek-V3: dense below first_k_dense_replace, MoE above, the MTP layer; one object per kind,
     ``fam`` for the family's own kind). ``estimate`` sizes layers with them and ``plan`` searches
     with them (memory.search.Kinds)."""
-    by_key: Dict[str, Family] = {}
+    by_key: Dict[str, TensorTable] = {}
 
-    def fam_of(layer: int, mtp: bool = False) -> Family:
+    def fam_of(layer: int, mtp: bool = False) -> TensorTable:
         key = plan.layout_key(layer, mtp) if plan.family is not None else None
         kind = key.partition(":")[2] if key and ":" in key else None
         if kind is None or kind == (fam.kind or layout_kinds(fam.name)[0]):
             return fam
         if key not in by_key:
-            by_key[key] = Family(spec, fam.name, plan.family.origin, kind)
+            by_key[key] = TensorTable(spec, fam.name, plan.family.origin, kind)
         return by_key[key]
 
     return [fam_of(lp.layer) for lp in plan.layers], [fam_of(lp.layer, True) for lp in plan.mtp]
 
 
-def memory_family(spec: ModelSpec, plan: strategy.Plan) -> Family:
+def memory_family(spec: ModelSpec, plan: strategy.Plan) -> TensorTable:
     """The tensor table for ``plan``'s model family (``swapwatch.families``: what the YAML names, or
     ``--model``), sized by ``spec``; exit 2 when that family has none yet, never another family's."""
     check_family(plan)
-    return Family(spec, plan.family.name, plan.family.origin)
+    return TensorTable(spec, plan.family.name, plan.family.origin)
 
 
-def planning_family(spec: ModelSpec, plan: strategy.Plan) -> Family:
+def planning_family(spec: ModelSpec, plan: strategy.Plan) -> TensorTable:
     """The tensor table ``plan`` takes its levels (select sets) from: the family's, or when its layers
     differ by kind (dense / MoE / MTP) the kind that keeps most without recompute; each layer is then
     priced on its own kind (memory.search.Kinds)."""
@@ -474,7 +475,7 @@ def planning_family(spec: ModelSpec, plan: strategy.Plan) -> Family:
     kinds = [k for k in layout_kinds(fam.name) if k != "mtp"]
     if len(kinds) < 2:
         return fam
-    fams = [fam] + [Family(spec, fam.name, plan.family.origin, k) for k in kinds if k != (fam.kind or kinds[0])]
+    fams = [fam] + [TensorTable(spec, fam.name, plan.family.origin, k) for k in kinds if k != (fam.kind or kinds[0])]
     return max(fams, key=lambda f: (f.cost(frozenset()).kept, params_per_layer(spec, f.params_rows, f.mla_rows)))
 
 

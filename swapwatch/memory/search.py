@@ -32,7 +32,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from .family import Family, LayerCost
+from .tensor_table import TensorTable, LayerCost
 from .model import (Calibration, gathered_weights, head_bytes, inflight, optimizer_step, stage_memory,
                     static_parts)
 from .spec import ModelSpec
@@ -73,25 +73,25 @@ class Kinds:
     last decoder layer's choice: ``strategy.plan`` copies that layer's LayerPlan to it).
 
     The levels are still the planning family's (its select patterns, nested); what a level costs
-    on a layer is priced on that layer's kind exactly as ``Family.layer_choice`` prices what the
+    on a layer is priced on that layer's kind exactly as ``TensorTable.layer_choice`` prices what the
     written YAML does there (the kind's preset marks included), and the stage's static part, fixed
     part and optimizer step are :func:`swapwatch.memory.model.stage_memory`'s own, so the search
     and the estimate of the planned YAML count the same bytes."""
 
-    mem: Family                      # the family's own table (stage_memory sizes the static part with it)
-    layers: List[Family]             # by global layer id
-    mtp: List[Family]                # one per MTP layer (on the last stage)
+    mem: TensorTable                      # the family's own table (stage_memory sizes the static part with it)
+    layers: List[TensorTable]             # by global layer id
+    mtp: List[TensorTable]                # one per MTP layer (on the last stage)
     _memo: Dict[Tuple[int, str], LayerCost] = field(default_factory=dict)
 
-    def cost(self, f: Family, lv: "Level") -> LayerCost:
+    def cost(self, f: TensorTable, lv: "Level") -> LayerCost:
         key = (id(f), lv.label)
         if key not in self._memo:
             self._memo[key] = level_cost(f, lv)
         return self._memo[key]
 
 
-def level_cost(f: Family, lv: "Level") -> LayerCost:
-    """What ``lv`` keeps on a layer of table ``f``, as ``Family.layer_choice`` counts the layer the
+def level_cost(f: TensorTable, lv: "Level") -> LayerCost:
+    """What ``lv`` keeps on a layer of table ``f``, as ``TensorTable.layer_choice`` counts the layer the
     written YAML gives (full: the whole cell; select: the patterns' ops and the kind's preset marks;
     none / swap: the preset marks)."""
     if lv.full:
@@ -130,7 +130,7 @@ DEVICE_FLOPS = 2.0e14
 HOST_BYTES_PER_S = 2.4e10
 
 
-def swap_cost(fam: Family, prefetch: int) -> LayerCost:
+def swap_cost(fam: TensorTable, prefetch: int) -> LayerCost:
     """A layer swap with ``backward_prefetch``: everything it keeps goes to host and back; the
     transfer overlaps the backward (about twice the forward) of ``prefetch`` layers."""
     base = fam.cost(frozenset(), frozenset(), frozenset(), True)
@@ -140,7 +140,7 @@ def swap_cost(fam: Family, prefetch: int) -> LayerCost:
                      flops=max(0.0, transfer - hidden) * DEVICE_FLOPS, by_tensor=base.by_tensor)
 
 
-def chains(fam: Family, allow_swap: bool = False, prefetches: Sequence[int] = (1, 2)) -> List[List[Level]]:
+def chains(fam: TensorTable, allow_swap: bool = False, prefetches: Sequence[int] = (1, 2)) -> List[List[Level]]:
     """Every nesting order of the family's select groups as a list of levels none < ... < full
     (plus the swap levels, which sit beside the chain: swap mode takes layer ids, no nesting)."""
     out = []
@@ -205,7 +205,7 @@ def combine(a: Front, b: Front, cap: float) -> Front:
     return _prune([(x[0] + y[0], x[1] + y[1], x[2] + y[2]) for x in a for y in b], cap)
 
 
-def solve_stage(spec: ModelSpec, fam: Family, geo, stage: int, cal: Calibration, budget: int,
+def solve_stage(spec: ModelSpec, fam: TensorTable, geo, stage: int, cal: Calibration, budget: int,
                 allow_swap: bool = False, kinds: Optional[Kinds] = None) -> StagePlan:
     """The cheapest per-layer levels of ``stage`` whose predicted peak is <= ``budget``.
     ``kinds``: each layer's own table (:func:`kinds_of`); a stage of one chunk without swap is then
@@ -462,7 +462,7 @@ def extra_of(levels) -> int:
     return max(lv.cost.regen for lv in levels) + max(lv.window for lv in levels)
 
 
-def lowest_peak(spec: ModelSpec, fam: Family, geo, stage: int, cal: Calibration, allow_swap: bool = False,
+def lowest_peak(spec: ModelSpec, fam: TensorTable, geo, stage: int, cal: Calibration, allow_swap: bool = False,
                 kinds: Optional[Kinds] = None) -> int:
     """The least predicted peak ``stage`` can reach with these choices: for each transient cap,
     every layer at the level that keeps least among those the cap allows (``kinds``: as

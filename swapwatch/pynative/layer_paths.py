@@ -1,7 +1,7 @@
 """The per-layer module/op path lists the PyNative regexes are matched against, for each known family.
 
 The lists are data collected from real MindFormers 2.1.0 PyNative models (see
-``swapwatch/models/pynative/README.md`` for where they came from and how to regenerate them): what
+``swapwatch/layouts/pynative/README.md`` for where they came from and how to regenerate them): what
 ``activation_checkpoint.py:_get_modules_and_ops_list`` returns for a layer. They do not depend on sizes, so a
 model of any depth is laid out as: DeepSeek-V3 dense list below ``first_k_dense_replace``, MoE list above,
 and the MTP list for MTP layer ``i`` at global id ``num_layers + i``; Qwen3 has one list for every layer.
@@ -20,7 +20,7 @@ from typing import Dict, FrozenSet, List, Optional, Tuple
 
 from ..errors import ConfigError, InputError
 
-DATA = os.path.join(os.path.dirname(os.path.dirname(__file__)), "models", "pynative", "layer_paths.json")
+DATA = os.path.join(os.path.dirname(os.path.dirname(__file__)), "layouts", "pynative", "layer_paths.json")
 #: YAML ``model.model_type`` (or ``--model``) -> the data's model key
 #: (``tinyllama``: the example model, swapwatch/examples/tinyllama.py, collected with apply_ac's own
 #: ``_get_single_layer_whitelist`` by tools/pynative_memory.py: what ``estimate`` on an r2.x YAML of it is

@@ -6,7 +6,7 @@ recompute pass; the PyNative trainer applies ``checkpoint_wrapper`` / ``swap_wra
 (:class:`swapwatch.pynative.resolve.PynativePlan`) and runs op by op. What is shared is reused: the sizes are
 read by :func:`swapwatch.memory.spec.spec_from_tree` (the r2.x keys mapped onto the names it reads, every
 error put back on the r2.x key path), the per-op tensors are the family's tensor table
-(:class:`swapwatch.memory.family.Family`), the stage sum is :func:`swapwatch.memory.model.stage_memory`, the
+(:class:`swapwatch.memory.tensor_table.TensorTable`), the stage sum is :func:`swapwatch.memory.model.stage_memory`, the
 output is the static estimate's renderer and JSON.
 
 What PyNative keeps, as modelled here (``mindformers/pynative/distributed/activation_checkpoint.py:apply_ac``):
@@ -17,7 +17,7 @@ What PyNative keeps, as modelled here (``mindformers/pynative/distributed/activa
   each ``select_module`` path) keeps only its inputs from outside the region; what its ops save is
   regenerated when its backward runs (early stop), one region at a time. Its outputs stay alive when an op
   outside the region saves them (they are ordinary tensors of the outer tape). Unlike the static graph pass
-  (:meth:`Family.effective`: a mark is dropped when a consumer of the output is not marked), a PyNative
+  (:meth:`TensorTable.effective`: a mark is dropped when a consumer of the output is not marked), a PyNative
   checkpoint is never voided by its consumers. ``exclude_op`` paths inside a full layer are left outside the
   region (their saves stay);
 * **swap** (``swap_wrapper``): a swapped layer's saved tensors go to host (``policy_fn`` keeps only the
@@ -153,7 +153,7 @@ def _ops_under(fam: Any, paths: Sequence[str]) -> List[FrozenSet[int]]:
 def layer_cost(fam: Any, la: Any) -> Tuple[str, Any]:
     """What one layer keeps for one micro-batch under ``la`` (:class:`LayerActions`), per the module
     docstring: checkpointed regions keep their outside inputs, every other op its saves."""
-    from ..memory.family import LayerCost
+    from ..memory.tensor_table import LayerCost
 
     regions: List[FrozenSet[int]] = []
     if la.full:
@@ -215,7 +215,7 @@ def _geometry(num_layers: int, pp: int, source: str, lines: Dict[str, int]):
 def estimate_pynative(path: str, model: Optional[str] = None, calibration: Any = None) -> Any:
     """``swapwatch estimate`` on the PyNative YAML at ``path``: an :class:`Estimate` of the static shape
     (same renderer, same JSON) with ``path: pynative`` and ``unchecked`` added."""
-    from ..memory.family import Family
+    from ..memory.tensor_table import TensorTable
     from ..memory.model import NO_CALIBRATION, stage_memory
     from ..plan import Plan
     from .explain import explain_tree
@@ -239,7 +239,7 @@ def estimate_pynative(path: str, model: Optional[str] = None, calibration: Any =
         if table_family == "deepseek_v3":
             kind = "mtp" if i >= cfg.num_layers else ("dense" if i < cfg.first_k_dense else "moe")
         if kind not in kinds:
-            kinds[kind] = Family(spec, table_family, f"model.model_type {cfg.family}", kind)
+            kinds[kind] = TensorTable(spec, table_family, f"model.model_type {cfg.family}", kind)
         return kinds[kind]
 
     prefetch = plan.sections["swap"].get("default_prefetch", 1) if cfg.swap.get("enable") else None

@@ -208,7 +208,7 @@ def uniform_text(text: str, config: str, model: Optional[str], fraction: float) 
     """The YAML with full recompute on the first ``fraction`` of each stage chunk's layers and no
     select recompute (the probes), written by the same emitter as ``plan``."""
     from ..memory.emit import emit_result
-    from ..memory.family import LayerCost
+    from ..memory.tensor_table import LayerCost
     from ..memory.model import plan_of
     from ..memory.planner import _plan_of_text
     from ..memory.search import Level, StagePlan

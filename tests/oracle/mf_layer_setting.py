@@ -11,7 +11,7 @@ objects were built, LayerSetting was constructed and applied to every layer) or
 ``{"error": "ExcType: message", "lines": [...]}``.
 
 Every case gets a fresh network: MindSpore lets recompute be configured only once per cell. The
-tree is built from ``swapwatch/models/tinyllama.yaml`` (nn.Cell subclasses, primitive attributes
+tree is built from ``swapwatch/layouts/tinyllama.yaml`` (nn.Cell subclasses, primitive attributes
 named as in the layout, sub-cells in layout order), so ``dir()`` and ``_cells`` are what the
 layout says.
 """
@@ -34,7 +34,7 @@ from mindformers.parallel_core.training_graph.transformer.utils import LayerSett
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MARK = "@@SWAPWATCH_ORACLE@@"  # MindSpore may print to stdout too: the result line is marked
-LAYOUT = os.path.join(HERE, "..", "..", "swapwatch", "models", "tinyllama.yaml")
+LAYOUT = os.path.join(HERE, "..", "..", "swapwatch", "layouts", "tinyllama.yaml")
 
 
 class Node(nn.Cell):

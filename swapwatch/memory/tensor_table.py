@@ -11,7 +11,7 @@ the op produces and what its backward needs. From that, for a set R of recompute
 * recompute cost = the forward FLOPs of the ops in R.
 
 Which ops a pattern reaches is decided by the one matcher on the one layout (``swapwatch.strategy``
-walks ``swapwatch/models/<family>.yaml``): a cell target recomputes every op under it.
+walks ``swapwatch/layouts/<family>.yaml``): a cell target recomputes every op under it.
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from .. import strategy
 from ..patterns import under
 from ..errors import InputError
 from ..families import DEFAULT_FAMILY
-from ..models import load_layout
+from ..layouts import load_layout
 from .spec import ModelSpec, product
 
 
@@ -66,7 +66,7 @@ def family_data(table: str) -> dict:
 
 @functools.lru_cache(maxsize=None)
 def tables() -> Dict[str, Tuple[str, FrozenSet[str]]]:
-    """Layout family (a ``swapwatch/models`` stem) -> (its tensor table, the table's variant tags
+    """Layout family (a ``swapwatch/layouts`` stem) -> (its tensor table, the table's variant tags
     that family's tree has), from each table's ``families`` header. One table may serve several
     layouts (the legacy Llama variants differ in a few ops: ``qkv_concat``, the biases)."""
     out: Dict[str, Tuple[str, FrozenSet[str]]] = {}
@@ -89,8 +89,8 @@ def kind_data(table: str, kind: Optional[str]) -> Optional[dict]:
 
 
 def layout_kinds(family: str) -> List[str]:
-    """The layer kinds (``swapwatch/models/<family>.yaml`` ``layouts``) of a layout family."""
-    from ..models import family_data as layout_data
+    """The layer kinds (``swapwatch/layouts/<family>.yaml`` ``layouts``) of a layout family."""
+    from ..layouts import family_data as layout_data
 
     return list(layout_data(family)["layouts"])
 
@@ -113,7 +113,7 @@ def table_for(family: str, origin: str = "") -> Tuple[str, FrozenSet[str]]:
     return found
 
 
-class Family:
+class TensorTable:
     """The tensor table of ``family`` sized for ``spec`` (one rank, one micro-batch)."""
 
     def __init__(self, spec: ModelSpec, family: str = DEFAULT_FAMILY, origin: str = "", kind: Optional[str] = None):
@@ -176,10 +176,10 @@ class Family:
             for t in op.outs:
                 self.producers.setdefault(t, []).append(i)
         self.layout = load_layout(f"{family}:{kind}" if kind else family)
-        #: what the layer marks for recompute itself when built (``swapwatch/models`` ``preset``:
+        #: what the layer marks for recompute itself when built (``swapwatch/layouts`` ``preset``:
         #: Qwen3-MoE / DeepSeek-V3's ``mlp.experts.swiglu``), and what it marks more when
         #: select_recompute is set at all (legacy LLamaAttention without flash: its core ops)
-        from ..models import load_layer_info
+        from ..layouts import load_layer_info
 
         info = load_layer_info(f"{family}:{kind}" if kind else family) if family != DEFAULT_FAMILY else {}
         self.preset_ops = self._ops_at(p for p, v in (info.get("preset") or {}).items() if v.get("recompute"))
@@ -254,7 +254,7 @@ class Family:
                 out |= seg
         return frozenset(out)
 
-    @functools.lru_cache(maxsize=None)  # noqa: B019 - one Family per command; the cache is the search's memo
+    @functools.lru_cache(maxsize=None)  # noqa: B019 - one TensorTable per command; the cache is the search's memo
     def cost(self, marked: FrozenSet[int], boundary: FrozenSet[int] = frozenset(),
              swapped: FrozenSet[str] = frozenset(), layer_swap: bool = False) -> LayerCost:
         """Bytes kept / regenerated / swapped and FLOPs recomputed when the ops ``marked`` (indices
@@ -337,20 +337,20 @@ class Family:
 
 
 @functools.lru_cache(maxsize=64)
-def _structural(family: str, kind: Optional[str], flash: bool, gqa: bool) -> "Family":
+def _structural(family: str, kind: Optional[str], flash: bool, gqa: bool) -> "TensorTable":
     from .spec import ModelSpec
 
     spec = ModelSpec(source=None, num_layers=2, hidden=64, heads=4, kv_heads=2 if gqa else 4, ffn=128, seq=32,
                      vocab=256, head_dim=16, flash=flash, num_experts=4, top_k=2, moe_ffn=32,
                      mla={"q_lora_rank": 32, "kv_lora_rank": 16, "qk_rope_head_dim": 16, "qk_nope_head_dim": 16,
                           "v_head_dim": 16}, shared_experts=1)
-    return Family(spec, family, kind=kind)
+    return TensorTable(spec, family, kind=kind)
 
 
 def frees_nothing(cfg: object, layout_key: str, patterns: Sequence[str]) -> Optional[FrozenSet[str]]:
     """The op paths ``patterns`` reach on the layer of ``layout_key`` when MindSpore would recompute
     none of them (every reached op's output feeds an op outside the set, so each mark is dropped:
-    :meth:`Family.effective`); None when the set recomputes something, reaches nothing, or the
+    :meth:`TensorTable.effective`); None when the set recomputes something, reaches nothing, or the
     family has no tensor table. Structure only: the sizes are a tiny stand-in, the flash / GQA
     variants those of the YAML (``cfg``: a TrainingConfig, its merged tree)."""
     family, _, kind = layout_key.partition(":")
