@@ -138,9 +138,11 @@ def pynative_spec(data: Dict[str, Any], lines: Dict[str, int], source: Optional[
             exc.key = "model." + exc.key[len("model.model_config."):]
         raise
     spec.lines = dict(lines)
-    # the graph-only terms of the static model stay off: the optimizer-step phase was measured on mcore
-    # graphs (memory.model.optimizer_step), the gathered weights on the legacy graph's parallel optimizer
-    spec.mcore = False
+    # the r2.x trainer builds the mcore modules (bf16 logits kept for the loss, per-micro-batch weight
+    # copies for the matmul backward: memory.tensor_table); the graph-only terms of the static model are
+    # taken off per stage in estimate_pynative (the optimizer-step phase was measured on mcore graphs,
+    # memory.model.optimizer_step; the gathered weights are the legacy graph's parallel optimizer's)
+    spec.mcore = True
     return spec, notes
 
 
@@ -271,6 +273,7 @@ def estimate_pynative(path: str, model: Optional[str] = None, calibration: Any =
         # default strategy (optim_grads_params) shards the gradients too, which the static parallel optimizer
         # keeps whole
         st.gathered = 0
+        st.optimizer = 0
         if fsdp_grads and spec.shard > 1:
             st.static["grads"] //= spec.shard
     splan = Plan(geometry=geo, swap=bool(cfg.swap.get("enable")), formative={}, layers=[])
