@@ -200,3 +200,21 @@ def test_full_recompute_with_flash_attention_keeps_the_layer_input_only(tmp_path
     assert c.kept == fam.cost(frozenset()).kept - (4 * B * S * H * 4 + 2 * B * A * S * 8 * 4)
     # the fused kernel's cell alone is its own output: marking it recomputes nothing
     assert cost_of(fam, [r"attention\.flash_attention"]) == fam.cost(frozenset())
+
+
+def test_hccl_buffers_only_on_ascend(tmp_path):
+    """HCCL is Ascend's collective library: the same 2-way data-parallel job has its communication
+    buffers named (and in ``not_in_peak``) with device_target Ascend, none on CPU (ModelSpec.hccl), in
+    estimate as in plan (model.not_in_dryrun is the one place)."""
+    from swapwatch.memory.model import estimate
+
+    text = open("fixtures/configs/plan_tiny.yaml", encoding="utf-8").read()
+    assert "parallel_config:\n  pipeline_stage: 1" in text
+    text = text.replace("parallel_config:\n  pipeline_stage: 1", "parallel_config:\n  data_parallel: 2\n  pipeline_stage: 1")
+    outs = {}
+    for target in ("CPU", "Ascend"):
+        p = tmp_path / f"{target}.yaml"
+        p.write_text(text.replace('device_target: "CPU"', f'device_target: "{target}"'), encoding="utf-8")
+        outs[target] = estimate(str(p)).to_json()["not_in_peak"]
+    assert outs["CPU"]["communicators"] == 0 and outs["CPU"]["communication_buffers_bytes"] == 0
+    assert outs["Ascend"]["communicators"] > 0 and outs["Ascend"]["communication_buffers_bytes"] > 0

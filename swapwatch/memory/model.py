@@ -171,12 +171,13 @@ def communicators(spec: ModelSpec) -> int:
 def not_in_dryrun(spec: ModelSpec) -> Dict[str, Any]:
     """What DryRun L1 (and so ``peak_bytes``) leaves out, estimated on its own: HCCL's communication
     buffers (2 x HCCL_BUFFSIZE per communicator, HCCL_BUFFSIZE from the environment, default 200 MB).
-    Kernel workspaces (aclnn, DryRun level 2, needs an NPU) are not estimated: null."""
+    Kernel workspaces (aclnn, DryRun level 2, needs an NPU) are not estimated: null. A job off Ascend
+    (``ModelSpec.hccl`` False) has no HCCL communicators."""
     import os
 
     raw = os.environ.get("HCCL_BUFFSIZE", "")
     mb = int(raw) if raw.isdigit() and int(raw) > 0 else HCCL_BUFFSIZE_MB
-    n = communicators(spec) if spec.dp * spec.tp * spec.pp * spec.cp > 1 else 0
+    n = communicators(spec) if spec.hccl and spec.dp * spec.tp * spec.pp * spec.cp > 1 else 0
     return {"communicators": n, "hccl_buffsize_mb": mb, "communication_buffers_bytes": n * 2 * (mb << 20),
             "kernel_workspace_bytes": None}
 

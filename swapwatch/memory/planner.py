@@ -239,8 +239,8 @@ def make_plan(config: str, budget: int, run_dirs: Sequence[str] = (), allow_swap
     cal = calibration if calibration is not None else (calibrate(run_dirs, model)[0] if run_dirs else NO_CALIBRATION)
     frac, why = plan_margin(cal, margin, model)
     # what DryRun L1 and so peak_bytes leave out (HCCL buffers) is fitted too: peak + buffers <= target.
-    # HCCL is Ascend's collective library: a CPU / GPU job (the example model's runs) has none of them
-    extra = int(not_in_dryrun(spec)["communication_buffers_bytes"]) if target.lower() == "ascend" else 0
+    # HCCL is Ascend's collective library: a CPU / GPU job has none of them (ModelSpec.hccl)
+    extra = int(not_in_dryrun(spec)["communication_buffers_bytes"])
     result = PlanResult(config=config, budget=budget, fits=False, stages=[], calibration=cal, family=fam.name,
                         margin=frac, margin_why=why, not_in_peak=extra)
     goal = search = result.peak_target

@@ -109,6 +109,9 @@ class ModelSpec:
     optimizer_shard: bool = False
     optimizer_shard_size: int = 0       # 0: all data-parallel ranks
     mcore: bool = False                 # use_legacy: False (parallel_core/training_graph)
+    #: the job's collectives go through HCCL (``context.device_target`` Ascend, MindFormers' default):
+    #: a CPU / GPU job (the example model's runs) has no HCCL buffers (model.not_in_dryrun)
+    hccl: bool = True
     #: dotted key -> line, for messages
     lines: Dict[str, int] = field(default_factory=dict)
     #: LoRA / ``pet_config``: the base weights are frozen (no gradients, no optimizer states)
@@ -334,7 +337,8 @@ def spec_from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional
         tie_embeddings=flag(mc, "tie_word_embeddings", f"{MC}.tie_word_embeddings"),
         mla=mla, shared_experts=shared, dense_ffn=ffn, dp=dp, tp=tp, pp=pp, cp=cp, ep=ep, micro_batch_num=mbn,
         seq_parallel=sp,
-        optimizer_shard=shard, optimizer_shard_size=shard_size, mcore=mcore, lines=lines)
+        optimizer_shard=shard, optimizer_shard_size=shard_size, mcore=mcore, lines=lines,
+        hccl=str(section(data, "context", "").get("device_target", "Ascend")).lower() == "ascend")
 
 
 def llama_ffn(hidden: int, multiple_of: Any = 256, multiplier: Any = None) -> int:
