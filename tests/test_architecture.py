@@ -35,7 +35,7 @@ RENDERERS = {"swapwatch.render_explain": {"swapwatch.explain", "swapwatch.verify
              # diff.py holds diff's renderer too (stage_changes): the report reads it there
              "swapwatch.report.html": {"swapwatch.verify", "swapwatch.explain"}}
 #: import circles owned by another part of the package this round, to be broken there (none may be added)
-KNOWN_CIRCLES: List[Set[str]] = [{"swapwatch.tune.loop", "swapwatch.tune.report"}]
+KNOWN_CIRCLES: List[Set[str]] = []
 
 
 def _modules() -> Dict[str, str]:
