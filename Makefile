@@ -67,7 +67,9 @@ TYPED := swapwatch/actions.py swapwatch/plan.py swapwatch/config/*.py swapwatch/
          swapwatch/parsers/model.py swapwatch/checks/__init__.py swapwatch/checks/_config_ctx.py swapwatch/compare.py \
          swapwatch/strategy.py swapwatch/memory/spec.py \
          swapwatch/layer_table.py swapwatch/setting_lines.py \
-         swapwatch/text.py swapwatch/finding_groups.py
+         swapwatch/text.py swapwatch/finding_groups.py \
+         swapwatch/paths.py swapwatch/plan_view.py swapwatch/results.py swapwatch/explain.py \
+         swapwatch/verify.py swapwatch/memory/emit.py swapwatch/memory/model.py swapwatch/memory/tensor_table.py
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/mypy $(wildcard $(TYPED))

@@ -452,10 +452,10 @@ def layer_families(spec: ModelSpec, plan: strategy.Plan,
     def fam_of(layer: int, mtp: bool = False) -> TensorTable:
         key = plan.layout_key(layer, mtp) if plan.family is not None else None
         kind = key.partition(":")[2] if key and ":" in key else None
-        if kind is None or kind == (fam.kind or layout_kinds(fam.name)[0]):
+        if key is None or kind is None or kind == (fam.kind or layout_kinds(fam.name)[0]):
             return fam
         if key not in by_key:
-            by_key[key] = TensorTable(spec, fam.name, plan.family.origin, kind)
+            by_key[key] = TensorTable(spec, fam.name, plan.fam.origin, kind)
         return by_key[key]
 
     return [fam_of(lp.layer) for lp in plan.layers], [fam_of(lp.layer, True) for lp in plan.mtp]
@@ -465,7 +465,7 @@ def memory_family(spec: ModelSpec, plan: strategy.Plan) -> TensorTable:
     """The tensor table for ``plan``'s model family (``swapwatch.families``: what the YAML names, or
     ``--model``), sized by ``spec``; exit 2 when that family has none yet, never another family's."""
     check_family(plan)
-    return TensorTable(spec, plan.family.name, plan.family.origin)
+    return TensorTable(spec, plan.fam.name, plan.fam.origin)
 
 
 def planning_family(spec: ModelSpec, plan: strategy.Plan) -> TensorTable:
@@ -476,14 +476,14 @@ def planning_family(spec: ModelSpec, plan: strategy.Plan) -> TensorTable:
     kinds = [k for k in layout_kinds(fam.name) if k != "mtp"]
     if len(kinds) < 2:
         return fam
-    fams = [fam] + [TensorTable(spec, fam.name, plan.family.origin, k) for k in kinds if k != (fam.kind or kinds[0])]
+    fams = [fam] + [TensorTable(spec, fam.name, plan.fam.origin, k) for k in kinds if k != (fam.kind or kinds[0])]
     return max(fams, key=lambda f: (f.cost(frozenset()).kept, params_per_layer(spec, f.params_rows, f.mla_rows)))
 
 
 def check_family(plan: strategy.Plan) -> None:
     """Exit 2 unless the plan's model family has a tensor table (before the sizes are read: a
     family without one should say so, not ask for a size key the table would not use)."""
-    mf = plan.family
+    mf = plan.fam
     if not mf.known:
         raise InputError(f"no memory model for model family {mf.name!r} ({mf.origin}); "
                          f"--model names a known family (`swapwatch families`)")

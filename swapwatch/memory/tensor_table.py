@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from importlib import resources
-from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
+from typing import Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
 
 import yaml
 
@@ -261,7 +261,7 @@ class TensorTable:
         into ``ops``; ``boundary``: outputs of marked cells) are marked for recompute and the tensors
         ``swapped`` (or, with ``layer_swap``, everything kept) go to host."""
         recomputed = self.effective(marked, boundary)
-        needed = set()
+        needed: Set[str] = set()
         for i, op in enumerate(self.ops):
             needed.update(op.ins if i in recomputed else op.saves)
         produced = {t for i in recomputed for t in self.ops[i].outs}
