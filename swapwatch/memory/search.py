@@ -352,26 +352,9 @@ def _solve_single_chunk(stage: int, static: int, fixed: int, room: float, layers
             if not len(ok):
                 continue
             cost = (cnt[ok] @ flops) * micro
-            pick = np.lexsort((dyn[ok], cost))[0]          # cheapest, then the lowest peak
-            j, c = ok[pick], float(cost[pick])
-            if mine is None or (c, float(dyn[j])) < (mine[0], mine[1]):
-                mine = (c, float(dyn[j]), cnt[j].copy())
-        if mine is None:
-            continue
-        c, d, row = mine
-        if best is None or c < best[0] - 1e-9 or (abs(c - best[0]) <= 1e-9 and d < best[1]):
-            best = (c, d, blocks, row)
-    out = StagePlan(stage=stage, fits=best is not None, static=static)
-    if best is None:
-        return out
-    out.flops, dyn, blocks, cnt = best[0], best[1], best[2], best[3]
-    pos = 0
-    for lv, k in zip(blocks, cnt):
-        for _ in range(int(k)):
-            out.levels[layers[pos]] = lv
-            pos += 1
-    out.dynamic = int(round(dyn + fixed))
-    return out
+            mine = _cheapest(mine, ok, dyn, cost, cnt)
+        best = _better(best, mine, blocks)
+    return _stage_plan(stage, static, best, layers, fixed)
 
 
 def _kind_tables(kinds: Kinds, layers: List[int], blocks: Sequence[Level], with_mtp: bool):
@@ -434,26 +417,9 @@ def _solve_kinds_chunk(stage: int, static: int, fixed: int, room: float, layers:
             if not len(ok):
                 continue
             cost = fl[ok] * micro
-            pick = np.lexsort((dyn[ok], cost))[0]          # cheapest, then the lowest peak
-            j, c = ok[pick], float(cost[pick])
-            if mine is None or (c, float(dyn[j])) < (mine[0], mine[1]):
-                mine = (c, float(dyn[j]), cnt[j].copy())
-        if mine is None:
-            continue
-        c, d, row = mine
-        if best is None or c < best[0] - 1e-9 or (abs(c - best[0]) <= 1e-9 and d < best[1]):
-            best = (c, d, blocks, row)
-    out = StagePlan(stage=stage, fits=best is not None, static=static)
-    if best is None:
-        return out
-    out.flops, dyn, blocks, cnt = best[0], best[1], best[2], best[3]
-    pos = 0
-    for lv, k in zip(blocks, cnt):
-        for _ in range(int(k)):
-            out.levels[layers[pos]] = lv
-            pos += 1
-    out.dynamic = int(round(dyn + fixed))
-    return out
+            mine = _cheapest(mine, ok, dyn, cost, cnt)
+        best = _better(best, mine, blocks)
+    return _stage_plan(stage, static, best, layers, fixed)
 
 
 def extra_of(levels) -> int:
@@ -511,3 +477,41 @@ def brute_force(levels: Sequence[Level], layer_weights: Sequence[int], micro: in
             cost = micro * sum(lv.cost.flops for lv in combo)
             best = cost if best is None else min(best, cost)
     return best
+
+
+def _cheapest(mine: Any, ok: Any, dyn: Any, cost: Any, cnt: Any) -> Any:
+    """The cheapest of the compositions ``cnt[ok]`` (then the lowest peak), kept when it beats ``mine``:
+    ``(cost, dynamic bytes, composition)``."""
+    import numpy as np
+
+    pick = np.lexsort((dyn[ok], cost))[0]
+    j, c = ok[pick], float(cost[pick])
+    if mine is None or (c, float(dyn[j])) < (mine[0], mine[1]):
+        return (c, float(dyn[j]), cnt[j].copy())
+    return mine
+
+
+def _better(best: Any, mine: Any, blocks: Sequence["Level"]) -> Any:
+    """``best`` over the block orders so far, or this order's ``mine`` when it is cheaper (then lower)."""
+    if mine is None:
+        return best
+    c, d, row = mine
+    if best is None or c < best[0] - 1e-9 or (abs(c - best[0]) <= 1e-9 and d < best[1]):
+        return (c, d, blocks, row)
+    return best
+
+
+def _stage_plan(stage: int, static: int, best: Any, layers: List[int], fixed: float) -> "StagePlan":
+    """The stage's answer from the search's ``best`` ``(cost, dynamic, blocks, composition)``: each
+    layer's level, in the blocks' order over the stage's ``layers``."""
+    out = StagePlan(stage=stage, fits=best is not None, static=static)
+    if best is None:
+        return out
+    out.flops, dyn, blocks, cnt = best[0], best[1], best[2], best[3]
+    pos = 0
+    for lv, k in zip(blocks, cnt):
+        for _ in range(int(k)):
+            out.levels[layers[pos]] = lv
+            pos += 1
+    out.dynamic = int(round(dyn + fixed))
+    return out
