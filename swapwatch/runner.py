@@ -413,7 +413,10 @@ def _signals_recorded(stop: Dict[str, Any]):
     if threading.current_thread() is not threading.main_thread():
         yield                                   # signal handlers can only be set in the main thread
         return
-    old = {s: signal.signal(s, on_signal) for s in STOP_SIGNALS}
+    # a signal the caller ignores stays ignored: `nohup swapwatch run ...` asked for the job to outlive
+    # the terminal (SIGHUP), a background job of a shell script has SIGINT ignored (POSIX); catching
+    # them would stop the very job they were meant to keep running (docs/reliability.md)
+    old = {s: signal.signal(s, on_signal) for s in STOP_SIGNALS if signal.getsignal(s) is not signal.SIG_IGN}
     try:
         yield
     finally:

@@ -119,7 +119,8 @@ def test_sighup_is_handled_like_sigterm(tmp_path):
     pid_file = tmp_path / "pid"
     p = _cli("run", "--no-verify", "--run-dir", tmp_path / "r", "--", PY, "-c",
              f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
-             "while True:\n    print('tick', flush=True); time.sleep(0.2)")
+             "while True:\n    print('tick', flush=True); time.sleep(0.2)",
+             preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL))     # a terminal's session
     child = int(_wait_for(pid_file))
     p.send_signal(signal.SIGHUP)
     _out, err = p.communicate(timeout=120)
@@ -127,6 +128,24 @@ def test_sighup_is_handled_like_sigterm(tmp_path):
     info = json.loads((tmp_path / "r" / "run.json").read_text())
     assert info["interrupted"] == "SIGHUP" and info["end"] and info["exit_code"] == 129
     assert _gone(child)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGINT])
+def test_a_signal_the_caller_ignores_leaves_the_job_running(tmp_path, sig):
+    """`nohup swapwatch run ...` (SIGHUP ignored) or a shell script's background job (SIGINT ignored):
+    the caller asked for the job to outlive that signal, so swapwatch does not stop it either; the
+    run ends as the job does (it used to record SIGHUP and stop the job: exit 129)."""
+    pid_file = tmp_path / "pid"
+    p = _cli("run", "--no-verify", "--run-dir", tmp_path / "r", "--", PY, "-c",
+             f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(2); print('done')",
+             preexec_fn=lambda: signal.signal(sig, signal.SIG_IGN))
+    _wait_for(pid_file)
+    p.send_signal(sig)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 0, err
+    assert b"done" in out
+    info = json.loads((tmp_path / "r" / "run.json").read_text())
+    assert info["interrupted"] is None and info["exit_code"] == 0 and info["child_exit_code"] == 0
 
 
 def test_a_sigkilled_swapwatch_does_not_leave_its_child_running(tmp_path):

@@ -329,8 +329,8 @@ def test_an_interrupt_at_any_moment_leaves_a_valid_run_json(tmp_path, sig, child
     cfg = tmp_path / "full.yaml"
     cfg.write_text("model:\n  model_config:\n    num_layers: 1\nrecompute_config:\n  recompute: True\n")
     # started as from a terminal: SIGINT at its default. A background job of a non-interactive shell
-    # (`make test &`, some CI runners) inherits SIGINT ignored, and swapwatch keeps an ignored SIGINT
-    # ignored until the run's own handlers are in place, so an early SIGINT there is rightly lost
+    # (`make test &`, some CI runners) inherits SIGINT ignored, and swapwatch keeps an ignored signal
+    # ignored (docs/reliability.md; test_run_reliability: the caller's ignored signal)
     p = subprocess.Popen([PY, "-m", "swapwatch.cli", "run", "--config", str(cfg), "--run-dir", str(tmp_path / "run"),
                           "--", PY, "-c", child], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
