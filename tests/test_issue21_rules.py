@@ -13,27 +13,15 @@ import subprocess
 
 import pytest
 
-from swapwatch.cli import main
+from cli_helpers import ROOT, fx, sw
 from swapwatch.config import config_from_dicts
 from swapwatch.errors import ConfigError
 from swapwatch import strategy
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ORACLE_PY = os.path.join(ROOT, ".oracle-venv", "bin", "python")
 READY = os.path.join(ROOT, ".oracle-venv", ".ready")
 MARK = "@@SWAPWATCH_ORACLE@@"
 NP_SCALAR = re.compile(r"np\.(?:int|uint|float)\d+\((-?[\d.]+)\)")     # as tests/test_oracle.py reads them
-
-
-def fx(*parts: str) -> str:
-    return os.path.join(ROOT, "fixtures", *parts)
-
-
-def sw(*args, capsys):
-    with pytest.raises(SystemExit) as exc:
-        main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return exc.value.code, out, err
 
 
 SHORT_CASES = [

@@ -3,17 +3,14 @@ import os
 
 import pytest
 
-from swapwatch.cli import main
+from cli_helpers import sw
 from swapwatch.errors import InputError
 from swapwatch.plot.commands import output_path, parse_ranks
 from swapwatch.plot.inputs import group_paths
 
 
 def run_cli(args, capsys):
-    with pytest.raises(SystemExit) as exc:
-        main(list(args))
-    out, err = capsys.readouterr()
-    return exc.value.code, out, err
+    return sw(*args, capsys=capsys)
 
 
 def one_error_line(err):

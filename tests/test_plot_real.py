@@ -6,7 +6,7 @@ import re
 import numpy as np
 import pytest
 
-from swapwatch.cli import main
+from cli_helpers import sw
 from swapwatch.events import parse_event
 
 from swapwatch.plot import peak_frame, plot_memory
@@ -42,10 +42,7 @@ def raw_pool(path):
 
 
 def run_cli(args, capsys):
-    with pytest.raises(SystemExit) as exc:
-        main(list(args))
-    out, err = capsys.readouterr()
-    return exc.value.code, out, err
+    return sw(*args, capsys=capsys)
 
 
 def test_three_strategies_side_by_side_are_the_printed_numbers():

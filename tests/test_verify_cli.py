@@ -4,14 +4,8 @@ import sys
 
 import pytest
 
+from cli_helpers import sw
 from swapwatch.cli import main
-
-
-def sw(*args, capsys):
-    with pytest.raises(SystemExit) as exc:
-        main(list(args))
-    out, err = capsys.readouterr()
-    return exc.value.code, out, err
 
 
 def test_rules_lists_every_code(capsys):

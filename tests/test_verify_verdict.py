@@ -13,22 +13,10 @@ from xml.etree import ElementTree as ET
 
 import pytest
 
-from swapwatch.cli import main
+from cli_helpers import fx, sw
 from swapwatch.verify import verify
 from swapwatch.verify_render import render
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def fx(*parts: str) -> str:
-    return os.path.join(ROOT, "fixtures", *parts)
-
-
-def sw(*args, capsys):
-    with pytest.raises(SystemExit) as exc:
-        main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return exc.value.code, out, err
 
 
 #: every genuine MindFormers log with the config it was made from

@@ -15,19 +15,12 @@ import shutil
 
 import pytest
 
-from swapwatch.cli import main
+from cli_helpers import sw
 from swapwatch.finding_groups import line
 from swapwatch.verify import verify
 
 CPU_SWAP = "fixtures/logs/cpu_swap"
 SELECT_RUN = "fixtures/plot_runs/select-2ranks"
-
-
-def sw(*args, capsys):
-    with pytest.raises(SystemExit) as exc:
-        main(list(args))
-    out, err = capsys.readouterr()
-    return exc.value.code, out, err
 
 
 def _codes(result, code):
