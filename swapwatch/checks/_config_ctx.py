@@ -103,14 +103,19 @@ def _layer_ids(value: Any) -> bool:
     return isinstance(value, (list, tuple)) and all(isinstance(x, int) and not isinstance(x, bool) for x in value)
 
 
-def count_entries(rc: Any) -> List[Tuple[str, str, Optional[str], Any]]:
-    """Every value of ``recompute_config`` that takes per-stage counts without swap, as
-    ``(key path, key, pattern or None, value)``: ``recompute`` (key ``recompute``), then each select
-    key, one entry per pattern when it is a ``{pattern: counts}`` dict. The one walk SW206 (counts
+def count_entries(ctx: "CheckContext") -> List[Tuple[str, str, Optional[str], Any]]:
+    """Every value of ``recompute_config`` that takes per-stage counts, as ``(key path, key, pattern
+    or None, value)``: ``recompute`` (key ``recompute``), then each select key, one entry per pattern
+    when it is a ``{pattern: counts}`` dict. None when counts do not apply: no config or plan, swap on
+    (they are layer ids then), or the legacy ``recompute`` form. The one walk and gate SW206 (counts
     capped) and SW210 (a list shorter than the stages) share."""
+    from ..plan import Plan
     from ..strategy import SELECT_KEYS
 
-    rc = rc or {}
+    plan, cfg = ctx.plan, config_of(ctx)        # the gate is swap_mode's, with swap off
+    if not isinstance(plan, Plan) or cfg is None or plan.swap or plan.legacy_recompute is not None:
+        return []
+    rc = cfg.recompute_config or {}
     out: List[Tuple[str, str, Optional[str], Any]] = [
         ("recompute_config.recompute", "recompute", None, rc.get("recompute"))]
     for key, _ in SELECT_KEYS:

@@ -36,12 +36,12 @@ class CountsCapped(Rule):
     needs = "config"
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        plan = ctx.plan
-        cfg = config_of(ctx)
-        if plan is None or cfg is None or plan.swap or getattr(plan, "legacy_recompute", None) is not None:
+        entries = count_entries(ctx)
+        plan, cfg = ctx.plan, config_of(ctx)
+        if not entries or plan is None or cfg is None:
             return
         formative = plan.formative or {}
-        for key, name, pat, raw in count_entries(getattr(cfg, "recompute_config", None)):
+        for key, name, pat, raw in entries:
             if name == "recompute":
                 table = formative.get("layer_recompute")
             else:

@@ -39,13 +39,13 @@ class CountsShort(Rule):
     needs = "config"
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        plan = ctx.plan
-        cfg = config_of(ctx)
-        if plan is None or cfg is None or plan.swap or getattr(plan, "legacy_recompute", None) is not None:
+        entries = count_entries(ctx)
+        plan, cfg = ctx.plan, config_of(ctx)
+        if not entries or plan is None or cfg is None:
             return
         stages = sorted({lp.stage for lp in plan.layers if lp.stage is not None})
         n_stages = len(stages)
-        for key, name, pat, raw in count_entries(getattr(cfg, "recompute_config", None)):
+        for key, name, pat, raw in entries:
             what = "full recompute" if name == "recompute" else name.replace("_", " ") + (f" of '{pat}'" if pat else "")
             if not _one_d_counts(raw) or len(raw) >= n_stages:
                 continue
