@@ -192,21 +192,16 @@ def _from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional[str
         num_layers = _positive_int(num_layers + mtp_depth, f"{mc}.mtp_depth", err, limit=MAX_LAYERS,
                                    why=_LAYERS_WHY + " (num_layers + mtp_depth)")
 
-    pipeline_stage = overrides["pipeline_stage"]
-    if pipeline_stage is None:
-        p_key = "parallel_config.pipeline_stage"
-        pipeline_stage = _positive_int(parallel_config.get("pipeline_stage", 1), p_key, err, limit=INT32_MAX)
-    else:
-        p_key = "--pipeline-stage"
-        pipeline_stage = _positive_int(pipeline_stage, p_key, err, limit=INT32_MAX)
+    def overridden(name: str, section: Dict[str, Any], key: str) -> Tuple[int, str]:
+        """The command-line override of ``name`` when given, else the YAML's ``key`` (default 1), checked;
+        with the name an error about it goes by (the option or the key path)."""
+        flag = "--" + name.replace("_", "-")
+        if overrides[name] is None:
+            return _positive_int(section.get(name, 1), key, err, limit=INT32_MAX), key
+        return _positive_int(overrides[name], flag, err, limit=INT32_MAX), flag
 
-    pp_int = overrides["pp_interleave_num"]
-    if pp_int is None:
-        v_key = f"{mc}.pp_interleave_num"
-        pp_int = _positive_int(model_config.get("pp_interleave_num", 1), v_key, err, limit=INT32_MAX)
-    else:
-        v_key = "--pp-interleave-num"
-        pp_int = _positive_int(pp_int, v_key, err, limit=INT32_MAX)
+    pipeline_stage, p_key = overridden("pipeline_stage", parallel_config, "parallel_config.pipeline_stage")
+    pp_int, v_key = overridden("pp_interleave_num", model_config, f"{mc}.pp_interleave_num")
 
     pipeline_interleave = overrides["pipeline_interleave"]
     if pipeline_interleave is None:

@@ -270,15 +270,13 @@ def _load(text: str, source: str) -> Any:
         raise ConfigError(f"cannot re-read the YAML for writing: {exc.message}", file=source, line=exc.line) from None
 
 
-def _get(doc: Any, path: Path) -> Any:
-    for k in path:
-        if not isinstance(doc, dict) or k not in doc:
-            return None
-        doc = doc[k]
-    return doc
-
-
 _MISSING = object()
+
+
+def _get(doc: Any, path: Path) -> Any:
+    """The value at ``path``, None when it is not there."""
+    value = _get_or_missing(doc, path)
+    return None if value is _MISSING else value
 
 
 def _get_or_missing(doc: Any, path: Path) -> Any:
