@@ -1,4 +1,4 @@
-"""Every command that takes a training YAML reads and parses it exactly once (issue 23 pt 2).
+"""Every command that takes a training YAML reads and parses it exactly once (issue 23 pt 2), tune included.
 
 Why: a second parse is a second reader that can disagree with the first (``memory/spec.py`` used
 to be one), and a pipe (``--config <(...)``) has no second read. The count is taken at PyYAML's
@@ -88,6 +88,10 @@ def _commands(cfg: Path, tmp: Path):
     yield "verify-config", ["verify", LOG, "--config", cfg]
     yield "run-config", ["run", "--config", cfg, "--run-dir", tmp / "run", "--no-report", "--force", "--",
                          sys.executable, "-c", "pass"]
+    # tune writes and estimates attempt YAMLs of its own (new texts); the user's YAML is parsed once.
+    # The command runs nothing that trains: its first attempt fails, and tune stops (exit 1)
+    yield "tune", ["tune", cfg, "--budget", "1GiB", "--max-runs", "2", "--steps", "5", "--dir", tmp / "t.tune",
+                   "--", sys.executable, "-c", "pass", "{config}"]
 
 
 CASES = [(name, cmd) for name in SAMPLES for cmd, _ in _commands(Path("-"), Path("."))]
@@ -105,9 +109,9 @@ def test_a_command_parses_its_yaml_once(sample, command, monkeypatch, tmp_path, 
     assert code in (0, 1, 2, 4) and "Traceback" not in out.err, (code, out.err)
     assert parses.of(cfg) == 1, f"{command} {sample} parsed its YAML {parses.of(cfg)} times"
     # one TrainingConfig of the YAML flows to the engine, the rules, the memory model and the writer
-    # (plan: one more, of the YAML it writes)
-    assert parses.builds[str(cfg)] <= (2 if command == "plan" else 1), parses.builds
-    if command == "plan":
+    # (plan and tune, which plans: one more, of the YAML the writer makes, checked from its text)
+    assert parses.builds[str(cfg)] <= (2 if command in ("plan", "tune") else 1), parses.builds
+    if command in ("plan", "tune"):
         assert not [p for p in parses.temps if "plan" in p], "plan checked its output through a temp file"
 
 
