@@ -511,7 +511,7 @@ def estimate_cmd(config, run_dirs, fmt, model, dryrun, dryrun_stages):
         if run_dirs or dryrun or dryrun_stages:
             raise InputError("--calibrate / --dryrun: not for a PyNative (r2.x) YAML (DryRun compiles graphs; "
                              "docs/estimate.md, The PyNative path)", file=config)
-        click.echo(sizing.render(sizing.estimate_pynative(config, model), fmt), nl=False)
+        click.echo(sizing.render(paths.estimate(config, model), fmt), nl=False)
         return 0
     refuse_unmodelled(config, "estimate")
 

@@ -43,3 +43,26 @@ def test_estimate_and_plan_say_they_do_not_model_pynative():
         assert "layer count" not in out
     code, out = _run("estimate", TINY)                 # a static YAML is not touched
     assert code == 0 and "tinyllama, 4 layers" in out
+
+
+def test_diff_of_two_pynative_yamls_sizes_them_on_the_pynative_path(tmp_path, capsys):
+    # diff's memory lines come from the same dispatch as `estimate` (paths.estimate): a PyNative pair is
+    # sized by pynative/sizing.py, not refused as a static YAML without model.model_config.num_layers
+    from cli_helpers import fx, sw
+
+    a = fx("configs", "pynative_qwen3_sized.yaml")
+    text = open(a, encoding="utf-8").read()
+    assert "full_recompute_layer: ['0']" in text
+    b = tmp_path / "b.yaml"
+    b.write_text(text.replace("full_recompute_layer: ['0']", "full_recompute_layer: []"), encoding="utf-8")
+    code, out, err = sw("diff", a, b, capsys=capsys)
+    assert code == 1 and "Traceback" not in err, (code, err)
+    est_a = sw("estimate", a, "--format", "json", capsys=capsys)[1]
+    est_b = sw("estimate", b, "--format", "json", capsys=capsys)[1]
+    import json
+
+    pa, pb = (json.loads(e)["stages"][0]["peak_bytes"] for e in (est_a, est_b))
+    assert pb > pa                                 # full recompute dropped: more kept
+    line = next(ln for ln in out.splitlines() if ln.strip().startswith("stage 0 peak"))
+    assert "num_layers" not in out and "no memory estimate" not in out
+    assert f"{pa / 2**30:.1f} GiB -> {pb / 2**30:.1f} GiB" in line, line

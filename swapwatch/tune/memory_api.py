@@ -21,10 +21,11 @@ class StagePrediction:
 
 def predict(config: str, calibration: Any = None, model: Optional[str] = None) -> List[StagePrediction]:
     """Per stage: the predicted peak of ``config``'s strategy and the forward FLOPs it recomputes."""
-    from ..memory.model import NO_CALIBRATION, estimate
+    from .. import paths
+    from ..memory.model import NO_CALIBRATION
 
     cal = calibration if calibration is not None else NO_CALIBRATION
-    est = estimate(config, model, cal)
+    est = paths.estimate(config, model, cal)
     flops: Dict[int, float] = {}
     for row in est.layers:
         flops[row["stage"]] = flops.get(row["stage"], 0.0) + float(row["recompute_flops"] or 0.0)
