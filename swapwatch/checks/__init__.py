@@ -11,7 +11,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, is_dataclass
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Tuple, Type
 
+from ..plan_view import APPLY_AC, LAYER_SETTING
+
 if TYPE_CHECKING:
+    from typing_extensions import TypeGuard
+
     from ..compare import Comparison
     from ..config import TrainingConfig
     from ..plan import Plan
@@ -95,6 +99,43 @@ class CheckContext:
             from ..compare import compare
 
             self.comparison = compare(self.plan, self.runlog)
+
+    # ---- the plan, typed by its view (a rule reads the one its ``Rule.views`` admit) ----------------
+
+    @property
+    def view(self) -> str:
+        """The plan's view (``plan_view.VIEWS``), which ``Rule.views`` match: how a rule of both views
+        picks its branch. A context without a plan reads as a LayerSetting one (its rules find nothing)."""
+        return LAYER_SETTING if self.plan is None else self.plan.view
+
+    @property
+    def static_plan(self) -> Optional["Plan"]:
+        """The LayerSetting :class:`~swapwatch.plan.Plan` (legacy and mcore) a rule of that view reads, typed;
+        None without a plan. ``run_rules`` never gives an ``apply_ac`` plan to a rule that does not list that
+        view (``Rule.views``), so one here is a bug in the rule: it raises, and the rule is reported crashed."""
+        from ..plan import Plan
+
+        plan = self.plan
+        if plan is None or isinstance(plan, Plan):
+            return plan
+        raise TypeError(f"a {LAYER_SETTING} rule read a plan of the {plan.view} view (Rule.views)")
+
+    @property
+    def pynative_plan(self) -> "PynativePlan":
+        """The ``apply_ac`` plan (``pynative/resolve.py``'s ``PynativePlan``) a rule of that view reads, typed.
+        ``run_rules`` gives an ``apply_ac`` rule no other plan (``Rule.views``), so anything else is a bug in
+        the rule: it raises, and the rule is reported crashed."""
+        plan = self.plan
+        if not is_apply_ac(plan):
+            raise TypeError(f"an {APPLY_AC} rule read a plan of the {self.view} view (Rule.views)")
+        return plan
+
+
+def is_apply_ac(plan: "Plan | PynativePlan | None") -> "TypeGuard[PynativePlan]":
+    """``plan`` is of the ``apply_ac`` view, told by its ``view`` tag (``plan_view.PlanView.view``): the one
+    test of it, typed for mypy, since importing the ``PynativePlan`` class here would close an import
+    circle (``pynative.resolve`` reaches ``pynative.verify``, which runs these rules)."""
+    return plan is not None and plan.view == APPLY_AC
 
 
 def comparable(plan: Any) -> bool:
@@ -192,7 +233,7 @@ def run_rules(ctx: CheckContext, needs: Iterable[str] = ("config",),
     """
     _load_all()
     wanted, skip = set(needs), set(ignore)
-    view = getattr(ctx.plan, "view", "layer_setting")
+    view = ctx.view
     out: List[Finding] = []
     for code in sorted(VARIANTS):
         if code in skip:

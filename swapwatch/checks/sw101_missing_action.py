@@ -48,7 +48,7 @@ class MissingAction(Rule):
         comp = ctx.comparison
         if comp is None:
             return
-        if ctx.plan.view == APPLY_AC:
+        if ctx.view == APPLY_AC:
             yield from self._apply_ac(comp)
             return
         for rank, diff in comp.ranks.items():

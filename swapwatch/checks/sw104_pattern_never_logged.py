@@ -1,13 +1,16 @@
 """SW104 (run time): a configured pattern matched nothing in any rank's log."""
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Optional
 
 from .. import actions
 from ..plan_view import APPLY_AC, LAYER_SETTING
 from . import CheckContext, Finding, Rule, register
 from ..text import ranges
 from ._config_ctx import config_of, pattern_where
+
+if TYPE_CHECKING:
+    from ..plan import Plan
 
 
 @register
@@ -46,7 +49,7 @@ class PatternNeverLogged(Rule):
         comp = ctx.comparison
         if comp is None:
             return
-        if ctx.plan.view == APPLY_AC:
+        if ctx.view == APPLY_AC:
             yield from self._apply_ac(comp)
             return
         if not any(d.has_strategy_lines for d in comp.ranks.values()):
@@ -58,6 +61,7 @@ class PatternNeverLogged(Rule):
             if config_time is not None:
                 yield from config_time.check(ctx)
             return
+        plan = ctx.static_plan
         done = set()
         for layer in sorted(comp.expected):
             for e in comp.expected[layer]:
@@ -69,7 +73,7 @@ class PatternNeverLogged(Rule):
                     continue
                 if comp.layout_trusted and key in comp.layout_matches:
                     continue        # the layout says it must log: the missing lines are SW101
-                dflt = (getattr(ctx.plan, "defaulted", None) or {}).get(e.action, ())
+                dflt = (plan.defaulted if plan is not None else {}).get(e.action, ())
                 if e.pattern in dflt and any((e.action, d) in comp.seen_anywhere for d in dflt):
                     continue        # MindFormers' defaults span layer kinds: others of them applied
                 layers = [lay for lay in sorted(comp.expected)
@@ -80,7 +84,7 @@ class PatternNeverLogged(Rule):
                 on = "" if one else f" on {_layers(layers)}"
                 yield self.finding(
                     f"{actions.LABEL[e.action]} pattern '{e.pattern}' is applied{on} "
-                    f"but no rank logged any path it matches: it does nothing{_suggest(ctx.plan, e, layers[0])}",
+                    f"but no rank logged any path it matches: it does nothing{_suggest(plan, e, layers[0])}",
                     layer=layers[0] if one else None, op=e.pattern,
                     expected=f"a matching path on {_layers(layers)}",
                     actual="(no matching path logged)",
@@ -101,13 +105,13 @@ def _layers(layers) -> str:
     return ("layer " if len(layers) == 1 else "layers ") + ranges(layers, 6)
 
 
-def _suggest(plan: Any, e: Any, layer: int) -> str:
+def _suggest(plan: Optional["Plan"], e: Any, layer: int) -> str:
     """The config-time rule's did-you-mean (a close name, or the other code path's name) when the
     plan's family has a tree to check it on; empty otherwise."""
     from .sw104_pattern_no_match_config import nearest_path, other_path_name
 
-    fam = getattr(plan, "family", None)
-    if fam is None or not fam.known or not callable(getattr(plan, "walker", None)):
+    fam = plan.family if plan is not None else None
+    if plan is None or fam is None or not fam.known:
         return ""
     try:
         near = nearest_path(fam.layout(plan.layout_key(layer)), e.pattern)

@@ -95,7 +95,7 @@ class IncompleteLog(Rule):
         comp = ctx.comparison
         if comp is None:
             return
-        if ctx.plan.view == APPLY_AC:
+        if ctx.view == APPLY_AC:
             yield from self._apply_ac(comp, ctx.runlog)
             return
         expects = expects_lines(comp)
@@ -214,7 +214,7 @@ class SilentRank(Rule):
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
         if ctx.runlog is None:
             return
-        if getattr(ctx.plan, "view", None) == APPLY_AC:
+        if ctx.view == APPLY_AC:
             yield from self._apply_ac(ctx.comparison, ctx.runlog)
             return
         ranks = ctx.runlog.ranks

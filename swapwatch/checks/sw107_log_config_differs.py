@@ -39,10 +39,11 @@ class LogConfigDiffers(Rule):
     needs = "run"
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        if ctx.runlog is None or ctx.plan is None:
+        plan = ctx.static_plan
+        if ctx.runlog is None or plan is None:
             return
-        geometry = ctx.plan.geometry
-        formative = getattr(ctx.plan, "formative", None) or {}
+        geometry = plan.geometry
+        formative = plan.formative or {}
         sections = _config_sections(ctx.config)
         same = ValueTexts().same          # the config's values made canonical once, not per rank
 

@@ -49,7 +49,7 @@ class RanksDisagree(Rule):
         runlog = ctx.runlog
         if runlog is None or len(runlog.ranks) < 2:
             return
-        if ctx.plan.view == APPLY_AC:
+        if ctx.view == APPLY_AC:
             yield from self._apply_ac(ctx.comparison)
             return
         comp = ctx.comparison
