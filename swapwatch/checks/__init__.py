@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
     from ..compare import Comparison
     from ..config import TrainingConfig
+    from ..parsers.model import RunLog
     from ..plan import Plan
     from ..pynative.config import PynativeConfig
     from ..pynative.resolve import PynativePlan
@@ -90,7 +91,7 @@ class CheckContext:
     plan: "Plan | PynativePlan | None"
     config: "TrainingConfig | PynativeConfig | None" = None
     env: Dict[str, str] = field(default_factory=dict)
-    runlog: Any = None        # parsers RunLog
+    runlog: Optional["RunLog"] = None
     ir: Any = None            # parsers.ir evidence
     comparison: Optional["Comparison"] = None
 

@@ -45,8 +45,8 @@ class MissingAction(Rule):
     views = (LAYER_SETTING, APPLY_AC)
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        comp = ctx.comparison
-        if comp is None:
+        comp, runlog = ctx.comparison, ctx.runlog
+        if comp is None or runlog is None:      # (a comparison is made of a runlog: both or neither)
             return
         if ctx.view == APPLY_AC:
             yield from self._apply_ac(comp)
@@ -54,7 +54,7 @@ class MissingAction(Rule):
         for rank, diff in comp.ranks.items():
             if not diff.has_strategy_lines:
                 continue            # no strategy lines at all: SW106 / SW108 say why, once
-            rank_log = ctx.runlog.ranks[rank]
+            rank_log = runlog.ranks[rank]
             for e in diff.missing:
                 if not comp.missing_differs(e):
                     continue        # matched nothing anywhere and nothing says it should: SW104

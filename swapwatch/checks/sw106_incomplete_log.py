@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any, Iterable, List, Optional, Set
 
 from ..text import ranges
-from ..parsers.model import is_fatal
+from ..parsers.model import Event, ExitEvent, MemoryEvent, NoticeEvent, RankLog, is_fatal
 from ..plan_view import APPLY_AC, LAYER_SETTING
 from . import CheckContext, Finding, Rule, register
 from ..compare import expects_line, fatal_after_actions, is_cut
@@ -22,11 +22,8 @@ def expects_lines(comp) -> bool:
     return any(expects_line(e) for items in comp.expected.values() for e in items)
 
 
-def printed_mindformers(rank_log: Any) -> bool:
-    kinds = getattr(rank_log, "kinds", None)
-    if callable(kinds):                  # a RankLog answers without unpacking its events
-        return not kinds().isdisjoint(MINDFORMERS_KINDS)
-    return any(e.kind in MINDFORMERS_KINDS for e in rank_log.events)
+def printed_mindformers(rank_log: "RankLog") -> bool:
+    return not rank_log.kinds().isdisjoint(MINDFORMERS_KINDS)    # answered without unpacking its events
 
 
 def _fatal(rank_log: Any) -> Optional[Any]:
@@ -37,7 +34,7 @@ def _fatal(rank_log: Any) -> Optional[Any]:
 def _reached_exit(rank_log: Any) -> bool:
     """The log shows MindSpore's exit-time memory-pool lines, which every rank prints whatever
     ``STDOUT_DEVICES`` says (they are glog lines, not MindFormers')."""
-    return any(e.kind == "memory" and str(getattr(e, "metric", "")).startswith("pool_") for e in rank_log.events)
+    return any(isinstance(e, MemoryEvent) and str(e.metric).startswith("pool_") for e in rank_log.events)
 
 
 def cut_before_mindformers(rank_log: Any, ranks: dict) -> bool:
@@ -92,16 +89,16 @@ class IncompleteLog(Rule):
     views = (LAYER_SETTING, APPLY_AC)
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        comp = ctx.comparison
-        if comp is None:
+        comp, runlog = ctx.comparison, ctx.runlog
+        if comp is None or runlog is None:      # (a comparison is made of a runlog: both or neither)
             return
         if ctx.view == APPLY_AC:
-            yield from self._apply_ac(comp, ctx.runlog)
+            yield from self._apply_ac(comp, runlog)
             return
         expects = expects_lines(comp)
-        silent = [r for r, rl in ctx.runlog.ranks.items() if not printed_mindformers(rl)]
+        silent = [r for r, rl in runlog.ranks.items() if not printed_mindformers(rl)]
         for rank, diff in comp.ranks.items():
-            rank_log = ctx.runlog.ranks[rank]
+            rank_log = runlog.ranks[rank]
             if diff.has_strategy_lines:
                 cut = is_cut(rank_log)
                 if cut and diff.cut_layers:
@@ -115,7 +112,7 @@ class IncompleteLog(Rule):
                                   f"strategy logs anything for: complete as far as the strategy goes",
                                   rank=rank, layer=last, source=_last_source(diff))
                 continue
-            if not expects and len(silent) < len(ctx.runlog.ranks):
+            if not expects and len(silent) < len(runlog.ranks):
                 continue        # nothing to log here, and other ranks show MindFormers ran
             src = rank_log.files[0] if rank_log.files else None
             fatal = _fatal(rank_log)
@@ -125,7 +122,7 @@ class IncompleteLog(Rule):
                     f"({_what(fatal)})",
                     rank=rank, expected="Set ... lines for the configured strategy",
                     actual="(none; the run failed)", source=fatal.source)
-            elif getattr(rank_log, "truncated", False):
+            elif rank_log.truncated:
                 yield self.finding(
                     "the log is truncated before any strategy line",
                     rank=rank, expected="Set ... lines for the configured strategy",
@@ -137,10 +134,10 @@ class IncompleteLog(Rule):
                     f"actions",
                     rank=rank, expected="Set ... lines for the configured strategy",
                     actual="(none)", source=src)
-            elif len(silent) == len(ctx.runlog.ranks):
+            elif len(silent) == len(runlog.ranks):
                 yield self.finding(NO_MINDFORMERS, rank=rank, expected="MindFormers log lines",
                                    actual="(none)", source=src)
-            elif cut_before_mindformers(rank_log, ctx.runlog.ranks):
+            elif cut_before_mindformers(rank_log, runlog.ranks):
                 yield self.finding(
                     "the log ends before any MindFormers line, while other ranks' logs "
                     "go on to the end of the run: it is truncated, or the process died early",
@@ -254,10 +251,11 @@ class SilentRank(Rule):
                                    source=files[0] if files else None)
 
 
-def _what(event: Any) -> str:
-    if event.kind == "exit":
+def _what(event: "Event") -> str:
+    """A fatal event (``parsers.model.is_fatal``: an exit or a notice) in a few words."""
+    if isinstance(event, ExitEvent):
         return f"exit code {event.code} at {event.source}"
-    text = (getattr(event, "data", {}) or {}).get("text") or getattr(event, "what", "")
+    text = ((event.data or {}).get("text") or event.what) if isinstance(event, NoticeEvent) else ""
     text = " ".join(str(text).split())
     return f"{text[:120]} at {event.source}" if text else f"error at {event.source}"
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, Iterable, Iterator, Optional, Tuple
 
 from ..compare import ValueTexts, canon, canon_text
+from ..parsers.model import FormativeEvent, InitialConfigEvent
 from . import CheckContext, Finding, Rule, register
 
 #: Logged geometry lines -> Geometry attributes.
@@ -132,8 +133,8 @@ def _source(rank_log: Any, kind: str, key: str) -> Optional[str]:
     for e in rank_log.events:
         if e.kind != kind:
             continue
-        if kind == "geometry" or getattr(e, "key", None) == key or (
-                kind == "initial_config" and key.startswith(f"{getattr(e, 'section', '')}.")):
+        if kind == "geometry" or (isinstance(e, FormativeEvent) and e.key == key) or (
+                isinstance(e, InitialConfigEvent) and key.startswith(f"{e.section}.")):
             return e.source
     return rank_log.files[0] if rank_log.files else None
 

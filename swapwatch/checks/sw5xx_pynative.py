@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Iterable, List
 
+from ..parsers.model import NoticeEvent
 from ..plan_view import APPLY_AC
 from ..text import ranges
 from . import CheckContext, Finding, Rule, register
@@ -66,7 +67,7 @@ class SingleCardRan(SingleCardIgnoresStrategy):
         if not plan.applied or ctx.runlog is None:
             return
         for rank, rlog in sorted(ctx.runlog.ranks.items()):
-            sizes = [e for e in rlog.events if getattr(e, "what", None) == "world_size"]
+            sizes = [e for e in rlog.events if isinstance(e, NoticeEvent) and e.what == "world_size"]
             if sizes and sizes[-1].data["n"] == 1 and not rlog.actions:
                 yield self.finding("the run had world size 1: the PyNative trainer never calls "
                                    "apply_ac on one card, so no recompute/swap was applied",
