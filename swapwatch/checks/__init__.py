@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from ..parsers.model import RunLog
     from ..plan import Plan
     from ..pynative.config import PynativeConfig
+    from ..pynative.verify import PynativeComparison
     from ..pynative.resolve import PynativePlan
 
 
@@ -85,7 +86,9 @@ class CheckContext:
     ``comparison`` is the plan-vs-log comparison (:func:`swapwatch.compare.compare`) every run
     rule reads, made once: ``verify.evaluate`` passes the one it keeps for the report; a context
     made with a Plan and a RunLog but none builds it here, so no rule ever builds its own.
-    None without logs, and for a PyNative plan (its rules compare module paths themselves).
+    None without logs; on the ``apply_ac`` view ``pynative.verify`` passes its ``PynativeComparison``.
+    Rules read both typed by the view (:attr:`static_plan` / :attr:`static_comparison`,
+    :attr:`pynative_plan` / :attr:`pynative_comparison`).
     """
 
     plan: "Plan | PynativePlan | None"
@@ -93,7 +96,7 @@ class CheckContext:
     env: Dict[str, str] = field(default_factory=dict)
     runlog: Optional["RunLog"] = None
     ir: Any = None            # parsers.ir evidence
-    comparison: Optional["Comparison"] = None
+    comparison: "Comparison | PynativeComparison | None" = None
 
     def __post_init__(self) -> None:
         if self.comparison is None and self.runlog is not None and comparable(self.plan):
@@ -131,6 +134,34 @@ class CheckContext:
             raise TypeError(f"an {APPLY_AC} rule read a plan of the {self.view} view (Rule.views)")
         return plan
 
+    @property
+    def static_comparison(self) -> Optional["Comparison"]:
+        """The LayerSetting plan-vs-log :class:`~swapwatch.compare.Comparison`, typed; None without logs.
+        The ``apply_ac`` view's comparison here is a bug in the rule that asks (see :attr:`static_plan`)."""
+        from ..compare import Comparison
+
+        comp = self.comparison
+        if comp is None or isinstance(comp, Comparison):
+            return comp
+        raise TypeError(f"a {LAYER_SETTING} rule read the comparison of the {self.view} view (Rule.views)")
+
+    @property
+    def pynative_comparison(self) -> Optional["PynativeComparison"]:
+        """The ``apply_ac`` view's comparison (``pynative/verify.py``'s ``PynativeComparison``), typed; None
+        without logs. A LayerSetting :class:`~swapwatch.compare.Comparison` here is a bug in the rule that asks."""
+        comp = self.comparison
+        if comp is None or _is_pynative_comparison(comp):
+            return comp
+        raise TypeError(f"an {APPLY_AC} rule read the comparison of the {LAYER_SETTING} view (Rule.views)")
+
+
+def _is_pynative_comparison(comp: "Comparison | PynativeComparison") -> "TypeGuard[PynativeComparison]":
+    """Not the LayerSetting comparison, so the ``apply_ac`` one (the union has these two): told without
+    importing ``pynative.verify``, which runs these rules (an import circle)."""
+    from ..compare import Comparison
+
+    return not isinstance(comp, Comparison)
+
 
 def is_apply_ac(plan: "Plan | PynativePlan | None") -> "TypeGuard[PynativePlan]":
     """``plan`` is of the ``apply_ac`` view, told by its ``view`` tag (``plan_view.PlanView.view``): the one
@@ -139,10 +170,10 @@ def is_apply_ac(plan: "Plan | PynativePlan | None") -> "TypeGuard[PynativePlan]"
     return plan is not None and plan.view == APPLY_AC
 
 
-def comparable(plan: Any) -> bool:
+def comparable(plan: "Plan | PynativePlan | None") -> bool:
     """Can the plan-vs-log comparison run on ``plan``? A LayerSetting Plan, not a PyNative one
     (``PlanView.comparable``)."""
-    return plan is not None and bool(getattr(plan, "comparable", False))
+    return plan is not None and bool(plan.comparable)
 
 
 class Rule:

@@ -1,12 +1,15 @@
 """SW101: a configured action is missing from the log."""
 from __future__ import annotations
 
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable, List, Optional, Tuple
 
 from .. import actions
 from ..plan_view import APPLY_AC, LAYER_SETTING
 from . import CheckContext, Finding, Rule, register
 from ..compare import describe, near_source
+
+if TYPE_CHECKING:
+    from ..pynative.verify import Key, PynativeComparison
 
 
 @register
@@ -45,11 +48,13 @@ class MissingAction(Rule):
     views = (LAYER_SETTING, APPLY_AC)
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        comp, runlog = ctx.comparison, ctx.runlog
-        if comp is None or runlog is None:      # (a comparison is made of a runlog: both or neither)
-            return
         if ctx.view == APPLY_AC:
-            yield from self._apply_ac(comp)
+            pcomp = ctx.pynative_comparison
+            if pcomp is not None:
+                yield from self._apply_ac(pcomp)
+            return
+        comp, runlog = ctx.static_comparison, ctx.runlog
+        if comp is None or runlog is None:      # (a comparison is made of a runlog: both or neither)
             return
         for rank, diff in comp.ranks.items():
             if not diff.has_strategy_lines:
@@ -68,10 +73,11 @@ class MissingAction(Rule):
                     source=near_source(diff, e.layer, rank_log))
 
 
-    def _apply_ac(self, comp) -> Iterable[Finding]:
+    def _apply_ac(self, comp: "PynativeComparison") -> Iterable[Finding]:
         """``apply_ac``: an expected ``Set ...`` line, path or map entry the log lacks. With pipeline parallel each
         stage logs its own layers, so missing is decided on the union of the ranks (rank None)."""
         pipeline = comp.pipeline
+        sides: List[Tuple[Optional[int], List[Tuple[Key, Optional[List[str]], Optional[List[str]], Optional[str]]]]]
         sides = [] if pipeline else [(rank, comp.pairs(rank)) for rank in sorted(comp.ranks) if comp.compared(rank)]
         if pipeline:
             sides.append((None, comp.union_pairs()))

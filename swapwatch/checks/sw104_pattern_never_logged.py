@@ -11,6 +11,7 @@ from ._config_ctx import config_of, pattern_where
 
 if TYPE_CHECKING:
     from ..plan import Plan
+    from ..pynative.verify import PynativeComparison
 
 
 @register
@@ -46,11 +47,13 @@ class PatternNeverLogged(Rule):
     views = (LAYER_SETTING, APPLY_AC)
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        comp = ctx.comparison
-        if comp is None:
-            return
         if ctx.view == APPLY_AC:
-            yield from self._apply_ac(comp)
+            pcomp = ctx.pynative_comparison
+            if pcomp is not None:
+                yield from self._apply_ac(pcomp)
+            return
+        comp = ctx.static_comparison
+        if comp is None:
             return
         if not any(d.has_strategy_lines for d in comp.ranks.values()):
             # no rank logged a strategy line: the logs cannot tell, the layout still can (the
@@ -90,7 +93,7 @@ class PatternNeverLogged(Rule):
                     actual="(no matching path logged)",
                     source=pattern_where(config_of(ctx), e.action, e.pattern))
 
-    def _apply_ac(self, comp) -> Iterable[Finding]:
+    def _apply_ac(self, comp: "PynativeComparison") -> Iterable[Finding]:
         """``apply_ac`` says it itself: its "did not match any module" WARNING, per rank (with pipeline parallel,
         not a stage's warning for a pattern that matches on another stage)."""
         for rank in sorted(comp.ranks):

@@ -1,13 +1,16 @@
 """SW106 / SW108: logs that cannot show the whole strategy (cut short, or silent)."""
 from __future__ import annotations
 
-from typing import Any, Iterable, List, Optional, Set
+from typing import TYPE_CHECKING, Any, Iterable, List, Optional, Set
 
 from ..text import ranges
-from ..parsers.model import Event, ExitEvent, MemoryEvent, NoticeEvent, RankLog, is_fatal
+from ..parsers.model import Event, ExitEvent, MemoryEvent, NoticeEvent, RankLog, RunLog, is_fatal
 from ..plan_view import APPLY_AC, LAYER_SETTING
 from . import CheckContext, Finding, Rule, register
 from ..compare import expects_line, fatal_after_actions, is_cut
+
+if TYPE_CHECKING:
+    from ..pynative.verify import PynativeComparison
 
 #: Event kinds that only MindFormers' own logger produces (a rank with none of them printed nothing).
 MINDFORMERS_KINDS = ("geometry", "formative", "initial_config", "action", "step")
@@ -89,11 +92,14 @@ class IncompleteLog(Rule):
     views = (LAYER_SETTING, APPLY_AC)
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        comp, runlog = ctx.comparison, ctx.runlog
-        if comp is None or runlog is None:      # (a comparison is made of a runlog: both or neither)
-            return
+        runlog = ctx.runlog
         if ctx.view == APPLY_AC:
-            yield from self._apply_ac(comp, runlog)
+            pcomp = ctx.pynative_comparison
+            if pcomp is not None and runlog is not None:
+                yield from self._apply_ac(pcomp, runlog)
+            return
+        comp = ctx.static_comparison
+        if comp is None or runlog is None:      # (a comparison is made of a runlog: both or neither)
             return
         expects = expects_lines(comp)
         silent = [r for r, rl in runlog.ranks.items() if not printed_mindformers(rl)]
@@ -162,7 +168,7 @@ class IncompleteLog(Rule):
             expected=f"lines up to layer {max(comp.expected) if comp.expected else '?'}",
             actual=f"lines up to layer {last}", source=src)
 
-    def _apply_ac(self, comp: Any, runlog: Any) -> Iterable[Finding]:
+    def _apply_ac(self, comp: "PynativeComparison", runlog: "RunLog") -> Iterable[Finding]:
         """``apply_ac``: MindFormers refused the strategy (``[Recompute Config]`` / ``[Swap Config]`` ERROR), no
         output at all on any rank, or a rank with output but no strategy line although the config enables one."""
         loud = comp.loud()
@@ -212,7 +218,9 @@ class SilentRank(Rule):
         if ctx.runlog is None:
             return
         if ctx.view == APPLY_AC:
-            yield from self._apply_ac(ctx.comparison, ctx.runlog)
+            pcomp = ctx.pynative_comparison
+            if pcomp is not None:
+                yield from self._apply_ac(pcomp, ctx.runlog)
             return
         ranks = ctx.runlog.ranks
         loud = [r for r, rl in ranks.items() if printed_mindformers(rl)]
@@ -236,7 +244,7 @@ class SilentRank(Rule):
                 rank=rank, expected="MindFormers log lines", actual="(none)", source=src)
 
 
-    def _apply_ac(self, comp: Any, runlog: Any) -> Iterable[Finding]:
+    def _apply_ac(self, comp: "PynativeComparison", runlog: "RunLog") -> Iterable[Finding]:
         """``apply_ac``: a rank without any output while another rank has some (a PyNative rank's own notices
         count as output)."""
         loud = comp.loud()

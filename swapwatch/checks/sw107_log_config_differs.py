@@ -1,11 +1,14 @@
 """SW107: the config the run printed is not the config you verify against."""
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Iterable, Iterator, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, Optional, Tuple
 
 from ..compare import ValueTexts, canon, canon_text
 from ..parsers.model import FormativeEvent, InitialConfigEvent
 from . import CheckContext, Finding, Rule, register
+
+if TYPE_CHECKING:
+    from ..plan import Geometry
 
 #: Logged geometry lines -> Geometry attributes.
 GEOMETRY = (("layer_list", "layer_list"), ("layer_accu", "layer_accu"),
@@ -43,7 +46,7 @@ class LogConfigDiffers(Rule):
         plan = ctx.static_plan
         if ctx.runlog is None or plan is None:
             return
-        geometry = plan.geometry
+        geometry = _geometry_values(plan.geometry)
         formative = plan.formative or {}
         sections = _config_sections(ctx.config)
         same = ValueTexts().same          # the config's values made canonical once, not per rank
@@ -51,8 +54,8 @@ class LogConfigDiffers(Rule):
         def differences(logged: Dict[str, Any], initial: Dict[str, Any], form: Dict[str, Any]) -> list:
             out = []
             for what, attr in GEOMETRY:
-                if what in logged and not same(logged[what], getattr(geometry, attr, None)):
-                    out.append(("geometry", what, getattr(geometry, attr, None), logged[what]))
+                if what in logged and not same(logged[what], geometry[attr]):
+                    out.append(("geometry", what, geometry[attr], logged[what]))
                     break           # one geometry finding per rank: the rest follows from it
             raw = [("initial_config", key, want, got)
                    for key, want, got in initial_config_differences(initial, sections, same)]
@@ -127,6 +130,12 @@ def _config_sections(config: Any) -> Optional[Dict[str, Dict[str, Any]]]:
     """The config's sections as MindFormers prints them in ``initial ... from dict`` (with its
     defaults filled in: :meth:`swapwatch.config.TrainingConfig.initial_dicts`)."""
     return None if config is None else config.initial_dicts()
+
+
+def _geometry_values(g: "Geometry") -> Dict[str, Any]:
+    """The :class:`~swapwatch.plan.Geometry` fields :data:`GEOMETRY` compares with the log, by name."""
+    return {"layer_list": g.layer_list, "layer_accu": g.layer_accu, "pp_ids": g.pp_ids,
+            "interleave_ids": g.interleave_ids}
 
 
 def _source(rank_log: Any, kind: str, key: str) -> Optional[str]:

@@ -16,6 +16,7 @@ from .sw107_log_config_differs import (PerLoggedValues, _config_sections, _short
                                        formative_differences, initial_config_differences)
 
 if TYPE_CHECKING:
+    from ..compare import Comparison
     from ..families import ModelFamily
     from ..parsers.model import RankLog
     from ..plan import Plan
@@ -74,7 +75,7 @@ class NotThisConfig(Rule):
             return tuple(diffs), where
 
         per_rank = PerLoggedValues(differences)
-        model = ModelDifferences(plan, ctx.comparison)
+        model = ModelDifferences(plan, ctx.static_comparison)
         for rank, rank_log in sorted(ctx.runlog.ranks.items()):
             diffs, where = per_rank(rank_log)
             if not diffs:
@@ -110,7 +111,7 @@ class ModelDifferences:
     section (the default tree) says nothing about the cells. Ranks compared as a copy of another
     (``RankDiff.same_as``) share its answer."""
 
-    def __init__(self, plan: "Plan", comparison: Any) -> None:
+    def __init__(self, plan: "Plan", comparison: "Optional[Comparison]") -> None:
         fam = plan.family
         self.family: "Optional[ModelFamily]" = fam if (fam is not None and fam.known
                               and not str(fam.origin).startswith("default")) else None

@@ -3,13 +3,16 @@ from __future__ import annotations
 
 from collections import Counter
 from operator import methodcaller
-from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Any, Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
 
 from .. import actions
 from ..compare import canon_text, norm_value, same_value, seen_items
 from ..plan_view import APPLY_AC, LAYER_SETTING
 from ..text import ranges
 from . import CheckContext, Finding, Rule, register
+
+if TYPE_CHECKING:
+    from ..pynative.verify import PynativeComparison
 
 Item = Tuple[Optional[str], str]          # (path, value)
 
@@ -50,9 +53,9 @@ class RanksDisagree(Rule):
         if runlog is None or len(runlog.ranks) < 2:
             return
         if ctx.view == APPLY_AC:
-            yield from self._apply_ac(ctx.comparison)
+            yield from self._apply_ac(ctx.pynative_comparison)
             return
-        comp = ctx.comparison
+        comp = ctx.static_comparison
         # Ranks that logged the same items share one signature object (one per distinct strategy,
         # not one per rank), and are voted on as groups: 10,000 identical ranks cost one entry.
         per_rank: Dict[int, Dict[Tuple[int, str], FrozenSet[Item]]] = {}
@@ -149,7 +152,7 @@ class RanksDisagree(Rule):
                     actual={k: v.get(k) for k in diff},
                     source=_source_of(runlog.ranks[r], label))
 
-    def _apply_ac(self, comp: Any) -> Iterable[Finding]:
+    def _apply_ac(self, comp: Optional["PynativeComparison"]) -> Iterable[Finding]:
         """``apply_ac`` without pipeline parallel (each stage logs only its own layers): ranks whose logged lines
         differ from the most common ones, one finding per odd rank (a warning: TP/EP ranks apply one strategy, a
         rank that differs is worth a look, not a failed run by itself)."""
