@@ -9,6 +9,7 @@ from . import CheckContext, Finding, Rule, register
 from ..compare import describe, near_source
 
 if TYPE_CHECKING:
+    from ..compare import Expected
     from ..pynative.verify import Key, PynativeComparison
 
 
@@ -97,7 +98,7 @@ class MissingAction(Rule):
                                        rank=rank, layer=layer, op=action, expected=e, actual=g, source=where)
 
 
-def _expected(e) -> object:
+def _expected(e: "Expected") -> object:
     if e.action in actions.SWAP_ACTIONS:
         return e.value
     return e.op or e.action

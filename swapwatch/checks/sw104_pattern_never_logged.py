@@ -1,7 +1,7 @@
 """SW104 (run time): a configured pattern matched nothing in any rank's log."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable, Optional
+from typing import TYPE_CHECKING, Iterable, List, Optional
 
 from .. import actions
 from ..plan_view import APPLY_AC, LAYER_SETTING
@@ -85,9 +85,10 @@ class PatternNeverLogged(Rule):
                 # several in the text
                 one = len(layers) == 1
                 on = "" if one else f" on {_layers(layers)}"
+                hint = _suggest(plan, e.action, e.pattern, layers[0])
                 yield self.finding(
                     f"{actions.LABEL[e.action]} pattern '{e.pattern}' is applied{on} "
-                    f"but no rank logged any path it matches: it does nothing{_suggest(plan, e, layers[0])}",
+                    f"but no rank logged any path it matches: it does nothing{hint}",
                     layer=layers[0] if one else None, op=e.pattern,
                     expected=f"a matching path on {_layers(layers)}",
                     actual="(no matching path logged)",
@@ -103,12 +104,12 @@ class PatternNeverLogged(Rule):
                                    source=n.source)
 
 
-def _layers(layers) -> str:
+def _layers(layers: List[int]) -> str:
     """``layer 3`` / ``layers 0-3, 8``."""
     return ("layer " if len(layers) == 1 else "layers ") + ranges(layers, 6)
 
 
-def _suggest(plan: Optional["Plan"], e: Any, layer: int) -> str:
+def _suggest(plan: Optional["Plan"], action: str, pattern: str, layer: int) -> str:
     """The config-time rule's did-you-mean (a close name, or the other code path's name) when the
     plan's family has a tree to check it on; empty otherwise."""
     from .sw104_pattern_no_match_config import nearest_path, other_path_name
@@ -117,10 +118,10 @@ def _suggest(plan: Optional["Plan"], e: Any, layer: int) -> str:
     if plan is None or fam is None or not fam.known:
         return ""
     try:
-        near = nearest_path(fam.layout(plan.layout_key(layer)), e.pattern)
-        if near and near != e.pattern:
+        near = nearest_path(fam.layout(plan.layout_key(layer)), pattern)
+        if near and near != pattern:
             return f" (did you mean '{near}'?)"
-        other = other_path_name(plan.walker(layer), e.pattern, actions.WALK_MODE[e.action], fam.path)
+        other = other_path_name(plan.walker(layer), pattern, actions.WALK_MODE[action], fam.path)
     except Exception:       # noqa: BLE001 - a suggestion is a courtesy, never a failure
         return ""
     return f" ({other})" if other else ""

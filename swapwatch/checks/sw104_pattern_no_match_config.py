@@ -12,7 +12,7 @@ from ._config_ctx import config_of, pattern_where
 from .. import actions, strategy
 
 if TYPE_CHECKING:
-    from ..plan import Plan
+    from ..plan import Plan, Walker
     from ..pynative.resolve import PynativePlan
 
 ACTIONS = actions.PATTERN_ACTIONS
@@ -159,7 +159,7 @@ LEGACY_TO_MCORE = (
 )
 
 
-def other_path_name(walker: Any, pattern: str, mode: str, path: Optional[str]) -> Optional[str]:
+def other_path_name(walker: "Walker", pattern: str, mode: str, path: Optional[str]) -> Optional[str]:
     r"""For a pattern that reaches nothing, its name on this code path when it is written in the
     other one's words (``feed_forward\.mul`` on an mcore model: ``did you mean 'mlp\.mul' (the
     mcore name)?``), checked by walking the rewritten pattern on the layer; None when no rewrite

@@ -1,7 +1,7 @@
 """SW106 / SW108: logs that cannot show the whole strategy (cut short, or silent)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable, List, Optional, Set
+from typing import TYPE_CHECKING, Dict, Iterable, List, Optional, Set
 
 from ..text import ranges
 from ..parsers.model import Event, ExitEvent, MemoryEvent, NoticeEvent, RankLog, RunLog, is_fatal
@@ -10,6 +10,7 @@ from . import CheckContext, Finding, Rule, register
 from ..compare import expects_line, fatal_after_actions, is_cut
 
 if TYPE_CHECKING:
+    from ..compare import Comparison, RankDiff
     from ..pynative.verify import PynativeComparison
 
 #: Event kinds that only MindFormers' own logger produces (a rank with none of them printed nothing).
@@ -21,7 +22,7 @@ NO_MINDFORMERS = ("no MindFormers line at all (no strategy, no steps); nothing c
                   "(is this a worker log of a MindFormers job?)")
 
 
-def expects_lines(comp) -> bool:
+def expects_lines(comp: "Comparison") -> bool:
     return any(expects_line(e) for items in comp.expected.values() for e in items)
 
 
@@ -29,18 +30,18 @@ def printed_mindformers(rank_log: "RankLog") -> bool:
     return not rank_log.kinds().isdisjoint(MINDFORMERS_KINDS)    # answered without unpacking its events
 
 
-def _fatal(rank_log: Any) -> Optional[Any]:
+def _fatal(rank_log: RankLog) -> Optional[Event]:
     """The rank's first fatal event anywhere in its log (:func:`~swapwatch.parsers.model.is_fatal`)."""
     return next((e for e in rank_log.events if is_fatal(e)), None)
 
 
-def _reached_exit(rank_log: Any) -> bool:
+def _reached_exit(rank_log: RankLog) -> bool:
     """The log shows MindSpore's exit-time memory-pool lines, which every rank prints whatever
     ``STDOUT_DEVICES`` says (they are glog lines, not MindFormers')."""
     return any(isinstance(e, MemoryEvent) and str(e.metric).startswith("pool_") for e in rank_log.events)
 
 
-def cut_before_mindformers(rank_log: Any, ranks: dict) -> bool:
+def cut_before_mindformers(rank_log: RankLog, ranks: Dict[int, RankLog]) -> bool:
     """A silent rank that is not a STDOUT_DEVICES rank but a log cut short: another rank's log
     reached the exit-time lines and this one, which would have them too, did not."""
     return not printed_mindformers(rank_log) and not _reached_exit(rank_log) and \
@@ -151,7 +152,7 @@ class IncompleteLog(Rule):
                     actual="(none; the log stops early)", source=src)
             # else: a silent rank while others printed: SW108
 
-    def _cut(self, rank: int, diff, rank_log, comp) -> Finding:
+    def _cut(self, rank: int, diff: "RankDiff", rank_log: RankLog, comp: "Comparison") -> Finding:
         fatal = fatal_after_actions(rank_log)
         last = max((lay for lay, items in diff.seen.items() if items), default=-1)
         unseen: List[int] = sorted(lay for lay in diff.cut_layers
@@ -268,6 +269,6 @@ def _what(event: "Event") -> str:
     return f"{text[:120]} at {event.source}" if text else f"error at {event.source}"
 
 
-def _last_source(diff) -> Optional[str]:
+def _last_source(diff: "RankDiff") -> Optional[str]:
     items = [s for lay in sorted(diff.seen) for s in diff.seen[lay]]
     return items[-1].source if items else None

@@ -6,8 +6,11 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, Optio
 from ..compare import ValueTexts, canon, canon_text
 from ..parsers.model import FormativeEvent, InitialConfigEvent
 from . import CheckContext, Finding, Rule, register
+from ._config_ctx import config_of
 
 if TYPE_CHECKING:
+    from ..config import TrainingConfig
+    from ..parsers.model import RankLog
     from ..plan import Geometry
 
 #: Logged geometry lines -> Geometry attributes.
@@ -48,7 +51,7 @@ class LogConfigDiffers(Rule):
             return
         geometry = _geometry_values(plan.geometry)
         formative = plan.formative or {}
-        sections = _config_sections(ctx.config)
+        sections = _config_sections(config_of(ctx))
         same = ValueTexts().same          # the config's values made canonical once, not per rank
 
         def differences(logged: Dict[str, Any], initial: Dict[str, Any], form: Dict[str, Any]) -> list:
@@ -70,7 +73,7 @@ class LogConfigDiffers(Rule):
             for kind, key, want, got in per_rank(rank_log):
                 yield self._differs(rank, rank_log, kind, key, want, got)
 
-    def _differs(self, rank: int, rank_log: Any, kind: str, key: str, want: Any, got: Any) -> Finding:
+    def _differs(self, rank: int, rank_log: "RankLog", kind: str, key: str, want: Any, got: Any) -> Finding:
         label = {"geometry": "layer split", "formative": f"Formative {key}",
                  "initial_config": key}[kind]
         return self.finding(
@@ -90,7 +93,7 @@ class PerLoggedValues:
         self.answer = answer
         self.known: Dict[tuple, Tuple[Any, ...]] = {}
 
-    def __call__(self, rank_log: Any) -> Any:
+    def __call__(self, rank_log: "RankLog") -> Any:
         logged = (rank_log.geometry(), rank_log.initial_config() or {}, rank_log.formative())
         key = tuple((*d, *map(id, d.values())) for d in logged)
         got = self.known.get(key)
@@ -126,7 +129,7 @@ def formative_differences(formative: Dict[str, Any], logged: Dict[str, Any],
             yield logged_key, key, formative[key], value
 
 
-def _config_sections(config: Any) -> Optional[Dict[str, Dict[str, Any]]]:
+def _config_sections(config: Optional["TrainingConfig"]) -> Optional[Dict[str, Dict[str, Any]]]:
     """The config's sections as MindFormers prints them in ``initial ... from dict`` (with its
     defaults filled in: :meth:`swapwatch.config.TrainingConfig.initial_dicts`)."""
     return None if config is None else config.initial_dicts()
@@ -138,7 +141,7 @@ def _geometry_values(g: "Geometry") -> Dict[str, Any]:
             "interleave_ids": g.interleave_ids}
 
 
-def _source(rank_log: Any, kind: str, key: str) -> Optional[str]:
+def _source(rank_log: "RankLog", kind: str, key: str) -> Optional[str]:
     for e in rank_log.events:
         if e.kind != kind:
             continue

@@ -10,13 +10,14 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Tuple
 
 from . import CheckContext, Finding, Rule, register
+from ._config_ctx import config_of
 from ..compare import ValueTexts, canon
 from ..text import ranges
 from .sw107_log_config_differs import (PerLoggedValues, _config_sections, _short, _source,
                                        formative_differences, initial_config_differences)
 
 if TYPE_CHECKING:
-    from ..compare import Comparison
+    from ..compare import Comparison, RankDiff
     from ..families import ModelFamily
     from ..parsers.model import RankLog
     from ..plan import Plan
@@ -62,7 +63,7 @@ class NotThisConfig(Rule):
         plan = ctx.static_plan
         if ctx.runlog is None or plan is None:
             return
-        sections = _config_sections(ctx.config)
+        sections = _config_sections(config_of(ctx))
         groups: "OrderedDict[Tuple[str, ...], List[Tuple[int, RankLog, Where]]]" = OrderedDict()
         formative = plan.formative or {}
         same = ValueTexts().same          # the config's values made canonical once, not per rank
@@ -130,7 +131,8 @@ class ModelDifferences:
             got = self.known[ref] = self._differences(fam, rank_log, diff)
         return got
 
-    def _differences(self, fam: "ModelFamily", rank_log: "RankLog", diff: Any) -> Tuple[Tuple[str, ...], Where]:
+    def _differences(self, fam: "ModelFamily", rank_log: "RankLog",
+                     diff: "Optional[RankDiff]") -> Tuple[Tuple[str, ...], Where]:
         from ..compare import layout_paths
 
         if self._paths is None:

@@ -132,7 +132,7 @@ class _Graph:
         own = self.owner(target)
         return {own} if own else set()
 
-    def recomputed(self, node: str, lp, targets: FrozenSet[str]) -> bool:
+    def recomputed(self, node: str, lp: "LayerPlan", targets: FrozenSet[str]) -> bool:
         """Is ``node`` recomputed on the layer of ``lp``: full recompute, or a select-recompute
         target that contains the node or lies in the node's own ops (not in a sub-node)."""
         if lp.full_recompute:

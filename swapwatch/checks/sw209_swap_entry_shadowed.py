@@ -96,8 +96,8 @@ class SwapEntryShadowed(Rule):
                                     keys[i] if i < len(keys) else "op_swap", "op_swap", op, layers,
                                     entries[i].get("backward_prefetch"), entries[j].get("backward_prefetch"))
 
-    def _finding(self, cfg: Any, later: str, earlier: str, kind: str, op: Optional[str], layers: List[int],
-                 kept: Any, dropped: Any) -> Finding:
+    def _finding(self, cfg: Optional["TrainingConfig"], later: str, earlier: str, kind: str, op: Optional[str],
+                 layers: List[int], kept: Any, dropped: Any) -> Finding:
         later, earlier = f"swap_config.{later}", f"swap_config.{earlier}"
         what = f"{swap_key(cfg, later)}" + (f" ('{op}')" if op else "")
         effect = (f"its backward_prefetch {dropped!r} is not used there (MindFormers applies "

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from collections import Counter
 from operator import methodcaller
-from typing import TYPE_CHECKING, Any, Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Mapping, FrozenSet, Iterable, List, Optional, Set, Tuple
 
 from .. import actions
 from ..compare import canon_text, norm_value, same_value, seen_items
@@ -12,6 +12,8 @@ from ..text import ranges
 from . import CheckContext, Finding, Rule, register
 
 if TYPE_CHECKING:
+    from ..compare import Seen
+    from ..parsers.model import RankLog, RunLog
     from ..pynative.verify import PynativeComparison
 
 Item = Tuple[Optional[str], str]          # (path, value)
@@ -112,7 +114,7 @@ class RanksDisagree(Rule):
                     expected=_show(majority), actual=_show(mine), source=src)
         yield from self._config_lines(runlog, set(per_rank))
 
-    def _config_lines(self, runlog, ranks: Set[int]) -> Iterable[Finding]:
+    def _config_lines(self, runlog: "RunLog", ranks: Set[int]) -> Iterable[Finding]:
         """The logged ``initial ... from dict`` and ``Formative`` values must agree too."""
         rank_logs = [(r, runlog.ranks[r]) for r in sorted(ranks)]
         for label, getter in (("initial config", methodcaller("initial_config")),
@@ -169,7 +171,7 @@ class RanksDisagree(Rule):
                           rank=r, actual=odd)
 
 
-def _sources(seen) -> Dict[Tuple[int, str], str]:
+def _sources(seen: "Mapping[int, List[Seen]]") -> Dict[Tuple[int, str], str]:
     """(layer, action) -> the first line that logged it on one rank."""
     src: Dict[Tuple[int, str], str] = {}
     for layer, items in seen.items():
@@ -190,7 +192,7 @@ def _show(items: FrozenSet[Item]) -> str:
     return ", ".join(parts)
 
 
-def _op(mine, majority, action) -> str:
+def _op(mine: FrozenSet[Item], majority: FrozenSet[Item], action: str) -> str:
     paths = sorted({p for p, _ in (mine ^ majority) if p})
     return ", ".join(paths) if paths else action
 
@@ -200,7 +202,7 @@ def _nearest(sources: Dict[Tuple[int, str], str], layer: int) -> Optional[str]:
     return best[0][1] if best else None
 
 
-def _source_of(rank_log, label: str) -> Optional[str]:
+def _source_of(rank_log: "RankLog", label: str) -> Optional[str]:
     kind = "initial_config" if label.startswith("initial") else "formative"
     for e in rank_log.events:
         if e.kind == kind:
