@@ -64,7 +64,7 @@ browser:
 
 # ruff over the tree; mypy over the domain model (the modules every command builds on).
 TYPED := swapwatch/actions.py swapwatch/plan.py swapwatch/config/*.py swapwatch/families.py \
-         swapwatch/parsers/model.py swapwatch/checks/__init__.py swapwatch/checks/_config_ctx.py swapwatch/compare.py \
+         swapwatch/parsers/model.py swapwatch/checks/*.py swapwatch/compare.py \
          swapwatch/strategy.py swapwatch/memory/spec.py \
          swapwatch/layer_table.py swapwatch/setting_lines.py \
          swapwatch/text.py swapwatch/finding_groups.py \

@@ -11,11 +11,17 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, is_dataclass
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Tuple, Type
 
+from ..plan_view import APPLY_AC, LAYER_SETTING
+
 if TYPE_CHECKING:
+    from typing_extensions import TypeGuard
+
     from ..compare import Comparison
     from ..config import TrainingConfig
+    from ..parsers.model import RunLog
     from ..plan import Plan
     from ..pynative.config import PynativeConfig
+    from ..pynative.verify import PynativeComparison
     from ..pynative.resolve import PynativePlan
 
 
@@ -80,15 +86,17 @@ class CheckContext:
     ``comparison`` is the plan-vs-log comparison (:func:`swapwatch.compare.compare`) every run
     rule reads, made once: ``verify.evaluate`` passes the one it keeps for the report; a context
     made with a Plan and a RunLog but none builds it here, so no rule ever builds its own.
-    None without logs, and for a PyNative plan (its rules compare module paths themselves).
+    None without logs; on the ``apply_ac`` view ``pynative.verify`` passes its ``PynativeComparison``.
+    Rules read both typed by the view (:attr:`static_plan` / :attr:`static_comparison`,
+    :attr:`pynative_plan` / :attr:`pynative_comparison`).
     """
 
     plan: "Plan | PynativePlan | None"
     config: "TrainingConfig | PynativeConfig | None" = None
     env: Dict[str, str] = field(default_factory=dict)
-    runlog: Any = None        # parsers RunLog
+    runlog: Optional["RunLog"] = None
     ir: Any = None            # parsers.ir evidence
-    comparison: Optional["Comparison"] = None
+    comparison: "Comparison | PynativeComparison | None" = None
 
     def __post_init__(self) -> None:
         if self.comparison is None and self.runlog is not None and comparable(self.plan):
@@ -96,11 +104,76 @@ class CheckContext:
 
             self.comparison = compare(self.plan, self.runlog)
 
+    # ---- the plan, typed by its view (a rule reads the one its ``Rule.views`` admit) ----------------
 
-def comparable(plan: Any) -> bool:
+    @property
+    def view(self) -> str:
+        """The plan's view (``plan_view.VIEWS``), which ``Rule.views`` match: how a rule of both views
+        picks its branch. A context without a plan reads as a LayerSetting one (its rules find nothing)."""
+        return LAYER_SETTING if self.plan is None else self.plan.view
+
+    @property
+    def static_plan(self) -> Optional["Plan"]:
+        """The LayerSetting :class:`~swapwatch.plan.Plan` (legacy and mcore) a rule of that view reads, typed;
+        None without a plan. ``run_rules`` never gives an ``apply_ac`` plan to a rule that does not list that
+        view (``Rule.views``), so one here is a bug in the rule: it raises, and the rule is reported crashed."""
+        from ..plan import Plan
+
+        plan = self.plan
+        if plan is None or isinstance(plan, Plan):
+            return plan
+        raise TypeError(f"a {LAYER_SETTING} rule read a plan of the {plan.view} view (Rule.views)")
+
+    @property
+    def pynative_plan(self) -> "PynativePlan":
+        """The ``apply_ac`` plan (``pynative/resolve.py``'s ``PynativePlan``) a rule of that view reads, typed.
+        ``run_rules`` gives an ``apply_ac`` rule no other plan (``Rule.views``), so anything else is a bug in
+        the rule: it raises, and the rule is reported crashed."""
+        plan = self.plan
+        if not is_apply_ac(plan):
+            raise TypeError(f"an {APPLY_AC} rule read a plan of the {self.view} view (Rule.views)")
+        return plan
+
+    @property
+    def static_comparison(self) -> Optional["Comparison"]:
+        """The LayerSetting plan-vs-log :class:`~swapwatch.compare.Comparison`, typed; None without logs.
+        The ``apply_ac`` view's comparison here is a bug in the rule that asks (see :attr:`static_plan`)."""
+        from ..compare import Comparison
+
+        comp = self.comparison
+        if comp is None or isinstance(comp, Comparison):
+            return comp
+        raise TypeError(f"a {LAYER_SETTING} rule read the comparison of the {self.view} view (Rule.views)")
+
+    @property
+    def pynative_comparison(self) -> Optional["PynativeComparison"]:
+        """The ``apply_ac`` view's comparison (``pynative/verify.py``'s ``PynativeComparison``), typed; None
+        without logs. A LayerSetting :class:`~swapwatch.compare.Comparison` here is a bug in the rule that asks."""
+        comp = self.comparison
+        if comp is None or _is_pynative_comparison(comp):
+            return comp
+        raise TypeError(f"an {APPLY_AC} rule read the comparison of the {LAYER_SETTING} view (Rule.views)")
+
+
+def _is_pynative_comparison(comp: "Comparison | PynativeComparison") -> "TypeGuard[PynativeComparison]":
+    """Not the LayerSetting comparison, so the ``apply_ac`` one (the union has these two): told without
+    importing ``pynative.verify``, which runs these rules (an import circle)."""
+    from ..compare import Comparison
+
+    return not isinstance(comp, Comparison)
+
+
+def is_apply_ac(plan: "Plan | PynativePlan | None") -> "TypeGuard[PynativePlan]":
+    """``plan`` is of the ``apply_ac`` view, told by its ``view`` tag (``plan_view.PlanView.view``): the one
+    test of it, typed for mypy, since importing the ``PynativePlan`` class here would close an import
+    circle (``pynative.resolve`` reaches ``pynative.verify``, which runs these rules)."""
+    return plan is not None and plan.view == APPLY_AC
+
+
+def comparable(plan: "Plan | PynativePlan | None") -> bool:
     """Can the plan-vs-log comparison run on ``plan``? A LayerSetting Plan, not a PyNative one
     (``PlanView.comparable``)."""
-    return plan is not None and bool(getattr(plan, "comparable", False))
+    return plan is not None and bool(plan.comparable)
 
 
 class Rule:
@@ -192,7 +265,7 @@ def run_rules(ctx: CheckContext, needs: Iterable[str] = ("config",),
     """
     _load_all()
     wanted, skip = set(needs), set(ignore)
-    view = getattr(ctx.plan, "view", "layer_setting")
+    view = ctx.view
     out: List[Finding] = []
     for code in sorted(VARIANTS):
         if code in skip:

@@ -23,10 +23,8 @@ def config_of(ctx: "CheckContext") -> Optional[TrainingConfig]:
 def swap_mode(ctx: "CheckContext") -> Optional[Tuple["Plan", TrainingConfig]]:
     """(plan, config) when the config's recompute and swap keys are layer ids, i.e. swap is on and
     LayerSetting reads recompute_config (not the plain ``parallel_config.recompute`` bool); else None."""
-    from ..plan import Plan
-
-    plan, cfg = ctx.plan, config_of(ctx)
-    if not isinstance(plan, Plan) or cfg is None or not plan.swap or plan.legacy_recompute is not None:
+    plan, cfg = ctx.static_plan, config_of(ctx)
+    if plan is None or cfg is None or not plan.swap or plan.legacy_recompute is not None:
         return None
     return plan, cfg
 
@@ -109,11 +107,10 @@ def count_entries(ctx: "CheckContext") -> List[Tuple[str, str, Optional[str], An
     when it is a ``{pattern: counts}`` dict. None when counts do not apply: no config or plan, swap on
     (they are layer ids then), or the legacy ``recompute`` form. The one walk and gate SW206 (counts
     capped) and SW210 (a list shorter than the stages) share."""
-    from ..plan import Plan
     from ..strategy import SELECT_KEYS
 
-    plan, cfg = ctx.plan, config_of(ctx)        # the gate is swap_mode's, with swap off
-    if not isinstance(plan, Plan) or cfg is None or plan.swap or plan.legacy_recompute is not None:
+    plan, cfg = ctx.static_plan, config_of(ctx)        # the gate is swap_mode's, with swap off
+    if plan is None or cfg is None or plan.swap or plan.legacy_recompute is not None:
         return []
     rc = cfg.recompute_config or {}
     out: List[Tuple[str, str, Optional[str], Any]] = [

@@ -1,12 +1,16 @@
 """SW101: a configured action is missing from the log."""
 from __future__ import annotations
 
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable, List, Optional, Tuple
 
 from .. import actions
 from ..plan_view import APPLY_AC, LAYER_SETTING
 from . import CheckContext, Finding, Rule, register
 from ..compare import describe, near_source
+
+if TYPE_CHECKING:
+    from ..compare import Expected
+    from ..pynative.verify import Key, PynativeComparison
 
 
 @register
@@ -45,16 +49,18 @@ class MissingAction(Rule):
     views = (LAYER_SETTING, APPLY_AC)
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        comp = ctx.comparison
-        if comp is None:
+        if ctx.view == APPLY_AC:
+            pcomp = ctx.pynative_comparison
+            if pcomp is not None:
+                yield from self._apply_ac(pcomp)
             return
-        if ctx.plan.view == APPLY_AC:
-            yield from self._apply_ac(comp)
+        comp, runlog = ctx.static_comparison, ctx.runlog
+        if comp is None or runlog is None:      # (a comparison is made of a runlog: both or neither)
             return
         for rank, diff in comp.ranks.items():
             if not diff.has_strategy_lines:
                 continue            # no strategy lines at all: SW106 / SW108 say why, once
-            rank_log = ctx.runlog.ranks[rank]
+            rank_log = runlog.ranks[rank]
             for e in diff.missing:
                 if not comp.missing_differs(e):
                     continue        # matched nothing anywhere and nothing says it should: SW104
@@ -68,10 +74,11 @@ class MissingAction(Rule):
                     source=near_source(diff, e.layer, rank_log))
 
 
-    def _apply_ac(self, comp) -> Iterable[Finding]:
+    def _apply_ac(self, comp: "PynativeComparison") -> Iterable[Finding]:
         """``apply_ac``: an expected ``Set ...`` line, path or map entry the log lacks. With pipeline parallel each
         stage logs its own layers, so missing is decided on the union of the ranks (rank None)."""
         pipeline = comp.pipeline
+        sides: List[Tuple[Optional[int], List[Tuple[Key, Optional[List[str]], Optional[List[str]], Optional[str]]]]]
         sides = [] if pipeline else [(rank, comp.pairs(rank)) for rank in sorted(comp.ranks) if comp.compared(rank)]
         if pipeline:
             sides.append((None, comp.union_pairs()))
@@ -91,7 +98,7 @@ class MissingAction(Rule):
                                        rank=rank, layer=layer, op=action, expected=e, actual=g, source=where)
 
 
-def _expected(e) -> object:
+def _expected(e: "Expected") -> object:
     if e.action in actions.SWAP_ACTIONS:
         return e.value
     return e.op or e.action

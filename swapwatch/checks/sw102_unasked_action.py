@@ -1,12 +1,15 @@
 """SW102: the log shows an action the config does not ask for."""
 from __future__ import annotations
 
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 from .. import actions
 from ..plan_view import APPLY_AC, LAYER_SETTING
 from . import CheckContext, Finding, Rule, register
 from ..compare import describe
+
+if TYPE_CHECKING:
+    from ..pynative.verify import PynativeComparison
 
 
 @register
@@ -42,11 +45,13 @@ class UnaskedAction(Rule):
     views = (LAYER_SETTING, APPLY_AC)
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        comp = ctx.comparison
-        if comp is None:
+        if ctx.view == APPLY_AC:
+            pcomp = ctx.pynative_comparison
+            if pcomp is not None:
+                yield from self._apply_ac(pcomp)
             return
-        if ctx.plan.view == APPLY_AC:
-            yield from self._apply_ac(comp)
+        comp = ctx.static_comparison
+        if comp is None:
             return
         for rank, diff in comp.ranks.items():
             for s in diff.extra:
@@ -60,7 +65,7 @@ class UnaskedAction(Rule):
                     actual=s.value if s.action in actions.SWAP_ACTIONS else (s.path or s.action),
                     source=s.source)
 
-    def _apply_ac(self, comp) -> Iterable[Finding]:
+    def _apply_ac(self, comp: "PynativeComparison") -> Iterable[Finding]:
         """``apply_ac``: a logged ``Set ...`` line, path or map entry the config does not lead to, per rank."""
         for rank in sorted(comp.ranks):
             if not comp.compared(rank):

@@ -1,13 +1,17 @@
 """SW104 (run time): a configured pattern matched nothing in any rank's log."""
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Iterable, List, Optional
 
 from .. import actions
 from ..plan_view import APPLY_AC, LAYER_SETTING
 from . import CheckContext, Finding, Rule, register
 from ..text import ranges
 from ._config_ctx import config_of, pattern_where
+
+if TYPE_CHECKING:
+    from ..plan import Plan
+    from ..pynative.verify import PynativeComparison
 
 
 @register
@@ -43,11 +47,13 @@ class PatternNeverLogged(Rule):
     views = (LAYER_SETTING, APPLY_AC)
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        comp = ctx.comparison
-        if comp is None:
+        if ctx.view == APPLY_AC:
+            pcomp = ctx.pynative_comparison
+            if pcomp is not None:
+                yield from self._apply_ac(pcomp)
             return
-        if ctx.plan.view == APPLY_AC:
-            yield from self._apply_ac(comp)
+        comp = ctx.static_comparison
+        if comp is None:
             return
         if not any(d.has_strategy_lines for d in comp.ranks.values()):
             # no rank logged a strategy line: the logs cannot tell, the layout still can (the
@@ -58,6 +64,7 @@ class PatternNeverLogged(Rule):
             if config_time is not None:
                 yield from config_time.check(ctx)
             return
+        plan = ctx.static_plan
         done = set()
         for layer in sorted(comp.expected):
             for e in comp.expected[layer]:
@@ -69,7 +76,7 @@ class PatternNeverLogged(Rule):
                     continue
                 if comp.layout_trusted and key in comp.layout_matches:
                     continue        # the layout says it must log: the missing lines are SW101
-                dflt = (getattr(ctx.plan, "defaulted", None) or {}).get(e.action, ())
+                dflt = (plan.defaulted if plan is not None else {}).get(e.action, ())
                 if e.pattern in dflt and any((e.action, d) in comp.seen_anywhere for d in dflt):
                     continue        # MindFormers' defaults span layer kinds: others of them applied
                 layers = [lay for lay in sorted(comp.expected)
@@ -78,15 +85,16 @@ class PatternNeverLogged(Rule):
                 # several in the text
                 one = len(layers) == 1
                 on = "" if one else f" on {_layers(layers)}"
+                hint = _suggest(plan, e.action, e.pattern, layers[0])
                 yield self.finding(
                     f"{actions.LABEL[e.action]} pattern '{e.pattern}' is applied{on} "
-                    f"but no rank logged any path it matches: it does nothing{_suggest(ctx.plan, e, layers[0])}",
+                    f"but no rank logged any path it matches: it does nothing{hint}",
                     layer=layers[0] if one else None, op=e.pattern,
                     expected=f"a matching path on {_layers(layers)}",
                     actual="(no matching path logged)",
                     source=pattern_where(config_of(ctx), e.action, e.pattern))
 
-    def _apply_ac(self, comp) -> Iterable[Finding]:
+    def _apply_ac(self, comp: "PynativeComparison") -> Iterable[Finding]:
         """``apply_ac`` says it itself: its "did not match any module" WARNING, per rank (with pipeline parallel,
         not a stage's warning for a pattern that matches on another stage)."""
         for rank in sorted(comp.ranks):
@@ -96,24 +104,24 @@ class PatternNeverLogged(Rule):
                                    source=n.source)
 
 
-def _layers(layers) -> str:
+def _layers(layers: List[int]) -> str:
     """``layer 3`` / ``layers 0-3, 8``."""
     return ("layer " if len(layers) == 1 else "layers ") + ranges(layers, 6)
 
 
-def _suggest(plan: Any, e: Any, layer: int) -> str:
+def _suggest(plan: Optional["Plan"], action: str, pattern: str, layer: int) -> str:
     """The config-time rule's did-you-mean (a close name, or the other code path's name) when the
     plan's family has a tree to check it on; empty otherwise."""
     from .sw104_pattern_no_match_config import nearest_path, other_path_name
 
-    fam = getattr(plan, "family", None)
-    if fam is None or not fam.known or not callable(getattr(plan, "walker", None)):
+    fam = plan.family if plan is not None else None
+    if plan is None or fam is None or not fam.known:
         return ""
     try:
-        near = nearest_path(fam.layout(plan.layout_key(layer)), e.pattern)
-        if near and near != e.pattern:
+        near = nearest_path(fam.layout(plan.layout_key(layer)), pattern)
+        if near and near != pattern:
             return f" (did you mean '{near}'?)"
-        other = other_path_name(plan.walker(layer), e.pattern, actions.WALK_MODE[e.action], fam.path)
+        other = other_path_name(plan.walker(layer), pattern, actions.WALK_MODE[action], fam.path)
     except Exception:       # noqa: BLE001 - a suggestion is a courtesy, never a failure
         return ""
     return f" ({other})" if other else ""

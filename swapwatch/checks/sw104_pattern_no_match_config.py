@@ -3,13 +3,17 @@ from __future__ import annotations
 
 import difflib
 import re
-from typing import Any, Iterable, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Set
 
 from ..plan_view import APPLY_AC, LAYER_SETTING
 from . import CheckContext, Finding, Rule, register
 from ..text import ranges
 from ._config_ctx import config_of, pattern_where
 from .. import actions, strategy
+
+if TYPE_CHECKING:
+    from ..plan import Plan, Walker
+    from ..pynative.resolve import PynativePlan
 
 ACTIONS = actions.PATTERN_ACTIONS
 
@@ -46,18 +50,18 @@ class PatternMatchesNothing(Rule):
     views = (LAYER_SETTING, APPLY_AC)
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        plan = ctx.plan
+        if ctx.view == APPLY_AC:
+            yield from self._apply_ac(ctx.pynative_plan)
+            return
+        plan = ctx.static_plan
         if plan is None:
             return
-        if plan.view == APPLY_AC:
-            yield from self._apply_ac(plan)
-            return
-        fam = getattr(plan, "family", None)
-        if fam is not None and not fam.known:
+        fam = plan.fam
+        if not fam.known:
             return                        # unknown family: nothing to resolve against (SW307)
         cfg = config_of(ctx)
         for action in ACTIONS:
-            layers_of = {}
+            layers_of: Dict[str, List[int]] = {}
             for lp in plan.layers:
                 pats = lp.op_swap if action == "op_swap" else getattr(lp, action)
                 for pat in pats:
@@ -68,7 +72,7 @@ class PatternMatchesNothing(Rule):
                 results = [plan.walker(i)(pat, strategy.WALK_MODE[action]) for i in _one_per_kind(plan, layers)]
                 if any(r.targets for r in results):
                     continue
-                dflt = (getattr(plan, "defaulted", None) or {}).get(action, ())
+                dflt = plan.defaulted.get(action, ())
                 if pat in dflt and any(plan.walker(i)(d, strategy.WALK_MODE[action]).targets
                                        for d in dflt for i in _one_per_kind(plan, layers)):
                     continue        # MindFormers' defaults span layer kinds: others of them apply
@@ -78,11 +82,11 @@ class PatternMatchesNothing(Rule):
                            f"{action.replace('_', ' ')} only acts on primitives")
                 else:
                     why = f"nothing in the {plan.model} layer is named like that"
-                    near = nearest_path(plan.family.layout(plan.layout_key(layers[0])), pat)
+                    near = nearest_path(fam.layout(plan.layout_key(layers[0])), pat)
                     if near == pat:
                         near = None
                     other = None if near else other_path_name(
-                        plan.walker(layers[0]), pat, strategy.WALK_MODE[action], getattr(plan.family, "path", None))
+                        plan.walker(layers[0]), pat, strategy.WALK_MODE[action], fam.path)
                     if near:
                         why += f" (did you mean '{near}'?)"
                     elif other:
@@ -103,7 +107,7 @@ class PatternMatchesNothing(Rule):
     SECTION = {"select_module": "recompute.select_module", "exclude_op": "recompute.exclude_op",
                "comm_select_module": "recompute_comm.select_module", "op_swap": "swap.op_swap"}
 
-    def _apply_ac(self, plan: Any) -> Iterable[Finding]:
+    def _apply_ac(self, plan: "PynativePlan") -> Iterable[Finding]:
         """``apply_ac`` (``_expand_select_module``): a regex that matched no path of any of its layers; MindFormers
         only warns."""
         for label, key in plan.no_match:
@@ -155,7 +159,7 @@ LEGACY_TO_MCORE = (
 )
 
 
-def other_path_name(walker: Any, pattern: str, mode: str, path: Optional[str]) -> Optional[str]:
+def other_path_name(walker: "Walker", pattern: str, mode: str, path: Optional[str]) -> Optional[str]:
     r"""For a pattern that reaches nothing, its name on this code path when it is written in the
     other one's words (``feed_forward\.mul`` on an mcore model: ``did you mean 'mlp\.mul' (the
     mcore name)?``), checked by walking the rewritten pattern on the layer; None when no rewrite
@@ -179,11 +183,12 @@ def other_path_name(walker: Any, pattern: str, mode: str, path: Optional[str]) -
     return None
 
 
-def _one_per_kind(plan, layers: List[int]) -> List[int]:
+def _one_per_kind(plan: "Plan", layers: List[int]) -> List[int]:
     """One layer of each layout kind among ``layers`` (walks are per kind, not per layer)."""
-    seen, out = set(), []
+    seen: Set[Optional[str]] = set()
+    out: List[int] = []
     for i in layers:
-        k = plan.layout_key(i) if hasattr(plan, "layout_key") else None
+        k = plan.layout_key(i)
         if k not in seen:
             seen.add(k)
             out.append(i)

@@ -40,10 +40,10 @@ class SelectShadowed(Rule):
     needs = "config"
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        plan = ctx.plan
+        plan = ctx.static_plan
         if plan is None:
             return
-        formative = getattr(plan, "formative", None) or {}
+        formative = plan.formative or {}
         for key in SHADOWED_KEYS:
             # the engine records, per layer, the patterns full recompute shadows there
             # (LayerPlan.select_shadowed); reported: those applied on no layer at all

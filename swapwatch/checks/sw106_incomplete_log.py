@@ -1,13 +1,17 @@
 """SW106 / SW108: logs that cannot show the whole strategy (cut short, or silent)."""
 from __future__ import annotations
 
-from typing import Any, Iterable, List, Optional, Set
+from typing import TYPE_CHECKING, Dict, Iterable, List, Optional, Set
 
 from ..text import ranges
-from ..parsers.model import is_fatal
+from ..parsers.model import Event, ExitEvent, MemoryEvent, NoticeEvent, RankLog, RunLog, is_fatal
 from ..plan_view import APPLY_AC, LAYER_SETTING
 from . import CheckContext, Finding, Rule, register
 from ..compare import expects_line, fatal_after_actions, is_cut
+
+if TYPE_CHECKING:
+    from ..compare import Comparison, RankDiff
+    from ..pynative.verify import PynativeComparison
 
 #: Event kinds that only MindFormers' own logger produces (a rank with none of them printed nothing).
 MINDFORMERS_KINDS = ("geometry", "formative", "initial_config", "action", "step")
@@ -18,29 +22,26 @@ NO_MINDFORMERS = ("no MindFormers line at all (no strategy, no steps); nothing c
                   "(is this a worker log of a MindFormers job?)")
 
 
-def expects_lines(comp) -> bool:
+def expects_lines(comp: "Comparison") -> bool:
     return any(expects_line(e) for items in comp.expected.values() for e in items)
 
 
-def printed_mindformers(rank_log: Any) -> bool:
-    kinds = getattr(rank_log, "kinds", None)
-    if callable(kinds):                  # a RankLog answers without unpacking its events
-        return not kinds().isdisjoint(MINDFORMERS_KINDS)
-    return any(e.kind in MINDFORMERS_KINDS for e in rank_log.events)
+def printed_mindformers(rank_log: "RankLog") -> bool:
+    return not rank_log.kinds().isdisjoint(MINDFORMERS_KINDS)    # answered without unpacking its events
 
 
-def _fatal(rank_log: Any) -> Optional[Any]:
+def _fatal(rank_log: RankLog) -> Optional[Event]:
     """The rank's first fatal event anywhere in its log (:func:`~swapwatch.parsers.model.is_fatal`)."""
     return next((e for e in rank_log.events if is_fatal(e)), None)
 
 
-def _reached_exit(rank_log: Any) -> bool:
+def _reached_exit(rank_log: RankLog) -> bool:
     """The log shows MindSpore's exit-time memory-pool lines, which every rank prints whatever
     ``STDOUT_DEVICES`` says (they are glog lines, not MindFormers')."""
-    return any(e.kind == "memory" and str(getattr(e, "metric", "")).startswith("pool_") for e in rank_log.events)
+    return any(isinstance(e, MemoryEvent) and str(e.metric).startswith("pool_") for e in rank_log.events)
 
 
-def cut_before_mindformers(rank_log: Any, ranks: dict) -> bool:
+def cut_before_mindformers(rank_log: RankLog, ranks: Dict[int, RankLog]) -> bool:
     """A silent rank that is not a STDOUT_DEVICES rank but a log cut short: another rank's log
     reached the exit-time lines and this one, which would have them too, did not."""
     return not printed_mindformers(rank_log) and not _reached_exit(rank_log) and \
@@ -92,16 +93,19 @@ class IncompleteLog(Rule):
     views = (LAYER_SETTING, APPLY_AC)
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        comp = ctx.comparison
-        if comp is None:
+        runlog = ctx.runlog
+        if ctx.view == APPLY_AC:
+            pcomp = ctx.pynative_comparison
+            if pcomp is not None and runlog is not None:
+                yield from self._apply_ac(pcomp, runlog)
             return
-        if ctx.plan.view == APPLY_AC:
-            yield from self._apply_ac(comp, ctx.runlog)
+        comp = ctx.static_comparison
+        if comp is None or runlog is None:      # (a comparison is made of a runlog: both or neither)
             return
         expects = expects_lines(comp)
-        silent = [r for r, rl in ctx.runlog.ranks.items() if not printed_mindformers(rl)]
+        silent = [r for r, rl in runlog.ranks.items() if not printed_mindformers(rl)]
         for rank, diff in comp.ranks.items():
-            rank_log = ctx.runlog.ranks[rank]
+            rank_log = runlog.ranks[rank]
             if diff.has_strategy_lines:
                 cut = is_cut(rank_log)
                 if cut and diff.cut_layers:
@@ -115,7 +119,7 @@ class IncompleteLog(Rule):
                                   f"strategy logs anything for: complete as far as the strategy goes",
                                   rank=rank, layer=last, source=_last_source(diff))
                 continue
-            if not expects and len(silent) < len(ctx.runlog.ranks):
+            if not expects and len(silent) < len(runlog.ranks):
                 continue        # nothing to log here, and other ranks show MindFormers ran
             src = rank_log.files[0] if rank_log.files else None
             fatal = _fatal(rank_log)
@@ -125,7 +129,7 @@ class IncompleteLog(Rule):
                     f"({_what(fatal)})",
                     rank=rank, expected="Set ... lines for the configured strategy",
                     actual="(none; the run failed)", source=fatal.source)
-            elif getattr(rank_log, "truncated", False):
+            elif rank_log.truncated:
                 yield self.finding(
                     "the log is truncated before any strategy line",
                     rank=rank, expected="Set ... lines for the configured strategy",
@@ -137,10 +141,10 @@ class IncompleteLog(Rule):
                     f"actions",
                     rank=rank, expected="Set ... lines for the configured strategy",
                     actual="(none)", source=src)
-            elif len(silent) == len(ctx.runlog.ranks):
+            elif len(silent) == len(runlog.ranks):
                 yield self.finding(NO_MINDFORMERS, rank=rank, expected="MindFormers log lines",
                                    actual="(none)", source=src)
-            elif cut_before_mindformers(rank_log, ctx.runlog.ranks):
+            elif cut_before_mindformers(rank_log, runlog.ranks):
                 yield self.finding(
                     "the log ends before any MindFormers line, while other ranks' logs "
                     "go on to the end of the run: it is truncated, or the process died early",
@@ -148,7 +152,7 @@ class IncompleteLog(Rule):
                     actual="(none; the log stops early)", source=src)
             # else: a silent rank while others printed: SW108
 
-    def _cut(self, rank: int, diff, rank_log, comp) -> Finding:
+    def _cut(self, rank: int, diff: "RankDiff", rank_log: RankLog, comp: "Comparison") -> Finding:
         fatal = fatal_after_actions(rank_log)
         last = max((lay for lay, items in diff.seen.items() if items), default=-1)
         unseen: List[int] = sorted(lay for lay in diff.cut_layers
@@ -165,7 +169,7 @@ class IncompleteLog(Rule):
             expected=f"lines up to layer {max(comp.expected) if comp.expected else '?'}",
             actual=f"lines up to layer {last}", source=src)
 
-    def _apply_ac(self, comp: Any, runlog: Any) -> Iterable[Finding]:
+    def _apply_ac(self, comp: "PynativeComparison", runlog: "RunLog") -> Iterable[Finding]:
         """``apply_ac``: MindFormers refused the strategy (``[Recompute Config]`` / ``[Swap Config]`` ERROR), no
         output at all on any rank, or a rank with output but no strategy line although the config enables one."""
         loud = comp.loud()
@@ -214,8 +218,10 @@ class SilentRank(Rule):
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
         if ctx.runlog is None:
             return
-        if getattr(ctx.plan, "view", None) == APPLY_AC:
-            yield from self._apply_ac(ctx.comparison, ctx.runlog)
+        if ctx.view == APPLY_AC:
+            pcomp = ctx.pynative_comparison
+            if pcomp is not None:
+                yield from self._apply_ac(pcomp, ctx.runlog)
             return
         ranks = ctx.runlog.ranks
         loud = [r for r, rl in ranks.items() if printed_mindformers(rl)]
@@ -239,7 +245,7 @@ class SilentRank(Rule):
                 rank=rank, expected="MindFormers log lines", actual="(none)", source=src)
 
 
-    def _apply_ac(self, comp: Any, runlog: Any) -> Iterable[Finding]:
+    def _apply_ac(self, comp: "PynativeComparison", runlog: "RunLog") -> Iterable[Finding]:
         """``apply_ac``: a rank without any output while another rank has some (a PyNative rank's own notices
         count as output)."""
         loud = comp.loud()
@@ -254,14 +260,15 @@ class SilentRank(Rule):
                                    source=files[0] if files else None)
 
 
-def _what(event: Any) -> str:
-    if event.kind == "exit":
+def _what(event: "Event") -> str:
+    """A fatal event (``parsers.model.is_fatal``: an exit or a notice) in a few words."""
+    if isinstance(event, ExitEvent):
         return f"exit code {event.code} at {event.source}"
-    text = (getattr(event, "data", {}) or {}).get("text") or getattr(event, "what", "")
+    text = ((event.data or {}).get("text") or event.what) if isinstance(event, NoticeEvent) else ""
     text = " ".join(str(text).split())
     return f"{text[:120]} at {event.source}" if text else f"error at {event.source}"
 
 
-def _last_source(diff) -> Optional[str]:
+def _last_source(diff: "RankDiff") -> Optional[str]:
     items = [s for lay in sorted(diff.seen) for s in diff.seen[lay]]
     return items[-1].source if items else None

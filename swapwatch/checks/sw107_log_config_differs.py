@@ -1,10 +1,17 @@
 """SW107: the config the run printed is not the config you verify against."""
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Iterable, Iterator, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, Optional, Tuple
 
 from ..compare import ValueTexts, canon, canon_text
+from ..parsers.model import FormativeEvent, InitialConfigEvent
 from . import CheckContext, Finding, Rule, register
+from ._config_ctx import config_of
+
+if TYPE_CHECKING:
+    from ..config import TrainingConfig
+    from ..parsers.model import RankLog
+    from ..plan import Geometry
 
 #: Logged geometry lines -> Geometry attributes.
 GEOMETRY = (("layer_list", "layer_list"), ("layer_accu", "layer_accu"),
@@ -39,18 +46,19 @@ class LogConfigDiffers(Rule):
     needs = "run"
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        if ctx.runlog is None or ctx.plan is None:
+        plan = ctx.static_plan
+        if ctx.runlog is None or plan is None:
             return
-        geometry = ctx.plan.geometry
-        formative = getattr(ctx.plan, "formative", None) or {}
-        sections = _config_sections(ctx.config)
+        geometry = _geometry_values(plan.geometry)
+        formative = plan.formative or {}
+        sections = _config_sections(config_of(ctx))
         same = ValueTexts().same          # the config's values made canonical once, not per rank
 
         def differences(logged: Dict[str, Any], initial: Dict[str, Any], form: Dict[str, Any]) -> list:
             out = []
             for what, attr in GEOMETRY:
-                if what in logged and not same(logged[what], getattr(geometry, attr, None)):
-                    out.append(("geometry", what, getattr(geometry, attr, None), logged[what]))
+                if what in logged and not same(logged[what], geometry[attr]):
+                    out.append(("geometry", what, geometry[attr], logged[what]))
                     break           # one geometry finding per rank: the rest follows from it
             raw = [("initial_config", key, want, got)
                    for key, want, got in initial_config_differences(initial, sections, same)]
@@ -65,7 +73,7 @@ class LogConfigDiffers(Rule):
             for kind, key, want, got in per_rank(rank_log):
                 yield self._differs(rank, rank_log, kind, key, want, got)
 
-    def _differs(self, rank: int, rank_log: Any, kind: str, key: str, want: Any, got: Any) -> Finding:
+    def _differs(self, rank: int, rank_log: "RankLog", kind: str, key: str, want: Any, got: Any) -> Finding:
         label = {"geometry": "layer split", "formative": f"Formative {key}",
                  "initial_config": key}[kind]
         return self.finding(
@@ -85,7 +93,7 @@ class PerLoggedValues:
         self.answer = answer
         self.known: Dict[tuple, Tuple[Any, ...]] = {}
 
-    def __call__(self, rank_log: Any) -> Any:
+    def __call__(self, rank_log: "RankLog") -> Any:
         logged = (rank_log.geometry(), rank_log.initial_config() or {}, rank_log.formative())
         key = tuple((*d, *map(id, d.values())) for d in logged)
         got = self.known.get(key)
@@ -121,18 +129,24 @@ def formative_differences(formative: Dict[str, Any], logged: Dict[str, Any],
             yield logged_key, key, formative[key], value
 
 
-def _config_sections(config: Any) -> Optional[Dict[str, Dict[str, Any]]]:
+def _config_sections(config: Optional["TrainingConfig"]) -> Optional[Dict[str, Dict[str, Any]]]:
     """The config's sections as MindFormers prints them in ``initial ... from dict`` (with its
     defaults filled in: :meth:`swapwatch.config.TrainingConfig.initial_dicts`)."""
     return None if config is None else config.initial_dicts()
 
 
-def _source(rank_log: Any, kind: str, key: str) -> Optional[str]:
+def _geometry_values(g: "Geometry") -> Dict[str, Any]:
+    """The :class:`~swapwatch.plan.Geometry` fields :data:`GEOMETRY` compares with the log, by name."""
+    return {"layer_list": g.layer_list, "layer_accu": g.layer_accu, "pp_ids": g.pp_ids,
+            "interleave_ids": g.interleave_ids}
+
+
+def _source(rank_log: "RankLog", kind: str, key: str) -> Optional[str]:
     for e in rank_log.events:
         if e.kind != kind:
             continue
-        if kind == "geometry" or getattr(e, "key", None) == key or (
-                kind == "initial_config" and key.startswith(f"{getattr(e, 'section', '')}.")):
+        if kind == "geometry" or (isinstance(e, FormativeEvent) and e.key == key) or (
+                isinstance(e, InitialConfigEvent) and key.startswith(f"{e.section}.")):
             return e.source
     return rank_log.files[0] if rank_log.files else None
 

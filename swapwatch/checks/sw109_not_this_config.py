@@ -7,13 +7,20 @@ one cause. ``verify`` drops the comparison findings (:data:`CASCADE`) when this 
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Tuple
 
 from . import CheckContext, Finding, Rule, register
+from ._config_ctx import config_of
 from ..compare import ValueTexts, canon
 from ..text import ranges
 from .sw107_log_config_differs import (PerLoggedValues, _config_sections, _short, _source,
                                        formative_differences, initial_config_differences)
+
+if TYPE_CHECKING:
+    from ..compare import Comparison, RankDiff
+    from ..families import ModelFamily
+    from ..parsers.model import RankLog
+    from ..plan import Plan
 
 #: Findings that compare the run with ``--config`` layer by layer: they follow from SW109.
 CASCADE = frozenset({"SW101", "SW102", "SW103", "SW104", "SW106", "SW107", "SW110"})
@@ -53,13 +60,14 @@ class NotThisConfig(Rule):
     needs = "run"
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        if ctx.runlog is None or ctx.plan is None:
+        plan = ctx.static_plan
+        if ctx.runlog is None or plan is None:
             return
-        sections = _config_sections(ctx.config)
-        groups: "OrderedDict[Tuple[str, ...], List[Tuple[int, Optional[str]]]]" = OrderedDict()
-        formative = getattr(ctx.plan, "formative", None) or {}
+        sections = _config_sections(config_of(ctx))
+        groups: "OrderedDict[Tuple[str, ...], List[Tuple[int, RankLog, Where]]]" = OrderedDict()
+        formative = plan.formative or {}
         same = ValueTexts().same          # the config's values made canonical once, not per rank
-        want_split = canon(getattr(ctx.plan.geometry, "layer_list", None))
+        want_split = canon(plan.geometry.layer_list)
 
         def differences(geometry: Dict[str, Any], initial: Dict[str, Any], form: Dict[str, Any]) -> Tuple:
             diffs, where = _differences(want_split, geometry, initial, sections, same)
@@ -68,7 +76,7 @@ class NotThisConfig(Rule):
             return tuple(diffs), where
 
         per_rank = PerLoggedValues(differences)
-        model = ModelDifferences(ctx.plan, ctx.comparison)
+        model = ModelDifferences(plan, ctx.static_comparison)
         for rank, rank_log in sorted(ctx.runlog.ranks.items()):
             diffs, where = per_rank(rank_log)
             if not diffs:
@@ -104,28 +112,29 @@ class ModelDifferences:
     section (the default tree) says nothing about the cells. Ranks compared as a copy of another
     (``RankDiff.same_as``) share its answer."""
 
-    def __init__(self, plan: Any, comparison: Any) -> None:
-        fam = getattr(plan, "family", None)
-        self.family = fam if (fam is not None and fam.known
+    def __init__(self, plan: "Plan", comparison: "Optional[Comparison]") -> None:
+        fam = plan.family
+        self.family: "Optional[ModelFamily]" = fam if (fam is not None and fam.known
                               and not str(fam.origin).startswith("default")) else None
         self.comparison = comparison
         self.known: Dict[int, Tuple[Tuple[str, ...], Where]] = {}
         self._paths: Optional[frozenset] = None
 
-    def __call__(self, rank: int, rank_log: Any) -> Tuple[Tuple[str, ...], Where]:
-        if self.family is None:
+    def __call__(self, rank: int, rank_log: "RankLog") -> Tuple[Tuple[str, ...], Where]:
+        fam = self.family
+        if fam is None:
             return (), None
         diff = self.comparison.ranks.get(rank) if self.comparison is not None else None
         ref = diff.same_as if diff is not None and diff.same_as is not None else rank
         got = self.known.get(ref)
         if got is None:
-            got = self.known[ref] = self._differences(rank_log, diff)
+            got = self.known[ref] = self._differences(fam, rank_log, diff)
         return got
 
-    def _differences(self, rank_log: Any, diff: Any) -> Tuple[Tuple[str, ...], Where]:
+    def _differences(self, fam: "ModelFamily", rank_log: "RankLog",
+                     diff: "Optional[RankDiff]") -> Tuple[Tuple[str, ...], Where]:
         from ..compare import layout_paths
 
-        fam = self.family
         if self._paths is None:
             self._paths = layout_paths(fam.name)
         out: List[str] = []
@@ -142,7 +151,7 @@ class ModelDifferences:
                 out.append(f"the log fits {other.name}")
             first = next(s for s in seen if s.path in foreign)
             where = ("source", first.source)
-        if getattr(rank_log, "layer_settings", 0) > 1 and not fam.mtp_layers:
+        if rank_log.layer_settings > 1 and not fam.mtp_layers:
             out.append(f"an MTP block (a second LayerSetting block) that this {fam.name} config has none of")
             where = where or ("geometry", "layer_list")
             if foreign:                 # "the log fits X" last

@@ -47,7 +47,8 @@ class IRRecomputeNotEffective(Rule):
     needs = "ir"
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        full_layers = [lp.layer for lp in getattr(ctx.plan, "layers", []) or [] if lp.full_recompute]
+        plan = ctx.static_plan
+        full_layers = [lp.layer for lp in (plan.layers if plan is not None else []) if lp.full_recompute]
         for ev in evidence(ctx.ir):
             for (layer, path, op), n in ev.ineffective_prim_marks():
                 where = ev.op_path((layer, path, op))

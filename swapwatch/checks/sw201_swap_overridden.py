@@ -42,8 +42,8 @@ class SwapOverridden(Rule):
     needs = "config"
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        plan = ctx.plan
-        if plan is None or not getattr(plan, "swap", False):
+        plan = ctx.static_plan
+        if plan is None or not plan.swap:
             return
         cfg = config_of(ctx)
         for lp in plan.layers:

@@ -9,6 +9,7 @@ from .. import patterns
 
 if TYPE_CHECKING:
     from ..families import ModelFamily
+    from ..plan import LayerPlan, Prefetch
 
 WHOLE_LAYER = "(whole layer)"
 
@@ -52,15 +53,14 @@ class ConsumerRecomputed(Rule):
     needs = "config"
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        plan = ctx.plan
-        if plan is None or not getattr(plan, "swap", False):
+        plan = ctx.static_plan
+        if plan is None or not plan.swap:
             return
         layers = {lp.layer: lp for lp in plan.layers}
         # each layer on its own tree (dense / MoE): the plan's per-layer layout key
         fam = plan.fam                    # every layout question through the plan's family object
         keys = {i: plan.layout_key(i) for i in layers}
-        recomputed = {i: _recompute_targets(lp, fam, keys[i]) if keys[i] else frozenset()
-                      for i, lp in layers.items()}
+        recomputed = {i: _recompute_targets(lp, fam, keys[i]) for i, lp in layers.items()}
         graphs: Dict[str, _Graph] = {}    # one per layer kind (dense, MoE) of this plan
         for i, lp in sorted(layers.items()):
             key = keys[i]
@@ -68,7 +68,7 @@ class ConsumerRecomputed(Rule):
                 continue                  # unknown family: nothing to resolve (SW307)
             self.family = key
             graph = graphs.get(key) or graphs.setdefault(key, _Graph(fam.flows(key)))
-            swaps: List[Tuple[str, object, FrozenSet[str]]] = []
+            swaps: List[Tuple[str, "Prefetch", FrozenSet[str]]] = []
             # a swap recompute already voids (SW201: the same op or the whole layer) is not
             # also a swap whose consumer is recomputed
             voided = {o.pattern for o in lp.swap_overridden if o.scope == "op"}
@@ -81,9 +81,9 @@ class ConsumerRecomputed(Rule):
                 for target in fam.targets(key, pat, "swap"):
                     members |= graph.members(target)
                 swaps.append((pat, prefetch, frozenset(members)))
-            for what, prefetch, members in swaps:
+            for what, prefetch, covered in swaps:
                 pairs = []
-                for x in sorted(members):
+                for x in sorted(covered):
                     if graph.recomputed(x, lp, recomputed[i]):
                         continue                      # the op itself is recomputed: SW201
                     for c in graph.flows.get(x, ()):
@@ -132,7 +132,7 @@ class _Graph:
         own = self.owner(target)
         return {own} if own else set()
 
-    def recomputed(self, node: str, lp, targets: FrozenSet[str]) -> bool:
+    def recomputed(self, node: str, lp: "LayerPlan", targets: FrozenSet[str]) -> bool:
         """Is ``node`` recomputed on the layer of ``lp``: full recompute, or a select-recompute
         target that contains the node or lies in the node's own ops (not in a sub-node)."""
         if lp.full_recompute:
@@ -141,8 +141,11 @@ class _Graph:
                    for t in targets)
 
 
-def _recompute_targets(lp, fam: "ModelFamily", key: str) -> FrozenSet[str]:
-    """Everything select_recompute reaches on this layer (all matches, not only the logged one)."""
+def _recompute_targets(lp: "LayerPlan", fam: "ModelFamily", key: Optional[str]) -> FrozenSet[str]:
+    """Everything select_recompute reaches on this layer (all matches, not only the logged one); nothing
+    without a layout key (an unknown family: SW307)."""
+    if not key:
+        return frozenset()
     out: Set[str] = set()
     for pat in lp.select_recompute or []:
         out.update(fam.targets(key, pat, "recompute"))

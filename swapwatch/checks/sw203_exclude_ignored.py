@@ -37,12 +37,12 @@ class ExcludeIgnoredUnderSwap(Rule):
     needs = "config"
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        plan = ctx.plan
-        if plan is None or not getattr(plan, "swap", False):
+        plan = ctx.static_plan
+        if plan is None or not plan.swap:
             return
         cfg = config_of(ctx)
-        rc = getattr(cfg, "recompute_config", None) or {}
-        removed = {p for k, p in (getattr(plan, "removed", None) or [])}
+        rc = (cfg.recompute_config if cfg is not None else None) or {}
+        removed = {p for k, p in plan.removed}
         for key in EXCLUDE_KEYS:
             value = rc.get(key)
             if value is False or value is None or value == {} or value == []:

@@ -1,11 +1,14 @@
 """SW204: swap is on, and a recompute list reads like the per-stage counts of non-swap mode."""
 from __future__ import annotations
 
-from typing import Any, Iterable, List, Optional
+from typing import TYPE_CHECKING, Iterable, List, Optional
 
 from . import CheckContext, Finding, Rule, register
 from ._config_ctx import swap_id_lists, swap_mode, where
 from ..text import ranges
+
+if TYPE_CHECKING:
+    from ..plan import Geometry
 
 
 @register
@@ -67,7 +70,7 @@ def _looks_like_counts(ids: List[int], stages: int) -> bool:
     return len(ids) == stages and not ascending
 
 
-def _counted_layers(counts: List[int], geo: Any) -> Optional[List[int]]:
+def _counted_layers(counts: List[int], geo: "Geometry") -> Optional[List[int]]:
     """The layers "the first N of each stage" picks, for a split without interleave (None otherwise)."""
     if geo.pp_interleave_num != 1 or any(c < 0 for c in counts):
         return None

@@ -37,7 +37,7 @@ class CountsCapped(Rule):
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
         entries = count_entries(ctx)
-        plan, cfg = ctx.plan, config_of(ctx)
+        plan, cfg = ctx.static_plan, config_of(ctx)
         if not entries or plan is None or cfg is None:
             return
         formative = plan.formative or {}

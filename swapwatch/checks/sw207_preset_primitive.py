@@ -1,7 +1,7 @@
 """SW207: a select pattern reaches a primitive preset at construction or shared by all layers."""
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Dict, Iterable, List, Set, Tuple
 
 from . import CheckContext, Finding, Rule, register
 from ._config_ctx import config_of, where
@@ -43,18 +43,20 @@ class PresetPrimitive(Rule):
     needs = "config"
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        plan, cfg = ctx.plan, config_of(ctx)
-        fam = getattr(plan, "family", None)
-        if plan is None or fam is None or not fam.known or getattr(plan, "legacy_recompute", None) is not None:
+        plan, cfg = ctx.static_plan, config_of(ctx)
+        fam = plan.family if plan is not None else None
+        if plan is None or fam is None or not fam.known or plan.legacy_recompute is not None:
             return
         from ..strategy import WALK_MODE, all_layer_plans
 
-        rc = getattr(cfg, "recompute_config", None) or {}
+        rc = (cfg.recompute_config if cfg is not None else None) or {}
         select_set = bool(rc.get("select_recompute"))     # the layer's constructor reads it as a bool
-        done = set()
-        shared_hits = {}
+        done: Set[Tuple[str, str, str]] = set()
+        shared_hits: Dict[Tuple[str, str, str], List[int]] = {}
         for lp, mtp in all_layer_plans(plan):
             key = plan.layout_key(lp.layer, mtp)
+            if key is None:
+                continue                      # no tree for this layer kind: no preset, nothing shared
             preset, shared = fam.preset(key, select_set), set(fam.shared(key))
             on = " on the MTP layer" if mtp else ""
             for sel in RECOMPUTE_CALLS:

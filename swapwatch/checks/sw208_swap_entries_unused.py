@@ -39,7 +39,7 @@ class SwapEntriesUnused(Rule):
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
         cfg = config_of(ctx)
-        sc = getattr(cfg, "swap_config", None)
+        sc = cfg.swap_config if cfg is not None else None
         if not isinstance(sc, dict) or sc.get("swap") is True:
             return
         given = [k for k in ("layer_swap", "op_swap") if sc.get(k) not in (None, [], {})]

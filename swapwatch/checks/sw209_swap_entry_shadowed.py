@@ -1,11 +1,14 @@
 """SW209: one layer in two layer_swap entries, or one op on one layer in two op_swap entries."""
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Tuple
 
 from ..text import ranges
 from . import CheckContext, Finding, Rule, register
 from ._config_ctx import config_of, swap_key, where
+
+if TYPE_CHECKING:
+    from ..config import TrainingConfig
 
 
 def _layers(entry: Dict[str, Any], num_layers: int) -> List[int]:
@@ -31,10 +34,10 @@ def shadowed(entries: List[Dict[str, Any]], num_layers: int) -> List[Tuple[int, 
     return [(i, j, sorted(ls)) for (i, j), ls in sorted(out.items())]
 
 
-def _op_indices(cfg: Any, op: str) -> List[int]:
+def _op_indices(cfg: Optional["TrainingConfig"], op: str) -> List[int]:
     """Indices of the YAML's op_swap entries that name ``op`` (MindFormers groups them by op
     name in that order: ``TransformerSwapConfig.op_swap_to_dict``)."""
-    raw = (getattr(cfg, "swap_config", None) or {}).get("op_swap")
+    raw = ((cfg.swap_config if cfg is not None else None) or {}).get("op_swap")
     raw = [raw] if isinstance(raw, dict) else raw
     if not isinstance(raw, list):
         return []
@@ -77,10 +80,10 @@ class SwapEntryShadowed(Rule):
     needs = "config"
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        plan, cfg = ctx.plan, config_of(ctx)
-        formative = getattr(plan, "formative", None) or {}
-        if plan is None or not getattr(plan, "swap", False) or not formative:
+        plan, cfg = ctx.static_plan, config_of(ctx)
+        if plan is None or not plan.swap or not plan.formative:
             return
+        formative = plan.formative
         n = len(plan.layers)
         for i, j, layers in shadowed(formative.get("layer_swap") or [], n):
             entries = formative["layer_swap"]
@@ -93,8 +96,8 @@ class SwapEntryShadowed(Rule):
                                     keys[i] if i < len(keys) else "op_swap", "op_swap", op, layers,
                                     entries[i].get("backward_prefetch"), entries[j].get("backward_prefetch"))
 
-    def _finding(self, cfg: Any, later: str, earlier: str, kind: str, op: Optional[str], layers: List[int],
-                 kept: Any, dropped: Any) -> Finding:
+    def _finding(self, cfg: Optional["TrainingConfig"], later: str, earlier: str, kind: str, op: Optional[str],
+                 layers: List[int], kept: Any, dropped: Any) -> Finding:
         later, earlier = f"swap_config.{later}", f"swap_config.{earlier}"
         what = f"{swap_key(cfg, later)}" + (f" ('{op}')" if op else "")
         effect = (f"its backward_prefetch {dropped!r} is not used there (MindFormers applies "

@@ -40,7 +40,7 @@ class CountsShort(Rule):
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
         entries = count_entries(ctx)
-        plan, cfg = ctx.plan, config_of(ctx)
+        plan, cfg = ctx.static_plan, config_of(ctx)
         if not entries or plan is None or cfg is None:
             return
         stages = sorted({lp.stage for lp in plan.layers if lp.stage is not None})

@@ -40,8 +40,8 @@ class SelectFreesNothing(Rule):
     needs = "config"
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        plan, cfg = ctx.plan, config_of(ctx)
-        if plan is None or not hasattr(plan, "layers"):     # a LayerSetting rule (Rule.views): never apply_ac's
+        plan, cfg = ctx.static_plan, config_of(ctx)
+        if plan is None:
             return
         from ..memory.tensor_table import frees_nothing
 
@@ -49,7 +49,7 @@ class SelectFreesNothing(Rule):
         for lp in plan.layers:
             if lp.full_recompute or not lp.select_recompute:
                 continue
-            key = plan.layout_key(lp.layer) if hasattr(plan, "layout_key") else None
+            key = plan.layout_key(lp.layer)
             if key:
                 groups.setdefault((key, tuple(lp.select_recompute)), []).append(lp.layer)
         for (key, pats), layers in groups.items():

@@ -36,7 +36,7 @@ class InterleaveIgnored(Rule):
         cfg = config_of(ctx)
         if cfg is None:
             return
-        if getattr(cfg, "pp_interleave_num", 1) > 1 and not getattr(cfg, "pipeline_interleave", False):
+        if cfg.pp_interleave_num > 1 and not cfg.pipeline_interleave:
             yield self.finding(f"model.model_config.pp_interleave_num is {cfg.pp_interleave_num} but "
                                "parallel.pipeline_config.pipeline_interleave is not True, so MindFormers uses 1",
                                source=where(cfg, "model.model_config.pp_interleave_num"),

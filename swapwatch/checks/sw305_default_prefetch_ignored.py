@@ -34,10 +34,10 @@ class DefaultPrefetchIgnored(Rule):
     needs = "config"
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        plan, cfg = ctx.plan, config_of(ctx)
-        if plan is None or cfg is None or not getattr(plan, "swap", False):
+        plan, cfg = ctx.static_plan, config_of(ctx)
+        if plan is None or cfg is None or not plan.swap:
             return
-        sc = getattr(cfg, "swap_config", None) or {}
+        sc = cfg.swap_config or {}
         if sc.get("layer_swap") is None and sc.get("op_swap") is None:
             return
         if not (was_given(cfg, "swap_config", "default_prefetch") or sc.get("default_prefetch", 1) != 1):

@@ -36,8 +36,8 @@ class McoreSwapConfigIgnored(Rule):
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
         cfg = config_of(ctx)
-        ignored = getattr(cfg, "ignored_swap_config", None)
-        if not getattr(cfg, "mcore", False) or not ignored or ignored.get("swap") is not True:
+        ignored = cfg.ignored_swap_config if cfg is not None else None
+        if cfg is None or not cfg.mcore or not ignored or ignored.get("swap") is not True:
             return                  # nothing asked for swap there (swap: False does nothing anyway)
         yield self.finding(f"swap_config has no effect on use_legacy: False models; set cpu_offloading / "
                            f"cpu_offloading_num_layers / op_swap in model.model_config (ignored: "
@@ -73,8 +73,8 @@ class McoreDefaultPrefetchIgnored(Rule):
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
         cfg = config_of(ctx)
-        value = getattr(cfg, "ignored_default_prefetch", None)
-        if not getattr(cfg, "mcore", False) or value is None:
+        value = cfg.ignored_default_prefetch if cfg is not None else None
+        if cfg is None or not cfg.mcore or value is None:
             return
         yield self.finding(f"model.model_config.default_prefetch ({value!r}) never reaches LayerSetting on "
                            f"use_legacy: False models: the default swap strategy uses prefetch 1",

@@ -1,10 +1,13 @@
 """SW307: the YAML names a model family swapwatch has no layer tree for."""
 from __future__ import annotations
 
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable, Optional
 
 from . import CheckContext, Finding, Rule, register
 from ._config_ctx import config_of
+
+if TYPE_CHECKING:
+    from ..config import TrainingConfig
 
 
 @register
@@ -35,7 +38,8 @@ class UnknownFamily(Rule):
     needs = "config"
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        fam = getattr(ctx.plan, "family", None)
+        plan = ctx.static_plan
+        fam = plan.family if plan is not None else None
         if fam is None or fam.known:
             return
         cfg = config_of(ctx)
@@ -46,12 +50,12 @@ class UnknownFamily(Rule):
                            source=_where(cfg), expected="a known family", actual=fam.name)
 
 
-def _where(cfg) -> object:
+def _where(cfg: Optional["TrainingConfig"]) -> Optional[str]:
     """``file:line`` of the key that named the model (or of the model section), else the file."""
-    fn, lines = getattr(cfg, "where", None), getattr(cfg, "lines", None) or {}
-    if callable(fn):
-        for key in ("model.model_config.model_type", "model.model_config.architectures", "model.arch.type",
-                    "model.model_config.type", "model.model_config", "model"):
-            if key in lines:                # the key the YAML has (``where`` falls back to its parent)
-                return fn(key)
-    return getattr(cfg, "source", None)
+    if cfg is None:
+        return None
+    for key in ("model.model_config.model_type", "model.model_config.architectures", "model.arch.type",
+                "model.model_config.type", "model.model_config", "model"):
+        if key in cfg.lines:                # the key the YAML has (``where`` falls back to its parent)
+            return cfg.where(key)
+    return cfg.source

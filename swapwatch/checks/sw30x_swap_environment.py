@@ -1,19 +1,28 @@
 """SW301-SW303: what the swap feature needs from the run environment (context and env vars)."""
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Optional
 
 from . import CheckContext, Finding, Rule, register
 from ._config_ctx import config_of, where
 
+if TYPE_CHECKING:
+    from ..plan import Plan
+
+
+def _swap_plan(ctx: CheckContext) -> Optional["Plan"]:
+    """The LayerSetting plan when it swaps (these rules are about what swap needs), else None."""
+    plan = ctx.static_plan
+    return plan if plan is not None and plan.swap else None
+
 
 def _swap_on(ctx: CheckContext) -> bool:
-    return ctx.plan is not None and bool(getattr(ctx.plan, "swap", False))
+    return _swap_plan(ctx) is not None
 
 
 def _context(ctx: CheckContext) -> dict:
     cfg = config_of(ctx)
-    return dict(getattr(cfg, "context", None) or {})
+    return dict((cfg.context if cfg is not None else None) or {})
 
 
 @register
@@ -71,9 +80,10 @@ class SwapNeedsLazyInline(Rule):
     needs = "config"
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        if not _swap_on(ctx) or not ctx.env:
+        plan = _swap_plan(ctx)
+        if plan is None or not ctx.env:
             return
-        if ctx.plan.geometry.pipeline_stage > 1:
+        if plan.geometry.pipeline_stage > 1:
             return
         value = ctx.env.get("ENABLE_LAZY_INLINE_NO_PIPELINE")
         if str(value).strip() != "1":

@@ -3,13 +3,18 @@ from __future__ import annotations
 
 from collections import Counter
 from operator import methodcaller
-from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Mapping, FrozenSet, Iterable, List, Optional, Set, Tuple
 
 from .. import actions
 from ..compare import canon_text, norm_value, same_value, seen_items
 from ..plan_view import APPLY_AC, LAYER_SETTING
 from ..text import ranges
 from . import CheckContext, Finding, Rule, register
+
+if TYPE_CHECKING:
+    from ..compare import Seen
+    from ..parsers.model import RankLog, RunLog
+    from ..pynative.verify import PynativeComparison
 
 Item = Tuple[Optional[str], str]          # (path, value)
 
@@ -49,10 +54,10 @@ class RanksDisagree(Rule):
         runlog = ctx.runlog
         if runlog is None or len(runlog.ranks) < 2:
             return
-        if ctx.plan.view == APPLY_AC:
-            yield from self._apply_ac(ctx.comparison)
+        if ctx.view == APPLY_AC:
+            yield from self._apply_ac(ctx.pynative_comparison)
             return
-        comp = ctx.comparison
+        comp = ctx.static_comparison
         # Ranks that logged the same items share one signature object (one per distinct strategy,
         # not one per rank), and are voted on as groups: 10,000 identical ranks cost one entry.
         per_rank: Dict[int, Dict[Tuple[int, str], FrozenSet[Item]]] = {}
@@ -109,7 +114,7 @@ class RanksDisagree(Rule):
                     expected=_show(majority), actual=_show(mine), source=src)
         yield from self._config_lines(runlog, set(per_rank))
 
-    def _config_lines(self, runlog, ranks: Set[int]) -> Iterable[Finding]:
+    def _config_lines(self, runlog: "RunLog", ranks: Set[int]) -> Iterable[Finding]:
         """The logged ``initial ... from dict`` and ``Formative`` values must agree too."""
         rank_logs = [(r, runlog.ranks[r]) for r in sorted(ranks)]
         for label, getter in (("initial config", methodcaller("initial_config")),
@@ -149,7 +154,7 @@ class RanksDisagree(Rule):
                     actual={k: v.get(k) for k in diff},
                     source=_source_of(runlog.ranks[r], label))
 
-    def _apply_ac(self, comp: Any) -> Iterable[Finding]:
+    def _apply_ac(self, comp: Optional["PynativeComparison"]) -> Iterable[Finding]:
         """``apply_ac`` without pipeline parallel (each stage logs only its own layers): ranks whose logged lines
         differ from the most common ones, one finding per odd rank (a warning: TP/EP ranks apply one strategy, a
         rank that differs is worth a look, not a failed run by itself)."""
@@ -166,7 +171,7 @@ class RanksDisagree(Rule):
                           rank=r, actual=odd)
 
 
-def _sources(seen) -> Dict[Tuple[int, str], str]:
+def _sources(seen: "Mapping[int, List[Seen]]") -> Dict[Tuple[int, str], str]:
     """(layer, action) -> the first line that logged it on one rank."""
     src: Dict[Tuple[int, str], str] = {}
     for layer, items in seen.items():
@@ -187,7 +192,7 @@ def _show(items: FrozenSet[Item]) -> str:
     return ", ".join(parts)
 
 
-def _op(mine, majority, action) -> str:
+def _op(mine: FrozenSet[Item], majority: FrozenSet[Item], action: str) -> str:
     paths = sorted({p for p, _ in (mine ^ majority) if p})
     return ", ".join(paths) if paths else action
 
@@ -197,7 +202,7 @@ def _nearest(sources: Dict[Tuple[int, str], str], layer: int) -> Optional[str]:
     return best[0][1] if best else None
 
 
-def _source_of(rank_log, label: str) -> Optional[str]:
+def _source_of(rank_log: "RankLog", label: str) -> Optional[str]:
     kind = "initial_config" if label.startswith("initial") else "formative"
     for e in rank_log.events:
         if e.kind == kind:

@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 import os
-from typing import Iterable, List, Optional, Tuple
+from typing import TYPE_CHECKING, Iterable, List, Optional, Tuple
 
 from ..text import ranges
 from . import CheckContext, Finding, Rule, register
+
+if TYPE_CHECKING:
+    from ..parsers.model import RunLog
 
 
 @register
@@ -53,7 +56,7 @@ class MissingRanks(Rule):
                 rank=rank, expected="a worker log", actual="(missing)", source=_expected_at(runlog, rank))
 
 
-def _expected_at(runlog, rank: int) -> Optional[str]:
+def _expected_at(runlog: "RunLog", rank: int) -> Optional[str]:
     """Where the missing rank's log should be: ``worker_<rank>.log`` beside the logs found."""
     for r in sorted(runlog.ranks):
         files = runlog.ranks[r].files
@@ -62,7 +65,7 @@ def _expected_at(runlog, rank: int) -> Optional[str]:
     return None
 
 
-def _expected_ranks(runlog) -> Tuple[List[int], str]:
+def _expected_ranks(runlog: "RunLog") -> Tuple[List[int], str]:
     if runlog.expected_ranks:
         return list(runlog.expected_ranks), f"the launch had {len(runlog.expected_ranks)} ranks"
     info = runlog.run_info or {}

@@ -33,7 +33,7 @@ class ConfigChangedSinceRun(Rule):
     needs = "run"
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        info = getattr(ctx.runlog, "run_info", None) or {}
+        info = (ctx.runlog.run_info if ctx.runlog is not None else None) or {}
         record = info.get("config")
         if not isinstance(record, dict) or not record.get("path") or not record.get("sha256"):
             return

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Iterable, List
 
+from ..parsers.model import NoticeEvent
 from ..plan_view import APPLY_AC
 from ..text import ranges
 from . import CheckContext, Finding, Rule, register
@@ -42,7 +43,7 @@ class SingleCardIgnoresStrategy(PynativeRule):
     needs = "config"
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        plan = ctx.plan
+        plan = ctx.pynative_plan
         if not plan.applied:
             return
         deg = plan.config.degrees
@@ -62,11 +63,11 @@ class SingleCardRan(SingleCardIgnoresStrategy):
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
         """Ranks whose log says ``Current world size: 1.`` and holds no PyNative strategy line."""
-        plan = ctx.plan
+        plan = ctx.pynative_plan
         if not plan.applied or ctx.runlog is None:
             return
         for rank, rlog in sorted(ctx.runlog.ranks.items()):
-            sizes = [e for e in rlog.events if getattr(e, "what", None) == "world_size"]
+            sizes = [e for e in rlog.events if isinstance(e, NoticeEvent) and e.what == "world_size"]
             if sizes and sizes[-1].data["n"] == 1 and not rlog.actions:
                 yield self.finding("the run had world size 1: the PyNative trainer never calls "
                                    "apply_ac on one card, so no recompute/swap was applied",
@@ -97,7 +98,7 @@ class ExtraLayerSwapIgnored(PynativeRule):
     needs = "config"
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        plan = ctx.plan
+        plan = ctx.pynative_plan
         entries = plan.sections["swap"].get("layer_swap") or []
         for idx in plan.ignored_layer_swap:
             yield self.finding(f"swap.layer_swap[{idx}] (layers {entries[idx].get('layers')}) is ignored: "
@@ -132,7 +133,7 @@ class UncheckedSelectRanges(PynativeRule):
     needs = "config"
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        plan = ctx.plan
+        plan = ctx.pynative_plan
         total = plan.total_layers
         for key, spec, past in plan.unchecked_select:
             yield self.finding(f"recompute.select_module['{key}'] spec '{spec}' names layer "
@@ -170,7 +171,7 @@ class OpSwapVoid(PynativeRule):
     needs = "config"
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        plan = ctx.plan
+        plan = ctx.pynative_plan
         for la in plan.layers:
             if not la.op_swap_void:
                 continue
@@ -206,7 +207,7 @@ class MixedSurfaces(PynativeRule):
     needs = "config"
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        plan = ctx.plan
+        plan = ctx.pynative_plan
         if not plan.config.ignored_static_keys:
             return
         keys = plan.config.ignored_static_keys
@@ -234,7 +235,7 @@ class ExcludeWithoutRecompute(PynativeRule):
     needs = "config"
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        plan = ctx.plan
+        plan = ctx.pynative_plan
         rc = plan.sections["recompute"]
         if rc.get("mode") == "None" and rc.get("exclude_op"):
             yield self.finding("recompute.exclude_op is set but recompute.mode is 'None': nothing is excluded"
@@ -269,7 +270,7 @@ class CommPathIsCell(PynativeRule):
     needs = "config"
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        plan = ctx.plan
+        plan = ctx.pynative_plan
         for la in plan.layers:
             if la.comm_cells:
                 yield self.finding(f"recompute_comm selects cell {', '.join(la.comm_cells)}: "
@@ -296,7 +297,7 @@ class OpSwapOverwritten(PynativeRule):
     needs = "config"
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        plan = ctx.plan
+        plan = ctx.pynative_plan
         for idx, name in plan.overwritten_op_swap:
             yield self.finding(f"swap.op_swap[{idx}] repeats op_name '{name}': only this entry's layers are "
                                "used, the earlier entry's are dropped", op=name,
