@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Set, Tuple
 
 from . import patterns
+from .config.load import mapping
 from .text import wrap_items, write_table
 from .layouts import families as _stems, family_data, family_words, load_flows, load_layer_info, load_layout
 
@@ -242,11 +243,6 @@ def from_name(name: str, origin: str = "--model") -> ModelFamily:
     return ModelFamily(base, origin=origin)
 
 
-def _mapping(value: Any) -> Dict[str, Any]:
-    """``value`` when it is a mapping, else an empty one (a YAML may hold anything anywhere)."""
-    return value if isinstance(value, dict) else {}
-
-
 def _mcore_family(value: Any) -> Optional[str]:
     """The mcore family a class name names: a ``model_type`` / ``architectures`` value, or its
     config class (``DeepseekV3Config`` -> ``DeepseekV3ForCausalLM``)."""
@@ -286,9 +282,9 @@ def detect(data: Mapping[str, Any], where: Any = None) -> ModelFamily:
     ``model.arch.type`` (+ ``qkv_concat`` / ``qkv_has_bias`` for the Llama variants); mcore
     (``use_legacy: False``): ``model.model_config.model_type``, else ``architectures``.
     """
-    model = _mapping(data.get("model"))
-    mc = _mapping(model.get("model_config"))
-    arch = _mapping(model.get("arch"))
+    model = mapping(data.get("model"))
+    mc = mapping(model.get("model_config"))
+    arch = mapping(model.get("arch"))
 
     def loc(key: str) -> str:
         return f" at {where(key)}" if where and where(key) else ""

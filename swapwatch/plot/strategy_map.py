@@ -12,7 +12,7 @@ disagree.
 from __future__ import annotations
 
 import textwrap
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import AbstractSet, Any, Dict, List, Optional, Set, Tuple
 
 import numpy as np
 import pandas as pd
@@ -266,7 +266,7 @@ def _norm_item(it: Any) -> Optional[str]:
     return None if it is None or (isinstance(it, float) and np.isnan(it)) else it
 
 
-def _row_label(key: Tuple[str, Optional[str]], effects: Set[str] = frozenset()) -> str:
+def _row_label(key: Tuple[str, Optional[str]], effects: AbstractSet[str] = frozenset()) -> str:
     mech, item = key
     name = _NAME.get(mech, mech)
     if item is None:
@@ -299,7 +299,7 @@ def _fmt_value(v: Any) -> str:
 
 
 def _draw_map(ax, frame: pd.DataFrame, keys, n_layers: int, stages: List[int], inters: List[int],
-              title: str, diffs: Optional[pd.DataFrame] = None, cut: Set[int] = frozenset(),
+              title: str, diffs: Optional[pd.DataFrame] = None, cut: AbstractSet[int] = frozenset(),
               span: Optional[Tuple[int, int]] = None, effects: Optional[Dict] = None) -> None:
     """One band of the map: layers ``span`` = [lo, hi) (default all)."""
     lo, hi = span or (0, n_layers)
@@ -447,7 +447,7 @@ def plot_strategy(what: Any, plan: Any = None, rank: Optional[int] = None, title
         keep = what.comparison is not None or (what.plan is not None and not what.plan.comparable)
         what, plan, comparison = what.runlog, (what.plan if keep else None), what.comparison
     panels: List[Tuple[str, pd.DataFrame]] = []
-    diffs = None
+    diffs: Optional[pd.DataFrame] = None
     cut: Set[int] = set()
     if _is_plan(what):
         ref_plan = what
@@ -460,16 +460,16 @@ def plot_strategy(what: Any, plan: Any = None, rank: Optional[int] = None, title
         n_layers = _n_layers(what, r, plan, logs)
         nranks = len(what.ranks)
         who = f"logs, rank {r}" + (f" of {nranks}" if nranks > 1 else "")
-        own = plan.strategy_logs_hook(logs, what, r) if plan is not None else None
-        if own is not None:         # a path with its own log cells and differences (the view's)
-            logs, diffs = own
-        elif plan is not None:
-            if comparison is None:
-                comparison = compare(plan, what)
-            diffs = frame_differences(plan, what, r, comparison)
-            rd = comparison.ranks.get(r)
-            cut = set(rd.cut_layers) if rd is not None else set()
         if plan is not None:
+            own = plan.strategy_logs_hook(logs, what, r)
+            if own is not None:         # a path with its own log cells and differences (the view's)
+                logs, diffs = own
+            else:
+                if comparison is None:
+                    comparison = compare(plan, what)
+                diffs = frame_differences(plan, what, r, comparison)
+                rd = comparison.ranks.get(r)
+                cut = set(rd.cut_layers) if rd is not None else set()
             if diffs.empty and not cut:
                 panels.append((f"config = {who}: the run applied what the config asks", logs))
             else:
