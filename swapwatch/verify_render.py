@@ -120,7 +120,7 @@ def layer_map(result: Any, rank: Optional[int] = None, fold: bool = True) -> Lis
     blind = unverifiable(result, rank)
     bad = comp.cells(diff) if diff and not blind else set()
     plan_layers = {lp.layer: lp for lp in result.plan.layers} if result.plan is not None else {}
-    interleaved = any(getattr(lp, "interleave", 0) for lp in plan_layers.values())
+    interleaved = any(lp.interleave for lp in plan_layers.values())
     rows: List[Row] = []
     all_layers = sorted(set(comp.expected) | (set(diff.seen) if diff else set()))
     for layer in all_layers:
