@@ -10,6 +10,8 @@ import errno
 import gc
 import os
 import sys
+from types import FrameType
+from typing import Any, Callable, Optional
 
 import click
 
@@ -101,11 +103,12 @@ _DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 def _from_interrupt(exc: BaseException) -> bool:
     """Whether ``exc`` was raised while handling a KeyboardInterrupt (its cause or context chain)."""
     seen = set()
-    while exc is not None and id(exc) not in seen:
-        if isinstance(exc, KeyboardInterrupt):
+    link: Optional[BaseException] = exc
+    while link is not None and id(link) not in seen:
+        if isinstance(link, KeyboardInterrupt):
             return True
-        seen.add(id(exc))
-        exc = exc.__cause__ or exc.__context__
+        seen.add(id(link))
+        link = link.__cause__ or link.__context__
     return False
 
 
@@ -137,7 +140,7 @@ def _drop_stdout() -> None:
 _SIGINT = {"seen": False}
 
 
-def _note_interrupts() -> object:
+def _note_interrupts() -> Optional[Callable[[int, Optional[FrameType]], Any]]:
     """Keep Python's Ctrl-C (KeyboardInterrupt) and remember that it came: a C extension that is
     importing when it lands (numpy's ``_multiarray_umath``) prints the KeyboardInterrupt itself and
     raises an ImportError with no chain back to it, so the chain alone cannot tell an interrupt from
@@ -400,7 +403,8 @@ def diff_cmd(a, b, fmt, all_layers):
     two runs applied (run dirs, msrun log dirs, worker logs).
 
     Exit 0 same, 1 differ, 2 bad input."""
-    from .diff import diff, render
+    from .diff_render import render
+    from .strategy_diff import diff
 
     result = diff(a, b)
     click.echo(render(result, fmt, all_layers=all_layers), nl=False)

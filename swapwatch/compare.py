@@ -27,12 +27,15 @@ import functools
 from collections import OrderedDict, defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Set, Tuple
 
 from . import actions, patterns
 from .actions import NAMES as ACTIONS
 from .families import DEFAULT_FAMILY
 from .parsers import model as _model
+
+if TYPE_CHECKING:
+    from .plan import Plan
 
 
 @dataclass
@@ -145,41 +148,29 @@ def layout_paths(family: str) -> frozenset:
     return paths(family)
 
 
-def _key_of(plan: Any, layer: int, family: Optional[str]) -> Optional[str]:
+def _key_of(plan: "Plan", layer: int, family: Optional[str]) -> Optional[str]:
     """The layout key of one layer: the plan's own (per layer kind) when it has one."""
-    if hasattr(plan, "layout_key") and getattr(plan, "family", None) is not None:
+    if plan.family is not None:
         return plan.layout_key(layer)
     return family
 
 
-def silent_full_recompute(plan: Any) -> bool:
-    """Swap mode with ``recompute: True``: every layer is recomputed and no line says so
-    (``LayerSetting.set_recompute_select_layer_index``).
-    Only a fallback for plans without ``LayerPlan.full_recompute_logged``; legacy plain-bool
-    ``parallel_config.recompute`` logs nothing at all."""
-    if getattr(plan, "legacy_recompute", None) is not None:
-        return True
-    formative = getattr(plan, "formative", None) or {}
-    return bool(getattr(plan, "swap", False)) and formative.get("layer_recompute") is True
-
-
-def expected_actions(plan: Any, family: Optional[str] = DEFAULT_FAMILY) -> Dict[int, List[Expected]]:
+def expected_actions(plan: "Plan", family: Optional[str] = DEFAULT_FAMILY) -> Dict[int, List[Expected]]:
     """Per layer, what the plan applies, in MindFormers' per-layer order, with the expected paths
-    (each layer resolved on its own tree: dense, MoE)."""
-    silent_full = silent_full_recompute(plan)
+    (each layer resolved on its own tree: dense, MoE). Whether a full recompute is logged is the
+    engine's answer (``LayerPlan.full_recompute_logged``: swap mode with ``recompute: True`` and the
+    legacy plain-bool ``parallel_config.recompute`` recompute every layer without a line)."""
     out: Dict[int, List[Expected]] = {}
     base = family
-    fam = getattr(plan, "family", None)
+    fam = plan.family
     resolved = bool(fam is not None and fam.known and not fam.origin.startswith("default"))
     for lp in plan.layers:
         family = _key_of(plan, lp.layer, base)   # None: a family with no tree
         items: List[Expected] = []
         if lp.full_recompute:
-            logged = getattr(lp, "full_recompute_logged", None)    # the engine says so when it can
-            items.append(Expected(lp.layer, "full_recompute",
-                                  logged=(not silent_full) if logged is None else bool(logged)))
-        for action in actions.PATTERN_ACTIONS[:4]:
-            for pat in getattr(lp, action) or []:
+            items.append(Expected(lp.layer, "full_recompute", logged=lp.full_recompute_logged))
+        for action in actions.SELECT_ACTIONS:
+            for pat in lp.patterns(action):
                 items.append(Expected(lp.layer, action, pat, True,
                                       list(_layout_walk(family, pat, actions.WALK_MODE[action])), resolved=resolved))
         if lp.layer_swap is not None:
@@ -276,18 +267,20 @@ class ValueTexts:
 # The comparison
 # ---------------------------------------------------------------------------------------------
 
-def compare(plan: Any, runlog: Any, family: Optional[str] = None) -> Comparison:
+def compare(plan: Any, runlog: _model.RunLog, family: Optional[str] = None) -> Comparison:
     """Compare every rank of ``runlog`` with ``plan`` (``family``: the layout name for a plan
-    without a :class:`~swapwatch.families.ModelFamily`; default the plan's own).
+    without a :class:`~swapwatch.families.ModelFamily`; default the plan's own). ``plan`` is a LayerSetting
+    :class:`~swapwatch.plan.Plan` (``checks.comparable``); typed ``Any`` while ``CheckContext.plan``, which
+    callers hand on, is either view.
 
     Ranks are visited one at a time (a packed rank is unpacked only while it is compared), and
     ranks that logged the same strategy items with the same cut are compared once: the others get
     the same verdicts with their own sources (:func:`_refold`). For a packed rank the diff keeps no
     copy of its logged items; ``RankDiff.seen`` reads them back from the rank when asked.
     """
-    family = family or getattr(plan, "model", None) or DEFAULT_FAMILY   # decided in families.py
+    family = family or plan.model           # the plan's family, else the default (decided in families.py)
     expected = expected_actions(plan, family)
-    fam = getattr(plan, "family", None)
+    fam = plan.family
     known = fam.paths() if fam is not None else layout_paths(family)
     layout_matches = {(e.action, e.pattern) for items in expected.values() for e in items
                       if e.pattern is not None and e.paths}
@@ -301,7 +294,7 @@ def compare(plan: Any, runlog: Any, family: Optional[str] = None) -> Comparison:
     # misses this shortcut and is folded by content below.
     quick_folds: Dict[Tuple[int, bool], Tuple[Any, Tuple[RankDiff, Dict[int, int]]]] = {}
     for r, rank_log in sorted(runlog.ranks.items()):
-        skey = rank_log.strategy_key() if callable(getattr(rank_log, "strategy_key", None)) else None
+        skey = rank_log.strategy_key()
         packed = skey is not None
         if packed:
             # a packed rank knows its strategy's content: equal content, equal items, no unpacking
@@ -467,22 +460,21 @@ def strategy_complete(seen: Dict[int, List[Seen]], expected: Dict[int, List[Expe
     return True
 
 
-def is_cut(rank_log: Any) -> bool:
+def is_cut(rank_log: _model.RankLog) -> bool:
     """True when the rank's strategy block may be cut short: the parser says the file is
     truncated, or a traceback / config error / failing exit comes after the last action line."""
-    if getattr(rank_log, "truncated", False):
+    if rank_log.truncated:
         return True
     return fatal_after_actions(rank_log) is not None
 
 
-def fatal_after_actions(rank_log: Any) -> Optional[Any]:
-    """The first fatal event (traceback, config error, non-zero exit) after the last action line."""
-    if callable(getattr(rank_log, "fatal_after_actions", None)):
-        return rank_log.fatal_after_actions()          # a RankLog answers without unpacking
-    return _model.fatal_after_actions_of(list(getattr(rank_log, "events", [])))
+def fatal_after_actions(rank_log: _model.RankLog) -> Optional[_model.Event]:
+    """The first fatal event (traceback, config error, non-zero exit) after the last action line
+    (a packed RankLog answers without unpacking)."""
+    return rank_log.fatal_after_actions()
 
 
-def near_source(diff: RankDiff, layer: int, rank_log: Any = None) -> Optional[str]:
+def near_source(diff: RankDiff, layer: int, rank_log: Optional[_model.RankLog] = None) -> Optional[str]:
     """Where to look for a missing line: a line of the same layer, else the last line before it,
     else the first line after it, else the rank's first file."""
     same = diff.seen.get(layer) or []
@@ -494,7 +486,7 @@ def near_source(diff: RankDiff, layer: int, rank_log: Any = None) -> Optional[st
     after = [s for lay in sorted(diff.seen) if lay > layer for s in diff.seen[lay]]
     if after:
         return after[0].source
-    files = getattr(rank_log, "files", None) or []
+    files = rank_log.files if rank_log is not None else []
     return files[0] if files else None
 
 

@@ -35,7 +35,7 @@ def explain(path: str, num_layers: Optional[int] = None, pipeline_stage: Optiona
     if model is not None:
         from .families import check_code_path, from_name
 
-        check_code_path(from_name(model), bool(getattr(config, "mcore", False)))
+        check_code_path(from_name(model), config.mcore)
     plan = strategy.plan(config, model=model)
     layout = None        # per layer, from plan.family
     ctx = CheckContext(plan=plan, config=config, env=dict(env or {}))

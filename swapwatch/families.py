@@ -18,11 +18,15 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
-from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Any, Dict, FrozenSet, List, Mapping, Optional, Set, Tuple, cast
 
 from . import patterns
+from .config.load import mapping
 from .text import wrap_items, write_table
 from .layouts import families as _stems, family_data, family_words, load_flows, load_layer_info, load_layout
+
+if TYPE_CHECKING:
+    from .parsers.model import FormativeEvent, RankLog
 
 #: The family used when a YAML names no model at all (a fragment): the example model's tree.
 DEFAULT_FAMILY = "tinyllama"
@@ -242,11 +246,6 @@ def from_name(name: str, origin: str = "--model") -> ModelFamily:
     return ModelFamily(base, origin=origin)
 
 
-def _mapping(value: Any) -> Dict[str, Any]:
-    """``value`` when it is a mapping, else an empty one (a YAML may hold anything anywhere)."""
-    return value if isinstance(value, dict) else {}
-
-
 def _mcore_family(value: Any) -> Optional[str]:
     """The mcore family a class name names: a ``model_type`` / ``architectures`` value, or its
     config class (``DeepseekV3Config`` -> ``DeepseekV3ForCausalLM``)."""
@@ -286,9 +285,9 @@ def detect(data: Mapping[str, Any], where: Any = None) -> ModelFamily:
     ``model.arch.type`` (+ ``qkv_concat`` / ``qkv_has_bias`` for the Llama variants); mcore
     (``use_legacy: False``): ``model.model_config.model_type``, else ``architectures``.
     """
-    model = _mapping(data.get("model"))
-    mc = _mapping(model.get("model_config"))
-    arch = _mapping(model.get("arch"))
+    model = mapping(data.get("model"))
+    mc = mapping(model.get("model_config"))
+    arch = mapping(model.get("arch"))
 
     def loc(key: str) -> str:
         return f" at {where(key)}" if where and where(key) else ""
@@ -361,7 +360,7 @@ LOG_PREFERENCE = ("qwen3", "qwen3_moe", "deepseek_v3", "telechat3", "llama", "ll
                   "llama_qkv_concat", "llama_qkv_bias", "glm4", "deepseek_v3_no_q_lora")
 
 
-def from_log(rank_log: Any) -> Optional[ModelFamily]:
+def from_log(rank_log: "RankLog") -> Optional[ModelFamily]:
     """The family a worker log was made by, as far as its own lines tell.
 
     Candidates: every family whose trees hold all paths the log's ``Set ...`` lines name, with an
@@ -373,8 +372,8 @@ def from_log(rank_log: Any) -> Optional[ModelFamily]:
     no path (and is not recognisably mcore): then nothing says which tree it was."""
     from .patterns import logged_path_matches
 
-    logged = {path for a in getattr(rank_log, "actions", []) for path, _ in a.items() if path}
-    formative = rank_log.formative() if hasattr(rank_log, "formative") else {}
+    logged = {path for a in rank_log.actions for path, _ in a.items() if path}
+    formative = rank_log.formative()
     swap_mode = "layer swap" in formative or "op swap" in formative
     pats: List[Tuple[str, str]] = []
     for key, mode in (("select_recompute", "recompute"), ("select_comm_recompute", "comm"),
@@ -385,7 +384,7 @@ def from_log(rank_log: Any) -> Optional[ModelFamily]:
             pats.extend((p, mode) for p, v in value.items() if _applied(v, swap_mode))
     sel = formative.get("select_recompute")
     mcore_hint = isinstance(sel, dict) and any(p.startswith("mlp\\.shared_experts") for p in sel)
-    mtp = getattr(rank_log, "layer_settings", 1) > 1          # a second block: MTP, on mcore
+    mtp = rank_log.layer_settings > 1          # a second block: MTP, on mcore
     if not logged and not (mcore_hint or mtp):
         return None                 # no evidence: the log reads as before (the default tree)
     scored = []
@@ -414,7 +413,7 @@ def from_log(rank_log: Any) -> Optional[ModelFamily]:
         return None
     best = min(score for score, _ in scored)
     names = [n for score, n in scored if score == best]
-    src = rank_log.files[0] if getattr(rank_log, "files", None) else "the log"
+    src = rank_log.files[0] if rank_log.files else "the log"
     fam = ModelFamily(names[0], origin=f"read from {src} (its logged paths and patterns" +
                       (f"; {', '.join(names[1:])} fit as well)" if len(names) > 1 else ")"))
     fam.mtp_layers = 1 if mtp else 0
@@ -437,7 +436,7 @@ def _applied(value: Any, swap_mode: bool) -> bool:
     return False
 
 
-def apply_log_family(config: Any, rank_log: Any) -> None:
+def apply_log_family(config: Any, rank_log: "RankLog") -> None:
     """Give a config rebuilt from a log (``initial ... from dict``) the family the log shows, and on
     the mcore path the swap LayerSetting really used: the top-level swap_config a log prints is
     the one mcore ignores, while its ``Formative layer swap`` / ``op swap`` lines carry the real one."""
@@ -460,9 +459,9 @@ def apply_log_family(config: Any, rank_log: Any) -> None:
     f = rank_log.formative()
     # the model_config swap keys a finding names on mcore point to the Formative line of their value
     first: Dict[str, str] = {}
-    for e in rank_log.of("formative"):
+    for e in rank_log.of("formative"):              # a kind is one event class
         if e.source:
-            first.setdefault(e.key, e.source)
+            first.setdefault(cast("FormativeEvent", e).key, e.source)
     for key, line in (("cpu_offloading", first.get("layer swap") or first.get("op swap")),
                       ("cpu_offloading_num_layers", first.get("layer swap")), ("op_swap", first.get("op swap"))):
         if line:
@@ -475,7 +474,7 @@ def apply_log_family(config: Any, rank_log: Any) -> None:
         config.swap_config = {"swap": False, "layer_swap": None, "op_swap": None, "default_prefetch": 1}
 
 
-def _dense_layers_from_log(rank_log: Any) -> Optional[int]:
+def _dense_layers_from_log(rank_log: "RankLog") -> Optional[int]:
     """DeepSeek-V3's first_k_dense_replace as the log shows it: the first layer whose lines name
     a path only MoE layers have (None: the log cannot tell, the config class default applies)."""
     moe_only = {p for p, _ in load_layout("deepseek_v3:moe").paths()} - \
@@ -483,7 +482,7 @@ def _dense_layers_from_log(rank_log: Any) -> Optional[int]:
     dense_only = {p for p, _ in load_layout("deepseek_v3:dense").paths()} - \
         {p for p, _ in load_layout("deepseek_v3:moe").paths()}
     first_moe, last_dense = None, None
-    for a in getattr(rank_log, "actions", []):
+    for a in rank_log.actions:
         for path, _ in a.items():
             if path in moe_only and (first_moe is None or a.layer < first_moe):
                 first_moe = a.layer

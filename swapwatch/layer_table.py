@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import textwrap
 from collections import OrderedDict
-from typing import Any, Callable, Dict, Iterable, List, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from . import actions
 from .text import ranges, write_table
+
+if TYPE_CHECKING:
+    from .plan import LayerPlan, Plan
 
 #: action -> column header, in MindFormers' per-layer order (events.ACTIONS).
 COLUMNS = actions.COLUMNS
@@ -69,18 +72,18 @@ def _voided(lp: Any, key: str) -> bool:
     return lp.layer_swap_touched if key == "layer_swap" else lp.op_swap_voided(key)
 
 
-def plan_cells(lp: Any, walk: Any) -> Dict[str, str]:
+def plan_cells(lp: "LayerPlan", walk: Any) -> Dict[str, str]:
     """The text of every column for one :class:`~swapwatch.strategy.LayerPlan` (empty = nothing);
     ``walk`` as for :func:`pattern_text`."""
     cells: Dict[str, str] = {}
     if lp.full_recompute:
-        cells["full_recompute"] = "yes" if getattr(lp, "full_recompute_logged", True) else "yes*"
+        cells["full_recompute"] = "yes" if lp.full_recompute_logged else "yes*"
     else:
         cells["full_recompute"] = ""
     for action in ("select_recompute", "select_comm_recompute", "select_recompute_exclude",
                    "select_comm_recompute_exclude"):
         items: List[str] = []
-        for pat in getattr(lp, action) or []:
+        for pat in lp.patterns(action):
             items.extend(pattern_text(walk, pat, WALK_MODE[action]))
         cells[action] = ", ".join(items)
     if lp.layer_swap is not None:
@@ -180,7 +183,7 @@ def used_columns(rows: Iterable[Dict[str, str]], always: Sequence[str] = ("full_
 # Per-stage summary
 # ---------------------------------------------------------------------------------------------
 
-def stage_summary(layer_plans: Sequence[Any], plan: Any = None) -> List[str]:
+def stage_summary(layer_plans: Sequence["LayerPlan"], plan: Optional["Plan"] = None) -> List[str]:
     """One line per pipeline stage: its layers and how many get each mechanism, e.g.
     ``stage 0: layers 0-7 (8), full 3, select 2, comm 0, swap 1`` (a stage's interleave chunks
     together: memory is per device); a swap voided by recompute is counted apart (``voided swap 1``).
@@ -190,8 +193,8 @@ def stage_summary(layer_plans: Sequence[Any], plan: Any = None) -> List[str]:
     by_stage: "OrderedDict[Any, List[Any]]" = OrderedDict()
     for lp in sorted(layer_plans, key=lambda x: (x.stage, x.layer)):
         by_stage.setdefault(lp.stage, []).append(lp)
-    fam = getattr(plan, "family", None)
-    walkable = plan is not None and callable(getattr(plan, "walker", None)) and (fam is None or fam.known)
+    fam = plan.family if plan is not None else None
+    walkable = plan is not None and (fam is None or fam.known)
 
     def applies(lp: Any, pats: Any, mode: str) -> bool:
         if not pats:

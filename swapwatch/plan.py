@@ -109,6 +109,13 @@ class LayerPlan:
     #: False when the full recompute leaves no log line (swap mode with ``recompute: True``)
     full_recompute_logged: bool = True
 
+    def patterns(self, action: str) -> List[str]:
+        """The patterns of one select action (``actions.SELECT_ACTIONS``: the field of that name), typed; the
+        one place an action name picks a field (a KeyError for any other action)."""
+        return {"select_recompute": self.select_recompute, "select_comm_recompute": self.select_comm_recompute,
+                "select_recompute_exclude": self.select_recompute_exclude,
+                "select_comm_recompute_exclude": self.select_comm_recompute_exclude}[action]
+
     def to_json(self) -> Dict[str, Any]:
         return {"layer": self.layer, "stage": self.stage, "interleave": self.interleave,
                 "full_recompute": self.full_recompute,

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Protocol,
 if TYPE_CHECKING:
     import pandas as pd
 
+    from .plan import LayerPlan
+
 #: The plan views (``PlanView.view``): a LayerSetting plan (patterns per layer, resolved on the layer's tree)
 #: and an ``apply_ac`` plan (module paths per global layer id).
 LAYER_SETTING, APPLY_AC = "layer_setting", "apply_ac"
@@ -75,14 +77,14 @@ class LayerSettingView:
     global_layer_ids = False
     comparable = True
     path_note = ""
-    layers: List[Any]
+    layers: List["LayerPlan"]
     swap: bool
 
     @property
     def swap_on(self) -> bool:
         return bool(self.swap)
 
-    def _layer_plan(self, layer: int) -> Any:
+    def _layer_plan(self, layer: int) -> "LayerPlan":
         for lp in self.layers:
             if lp.layer == layer:
                 return lp
@@ -100,8 +102,8 @@ class LayerSettingView:
         if lp.full_recompute:
             out["full_recompute"] = []
         for action in actions.SELECT_ACTIONS:
-            if getattr(lp, action):
-                out[action] = list(getattr(lp, action))
+            if lp.patterns(action):
+                out[action] = list(lp.patterns(action))
         if lp.layer_swap is not None:
             out["layer_swap"] = []
         if lp.op_swap:

@@ -66,7 +66,7 @@ def render_table(ex: Explanation, all_layers: bool = False) -> str:
     if plan.legacy_recompute is not None:
         out.append(f"parallel_config.recompute is the plain bool {plan.legacy_recompute}: MindFormers skips "
                    f"recompute_config and logs nothing per layer")
-    if "op_swap" in (getattr(plan, "defaulted", None) or {}):
+    if "op_swap" in plan.defaulted:
         out.append(f"note: swap is on with no layer_swap / op_swap: MindFormers applies its default op swap "
                    f"'{plan.defaulted['op_swap'][0]}' on every layer (you did not write it)")
     for key, pat in plan.removed:

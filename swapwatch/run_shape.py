@@ -65,8 +65,9 @@ def _from_config(path: Any) -> Dict[str, int]:
             if v is not None:
                 out[key] = v
     pc = doc.get("parallel_config") if isinstance(doc, dict) else None
-    if isinstance(pc, dict) and _int(pc.get("pipeline_stage")) is not None:
-        out["pipeline_stage"] = _int(pc.get("pipeline_stage"))
+    stages = _int(pc.get("pipeline_stage")) if isinstance(pc, dict) else None
+    if stages is not None:
+        out["pipeline_stage"] = stages
     return out
 
 

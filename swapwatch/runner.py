@@ -43,7 +43,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple, overload
 
 from .config import TrainingConfig, load_config, read_config_bytes, read_yaml
 from .errors import InputError
@@ -177,24 +177,31 @@ def msrun_info(command: Sequence[str], env: Dict[str, str]) -> Dict[str, Any]:
                     "join": (join or "False").lower() == "true"}
         if base == "msrun_launcher.sh":
             args = list(command[i + 1:])
-            log_dir, workers, local, node = "output/msrun_log", 8, None, None
+            log_dir, workers = "output/msrun_log", 8
+            given: Optional[int] = None       # LOCAL_WORKER, when the 9-argument form gives one
+            node: Optional[int] = None
             if len(args) == 6:        # "cmd" WORKER_NUM MASTER_PORT LOG_DIR JOIN CLUSTER_TIME_OUT
                 workers, log_dir = _int(args[1], 8), args[3]
             elif len(args) == 9:      # "cmd" WORKER_NUM LOCAL_WORKER MASTER_ADDR MASTER_PORT NODE_RANK LOG_DIR ...
-                workers, local, node, log_dir = _int(args[1], 8), _int(args[2], None), _int(args[5], None), args[6]
+                workers, given, node, log_dir = _int(args[1], 8), _int(args[2], None), _int(args[5], None), args[6]
             elif len(args) == 2:      # "cmd" WORKER_NUM
                 workers = _int(args[1], 8)
             if env.get("MF_LOG_SUFFIX"):
                 log_dir = f"{log_dir}_{env['MF_LOG_SUFFIX']}"
             join = args[4] if len(args) == 6 else args[7] if len(args) == 9 else "False"
-            local = local if local is not None else workers
+            local = given if given is not None else workers
             return {"launcher": "msrun_launcher.sh", "log_dir": log_dir, "world_size": workers,
                     "local_worker_num": local, "ranks": _local_ranks(workers, local, node),
                     "join": join.lower() == "true"}
     return {"launcher": None, "log_dir": None, "world_size": 1, "local_worker_num": 1, "ranks": [0], "join": True}
 
 
+@overload
+def _int(text: Optional[str], default: int) -> int: ...
+@overload
+def _int(text: Optional[str], default: None) -> Optional[int]: ...
 def _int(text: Optional[str], default: Optional[int]) -> Optional[int]:
+    """``text`` as a count, else ``default`` (typed: an int default gives an int)."""
     return int(text) if text is not None and text.strip().isdigit() else default
 
 
@@ -462,7 +469,7 @@ def _run(command, config, run_dir, verify, ir, mindformers_shim, out, grace, for
         raise InputError(f"cannot write in the run directory: {why}", file=str(rdir))
     code = 1
     try:
-        if config:
+        if config and cfg_sha is not None:       # read_config gave the hash whenever there is a config
             _copy_config(config, cfg_sha, rdir / CONFIG_COPY, notes)
         if launch["launcher"] and not launch["join"]:
             notes.append(f"{launch['launcher']} without --join=True returns before the workers finish: "

@@ -28,7 +28,7 @@ YAML key (and line when known), in our own words.
 from __future__ import annotations
 
 import copy
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Tuple
 
 import numpy as np
 
@@ -37,6 +37,10 @@ from .config import DEFAULT_OP_SWAP, normalize_swap_config  # noqa: F401  (re-ex
 from .errors import ConfigError
 # The Plan's types live in swapwatch.plan; re-exported so ``strategy.Plan`` etc. keep working.
 from .plan import Geometry, LayerPlan, Override, Plan, Prefetch, Walker, jsonable, walk  # noqa: F401
+
+if TYPE_CHECKING:
+    from . import families
+    from .config import TrainingConfig
 
 
 MAX_INT32 = 2147483647
@@ -91,13 +95,13 @@ def _errfn(cfg: Any):
 # Geometry
 # ---------------------------------------------------------------------------------------------
 
-def compute_geometry(cfg: Any) -> Geometry:
+def compute_geometry(cfg: "TrainingConfig") -> Geometry:
     """The layer split of ``cfg`` (a :class:`~swapwatch.config.TrainingConfig`), with MindFormers'
     offset checks; a split taken from a log (``cfg.layer_list``) is used as is."""
     err = _errfn(cfg)
     L, P = cfg.num_layers, cfg.pipeline_stage
     V = cfg.effective_interleave
-    if getattr(cfg, "layer_list", None) is not None:
+    if cfg.layer_list is not None:
         layer_list = np.array(cfg.layer_list, np.int32)
         return _split(L, len(layer_list[0]), len(layer_list), np.zeros_like(layer_list), layer_list)
     okey = "model.model_config.offset"
@@ -257,7 +261,8 @@ class _Formatter:
 # plan()
 # ---------------------------------------------------------------------------------------------
 
-def plan(config: Any, layout: Any = None, model: Optional[str] = None, family: Any = None) -> Plan:
+def plan(config: "TrainingConfig", layout: Any = None, model: Optional[str] = None,
+         family: Optional["families.ModelFamily"] = None) -> Plan:
     """The per-layer strategy MindFormers will apply for ``config``.
 
     The model family (what each layer's tree is) is ``family`` (a
@@ -271,20 +276,20 @@ def plan(config: Any, layout: Any = None, model: Optional[str] = None, family: A
 
     if family is None and model is not None:
         family = families.from_name(model)
-        detected = getattr(config, "family", None)
+        detected = config.family
         if detected is not None and detected.known and detected.name == family.name:
             family = detected
         elif detected is not None:
             family.first_k_dense_replace = detected.first_k_dense_replace
             family.mtp_layers = detected.mtp_layers
     if family is None:
-        family = getattr(config, "family", None) or families.ModelFamily(families.DEFAULT_FAMILY)
+        family = config.family or families.ModelFamily(families.DEFAULT_FAMILY)
     err = _errfn(config)
     geo = compute_geometry(config)
     rc = copy.deepcopy(config.recompute_config)       # formatting edits 2-D tables in place
     sc = config.swap_config
     swap = sc.get("swap") is True
-    legacy = getattr(config, "parallel_recompute", None)
+    legacy = config.parallel_recompute
     fmt = _Formatter(geo)
     formative: Dict[str, Any] = {}
     removed: List[Tuple[str, str]] = []
@@ -296,7 +301,7 @@ def plan(config: Any, layout: Any = None, model: Optional[str] = None, family: A
         layer_recompute = _fmt(lambda: fmt.layer_ids(rc["recompute"]) if swap else fmt.counts(rc["recompute"]),
                                "recompute_config.recompute", config.recompute_config["recompute"], swap, err)
         for key, defaults in SELECT_KEYS:
-            if key == "select_recompute" and getattr(config, "mcore", False):
+            if key == "select_recompute" and config.mcore:
                 defaults = DEFAULT_SELECT_MCORE
             ids = swap and not key.endswith("_exclude")
             if defaults and not isinstance(rc[key], dict) and not (
@@ -357,7 +362,7 @@ def plan(config: Any, layout: Any = None, model: Optional[str] = None, family: A
     result = Plan(geometry=geo, swap=swap, formative=formative, layers=layers,
                   removed=removed, legacy_recompute=legacy, family=family, layout_override=layout,
                   defaulted=defaulted)
-    if getattr(family, "mtp_layers", 0) and layers:
+    if family.mtp_layers and layers:
         # MultiTokenPredictionBlock: the same LayerSetting config, layer id num_layers - 1
         result.mtp = [copy.deepcopy(layers[-1]) for _ in range(family.mtp_layers)]
     _check_double_recompute(result, err)
@@ -382,7 +387,7 @@ def _check_double_recompute(result: Plan, err) -> None:
         walker = result.walker(lp.layer, mtp)
         seen: Dict[str, Tuple[str, str]] = {}
         for key in ("select_recompute", "select_recompute_exclude"):
-            for pat in getattr(lp, key):
+            for pat in lp.patterns(key):
                 for t in walker(pat, WALK_MODE[key]).targets:
                     if t.kind != "prim":
                         continue
@@ -519,7 +524,7 @@ def mark_overridden(result: Plan, layout: Any = None) -> None:
             if all(o.entry != override.entry for o in found):  # noqa: B023
                 found.append(override)  # noqa: B023
 
-        known = getattr(getattr(result, "family", None), "known", False) or layout is not None
+        known = (result.family is not None and result.family.known) or layout is not None
 
         def offloads(pat: str) -> bool:
             """An op swap that reaches nothing on the layer's (known) tree offloads nothing, so
@@ -696,7 +701,7 @@ def layer_lines(result: Plan, lp: LayerPlan, walker: Walker) -> List[setting_lin
     for key in passes:
         mode = WALK_MODE[key]
         items = []
-        for pat in getattr(lp, key):
+        for pat in lp.patterns(key):
             res = walker(pat, mode)
             one_seg = len(patterns.split_pattern(pat)) == 1
             for path in res.skipped_cells:

@@ -116,11 +116,11 @@ def layer_map(result: Any, rank: Optional[int] = None, fold: bool = True) -> Lis
     if comp is None:
         return []
     rank = map_rank(result) if rank is None else rank
-    diff: RankDiff = comp.ranks.get(rank) if rank is not None else None
+    diff: Optional[RankDiff] = comp.ranks.get(rank) if rank is not None else None
     blind = unverifiable(result, rank)
     bad = comp.cells(diff) if diff and not blind else set()
     plan_layers = {lp.layer: lp for lp in result.plan.layers} if result.plan is not None else {}
-    interleaved = any(getattr(lp, "interleave", 0) for lp in plan_layers.values())
+    interleaved = any(lp.interleave for lp in plan_layers.values())
     rows: List[Row] = []
     all_layers = sorted(set(comp.expected) | (set(diff.seen) if diff else set()))
     for layer in all_layers:
@@ -131,7 +131,7 @@ def layer_map(result: Any, rank: Optional[int] = None, fold: bool = True) -> Lis
         got = layer_table.logged_cells(got_items)
         row = Row([layer], stage)
         for action in COLUMNS:
-            unknown = blind or (bool(diff) and layer in diff.cut_layers
+            unknown = blind or (diff is not None and layer in diff.cut_layers
                                 and not any(s.action == action for s in got_items))
             row.cells[action] = Cell(exp.get(action, ""), got.get(action, ""),
                                      (layer, action) in bad and not unknown, unknown)

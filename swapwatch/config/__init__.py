@@ -28,7 +28,7 @@ from __future__ import annotations
 # config.json), swap (TransformerSwapConfig normalisation), validate (config classes + check_rules),
 # from_log (config_from_log). Every public name stays importable from ``swapwatch.config``.
 from .from_log import config_from_log
-from .load import (MAX_ALIAS_VALUES, MAX_CONFIG_BYTES, MAX_DEPTH, forget_reads, nearest, parse_offset,
+from .load import (MAX_ALIAS_VALUES, MAX_CONFIG_BYTES, MAX_DEPTH, forget_reads, mapping, nearest, parse_offset,
                    parse_yaml, read_config_bytes, read_config_text, read_yaml)
 from .swap import DEFAULT_OP_SWAP, SwapStrategy, normalize_swap_config
 from .training import (INT32_MAX, INT64_MAX, MAX_LAYERS, MCORE_SWAP_KEYS, RECOMPUTE_BOOL_KEYS, RECOMPUTE_DEFAULTS,
@@ -39,5 +39,5 @@ from .validate import _op_swap_key, validate
 __all__ = ["DEFAULT_OP_SWAP", "INT32_MAX", "INT64_MAX", "MAX_ALIAS_VALUES", "MAX_CONFIG_BYTES", "MAX_DEPTH",
            "MAX_LAYERS", "MCORE_SWAP_KEYS", "RECOMPUTE_BOOL_KEYS", "RECOMPUTE_DEFAULTS", "RENAMED_KEYS",
            "SWAP_DEFAULTS", "SwapStrategy", "TrainingConfig", "_op_swap_key", "config_from_dicts",
-           "config_from_log", "forget_reads", "load_config", "nearest", "normalize_swap_config", "parse_offset",
-           "parse_yaml", "read_config_bytes", "read_config_text", "read_yaml", "validate"]
+           "config_from_log", "forget_reads", "load_config", "mapping", "nearest", "normalize_swap_config",
+           "parse_offset", "parse_yaml", "read_config_bytes", "read_config_text", "read_yaml", "validate"]

@@ -305,6 +305,12 @@ class _Builder:
             del self.lines[k]
 
 
+def mapping(value: Any) -> Dict[str, Any]:
+    """``value`` when it is a mapping, else an empty one (a YAML may hold anything anywhere): the typed way
+    to step into a section that may be missing or malformed."""
+    return value if isinstance(value, dict) else {}
+
+
 def nearest(by_key: Mapping[str, Any], key: str) -> Any:
     """The value of dotted ``key`` in ``by_key`` or, failing that, of its closest enclosing key
     (``a.b.c``, then ``a.b``, then ``a``); None when none is there. The one walk every YAML reader

@@ -69,12 +69,13 @@ def _static_view(tree: dict, lines: dict) -> "tuple[dict, dict]":
     """An r2.x (PyNative) YAML keeps the sizes under ``model`` and the micro-batch in
     ``training.local_batch_size``: seen under the static names SIZE_KEYS reads, lines kept at the r2.x keys
     (the names ``estimate`` reads them under: swapwatch/pynative/sizing.py)."""
+    from swapwatch.config import mapping
     from swapwatch.paths import is_pynative
 
     if not is_pynative(tree):
         return tree, lines
-    model = tree.get("model") if isinstance(tree.get("model"), dict) else {}
-    training = tree.get("training") if isinstance(tree.get("training"), dict) else {}
+    model = mapping(tree.get("model"))
+    training = mapping(tree.get("training"))
     view = {"model": {"model_config": model}, "runner_config": {"batch_size": training.get("local_batch_size")}}
     out = {f"model.model_config.{k[6:]}": v for k, v in lines.items() if k.startswith("model.")}
     if "training.local_batch_size" in lines:

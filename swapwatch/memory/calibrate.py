@@ -80,6 +80,7 @@ def run_config(run_dir: str, info: Dict[str, Any]) -> str:
 def measure(run_dir: str, pipeline_stages: int) -> Measured:
     """Measured peaks per stage of one run directory."""
     from ..parsers import read_logs
+    from ..parsers.model import MemoryEvent
 
     if not os.path.isdir(run_dir):
         raise InputError("not a run directory", file=run_dir)
@@ -89,7 +90,7 @@ def measure(run_dir: str, pipeline_stages: int) -> Measured:
     per_rank_actual: Dict[int, int] = {}
     used_metrics = set()
     for rank, rlog in run.ranks.items():
-        mem = [e for e in rlog.events if e.kind == "memory"]
+        mem = [e for e in rlog.events if isinstance(e, MemoryEvent)]
         for metrics, out in ((USED_METRICS, per_rank_used), (ACTUAL_METRICS, per_rank_actual)):
             for metric in metrics:
                 vals = [e.bytes for e in mem if e.metric == metric and e.bytes > 0]

@@ -203,7 +203,7 @@ def shadowed_drops(doc: Dict[str, Any], base: Path, plan) -> Tuple[List[Tuple[Pa
     edits: List[Tuple[Path, Any]] = []
     notes: List[str] = []
     for key in ("select_recompute", "select_comm_recompute"):
-        applied = {p for lp in plan.layers for p in getattr(lp, key)}
+        applied = {p for lp in plan.layers for p in lp.patterns(key)}
         dead: Dict[str, List[int]] = {}
         for lp in plan.layers:
             for p in lp.select_shadowed.get(key, ()):

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
+from ..config import mapping
 from ..errors import ConfigError
 
 MODELLED, IRRELEVANT, UNMODELLED, REFUSED = "modelled", "irrelevant", "unmodelled", "refused"
@@ -232,8 +233,8 @@ SHARD_ONLY = frozenset({"parallel.parallel_optimizer_config.parallel_optimizer_t
 def classify(tree: Dict[str, Any]) -> KeyReport:
     """Classify every leaf key path of ``tree`` (see the module docstring)."""
     out = KeyReport()
-    par = tree.get("parallel") if isinstance(tree.get("parallel"), dict) else {}
-    pc = tree.get("parallel_config") if isinstance(tree.get("parallel_config"), dict) else {}
+    par = mapping(tree.get("parallel"))
+    pc = mapping(tree.get("parallel_config"))
     shard = par.get("enable_parallel_optimizer") is True or pc.get("optimizer_shard") is True
     for path, value in leaves(tree):
         key = next((s[:-1] for s in PATTERN_SECTIONS if path.startswith(s)), path)

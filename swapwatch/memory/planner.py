@@ -99,6 +99,13 @@ class PlanResult:
     def exit_code(self) -> int:
         return 0 if self.fits else 1
 
+    @property
+    def planned(self) -> Estimate:
+        """The planned YAML estimated back: there whenever a YAML was written (a fitting plan)."""
+        if self.estimate is None:
+            raise AssertionError("a plan without its written YAML's estimate")
+        return self.estimate
+
     def margin_line(self) -> str:
         """Says what the search aimed at, when a margin holds part of the budget back."""
         if not self.margin:
@@ -356,7 +363,7 @@ def estimate_text(text: str, config: str, model: Optional[str], cal: Calibration
 
 def _check_round_trip(result: PlanResult) -> None:
     """The written YAML must do what the search chose, layer for layer (else a bug of ours)."""
-    est = result.estimate
+    est = result.planned
     chosen = {i: lv for s in result.stages for i, lv in s.levels.items()}
     for lp, row in zip(est.plan.layers, est.layers):
         lv = chosen[lp.layer]

@@ -135,7 +135,7 @@ def render_plan(res: PlanResult, fmt: str) -> str:
                  + ([fmt_size(res.lowest[s.stage] + plus)] if plus else []) + [fmt_size(res.budget)]
                  for s in res.stages]
         return "\n".join(_table(rows) + ["", res.message()]) + "\n"
-    est = res.estimate
+    est = res.planned
     flops = sum(s.flops for s in res.stages)
     out = [header(est), ""] + stage_rows(est, res.budget, plus) + ([not_in_peak_line(est)] if plus else []) \
         + [""] + layer_rows(est)

@@ -30,7 +30,7 @@ from __future__ import annotations
 import functools
 import itertools
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple, TypeVar
 
 from .tensor_table import TensorTable, LayerCost
 from .model import (Calibration, gathered_weights, head_bytes, inflight, optimizer_step, stage_memory,
@@ -61,7 +61,7 @@ class StagePlan:
     stage: int
     fits: bool
     levels: Dict[int, Level] = field(default_factory=dict)     # layer -> level
-    dynamic: int = 0
+    dynamic: float = 0      # bytes; a float once calibrated (Calibration.per_step)
     static: int = 0
     flops: float = 0.0
 
@@ -170,12 +170,14 @@ def _same(a: LayerCost, b: LayerCost) -> bool:
 
 
 Front = List[Tuple[float, float, Tuple[int, ...]]]       # (weight, flops, counts per level)
+#: a front's third member: counts per level (:data:`Front`), or one count key per chunk (a stage's combined front)
+_Counts = TypeVar("_Counts", Tuple[int, ...], Tuple[Tuple[int, ...], ...])
 
 
-def _prune(points: Front, cap: float) -> Front:
+def _prune(points: List[Tuple[float, float, _Counts]], cap: float) -> List[Tuple[float, float, _Counts]]:
     """Pareto front (smaller weight and smaller cost are better) of the points within ``cap``."""
     pts = sorted((p for p in points if p[0] <= cap + 1e-9), key=lambda p: (p[0], p[1]))
-    out: Front = []
+    out: List[Tuple[float, float, _Counts]] = []
     best = float("inf")
     for p in pts:
         if p[1] < best - 1e-9:
@@ -186,7 +188,8 @@ def _prune(points: Front, cap: float) -> Front:
 
 def chunk_front(levels: Sequence[Level], n: int, cap: float) -> Front:
     """Pareto front over count vectors of ``n`` identical layers spread over ``levels``."""
-    fronts: List[Front] = [[(0.0, 0.0, ())]] + [[] for _ in range(n)]
+    start: Front = [(0.0, 0.0, ())]
+    fronts: List[Front] = [start] + [[] for _ in range(n)]
     for lv in levels:
         w, c = float(lv.cost.kept), float(lv.cost.flops)
         new: List[Front] = [[] for _ in range(n + 1)]
@@ -201,7 +204,8 @@ def chunk_front(levels: Sequence[Level], n: int, cap: float) -> Front:
     return fronts[n]
 
 
-def combine(a: Front, b: Front, cap: float) -> Front:
+def combine(a: List[Tuple[float, float, _Counts]], b: List[Tuple[float, float, _Counts]],
+            cap: float) -> List[Tuple[float, float, _Counts]]:
     return _prune([(x[0] + y[0], x[1] + y[1], x[2] + y[2]) for x in a for y in b], cap)
 
 
@@ -217,6 +221,7 @@ def solve_stage(spec: ModelSpec, fam: TensorTable, geo, stage: int, cal: Calibra
                counts[v]) for v in range(V)]
     n_layers = sum(len(c) for c, _ in chunks)
     all_chains = chains(fam, allow_swap)
+    fixed: float            # stage_parts' bytes with kinds, calibrated (a float) without
     if kinds is not None and V == 1 and not allow_swap and chunks[0][0]:
         static, fixed, opt = stage_parts(spec, geo, stage, kinds)
         if cal.peak(static, opt) > budget:
@@ -243,7 +248,7 @@ def solve_stage(spec: ModelSpec, fam: TensorTable, geo, stage: int, cal: Calibra
         cap = room - cap_extra
         if cap < 0:
             break
-        total: Front = [(0.0, 0.0, ())]
+        total: List[Tuple[float, float, Tuple[Tuple[int, ...], ...]]] = [(0.0, 0.0, ())]
         picks: List[Dict[Tuple[int, ...], List[Level]]] = []
         for layers, w in chunks:
             if not layers:
@@ -334,7 +339,7 @@ def block_transient(block_levels: Sequence[Level], counts) -> "Any":
     return np.where(counts > 0, regen, 0.0).max(axis=1)
 
 
-def _solve_single_chunk(stage: int, static: int, fixed: int, room: float, layers: List[int], w: int, micro: int,
+def _solve_single_chunk(stage: int, static: int, fixed: float, room: float, layers: List[int], w: int, micro: int,
                         all_chains: List[List[Level]]) -> StagePlan:
     """One chunk, no swap: every count vector of every chain, exactly as the estimate counts it
     (every micro-batch in flight keeps everything, plus the largest transient)."""
@@ -400,7 +405,7 @@ def _rows(tables, cnt, w: int):
     return w * k + tr, f + mtp[2][last]
 
 
-def _solve_kinds_chunk(stage: int, static: int, fixed: int, room: float, layers: List[int], w: int, micro: int,
+def _solve_kinds_chunk(stage: int, static: int, fixed: float, room: float, layers: List[int], w: int, micro: int,
                        all_chains: List[List[Level]], kinds: Kinds, last_stage: bool) -> StagePlan:
     """:func:`_solve_single_chunk` with each layer priced on its own kind (and the MTP layers on
     theirs): every count vector of every chain, as the estimate counts the written YAML."""
@@ -436,6 +441,7 @@ def lowest_peak(spec: ModelSpec, fam: TensorTable, geo, stage: int, cal: Calibra
     P, V = geo.pipeline_stage, geo.pp_interleave_num
     counts = inflight(P, V, spec.micro_batch_num, stage)
     layers = list(range(geo.chunk_starts[0][stage], geo.chunk_starts[0][stage] + geo.layer_list[0][stage]))
+    fixed: float            # as in solve_stage
     if kinds is not None and V == 1 and not allow_swap and layers:
         import numpy as np
 

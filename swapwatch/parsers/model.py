@@ -11,7 +11,7 @@ import pickle
 import zlib
 from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
-from typing import Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union, cast
 
 
 @dataclass
@@ -369,8 +369,9 @@ class Walk:
                     last_action = k
                     mf = mf or a.origin == "text"
                 elif kind == "step":
-                    kinds.add("step:" + str(getattr(e, "origin", None)))
-                    mf = mf or getattr(e, "origin", "text") == "text"
+                    origin = cast(StepEvent, e).origin      # kinds, not isinstance (above): a kind is one class
+                    kinds.add("step:" + str(origin))
+                    mf = mf or origin == "text"
                 elif kind == "initial_config":
                     initial[e.section] = e.value                   # type: ignore[attr-defined]
                     mf = True
@@ -410,14 +411,15 @@ FATAL_NOTICES = ("traceback", "config_error")
 def is_fatal(e: Event) -> bool:
     """Does this event say the process stopped with an error (a traceback, a config error, a
     non-zero exit code)? The one such test (SW106 and the cut-off detection both ask it)."""
-    if e.kind == "notice":
-        return getattr(e, "what", "") in FATAL_NOTICES
-    return e.kind == "exit" and bool(getattr(e, "code", None))
+    if e.kind == "notice":                  # each kind is one class (its __post_init__ sets it)
+        return cast(NoticeEvent, e).what in FATAL_NOTICES
+    return e.kind == "exit" and bool(cast(ExitEvent, e).code)
 
 
 def _kinds(events: List[Event]) -> frozenset:
     out = {e.kind for e in events}
-    out.update(f"{e.kind}:{getattr(e, 'origin', None)}" for e in events if e.kind in ("action", "step"))
+    out.update(f"{e.kind}:{cast('Union[ActionEvent, StepEvent]', e).origin}" for e in events
+               if e.kind in ("action", "step"))
     return frozenset(out)
 
 

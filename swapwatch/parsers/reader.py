@@ -27,7 +27,7 @@ from array import array
 from collections import deque
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from ..errors import InputError
 from . import inputs as inp
@@ -199,7 +199,7 @@ def _pack_found(piece: Piece, rank: Optional[int], result: PieceResult, found: F
     entries, lines, positions, extras = found
     final = _events_rank(extras, rank)
     template = templates.template_of(entries) if final is not None and entries else None
-    if template is None or not templates.fits(extras, template.info):
+    if final is None or template is None or not templates.fits(extras, template.info):
         result.events = list(templates.merged(entries, lines, positions, extras, rank, ""))
         _pack_file(piece, rank, result)
         return
@@ -493,6 +493,7 @@ def _iter_found(found: inp.Inputs, chunk: int, jobs: Optional[int], piece: int, 
     cur: Optional[str] = None
     base = 0
     acc: List[Event] = []
+    whole: Union[Packed, str, None] = None   # a whole file's one piece, packed or encoded, instead of acc
     try:
         for p, r in zip(pieces, _run(pieces, total, jobs, progress, while_scanning)):
             if p.head_rank:
@@ -500,12 +501,12 @@ def _iter_found(found: inp.Inputs, chunk: int, jobs: Optional[int], piece: int, 
             if p.path != cur:
                 if cur is not None:
                     progress.file_done()
-                    yield by_path[cur], acc, base
-                cur, base, acc = p.path, 0, []
+                    yield by_path[cur], (acc if whole is None else whole), base
+                cur, base, acc, whole = p.path, 0, [], None
             if r.packed is not None:
-                acc = r.packed             # the whole file (Piece.pack is only set for those)
+                whole = r.packed           # the whole file (Piece.pack is only set for those)
             elif r.text is not None:
-                acc = r.text               # the same (Piece.encode)
+                whole = r.text             # the same (Piece.encode)
             else:
                 for e in r.events:
                     e.source = f"{p.display}:{base + int(e.source)}"
@@ -513,7 +514,7 @@ def _iter_found(found: inp.Inputs, chunk: int, jobs: Optional[int], piece: int, 
             base += r.newlines
         if cur is not None:
             progress.file_done()
-            yield by_path[cur], acc, base
+            yield by_path[cur], (acc if whole is None else whole), base
     finally:
         progress.close()
         templates.reset()
@@ -716,7 +717,7 @@ def complete_blocks(events: Sequence[Event], file_lines: Optional[Dict[str, int]
             merge = cur is not None and not cur["crashed"] and (
                 (plan and cur["geometry"] and not cur["plan"]) or
                 (geometry and cur["plan"] and not cur["geometry"] and cur["max_layer"] < 0))
-            if merge:
+            if merge and cur is not None:      # merge implies cur (said again for mypy)
                 cur["plan"] = cur["plan"] or plan
                 cur["geometry"] = cur["geometry"] or geometry
                 cur["num_layers"] = cur["num_layers"] or n

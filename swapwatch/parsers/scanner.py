@@ -367,7 +367,7 @@ def _feeds(buf: bytes, lo: int, hi: int):
     return np.equal(np.frombuffer(buf, np.uint8, count=n, offset=lo), 10, out=_SCRATCH[:n])
 
 
-_SCRATCH = None
+_SCRATCH: Optional[np.ndarray] = None
 
 
 def _count_newlines(buf: bytes, lo: int, hi: int) -> int:

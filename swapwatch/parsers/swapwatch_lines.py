@@ -58,6 +58,7 @@ def parse(msg: str, rank: Optional[int], source: str) -> List[Event]:
                                    step=_int(obj.get("step")), origin="swapwatch"))
         return out
     out = [SwapwatchEvent(rank, source, payload=obj)]
-    if kind == "run" and obj.get("phase") == "end" and _int(obj.get("exit_code")) is not None:
-        out.append(ExitEvent(rank, source, code=_int(obj.get("exit_code"))))
+    code = _int(obj.get("exit_code")) if kind == "run" and obj.get("phase") == "end" else None
+    if code is not None:
+        out.append(ExitEvent(rank, source, code=code))
     return out

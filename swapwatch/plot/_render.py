@@ -57,7 +57,7 @@ def style() -> Iterator[None]:
     """The house style for building and saving a figure (rc params are read at both times)."""
     import matplotlib
 
-    with matplotlib.rc_context(STYLE):
+    with matplotlib.rc_context(STYLE):  # type: ignore[arg-type]  # stub gap: rc keys typed as a Literal
         yield
 
 

@@ -98,7 +98,7 @@ def strategy_command(source: str, config: Optional[str] = None, output: Optional
     if pynative is not None and config is None:      # a PyNative (r2.x) YAML
         plot_strategy(pynative, name=os.path.basename(source)).save(*target)
         return f"wrote {out}: the strategy {source} asks for (PyNative path)"
-    if pynative is not None:
+    if pynative is not None and config is not None:       # a run against a PyNative YAML
         (_, runlog), = load_runs([source])
         res = plot_strategy(runlog, plan=pynative, rank=rank,
                             name=f"{runlog.label or source} vs {os.path.basename(config)}")

@@ -8,7 +8,7 @@ dir are the two ranks of one run, and logs from two directories are two runs.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import InputError
 
@@ -16,7 +16,7 @@ from ..errors import InputError
 def group_paths(paths: Sequence[str]) -> List[List[str]]:
     """Paths grouped into runs, in the order first given. InputError for a missing path."""
     groups: List[List[str]] = []
-    by_dir = {}
+    by_dir: Dict[str, List[str]] = {}
     for p in paths:
         if not os.path.exists(p):
             raise InputError("no such file or directory", file=str(p))

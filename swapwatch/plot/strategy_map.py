@@ -12,7 +12,7 @@ disagree.
 from __future__ import annotations
 
 import textwrap
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import TYPE_CHECKING, AbstractSet, Any, Dict, List, Optional, Set, Tuple
 
 import numpy as np
 import pandas as pd
@@ -26,6 +26,9 @@ from ..layer_table import layer_walk, stage_label
 from ..plan_view import is_view
 from . import _render
 from .result import StrategyPlot
+
+if TYPE_CHECKING:
+    from ..plan import LayerPlan, Plan
 
 FRAME_COLUMNS = ["source", "rank", "layer", "stage", "interleave", "mechanism", "item", "value",
                  "overridden", "partial", "why", "paths", "effect"]
@@ -62,14 +65,14 @@ def _global_ids(obj: Any) -> bool:
     return bool(getattr(obj, "global_layer_ids", False))
 
 
-def _reaches_nothing(plan: Any, lp: Any, pattern: str, mech: str) -> bool:
+def _reaches_nothing(plan: "Plan", lp: "LayerPlan", pattern: str, mech: str) -> bool:
     """True when ``pattern`` reaches no op on ``lp``'s own tree (its family's dense / MoE / MTP
     kind, MindFormers' walk). An unknown family resolves nothing (SW307 says so): its patterns
     are drawn as applied rather than all marked as reaching nothing."""
-    fam = getattr(plan, "family", None)
+    fam = plan.family
     if fam is not None and not fam.known:
         return False
-    walker = layer_walk(plan, lp, getattr(lp, "mtp", False))
+    walker = layer_walk(plan, lp)            # a decoder layer (the MTP layers are not in plan.layers)
     if walker is None:
         return False
     try:
@@ -78,15 +81,16 @@ def _reaches_nothing(plan: Any, lp: Any, pattern: str, mech: str) -> bool:
         return False
 
 
-def _voided_selects(plan: Any) -> List[Tuple[int, str, str]]:
+def _voided_selects(plan: "Plan") -> List[Tuple[int, str, str]]:
     """(layer, mechanism, pattern) of select / comm patterns configured on a layer that full
     recompute covers, where MindFormers never applies them: as the engine recorded them
     (``LayerPlan.select_shadowed``, the record SW105 reads too)."""
     return [(lp.layer, mech, pat) for lp in plan.layers
-            for mech, pats in getattr(lp, "select_shadowed", {}).items() for pat in pats]
+            for mech, pats in lp.select_shadowed.items() for pat in pats]
 
 
-def _plan_rows(plan: Any) -> List[tuple]:
+def _plan_rows(plan: "Plan") -> List[tuple]:
+    """The config rows of a LayerSetting plan (an ``apply_ac`` plan makes its own: ``strategy_rows_hook``)."""
     rows = []
     stage_of = {lp.layer: (lp.stage, lp.interleave) for lp in plan.layers}
     for layer, mech, pat in _voided_selects(plan):
@@ -107,7 +111,7 @@ def _plan_rows(plan: Any) -> List[tuple]:
             add("full_recompute", None, True)
         for mech in ("select_recompute", "select_comm_recompute", "select_recompute_exclude",
                      "select_comm_recompute_exclude"):
-            for pat in getattr(lp, mech) or []:
+            for pat in lp.patterns(mech):
                 add(mech, pat, True)
         if lp.layer_swap is not None:
             full = whole or lp.full_recompute
@@ -142,7 +146,8 @@ def pick_rank(runlog: Any, rank: Optional[int] = None) -> int:
     return with_actions[0]
 
 
-def _log_rows(runlog: Any, rank: int, plan: Any = None) -> List[tuple]:
+def _log_rows(runlog: Any, rank: int, plan: Optional["Plan"] = None) -> List[tuple]:
+    """``rank``'s logged rows; ``plan``: a LayerSetting plan the comparison reads (``comparable``), or None."""
     rl = runlog.ranks[rank]
     pp, vv = _geometry(rl, plan)
     plan_patterns: Dict[Tuple[int, str], List[str]] = {}
@@ -150,7 +155,7 @@ def _log_rows(runlog: Any, rank: int, plan: Any = None) -> List[tuple]:
         for lp in plan.layers:
             for mech in ("select_recompute", "select_comm_recompute", "select_recompute_exclude",
                          "select_comm_recompute_exclude"):
-                plan_patterns[(lp.layer, mech)] = list(getattr(lp, mech) or [])
+                plan_patterns[(lp.layer, mech)] = list(lp.patterns(mech))
             plan_patterns[(lp.layer, "op_swap")] = list((lp.op_swap or {}).keys())
     rows: Dict[tuple, list] = {}
     acts = sorted(rl.actions, key=lambda a: 0 if a.origin == "swapwatch" else 1)   # authoritative first
@@ -266,7 +271,7 @@ def _norm_item(it: Any) -> Optional[str]:
     return None if it is None or (isinstance(it, float) and np.isnan(it)) else it
 
 
-def _row_label(key: Tuple[str, Optional[str]], effects: Set[str] = frozenset()) -> str:
+def _row_label(key: Tuple[str, Optional[str]], effects: AbstractSet[str] = frozenset()) -> str:
     mech, item = key
     name = _NAME.get(mech, mech)
     if item is None:
@@ -299,7 +304,7 @@ def _fmt_value(v: Any) -> str:
 
 
 def _draw_map(ax, frame: pd.DataFrame, keys, n_layers: int, stages: List[int], inters: List[int],
-              title: str, diffs: Optional[pd.DataFrame] = None, cut: Set[int] = frozenset(),
+              title: str, diffs: Optional[pd.DataFrame] = None, cut: AbstractSet[int] = frozenset(),
               span: Optional[Tuple[int, int]] = None, effects: Optional[Dict] = None) -> None:
     """One band of the map: layers ``span`` = [lo, hi) (default all)."""
     lo, hi = span or (0, n_layers)
@@ -447,7 +452,7 @@ def plot_strategy(what: Any, plan: Any = None, rank: Optional[int] = None, title
         keep = what.comparison is not None or (what.plan is not None and not what.plan.comparable)
         what, plan, comparison = what.runlog, (what.plan if keep else None), what.comparison
     panels: List[Tuple[str, pd.DataFrame]] = []
-    diffs = None
+    diffs: Optional[pd.DataFrame] = None
     cut: Set[int] = set()
     if _is_plan(what):
         ref_plan = what
@@ -460,16 +465,16 @@ def plot_strategy(what: Any, plan: Any = None, rank: Optional[int] = None, title
         n_layers = _n_layers(what, r, plan, logs)
         nranks = len(what.ranks)
         who = f"logs, rank {r}" + (f" of {nranks}" if nranks > 1 else "")
-        own = plan.strategy_logs_hook(logs, what, r) if plan is not None else None
-        if own is not None:         # a path with its own log cells and differences (the view's)
-            logs, diffs = own
-        elif plan is not None:
-            if comparison is None:
-                comparison = compare(plan, what)
-            diffs = frame_differences(plan, what, r, comparison)
-            rd = comparison.ranks.get(r)
-            cut = set(rd.cut_layers) if rd is not None else set()
         if plan is not None:
+            own = plan.strategy_logs_hook(logs, what, r)
+            if own is not None:         # a path with its own log cells and differences (the view's)
+                logs, diffs = own
+            else:
+                if comparison is None:
+                    comparison = compare(plan, what)
+                diffs = frame_differences(plan, what, r, comparison)
+                rd = comparison.ranks.get(r)
+                cut = set(rd.cut_layers) if rd is not None else set()
             if diffs.empty and not cut:
                 panels.append((f"config = {who}: the run applied what the config asks", logs))
             else:

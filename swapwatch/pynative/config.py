@@ -14,9 +14,9 @@ The model shape comes from the HF-style ``model`` section the PyNative models re
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
-from ..config import nearest, read_yaml
+from ..config import mapping, nearest, read_yaml
 from ..errors import ConfigError, InputError
 from .layer_spec import Refusal
 
@@ -24,7 +24,7 @@ from .layer_spec import Refusal
 RECOMPUTE_FIELDS = {"mode": "None", "full_recompute_layer": None, "select_module": None, "exclude_op": None}
 COMM_FIELDS = {"enable": False, "select_module": None}
 SWAP_FIELDS = {"enable": False, "default_prefetch": 1, "layer_swap": None, "op_swap": None}
-SECTIONS = {"recompute": ("RecomputeConfig", RECOMPUTE_FIELDS),
+SECTIONS: Dict[str, Tuple[str, Dict[str, Any]]] = {"recompute": ("RecomputeConfig", RECOMPUTE_FIELDS),
             "recompute_comm": ("RecomputeCommConfig", COMM_FIELDS),
             "swap": ("SwapConfig", SWAP_FIELDS)}
 #: The PyNative strategy sections; their presence at the top level is what makes a YAML a PyNative one.
@@ -42,9 +42,11 @@ class PynativeConfig:
     recompute_comm: Dict[str, Any]
     swap: Dict[str, Any]
     num_layers: int
+    #: the layer-path family: ``--model``, else the YAML's ``model.model_type``, else the default family
+    #: (decided in :func:`from_tree` through ``families.default_family``, as a static plan's ``Plan.fam``)
+    family: str
     mtp_layers: int = 0
     pipeline_parallel: int = 1
-    family: Optional[str] = None
     first_k_dense: int = 0
     #: parallel degrees as given (to tell whether the YAML needs more than one card)
     degrees: Dict[str, Any] = field(default_factory=dict)
@@ -127,6 +129,7 @@ def _check_field(cls: str, key: str, value: Any, where) -> None:
 def from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional[str],
               num_layers: Optional[int] = None, family: Optional[str] = None) -> PynativeConfig:
     """Build the config from a parsed YAML tree (see :func:`load`); ``family`` is ``--model``."""
+    from ..families import default_family
     from .layer_paths import check_model_option
 
     check_model_option(family)
@@ -148,10 +151,10 @@ def from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional[str]
             _check_field(cls, key, raw[key], dict(file=source, line=lines.get(f"{sec}.{key}"), key=f"{sec}.{key}"))
         secs[sec] = merged
 
-    model = data.get("model") if isinstance(data.get("model"), dict) else {}
+    model = mapping(data.get("model"))
     n = num_layers
     if n is None:
-        mc = model.get("model_config") if isinstance(model.get("model_config"), dict) else {}
+        mc = mapping(model.get("model_config"))
         n = model.get("num_hidden_layers", model.get("num_layers", mc.get("num_layers")))
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
         raise ConfigError("the layer count is unknown: set model.num_hidden_layers in the YAML or pass "
@@ -160,20 +163,21 @@ def from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional[str]
     if not isinstance(mtp, int) or isinstance(mtp, bool) or mtp < 0:
         raise ConfigError(f"expected a non-negative int, got {mtp!r}", file=source,
                           line=lines.get("model.num_nextn_predict_layers"), key="model.num_nextn_predict_layers")
-    par = data.get("parallelism") if isinstance(data.get("parallelism"), dict) else {}
+    par = mapping(data.get("parallelism"))
     pp = par.get("pipeline_parallel", 1)
     if not isinstance(pp, int) or isinstance(pp, bool) or pp < 1:
         raise ConfigError(f"expected a positive int, got {pp!r}", file=source,
                           line=lines.get("parallelism.pipeline_parallel"), key="parallelism.pipeline_parallel")
+    named = family or model.get("model_type")
     fk = model.get("first_k_dense_replace")
     if fk is None:      # models/deepseek3/configuration_deepseek_v3.py:DeepseekV3Config.__init__ default
-        fk = 3 if str(family or model.get("model_type")).lower().startswith("deepseek") else 0
-    degrees = {k: par[k] for k in ("data_parallel_shard", "tensor_parallel", "context_parallel",
-                                   "pipeline_parallel", "expert_parallel") if k in par}
+        fk = 3 if str(named).lower().startswith("deepseek") else 0
+    degrees: Dict[str, Any] = {k: par[k] for k in ("data_parallel_shard", "tensor_parallel", "context_parallel",
+                                                    "pipeline_parallel", "expert_parallel") if k in par}
     ignored = [k for k in STATIC_KEYS if _has(data, k)]
     return PynativeConfig(recompute=secs["recompute"], recompute_comm=secs["recompute_comm"], swap=secs["swap"],
                           num_layers=n, mtp_layers=mtp, pipeline_parallel=pp,
-                          family=family or model.get("model_type"), first_k_dense=int(fk), degrees=degrees,
+                          family=named or default_family().name, first_k_dense=int(fk), degrees=degrees,
                           ignored_static_keys=ignored, source=source, lines=dict(lines))
 
 

@@ -9,7 +9,7 @@ drawn as voided. Stages are not drawn: ``apply_ac`` works on global layer ids.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, List
+from typing import TYPE_CHECKING, Any, List, Optional, Tuple
 
 import pandas as pd
 
@@ -69,7 +69,8 @@ def differences(plan: PynativePlan, runlog: Any, rank: int) -> pd.DataFrame:
     exp = {k: v for k, v in expected(plan).items() if not k[1].startswith("map:")}
     got, _, _ = logged(runlog.ranks[rank].events)
     got = {k: v for k, v in got.items() if not k[1].startswith("map:")}
-    rows = []
+    #: layer, mechanism, item (None: the whole action), missing/extra, expected, actual (None: not a path row's side)
+    rows: List[Tuple[int, str, Optional[str], str, Optional[bool], Optional[bool]]] = []
     for key in sorted(set(exp) | set(got)):
         layer, action = key
         e, g = exp.get(key), got.get(key)

@@ -20,7 +20,7 @@ recomputed layer is listed in the swap map, gets its prefetch pair, and swaps no
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Dict, Iterable, List, Optional, Set, Tuple
+from typing import AbstractSet, Any, ClassVar, Dict, Iterable, List, Optional, Set, Tuple
 
 import regex
 
@@ -276,7 +276,7 @@ def _blocked(path: str, wrapped: Set[str]) -> bool:
     return False
 
 
-def _wrap_all(kind: str, wanted: List[str], la: Any, applied: List[str], cells: Set[str],
+def _wrap_all(kind: str, wanted: List[str], la: Any, applied: List[str], cells: AbstractSet[str],
               wrapped: Set[str]) -> None:
     """Wrap each of ``wanted`` in order, as apply_ac does: a path behind a cell wrapped earlier on
     this layer is blocked (recorded under ``kind``), others are applied, and an applied cell wraps

@@ -244,7 +244,7 @@ def build(paths: Sequence[str], config: Optional[str] = None) -> Report:
 
         report.notes.append(f"memory: no memory figures in these logs; {HOW_TO_GET}")
     if len(groups) >= 2 and len(groups[0]) == 1 and len(groups[1]) == 1:
-        from ..diff import diff
+        from ..strategy_diff import diff
 
         try:
             report.diff = diff(groups[0][0], groups[1][0])

@@ -362,7 +362,7 @@ def _diff(report: Report) -> str:
     d = report.diff
     if d is None:
         return ""
-    from ..diff import stage_changes
+    from ..strategy_diff import stage_changes
 
     rows = [([ld.layer], ld.stage, ld) for ld in d.layers]
     rows = layer_table.fold(rows, key=lambda r: (r[1], tuple(sorted(r[2].cells.items()))), layers=lambda r: r[0])

@@ -1,5 +1,5 @@
-"""``swapwatch diff A B``: what changes, layer by layer and stage by stage, between two configs'
-plans or between the strategies two runs applied.
+"""What changes between two strategies, layer by layer and stage by stage: the library behind
+``swapwatch diff A B`` and the report's diff section (its renderer is :mod:`swapwatch.diff_render`).
 
 The question behind it: "I changed ``recompute: [6, 4, 2, 0]`` to ``[4, 4, 2, 0]``; which layers
 stop being fully recomputed, on which stage?" For two YAMLs both sides are the plan MindFormers
@@ -9,12 +9,12 @@ says was applied (the lowest rank with strategy lines). A config against a run i
 ``swapwatch verify`` answers, so it is refused with that advice: the two sides would speak in
 different words (the paths a pattern reaches vs the paths MindFormers logs).
 
-The table is the one every per-layer table shares (:mod:`swapwatch.layer_table`): differing cells
-read ``✗ A → B``. Exit 0 same, 1 differ, 2 bad input (DESIGN §3.1).
+Each side's cells are the words every per-layer table shares (:mod:`swapwatch.layer_table`): differing
+cells read ``✗ A → B``; :func:`stage_changes` says per stage what changed, in words the table, the JSON
+document and the HTML report all show. Exit 0 same, 1 differ, 2 bad input (DESIGN §3.1).
 """
 from __future__ import annotations
 
-import json
 import os
 import stat
 from collections import OrderedDict
@@ -23,9 +23,6 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from . import actions, layer_table, paths, run_shape
 from .errors import InputError
-from .text import fmt_bytes
-
-FORMATS = ("table", "json")
 
 
 @dataclass
@@ -35,7 +32,7 @@ class Side:
     path: str
     kind: str                                   # "config" | "run"
     cells: Dict[int, Dict[str, str]]            # layer -> column texts (layer_table words)
-    stages: Dict[int, Tuple[int, int]]          # layer -> (stage, interleave)
+    stages: Dict[int, Tuple[Optional[int], int]]    # layer -> (stage or None: not decided, interleave)
     shape: Dict[str, int]
     swap: Optional[bool] = None
     rank: Optional[int] = None                  # runs: the rank whose log is read
@@ -205,23 +202,9 @@ def estimate_lines(path_a: str, path_b: str) -> Tuple[List[Tuple[int, int, int, 
     return [(x.stage, x.peak_bytes, y.peak_bytes, x.recompute_flops, y.recompute_flops) for x, y in zip(pa, pb)], ""
 
 
-def estimate_changes(result: DiffResult) -> List[str]:
-    """``stage 0 peak 33.5 -> 57.9 GiB, recompute -90 %`` per stage (predicted, uncalibrated)."""
-    out = []
-    for stage, a, b, fa, fb in result.estimates:
-        if fa == fb:
-            rc = "recompute unchanged"
-        elif fa == 0:
-            rc = f"recompute none -> {fb / 1e9:.3g} GFLOP"
-        else:
-            rc = f"recompute {100.0 * (fb - fa) / fa:+.0f} %"
-        out.append(f"stage {stage} peak {_gib(a)} -> {_gib(b)}, {rc}")
-    return out
-
-
-def _gib(n: int) -> str:
-    return fmt_bytes(n, digits=1)
-
+# ---------------------------------------------------------------------------------------------
+# What changed, in words (the table, the JSON document and the HTML report show these)
+# ---------------------------------------------------------------------------------------------
 
 def kind(cells: Dict[str, str]) -> str:
     """A layer's strategy in a word or two: ``full``, ``select``, ``select+swap``, ``none``."""
@@ -275,81 +258,3 @@ def _stage_key(result: DiffResult, layer: int) -> Tuple[int, int]:
 def _stage_name(result: DiffResult, layer: int) -> str:
     st, _ = result.a.stages.get(layer) or result.b.stages.get(layer) or (None, 0)
     return "stage ?" if st is None else f"stage {st}"
-
-
-# ---------------------------------------------------------------------------------------------
-# Rendering
-# ---------------------------------------------------------------------------------------------
-
-def render(result: DiffResult, fmt: str = "table", all_layers: bool = False) -> str:
-    if fmt == "json":
-        return json.dumps(to_json(result), indent=1, ensure_ascii=False) + "\n"
-    if fmt != "table":
-        raise ValueError(f"unknown format {fmt!r}")
-    return render_table(result, all_layers)
-
-
-def render_table(result: DiffResult, all_layers: bool = False) -> str:
-    out = [f"A: {result.a.describe()}", f"B: {result.b.describe()}"]
-    if result.shape:
-        out.append("not the same model or run shape: " + ", ".join(result.shape))
-    if result.a.pynative and result.a.swap != result.b.swap:
-        out.append(f"swap {'ON' if result.a.swap else 'off'} → {'ON' if result.b.swap else 'off'}")
-    elif result.a.swap != result.b.swap and None not in (result.a.swap, result.b.swap):
-        out.append(f"swap {'ON' if result.a.swap else 'off'} → {'ON' if result.b.swap else 'off'} "
-                   "(with swap ON, recompute keys are layer ids, not per-stage counts)")
-    out.append("")
-    rows = [([ld.layer], ld.stage, ld) for ld in result.layers]
-    if not all_layers:
-        rows = layer_table.fold(rows, key=lambda r: (r[1], tuple(sorted(r[2].cells.items()))),
-                                layers=lambda r: r[0])
-    cols = layer_table.used_columns([r[2].cells for r in rows])
-    header = ["layer", "stage"] + [layer_table.COLUMNS[a] for a in cols]
-    body = [[layer_table.layer_label(ls), stage] + [ld.cells[a] for a in cols] for ls, stage, ld in rows]
-    out.extend(layer_table.grid(header, body))
-    marks = [f"{layer_table.DIFF} = differs (A → B)"] if any(ld.differs for ld in result.layers) else []
-    marks += layer_table.legend(c for row in body for c in row[2:])
-    if marks:
-        out.append("  " + "; ".join(marks))
-    out.append("")
-    out.extend(stage_changes(result))
-    if result.estimates:
-        out.append("")
-        out.append("predicted (swapwatch estimate, uncalibrated):")
-        out.extend("  " + line for line in estimate_changes(result))
-    elif result.estimate_note:
-        out.append("")
-        out.append(result.estimate_note)
-    n = sum(1 for ld in result.layers if ld.differs)
-    out.append("")
-    out.append("SAME: the two strategies are identical layer by layer" if result.same else
-               f"DIFFER: {n} of {len(result.layers)} layers" + (", and the shape" if result.shape else ""))
-    return "\n".join(line.rstrip() for line in out) + "\n"
-
-
-def to_json(result: DiffResult) -> Dict[str, Any]:
-    """``{"same", "a", "b", "shape_differences", "stages", "layers"}``; per layer the two sides'
-    column texts (only filled columns) and the columns that differ."""
-    def side_json(s: Side) -> Dict[str, Any]:
-        return {"path": s.path, "kind": s.kind, "rank": s.rank, "swap": s.swap, "shape": dict(s.shape)}
-
-    return {"same": result.same, "a": side_json(result.a), "b": side_json(result.b),
-            "shape_differences": list(result.shape),
-            "stages": stage_changes(result),
-            "layers": [{"layer": ld.layer,
-                        "stage": {"a": _stage_of(result.a, ld.layer), "b": _stage_of(result.b, ld.layer)},
-                        "a": {k: v for k, v in ld.a.items() if v},
-                        "b": {k: v for k, v in ld.b.items() if v},
-                        "differs": list(ld.differs)} for ld in result.layers],
-            # addition (issue 24): the predicted peak and recompute cost per stage of both configs
-            "estimate": [{"stage": st, "a_peak_bytes": a, "b_peak_bytes": b, "a_recompute_flops": fa,
-                          "b_recompute_flops": fb} for st, a, b, fa, fb in result.estimates],
-            "estimate_note": result.estimate_note or None}
-
-
-def _stage_of(s: Side, layer: int) -> Optional[Dict[str, Any]]:
-    if layer not in s.stages:
-        return None
-    st, inter = s.stages[layer]
-    return {"stage": st, "interleave": inter}
-
