@@ -62,20 +62,11 @@ CHROMIUM ?= /usr/bin/chromium
 browser:
 	test -x $(CHROMIUM) || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium)
 
-# ruff over the tree; mypy over the domain model (the modules every command builds on).
-TYPED := swapwatch/actions.py swapwatch/plan.py swapwatch/config/*.py swapwatch/families.py \
-         swapwatch/parsers/model.py swapwatch/checks/*.py swapwatch/compare.py \
-         swapwatch/strategy.py swapwatch/memory/spec.py \
-         swapwatch/layer_table.py swapwatch/setting_lines.py \
-         swapwatch/text.py swapwatch/finding_groups.py \
-         swapwatch/paths.py swapwatch/plan_view.py swapwatch/results.py swapwatch/explain.py \
-         swapwatch/verify.py swapwatch/memory/emit.py swapwatch/memory/model.py swapwatch/memory/tensor_table.py
-# issue 23: every module outside checks/ too, but pynative/verify.py (it hands a PynativeComparison to
-# CheckContext.comparison, which checks/__init__.py types as the LayerSetting Comparison only)
-TYPED += $(filter-out swapwatch/pynative/verify.py,$(shell find swapwatch -name '*.py' -not -path 'swapwatch/checks/*'))
+# ruff over the tree; mypy over the whole package (issue 23: the domain model, the rules, every command).
+TYPED := swapwatch
 lint: install
 	$(BIN)/ruff check .
-	$(BIN)/mypy $(sort $(wildcard $(TYPED)))
+	$(BIN)/mypy $(TYPED)
 
 # SWAPWATCH_REQUIRE_ALL: MindSpore, msrun, the oracle, the core venv, the DryRun stand-ins and Chromium
 # must be there (no silent skips).
