@@ -21,6 +21,7 @@ from ..config import INT64_MAX, TrainingConfig, load_config, nearest
 from ..errors import ConfigError
 
 MC = "model.model_config"
+POC = "parallel.parallel_optimizer_config"
 #: our name -> the model_config keys MindFormers YAMLs use for it, first present wins
 ALIASES: Dict[str, Tuple[str, ...]] = {
     "hidden_size": ("hidden_size",),
@@ -108,7 +109,19 @@ class ModelSpec:
     seq_parallel: bool = False
     optimizer_shard: bool = False
     optimizer_shard_size: int = 0       # 0: all data-parallel ranks
+    #: parallel_optimizer_config.parallel_optimizer_threshold (KB): a parameter whose slice on the rank
+    #: is smaller stays whole (MindSpore: "Parallel optimizer: the size of ... is smaller than the
+    #: threshold"; its default and MindFormers' 64)
+    shard_threshold_kb: int = 64
+    #: parallel_optimizer_config.gradient_accumulation_shard: the gradient accumulation buffer (pipeline
+    #: or gradient accumulation) is split over the optimizer-shard ranks like the weights
+    accumulation_shard: bool = False
     mcore: bool = False                 # use_legacy: False (parallel_core/training_graph)
+    #: the legacy Llama layer's fine-grain interleave: each layer runs its linears on this many
+    #: sequence parts (models/llama/llama_interleave.py:LLamaDecodeLayerInterleave, built by
+    #: models/llama/llama.py:LlamaModel when models/utils.py:check_fine_grain_interleave_valid holds:
+    #: fine_grain_interleave > 1 and model_parallel > 1); 1: the plain layer (and on every other path)
+    fine_grain: int = 1
     #: the job's collectives go through HCCL (``context.device_target`` Ascend, MindFormers' default):
     #: a CPU / GPU job (the example model's runs) has no HCCL buffers (model.not_in_dryrun)
     hccl: bool = True
@@ -312,12 +325,22 @@ def spec_from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional
     if isinstance(shard_size, bool) or not isinstance(shard_size, int):
         raise err("parallel.parallel_optimizer_config.optimizer_weight_shard_size",
                   f"expected an integer, got {shard_size!r}")
+    threshold = pos(poc.get("parallel_optimizer_threshold", 64),
+                    f"{POC}.parallel_optimizer_threshold", 0)
+    # effective only where gradients are accumulated: the pipeline's micro-batches or
+    # gradient_accumulation_steps (MindSpore's set_auto_parallel_context docstring)
+    accu_shard = flag(poc, "gradient_accumulation_shard", f"{POC}.gradient_accumulation_shard") \
+        and (pp > 1 or runner.get("gradient_accumulation_steps", 1) not in (None, 1))
     sh_raw = mc.get("n_shared_experts", mc.get("shared_expert_num"))
     shared = pos(sh_raw, f"{MC}.n_shared_experts", 0) if sh_raw is not None else \
         (1 if mc.get("model_type") == "deepseek_v3" else 0)
     if heads % tp:
         raise err("parallel_config.model_parallel", f"num_heads {heads} is not a multiple of model_parallel {tp}")
 
+    fgi_raw = mc.get("fine_grain_interleave")
+    fgi = pos(fgi_raw, f"{MC}.fine_grain_interleave", 0) if fgi_raw is not None else 1
+    fine_grain = fgi if fgi > 1 and tp > 1 and not mcore and \
+        (model.get("arch") or {}).get("type") == "LlamaForCausalLM" else 1
     compute = dtype(("compute_dtype",), "float16", "bfloat16")
     param_bytes = dtype(("param_init_type", "params_dtype"), "float16", "float32")
     state_bytes = 4 if opt_type.lower().replace("_", "") in FP32_STATE_OPTIMIZERS else param_bytes
@@ -337,7 +360,8 @@ def spec_from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional
         tie_embeddings=flag(mc, "tie_word_embeddings", f"{MC}.tie_word_embeddings"),
         mla=mla, shared_experts=shared, dense_ffn=ffn, dp=dp, tp=tp, pp=pp, cp=cp, ep=ep, micro_batch_num=mbn,
         seq_parallel=sp,
-        optimizer_shard=shard, optimizer_shard_size=shard_size, mcore=mcore, lines=lines,
+        optimizer_shard=shard, optimizer_shard_size=shard_size, shard_threshold_kb=threshold,
+        accumulation_shard=accu_shard, mcore=mcore, lines=lines, fine_grain=fine_grain,
         hccl=str(section(data, "context", "").get("device_target", "Ascend")).lower() == "ascend")
 
 
@@ -368,6 +392,25 @@ def params_per_layer(spec: ModelSpec, rows: List[List[Any]], mla_rows: bool = Fa
         kv = h * (kvl + rope) + kvl * at * (qk - rope + vd)
         total += q + kv - product(["h", "hq"], sym) - 2 * product(["h", "hkv"], sym)
     return total
+
+
+def unsharded_per_layer(spec: ModelSpec, rows: List[List[Any]]) -> int:
+    """Weight elements of one layer that the parallel optimizer leaves whole on the rank: the
+    parameters whose slice is smaller than ``parallel_optimizer_threshold`` (KB; MindSpore compares
+    the slice's bytes in the parameter's dtype). A ``params`` row with a leading integer is that many
+    parameters of the rest's shape (``[2, h]``: the two norms; ``[3, h, fw]``: w1, w2, w3). 0 without
+    the optimizer shard."""
+    if spec.shard <= 1:
+        return 0
+    sym = spec.symbols()
+    limit = spec.shard_threshold_kb * 1024
+    out = 0
+    for row in rows:
+        count, shape = (row[0], row[1:]) if len(row) > 1 and isinstance(row[0], int) else (1, row)
+        size = product(shape, sym)
+        if size * spec.param_bytes < limit:
+            out += count * size
+    return out
 
 
 def product(factors: List[Any], sym: Dict[str, int]) -> int:
