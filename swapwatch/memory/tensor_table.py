@@ -193,14 +193,14 @@ class TensorTable:
         self.layer_boundary = frozenset(i for i, op in enumerate(self.ops) if op.outs[0] not in self.consumers)
         #: the backward's own working set: the gradient of the largest tensor and its input's
         self.workspace = 2 * max(self.bytes[t] for o in self.ops for t in o.outs)
-        #: bytes the layer holds beyond its ops' tensors for the stage (the MTP layer's own
-        #: embedding output and head logits: ``extra`` in the table), per micro-batch
         #: the fine-grain interleave's backward copies (``interleave`` in the table: each a tensor
         #: of the layer concatenated whole from its sequence parts for one weight gradient), with the
         #: forward tensor each copies; none without the interleaved layer (spec.fine_grain)
         self.interleave: Tuple[Tuple[str, int, str], ...] = tuple(
             (name, product(t["shape"], sym) * dbytes[t.get("dtype", "compute")], t["of"])
             for name, t in (data.get("interleave") or {}).items()) if spec.fine_grain > 1 else ()
+        #: bytes the layer holds beyond its ops' tensors for the stage (the MTP layer's own
+        #: embedding output and head logits: ``extra`` in the table), per micro-batch
         self.extra_by_tensor: Tuple[Tuple[str, int], ...] = tuple(
             (name, product(t["shape"], sym) * dbytes[t.get("dtype", "compute")])
             for name, t in (data.get("extra") or {}).items())
