@@ -14,7 +14,7 @@ names) the first one present wins, in the order listed in :data:`ALIASES`.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Dict, FrozenSet, List, Optional, Tuple
 
 from ..config import INT64_MAX, TrainingConfig, load_config, nearest
@@ -395,21 +395,24 @@ def params_per_layer(spec: ModelSpec, rows: List[List[Any]], mla_rows: bool = Fa
 
 
 def unsharded_per_layer(spec: ModelSpec, rows: List[List[Any]]) -> int:
-    """Weight elements of one layer that the parallel optimizer leaves whole on the rank: the
-    parameters whose slice is smaller than ``parallel_optimizer_threshold`` (KB; MindSpore compares
-    the slice's bytes in the parameter's dtype). A ``params`` row with a leading integer is that many
-    parameters of the rest's shape (``[2, h]``: the two norms; ``[3, h, fw]``: w1, w2, w3). 0 without
-    the optimizer shard."""
+    """Weight elements of one layer (on the rank) that the parallel optimizer leaves whole: the
+    parameters smaller than ``parallel_optimizer_threshold`` (KB). The size compared is the whole
+    parameter's, ``shape[0] * ... * shape[n] * size(dtype)`` (MindSpore's
+    ``set_auto_parallel_context`` docstring), not the tensor-parallel slice: on the Llama2-70B cut
+    (TP4) a 40000 KB threshold moved DryRun L1's first stage by +112 MiB, where leaving wk / wv
+    (16384 KB whole) unsharded gives +48 MiB and wq / wo as well (32768 KB slices, 131072 KB whole)
+    +432 MiB (docs/estimate.md). A ``params`` row with a leading integer is that many parameters of
+    the rest's shape (``[2, h]``: the two norms; ``[3, h, fw]``: w1, w2, w3). 0 without the shard."""
     if spec.shard <= 1:
         return 0
     sym = spec.symbols()
+    whole = replace(spec, tp=1, seq_parallel=False).symbols()
     limit = spec.shard_threshold_kb * 1024
     out = 0
     for row in rows:
         count, shape = (row[0], row[1:]) if len(row) > 1 and isinstance(row[0], int) else (1, row)
-        size = product(shape, sym)
-        if size * spec.param_bytes < limit:
-            out += count * size
+        if product(shape, whole) * spec.param_bytes < limit:
+            out += count * product(shape, sym)
     return out
 
 
