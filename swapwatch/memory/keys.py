@@ -123,8 +123,10 @@ RULES: Tuple[Rule, ...] = (
     Rule("parallel.parallel_optimizer_config.optimizer_weight_shard_size", MODELLED, "optimizer shard size"),
     Rule("parallel.parallel_optimizer_config.parallel_optimizer_threshold", MODELLED,
          "parameters whose slice is below this size (KB) stay whole (spec.unsharded_per_layer)"),
-    Rule("parallel.parallel_optimizer_config.gradient_accumulation_shard", MODELLED,
-         "the accumulated gradients are split over the optimizer-parallel ranks (model.static_parts)"),
+    Rule("parallel.parallel_optimizer_config.gradient_accumulation_shard", UNMODELLED,
+         "splits the accumulated gradients over the optimizer-parallel ranks; DryRun L1 saves 184 MiB on the "
+         "Llama2-70B cut's first stage where halving them would save 810 MiB: not understood, not sized",
+         when=_truthy),
     Rule("parallel.pipeline_config.pipeline_interleave", MODELLED, "interleaved pipeline"),
     Rule("parallel.pipeline_config.pipeline_scheduler", MODELLED, "1F1B / interleave"),
     Rule("parallel.parallel_mode", MODELLED, "semi-auto / data parallel: the layout the YAML gives"),

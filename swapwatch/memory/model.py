@@ -120,10 +120,7 @@ def static_parts(spec: ModelSpec, fam: TensorTable, stage: int, n_layers: int,
         whole += spec.hidden
     whole_trained = 0 if spec.frozen_base else whole
     states = spec.state_bytes * spec.optimizer_states
-    # gradient_accumulation_shard: the accumulated gradients are split like the weights
-    grads = (trained - whole_trained) * pb // spec.shard + whole_trained * pb if spec.accumulation_shard \
-        else trained * pb
-    return {"weights": (params - whole) * pb // spec.shard + whole * pb, "grads": grads,
+    return {"weights": (params - whole) * pb // spec.shard + whole * pb, "grads": trained * pb,
             "optimizer_states": (trained - whole_trained) * states // spec.shard + whole_trained * states}
 
 

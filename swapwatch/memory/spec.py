@@ -113,9 +113,6 @@ class ModelSpec:
     #: is smaller stays whole (MindSpore: "Parallel optimizer: the size of ... is smaller than the
     #: threshold"; its default and MindFormers' 64)
     shard_threshold_kb: int = 64
-    #: parallel_optimizer_config.gradient_accumulation_shard: the gradient accumulation buffer (pipeline
-    #: or gradient accumulation) is split over the optimizer-shard ranks like the weights
-    accumulation_shard: bool = False
     mcore: bool = False                 # use_legacy: False (parallel_core/training_graph)
     #: the legacy Llama layer's fine-grain interleave: each layer runs its linears on this many
     #: sequence parts (models/llama/llama_interleave.py:LLamaDecodeLayerInterleave, built by
@@ -327,10 +324,6 @@ def spec_from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional
                   f"expected an integer, got {shard_size!r}")
     threshold = pos(poc.get("parallel_optimizer_threshold", 64),
                     f"{POC}.parallel_optimizer_threshold", 0)
-    # effective only where gradients are accumulated: the pipeline's micro-batches or
-    # gradient_accumulation_steps (MindSpore's set_auto_parallel_context docstring)
-    accu_shard = flag(poc, "gradient_accumulation_shard", f"{POC}.gradient_accumulation_shard") \
-        and (pp > 1 or runner.get("gradient_accumulation_steps", 1) not in (None, 1))
     sh_raw = mc.get("n_shared_experts", mc.get("shared_expert_num"))
     shared = pos(sh_raw, f"{MC}.n_shared_experts", 0) if sh_raw is not None else \
         (1 if mc.get("model_type") == "deepseek_v3" else 0)
@@ -361,7 +354,7 @@ def spec_from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional
         mla=mla, shared_experts=shared, dense_ffn=ffn, dp=dp, tp=tp, pp=pp, cp=cp, ep=ep, micro_batch_num=mbn,
         seq_parallel=sp,
         optimizer_shard=shard, optimizer_shard_size=shard_size, shard_threshold_kb=threshold,
-        accumulation_shard=accu_shard, mcore=mcore, lines=lines, fine_grain=fine_grain,
+        mcore=mcore, lines=lines, fine_grain=fine_grain,
         hccl=str(section(data, "context", "").get("device_target", "Ascend")).lower() == "ascend")
 
 

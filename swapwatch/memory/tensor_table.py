@@ -199,6 +199,9 @@ class TensorTable:
         self.interleave: Tuple[Tuple[str, int, str], ...] = tuple(
             (name, product(t["shape"], sym) * dbytes[t.get("dtype", "compute")], t["of"])
             for name, t in (data.get("interleave") or {}).items()) if spec.fine_grain > 1 else ()
+        #: a layer's ``early`` bytes at most (when recompute regenerates none of the tensors copied):
+        #: what plan's search adds per layer (memory.search), which does not price ``early`` per level
+        self.early_bound = sum(b for _, b, _ in self.interleave)
         #: bytes the layer holds beyond its ops' tensors for the stage (the MTP layer's own
         #: embedding output and head logits: ``extra`` in the table), per micro-batch
         self.extra_by_tensor: Tuple[Tuple[str, int], ...] = tuple(
