@@ -165,3 +165,16 @@ def test_seqpipe_on_the_legacy_path_stays_unmodelled_and_full_recompute_is_refus
                                                              "parallel_config.pipeline_stage": 1}, "p.yaml")
     assert REFUSED not in classify(yaml.safe_load(open(flat))).by_kind
     assert UNMODELLED in classify(yaml.safe_load(open(flat))).by_kind
+
+
+def test_micro_batch_interleave_multiplies_the_micro_batch_on_the_legacy_path(tmp_path):
+    """Each micro-batch holds micro_batch_interleave_num x batch_size rows, all parts kept: the
+    model sizes it as that batch (DryRun L1, llama2_70b_l8_pp2_mbi2_none: 15553 MiB, the model
+    15458 MiB, predicted before the run)."""
+    one = estimate(str(CASES / "llama2_70b_l8_pp2_none.yaml"))
+    two = estimate(str(CASES / "llama2_70b_l8_pp2_mbi2_none.yaml"))
+    assert (one.spec.batch, two.spec.batch) == (1, 2)
+    assert two.stages[0].activations == 2 * one.stages[0].activations
+    assert two.stages[0].static == one.stages[0].static
+    rep = classify(load_config(str(CASES / "llama2_70b_l8_pp2_mbi2_none.yaml"), check_rules=False).tree)
+    assert "micro_batch_interleave_num" in rep.by_kind[MODELLED]

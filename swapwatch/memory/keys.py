@@ -73,8 +73,8 @@ RULES: Tuple[Rule, ...] = (
     Rule(MC + "fine_grain_interleave", UNMODELLED, "fine-grain interleave splits each micro-batch in two halves "
          "whose communication overlaps the other's compute (modelled on the legacy Llama layer only: "
          "classify)", when=_not_one),
-    Rule("micro_batch_interleave_num", UNMODELLED, "micro-batch interleave holds two half micro-batches",
-         when=_not_one),
+    Rule("micro_batch_interleave_num", MODELLED, "legacy: each micro-batch holds that many batch_size parts, "
+         "all kept for the backward (spec.batch; mcore: refused, classify)", when=_not_one),
     Rule("parallel_config.vocab_emb_dp", UNMODELLED, "the embedding table's split (data parallel vs model parallel)",
          when=lambda v: v is not None),
     Rule("context.memory_optimize_level", UNMODELLED, "O1 turns on MindSpore's memory reuse passes",

@@ -308,6 +308,13 @@ def spec_from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional
     states = OPTIMIZER_STATES.get(opt_type.lower().replace("_", ""), 2)
 
     batch = pos(runner.get("batch_size", 1), "runner_config.batch_size")
+    # micro-batch interleave (legacy; MindFormers rejects it on mcore: memory.keys): each micro-batch
+    # holds micro_batch_interleave_num x batch_size rows (trainer/base_trainer.py: global_batch_size),
+    # run as that many interleaved parts whose activations are all kept for the backward
+    # (mindspore.nn.MicroBatchInterleaved, wrapped by _wrap_network_with_tool_cells_legacy)
+    mbi_raw = data.get("micro_batch_interleave_num")
+    if mbi_raw is not None and not mcore:
+        batch *= pos(mbi_raw, "micro_batch_interleave_num")
     dp = pos(pc.get("data_parallel", 1), "parallel_config.data_parallel")
     tp = pos(pc.get("model_parallel", 1), "parallel_config.model_parallel")
     pp = pos(pc.get("pipeline_stage", 1), "parallel_config.pipeline_stage")
