@@ -69,7 +69,8 @@ RULES: Tuple[Rule, ...] = (
          when=lambda v: v not in (None, "1f1b", "interleave", "")),
     Rule("model.model_config.seq_split_num", UNMODELLED, "SeqPipe's sequence chunks", when=_not_one),
     Rule("parallel.pipeline_config.seq_split_num", UNMODELLED, "SeqPipe's sequence chunks", when=_not_one),
-    Rule("parallel_config.seq_split_num", UNMODELLED, "SeqPipe's sequence chunks", when=_not_one),
+    Rule("parallel_config.seq_split_num", UNMODELLED, "SeqPipe's sequence chunks in flight and key / value caches "
+         "(legacy; DryRun L1: 899 MiB under the same Llama2-70B cut without it, docs/estimate.md)", when=_not_one),
     Rule(MC + "fine_grain_interleave", UNMODELLED, "fine-grain interleave splits each micro-batch in two halves "
          "whose communication overlaps the other's compute (modelled on the legacy Llama layer only: "
          "classify)", when=_not_one),
