@@ -65,13 +65,6 @@ KNOWN_DELTA = {
     # Qwen3-MoE, first stage: the model's peak is the optimizer step in both cases (recompute cannot
     # move it), DryRun L1's activation phase is 547 MiB above it without recompute
     ("qwen3_moe_l8_none", "qwen3_moe_l8_full", 0): (0, 547),
-    # Llama2-70B (legacy) none -> full: the model saves less than DryRun L1 on both stages; what
-    # full recompute also drops there is the fine-grain interleave's concatenated copies
-    # (model_config.fine_grain_interleave: 2, an unmodelled key: models/llama/llama_interleave.py:
-    # LLamaDecodeLayerInterleave.construct concatenates the q / k / v and output parts of its halves;
-    # 800 MiB of Concat blocks at the first stage's peak), which the model does not have
-    ("llama2_70b_l8_pp2_none", "llama2_70b_l8_pp2_full", 0): (2298, 2841),
-    ("llama2_70b_l8_pp2_none", "llama2_70b_l8_pp2_full", 1): (994, 1616),
     # Qwen2.5-7B (legacy) none -> full, first stage: see the KNOWN entry of its full first stage
     ("qwen2_5_7b_l8_pp2_none", "qwen2_5_7b_l8_pp2_full", 0): (10906, 8525),
     # last stage: the model adds the loss' fp32 tensors (15 GiB at 152k vocabulary x 8k tokens) to

@@ -122,7 +122,7 @@ def main(argv):
     dl.config.pop("data_path", None)
     dp, mbn = pc.get("data_parallel", 1), pc.get("micro_batch_num", 1)
     gbs = cfg.runner_config.batch_size * dp * (mbn if pc.get("pipeline_stage", 1) > 1 else 1) \
-        * cfg.runner_config.get("gradient_accumulation_steps", 1)
+        * cfg.runner_config.get("gradient_accumulation_steps", 1) * (cfg.get("micro_batch_interleave_num") or 1)
     dl["sizes"] = [gbs, 0, 0]
     cfg.train_dataset.num_parallel_workers = 1
     cfg.runner_config.epochs = 1

@@ -70,15 +70,13 @@ RULES: Tuple[Rule, ...] = (
          when=lambda v: v not in (None, "1f1b", "interleave", "")),
     Rule("model.model_config.seq_split_num", UNMODELLED, "SeqPipe's sequence chunks", when=_not_one),
     Rule("parallel.pipeline_config.seq_split_num", UNMODELLED, "SeqPipe's sequence chunks", when=_not_one),
-    Rule("parallel_config.seq_split_num", UNMODELLED, "SeqPipe's sequence chunks", when=_not_one),
+    Rule("parallel_config.seq_split_num", UNMODELLED, "SeqPipe's sequence chunks in flight and key / value caches "
+         "(legacy; DryRun L1: 899 MiB under the same Llama2-70B cut without it, docs/estimate.md)", when=_not_one),
     Rule(MC + "fine_grain_interleave", UNMODELLED, "fine-grain interleave splits each micro-batch in two halves "
-         "whose communication overlaps the other's compute", when=_not_one),
-    Rule("micro_batch_interleave_num", UNMODELLED, "micro-batch interleave holds two half micro-batches",
-         when=_not_one),
-    Rule("parallel.parallel_optimizer_config.gradient_accumulation_shard", UNMODELLED,
-         "shards the gradient accumulation buffer over the optimizer-parallel ranks", when=_truthy),
-    Rule("parallel.parallel_optimizer_config.parallel_optimizer_threshold", UNMODELLED,
-         "parameters below this size (KB) are not sharded by the parallel optimizer"),
+         "whose communication overlaps the other's compute (modelled on the legacy Llama layer only: "
+         "classify)", when=_not_one),
+    Rule("micro_batch_interleave_num", MODELLED, "legacy: each micro-batch holds that many batch_size parts, "
+         "all kept for the backward (spec.batch; mcore: refused, classify)", when=_not_one),
     Rule("parallel_config.vocab_emb_dp", UNMODELLED, "the embedding table's split (data parallel vs model parallel)",
          when=lambda v: v is not None),
     Rule("context.memory_optimize_level", UNMODELLED, "O1 turns on MindSpore's memory reuse passes",
@@ -125,6 +123,12 @@ RULES: Tuple[Rule, ...] = (
     Rule("parallel_config.*", MODELLED, "parallel degrees, micro-batches, sequence parallel, recompute"),
     Rule("parallel.enable_parallel_optimizer", MODELLED, "optimizer shard"),
     Rule("parallel.parallel_optimizer_config.optimizer_weight_shard_size", MODELLED, "optimizer shard size"),
+    Rule("parallel.parallel_optimizer_config.parallel_optimizer_threshold", MODELLED,
+         "parameters whose slice is below this size (KB) stay whole (spec.unsharded_per_layer)"),
+    Rule("parallel.parallel_optimizer_config.gradient_accumulation_shard", UNMODELLED,
+         "splits the accumulated gradients over the optimizer-parallel ranks; DryRun L1 saves 184 MiB on the "
+         "Llama2-70B cut's first stage where halving them would save 810 MiB: not understood, not sized",
+         when=_truthy),
     Rule("parallel.pipeline_config.pipeline_interleave", MODELLED, "interleaved pipeline"),
     Rule("parallel.pipeline_config.pipeline_scheduler", MODELLED, "1F1B / interleave"),
     Rule("parallel.parallel_mode", MODELLED, "semi-auto / data parallel: the layout the YAML gives"),
@@ -230,18 +234,55 @@ SHARD_ONLY = frozenset({"parallel.parallel_optimizer_config.parallel_optimizer_t
                         "recompute_config.parallel_optimizer_comm_recompute"})
 
 
+def _rejected(key: str, value: Any, ctx: Dict[str, Any]) -> Optional[str]:
+    """Why MindFormers 2.1.0 itself rejects this key at this value in this config (None: it does
+    not): ``trainer/base_trainer.py:BaseTrainer._wrap_network_with_tool_cells`` (mcore) raises
+    ValueError for micro_batch_interleave_num > 1, and with pipeline stages for seq_split_num > 1;
+    ``_wrap_network_with_tool_cells_legacy`` for SeqPipe under full recompute."""
+    where = "trainer/base_trainer.py:BaseTrainer._wrap_network_with_tool_cells"
+    if ctx["mcore"] and key == "micro_batch_interleave_num" and _not_one(value):
+        return f"MindFormers 2.1.0 rejects micro_batch_interleave_num > 1 with use_legacy: False ({where})"
+    if key == "parallel_config.seq_split_num" and _not_one(value) and ctx["pp"]:
+        if ctx["mcore"]:
+            return f"MindFormers 2.1.0 rejects seq_split_num > 1 (SeqPipe) with use_legacy: False ({where})"
+        if ctx["full_recompute"]:
+            return ("MindFormers 2.1.0 rejects SeqPipe (seq_split_num > 1) under full recompute "
+                    "(trainer/base_trainer.py:BaseTrainer._wrap_network_with_tool_cells_legacy)")
+    return None
+
+
+def _context(tree: Dict[str, Any]) -> Dict[str, Any]:
+    """The few facts of the whole config a key's kind depends on."""
+    par, pc = mapping(tree.get("parallel")), mapping(tree.get("parallel_config"))
+    arch = mapping(mapping(tree.get("model")).get("arch"))
+    mcore = tree.get("use_legacy") is False
+    rc = mapping(tree.get("recompute_config"))
+    pp = pc.get("pipeline_stage", 1)
+    return {"shard": par.get("enable_parallel_optimizer") is True or pc.get("optimizer_shard") is True,
+            "mcore": mcore, "pp": isinstance(pp, int) and pp > 1, "full_recompute": rc.get("recompute") is True,
+            # models/llama/llama.py:LlamaModel builds LLamaDecodeLayerInterleave (spec.fine_grain)
+            "llama_legacy": not mcore and arch.get("type") == "LlamaForCausalLM"}
+
+
 def classify(tree: Dict[str, Any]) -> KeyReport:
     """Classify every leaf key path of ``tree`` (see the module docstring)."""
     out = KeyReport()
-    par = mapping(tree.get("parallel"))
-    pc = mapping(tree.get("parallel_config"))
-    shard = par.get("enable_parallel_optimizer") is True or pc.get("optimizer_shard") is True
+    ctx = _context(tree)
     for path, value in leaves(tree):
         key = next((s[:-1] for s in PATTERN_SECTIONS if path.startswith(s)), path)
         rule = rule_for(key, value)
         kind, why = (rule.kind, rule.why) if rule else (UNMODELLED, "not known to the memory model")
-        if not shard and key in SHARD_ONLY:
+        if not ctx["shard"] and key in SHARD_ONLY:
             kind, why = IRRELEVANT, "the parallel optimizer is off"
+        if key == MC + "fine_grain_interleave" and kind == UNMODELLED:
+            if ctx["mcore"]:
+                kind, why = IRRELEVANT, "the mcore layers do not read it"
+            elif ctx["llama_legacy"]:
+                kind, why = MODELLED, ("the interleaved layer's backward copies (memory/llama.yaml `interleave`; "
+                                       "with model_parallel 1 MindFormers builds the plain layer)")
+        rejected = _rejected(key, value, ctx)
+        if rejected:
+            kind, why = REFUSED, rejected
         if key not in out.why:
             out.by_kind.setdefault(kind, []).append(key)
             out.why[key] = why

@@ -29,7 +29,7 @@ from .. import strategy
 from ..config import load_config
 from ..errors import InputError
 from .tensor_table import TensorTable, LayerCost, layout_kinds, table_for
-from .spec import ModelSpec, params_per_layer, product, spec_from_config
+from .spec import ModelSpec, params_per_layer, product, spec_from_config, unsharded_per_layer
 
 
 @dataclass
@@ -112,6 +112,12 @@ def static_parts(spec: ModelSpec, fam: TensorTable, stage: int, n_layers: int,
     # and states whole: DryRun L1's tracker on the Qwen2.5-7B cut's first stage shows
     # embedding_weight and its adam_m / adam_v at the full [vocab, hidden] (docs/estimate.md)
     whole = sym["v"] * spec.hidden if stage == 0 and not spec.embedding_shard and spec.shard > 1 else 0
+    # parameters below parallel_optimizer_threshold stay whole too (spec.unsharded_per_layer; the
+    # final norm on the last stage); with kinds that differ (layer_params), the family's rows stand
+    # for every layer's small ones (norms and biases: kilobytes)
+    whole += n_layers * unsharded_per_layer(spec, fam.params_rows)
+    if stage == spec.pp - 1 and spec.shard > 1 and spec.hidden * pb < spec.shard_threshold_kb * 1024:
+        whole += spec.hidden
     whole_trained = 0 if spec.frozen_base else whole
     states = spec.state_bytes * spec.optimizer_states
     return {"weights": (params - whole) * pb // spec.shard + whole * pb, "grads": trained * pb,
@@ -239,7 +245,8 @@ def gathered_weights(spec: ModelSpec, fam: TensorTable, n_layers: int, layer_par
         return 0
     params = n_layers * params_per_layer(spec, fam.params_rows, fam.mla_rows) if layer_params is None \
         else layer_params
-    return params * spec.compute_bytes
+    # a parameter the shard leaves whole (below parallel_optimizer_threshold) is not gathered
+    return (params - n_layers * unsharded_per_layer(spec, fam.params_rows)) * spec.compute_bytes
 
 
 @dataclass
@@ -344,6 +351,9 @@ def stage_memory(spec: ModelSpec, fam: TensorTable, geo: strategy.Geometry, stag
     # after it have freed by its backward looked right on paper and broke budgets on real MindSpore
     # (bench/plan.py: a plan predicted 44.2 MiB measured 48 MiB): the pool does not give that back
     transient = max((costs[i].regen for i in layers), default=0)
+    # what every layer's backward allocates at the start of the micro-batch's backward (the
+    # fine-grain interleave's copies of kept tensors: TensorTable.interleave), one micro-batch's
+    early = sum(costs[i].early for i in layers)
     fams = [layer_fams[i] if layer_fams else fam for i in layers]
     layer_params: Optional[int] = None
     workspace = max((f.workspace for f in fams), default=0)
@@ -358,7 +368,7 @@ def stage_memory(spec: ModelSpec, fam: TensorTable, geo: strategy.Geometry, stag
     return StageMemory(stage=stage, layers=layers,
                        static=static_parts(spec, fam, stage, len(layers), layer_params),
                        activations=act, swap_window=window, transient=transient,
-                       workspace=workspace if layers else 0, head=head_bytes(spec, stage),
+                       workspace=workspace + early if layers else 0, head=head_bytes(spec, stage),
                        optimizer=optimizer_step(spec, fam, stage, len(layers), layer_params),
                        gathered=gathered_weights(spec, fam, len(layers), layer_params))
 

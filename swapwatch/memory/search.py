@@ -230,7 +230,9 @@ def solve_stage(spec: ModelSpec, fam: TensorTable, geo, stage: int, cal: Calibra
         return _solve_kinds_chunk(stage, static, fixed, room, chunks[0][0], counts[0], spec.micro_batch_num,
                                   all_chains, kinds, stage == P - 1)
     static = sum(static_parts(spec, fam, stage, n_layers).values())
-    fixed = cal.per_step(fam.workspace if n_layers else 0,
+    # the fine-grain interleave's early copies (TensorTable.early_bound) as if no layer recomputed
+    # the tensors they copy: a bound, so a plan the search accepts fits the estimate too
+    fixed = cal.per_step(fam.workspace + n_layers * fam.early_bound if n_layers else 0,
                          head_bytes(spec, stage) + gathered_weights(spec, fam, n_layers))   # calibrate.py
     room = (budget - cal.static_scale * static - cal.residual) / cal.scale - fixed   # 0 x static: CPU pool
     if cal.peak(static, optimizer_step(spec, fam, stage, n_layers)) > budget:
@@ -455,7 +457,9 @@ def lowest_peak(spec: ModelSpec, fam: TensorTable, geo, stage: int, cal: Calibra
         return max(cal.peak(static, best_dyn + fixed), cal.peak(static, opt))
     n_layers = sum(geo.layer_list[v][stage] for v in range(V))
     static = sum(static_parts(spec, fam, stage, n_layers).values())
-    fixed = cal.per_step(fam.workspace if n_layers else 0,
+    # the fine-grain interleave's early copies (TensorTable.early_bound) as if no layer recomputed
+    # the tensors they copy: a bound, so a plan the search accepts fits the estimate too
+    fixed = cal.per_step(fam.workspace + n_layers * fam.early_bound if n_layers else 0,
                          head_bytes(spec, stage) + gathered_weights(spec, fam, n_layers))   # calibrate.py
     weight = sum(counts[v] * geo.layer_list[v][stage] for v in range(V))
     if V == 1 and not allow_swap and weight:

@@ -14,13 +14,14 @@ names) the first one present wins, in the order listed in :data:`ALIASES`.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Dict, FrozenSet, List, Optional, Tuple
 
 from ..config import INT64_MAX, TrainingConfig, load_config, nearest
 from ..errors import ConfigError
 
 MC = "model.model_config"
+POC = "parallel.parallel_optimizer_config"
 #: our name -> the model_config keys MindFormers YAMLs use for it, first present wins
 ALIASES: Dict[str, Tuple[str, ...]] = {
     "hidden_size": ("hidden_size",),
@@ -108,7 +109,16 @@ class ModelSpec:
     seq_parallel: bool = False
     optimizer_shard: bool = False
     optimizer_shard_size: int = 0       # 0: all data-parallel ranks
+    #: parallel_optimizer_config.parallel_optimizer_threshold (KB): a parameter whose slice on the rank
+    #: is smaller stays whole (MindSpore: "Parallel optimizer: the size of ... is smaller than the
+    #: threshold"; its default and MindFormers' 64)
+    shard_threshold_kb: int = 64
     mcore: bool = False                 # use_legacy: False (parallel_core/training_graph)
+    #: the legacy Llama layer's fine-grain interleave: each layer runs its linears on this many
+    #: sequence parts (models/llama/llama_interleave.py:LLamaDecodeLayerInterleave, built by
+    #: models/llama/llama.py:LlamaModel when models/utils.py:check_fine_grain_interleave_valid holds:
+    #: fine_grain_interleave > 1 and model_parallel > 1); 1: the plain layer (and on every other path)
+    fine_grain: int = 1
     #: the job's collectives go through HCCL (``context.device_target`` Ascend, MindFormers' default):
     #: a CPU / GPU job (the example model's runs) has no HCCL buffers (model.not_in_dryrun)
     hccl: bool = True
@@ -298,6 +308,13 @@ def spec_from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional
     states = OPTIMIZER_STATES.get(opt_type.lower().replace("_", ""), 2)
 
     batch = pos(runner.get("batch_size", 1), "runner_config.batch_size")
+    # micro-batch interleave (legacy; MindFormers rejects it on mcore: memory.keys): each micro-batch
+    # holds micro_batch_interleave_num x batch_size rows (trainer/base_trainer.py: global_batch_size),
+    # run as that many interleaved parts whose activations are all kept for the backward
+    # (mindspore.nn.MicroBatchInterleaved, wrapped by _wrap_network_with_tool_cells_legacy)
+    mbi_raw = data.get("micro_batch_interleave_num")
+    if mbi_raw is not None and not mcore:
+        batch *= pos(mbi_raw, "micro_batch_interleave_num")
     dp = pos(pc.get("data_parallel", 1), "parallel_config.data_parallel")
     tp = pos(pc.get("model_parallel", 1), "parallel_config.model_parallel")
     pp = pos(pc.get("pipeline_stage", 1), "parallel_config.pipeline_stage")
@@ -312,12 +329,18 @@ def spec_from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional
     if isinstance(shard_size, bool) or not isinstance(shard_size, int):
         raise err("parallel.parallel_optimizer_config.optimizer_weight_shard_size",
                   f"expected an integer, got {shard_size!r}")
+    threshold = pos(poc.get("parallel_optimizer_threshold", 64),
+                    f"{POC}.parallel_optimizer_threshold", 0)
     sh_raw = mc.get("n_shared_experts", mc.get("shared_expert_num"))
     shared = pos(sh_raw, f"{MC}.n_shared_experts", 0) if sh_raw is not None else \
         (1 if mc.get("model_type") == "deepseek_v3" else 0)
     if heads % tp:
         raise err("parallel_config.model_parallel", f"num_heads {heads} is not a multiple of model_parallel {tp}")
 
+    fgi_raw = mc.get("fine_grain_interleave")
+    fgi = pos(fgi_raw, f"{MC}.fine_grain_interleave", 0) if fgi_raw is not None else 1
+    fine_grain = fgi if fgi > 1 and tp > 1 and not mcore and \
+        (model.get("arch") or {}).get("type") == "LlamaForCausalLM" else 1
     compute = dtype(("compute_dtype",), "float16", "bfloat16")
     param_bytes = dtype(("param_init_type", "params_dtype"), "float16", "float32")
     state_bytes = 4 if opt_type.lower().replace("_", "") in FP32_STATE_OPTIMIZERS else param_bytes
@@ -337,7 +360,8 @@ def spec_from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional
         tie_embeddings=flag(mc, "tie_word_embeddings", f"{MC}.tie_word_embeddings"),
         mla=mla, shared_experts=shared, dense_ffn=ffn, dp=dp, tp=tp, pp=pp, cp=cp, ep=ep, micro_batch_num=mbn,
         seq_parallel=sp,
-        optimizer_shard=shard, optimizer_shard_size=shard_size, mcore=mcore, lines=lines,
+        optimizer_shard=shard, optimizer_shard_size=shard_size, shard_threshold_kb=threshold,
+        mcore=mcore, lines=lines, fine_grain=fine_grain,
         hccl=str(section(data, "context", "").get("device_target", "Ascend")).lower() == "ascend")
 
 
@@ -368,6 +392,28 @@ def params_per_layer(spec: ModelSpec, rows: List[List[Any]], mla_rows: bool = Fa
         kv = h * (kvl + rope) + kvl * at * (qk - rope + vd)
         total += q + kv - product(["h", "hq"], sym) - 2 * product(["h", "hkv"], sym)
     return total
+
+
+def unsharded_per_layer(spec: ModelSpec, rows: List[List[Any]]) -> int:
+    """Weight elements of one layer (on the rank) that the parallel optimizer leaves whole: the
+    parameters smaller than ``parallel_optimizer_threshold`` (KB). The size compared is the whole
+    parameter's, ``shape[0] * ... * shape[n] * size(dtype)`` (MindSpore's
+    ``set_auto_parallel_context`` docstring), not the tensor-parallel slice: on the Llama2-70B cut
+    (TP4) a 40000 KB threshold moved DryRun L1's first stage by +112 MiB, where leaving wk / wv
+    (16384 KB whole) unsharded gives +48 MiB and wq / wo as well (32768 KB slices, 131072 KB whole)
+    +432 MiB (docs/estimate.md). A ``params`` row with a leading integer is that many parameters of
+    the rest's shape (``[2, h]``: the two norms; ``[3, h, fw]``: w1, w2, w3). 0 without the shard."""
+    if spec.shard <= 1:
+        return 0
+    sym = spec.symbols()
+    whole = replace(spec, tp=1, seq_parallel=False).symbols()
+    limit = spec.shard_threshold_kb * 1024
+    out = 0
+    for row in rows:
+        count, shape = (row[0], row[1:]) if len(row) > 1 and isinstance(row[0], int) else (1, row)
+        if product(shape, whole) * spec.param_bytes < limit:
+            out += count * product(shape, sym)
+    return out
 
 
 def product(factors: List[Any], sym: Dict[str, int]) -> int:

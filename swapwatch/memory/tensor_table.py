@@ -48,6 +48,10 @@ class LayerCost:
     regen: int           # regenerated during this layer's backward
     flops: float         # forward FLOPs recomputed
     by_tensor: Tuple[Tuple[str, int], ...] = ()   # kept bytes per tensor, for the breakdown
+    #: bytes this layer's backward allocates at the start of the micro-batch's backward, before
+    #: any layer runs it (the fine-grain interleave's concatenated inputs of tensors kept from the
+    #: forward: ``interleave`` in the table); one micro-batch's, summed over the stage's layers
+    early: int = 0
 
 
 def legacy_gathered(spec: ModelSpec) -> bool:
@@ -189,6 +193,15 @@ class TensorTable:
         self.layer_boundary = frozenset(i for i, op in enumerate(self.ops) if op.outs[0] not in self.consumers)
         #: the backward's own working set: the gradient of the largest tensor and its input's
         self.workspace = 2 * max(self.bytes[t] for o in self.ops for t in o.outs)
+        #: the fine-grain interleave's backward copies (``interleave`` in the table: each a tensor
+        #: of the layer concatenated whole from its sequence parts for one weight gradient), with the
+        #: forward tensor each copies; none without the interleaved layer (spec.fine_grain)
+        self.interleave: Tuple[Tuple[str, int, str], ...] = tuple(
+            (name, product(t["shape"], sym) * dbytes[t.get("dtype", "compute")], t["of"])
+            for name, t in (data.get("interleave") or {}).items()) if spec.fine_grain > 1 else ()
+        #: a layer's ``early`` bytes at most (when recompute regenerates none of the tensors copied):
+        #: what plan's search adds per layer (memory.search), which does not price ``early`` per level
+        self.early_bound = sum(b for _, b, _ in self.interleave)
         #: bytes the layer holds beyond its ops' tensors for the stage (the MTP layer's own
         #: embedding output and head logits: ``extra`` in the table), per micro-batch
         self.extra_by_tensor: Tuple[Tuple[str, int], ...] = tuple(
@@ -268,11 +281,16 @@ class TensorTable:
         kept = sorted(needed - produced)
         saves_all = {t for o in self.ops for t in o.saves}
         regen = sum(self.bytes[t] for t in saves_all & produced)
+        # the interleave's copy of a tensor recompute regenerates comes with that layer's backward
+        # (one layer at a time, like the regenerated tensors); of a kept tensor, at the start of the
+        # micro-batch's backward (docs/estimate.md "Fine-grain interleave")
+        regen += sum(b for _, b, of in self.interleave if of in produced)
+        early = sum(b for _, b, of in self.interleave if of not in produced)
         on_host = set(kept) if layer_swap else set(kept) & set(swapped)
         device = [(t, self.bytes[t]) for t in kept if t not in on_host] + list(self.extra_by_tensor)
         return LayerCost(kept=sum(b for _, b in device), host=sum(self.bytes[t] for t in on_host),
                          regen=regen, flops=sum(self.op_flops[i] for i in recomputed),
-                         by_tensor=tuple(device))
+                         by_tensor=tuple(device), early=early)
 
     def forward_flops(self) -> float:
         return sum(self.op_flops)

@@ -69,6 +69,36 @@ CASES: Dict[str, Dict[str, Any]] = {
                                "layers": 8, "recompute": False, "select": False, "set": LLAMA_CUT},
     "llama2_70b_l8_pp2_full": {"source": L70, "family": "llama2", "stages": [0, 1],
                                "layers": 8, "recompute": True, "select": False, "set": LLAMA_CUT},
+    # held out for the fine-grain interleave (docs/estimate.md "Fine-grain interleave"): the same
+    # Llama2-70B cuts with fine_grain_interleave 1 (models/llama/llama.py: plain LLamaDecodeLayer)
+    "llama2_70b_l8_pp2_fgi1_none": {"source": L70, "family": "llama2", "stages": [0, 1],
+                                    "layers": 8, "recompute": False, "select": False,
+                                    "set": {**LLAMA_CUT, "model.model_config.fine_grain_interleave": 1}},
+    "llama2_70b_l8_pp2_fgi1_full": {"source": L70, "family": "llama2", "stages": [0, 1],
+                                    "layers": 8, "recompute": True, "select": False,
+                                    "set": {**LLAMA_CUT, "model.model_config.fine_grain_interleave": 1}},
+    # the parallel optimizer's threshold and accumulation shard (docs/estimate.md "The parallel
+    # optimizer's threshold and accumulation shard"): the Llama2-70B none cut with a 40000 KB threshold
+    # (wq / wo slices at TP4 are 32768 KB, whole 131072 KB: which size MindSpore compares) and with
+    # gradient_accumulation_shard on
+    "llama2_70b_l8_pp2_shard_th40m_none": {
+        "source": L70, "family": "llama2", "stages": [0], "layers": 8, "recompute": False, "select": False,
+        "set": {**LLAMA_CUT, "parallel.parallel_optimizer_config.parallel_optimizer_threshold": 40000}},
+    "llama2_70b_l8_pp2_shard_accu_none": {
+        "source": L70, "family": "llama2", "stages": [0], "layers": 8, "recompute": False, "select": False,
+        "set": {**LLAMA_CUT, "parallel.parallel_optimizer_config.gradient_accumulation_shard": True}},
+    # micro-batch interleave (legacy: trainer/base_trainer.py wraps MicroBatchInterleaved, each
+    # micro-batch holds micro_batch_interleave_num times batch_size rows) and SeqPipe (legacy:
+    # SequenceSplit over seq_split_num sequence chunks; MindSpore's seqpipe scheduler needs
+    # pipeline_interleave), first stage only
+    "llama2_70b_l8_pp2_mbi2_none": {
+        "source": L70, "family": "llama2", "stages": [0], "layers": 8, "recompute": False, "select": False,
+        "set": {**LLAMA_CUT, "micro_batch_interleave_num": 2}},
+    "llama2_70b_l8_pp2_seqpipe_none": {
+        "source": L70, "family": "llama2", "stages": [0], "layers": 8, "recompute": False, "select": False,
+        "set": {**LLAMA_CUT, "parallel_config.seq_split_num": 2,
+                "parallel.pipeline_config.pipeline_interleave": True,
+                "parallel.pipeline_config.pipeline_scheduler": "seqpipe"}},
     "qwen2_5_7b_l8_pp2_none": {"source": Q25, "family": "qwen2_5", "stages": [0, 1],
                                "layers": 8, "recompute": False, "select": False, "set": LEGACY_CUT},
     "qwen2_5_7b_l8_pp2_full": {"source": Q25, "family": "qwen2_5", "stages": [0, 1],

@@ -1,0 +1,180 @@
+"""Issue 27 pt 5 (keysB): the fine-grain interleave's backward copies, the parallel optimizer's
+threshold (its accumulation shard measured and left unmodelled), and what MindFormers 2.1.0 itself rejects (SeqPipe and
+micro-batch interleave on mcore). The DryRun L1 pairs that check the figures are corpus cases
+(``fixtures/dryrun/cases/llama2_70b_l8_pp2_fgi1_*``, ``*_shard_*``) compared by
+tests/test_oracle_dryrun.py; here: the terms' arithmetic on the real model code, and the key rules.
+
+Sizes are those of the Llama2-70B cut (``llama2_70b_l8_pp2_none``): TP4, dp 2, 4096 tokens, hidden
+8192, FFN 28672, fp16, 4 layers per stage.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from swapwatch.config import load_config
+from swapwatch.memory.keys import IRRELEVANT, MODELLED, REFUSED, UNMODELLED, classify
+from swapwatch.memory.model import estimate
+
+ROOT = Path(__file__).resolve().parents[1]
+CASES = ROOT / "fixtures" / "dryrun" / "cases"
+MIB = 1 << 20
+FGI = "model.model_config.fine_grain_interleave"
+POC = "parallel.parallel_optimizer_config."
+
+
+def variant(tmp_path: Path, base: str, changes: dict, name: str = "v.yaml") -> str:
+    """``base`` (a corpus YAML) with dotted ``changes`` applied, written under ``tmp_path``."""
+    data = yaml.safe_load((CASES / base).read_text(encoding="utf-8"))
+    for key, value in changes.items():
+        node = data
+        *parents, last = key.split(".")
+        for k in parents:
+            node = node.setdefault(k, {})
+        node[last] = value
+    out = tmp_path / name
+    out.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return str(out)
+
+
+# per layer, one micro-batch: the four linears' inputs concatenated whole, fp16:
+# [s, h] (q / k / v), [s, h] (w1 / w3), [s, ffn / tp] (w2), [s, heads * head_dim / tp] (wo); the FFN
+# width is what LlamaFeedForward derives from multiple_of 256 and ffn_dim_multiplier 1.3: 28416
+CONCAT = 4096 * (8192 + 8192 + 28416 // 4 + 8192 // 4) * 2
+
+
+def test_the_interleave_copies_are_what_the_tracker_named():
+    # DryRun L1's tracker: 64 + 64 + 56 + 16 MiB of Concat blocks per layer (55.5 rounded)
+    assert CONCAT == (64 + 64 + 55.5 + 16) * MIB
+
+
+@pytest.mark.parametrize("case", ["llama2_70b_l8_pp2_none", "llama2_70b_l8_pp2_full"])
+def test_fine_grain_interleave_adds_its_backward_copies(tmp_path, case):
+    """Without recompute every layer's copies are made at the start of the micro-batch's backward
+    (one micro-batch, all the stage's layers: the backward workspace); under full recompute each comes
+    with its layer's regenerated tensors (one layer at a time: the recompute transient)."""
+    two = estimate(str(CASES / f"{case}.yaml"))
+    one = estimate(variant(tmp_path, f"{case}.yaml", {FGI: 1}))
+    assert two.spec.fine_grain == 2 and one.spec.fine_grain == 1
+    for a, b in zip(two.stages, one.stages):
+        assert a.static == b.static and a.activations == b.activations
+        if case.endswith("_none"):
+            assert (a.workspace - b.workspace, a.transient - b.transient) == (len(a.layers) * CONCAT, 0)
+        else:
+            assert (a.workspace - b.workspace, a.transient - b.transient) == (0, CONCAT)
+
+
+@pytest.mark.parametrize("changes", [
+    {"parallel_config.model_parallel": 1, "parallel_config.data_parallel": 8},   # check_fine_grain_interleave_valid
+    {"use_legacy": False, "recompute_config.recompute_slice_activation": False},  # mcore layers do not read it
+])
+def test_fine_grain_interleave_is_nothing_where_mindformers_builds_the_plain_layer(tmp_path, changes):
+    path = variant(tmp_path, "llama2_70b_l8_pp2_none.yaml", changes)
+    cfg = load_config(path, check_rules=False)
+    from swapwatch.memory.spec import spec_from_config
+
+    assert spec_from_config(cfg).fine_grain == 1
+
+
+def test_fine_grain_interleave_key_is_modelled_on_the_legacy_llama_only():
+    tree = load_config(str(CASES / "llama2_70b_l8_pp2_none.yaml"), check_rules=False).tree
+    rep = classify(tree)
+    assert FGI in rep.by_kind[MODELLED] and FGI not in rep.unmodelled
+    glm = {"model": {"arch": {"type": "ChatGLM2ForConditionalGeneration"},
+                     "model_config": {"fine_grain_interleave": 2}}}
+    assert classify(glm).unmodelled == [FGI]
+    assert FGI in classify({"use_legacy": False, "model": {"model_config": {"fine_grain_interleave": 2}}}
+                           ).by_kind[IRRELEVANT]
+
+
+def _static(path: str, stage: int = 0) -> dict:
+    return estimate(path).stages[stage].static
+
+
+def test_parallel_optimizer_threshold_keeps_small_slices_whole(tmp_path):
+    """MindSpore compares the whole parameter's bytes with the threshold (KB). The default 64 KB keeps
+    the norms whole (16 KB each in fp16 at hidden 8192); 40000 KB keeps wk / wv (16384 KB whole,
+    4096 KB slices at TP4) whole as well, whose gathered copies then go, but not wq / wo (131072 KB
+    whole, though their 32768 KB slices are below it: DryRun L1's llama2_70b_l8_pp2_shard_th40m_none
+    says which)."""
+    base = CASES / "llama2_70b_l8_pp2_none.yaml"
+    zero = estimate(variant(tmp_path, base.name, {POC + "parallel_optimizer_threshold": 0}, "t0.yaml"))
+    dflt = estimate(str(base))
+    big = estimate(variant(tmp_path, base.name, {POC + "parallel_optimizer_threshold": 40000}, "t40m.yaml"))
+    norms = 4 * 2 * 8192                       # 4 layers x 2 norms, elements
+    s0, s64, s40 = (e.stages[0] for e in (zero, dflt, big))
+    assert s64.static["weights"] - s0.static["weights"] == norms * 2 // 2      # half of them was on the rank
+    assert s64.static["optimizer_states"] - s0.static["optimizer_states"] == norms * 8 // 2
+    assert s0.gathered - s64.gathered == norms * 2
+    attn = 4 * 8192 * (256 + 256)               # wk, wv slices of the 4 layers
+    assert s40.static["weights"] - s64.static["weights"] == attn * 2 // 2
+    assert s40.static["optimizer_states"] - s64.static["optimizer_states"] == attn * 8 // 2
+    assert s64.gathered - s40.gathered == attn * 2
+    # the last stage's final norm too
+    assert dflt.stages[1].static["weights"] - zero.stages[1].static["weights"] == (norms + 8192) * 2 // 2
+
+
+def test_gradient_accumulation_shard_is_reported_not_sized(tmp_path):
+    """DryRun L1 (llama2_70b_l8_pp2_shard_accu_none) saves 184 MiB on the first stage with the
+    accumulation shard on, where splitting the accumulated gradients over dp 2 would save 810 MiB:
+    the model leaves the figure as it is and names the key."""
+    base = CASES / "llama2_70b_l8_pp2_none.yaml"
+    on = CASES / "llama2_70b_l8_pp2_shard_accu_none.yaml"
+    assert [s.peak() for s in estimate(str(on)).stages] == [s.peak() for s in estimate(str(base)).stages]
+    rep = classify(load_config(str(on), check_rules=False).tree)
+    assert POC + "gradient_accumulation_shard" in rep.unmodelled
+    assert POC + "gradient_accumulation_shard" in classify(
+        load_config(str(base), check_rules=False).tree).by_kind[IRRELEVANT]
+
+
+def test_the_threshold_key_is_modelled():
+    tree = load_config(str(CASES / "llama2_70b_l8_pp2_none.yaml"), check_rules=False).tree
+    rep = classify(tree)
+    assert POC + "parallel_optimizer_threshold" in rep.by_kind[MODELLED]
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "swapwatch.cli", *args], capture_output=True, text=True,
+                          cwd=ROOT, timeout=600)
+
+
+@pytest.mark.parametrize("changes,key", [
+    ({"micro_batch_interleave_num": 2}, "micro_batch_interleave_num"),
+    ({"parallel_config.seq_split_num": 4}, "parallel_config.seq_split_num"),
+])
+def test_what_mindformers_rejects_on_mcore_is_refused_with_the_reason(tmp_path, changes, key):
+    path = variant(tmp_path, "qwen3_32b_l8_none.yaml", changes)
+    assert REFUSED in classify(yaml.safe_load(open(path))).by_kind
+    r = cli("estimate", path)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert key in r.stderr and "MindFormers 2.1.0 rejects" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_seqpipe_on_the_legacy_path_stays_unmodelled_and_full_recompute_is_refused(tmp_path):
+    none = variant(tmp_path, "llama2_70b_l8_pp2_none.yaml", {"parallel_config.seq_split_num": 4}, "n.yaml")
+    rep = classify(yaml.safe_load(open(none)))
+    assert "parallel_config.seq_split_num" in rep.unmodelled
+    full = variant(tmp_path, "llama2_70b_l8_pp2_full.yaml", {"parallel_config.seq_split_num": 4}, "f.yaml")
+    assert classify(yaml.safe_load(open(full))).by_kind.get(REFUSED) == ["parallel_config.seq_split_num"]
+    # with one stage MindFormers does not wrap SequenceSplit: nothing changes
+    flat = variant(tmp_path, "llama2_70b_l8_pp2_full.yaml", {"parallel_config.seq_split_num": 4,
+                                                             "parallel_config.pipeline_stage": 1}, "p.yaml")
+    assert REFUSED not in classify(yaml.safe_load(open(flat))).by_kind
+    assert UNMODELLED in classify(yaml.safe_load(open(flat))).by_kind
+
+
+def test_micro_batch_interleave_multiplies_the_micro_batch_on_the_legacy_path(tmp_path):
+    """Each micro-batch holds micro_batch_interleave_num x batch_size rows, all parts kept: the
+    model sizes it as that batch (DryRun L1, llama2_70b_l8_pp2_mbi2_none: 15553 MiB, the model
+    15458 MiB, predicted before the run)."""
+    one = estimate(str(CASES / "llama2_70b_l8_pp2_none.yaml"))
+    two = estimate(str(CASES / "llama2_70b_l8_pp2_mbi2_none.yaml"))
+    assert (one.spec.batch, two.spec.batch) == (1, 2)
+    assert two.stages[0].activations == 2 * one.stages[0].activations
+    assert two.stages[0].static == one.stages[0].static
+    rep = classify(load_config(str(CASES / "llama2_70b_l8_pp2_mbi2_none.yaml"), check_rules=False).tree)
+    assert "micro_batch_interleave_num" in rep.by_kind[MODELLED]
