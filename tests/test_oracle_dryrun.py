@@ -38,19 +38,11 @@ KNOWN: dict = {
     # the first suspects
     ("deepseek_v3_l4_full", 0): 0.136,
     ("deepseek_v3_l4_none", 0): 0.136,
-    # Qwen2.5-7B (legacy) cut to 8 layers, PP2, 8k sequence, full recompute, first stage: -13.0 %
-    # (-2.8 % before the gathered weights were sized in the compute dtype, which DryRun L1's
-    # communication order shows: the fp32 gather had hidden this). The none case of the same stage
-    # is -1.5 %, the last stage +0.9 % / +6.5 %: what full recompute keeps at O1 beyond one layer's
-    # regenerated activations at a time (about 2.6 GiB here, 0.5 GiB on Llama2-70B's first stage) is
-    # not modelled; SOMAS plans the phase as one block, so the tracker does not name it
-    ("qwen2_5_7b_l8_pp2_full", 0): -0.130,
-    # GLM4-9B (legacy) cut to 8 layers, PP2, 8k sequence (held out: recorded after the Qwen2.5 fix).
-    # Without recompute both stages are within the bound (-8.2 / +6.0 %); under full recompute they
-    # show the two Qwen2.5 gaps again: the first stage 15.1 % low (3.2 GiB; Qwen2.5 2.8 GiB: both
-    # about 1.36x the whole fp32 input embedding, which only the first stage has), the last stage
-    # 10.8 % high (the loss' fp32 tensors added to the layers' recomputed backward)
-    ("glm4_9b_l8_pp2_full", 0): -0.151,
+    # GLM4-9B (legacy) cut to 8 layers, PP2, 8k sequence, full recompute, last stage: 10.8 % high
+    # (the loss' fp32 tensors added to the layers' recomputed backward; at O1 the two may be apart
+    # in time). Its first stage (-15.1 %) and Qwen2.5's (-13.0 %) came in with the legacy optimizer
+    # step and GLM4's gathered embedding (docs/estimate.md, "The legacy optimizer step and the first
+    # stage")
     ("glm4_9b_l8_pp2_full", 1): 0.108,
 }
 #: (none case, other case, stage) -> (model's saving, DryRun L1's saving) in MiB, for pairs outside the
@@ -70,13 +62,13 @@ KNOWN_DELTA = {
     # (model_config.fine_grain_interleave: 2, an unmodelled key: models/llama/llama_interleave.py:
     # LLamaDecodeLayerInterleave.construct concatenates the q / k / v and output parts of its halves;
     # 800 MiB of Concat blocks at the first stage's peak), which the model does not have
-    ("llama2_70b_l8_pp2_none", "llama2_70b_l8_pp2_full", 0): (2298, 2841),
+    # (first stage: 2298 before the legacy optimizer step; the model's full-recompute peak is now
+    # that step, 8790 MiB, above its activation phase, 8653 MiB, so the saving shrank with it)
+    ("llama2_70b_l8_pp2_none", "llama2_70b_l8_pp2_full", 0): (2161, 2841),
     ("llama2_70b_l8_pp2_none", "llama2_70b_l8_pp2_full", 1): (994, 1616),
-    # Qwen2.5-7B (legacy) none -> full, first stage: see the KNOWN entry of its full first stage
-    ("qwen2_5_7b_l8_pp2_none", "qwen2_5_7b_l8_pp2_full", 0): (10906, 8525),
-    # last stage: the model adds the loss' fp32 tensors (15 GiB at 152k vocabulary x 8k tokens) to
-    # the layers' backward (one layer's regenerated activations under full recompute); at O1 the two
-    # are apart in time (counted as the larger of the two, both Qwen2.5 last stages come within 2 %
+    # Qwen2.5-7B (legacy) none -> full, last stage: the model adds the loss' fp32 tensors (15 GiB at
+    # 152k vocabulary x 8k tokens) to the layers' backward (one layer's regenerated activations
+    # under full recompute); at O1 the two are apart in time (counted as the larger of the two, both Qwen2.5 last stages come within 2 %
     # and this saving agrees), but the mcore cases fit the sum, and one rule serves both
     ("qwen2_5_7b_l8_pp2_none", "qwen2_5_7b_l8_pp2_full", 1): (4706, 6200),
     # GLM4-9B last stage: the same (its first stage's saving is within the bound: 9233 vs 8467 MiB)

@@ -226,7 +226,7 @@ def solve_stage(spec: ModelSpec, fam: TensorTable, geo, stage: int, cal: Calibra
                                   all_chains, kinds, stage == P - 1)
     static = sum(static_parts(spec, fam, stage, n_layers).values())
     fixed = cal.per_step(fam.workspace if n_layers else 0,
-                         head_bytes(spec, stage) + gathered_weights(spec, fam, n_layers))   # calibrate.py
+                         head_bytes(spec, stage) + gathered_weights(spec, fam, n_layers, stage=stage))   # calibrate.py
     room = (budget - cal.static_scale * static - cal.residual) / cal.scale - fixed   # 0 x static: CPU pool
     if cal.peak(static, optimizer_step(spec, fam, stage, n_layers)) > budget:
         return StagePlan(stage=stage, fits=False, static=static)   # the optimizer step alone is over
@@ -450,7 +450,7 @@ def lowest_peak(spec: ModelSpec, fam: TensorTable, geo, stage: int, cal: Calibra
     n_layers = sum(geo.layer_list[v][stage] for v in range(V))
     static = sum(static_parts(spec, fam, stage, n_layers).values())
     fixed = cal.per_step(fam.workspace if n_layers else 0,
-                         head_bytes(spec, stage) + gathered_weights(spec, fam, n_layers))   # calibrate.py
+                         head_bytes(spec, stage) + gathered_weights(spec, fam, n_layers, stage=stage))   # calibrate.py
     weight = sum(counts[v] * geo.layer_list[v][stage] for v in range(V))
     if V == 1 and not allow_swap and weight:
         import numpy as np
