@@ -39,8 +39,9 @@ KNOWN: dict = {
     ("deepseek_v3_l4_full", 0): 0.136,
     ("deepseek_v3_l4_none", 0): 0.136,
     # GLM4-9B (legacy) cut to 8 layers, PP2, 8k sequence, full recompute, last stage: 10.8 % high
-    # (the loss' fp32 tensors added to the layers' recomputed backward; at O1 the two may be apart
-    # in time). Its first stage (-15.1 %) and Qwen2.5's (-13.0 %) came in with the legacy optimizer
+    # (the model adds the loss' fp32 tensors to the layers' recomputed backward; DryRun L1's tracker
+    # on Qwen2.5's last stage shows the two apart in time: docs/estimate.md, "The legacy last
+    # stage"). Its first stage (-15.1 %) and Qwen2.5's (-13.0 %) came in with the legacy optimizer
     # step and GLM4's gathered embedding (docs/estimate.md, "The legacy optimizer step and the first
     # stage")
     ("glm4_9b_l8_pp2_full", 1): 0.108,
