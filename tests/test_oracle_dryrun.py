@@ -38,19 +38,12 @@ KNOWN: dict = {
     # the first suspects
     ("deepseek_v3_l4_full", 0): 0.136,
     ("deepseek_v3_l4_none", 0): 0.136,
-    # Qwen2.5-7B (legacy) cut to 8 layers, PP2, 8k sequence, full recompute, first stage: -13.0 %
-    # (-2.8 % before the gathered weights were sized in the compute dtype, which DryRun L1's
-    # communication order shows: the fp32 gather had hidden this). The none case of the same stage
-    # is -1.5 %, the last stage +0.9 % / +6.5 %: what full recompute keeps at O1 beyond one layer's
-    # regenerated activations at a time (about 2.6 GiB here, 0.5 GiB on Llama2-70B's first stage) is
-    # not modelled; SOMAS plans the phase as one block, so the tracker does not name it
-    ("qwen2_5_7b_l8_pp2_full", 0): -0.130,
-    # GLM4-9B (legacy) cut to 8 layers, PP2, 8k sequence (held out: recorded after the Qwen2.5 fix).
-    # Without recompute both stages are within the bound (-8.2 / +6.0 %); under full recompute they
-    # show the two Qwen2.5 gaps again: the first stage 15.1 % low (3.2 GiB; Qwen2.5 2.8 GiB: both
-    # about 1.36x the whole fp32 input embedding, which only the first stage has), the last stage
-    # 10.8 % high (the loss' fp32 tensors added to the layers' recomputed backward)
-    ("glm4_9b_l8_pp2_full", 0): -0.151,
+    # GLM4-9B (legacy) cut to 8 layers, PP2, 8k sequence, full recompute, last stage: 10.8 % high
+    # (the model adds the loss' fp32 tensors to the layers' recomputed backward; DryRun L1's tracker
+    # on Qwen2.5's last stage shows the two apart in time: docs/estimate.md, "The legacy last
+    # stage"). Its first stage (-15.1 %) and Qwen2.5's (-13.0 %) came in with the legacy optimizer
+    # step and GLM4's gathered embedding (docs/estimate.md, "The legacy optimizer step and the first
+    # stage")
     ("glm4_9b_l8_pp2_full", 1): 0.108,
 }
 #: (none case, other case, stage) -> (model's saving, DryRun L1's saving) in MiB, for pairs outside the
@@ -65,11 +58,9 @@ KNOWN_DELTA = {
     # Qwen3-MoE, first stage: the model's peak is the optimizer step in both cases (recompute cannot
     # move it), DryRun L1's activation phase is 547 MiB above it without recompute
     ("qwen3_moe_l8_none", "qwen3_moe_l8_full", 0): (0, 547),
-    # Qwen2.5-7B (legacy) none -> full, first stage: see the KNOWN entry of its full first stage
-    ("qwen2_5_7b_l8_pp2_none", "qwen2_5_7b_l8_pp2_full", 0): (10906, 8525),
-    # last stage: the model adds the loss' fp32 tensors (15 GiB at 152k vocabulary x 8k tokens) to
-    # the layers' backward (one layer's regenerated activations under full recompute); at O1 the two
-    # are apart in time (counted as the larger of the two, both Qwen2.5 last stages come within 2 %
+    # Qwen2.5-7B (legacy) none -> full, last stage: the model adds the loss' fp32 tensors (15 GiB at
+    # 152k vocabulary x 8k tokens) to the layers' backward (one layer's regenerated activations
+    # under full recompute); at O1 the two are apart in time (counted as the larger of the two, both Qwen2.5 last stages come within 2 %
     # and this saving agrees), but the mcore cases fit the sum, and one rule serves both
     ("qwen2_5_7b_l8_pp2_none", "qwen2_5_7b_l8_pp2_full", 1): (4706, 6200),
     # GLM4-9B last stage: the same (its first stage's saving is within the bound: 9233 vs 8467 MiB)

@@ -276,8 +276,10 @@ def _first_stage_only(tmp_path, name):
     return str(out)
 
 
+# qwen2_5_7b_l8_pp2 was the capped case (its full-recompute first stage 13 % off); since the legacy
+# optimizer step (docs/estimate.md) its held-out miss is 1.0 %, and no recorded pair's is above 10 %
 @pytest.mark.parametrize("family,capped", [("qwen3_32b_l8", False), ("llama2_70b_l8_pp2", False),
-                                           ("qwen2_5_7b_l8_pp2", True)])
+                                           ("qwen2_5_7b_l8_pp2", False)])
 def test_two_one_stage_probes_fit_exactly_and_the_margin_is_held_out(tmp_path, family, capped):
     """Two runs of one point each (tune's none and full probes on one stage): residual and scale go
     through both, every residual is 0, and the old margin was 0. The held-out miss (each predicted

@@ -139,15 +139,13 @@ def optimizer_step(spec: ModelSpec, fam: TensorTable, stage: int, n_layers: int,
     the order the optimizer takes them: embedding, each layer's weights, head) with the largest
     ``2 * size_i - 2 * sum(size_j for j < i)``. DryRun L1's memory tracker on Qwen3-32B shows
     exactly these blocks at the peak (first stage: the embedding's two temporaries; last stage: a
-    layer's linear_fc1) (docs/estimate.md). Checked on mcore models only: 0 elsewhere. On the legacy
-    path (Llama2-70B cut, ``jit_level: O1``) DryRun L1's tracker shows no such phase: graph-kernel
-    fusion runs AdamW's update per parameter in fused kernels (``GraphKernel_Cast_Mul_Cast_split``,
-    ``GraphKernel_Div_Sqrt_Add_Div_Mul_Sub_split``), no ``next_param`` of every parameter is alive at
-    once, and the step peaks 1852 MiB above static on the first stage, under its activation phase
-    (docs/estimate.md): kept at 0 there.
+    layer's linear_fc1) (docs/estimate.md). The legacy path (``jit_level: O1``) has its own form:
+    :func:`legacy_optimizer_step`.
     """
-    if not spec.mcore or (not n_layers and stage not in (0, spec.pp - 1)):
+    if not n_layers and stage not in (0, spec.pp - 1):
         return 0
+    if not spec.mcore:
+        return legacy_optimizer_step(spec, fam, stage, n_layers, layer_params)
     sym = spec.symbols()
     parts = static_parts(spec, fam, stage, n_layers, layer_params)
     params = parts["grads"] // spec.param_bytes            # every parameter of the stage, whole
@@ -159,6 +157,40 @@ def optimizer_step(spec: ModelSpec, fam: TensorTable, stage: int, n_layers: int,
         temps = max(temps, 2 * size - 2 * done)
         done += size
     return parts["grads"] + 4 * params // spec.shard + 4 * temps // spec.shard
+
+
+def legacy_optimizer_step(spec: ModelSpec, fam: TensorTable, stage: int, n_layers: int,
+                          layer_params: Optional[int] = None) -> int:
+    """The optimizer step of the legacy path (``jit_level: O1``), bytes above static.
+
+    ``core/optim/adamw.py:_update_run_op`` computes ``next_param = cast(param, fp32) * (1 - lr * wd)``
+    for every parameter before the first update (graph-kernel fusion: one ``GraphKernel_Mul_split``
+    per parameter, fp32, on the rank's optimizer shard), and the update of a parameter holds two
+    fp32 temporaries its size (``TensorMove``). Unlike the mcore path no clipped copy of the
+    gradients is alive then (O1 fuses the clip into the update). DryRun L1's memory tracker on the
+    Qwen2.5-7B cut's first stage (full recompute) has its peak there: every layer weight's
+    ``next_param`` (its optimizer shard, 889 MiB), and the input embedding's ``next_param`` and two
+    ``TensorMove`` blocks, each the whole fp32 [vocab, hidden] (the embedding is outside the
+    optimizer shard: ``spec.embedding_shard``), 3 x 2079 MiB, with the embedding updated first
+    (docs/estimate.md, "The legacy optimizer step and the first stage"). Measured with MindFormers'
+    AdamW on Ascend (DryRun L1) only: 0 for another optimizer or off Ascend (``spec.hccl``: the
+    example model's CPU configs, whose pool this step was never measured on).
+    """
+    if not spec.hccl or spec.optimizer.lower().replace("_", "") != "adamw":
+        return 0
+    sym = spec.symbols()
+    emb = sym["v"] * spec.hidden
+    emb_split = 1 if not spec.embedding_shard else spec.shard
+    # parameters in the order the optimizer takes them (embedding, each layer's weights, head), each
+    # its fp32 next_param on this rank; updating one frees its next_param only (no clipped copy)
+    layers = [product(row, sym) for row in fam.params_rows] * n_layers if layer_params is None else [layer_params]
+    order = ([4 * emb // emb_split] if stage == 0 else []) + [4 * size // spec.shard for size in layers] + \
+        ([4 * emb // spec.shard] if stage == spec.pp - 1 and not (spec.tie_embeddings and spec.pp == 1) else [])
+    temps, done = 0, 0
+    for size in order:
+        temps = max(temps, 2 * size - done)
+        done += size
+    return sum(order) + temps
 
 
 #: HCCL's shared buffer per communicator, MB (HCCL_BUFFSIZE's default); each communicator holds two
@@ -217,7 +249,8 @@ def head_bytes(spec: ModelSpec, stage: int) -> int:
         sym["b"] * sym["s"] * sym["v"] * (logits + 12) + weight_copy
 
 
-def gathered_weights(spec: ModelSpec, fam: TensorTable, n_layers: int, layer_params: Optional[int] = None) -> int:
+def gathered_weights(spec: ModelSpec, fam: TensorTable, n_layers: int, layer_params: Optional[int] = None,
+                     stage: Optional[int] = None) -> int:
     """Legacy path with the optimizer shard on: the whole (all-gathered) weights of the stage's layers,
     held from the forward to the end of the backward (bytes).
 
@@ -240,13 +273,24 @@ def gathered_weights(spec: ModelSpec, fam: TensorTable, n_layers: int, layer_par
     (w2), one per layer weight and per step, not per micro-batch. That copy is the one every
     micro-batch's matmul reads, so the layer tables' per-micro-batch weight copies (``weight_copy``)
     are 0 here (``family.legacy_gathered``).
+
+    On the first stage (``stage`` 0) an input embedding inside the optimizer shard (``spec.
+    embedding_shard``: GLM4's ``models/glm2/glm2.py:ChatGLM2Model`` builds ``GLMEmbedding(...,
+    parallel_optimizer=True)``) is gathered too, whole and in the parameters' dtype: its ``Gather``
+    reads the parameter itself and the cast to the compute dtype comes after the lookup
+    (``models/llama/llama_layer.py:LlamaEmbedding.construct``). DryRun L1's tracker on the GLM4-9B
+    cut's first stage shows it alive at the peak, ``AllGather-op0`` of the fp32 [vocab, hidden]
+    (2368 MiB), beside the layers' bf16 gathers (docs/estimate.md, "The legacy optimizer step and
+    the first stage"). The Llama / Qwen2.5 embedding (``LlamaEmbedding(..., parallel_optimizer=
+    config.parallel_optimizer)``, default False) stays whole in static memory and is not gathered.
     """
     if spec.mcore or spec.shard <= 1 or not n_layers:
         return 0
     params = n_layers * params_per_layer(spec, fam.params_rows, fam.mla_rows) if layer_params is None \
         else layer_params
+    embedding = spec.symbols()["v"] * spec.hidden * spec.param_bytes if stage == 0 and spec.embedding_shard else 0
     # a parameter the shard leaves whole (below parallel_optimizer_threshold) is not gathered
-    return (params - n_layers * unsharded_per_layer(spec, fam.params_rows)) * spec.compute_bytes
+    return (params - n_layers * unsharded_per_layer(spec, fam.params_rows)) * spec.compute_bytes + embedding
 
 
 @dataclass
@@ -370,7 +414,7 @@ def stage_memory(spec: ModelSpec, fam: TensorTable, geo: strategy.Geometry, stag
                        activations=act, swap_window=window, transient=transient,
                        workspace=workspace + early if layers else 0, head=head_bytes(spec, stage),
                        optimizer=optimizer_step(spec, fam, stage, len(layers), layer_params),
-                       gathered=gathered_weights(spec, fam, len(layers), layer_params))
+                       gathered=gathered_weights(spec, fam, len(layers), layer_params, stage))
 
 
 @dataclass

@@ -233,7 +233,7 @@ def solve_stage(spec: ModelSpec, fam: TensorTable, geo, stage: int, cal: Calibra
     # the fine-grain interleave's early copies (TensorTable.early_bound) as if no layer recomputed
     # the tensors they copy: a bound, so a plan the search accepts fits the estimate too
     fixed = cal.per_step(fam.workspace + n_layers * fam.early_bound if n_layers else 0,
-                         head_bytes(spec, stage) + gathered_weights(spec, fam, n_layers))   # calibrate.py
+                         head_bytes(spec, stage) + gathered_weights(spec, fam, n_layers, stage=stage))   # calibrate.py
     room = (budget - cal.static_scale * static - cal.residual) / cal.scale - fixed   # 0 x static: CPU pool
     if cal.peak(static, optimizer_step(spec, fam, stage, n_layers)) > budget:
         return StagePlan(stage=stage, fits=False, static=static)   # the optimizer step alone is over
@@ -460,7 +460,7 @@ def lowest_peak(spec: ModelSpec, fam: TensorTable, geo, stage: int, cal: Calibra
     # the fine-grain interleave's early copies (TensorTable.early_bound) as if no layer recomputed
     # the tensors they copy: a bound, so a plan the search accepts fits the estimate too
     fixed = cal.per_step(fam.workspace + n_layers * fam.early_bound if n_layers else 0,
-                         head_bytes(spec, stage) + gathered_weights(spec, fam, n_layers))   # calibrate.py
+                         head_bytes(spec, stage) + gathered_weights(spec, fam, n_layers, stage=stage))   # calibrate.py
     weight = sum(counts[v] * geo.layer_list[v][stage] for v in range(V))
     if V == 1 and not allow_swap and weight:
         import numpy as np
