@@ -9,7 +9,7 @@ themselves with :func:`register`; ``swapwatch rules`` lists :data:`REGISTRY`.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, is_dataclass
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Tuple, Type
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Protocol, Tuple, Type
 
 from ..plan_view import APPLY_AC, LAYER_SETTING
 
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from ..parsers.model import RunLog
     from ..plan import Plan
     from ..pynative.config import PynativeConfig
-    from ..pynative.verify import PynativeComparison
+    from ..parsers.model import NoticeEvent
     from ..pynative.resolve import PynativePlan
 
 
@@ -79,6 +79,50 @@ def _plain(value: Any) -> Any:
     return value
 
 
+#: ``(layer, action)`` of the ``apply_ac`` comparison (``map:<label>`` for a map entry), and one compared item:
+#: (key, expected paths, logged paths, where it was logged); None where a side has none
+ApplyAcKey = Tuple[int, str]
+ApplyAcPair = Tuple[ApplyAcKey, Optional[List[str]], Optional[List[str]], Optional[str]]
+
+
+class ApplyAcRank(Protocol):
+    """What the rules read of one rank in the ``apply_ac`` comparison (``pynative/verify.py``'s ``RankSeen``)."""
+
+    #: no strategy line, no notice, no MindFormers output at all
+    silent: bool
+
+    @property
+    def refused(self) -> List["NoticeEvent"]:
+        """MindFormers' ``[Recompute Config]`` / ``[Swap Config]`` ERRORs: the strategy was refused."""
+
+
+class ApplyAcComparison(Protocol):
+    """What the rules of the ``apply_ac`` view read of its plan-vs-log comparison: ``pynative/verify.py``'s
+    ``PynativeComparison`` is one, typed here by what it offers, since a rule imports no command module."""
+
+    @property
+    def ranks(self) -> Mapping[int, ApplyAcRank]: ...
+
+    @property
+    def pipeline(self) -> bool: ...
+
+    def line_text(self, key: ApplyAcKey, paths: List[str]) -> str: ...
+
+    def loud(self) -> List[int]: ...
+
+    def compared(self, rank: int) -> bool: ...
+
+    def no_strategy_line(self, rank: int) -> bool: ...
+
+    def no_match_notices(self, rank: int) -> List["NoticeEvent"]: ...
+
+    def pairs(self, rank: int) -> List[ApplyAcPair]: ...
+
+    def union_pairs(self) -> List[ApplyAcPair]: ...
+
+    def signatures(self) -> Dict[int, Tuple[Any, ...]]: ...
+
+
 @dataclass
 class CheckContext:
     """Everything a rule may look at. ``runlog`` / ``ir`` are None for config-only checks.
@@ -86,7 +130,8 @@ class CheckContext:
     ``comparison`` is the plan-vs-log comparison (:func:`swapwatch.compare.compare`) every run
     rule reads, made once: ``verify.evaluate`` passes the one it keeps for the report; a context
     made with a Plan and a RunLog but none builds it here, so no rule ever builds its own.
-    None without logs; on the ``apply_ac`` view ``pynative.verify`` passes its ``PynativeComparison``.
+    None without logs; on the ``apply_ac`` view ``pynative.verify`` passes its ``PynativeComparison``
+    (an :class:`ApplyAcComparison`).
     Rules read both typed by the view (:attr:`static_plan` / :attr:`static_comparison`,
     :attr:`pynative_plan` / :attr:`pynative_comparison`).
     """
@@ -96,7 +141,7 @@ class CheckContext:
     env: Dict[str, str] = field(default_factory=dict)
     runlog: Optional["RunLog"] = None
     ir: Any = None            # parsers.ir evidence
-    comparison: "Comparison | PynativeComparison | None" = None
+    comparison: "Comparison | ApplyAcComparison | None" = None
 
     def __post_init__(self) -> None:
         if self.comparison is None and self.runlog is not None and comparable(self.plan):
@@ -146,8 +191,8 @@ class CheckContext:
         raise TypeError(f"a {LAYER_SETTING} rule read the comparison of the {self.view} view (Rule.views)")
 
     @property
-    def pynative_comparison(self) -> Optional["PynativeComparison"]:
-        """The ``apply_ac`` view's comparison (``pynative/verify.py``'s ``PynativeComparison``), typed; None
+    def pynative_comparison(self) -> Optional[ApplyAcComparison]:
+        """The ``apply_ac`` view's comparison (:class:`ApplyAcComparison`), typed; None
         without logs. A LayerSetting :class:`~swapwatch.compare.Comparison` here is a bug in the rule that asks."""
         comp = self.comparison
         if comp is None or _is_pynative_comparison(comp):
@@ -155,7 +200,7 @@ class CheckContext:
         raise TypeError(f"an {APPLY_AC} rule read the comparison of the {LAYER_SETTING} view (Rule.views)")
 
 
-def _is_pynative_comparison(comp: "Comparison | PynativeComparison") -> "TypeGuard[PynativeComparison]":
+def _is_pynative_comparison(comp: "Comparison | ApplyAcComparison") -> "TypeGuard[ApplyAcComparison]":
     """Not the LayerSetting comparison, so the ``apply_ac`` one (the union has these two): told without
     importing ``pynative.verify``, which runs these rules (an import circle)."""
     from ..compare import Comparison

@@ -5,12 +5,11 @@ from typing import TYPE_CHECKING, Iterable, List, Optional, Tuple
 
 from .. import actions
 from ..plan_view import APPLY_AC, LAYER_SETTING
-from . import CheckContext, Finding, Rule, register
+from . import ApplyAcComparison, ApplyAcPair, CheckContext, Finding, Rule, register
 from ..compare import describe, near_source
 
 if TYPE_CHECKING:
     from ..compare import Expected
-    from ..pynative.verify import Key, PynativeComparison
 
 
 @register
@@ -74,11 +73,11 @@ class MissingAction(Rule):
                     source=near_source(diff, e.layer, rank_log))
 
 
-    def _apply_ac(self, comp: "PynativeComparison") -> Iterable[Finding]:
+    def _apply_ac(self, comp: "ApplyAcComparison") -> Iterable[Finding]:
         """``apply_ac``: an expected ``Set ...`` line, path or map entry the log lacks. With pipeline parallel each
         stage logs its own layers, so missing is decided on the union of the ranks (rank None)."""
         pipeline = comp.pipeline
-        sides: List[Tuple[Optional[int], List[Tuple[Key, Optional[List[str]], Optional[List[str]], Optional[str]]]]]
+        sides: List[Tuple[Optional[int], List[ApplyAcPair]]]
         sides = [] if pipeline else [(rank, comp.pairs(rank)) for rank in sorted(comp.ranks) if comp.compared(rank)]
         if pipeline:
             sides.append((None, comp.union_pairs()))

@@ -1,15 +1,12 @@
 """SW102: the log shows an action the config does not ask for."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable
+from typing import Iterable
 
 from .. import actions
 from ..plan_view import APPLY_AC, LAYER_SETTING
-from . import CheckContext, Finding, Rule, register
+from . import ApplyAcComparison, CheckContext, Finding, Rule, register
 from ..compare import describe
-
-if TYPE_CHECKING:
-    from ..pynative.verify import PynativeComparison
 
 
 @register
@@ -65,7 +62,7 @@ class UnaskedAction(Rule):
                     actual=s.value if s.action in actions.SWAP_ACTIONS else (s.path or s.action),
                     source=s.source)
 
-    def _apply_ac(self, comp: "PynativeComparison") -> Iterable[Finding]:
+    def _apply_ac(self, comp: "ApplyAcComparison") -> Iterable[Finding]:
         """``apply_ac``: a logged ``Set ...`` line, path or map entry the config does not lead to, per rank."""
         for rank in sorted(comp.ranks):
             if not comp.compared(rank):

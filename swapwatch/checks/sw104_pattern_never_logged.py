@@ -5,13 +5,12 @@ from typing import TYPE_CHECKING, Iterable, List, Optional
 
 from .. import actions
 from ..plan_view import APPLY_AC, LAYER_SETTING
-from . import CheckContext, Finding, Rule, register
+from . import ApplyAcComparison, CheckContext, Finding, Rule, register
 from ..text import ranges
 from ._config_ctx import config_of, pattern_where
 
 if TYPE_CHECKING:
     from ..plan import Plan
-    from ..pynative.verify import PynativeComparison
 
 
 @register
@@ -94,7 +93,7 @@ class PatternNeverLogged(Rule):
                     actual="(no matching path logged)",
                     source=pattern_where(config_of(ctx), e.action, e.pattern))
 
-    def _apply_ac(self, comp: "PynativeComparison") -> Iterable[Finding]:
+    def _apply_ac(self, comp: "ApplyAcComparison") -> Iterable[Finding]:
         """``apply_ac`` says it itself: its "did not match any module" WARNING, per rank (with pipeline parallel,
         not a stage's warning for a pattern that matches on another stage)."""
         for rank in sorted(comp.ranks):

@@ -6,12 +6,11 @@ from typing import TYPE_CHECKING, Dict, Iterable, List, Optional, Set
 from ..text import ranges
 from ..parsers.model import Event, ExitEvent, MemoryEvent, NoticeEvent, RankLog, RunLog, is_fatal
 from ..plan_view import APPLY_AC, LAYER_SETTING
-from . import CheckContext, Finding, Rule, register
+from . import ApplyAcComparison, CheckContext, Finding, Rule, register
 from ..compare import expects_line, fatal_after_actions, is_cut
 
 if TYPE_CHECKING:
     from ..compare import Comparison, RankDiff
-    from ..pynative.verify import PynativeComparison
 
 #: Event kinds that only MindFormers' own logger produces (a rank with none of them printed nothing).
 MINDFORMERS_KINDS = ("geometry", "formative", "initial_config", "action", "step")
@@ -169,7 +168,7 @@ class IncompleteLog(Rule):
             expected=f"lines up to layer {max(comp.expected) if comp.expected else '?'}",
             actual=f"lines up to layer {last}", source=src)
 
-    def _apply_ac(self, comp: "PynativeComparison", runlog: "RunLog") -> Iterable[Finding]:
+    def _apply_ac(self, comp: "ApplyAcComparison", runlog: "RunLog") -> Iterable[Finding]:
         """``apply_ac``: MindFormers refused the strategy (``[Recompute Config]`` / ``[Swap Config]`` ERROR), no
         output at all on any rank, or a rank with output but no strategy line although the config enables one."""
         loud = comp.loud()
@@ -245,7 +244,7 @@ class SilentRank(Rule):
                 rank=rank, expected="MindFormers log lines", actual="(none)", source=src)
 
 
-    def _apply_ac(self, comp: "PynativeComparison", runlog: "RunLog") -> Iterable[Finding]:
+    def _apply_ac(self, comp: "ApplyAcComparison", runlog: "RunLog") -> Iterable[Finding]:
         """``apply_ac``: a rank without any output while another rank has some (a PyNative rank's own notices
         count as output)."""
         loud = comp.loud()

@@ -9,12 +9,11 @@ from .. import actions
 from ..compare import canon_text, norm_value, same_value, seen_items
 from ..plan_view import APPLY_AC, LAYER_SETTING
 from ..text import ranges
-from . import CheckContext, Finding, Rule, register
+from . import ApplyAcComparison, CheckContext, Finding, Rule, register
 
 if TYPE_CHECKING:
     from ..compare import Seen
     from ..parsers.model import RankLog, RunLog
-    from ..pynative.verify import PynativeComparison
 
 Item = Tuple[Optional[str], str]          # (path, value)
 
@@ -154,7 +153,7 @@ class RanksDisagree(Rule):
                     actual={k: v.get(k) for k in diff},
                     source=_source_of(runlog.ranks[r], label))
 
-    def _apply_ac(self, comp: Optional["PynativeComparison"]) -> Iterable[Finding]:
+    def _apply_ac(self, comp: Optional["ApplyAcComparison"]) -> Iterable[Finding]:
         """``apply_ac`` without pipeline parallel (each stage logs only its own layers): ranks whose logged lines
         differ from the most common ones, one finding per odd rank (a warning: TP/EP ranks apply one strategy, a
         rank that differs is worth a look, not a failed run by itself)."""
