@@ -58,10 +58,6 @@ KNOWN: dict = {
 #: DryRun's optimizer step, 107 MiB above the model's activation phase (docs/estimate.md).
 KNOWN_DELTA = {
     ("qwen3_32b_l8_none", "qwen3_32b_l8_full", 3): (835, 1003),
-    # MindFormers' default select set (mlp.mul + mlp.activation_func.silu): DryRun L1 frees silu's
-    # output per layer and micro-batch in flight; the model's segment rule (tensor_table.TensorTable.effective:
-    # mul's output stays for linear_fc2, silu's comes back) frees 700 of DryRun's 800 MiB here
-    ("qwen3_32b_l8_none", "qwen3_32b_l8_select", 0): (700, 800),
     # Qwen3-MoE, first stage: the model's peak is the optimizer step in both cases (recompute cannot
     # move it), DryRun L1's activation phase is 547 MiB above it without recompute
     ("qwen3_moe_l8_none", "qwen3_moe_l8_full", 0): (0, 547),

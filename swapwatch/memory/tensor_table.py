@@ -268,11 +268,55 @@ class TensorTable:
         kept = sorted(needed - produced)
         saves_all = {t for o in self.ops for t in o.saves}
         regen = sum(self.bytes[t] for t in saves_all & produced)
+        if self.spec.mcore and recomputed:
+            regen = self._net_regen(recomputed, frozenset(needed - produced))
         on_host = set(kept) if layer_swap else set(kept) & set(swapped)
         device = [(t, self.bytes[t]) for t in kept if t not in on_host] + list(self.extra_by_tensor)
         return LayerCost(kept=sum(b for _, b in device), host=sum(self.bytes[t] for t in on_host),
                          regen=regen, flops=sum(self.op_flops[i] for i in recomputed),
                          by_tensor=tuple(device))
+
+    def _net_regen(self, recomputed: FrozenSet[int], kept: FrozenSet[str]) -> int:
+        """What a layer's recomputation adds at its backward, over what that backward has already
+        freed: per connected segment of recomputed ops (the grouping of :meth:`_by_segments`), the
+        bytes it regenerates that a backward needs, less the kept tensors that only ops after the
+        segment's last user (forward order) need. MindSpore runs a recomputed segment just before
+        the backward of the first node (in backward order) that uses it, so those ops' backward
+        has run and freed what they kept. Full recompute is one segment used up to the layer's
+        last matmul: nothing is freed before it, the whole regeneration counts. A select set of
+        ``mlp.activation_func.silu`` (its output needed by ``mul``'s backward) comes back after
+        ``linear_fc2``'s backward freed that matmul's input and weight copy: DryRun L1 on the
+        Qwen3-32B cut frees silu's whole output per layer and micro-batch in flight, 800 MiB on
+        the first stage, with no transient above it (docs/estimate.md). Used on the mcore path
+        only (``ModelSpec.mcore``): on the example model's CPU pool (graph mode) the select
+        attention core + MLP case falls 10 % low with it, and the legacy DryRun L1 cases have no
+        select recompute to check it on; elsewhere the whole regeneration counts."""
+        needers: Dict[str, List[int]] = {}
+        for i, op in enumerate(self.ops):
+            for t in (op.ins if i in recomputed else op.saves):
+                needers.setdefault(t, []).append(i)
+        saves_all = {t for o in self.ops for t in o.saves}
+        worst, seen = 0, set()
+        for start in sorted(recomputed):
+            if start in seen:
+                continue
+            seg, todo = set(), [start]
+            while todo:
+                i = todo.pop()
+                if i in seg:
+                    continue
+                seg.add(i)
+                for t in self.ops[i].outs:
+                    todo.extend(j for j in self.consumers.get(t, []) if j in recomputed)
+                todo.extend(j for t in self.ops[i].ins for j in self.producers.get(t, []) if j in recomputed)
+            seen |= seg
+            back = {t for i in seg for t in self.ops[i].outs} & saves_all
+            if not back:
+                continue
+            last = max(j for j, op in enumerate(self.ops) if back & set(op.saves))
+            freed = sum(self.bytes[t] for t in kept if min(needers.get(t, [-1])) > last)
+            worst = max(worst, sum(self.bytes[t] for t in back) - freed)
+        return max(0, worst)
 
     def forward_flops(self) -> float:
         return sum(self.op_flops)
