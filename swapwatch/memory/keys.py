@@ -229,6 +229,11 @@ SHARD_ONLY = frozenset({"parallel.parallel_optimizer_config.parallel_optimizer_t
                         "recompute_config.parallel_optimizer_comm_recompute"})
 
 
+#: keys unmodelled on the legacy path that the mcore path (use_legacy: False) models
+MCORE_MODELLED = {"optimizer.swap": "mcore: AdamW's states on host, their device copies at the optimizer step "
+                                    "(memory/model.py swap_optimizer_step)"}
+
+
 def classify(tree: Dict[str, Any]) -> KeyReport:
     """Classify every leaf key path of ``tree`` (see the module docstring)."""
     out = KeyReport()
@@ -241,6 +246,8 @@ def classify(tree: Dict[str, Any]) -> KeyReport:
         kind, why = (rule.kind, rule.why) if rule else (UNMODELLED, "not known to the memory model")
         if not shard and key in SHARD_ONLY:
             kind, why = IRRELEVANT, "the parallel optimizer is off"
+        if kind == UNMODELLED and key in MCORE_MODELLED and tree.get("use_legacy") is False:
+            kind, why = MODELLED, MCORE_MODELLED[key]
         if key not in out.why:
             out.by_kind.setdefault(kind, []).append(key)
             out.why[key] = why

@@ -109,6 +109,8 @@ class ModelSpec:
     optimizer_shard: bool = False
     optimizer_shard_size: int = 0       # 0: all data-parallel ranks
     mcore: bool = False                 # use_legacy: False (parallel_core/training_graph)
+    #: optimizer.swap: AdamW's states live on host (core/optim/adamw.py:AdamW.clone_state, device='CPU')
+    optimizer_swap: bool = False
     #: the job's collectives go through HCCL (``context.device_target`` Ascend, MindFormers' default):
     #: a CPU / GPU job (the example model's runs) has no HCCL buffers (model.not_in_dryrun)
     hccl: bool = True
@@ -338,6 +340,7 @@ def spec_from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional
         mla=mla, shared_experts=shared, dense_ffn=ffn, dp=dp, tp=tp, pp=pp, cp=cp, ep=ep, micro_batch_num=mbn,
         seq_parallel=sp,
         optimizer_shard=shard, optimizer_shard_size=shard_size, mcore=mcore, lines=lines,
+        optimizer_swap=flag(opt, "swap", "optimizer.swap"),
         hccl=str(section(data, "context", "").get("device_target", "Ascend")).lower() == "ascend")
 
 
