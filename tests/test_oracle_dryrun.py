@@ -48,8 +48,9 @@ KNOWN: dict = {
     ("glm4_9b_l8_pp2_full", 1): 0.108,
 }
 #: (none case, other case, stage) -> (model's saving, DryRun L1's saving) in MiB, for pairs outside the
-#: bound: asserted to stay these figures (to 2 MiB). The last stage under full recompute peaks at
-#: DryRun's optimizer step, 107 MiB above the model's activation phase (docs/estimate.md).
+#: bound: asserted to stay these figures (to 2 MiB). Qwen3-32B's last stage under full recompute:
+#: DryRun L1's peak (10464 MiB) is under the model's activation phase (10570: recompute transient,
+#: head and loss summed) and 114 MiB above the model's optimizer step (10350) (docs/estimate.md).
 KNOWN_DELTA = {
     ("qwen3_32b_l8_none", "qwen3_32b_l8_full", 3): (835, 1003),
     # Qwen3-MoE, first stage: the model's peak is the optimizer step in both cases (recompute cannot
