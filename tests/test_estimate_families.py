@@ -175,7 +175,8 @@ def test_plan_on_each_family_fixture_reexplains_clean(path, tmp_path):
     floor = max(first.lowest.values())                          # full recompute everywhere
     # plan fits each stage's peak plus the HCCL buffers it leaves out (issue 27 pt 3)
     budget = (floor + 3 * max(st.peak() for st in base.stages)) // 4 + first.not_in_peak
-    res = make_plan(path, budget)
+    # no margin: a stage at its optimizer-step floor (DeepSeek-V3's, docs/estimate.md) has no room for one
+    res = make_plan(path, budget, margin=0.0)
     assert res.fits, res.message()
     assert res.family == base.family and res.estimate.family == base.family
     out = tmp_path / "planned.yaml"

@@ -380,11 +380,12 @@ DSV3 = "fixtures/configs/families/deepseek_v3_mtp.yaml"
 
 def dsv3_two_stages(tmp_path) -> str:
     """The DeepSeek-V3 fixture where activations make the peak: 8 layers (3 dense, 5 MoE) over two
-    stages, 4 micro-batches of batch 4, the MTP layer on the last stage."""
+    stages, 4 micro-batches of batch 8, the MTP layer on the last stage (batch 8 since the experts
+    are sized whole on their rank under the optimizer shard: the optimizer step is 31.6 GiB there)."""
     text = open(DSV3).read()
     for old, new in (("  batch_size: 1", "  batch_size: 4"), ("num_hidden_layers: 4", "num_hidden_layers: 8"),
                      ("  pipeline_stage: 1", "  pipeline_stage: 2"), ("  micro_batch_num: 1", "  micro_batch_num: 4"),
-                     ("first_k_dense_replace: 1", "first_k_dense_replace: 3")):
+                     ("first_k_dense_replace: 1", "first_k_dense_replace: 3"), ("  batch_size: 4", "  batch_size: 8")):
         assert old in text
         text = text.replace(old, new)
     p = tmp_path / "dsv3_pp2.yaml"
@@ -412,12 +413,13 @@ def test_mixed_kinds_are_searched_per_kind_with_the_mtp_layer(tmp_path):
     tight = make_plan(src, max(low.values()) + buffers + (16 << 20), margin=0.0)
     assert tight.fits, tight.message()
     costs = []
-    for gib in (27.5, 29, 30):
+    for gib in (37, 39, 42):
         budget = int(gib * (1 << 30))
         res = make_plan(src, budget, margin=0.0)
         assert res.fits, (gib, res.message())
-        # what the search counted is what the written YAML's estimate counts, stage by stage (one round)
-        assert [s.dynamic for s in res.stages] == [st.dynamic for st in res.estimate.stages]
+        # what the search counted is what the written YAML's estimate counts, stage by stage (one round):
+        # its activation phase (the optimizer step is a floor the search checks apart)
+        assert [s.dynamic for s in res.stages] == [st.activation_phase for st in res.estimate.stages]
         out = tmp_path / f"planned_{gib}.yaml"
         out.write_text(res.text)
         est = estimate(str(out))
@@ -430,7 +432,7 @@ def test_mixed_kinds_are_searched_per_kind_with_the_mtp_layer(tmp_path):
         costs.append(sum(s.flops for s in res.stages))
     assert costs == sorted(costs, reverse=True) and costs[0] > costs[-1]     # more room, less recompute
     # the cheapest that fits: no uniform strategy that fits the middle budget recomputes less
-    budget = int(29 * (1 << 30))
+    budget = int(39 * (1 << 30))
     mid = make_plan(src, budget, margin=0.0)
     text = open(src).read()
     for full, sel in (("  - 1", "true"), ("  - 8", "false"), ("  - 0", "true"), ("  - 0", "false")):
@@ -446,11 +448,11 @@ def test_mixed_kinds_are_searched_per_kind_with_the_mtp_layer(tmp_path):
 def test_mixed_kinds_planned_yaml_explains_clean_from_the_cli(tmp_path):
     src = dsv3_two_stages(tmp_path)
     out = tmp_path / "planned.yaml"
-    r = cli("plan", src, "--budget", "32GiB", "-o", str(out))
+    r = cli("plan", src, "--budget", "44GiB", "-o", str(out))
     assert r.returncode == 0, r.stderr
     r = cli("explain", str(out))
     assert r.returncode == 0 and "Findings: none" in r.stdout, r.stdout
     r = cli("estimate", str(out), "--format", "json")
     js = json.loads(r.stdout)
-    assert all(st["peak_bytes"] + js["not_in_peak"]["communication_buffers_bytes"] <= int(32 * 0.9 * (1 << 30))
+    assert all(st["peak_bytes"] + js["not_in_peak"]["communication_buffers_bytes"] <= int(44 * 0.9 * (1 << 30))
                for st in js["stages"])

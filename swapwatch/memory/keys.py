@@ -264,6 +264,11 @@ def _context(tree: Dict[str, Any]) -> Dict[str, Any]:
             "llama_legacy": not mcore and arch.get("type") == "LlamaForCausalLM"}
 
 
+#: keys unmodelled on the legacy path that the mcore path (use_legacy: False) models
+MCORE_MODELLED = {"optimizer.swap": "mcore: AdamW's states on host, their device copies at the optimizer step "
+                                    "(memory/model.py swap_optimizer_step)"}
+
+
 def classify(tree: Dict[str, Any]) -> KeyReport:
     """Classify every leaf key path of ``tree`` (see the module docstring)."""
     out = KeyReport()
@@ -283,6 +288,8 @@ def classify(tree: Dict[str, Any]) -> KeyReport:
         rejected = _rejected(key, value, ctx)
         if rejected:
             kind, why = REFUSED, rejected
+        if kind == UNMODELLED and key in MCORE_MODELLED and ctx["mcore"]:
+            kind, why = MODELLED, MCORE_MODELLED[key]
         if key not in out.why:
             out.by_kind.setdefault(kind, []).append(key)
             out.why[key] = why

@@ -91,7 +91,7 @@ def inflight(P: int, V: int, m: int, p: int) -> List[int]:
 
 
 def static_parts(spec: ModelSpec, fam: TensorTable, stage: int, n_layers: int,
-                 layer_params: Optional[int] = None) -> Dict[str, int]:
+                 layer_params: Optional[int] = None, layer_local: Optional[int] = None) -> Dict[str, int]:
     """Weights, gradients and optimizer states of one rank of ``stage`` (bytes). ``layer_params``:
     the weight elements of the stage's layers when they differ by kind (dense / MoE / MTP: the
     experts' share under expert parallel is in each kind's ``params`` rows), else ``n_layers`` of
@@ -120,8 +120,43 @@ def static_parts(spec: ModelSpec, fam: TensorTable, stage: int, n_layers: int,
         whole += spec.hidden
     whole_trained = 0 if spec.frozen_base else whole
     states = spec.state_bytes * spec.optimizer_states
-    return {"weights": (params - whole) * pb // spec.shard + whole * pb, "grads": trained * pb,
-            "optimizer_states": (trained - whole_trained) * states // spec.shard + whole_trained * states}
+    out = {"weights": (params - whole) * pb // spec.shard + whole * pb, "grads": trained * pb,
+           "optimizer_states": (trained - whole_trained) * states // spec.shard + whole_trained * states}
+    if layer_local is not None:
+        # mcore, per-row optimizer shard (``layer_local``: the layers' weight elements on this rank,
+        # TensorTable.params_div); the embedding and head split over dp as above
+        local = layer_local + (params - (layer_params or 0) - whole) // spec.shard + whole
+        out["weights"] = local * pb
+        out["optimizer_states"] = 0 if spec.frozen_base else local * states
+    if spec.mcore and spec.optimizer_swap:
+        # optimizer.swap: AdamW's states are host Parameters (core/optim/adamw.py:AdamW.clone_state,
+        # device='CPU'); DryRun L1's tracker has them in the host pool, outside the device's peak
+        out["optimizer_states"] = 0
+    return out
+
+
+def swap_optimizer_step(spec: ModelSpec, sizes: Sequence[int], grads: int) -> int:
+    """Bytes above static at the optimizer step of an mcore stage whose AdamW states live on host
+    (``optimizer.swap: True``), ``sizes`` the weight elements of this rank in the order AdamW takes
+    them (embedding, each layer's rows, the MTP block, the head), ``grads`` the static part's
+    gradient bytes.
+
+    DryRun L1's memory tracker on the DeepSeek-V3 cut (docs/estimate.md): ClipGradNorm returns the
+    clipped gradient of every parameter at once (``ClipGradNorm/Mul``, fp32, the optimizer's shard);
+    for each parameter in turn AdamW brings its two states to the device (``AdamW/MoveTo``), and
+    those device copies stay until the end of the step, while the parameter's clipped gradient is
+    freed by its update, which holds three temporaries the size of the parameter (two
+    ``AdamW/Mul``, one ``TensorMove``). The peak is at the update ``i`` with the largest
+    ``2 * states(<= i) + clipped(>= i) + 3 * size_i``: 10452 + 1460 + 2688 MiB at the MTP layer's
+    experts there. Without pipeline (``MFTrainOneStepCell``, one stage) there is no gradient
+    accumulation buffer: the backward's whole gradients, counted in the static part, are gone by
+    then (reduce-scattered, then clipped), so they are taken off; with pipeline stages the
+    buffer stays (the Qwen3 cases' ``accu_grads``)."""
+    total, done, worst = sum(sizes), 0, 0
+    for w in sizes:
+        worst = max(worst, 2 * (done + w) * spec.state_bytes + (total - done) * spec.param_bytes + 3 * w * 4)
+        done += w
+    return max(0, worst - (grads if spec.pp == 1 else 0))
 
 
 def optimizer_step(spec: ModelSpec, fam: TensorTable, stage: int, n_layers: int,
@@ -409,11 +444,29 @@ def stage_memory(spec: ModelSpec, fam: TensorTable, geo: strategy.Geometry, stag
                 act += counts[-1] * mc.kept
                 transient = max(transient, mc.regen)
                 workspace = max(workspace, mf.workspace)
-    return StageMemory(stage=stage, layers=layers,
-                       static=static_parts(spec, fam, stage, len(layers), layer_params),
+    # mcore tables that split some weight rows otherwise than over dp under the optimizer shard
+    # (TensorTable.params_div: DeepSeek-V3's experts, its sequence-parallel projections)
+    mtp_fams = [mf for mf, _ in mtp] if stage == geo.pipeline_stage - 1 else []
+    row_fams = fams + mtp_fams
+    layer_local: Optional[int] = None
+    sym = spec.symbols()
+    if spec.mcore and spec.optimizer_shard and any(d != spec.shard for f in row_fams for d in f.params_div):
+        layer_local = sum(product(r, sym) // d for f in row_fams for r, d in zip(f.params_rows, f.params_div))
+        if layer_params is None:
+            layer_params = sum(params_per_layer(spec, f.params_rows, f.mla_rows) for f in row_fams)
+    static = static_parts(spec, fam, stage, len(layers), layer_params, layer_local)
+    if spec.mcore and spec.optimizer_swap:
+        emb = sym["v"] * spec.hidden // spec.shard
+        sizes = ([emb] if stage == 0 else []) + \
+            [product(r, sym) // d for f in row_fams for r, d in zip(f.params_rows, f.params_div)] + \
+            ([emb] if stage == spec.pp - 1 and not (spec.tie_embeddings and spec.pp == 1) else [])
+        optimizer = swap_optimizer_step(spec, sizes, static["grads"])
+    else:
+        optimizer = optimizer_step(spec, fam, stage, len(layers), layer_params)
+    return StageMemory(stage=stage, layers=layers, static=static,
                        activations=act, swap_window=window, transient=transient,
                        workspace=workspace + early if layers else 0, head=head_bytes(spec, stage),
-                       optimizer=optimizer_step(spec, fam, stage, len(layers), layer_params),
+                       optimizer=optimizer,
                        gathered=gathered_weights(spec, fam, len(layers), layer_params, stage))
 
 

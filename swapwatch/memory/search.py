@@ -33,8 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple, TypeVar
 
 from .tensor_table import TensorTable, LayerCost
-from .model import (Calibration, gathered_weights, head_bytes, inflight, optimizer_step, stage_memory,
-                    static_parts)
+from .model import (Calibration, gathered_weights, head_bytes, inflight, stage_memory)
 from .spec import ModelSpec
 
 
@@ -121,6 +120,16 @@ def stage_parts(spec: ModelSpec, geo, stage: int, kinds: Kinds) -> Tuple[int, in
     st = stage_memory(spec, kinds.mem, geo, stage, [zero] * len(kinds.layers), (), kinds.layers,
                       [(mf, zero) for mf in kinds.mtp])
     return st.static_total, st.workspace + st.head + st.gathered, st.optimizer
+
+
+def fam_parts(spec: ModelSpec, fam: TensorTable, geo, stage: int) -> Tuple[int, int]:
+    """(static, optimizer step) of ``stage`` with every layer priced on ``fam``: stage_memory's own
+    figures (the per-row optimizer shard and the states on host of model.static_parts /
+    swap_optimizer_step included), so the search and ``estimate`` agree."""
+    zero = LayerCost(kept=0, host=0, regen=0, flops=0.0)
+    n = sum(sum(row) for row in geo.layer_list)
+    st = stage_memory(spec, fam, geo, stage, [zero] * n)
+    return st.static_total, st.optimizer
 
 
 #: What swap's cost is priced with (Ascend 910B-class, assumed): sustained matmul throughput and
@@ -229,13 +238,13 @@ def solve_stage(spec: ModelSpec, fam: TensorTable, geo, stage: int, cal: Calibra
         room = (budget - static - cal.residual) / cal.scale - fixed
         return _solve_kinds_chunk(stage, static, fixed, room, chunks[0][0], counts[0], spec.micro_batch_num,
                                   all_chains, kinds, stage == P - 1)
-    static = sum(static_parts(spec, fam, stage, n_layers).values())
+    static, opt = fam_parts(spec, fam, geo, stage)
     # the fine-grain interleave's early copies (TensorTable.early_bound) as if no layer recomputed
     # the tensors they copy: a bound, so a plan the search accepts fits the estimate too
     fixed = cal.per_step(fam.workspace + n_layers * fam.early_bound if n_layers else 0,
                          head_bytes(spec, stage) + gathered_weights(spec, fam, n_layers, stage=stage))   # calibrate.py
     room = (budget - cal.static_scale * static - cal.residual) / cal.scale - fixed   # 0 x static: CPU pool
-    if cal.peak(static, optimizer_step(spec, fam, stage, n_layers)) > budget:
+    if cal.peak(static, opt) > budget:
         return StagePlan(stage=stage, fits=False, static=static)   # the optimizer step alone is over
     if V == 1 and not allow_swap and chunks[0][0]:
         return _solve_single_chunk(stage, static, fixed, room, chunks[0][0], counts[0], spec.micro_batch_num,
@@ -456,7 +465,7 @@ def lowest_peak(spec: ModelSpec, fam: TensorTable, geo, stage: int, cal: Calibra
                 best_dyn = min(best_dyn, float(np.min(_rows(tables, cnt, counts[0])[0])))
         return max(cal.peak(static, best_dyn + fixed), cal.peak(static, opt))
     n_layers = sum(geo.layer_list[v][stage] for v in range(V))
-    static = sum(static_parts(spec, fam, stage, n_layers).values())
+    static, opt = fam_parts(spec, fam, geo, stage)
     # the fine-grain interleave's early copies (TensorTable.early_bound) as if no layer recomputed
     # the tensors they copy: a bound, so a plan the search accepts fits the estimate too
     fixed = cal.per_step(fam.workspace + n_layers * fam.early_bound if n_layers else 0,
@@ -469,12 +478,12 @@ def lowest_peak(spec: ModelSpec, fam: TensorTable, geo, stage: int, cal: Calibra
                                     + block_transient(blocks, cnt)))
                        for blocks in (sorted(ch, key=lambda lv: -lv.rank) for ch in chains(fam))
                        for cnt in compositions(geo.layer_list[0][stage], len(blocks)))
-        return max(cal.peak(static, best_dyn + fixed), cal.peak(static, optimizer_step(spec, fam, stage, n_layers)))
+        return max(cal.peak(static, best_dyn + fixed), cal.peak(static, opt))
     levels = [lv for ch in chains(fam, allow_swap) for lv in ch]
     best = min(weight * min(lv.cost.kept for lv in levels if lv.cost.regen <= r and lv.window <= w) + r + w
                for r in {lv.cost.regen for lv in levels} for w in {lv.window for lv in levels}
                if any(lv.cost.regen <= r and lv.window <= w for lv in levels))
-    return max(cal.peak(static, best + fixed), cal.peak(static, optimizer_step(spec, fam, stage, n_layers)))
+    return max(cal.peak(static, best + fixed), cal.peak(static, opt))
 
 
 def brute_force(levels: Sequence[Level], layer_weights: Sequence[int], micro: int, room: float) -> Optional[float]:

@@ -119,6 +119,8 @@ class ModelSpec:
     #: models/llama/llama.py:LlamaModel when models/utils.py:check_fine_grain_interleave_valid holds:
     #: fine_grain_interleave > 1 and model_parallel > 1); 1: the plain layer (and on every other path)
     fine_grain: int = 1
+    #: optimizer.swap: AdamW's states live on host (core/optim/adamw.py:AdamW.clone_state, device='CPU')
+    optimizer_swap: bool = False
     #: the job's collectives go through HCCL (``context.device_target`` Ascend, MindFormers' default):
     #: a CPU / GPU job (the example model's runs) has no HCCL buffers (model.not_in_dryrun)
     hccl: bool = True
@@ -362,6 +364,7 @@ def spec_from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional
         seq_parallel=sp,
         optimizer_shard=shard, optimizer_shard_size=shard_size, shard_threshold_kb=threshold,
         mcore=mcore, lines=lines, fine_grain=fine_grain,
+        optimizer_swap=flag(opt, "swap", "optimizer.swap"),
         hccl=str(section(data, "context", "").get("device_target", "Ascend")).lower() == "ascend")
 
 

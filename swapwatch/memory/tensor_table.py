@@ -39,6 +39,20 @@ class Op:
     flops: Tuple[object, ...]
 
 
+def row_shard(spec: ModelSpec, kind: Optional[str]) -> int:
+    """Ranks the parallel optimizer splits one weight row over (TensorTable.params_div): 1 without
+    it; ``all``: dp x tp x cp (tensor parallel does not split the row); ``experts``: dp x tp x cp / ep;
+    ``none``: not split (``parallel_optimizer=False``: the norms, transformer/norm.py); else the
+    data-parallel ranks (``ModelSpec.shard``)."""
+    if not spec.optimizer_shard or kind is None:
+        return spec.shard
+    if kind == "none":
+        return 1
+    reps = spec.dp * spec.tp * spec.cp // (spec.ep if kind == "experts" else 1)
+    limit = spec.optimizer_shard_size if spec.optimizer_shard_size > 0 else reps
+    return max(1, min(reps, limit))
+
+
 @dataclass(frozen=True)
 class LayerCost:
     """Bytes of one layer for one micro-batch under one choice, and the recompute FLOPs."""
@@ -165,6 +179,15 @@ class TensorTable:
         self.params_rows: List[List[object]] = [
             r["row"] if isinstance(r, dict) else r for r in data["params"]
             if not isinstance(r, dict) or present(r)]
+        #: per weight row, the ranks the parallel optimizer splits it over: MindSpore shards a
+        #: parameter over every rank holding the same slice of it, so a row tensor parallel does
+        #: not split (``opt_shard: all``: SequenceParallelLinear, the router, eh_proj) is split over
+        #: dp x tp, the local experts (``opt_shard: experts``) over dp x tp / ep (1 when ep covers
+        #: them), the others over dp; at most ``optimizer_weight_shard_size``. DryRun L1's tracker
+        #: on the DeepSeek-V3 cut (dp4 tp8 ep32) shows exactly these Weight blocks (docs/estimate.md)
+        self.params_div: List[int] = [
+            row_shard(spec, r.get("opt_shard") if isinstance(r, dict) else None) for r in data["params"]
+            if not isinstance(r, dict) or present(r)]
         #: the rows size MLA's projections themselves (else spec.params_per_layer swaps them in)
         self.mla_rows = bool(family_data(self.table).get("mla_rows"))
         self.groups: List[Tuple[str, List[str]]] = [(g["name"], list(g["patterns"]))
@@ -281,6 +304,8 @@ class TensorTable:
         kept = sorted(needed - produced)
         saves_all = {t for o in self.ops for t in o.saves}
         regen = sum(self.bytes[t] for t in saves_all & produced)
+        if self.spec.mcore and recomputed:
+            regen = self._net_regen(recomputed, frozenset(needed - produced))
         # the interleave's copy of a tensor recompute regenerates comes with that layer's backward
         # (one layer at a time, like the regenerated tensors); of a kept tensor, at the start of the
         # micro-batch's backward (docs/estimate.md "Fine-grain interleave")
@@ -291,6 +316,48 @@ class TensorTable:
         return LayerCost(kept=sum(b for _, b in device), host=sum(self.bytes[t] for t in on_host),
                          regen=regen, flops=sum(self.op_flops[i] for i in recomputed),
                          by_tensor=tuple(device), early=early)
+
+    def _net_regen(self, recomputed: FrozenSet[int], kept: FrozenSet[str]) -> int:
+        """What a layer's recomputation adds at its backward, over what that backward has already
+        freed: per connected segment of recomputed ops (the grouping of :meth:`_by_segments`), the
+        bytes it regenerates that a backward needs, less the kept tensors that only ops after the
+        segment's last user (forward order) need. MindSpore runs a recomputed segment just before
+        the backward of the first node (in backward order) that uses it, so those ops' backward
+        has run and freed what they kept. Full recompute is one segment used up to the layer's
+        last matmul: nothing is freed before it, the whole regeneration counts. A select set of
+        ``mlp.activation_func.silu`` (its output needed by ``mul``'s backward) comes back after
+        ``linear_fc2``'s backward freed that matmul's input and weight copy: DryRun L1 on the
+        Qwen3-32B cut frees silu's whole output per layer and micro-batch in flight, 800 MiB on
+        the first stage, with no transient above it (docs/estimate.md). Used on the mcore path
+        only (``ModelSpec.mcore``): on the example model's CPU pool (graph mode) the select
+        attention core + MLP case falls 10 % low with it, and the legacy DryRun L1 cases have no
+        select recompute to check it on; elsewhere the whole regeneration counts."""
+        needers: Dict[str, List[int]] = {}
+        for i, op in enumerate(self.ops):
+            for t in (op.ins if i in recomputed else op.saves):
+                needers.setdefault(t, []).append(i)
+        saves_all = {t for o in self.ops for t in o.saves}
+        worst, seen = 0, set()
+        for start in sorted(recomputed):
+            if start in seen:
+                continue
+            seg, todo = set(), [start]
+            while todo:
+                i = todo.pop()
+                if i in seg:
+                    continue
+                seg.add(i)
+                for t in self.ops[i].outs:
+                    todo.extend(j for j in self.consumers.get(t, []) if j in recomputed)
+                todo.extend(j for t in self.ops[i].ins for j in self.producers.get(t, []) if j in recomputed)
+            seen |= seg
+            back = {t for i in seg for t in self.ops[i].outs} & saves_all
+            if not back:
+                continue
+            last = max(j for j, op in enumerate(self.ops) if back & set(op.saves))
+            freed = sum(self.bytes[t] for t in kept if min(needers.get(t, [-1])) > last)
+            worst = max(worst, sum(self.bytes[t] for t in back) - freed)
+        return max(0, worst)
 
     def forward_flops(self) -> float:
         return sum(self.op_flops)
