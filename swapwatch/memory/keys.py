@@ -16,7 +16,8 @@ the first rule of :data:`RULES` whose pattern matches it (``fnmatch`` on the dot
 
 A key with no rule is ``unmodelled`` too: an unknown key is reported, never dropped. A value-aware
 rule (``when``) applies only when the value makes the key matter (``recompute_slice_activation:
-False`` changes nothing; ``True`` does).
+False`` changes nothing; ``True`` does); a path-aware one (``where``) only in a config where
+MindFormers 2.1.0 reads the key (``parallel_optimizer_comm_recompute`` on GLM only).
 """
 from __future__ import annotations
 
@@ -44,6 +45,37 @@ class Rule:
     why: str
     #: the rule applies only when this holds for the value (else the next rule is tried)
     when: Optional[Callable[[Any], bool]] = None
+    #: ... and only when this holds for the config it is in (the code path, the family, the strategy)
+    where: Optional[Callable[["Context"], bool]] = None
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a path-aware rule asks of the rest of the config (:func:`context`)."""
+
+    mcore: bool = False        # use_legacy: False (parallel_core/training_graph)
+    glm: bool = False          # legacy ChatGLM2ForConditionalGeneration (models/glm2/glm2.py)
+    shard: bool = False        # the parallel optimizer is on
+    tp: int = 1                # parallel_config.model_parallel
+    full_bool: bool = False    # recompute_config.recompute is the bool True (every layer, with kwargs)
+
+
+def context(tree: Dict[str, Any]) -> Context:
+    """The :class:`Context` of a merged config tree."""
+    from ..families import LEGACY_ARCH
+
+    def sect(d: Any, k: str) -> Dict[str, Any]:
+        v = d.get(k) if isinstance(d, dict) else None
+        return v if isinstance(v, dict) else {}
+
+    par, pc, rc = sect(tree, "parallel"), sect(tree, "parallel_config"), sect(tree, "recompute_config")
+    mcore = tree.get("use_legacy") is False
+    arch = sect(sect(tree, "model"), "arch").get("type")
+    tp = pc.get("model_parallel", 1)
+    return Context(mcore=mcore, glm=not mcore and LEGACY_ARCH.get(str(arch)) == "glm4",
+                   shard=par.get("enable_parallel_optimizer") is True or pc.get("optimizer_shard") is True,
+                   tp=tp if isinstance(tp, int) and not isinstance(tp, bool) else 1,
+                   full_bool=rc.get("recompute") is True)
 
 
 MC = "model.model_config."
@@ -55,15 +87,39 @@ RULES: Tuple[Rule, ...] = (
          "peak cannot be known offline; run DryRun (`msrun --sim_level 1`) or set parallel_mode 1 (semi-auto)",
          when=lambda v: v in (2, "auto_parallel")),
     # -- unmodelled: memory-relevant, not sized (value-aware first) -----------------------------------
+    # comm recompute and slice activation: what MindFormers 2.1.0 passes on, per code path
+    # (docs/estimate.md "Comm recompute and slice activation"; each rule's reason cites the code)
+    Rule("recompute_config.recompute_slice_activation", REFUSED,
+         "recompute_slice_activation: True is refused by MindFormers on the mcore path "
+         "(parallel_core/transformer_config.py:TransformerConfig.__post_init__ raises ValueError); set it False",
+         when=_truthy, where=lambda c: c.mcore),
     Rule("recompute_config.recompute_slice_activation", UNMODELLED,
-         "legacy: the saved layer input is sliced over model_parallel", when=_truthy),
-    Rule("recompute_config.mp_comm_recompute", UNMODELLED,
-         "which gathered copy a tensor-parallel communication keeps", when=lambda v: v is False),
-    Rule("recompute_config.select_comm_recompute", UNMODELLED,
-         "the gathered copies select comm recompute frees", when=_truthy),
+         "legacy, full recompute: the kept layer output is sliced over model_parallel "
+         "(parallel_core/training_graph/transformer/utils.py:LayerSetting.set_recompute passes it to "
+         "Cell.recompute)", when=_truthy, where=lambda c: c.full_bool and c.tp > 1),
+    Rule("recompute_config.recompute_slice_activation", IRRELEVANT,
+         "read only with recompute the bool True and model_parallel > 1 (LayerSetting.set_recompute: "
+         "layer.recompute(recompute_slice_activation=...); the per-stage forms call layer.recompute())"),
+    Rule("recompute_config.mp_comm_recompute", IRRELEVANT,
+         "not read by MindFormers 2.1.0: LayerSetting.set_recompute calls layer.recompute() without it, so "
+         "MindSpore's Cell.recompute default (the layer's tensor-parallel communication recomputed) holds"),
     Rule("recompute_config.parallel_optimizer_comm_recompute", UNMODELLED,
-         "the optimizer-parallel all-gathered weights kept for backward", when=_truthy),
-    Rule("recompute_config.select_comm_recompute_exclude", UNMODELLED, "see select_comm_recompute", when=_truthy),
+         "GLM: the optimizer-parallel all-gathered weights are re-gathered in backward "
+         "(models/glm2/glm2.py:ChatGLM2ForConditionalGeneration.__init__ -> Cell._parallel_optimizer_comm_recompute)",
+         when=_truthy, where=lambda c: c.glm),
+    Rule("recompute_config.parallel_optimizer_comm_recompute", IRRELEVANT,
+         "read only by models/glm2/glm2.py:ChatGLM2ForConditionalGeneration.__init__; the Llama and mcore "
+         "layers never pass it to Cell.recompute (LayerSetting.set_recompute)"),
+    Rule("recompute_config.select_comm_recompute", UNMODELLED,
+         "the gathered copies select comm recompute frees", when=_truthy,
+         where=lambda c: c.tp > 1 and not c.full_bool),
+    Rule("recompute_config.select_comm_recompute", IRRELEVANT,
+         "marks tensor-parallel communication only (model_parallel > 1), and LayerSetting.set_recompute "
+         "applies it only to layers not fully recomputed"),
+    Rule("recompute_config.select_comm_recompute_exclude", UNMODELLED, "see select_comm_recompute", when=_truthy,
+         where=lambda c: c.tp > 1),
+    Rule("recompute_config.select_comm_recompute_exclude", IRRELEVANT,
+         "marks tensor-parallel communication only (model_parallel > 1)"),
     Rule("parallel.pipeline_config.pipeline_scheduler", UNMODELLED,
          "SeqPipe / zero-bubble schedules hold other micro-batch (chunk) counts than 1F1B",
          when=lambda v: v not in (None, "1f1b", "interleave", "")),
@@ -203,12 +259,14 @@ def leaves(tree: Any, prefix: str = "") -> Iterator[Tuple[str, Any]]:
         yield prefix, tree
 
 
-def rule_for(path: str, value: Any) -> Optional[Rule]:
-    """The first rule for ``path`` at ``value``. A key whose only rules are value-aware ones that do
-    not hold is irrelevant at this value (``micro_batch_interleave_num: 1``)."""
+def rule_for(path: str, value: Any, ctx: Optional[Context] = None) -> Optional[Rule]:
+    """The first rule for ``path`` at ``value`` in a config like ``ctx`` (default: a legacy config,
+    no optimizer shard, no tensor parallel, no full recompute). A key whose only rules are
+    value-aware ones that do not hold is irrelevant at this value (``micro_batch_interleave_num: 1``)."""
+    ctx = ctx or Context()
     skipped: Optional[Rule] = None
     for rule in RULES:
-        if fnmatchcase(path, rule.pattern):
+        if fnmatchcase(path, rule.pattern) and (rule.where is None or rule.where(ctx)):
             if rule.when is None or rule.when(value):
                 return rule
             skipped = skipped or rule
@@ -232,14 +290,12 @@ SHARD_ONLY = frozenset({"parallel.parallel_optimizer_config.parallel_optimizer_t
 def classify(tree: Dict[str, Any]) -> KeyReport:
     """Classify every leaf key path of ``tree`` (see the module docstring)."""
     out = KeyReport()
-    par = tree.get("parallel") if isinstance(tree.get("parallel"), dict) else {}
-    pc = tree.get("parallel_config") if isinstance(tree.get("parallel_config"), dict) else {}
-    shard = par.get("enable_parallel_optimizer") is True or pc.get("optimizer_shard") is True
+    ctx = context(tree)
     for path, value in leaves(tree):
         key = next((s[:-1] for s in PATTERN_SECTIONS if path.startswith(s)), path)
-        rule = rule_for(key, value)
+        rule = rule_for(key, value, ctx)
         kind, why = (rule.kind, rule.why) if rule else (UNMODELLED, "not known to the memory model")
-        if not shard and key in SHARD_ONLY:
+        if not ctx.shard and key in SHARD_ONLY:
             kind, why = IRRELEVANT, "the parallel optimizer is off"
         if key not in out.why:
             out.by_kind.setdefault(kind, []).append(key)
