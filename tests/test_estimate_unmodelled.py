@@ -67,7 +67,7 @@ def test_value_aware_keys_matter_only_at_values_that_change_memory():
     assert rule_for("micro_batch_interleave_num", 2).kind == UNMODELLED
     assert rule_for("recompute_config.recompute_slice_activation", False).kind != UNMODELLED
     full_tp = Context(full_bool=True, tp=4)
-    assert rule_for("recompute_config.recompute_slice_activation", True, full_tp).kind == UNMODELLED
+    assert rule_for("recompute_config.recompute_slice_activation", True, full_tp).kind == MODELLED
     assert rule_for("recompute_config.recompute_slice_activation", False, full_tp).kind == IRRELEVANT
     assert rule_for("parallel.pipeline_config.pipeline_scheduler", "seqpipe").kind == UNMODELLED
     assert rule_for("parallel.pipeline_config.pipeline_scheduler", "1f1b").kind == MODELLED
@@ -305,6 +305,9 @@ KEY_PAIRS = {
     # recompute_slice_activation under sequence parallel (Llama2-70B, TP4, full recompute): the layer
     # input is already split over model_parallel; DryRun L1 moves by 60 MiB (0.7 % of the peak)
     ("llama2_70b_l8_pp2_full_noslice", "llama2_70b_l8_pp2_full", 0): None,
+    # the same without sequence parallel (fine_grain_interleave 1, which MindFormers requires then):
+    # the kept layer input is [b, s, h] and DryRun L1 does not move at all
+    ("llama2_70b_l8_pp2_full_nosp_noslice", "llama2_70b_l8_pp2_full_nosp_slice", 0): None,
 }
 
 

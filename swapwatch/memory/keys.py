@@ -58,7 +58,6 @@ class Context:
     shard: bool = False        # the parallel optimizer is on
     tp: int = 1                # parallel_config.model_parallel
     full_bool: bool = False    # recompute_config.recompute is the bool True (every layer, with kwargs)
-    sp: bool = False           # parallel_config.use_seq_parallel
 
 
 def context(tree: Dict[str, Any]) -> Context:
@@ -76,7 +75,7 @@ def context(tree: Dict[str, Any]) -> Context:
     return Context(mcore=mcore, glm=not mcore and LEGACY_ARCH.get(str(arch)) == "glm4",
                    shard=par.get("enable_parallel_optimizer") is True or pc.get("optimizer_shard") is True,
                    tp=tp if isinstance(tp, int) and not isinstance(tp, bool) else 1,
-                   full_bool=rc.get("recompute") is True, sp=pc.get("use_seq_parallel") is True)
+                   full_bool=rc.get("recompute") is True)
 
 
 MC = "model.model_config."
@@ -96,14 +95,10 @@ RULES: Tuple[Rule, ...] = (
          "reader refuses it first, swapwatch.config.tree); set it False",
          when=_truthy, where=lambda c: c.mcore),
     Rule("recompute_config.recompute_slice_activation", MODELLED,
-         "legacy, full recompute, sequence parallel: the kept layer input is already split over model_parallel, "
-         "slicing adds nothing the model sizes (DryRun L1 pair llama2_70b_l8_pp2_full_noslice -> _full: "
-         "+60 MiB, 0.7 % of the peak; docs/estimate.md)",
-         when=_truthy, where=lambda c: c.full_bool and c.tp > 1 and c.sp),
-    Rule("recompute_config.recompute_slice_activation", UNMODELLED,
-         "legacy, full recompute: the kept layer output is sliced over model_parallel "
-         "(parallel_core/training_graph/transformer/utils.py:LayerSetting.set_recompute passes it to "
-         "Cell.recompute)", when=_truthy, where=lambda c: c.full_bool and c.tp > 1),
+         "legacy, full recompute, model_parallel > 1: MindSpore's slice of the kept layer output does not move "
+         "DryRun L1's peak (pairs llama2_70b_l8_pp2_full_nosp_noslice -> _nosp_slice: 0 MiB without sequence "
+         "parallel; _full_noslice -> _full: +60 MiB, 0.7 %, with it; jit_level O1), so the model sizes it as no "
+         "change (docs/estimate.md)", when=_truthy, where=lambda c: c.full_bool and c.tp > 1),
     Rule("recompute_config.recompute_slice_activation", IRRELEVANT,
          "read only with recompute the bool True and model_parallel > 1 (LayerSetting.set_recompute: "
          "layer.recompute(recompute_slice_activation=...); the per-stage forms call layer.recompute())"),
