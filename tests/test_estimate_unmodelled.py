@@ -308,6 +308,12 @@ KEY_PAIRS = {
     # the same without sequence parallel (fine_grain_interleave 1, which MindFormers requires then):
     # the kept layer input is [b, s, h] and DryRun L1 does not move at all
     ("llama2_70b_l8_pp2_full_nosp_noslice", "llama2_70b_l8_pp2_full_nosp_slice", 0): None,
+    # select_comm_recompute (default .*\\.norm) at TP8 with sequence parallel, Qwen3-32B: the
+    # attention's gathered input (xn1g) is re-gathered in backward, the MLP's stays (qwen3.yaml)
+    ("qwen3_32b_l8_tp8_sp_none", "qwen3_32b_l8_tp8_sp_comm", 0): None,
+    # parallel_optimizer_comm_recompute: True on GLM4-9B (the one model that reads it), optimizer
+    # shard on: DryRun L1 does not move (the gathered weights stay for the step either way)
+    ("glm4_9b_l8_pp2_none", "glm4_9b_l8_pp2_none_comm", 0): None,
 }
 
 
@@ -327,3 +333,39 @@ def test_a_comm_or_slice_key_moves_the_estimate_as_it_moves_dryrun(base, other, 
         return
     slack = max(0.10 * abs(dry), 0.01 * used[base])
     assert abs(ours - dry) <= slack, f"model {ours:+.0f}M, DryRun L1 {dry:+d}M"
+
+
+def test_select_comm_recompute_frees_the_gathered_copy_the_table_names(tmp_path):
+    """TensorTable.comm_freed: the norm before linear_qkv frees xn1g (re-gathered in backward), the
+    MLP's norm nothing; an exclude takes it back; a fully recomputed layer gets none (LayerSetting
+    skips select passes there); without sequence parallel the gathered copy is 0 bytes."""
+    from swapwatch.memory.tensor_table import sizes_comm_recompute
+
+    case = "fixtures/dryrun/cases/qwen3_32b_l8_tp8_sp_comm.yaml"
+    est = estimate(case)
+    lp = est.plan.layers[0]
+    assert lp.select_comm_recompute and not lp.full_recompute
+    assert est.fam.comm_freed(lp) == frozenset({"xn1g"}) and est.fam.bytes["xn1g"] == 7 * 512 * 5120 * 2
+    kept = dict(est.fam.layer_choice(lp)[1].by_tensor)
+    assert "xn1g" not in kept and "xn2g" in kept and "xn1" in kept
+    text = open(case).read()
+    excl = tmp_path / "excl.yaml"
+    excl.write_text(text.replace("  select_comm_recompute: true",
+                                 "  select_comm_recompute: true\n  select_comm_recompute_exclude: ['input_layernorm\\.norm']"))
+    e2 = estimate(str(excl))
+    assert e2.fam.comm_freed(e2.plan.layers[0]) == frozenset()
+    assert e2.stages[0].peak() == estimate("fixtures/dryrun/cases/qwen3_32b_l8_tp8_sp_none.yaml").stages[0].peak()
+    full = tmp_path / "full.yaml"
+    full.write_text(text.replace("  recompute: false", "  recompute: true"))
+    e3 = estimate(str(full))
+    assert e3.fam.comm_freed(e3.plan.layers[0]) == frozenset()
+    assert sizes_comm_recompute("qwen3") and sizes_comm_recompute("qwen3_moe")
+    assert not sizes_comm_recompute("llama") and not sizes_comm_recompute("deepseek_v3")
+    # legacy Llama's table does not name a gathered copy: the key stays reported there
+    rep = classify(load_config("fixtures/dryrun/cases/llama2_70b_l8_pp2_none.yaml", check_rules=False).tree)
+    assert "recompute_config.select_comm_recompute" not in rep.unmodelled
+    llama = yaml.safe_load(open("fixtures/dryrun/cases/llama2_70b_l8_pp2_none.yaml"))
+    llama["recompute_config"]["select_comm_recompute"] = True
+    assert "recompute_config.select_comm_recompute" in classify(llama).unmodelled
+    assert "recompute_config.select_comm_recompute" in classify(
+        load_config(case, check_rules=False).tree).by_kind[MODELLED]

@@ -58,11 +58,14 @@ class Context:
     shard: bool = False        # the parallel optimizer is on
     tp: int = 1                # parallel_config.model_parallel
     full_bool: bool = False    # recompute_config.recompute is the bool True (every layer, with kwargs)
+    comm_sized: bool = False   # the family's tensor table names what select comm recompute frees
 
 
 def context(tree: Dict[str, Any]) -> Context:
     """The :class:`Context` of a merged config tree."""
-    from ..families import LEGACY_ARCH
+    from ..errors import InputError
+    from ..families import LEGACY_ARCH, detect
+    from .tensor_table import sizes_comm_recompute
 
     def sect(d: Any, k: str) -> Dict[str, Any]:
         v = d.get(k) if isinstance(d, dict) else None
@@ -72,10 +75,15 @@ def context(tree: Dict[str, Any]) -> Context:
     mcore = tree.get("use_legacy") is False
     arch = sect(sect(tree, "model"), "arch").get("type")
     tp = pc.get("model_parallel", 1)
+    try:
+        family: Optional[str] = detect(tree).name
+    except InputError:          # reported by the config reader / the estimate itself
+        family = None
     return Context(mcore=mcore, glm=not mcore and LEGACY_ARCH.get(str(arch)) == "glm4",
                    shard=par.get("enable_parallel_optimizer") is True or pc.get("optimizer_shard") is True,
                    tp=tp if isinstance(tp, int) and not isinstance(tp, bool) else 1,
-                   full_bool=rc.get("recompute") is True)
+                   full_bool=rc.get("recompute") is True,
+                   comm_sized=family is not None and sizes_comm_recompute(family))
 
 
 MC = "model.model_config."
@@ -105,15 +113,20 @@ RULES: Tuple[Rule, ...] = (
     Rule("recompute_config.mp_comm_recompute", IRRELEVANT,
          "not read by MindFormers 2.1.0: LayerSetting.set_recompute calls layer.recompute() without it, so "
          "MindSpore's Cell.recompute default (the layer's tensor-parallel communication recomputed) holds"),
-    Rule("recompute_config.parallel_optimizer_comm_recompute", UNMODELLED,
-         "GLM: the optimizer-parallel all-gathered weights are re-gathered in backward "
-         "(models/glm2/glm2.py:ChatGLM2ForConditionalGeneration.__init__ -> Cell._parallel_optimizer_comm_recompute)",
+    Rule("recompute_config.parallel_optimizer_comm_recompute", MODELLED,
+         "GLM: models/glm2/glm2.py:ChatGLM2ForConditionalGeneration.__init__ calls "
+         "Cell._parallel_optimizer_comm_recompute (each parameter's flag), which does not move DryRun L1's peak "
+         "(pair glm4_9b_l8_pp2_none -> _none_comm: 29684 MiB both): sized as no change (docs/estimate.md)",
          when=_truthy, where=lambda c: c.glm),
     Rule("recompute_config.parallel_optimizer_comm_recompute", IRRELEVANT,
          "read only by models/glm2/glm2.py:ChatGLM2ForConditionalGeneration.__init__; the Llama and mcore "
          "layers never pass it to Cell.recompute (LayerSetting.set_recompute)"),
+    Rule("recompute_config.select_comm_recompute", MODELLED,
+         "the gathered copies select comm recompute frees, named by the family's tensor table (comm_frees: "
+         "tensor_table.TensorTable.comm_freed; DryRun L1 pair qwen3_32b_l8_tp8_sp_none -> _comm)", when=_truthy,
+         where=lambda c: c.tp > 1 and not c.full_bool and c.comm_sized),
     Rule("recompute_config.select_comm_recompute", UNMODELLED,
-         "the gathered copies select comm recompute frees", when=_truthy,
+         "the gathered copies select comm recompute frees (this family's table does not name them)", when=_truthy,
          where=lambda c: c.tp > 1 and not c.full_bool),
     Rule("recompute_config.select_comm_recompute", IRRELEVANT,
          "marks tensor-parallel communication only (model_parallel > 1), and LayerSetting.set_recompute "
