@@ -314,6 +314,9 @@ KEY_PAIRS = {
     # parallel_optimizer_comm_recompute: True on GLM4-9B (the one model that reads it), optimizer
     # shard on: DryRun L1 does not move (the gathered weights stay for the step either way)
     ("glm4_9b_l8_pp2_none", "glm4_9b_l8_pp2_none_comm", 0): None,
+    # parallel_optimizer_comm_recompute: True and mp_comm_recompute: False on Llama2-70B (legacy,
+    # TP4, optimizer shard): neither is read there (keys.py), and DryRun L1 does not move
+    ("llama2_70b_l8_pp2_none", "llama2_70b_l8_pp2_none_comm", 0): None,
 }
 
 
