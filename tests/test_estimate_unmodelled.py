@@ -342,7 +342,7 @@ def test_select_comm_recompute_frees_the_gathered_copy_the_table_names(tmp_path)
     """TensorTable.comm_freed: the norm before linear_qkv frees xn1g (re-gathered in backward), the
     MLP's norm nothing; an exclude takes it back; a fully recomputed layer gets none (LayerSetting
     skips select passes there); without sequence parallel the gathered copy is 0 bytes."""
-    from swapwatch.memory.tensor_table import sizes_comm_recompute
+    from swapwatch.memory.keys import sizes_comm_recompute
 
     case = "fixtures/dryrun/cases/qwen3_32b_l8_tp8_sp_comm.yaml"
     est = estimate(case)

@@ -21,6 +21,7 @@ MindFormers 2.1.0 reads the key (``parallel_optimizer_comm_recompute`` on GLM on
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
@@ -65,7 +66,6 @@ def context(tree: Dict[str, Any]) -> Context:
     """The :class:`Context` of a merged config tree."""
     from ..errors import InputError
     from ..families import LEGACY_ARCH, detect
-    from .tensor_table import sizes_comm_recompute
 
     def sect(d: Any, k: str) -> Dict[str, Any]:
         v = d.get(k) if isinstance(d, dict) else None
@@ -251,6 +251,23 @@ RULES: Tuple[Rule, ...] = (
         "routed_scaling_factor", "use_fused_ops_topkrouter", "mtp_loss_factor", "prefix_projection",
         "moe_token_dispatcher_type", "mla_qkv_concat", "use_pad_tokens", "quantization_bit", "pre_seq_len")),
 )
+
+
+@functools.lru_cache(maxsize=None)
+def sizes_comm_recompute(family: str) -> bool:
+    """Whether the tensor table serving layout ``family`` (its ``families`` header) names what select
+    comm recompute frees: an op with ``comm_frees`` (tensor_table.TensorTable.comm_freed). Read here
+    from the table files, not through tensor_table, which imports spec, which imports this module."""
+    import yaml
+    from importlib import resources
+
+    for entry in resources.files(__package__).iterdir():
+        if entry.name.endswith(".yaml"):
+            data = yaml.safe_load(entry.read_text(encoding="utf-8")) or {}
+            if family in (data.get("families") or {}):
+                kinds = list((data.get("kinds") or {}).values()) or [data]
+                return any(o.get("comm_frees") for k in kinds for o in k.get("ops", ()))
+    return False
 
 
 @dataclass

@@ -60,17 +60,6 @@ def legacy_gathered(spec: ModelSpec) -> bool:
     return not spec.mcore and spec.shard > 1
 
 
-def sizes_comm_recompute(family: str) -> bool:
-    """Whether the tensor table of layout ``family`` names what select comm recompute frees (an op
-    with ``comm_frees``: :meth:`TensorTable.comm_freed`)."""
-    found = tables().get(family)
-    if found is None:
-        return False
-    data = family_data(found[0])
-    kinds = list((data.get("kinds") or {}).values()) or [data]
-    return any(o.get("comm_frees") for k in kinds for o in k.get("ops", ()))
-
-
 @functools.lru_cache(maxsize=None)
 def family_data(table: str) -> dict:
     """The tensor table file ``swapwatch/memory/<table>.yaml``."""
