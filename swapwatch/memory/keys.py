@@ -16,10 +16,12 @@ the first rule of :data:`RULES` whose pattern matches it (``fnmatch`` on the dot
 
 A key with no rule is ``unmodelled`` too: an unknown key is reported, never dropped. A value-aware
 rule (``when``) applies only when the value makes the key matter (``recompute_slice_activation:
-False`` changes nothing; ``True`` does).
+False`` changes nothing; ``True`` does); a path-aware one (``where``) only in a config where
+MindFormers 2.1.0 reads the key (``parallel_optimizer_comm_recompute`` on GLM only).
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
@@ -45,6 +47,46 @@ class Rule:
     why: str
     #: the rule applies only when this holds for the value (else the next rule is tried)
     when: Optional[Callable[[Any], bool]] = None
+    #: ... and only when this holds for the config it is in (the code path, the family, the strategy)
+    where: Optional[Callable[["Context"], bool]] = None
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a path-aware rule asks of the rest of the config (:func:`context`)."""
+
+    mcore: bool = False        # use_legacy: False (parallel_core/training_graph)
+    glm: bool = False          # legacy ChatGLM2ForConditionalGeneration (models/glm2/glm2.py)
+    shard: bool = False        # the parallel optimizer is on
+    tp: int = 1                # parallel_config.model_parallel
+    full_bool: bool = False    # recompute_config.recompute is the bool True (every layer, with kwargs)
+    comm_sized: bool = False   # the family's tensor table names what select comm recompute frees
+    pp: bool = False           # more than one pipeline stage
+    #: legacy LlamaForCausalLM: models/llama/llama.py:LlamaModel builds LLamaDecodeLayerInterleave (spec.fine_grain)
+    llama_legacy: bool = False
+
+
+def context(tree: Dict[str, Any]) -> Context:
+    """The :class:`Context` of a merged config tree."""
+    from ..errors import InputError
+    from ..families import LEGACY_ARCH, detect
+
+    par, pc = mapping(tree.get("parallel")), mapping(tree.get("parallel_config"))
+    rc = mapping(tree.get("recompute_config"))
+    mcore = tree.get("use_legacy") is False
+    arch = mapping(mapping(tree.get("model")).get("arch")).get("type")
+    tp, pp = pc.get("model_parallel", 1), pc.get("pipeline_stage", 1)
+    try:
+        family: Optional[str] = detect(tree).name
+    except InputError:          # reported by the config reader / the estimate itself
+        family = None
+    return Context(mcore=mcore, glm=not mcore and LEGACY_ARCH.get(str(arch)) == "glm4",
+                   shard=par.get("enable_parallel_optimizer") is True or pc.get("optimizer_shard") is True,
+                   tp=tp if isinstance(tp, int) and not isinstance(tp, bool) else 1,
+                   full_bool=rc.get("recompute") is True,
+                   comm_sized=family is not None and sizes_comm_recompute(family),
+                   pp=isinstance(pp, int) and not isinstance(pp, bool) and pp > 1,
+                   llama_legacy=not mcore and arch == "LlamaForCausalLM")
 
 
 MC = "model.model_config."
@@ -56,15 +98,46 @@ RULES: Tuple[Rule, ...] = (
          "peak cannot be known offline; run DryRun (`msrun --sim_level 1`) or set parallel_mode 1 (semi-auto)",
          when=lambda v: v in (2, "auto_parallel")),
     # -- unmodelled: memory-relevant, not sized (value-aware first) -----------------------------------
-    Rule("recompute_config.recompute_slice_activation", UNMODELLED,
-         "legacy: the saved layer input is sliced over model_parallel", when=_truthy),
-    Rule("recompute_config.mp_comm_recompute", UNMODELLED,
-         "which gathered copy a tensor-parallel communication keeps", when=lambda v: v is False),
+    # comm recompute and slice activation: what MindFormers 2.1.0 passes on, per code path
+    # (docs/estimate.md "Comm recompute and slice activation"; each rule's reason cites the code)
+    Rule("recompute_config.recompute_slice_activation", REFUSED,
+         "recompute_slice_activation: True is refused by MindFormers on the mcore path "
+         "(parallel_core/transformer_config.py:TransformerConfig.__post_init__ raises ValueError; the config "
+         "reader refuses it first, swapwatch.config.tree); set it False",
+         when=_truthy, where=lambda c: c.mcore),
+    Rule("recompute_config.recompute_slice_activation", MODELLED,
+         "legacy, full recompute, model_parallel > 1: MindSpore's slice of the kept layer output does not move "
+         "DryRun L1's peak (pairs llama2_70b_l8_pp2_full_nosp_noslice -> _nosp_slice: 0 MiB without sequence "
+         "parallel; _full_noslice -> _full: +60 MiB, 0.7 %, with it; jit_level O1), so the model sizes it as no "
+         "change (docs/estimate.md)", when=_truthy, where=lambda c: c.full_bool and c.tp > 1),
+    Rule("recompute_config.recompute_slice_activation", IRRELEVANT,
+         "read only with recompute the bool True and model_parallel > 1 (LayerSetting.set_recompute: "
+         "layer.recompute(recompute_slice_activation=...); the per-stage forms call layer.recompute())"),
+    Rule("recompute_config.mp_comm_recompute", IRRELEVANT,
+         "not read by MindFormers 2.1.0: LayerSetting.set_recompute calls layer.recompute() without it, so "
+         "MindSpore's Cell.recompute default (the layer's tensor-parallel communication recomputed) holds"),
+    Rule("recompute_config.parallel_optimizer_comm_recompute", MODELLED,
+         "GLM: models/glm2/glm2.py:ChatGLM2ForConditionalGeneration.__init__ calls "
+         "Cell._parallel_optimizer_comm_recompute (each parameter's flag), which does not move DryRun L1's peak "
+         "(pair glm4_9b_l8_pp2_none -> _none_comm: 29684 MiB both): sized as no change (docs/estimate.md)",
+         when=_truthy, where=lambda c: c.glm),
+    Rule("recompute_config.parallel_optimizer_comm_recompute", IRRELEVANT,
+         "read only by models/glm2/glm2.py:ChatGLM2ForConditionalGeneration.__init__; the Llama and mcore "
+         "layers never pass it to Cell.recompute (LayerSetting.set_recompute)"),
+    Rule("recompute_config.select_comm_recompute", MODELLED,
+         "the gathered copies select comm recompute frees, named by the family's tensor table (comm_frees: "
+         "tensor_table.TensorTable.comm_freed; DryRun L1 pair qwen3_32b_l8_tp8_sp_none -> _comm)", when=_truthy,
+         where=lambda c: c.tp > 1 and not c.full_bool and c.comm_sized),
     Rule("recompute_config.select_comm_recompute", UNMODELLED,
-         "the gathered copies select comm recompute frees", when=_truthy),
-    Rule("recompute_config.parallel_optimizer_comm_recompute", UNMODELLED,
-         "the optimizer-parallel all-gathered weights kept for backward", when=_truthy),
-    Rule("recompute_config.select_comm_recompute_exclude", UNMODELLED, "see select_comm_recompute", when=_truthy),
+         "the gathered copies select comm recompute frees (this family's table does not name them)", when=_truthy,
+         where=lambda c: c.tp > 1 and not c.full_bool),
+    Rule("recompute_config.select_comm_recompute", IRRELEVANT,
+         "marks tensor-parallel communication only (model_parallel > 1), and LayerSetting.set_recompute "
+         "applies it only to layers not fully recomputed"),
+    Rule("recompute_config.select_comm_recompute_exclude", UNMODELLED, "see select_comm_recompute", when=_truthy,
+         where=lambda c: c.tp > 1),
+    Rule("recompute_config.select_comm_recompute_exclude", IRRELEVANT,
+         "marks tensor-parallel communication only (model_parallel > 1)"),
     Rule("parallel.pipeline_config.pipeline_scheduler", UNMODELLED,
          "SeqPipe / zero-bubble schedules hold other micro-batch (chunk) counts than 1F1B",
          when=lambda v: v not in (None, "1f1b", "interleave", "")),
@@ -187,6 +260,23 @@ RULES: Tuple[Rule, ...] = (
 )
 
 
+@functools.lru_cache(maxsize=None)
+def sizes_comm_recompute(family: str) -> bool:
+    """Whether the tensor table serving layout ``family`` (its ``families`` header) names what select
+    comm recompute frees: an op with ``comm_frees`` (tensor_table.TensorTable.comm_freed). Read here
+    from the table files, not through tensor_table, which imports spec, which imports this module."""
+    import yaml
+    from importlib import resources
+
+    for entry in resources.files(__package__).iterdir():
+        if entry.name.endswith(".yaml"):
+            data = yaml.safe_load(entry.read_text(encoding="utf-8")) or {}
+            if family in (data.get("families") or {}):
+                kinds = list((data.get("kinds") or {}).values()) or [data]
+                return any(o.get("comm_frees") for k in kinds for o in k.get("ops", ()))
+    return False
+
+
 @dataclass
 class KeyReport:
     """Every leaf key of one config, classified."""
@@ -208,12 +298,14 @@ def leaves(tree: Any, prefix: str = "") -> Iterator[Tuple[str, Any]]:
         yield prefix, tree
 
 
-def rule_for(path: str, value: Any) -> Optional[Rule]:
-    """The first rule for ``path`` at ``value``. A key whose only rules are value-aware ones that do
-    not hold is irrelevant at this value (``micro_batch_interleave_num: 1``)."""
+def rule_for(path: str, value: Any, ctx: Optional[Context] = None) -> Optional[Rule]:
+    """The first rule for ``path`` at ``value`` in a config like ``ctx`` (default: a legacy config,
+    no optimizer shard, no tensor parallel, no full recompute). A key whose only rules are
+    value-aware ones that do not hold is irrelevant at this value (``micro_batch_interleave_num: 1``)."""
+    ctx = ctx or Context()
     skipped: Optional[Rule] = None
     for rule in RULES:
-        if fnmatchcase(path, rule.pattern):
+        if fnmatchcase(path, rule.pattern) and (rule.where is None or rule.where(ctx)):
             if rule.when is None or rule.when(value):
                 return rule
             skipped = skipped or rule
@@ -234,34 +326,21 @@ SHARD_ONLY = frozenset({"parallel.parallel_optimizer_config.parallel_optimizer_t
                         "recompute_config.parallel_optimizer_comm_recompute"})
 
 
-def _rejected(key: str, value: Any, ctx: Dict[str, Any]) -> Optional[str]:
+def _rejected(key: str, value: Any, ctx: Context) -> Optional[str]:
     """Why MindFormers 2.1.0 itself rejects this key at this value in this config (None: it does
     not): ``trainer/base_trainer.py:BaseTrainer._wrap_network_with_tool_cells`` (mcore) raises
     ValueError for micro_batch_interleave_num > 1, and with pipeline stages for seq_split_num > 1;
     ``_wrap_network_with_tool_cells_legacy`` for SeqPipe under full recompute."""
     where = "trainer/base_trainer.py:BaseTrainer._wrap_network_with_tool_cells"
-    if ctx["mcore"] and key == "micro_batch_interleave_num" and _not_one(value):
+    if ctx.mcore and key == "micro_batch_interleave_num" and _not_one(value):
         return f"MindFormers 2.1.0 rejects micro_batch_interleave_num > 1 with use_legacy: False ({where})"
-    if key == "parallel_config.seq_split_num" and _not_one(value) and ctx["pp"]:
-        if ctx["mcore"]:
+    if key == "parallel_config.seq_split_num" and _not_one(value) and ctx.pp:
+        if ctx.mcore:
             return f"MindFormers 2.1.0 rejects seq_split_num > 1 (SeqPipe) with use_legacy: False ({where})"
-        if ctx["full_recompute"]:
+        if ctx.full_bool:
             return ("MindFormers 2.1.0 rejects SeqPipe (seq_split_num > 1) under full recompute "
                     "(trainer/base_trainer.py:BaseTrainer._wrap_network_with_tool_cells_legacy)")
     return None
-
-
-def _context(tree: Dict[str, Any]) -> Dict[str, Any]:
-    """The few facts of the whole config a key's kind depends on."""
-    par, pc = mapping(tree.get("parallel")), mapping(tree.get("parallel_config"))
-    arch = mapping(mapping(tree.get("model")).get("arch"))
-    mcore = tree.get("use_legacy") is False
-    rc = mapping(tree.get("recompute_config"))
-    pp = pc.get("pipeline_stage", 1)
-    return {"shard": par.get("enable_parallel_optimizer") is True or pc.get("optimizer_shard") is True,
-            "mcore": mcore, "pp": isinstance(pp, int) and pp > 1, "full_recompute": rc.get("recompute") is True,
-            # models/llama/llama.py:LlamaModel builds LLamaDecodeLayerInterleave (spec.fine_grain)
-            "llama_legacy": not mcore and arch.get("type") == "LlamaForCausalLM"}
 
 
 #: keys unmodelled on the legacy path that the mcore path (use_legacy: False) models
@@ -272,23 +351,23 @@ MCORE_MODELLED = {"optimizer.swap": "mcore: AdamW's states on host, their device
 def classify(tree: Dict[str, Any]) -> KeyReport:
     """Classify every leaf key path of ``tree`` (see the module docstring)."""
     out = KeyReport()
-    ctx = _context(tree)
+    ctx = context(tree)
     for path, value in leaves(tree):
         key = next((s[:-1] for s in PATTERN_SECTIONS if path.startswith(s)), path)
-        rule = rule_for(key, value)
+        rule = rule_for(key, value, ctx)
         kind, why = (rule.kind, rule.why) if rule else (UNMODELLED, "not known to the memory model")
-        if not ctx["shard"] and key in SHARD_ONLY:
+        if not ctx.shard and key in SHARD_ONLY:
             kind, why = IRRELEVANT, "the parallel optimizer is off"
         if key == MC + "fine_grain_interleave" and kind == UNMODELLED:
-            if ctx["mcore"]:
+            if ctx.mcore:
                 kind, why = IRRELEVANT, "the mcore layers do not read it"
-            elif ctx["llama_legacy"]:
+            elif ctx.llama_legacy:
                 kind, why = MODELLED, ("the interleaved layer's backward copies (memory/llama.yaml `interleave`; "
                                        "with model_parallel 1 MindFormers builds the plain layer)")
         rejected = _rejected(key, value, ctx)
         if rejected:
             kind, why = REFUSED, rejected
-        if kind == UNMODELLED and key in MCORE_MODELLED and ctx["mcore"]:
+        if kind == UNMODELLED and key in MCORE_MODELLED and ctx.mcore:
             kind, why = MODELLED, MCORE_MODELLED[key]
         if key not in out.why:
             out.by_kind.setdefault(kind, []).append(key)

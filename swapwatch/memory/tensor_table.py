@@ -37,6 +37,9 @@ class Op:
     outs: Tuple[str, ...]
     saves: Tuple[str, ...]
     flops: Tuple[object, ...]
+    #: what select_comm_recompute frees when its patterns reach this op (``comm_frees`` in the
+    #: table: the gathered copy the communication after it would keep; :meth:`TensorTable.comm_freed`)
+    comm_frees: Tuple[str, ...] = ()
 
 
 def row_shard(spec: ModelSpec, kind: Optional[str]) -> int:
@@ -172,7 +175,7 @@ class TensorTable:
 
         self.ops: List[Op] = [
             Op(o["path"], tuple(o["in"]), (o["out"],) + tuple(o.get("also_out", ())), tuple(o["saves"]),
-               tuple(o["flops"]))
+               tuple(o["flops"]), tuple(o.get("comm_frees", ())))
             for o in data["ops"] if present(o)]
         self.op_flops = [float(product(list(o.flops), sym)) for o in self.ops]
         #: weight rows (a row ``{variant: tag, row: [...]}`` counts only when its tag holds)
@@ -292,16 +295,18 @@ class TensorTable:
 
     @functools.lru_cache(maxsize=None)  # noqa: B019 - one TensorTable per command; the cache is the search's memo
     def cost(self, marked: FrozenSet[int], boundary: FrozenSet[int] = frozenset(),
-             swapped: FrozenSet[str] = frozenset(), layer_swap: bool = False) -> LayerCost:
+             swapped: FrozenSet[str] = frozenset(), layer_swap: bool = False,
+             comm_freed: FrozenSet[str] = frozenset()) -> LayerCost:
         """Bytes kept / regenerated / swapped and FLOPs recomputed when the ops ``marked`` (indices
-        into ``ops``; ``boundary``: outputs of marked cells) are marked for recompute and the tensors
-        ``swapped`` (or, with ``layer_swap``, everything kept) go to host."""
+        into ``ops``; ``boundary``: outputs of marked cells) are marked for recompute, the tensors
+        ``swapped`` (or, with ``layer_swap``, everything kept) go to host and the gathered copies
+        ``comm_freed`` are re-gathered in backward instead of kept (:meth:`comm_freed`)."""
         recomputed = self.effective(marked, boundary)
         needed: Set[str] = set()
         for i, op in enumerate(self.ops):
             needed.update(op.ins if i in recomputed else op.saves)
         produced = {t for i in recomputed for t in self.ops[i].outs}
-        kept = sorted(needed - produced)
+        kept = sorted(needed - produced - comm_freed)
         saves_all = {t for o in self.ops for t in o.saves}
         regen = sum(self.bytes[t] for t in saves_all & produced)
         if self.spec.mcore and recomputed:
@@ -359,6 +364,29 @@ class TensorTable:
             worst = max(worst, sum(self.bytes[t] for t in back) - freed)
         return max(0, worst)
 
+    def comm_freed(self, lp: strategy.LayerPlan) -> FrozenSet[str]:
+        """The gathered copies select comm recompute frees at one layer: ``comm_frees`` of the ops
+        its patterns reach (MindFormers sets ``recompute_comm_op`` on those primitives, and MindSpore
+        then re-runs the communication after them in backward instead of keeping its output), minus
+        what select_comm_recompute_exclude reaches. LayerSetting.set_recompute applies it only to a
+        layer not fully recomputed (``parallel_core/training_graph/transformer/utils.py``).
+
+        Measured with DryRun L1 on the Qwen3-32B cut at TP8 with sequence parallel (pair
+        ``qwen3_32b_l8_tp8_sp_none`` -> ``_comm``, default pattern ``.*\\.norm``: -280 MiB on stage 0, 4
+        micro-batches x 2 layers x the attention's gathered input ``xn1g``). The memory tracker of
+        the ``_comm`` case has no forward AllGather block alive at the peak, and still a 40 MiB
+        ``mlp/linear_fc1/Cast`` block per layer and micro-batch: the MLP's gathered input is kept by
+        linear_fc1's cast after the gather, which comm recompute does not touch, so only
+        ``input_layernorm.norm`` frees anything (qwen3.yaml). The re-gathered copy lives for the
+        weight-gradient matmul only and is not at DryRun's peak: not added to the transient.
+        """
+        if lp.full_recompute or not lp.select_comm_recompute:
+            return frozenset()
+        marked, _ = self.ops_reached(lp.select_comm_recompute, "comm")
+        if lp.select_comm_recompute_exclude:
+            marked = marked - self.ops_reached(lp.select_comm_recompute_exclude, "comm_exclude")[0]
+        return frozenset(t for i in marked for t in self.ops[i].comm_frees)
+
     def forward_flops(self) -> float:
         return sum(self.op_flops)
 
@@ -386,9 +414,9 @@ class TensorTable:
         """What MindFormers applies at one layer (``lp``) -> its label and cost.
 
         Full recompute marks the whole layer cell (its output is the boundary) but the excluded
-        ops; select recompute the ops its patterns reach. Comm recompute is not counted: it only
-        changes what a communication op keeps (the gathered copy under sequence parallel), which
-        this model does not size. Swaps voided by recompute (``swap_overridden``) move nothing.
+        ops; select recompute the ops its patterns reach. Select comm recompute frees the gathered
+        copies of :meth:`comm_freed` (only where the table names them: ``comm_frees``). Swaps voided
+        by recompute (``swap_overridden``) move nothing.
         """
         if lp.full_recompute:
             excluded, _ = self.ops_reached(lp.select_recompute_exclude, "exclude")
@@ -409,7 +437,7 @@ class TensorTable:
             label = f"swap:{lp.layer_swap}" if label == "none" else f"{label}+swap:{lp.layer_swap}"
         elif live_ops:
             label += "+op_swap:" + ",".join(f"{p}={lp.op_swap[p]}" for p in live_ops)
-        return label, self.cost(marked, boundary, swapped, layer_swap)
+        return label, self.cost(marked, boundary, swapped, layer_swap, self.comm_freed(lp))
 
     def prefetch_of(self, lp: strategy.LayerPlan) -> Optional[int]:
         """The backward_prefetch of what this layer swaps (the largest, when several)."""

@@ -111,6 +111,36 @@ CASES: Dict[str, Dict[str, Any]] = {
     "glm4_9b_l8_pp2_full": {"source": G4, "family": "glm4", "stages": [0, 1],
                             "layers": 8, "recompute": True, "select": False,
                             "set": {**LEGACY_CUT, "recompute_config.recompute_slice_activation": False}},
+    # comm recompute and slice activation (docs/estimate.md "Comm recompute and slice activation"): pairs
+    # that differ from a case above (or from each other) in that key only; one stage each. Without
+    # sequence parallel MindFormers refuses fine_grain_interleave (tools/check_rules.py), so the nosp
+    # pair runs the plain LLamaDecodeLayer
+    "qwen3_32b_l8_tp8_sp_comm": {"source": Q32, "family": "qwen3", "stages": [0],
+                                 "layers": 8, "recompute": False, "select": False,
+                                 "set": {"parallel_config.model_parallel": 8,
+                                         "parallel_config.use_seq_parallel": True,
+                                         "recompute_config.select_comm_recompute": True}},
+    "llama2_70b_l8_pp2_full_noslice": {"source": L70, "family": "llama2", "stages": [0],
+                                       "layers": 8, "recompute": True, "select": False,
+                                       "set": {**LLAMA_CUT, "recompute_config.recompute_slice_activation": False}},
+    "llama2_70b_l8_pp2_full_nosp_slice": {"source": L70, "family": "llama2", "stages": [0],
+                                          "layers": 8, "recompute": True, "select": False,
+                                          "set": {**LLAMA_CUT, "parallel_config.use_seq_parallel": False,
+                                                  "model.model_config.fine_grain_interleave": 1,
+                                                  "recompute_config.recompute_slice_activation": True}},
+    "llama2_70b_l8_pp2_full_nosp_noslice": {"source": L70, "family": "llama2", "stages": [0],
+                                            "layers": 8, "recompute": True, "select": False,
+                                            "set": {**LLAMA_CUT, "parallel_config.use_seq_parallel": False,
+                                                    "model.model_config.fine_grain_interleave": 1,
+                                                    "recompute_config.recompute_slice_activation": False}},
+    "llama2_70b_l8_pp2_none_comm": {"source": L70, "family": "llama2", "stages": [0],
+                                    "layers": 8, "recompute": False, "select": False,
+                                    "set": {**LLAMA_CUT, "recompute_config.parallel_optimizer_comm_recompute": True,
+                                            "recompute_config.mp_comm_recompute": False}},
+    "glm4_9b_l8_pp2_none_comm": {"source": G4, "family": "glm4", "stages": [0],
+                                 "layers": 8, "recompute": False, "select": False,
+                                 "set": {**LEGACY_CUT, "recompute_config.recompute_slice_activation": False,
+                                         "recompute_config.parallel_optimizer_comm_recompute": True}},
 }
 
 
