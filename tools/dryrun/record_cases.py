@@ -10,6 +10,8 @@ for the stages asked, and write fixtures/dryrun/cases/<name>.json:
 usage: .venv/bin/python tools/dryrun/record_cases.py [NAME ...]   (default: every case without a .json)
        --list   print the cases;  --force   re-record cases that have a .json
        --stage N (repeatable)   run only these stages, keeping the others already in the .json
+       --compare NAME ...   print each recorded stage's uncalibrated estimate beside DryRun's used peak
+                            (markdown rows; no DryRun run: the figures of docs/estimate.md and README.md)
 Needs `make dryrun`. Runs one DryRun per stage, one after another (23-65 s per 8-layer stage when idle).
 """
 from __future__ import annotations
@@ -70,6 +72,11 @@ CASES: Dict[str, Dict[str, Any]] = {
                           "recompute": True, "select": False},
     "deepseek_v3_shipped": {"source": DSV3, "family": "deepseek_v3", "stages": [1, 0, 7], "layers": None,
                             "recompute": True, "select": False},
+    # the same with 16 layers (2 per stage, one per interleave chunk, offset 0): every width, expert count,
+    # parallel size, the interleave, SeqPipe, the optimizer shard and swap as shipped; the full 61 layers
+    # (8 per stage x 32 micro-batches unrolled) did not compile in time on the shared machine
+    "deepseek_v3_shipped_l16": {"source": DSV3, "family": "deepseek_v3", "stages": [7, 3], "layers": 16,
+                                "recompute": True, "select": False},
     "qwen3_32b_l8_tp8_sp_none": {"source": Q32, "family": "qwen3", "stages": [0],
                                  "layers": 8, "recompute": False, "select": False,
                                  "set": {"parallel_config.model_parallel": 8,
@@ -167,9 +174,26 @@ def record(name: str, stages: Optional[List[int]] = None, timeout: float = 1800)
         print(name, stage, done[stage]["used_peak_mib"], done[stage]["seconds"], flush=True)
 
 
+def compare(names: List[str]) -> None:
+    """Markdown rows: case, stage, the uncalibrated estimate, DryRun L1's used peak, the error."""
+    from swapwatch.memory.dryrun import MIB
+    from swapwatch.memory.model import estimate
+
+    for name in names:
+        data = json.loads((CASES_DIR / f"{name}.json").read_text(encoding="utf-8"))
+        est = estimate(str(CASES_DIR / data["yaml"]))
+        for st in data["stages"]:
+            pred = est.stages[st["stage"]].peak() / MIB
+            used = st["used_peak_mib"]
+            print(f"| {name} | {st['stage']} | {pred:.0f} MiB | {used} MiB | {100 * (pred - used) / used:+.1f} % |")
+
+
 def main(argv: list) -> int:
     CASES_DIR.mkdir(parents=True, exist_ok=True)
     force = "--force" in argv
+    if "--compare" in argv:
+        compare([a for a in argv if not a.startswith("--")])
+        return 0
     if "--list" in argv:
         for name, case in CASES.items():
             print(f"{name}: {case['source']}: {describe(case)}; stages {case['stages']}")
