@@ -38,6 +38,13 @@ KNOWN: dict = {
     # the first suspects
     ("deepseek_v3_l4_full", 0): 0.136,
     ("deepseek_v3_l4_none", 0): 0.136,
+    # DeepSeek-V3 as shipped but 16 layers (2 a stage, one per interleave chunk) and 8 micro-batches, on
+    # its real 256 ranks (DP4 TP8 PP8 EP32): a middle stage (two MoE layers) is 38.1 % BELOW DryRun L1
+    # (9095 vs 14704 MiB). What the shipped YAML adds over the one-stage cut and the model leaves out
+    # (its header's `unmodelled`): the SeqPipe scheduler, the interleaved pipeline's in-flight chunks,
+    # optimizer swap and the optimizer shard over 256 ranks; not yet split (docs/estimate.md, The
+    # maintainer YAMLs at full size)
+    ("deepseek_v3_shipped_l16", 3): -0.381,
     # Qwen2.5-7B (legacy) cut to 8 layers, PP2, 8k sequence, full recompute, first stage: -13.0 %
     # (-2.8 % before the gathered weights were sized in the compute dtype, which DryRun L1's
     # communication order shows: the fp32 gather had hidden this). The none case of the same stage
