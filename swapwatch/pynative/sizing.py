@@ -11,15 +11,21 @@ output is the static estimate's renderer and JSON.
 
 What PyNative keeps, as modelled here (``mindformers/pynative/distributed/activation_checkpoint.py:apply_ac``):
 
-* **no wrapper**: every op's autograd record keeps what its backward needs (the table's ``saves``); there is
-  no graph-level memory reuse (SOMAS), so nothing beyond that is shared or folded;
+* **no wrapper**: every op's autograd record keeps what its backward needs (the table's ``saves``, plus
+  what PyNative keeps beyond the graph path: ``PYNATIVE_KEEPS``); there is no graph-level memory reuse
+  (SOMAS), so nothing beyond that is shared or folded;
 * **a checkpointed region** (``checkpoint_wrapper``: a whole layer for ``full_recompute_layer``, a module for
   each ``select_module`` path) keeps only its inputs from outside the region; what its ops save is
   regenerated when its backward runs (early stop), one region at a time. Its outputs stay alive when an op
   outside the region saves them (they are ordinary tensors of the outer tape). Unlike the static graph pass
   (:meth:`TensorTable.effective`: a mark is dropped when a consumer of the output is not marked), a PyNative
   checkpoint is never voided by its consumers. ``exclude_op`` paths inside a full layer are left outside the
-  region (their saves stay);
+  region (their saves stay). MindSpore's reentrant cell recompute (the example model's) also keeps the
+  region's output (``REENTRANT_CHECKPOINT``);
+* **the backward order** (``_backward_order``): a layer's saved tensors are freed when its backward is
+  done and the gradients are made as the backward goes, so the peak is the largest of "what layers
+  ``0..i`` keep + layer ``i``'s recompute transient + the gradients made before it", not every gradient
+  on top of every layer;
 * **swap** (``swap_wrapper``): a swapped layer's saved tensors go to host (``policy_fn`` keeps only the
   decoder's non-hidden inputs on device, which the table has none of), an op swap moves what the ops under
   the path save; each swapped layer comes back ``default_prefetch`` layers ahead in backward, so the window
@@ -54,6 +60,25 @@ PARALLEL_KEYS = {"parallel_config.data_parallel": "parallelism.data_parallel_sha
 PYNATIVE_DEFAULTS = {"compute_dtype": "bfloat16", "params_dtype": "float32", "use_flash_attention": True}
 #: PyNative layer-path family -> the tensor table's layout family (swapwatch/memory/<table>.yaml)
 TABLE_FAMILY = {"qwen3": "qwen3", "deepseek_v3_mtp": "deepseek_v3", "tinyllama": "tinyllama"}
+
+#: what an op's PyNative autograd record keeps beyond the graph path's ``saves`` (the table's), per table
+#: family and op path: (name, the table tensor whose size it has). PyNative keeps every input its
+#: bprop expander reads (MindSpore's ``REG_BPROP_BUILDER(...).SetUnusedInputs``: ``Mul`` leaves out only
+#: its output, so it keeps both operands whichever needs a gradient), where the graph path's compiler
+#: drops what a constant operand's gradient would need. The example model (swapwatch/examples/
+#: tinyllama.py) multiplies the attention scores by the scale with ``Mul`` (keeps the scores) and writes
+#: ``RMSNorm`` as ``Mul(x, rsqrt(...)) * weight`` (keeps the unweighted product beside ``x``); the
+#: Ascend families' fused ``RmsNorm`` / ``FlashAttentionScore`` keep what their tables say
+PYNATIVE_KEEPS: Dict[str, Dict[str, Tuple[Tuple[str, str], ...]]] = {
+    "tinyllama": {"attention_norm.norm": (("attention_norm.unweighted", "xn1"),),
+                  "ffn_norm.norm": (("ffn_norm.unweighted", "xn2"),),
+                  "attention.flash_attention.mul": (("scores", "scores"),)},
+}
+#: table families run with MindSpore's own cell recompute (``Cell.recompute()``: use_reentrant, a
+#: ``_RecomputeCell`` whose custom ``bprop`` receives the inputs, ``out`` and ``dout``, so its record keeps the
+#: region's output as well): the example model (swapwatch/examples/train.py:apply_pynative). The r2.x
+#: trainer's ``checkpoint_wrapper`` (saved-tensor hooks, ``early_stop``) keeps no output of its own
+REENTRANT_CHECKPOINT = frozenset({"tinyllama"})
 
 #: what no check here covers (the header's ``unchecked`` line and the JSON's ``unchecked`` list)
 UNCHECKED_ALWAYS = ("no DryRun for the PyNative path (DryRun compiles graphs): checked only against the example "
@@ -157,6 +182,15 @@ def layer_cost(fam: Any, la: Any) -> Tuple[str, Any]:
     docstring: checkpointed regions keep their outside inputs, every other op its saves."""
     from ..memory.tensor_table import LayerCost
 
+    extra = PYNATIVE_KEEPS.get(fam.table, {})
+    size = dict(fam.bytes)
+    for pairs in extra.values():
+        size.update((name, fam.bytes[like]) for name, like in pairs)
+
+    def saves(i: int) -> Set[str]:
+        op = fam.ops[i]
+        return set(op.saves) | {name for name, _ in extra.get(op.path, ())}
+
     regions: List[FrozenSet[int]] = []
     if la.full:
         excluded = frozenset().union(*_ops_under(fam, la.exclude)) if la.exclude else frozenset()
@@ -175,11 +209,17 @@ def layer_cost(fam: Any, la: Any) -> Tuple[str, Any]:
         made = {t for i in region for t in fam.ops[i].outs}
         ins = {t for i in region for t in fam.ops[i].ins if t not in made}
         kept.update(ins)
+        # a reentrant checkpoint's record keeps the region's output too (REENTRANT_CHECKPOINT): a tensor of its
+        # own, whatever the ops outside keep of it; a whole layer's output is the next layer's input, kept there
+        outside = {t for i in range(len(fam.ops)) if i not in region for t in fam.ops[i].ins}
+        for t in sorted(outside & made) if fam.table in REENTRANT_CHECKPOINT else ():
+            size[f"{t}@checkpoint"] = size[t]
+            kept.add(f"{t}@checkpoint")
         held.append((region, ins))
-        regen = max(regen, sum(fam.bytes[t] for t in {t for i in region for t in fam.ops[i].saves}))
-    for i, op in enumerate(fam.ops):
+        regen = max(regen, sum(size[t] for t in set().union(*(saves(i) for i in region))))
+    for i in range(len(fam.ops)):
         if i not in inside:
-            kept.update(op.saves)
+            kept.update(saves(i))
     host: Set[str] = set()
     if la.layer_swap:
         host = set(kept)
@@ -188,13 +228,13 @@ def layer_cost(fam: Any, la: Any) -> Tuple[str, Any]:
         # what the swapped module's autograd holds: its ops' saves, or for a checkpoint inside it (a
         # select-recomputed cell swapped again: SwapWrapper(CheckpointWrapper(cell))) the checkpoint's inputs
         for region in _ops_under(fam, la.op_swap):
-            host.update(t for i in region if i not in inside for t in fam.ops[i].saves)
+            host.update(t for i in region if i not in inside for t in saves(i))
             host.update(t for r, ins in held if r <= region for t in ins)
         host &= kept
         label += "+op_swap:" + ",".join(la.op_swap)
-    device = [(t, fam.bytes[t]) for t in sorted(kept) if t not in host] + list(fam.extra_by_tensor)
+    device = [(t, size[t]) for t in sorted(kept) if t not in host] + list(fam.extra_by_tensor)
     flops = sum(fam.op_flops[i] for i in inside)
-    return label, LayerCost(kept=sum(b for _, b in device), host=sum(fam.bytes[t] for t in host), regen=regen,
+    return label, LayerCost(kept=sum(b for _, b in device), host=sum(size[t] for t in host), regen=regen,
                             flops=flops, by_tensor=tuple(device))
 
 
@@ -266,16 +306,18 @@ def estimate_pynative(path: str, model: Optional[str] = None, calibration: Any =
     stages = [stage_memory(spec, fam, geo, p, costs, pf, mixed, mtp) for p in range(geo.pipeline_stage)]
     fsdp_grads = "grads" in str((data.get("parallelism") or {}).get("data_parallel_shard_strategy",
                                                                       "optim_grads_params"))
+    grad_div = spec.shard if fsdp_grads and spec.shard > 1 else 1
     for st in stages:
-        _backward_order(st, costs, geo, spec)
         # the legacy graph's gathered weights (memory.model.gathered_weights) are not PyNative's: FSDP gathers
         # a layer's weights for its own forward / backward and frees them (reshard after forward); and its
         # default strategy (optim_grads_params) shards the gradients too, which the static parallel optimizer
         # keeps whole
         st.gathered = 0
         st.optimizer = 0
-        if fsdp_grads and spec.shard > 1:
-            st.static["grads"] //= spec.shard
+        st.static["grads"] //= grad_div
+        # the input embedding's gradient comes last in backward (tied to the head: first, with the head's)
+        late = 0 if spec.frozen_base or spec.tie_embeddings else spec.symbols()["v"] * spec.hidden * spec.param_bytes
+        _backward_order(st, costs, geo, _layer_grads(spec, fams, grad_div), late // grad_div)
     splan = Plan(geometry=geo, swap=bool(cfg.swap.get("enable")), formative={}, layers=[])
     est = PynativeEstimate(config=path, family=table_family, spec=spec, plan=splan, fam=fam, stages=stages,
                            layers=rows, calibration=calibration or NO_CALIBRATION,
@@ -284,26 +326,48 @@ def estimate_pynative(path: str, model: Optional[str] = None, calibration: Any =
     return est
 
 
-def _backward_order(st: Any, costs: Sequence[Any], geo: Any, spec: Any) -> None:
-    """PyNative frees a layer's saved tensors when its backward is done (reference counts, no graph plan),
-    so a layer's recompute transient is on top of what the layers *before* it keep, not all of them: the
-    activation phase is the largest ``kept(0..i) + regen(i)`` over the stage's layers ``i``, backward order.
-    The static model keeps the transient on top of everything (``memory.model.stage_memory``: the graph
-    pool did not give back what the later layers freed). Measured on the example model (docs/estimate.md,
-    The PyNative path): full recompute of layers 0-1 before two plain layers is 47 MiB where the static
-    sum says 65 MiB; this order says 54 MiB. One micro-batch in flight on one stage; with a pipeline the
-    static sum is kept (its micro-batches interleave their backwards)."""
+def _layer_grads(spec: Any, fams: Sequence[Any], div: int) -> List[int]:
+    """Gradient bytes of each layer (its weights' elements in the parameter dtype, split ``div`` ways as
+    the FSDP strategy splits them; none for a frozen base under LoRA, as ``memory.model.static_parts``)."""
+    from ..memory.spec import params_per_layer
+
+    if spec.frozen_base:
+        return [0] * len(fams)
+    return [params_per_layer(spec, f.params_rows, f.mla_rows) * spec.param_bytes // div for f in fams]
+
+
+def _backward_order(st: Any, costs: Sequence[Any], geo: Any, layer_grads: Sequence[int], late: int) -> None:
+    """The activation phase and the gradients alive at the peak, in the order PyNative runs the backward.
+
+    PyNative has no graph plan: a layer's saved tensors are freed when its backward is done (reference
+    counts), and each gradient is a fresh tensor made by the backward op that computes it (the trainer
+    reads them when the backward returns). So the backward of layer ``i`` holds what layers ``0..i`` keep,
+    its own recompute transient, and the gradients made so far: the head's (first in backward), then those
+    of the layers after ``i`` (the input embedding's comes last). The peak is the largest of these over
+    the stage's layers, or the backward's end (every gradient, nothing kept). The static model instead
+    adds every gradient and every layer's kept tensors to the largest transient
+    (``memory.model.stage_memory``: the graph pool holds the gradients from the step's start and does not
+    give back what the later layers freed). Measured on the example model (docs/estimate.md, The PyNative
+    path): full recompute of layers 0-1 ahead of two plain layers peaks at the forward's end, with no
+    gradient yet (47 MiB; the static sum said 65, the transient in backward order with every gradient 54).
+    One micro-batch in flight on one stage; with a pipeline the static sum is kept (its micro-batches
+    interleave their backwards)."""
     if geo.pipeline_stage > 1 or not st.layers:
         return
-    best, total = (-1, 0, 0), 0
-    for i in st.layers:
-        if i >= len(costs):
-            continue
-        total += costs[i].kept
-        cand = (total + costs[i].regen, total, costs[i].regen)
+    ids = [i for i in st.layers if i < len(costs)]
+    grads = st.static["grads"]
+    made = max(0, grads - sum(layer_grads[i] for i in ids) - late)        # the head's, first in backward
+    mtp_extra = st.activations - sum(costs[i].kept for i in ids)          # MTP layers (last stage) stay on top
+    kept = sum(costs[i].kept for i in ids)
+    best = (grads, 0, 0, grads)                                            # the backward's end
+    for i in reversed(ids):
+        cand = (kept + mtp_extra + costs[i].regen + made, kept, costs[i].regen, made)
         best = max(best, cand)
-    mtp_extra = st.activations - total                  # MTP layers (last stage) stay on top
-    st.activations, st.transient = best[1] + mtp_extra, max(best[2], st.transient if mtp_extra else 0)
+        kept -= costs[i].kept
+        made += layer_grads[i]
+    st.activations = best[1] + (mtp_extra if best[1] else 0)
+    st.transient = max(best[2], st.transient if mtp_extra and best[1] else 0)
+    st.static["grads"] = best[3]
 
 
 def _not_sized(plan: Any, table_family: str) -> List[str]:

@@ -9,6 +9,9 @@ for the stages asked, and write fixtures/dryrun/cases/<name>.json:
 
 usage: .venv/bin/python tools/dryrun/record_cases.py [NAME ...]   (default: every case without a .json)
        --list   print the cases;  --force   re-record cases that have a .json
+       --stage N (repeatable)   run only these stages, keeping the others already in the .json
+       --compare NAME ...   print each recorded stage's uncalibrated estimate beside DryRun's used peak
+                            (markdown rows; no DryRun run: the figures of docs/estimate.md and README.md)
 Needs `make dryrun`. Runs one DryRun per stage, one after another (23-65 s per 8-layer stage when idle).
 """
 from __future__ import annotations
@@ -17,7 +20,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Dict
+from typing import Any, Dict, List, Optional
 
 import yaml
 
@@ -28,6 +31,8 @@ SRC = "fixtures/configs/mindformers/"
 Q32 = SRC + "pretrain_qwen3_32b_4k.yaml"
 L70 = SRC + "pretrain_llama2_70b.yaml"
 Q25 = SRC + "finetune_qwen2_5_7b_8k.yaml"
+QMOE = SRC + "pretrain_qwen3_30b_a3b_4k.yaml"
+DSV3 = SRC + "pretrain_deepseek3_671b.yaml"
 G4 = SRC + "finetune_glm4_9b.yaml"
 #: the legacy cuts (use_legacy absent: models/llama/llama.py): 8 layers on 2 stages, 4 micro batches
 #: (MindSpore unrolls every micro batch into the compiled graph; 1F1B holds at most pp of them)
@@ -61,6 +66,20 @@ CASES: Dict[str, Dict[str, Any]] = {
                                       "train_dataset.data_loader.config.seq_length": 8192}},
     "qwen3_32b_shipped": {"source": Q32, "family": "qwen3", "stages": [0], "layers": None,
                           "recompute": True, "select": False},
+    # the maintainer YAMLs at full size (docs/estimate.md "The maintainer YAMLs at full size"): every
+    # layer, recompute as shipped (full); the stage the model predicts highest first
+    "qwen3_moe_shipped": {"source": QMOE, "family": "qwen3_moe", "stages": [3, 0], "layers": None,
+                          "recompute": True, "select": False},
+    "deepseek_v3_shipped": {"source": DSV3, "family": "deepseek_v3", "stages": [1, 0, 7], "layers": None,
+                            "recompute": True, "select": False},
+    # the same with 16 layers (2 per stage, one per interleave chunk, offset 0) and 8 micro-batches (as many
+    # as stages: MindSpore unrolls each into the graph; the in-flight count, which sets the peak, is the
+    # pipeline's): every width, expert count, parallel size, the interleave, SeqPipe, the optimizer shard
+    # and swap as shipped. The Qwen3-MoE YAML as shipped (12 layers x 16 micro-batches a stage) did not
+    # compile within 30 min on the shared machine, so the 61-layer one was not tried
+    "deepseek_v3_shipped_l16": {"source": DSV3, "family": "deepseek_v3", "stages": [3], "layers": 16,
+                                "recompute": True, "select": False,
+                                "set": {"parallel_config.micro_batch_num": 8}},
     "qwen3_32b_l8_tp8_sp_none": {"source": Q32, "family": "qwen3", "stages": [0],
                                  "layers": 8, "recompute": False, "select": False,
                                  "set": {"parallel_config.model_parallel": 8,
@@ -195,29 +214,55 @@ def versions() -> Dict[str, str]:
     return {"mindspore": out[0], "mindformers": out[1]}
 
 
-def record(name: str) -> None:
+def record(name: str, stages: Optional[List[int]] = None, timeout: float = 1800) -> None:
+    """Run the case's stages one at a time and rewrite its .json after each (a full-size stage takes
+    minutes to an hour: a stage finished is kept when a later one fails or is stopped); a stage
+    already in the .json is run again only when asked for by --stage."""
     from swapwatch.memory.dryrun import MIB, measure
 
     case = CASES[name]
     path = derive(name, case)
-    res = measure(str(path), case["stages"], timeout=1800, work_dir=f"/tmp/swapwatch-dryrun-record/{name}")
-    out = {"yaml": path.name, "source": case["source"], "derived": describe(case), "family": case["family"],
-           "rank_size": res.rank_size,
-           "stages": [{"stage": p.stage, "rank_id": p.rank_id, "used_peak_mib": p.used_bytes // MIB,
+    js = CASES_DIR / f"{name}.json"
+    done: Dict[int, Dict[str, Any]] = {}
+    if js.exists() and stages is not None:
+        done = {s["stage"]: s for s in json.loads(js.read_text(encoding="utf-8"))["stages"]}
+    for stage in stages if stages is not None else case["stages"]:
+        res = measure(str(path), [stage], timeout=timeout, work_dir=f"/tmp/swapwatch-dryrun-record/{name}")
+        p = res.stages[stage]
+        done[stage] = {"stage": p.stage, "rank_id": p.rank_id, "used_peak_mib": p.used_bytes // MIB,
                        "actual_peak_mib": p.actual_bytes // MIB, "seconds": p.seconds}
-                      for p in res.stages.values()],
-           **versions()}
-    (CASES_DIR / f"{name}.json").write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
-    print(name, [(s["stage"], s["used_peak_mib"], s["seconds"]) for s in out["stages"]], flush=True)
+        out = {"yaml": path.name, "source": case["source"], "derived": describe(case), "family": case["family"],
+               "rank_size": res.rank_size, "stages": [done[s] for s in sorted(done)], **versions()}
+        js.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
+        print(name, stage, done[stage]["used_peak_mib"], done[stage]["seconds"], flush=True)
+
+
+def compare(names: List[str]) -> None:
+    """Markdown rows: case, stage, the uncalibrated estimate, DryRun L1's used peak, the error."""
+    from swapwatch.memory.dryrun import MIB
+    from swapwatch.memory.model import estimate
+
+    for name in names:
+        data = json.loads((CASES_DIR / f"{name}.json").read_text(encoding="utf-8"))
+        est = estimate(str(CASES_DIR / data["yaml"]))
+        for st in data["stages"]:
+            pred = est.stages[st["stage"]].peak() / MIB
+            used = st["used_peak_mib"]
+            print(f"| {name} | {st['stage']} | {pred:.0f} MiB | {used} MiB | {100 * (pred - used) / used:+.1f} % |")
 
 
 def main(argv: list) -> int:
     CASES_DIR.mkdir(parents=True, exist_ok=True)
     force = "--force" in argv
+    if "--compare" in argv:
+        compare([a for a in argv if not a.startswith("--")])
+        return 0
     if "--list" in argv:
         for name, case in CASES.items():
             print(f"{name}: {case['source']}: {describe(case)}; stages {case['stages']}")
         return 0
+    stages = [int(argv[i + 1]) for i, a in enumerate(argv) if a == "--stage"] or None
+    argv = [a for i, a in enumerate(argv) if a != "--stage" and (i == 0 or argv[i - 1] != "--stage")]
     names = [a for a in argv if not a.startswith("--")] or \
         [n for n in CASES if force or not (CASES_DIR / f"{n}.json").exists()]
     for name in names:
@@ -227,7 +272,7 @@ def main(argv: list) -> int:
         if "--derive-only" in argv:
             derive(name, CASES[name])
             continue
-        record(name)
+        record(name, stages)
     return 0
 
 
