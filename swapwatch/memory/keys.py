@@ -263,18 +263,15 @@ RULES: Tuple[Rule, ...] = (
 @functools.lru_cache(maxsize=None)
 def sizes_comm_recompute(family: str) -> bool:
     """Whether the tensor table serving layout ``family`` (its ``families`` header) names what select
-    comm recompute frees: an op with ``comm_frees`` (tensor_table.TensorTable.comm_freed). Read here
-    from the table files, not through tensor_table, which imports spec, which imports this module."""
-    import yaml
-    from importlib import resources
+    comm recompute frees: an op with ``comm_frees`` (tensor_table.TensorTable.comm_freed)."""
+    from .table_files import family_data, tables
 
-    for entry in resources.files(__package__).iterdir():
-        if entry.name.endswith(".yaml"):
-            data = yaml.safe_load(entry.read_text(encoding="utf-8")) or {}
-            if family in (data.get("families") or {}):
-                kinds = list((data.get("kinds") or {}).values()) or [data]
-                return any(o.get("comm_frees") for k in kinds for o in k.get("ops", ()))
-    return False
+    found = tables().get(family)
+    if found is None:
+        return False
+    data = family_data(found[0])
+    kinds = list((data.get("kinds") or {}).values()) or [data]
+    return any(o.get("comm_frees") for k in kinds for o in k.get("ops", ()))
 
 
 @dataclass

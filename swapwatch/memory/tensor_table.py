@@ -17,10 +17,8 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from importlib import resources
-from typing import Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
+from typing import Dict, FrozenSet, Iterator, List, Optional, Sequence, Set, Tuple
 
-import yaml
 
 from .. import strategy
 from ..patterns import under
@@ -28,6 +26,7 @@ from ..errors import InputError
 from ..families import DEFAULT_FAMILY
 from ..layouts import load_layout
 from .spec import ModelSpec, product
+from .table_files import family_data, tables  # noqa: F401  (re-exported: the table files' reader)
 
 
 @dataclass(frozen=True)
@@ -76,27 +75,6 @@ def legacy_gathered(spec: ModelSpec) -> bool:
     and the gathered copy, already in the compute dtype, is what every micro-batch's matmul reads
     (``model.gathered_weights``)."""
     return not spec.mcore and spec.shard > 1
-
-
-@functools.lru_cache(maxsize=None)
-def family_data(table: str) -> dict:
-    """The tensor table file ``swapwatch/memory/<table>.yaml``."""
-    text = resources.files(__package__).joinpath(f"{table}.yaml").read_text(encoding="utf-8")
-    return yaml.safe_load(text)
-
-
-@functools.lru_cache(maxsize=None)
-def tables() -> Dict[str, Tuple[str, FrozenSet[str]]]:
-    """Layout family (a ``swapwatch/layouts`` stem) -> (its tensor table, the table's variant tags
-    that family's tree has), from each table's ``families`` header. One table may serve several
-    layouts (the legacy Llama variants differ in a few ops: ``qkv_concat``, the biases)."""
-    out: Dict[str, Tuple[str, FrozenSet[str]]] = {}
-    for entry in resources.files(__package__).iterdir():
-        if entry.name.endswith(".yaml"):
-            stem = entry.name[:-5]
-            for fam, tags in (family_data(stem).get("families") or {}).items():
-                out[fam] = (stem, frozenset(tags or ()))
-    return out
 
 
 def kind_data(table: str, kind: Optional[str]) -> Optional[dict]:
@@ -263,6 +241,27 @@ class TensorTable:
                     changed = True
         return frozenset(eff)
 
+    def _segments(self, ops: FrozenSet[int]) -> Iterator[Set[int]]:
+        """The connected segments of the op indices ``ops`` (joined through a tensor one of them makes
+        and another uses), in the order of their first op: the unit MindSpore's recompute pass clones
+        (:meth:`_by_segments`) and runs again before a backward (:meth:`_net_regen`)."""
+        seen: Set[int] = set()
+        for start in sorted(ops):
+            if start in seen:
+                continue
+            seg: Set[int] = set()
+            todo = [start]
+            while todo:
+                i = todo.pop()
+                if i in seg:
+                    continue
+                seg.add(i)
+                for t in self.ops[i].outs:
+                    todo.extend(j for j in self.consumers.get(t, []) if j in ops)
+                todo.extend(j for t in self.ops[i].ins for j in self.producers.get(t, []) if j in ops)
+            seen |= seg
+            yield seg
+
     def _by_segments(self, marked: FrozenSet[int], boundary: FrozenSet[int]) -> FrozenSet[int]:
         """MindSpore's recompute pass clones a connected segment of marked primitives when one of
         the tensors it hands to an op outside it is needed by that op's backward; the tensors inside
@@ -272,22 +271,8 @@ class TensorTable:
         keeps the reshaped copy); adding ``feed_forward.w2.reshape`` clones all three (the reshaped
         copy is what the unmarked matmul's backward needs). That is SW110's fix, credited here, and
         SW211's finding before launch."""
-        inside = set(marked - boundary)
         out: set = set()
-        seen: set = set()
-        for start in sorted(inside):
-            if start in seen:
-                continue
-            seg, todo = set(), [start]
-            while todo:                        # the connected segment of ``start``
-                i = todo.pop()
-                if i in seg:
-                    continue
-                seg.add(i)
-                for t in self.ops[i].outs:
-                    todo.extend(j for j in self.consumers.get(t, []) if j in inside)
-                todo.extend(j for t in self.ops[i].ins for j in self.producers.get(t, []) if j in inside)
-            seen |= seg
+        for seg in self._segments(marked - boundary):
             made = {t for i in seg for t in self.ops[i].outs}
             if any(t in made for j, op in enumerate(self.ops) if j not in seg for t in op.saves):
                 out |= seg
@@ -342,20 +327,8 @@ class TensorTable:
             for t in (op.ins if i in recomputed else op.saves):
                 needers.setdefault(t, []).append(i)
         saves_all = {t for o in self.ops for t in o.saves}
-        worst, seen = 0, set()
-        for start in sorted(recomputed):
-            if start in seen:
-                continue
-            seg, todo = set(), [start]
-            while todo:
-                i = todo.pop()
-                if i in seg:
-                    continue
-                seg.add(i)
-                for t in self.ops[i].outs:
-                    todo.extend(j for j in self.consumers.get(t, []) if j in recomputed)
-                todo.extend(j for t in self.ops[i].ins for j in self.producers.get(t, []) if j in recomputed)
-            seen |= seg
+        worst = 0
+        for seg in self._segments(recomputed):
             back = {t for i in seg for t in self.ops[i].outs} & saves_all
             if not back:
                 continue

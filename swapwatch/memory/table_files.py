@@ -1,0 +1,31 @@
+"""The tensor table files (``swapwatch/memory/<table>.yaml``) as data: one reader, with no import of
+the rest of ``memory/``, so that ``keys.py`` (imported by ``spec.py``, which ``tensor_table.py`` imports)
+can ask a table what it names without an import circle (tests/test_architecture.py)."""
+from __future__ import annotations
+
+import functools
+from importlib import resources
+from typing import Dict, FrozenSet, Tuple
+
+import yaml
+
+
+@functools.lru_cache(maxsize=None)
+def family_data(table: str) -> dict:
+    """The tensor table file ``swapwatch/memory/<table>.yaml``."""
+    text = resources.files(__package__).joinpath(f"{table}.yaml").read_text(encoding="utf-8")
+    return yaml.safe_load(text)
+
+
+@functools.lru_cache(maxsize=None)
+def tables() -> Dict[str, Tuple[str, FrozenSet[str]]]:
+    """Layout family (a ``swapwatch/layouts`` stem) -> (its tensor table, the table's variant tags
+    that family's tree has), from each table's ``families`` header. One table may serve several
+    layouts (the legacy Llama variants differ in a few ops: ``qkv_concat``, the biases)."""
+    out: Dict[str, Tuple[str, FrozenSet[str]]] = {}
+    for entry in resources.files(__package__).iterdir():
+        if entry.name.endswith(".yaml"):
+            stem = entry.name[:-5]
+            for fam, tags in (family_data(stem).get("families") or {}).items():
+                out[fam] = (stem, frozenset(tags or ()))
+    return out
