@@ -178,3 +178,25 @@ def test_micro_batch_interleave_multiplies_the_micro_batch_on_the_legacy_path(tm
     assert two.stages[0].static == one.stages[0].static
     rep = classify(load_config(str(CASES / "llama2_70b_l8_pp2_mbi2_none.yaml"), check_rules=False).tree)
     assert "micro_batch_interleave_num" in rep.by_kind[MODELLED]
+
+
+def test_explain_says_before_launch_what_mindformers_rejects(tmp_path):
+    # SW309: the keys estimate refuses because MindFormers 2.1.0 itself raises at build
+    # (keys.rejected) are an error finding of explain, at the key's line; a legacy YAML with the same
+    # micro-batch interleave is accepted (MindFormers builds it; DryRun ran it: the mbi2 corpus case)
+    from swapwatch.explain import explain
+
+    src = ROOT / "fixtures" / "configs" / "mindformers" / "pretrain_qwen3_32b_4k.yaml"
+    text = src.read_text(encoding="utf-8")
+    assert "\nmicro_batch_interleave_num: 1\n" in text
+    bad = tmp_path / "mbi2.yaml"
+    bad.write_text(text.replace("\nmicro_batch_interleave_num: 1\n", "\nmicro_batch_interleave_num: 2\n"),
+                   encoding="utf-8")
+    found = [f for f in explain(str(bad)).findings if f.code == "SW309"]
+    line = next(i for i, ln in enumerate(bad.read_text(encoding="utf-8").splitlines(), 1)
+                if ln.startswith("micro_batch_interleave_num:"))
+    assert len(found) == 1 and found[0].severity == "error", found
+    assert "_wrap_network_with_tool_cells" in found[0].message and found[0].source.endswith(f":{line}")
+    assert not [f for f in explain(str(src)).findings if f.code == "SW309"]
+    legacy = ROOT / "fixtures" / "dryrun" / "cases" / "llama2_70b_l8_pp2_mbi2_none.yaml"
+    assert not [f for f in explain(str(legacy)).findings if f.code == "SW309"]

@@ -340,6 +340,13 @@ def _rejected(key: str, value: Any, ctx: Context) -> Optional[str]:
     return None
 
 
+def rejected(tree: Dict[str, Any]) -> List[Tuple[str, str]]:
+    """(key path, why) of every key MindFormers 2.1.0 itself rejects at launch in this merged config
+    (:func:`_rejected`): ``estimate`` refuses such a YAML, ``explain`` says so before launch (SW309)."""
+    ctx = context(tree)
+    return [(path, why) for path, value in leaves(tree) for why in [_rejected(path, value, ctx)] if why]
+
+
 #: keys unmodelled on the legacy path that the mcore path (use_legacy: False) models
 MCORE_MODELLED = {"optimizer.swap": "mcore: AdamW's states on host, their device copies at the optimizer step "
                                     "(memory/model.py swap_optimizer_step)"}
