@@ -152,7 +152,7 @@ def _require_dryrun():
 
 
 @pytest.mark.parametrize("name,stage", LIVE)
-def test_recorded_figures_are_still_dryruns(name, stage, tmp_path):
+def test_live_recorded_figures_are_still_dryruns(name, stage, tmp_path):
     """Re-run a recorded stage through the harness: the same used and actual peak (DryRun is
     deterministic), so the corpus the fast test compares with is DryRun's."""
     _require_dryrun()
@@ -165,7 +165,7 @@ def test_recorded_figures_are_still_dryruns(name, stage, tmp_path):
         got.log_path
 
 
-def test_estimate_dryrun_cli_prints_dryrun_beside_the_model(tmp_path):
+def test_live_estimate_dryrun_cli_prints_dryrun_beside_the_model(tmp_path):
     """`swapwatch estimate --dryrun`: DryRun L1's used peak of the stage beside the model's, with the
     error, in the JSON (and the table names it)."""
     _require_dryrun()
