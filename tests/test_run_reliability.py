@@ -284,6 +284,9 @@ def test_a_closed_terminal_completes_the_run_and_stops_the_job(tmp_path):
                   "while True:\n    print('tick', flush=True); time.sleep(0.1)")
     pid, master = pty.fork()
     if pid == 0:                                   # the terminal's session: swapwatch in the foreground
+        # a terminal's session starts with SIGHUP at its default; under nohup (a CI runner's, a
+        # background make) it is inherited ignored, and swapwatch rightly keeps what its caller ignores
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
         os.execv(PY, [PY, "-m", "swapwatch.cli", "run", "--no-verify", "--run-dir", str(tmp_path / "r"),
                       "--", PY, "-c", child_code])
     try:
