@@ -122,14 +122,20 @@ def stage_parts(spec: ModelSpec, geo, stage: int, kinds: Kinds) -> Tuple[int, in
     return st.static_total, st.workspace + st.head + st.gathered, st.optimizer
 
 
-def fam_parts(spec: ModelSpec, fam: TensorTable, geo, stage: int) -> Tuple[int, int]:
-    """(static, optimizer step) of ``stage`` with every layer priced on ``fam``: stage_memory's own
-    figures (the per-row optimizer shard and the states on host of model.static_parts /
-    swap_optimizer_step included), so the search and ``estimate`` agree."""
+def fam_parts(spec: ModelSpec, fam: TensorTable, geo, stage: int, cal: Calibration) -> Tuple[int, float, int]:
+    """(static, fixed, optimizer step) of ``stage`` with every layer priced on ``fam``: static and the
+    step are stage_memory's own figures (the per-row optimizer shard and the states on host of
+    model.static_parts / swap_optimizer_step included), so the search and ``estimate`` agree; fixed is
+    the backward workspace, the head and the gathered weights, calibrated (``Calibration.per_step``).
+    The fine-grain interleave's early copies (TensorTable.early_bound) count as if no layer recomputed
+    the tensors they copy: a bound, so a plan the search accepts fits the estimate too."""
     zero = LayerCost(kept=0, host=0, regen=0, flops=0.0)
     n = sum(sum(row) for row in geo.layer_list)
     st = stage_memory(spec, fam, geo, stage, [zero] * n)
-    return st.static_total, st.optimizer
+    n_layers = sum(geo.layer_list[v][stage] for v in range(geo.pp_interleave_num))
+    fixed = cal.per_step(fam.workspace + n_layers * fam.early_bound if n_layers else 0,
+                         head_bytes(spec, stage) + gathered_weights(spec, fam, n_layers, stage=stage))   # calibrate.py
+    return st.static_total, fixed, st.optimizer
 
 
 #: What swap's cost is priced with (Ascend 910B-class, assumed): sustained matmul throughput and
@@ -228,7 +234,6 @@ def solve_stage(spec: ModelSpec, fam: TensorTable, geo, stage: int, cal: Calibra
     counts = inflight(P, V, spec.micro_batch_num, stage)
     chunks = [(list(range(geo.chunk_starts[v][stage], geo.chunk_starts[v][stage] + geo.layer_list[v][stage])),
                counts[v]) for v in range(V)]
-    n_layers = sum(len(c) for c, _ in chunks)
     all_chains = chains(fam, allow_swap)
     fixed: float            # stage_parts' bytes with kinds, calibrated (a float) without
     if kinds is not None and V == 1 and not allow_swap and chunks[0][0]:
@@ -238,11 +243,7 @@ def solve_stage(spec: ModelSpec, fam: TensorTable, geo, stage: int, cal: Calibra
         room = (budget - static - cal.residual) / cal.scale - fixed
         return _solve_kinds_chunk(stage, static, fixed, room, chunks[0][0], counts[0], spec.micro_batch_num,
                                   all_chains, kinds, stage == P - 1)
-    static, opt = fam_parts(spec, fam, geo, stage)
-    # the fine-grain interleave's early copies (TensorTable.early_bound) as if no layer recomputed
-    # the tensors they copy: a bound, so a plan the search accepts fits the estimate too
-    fixed = cal.per_step(fam.workspace + n_layers * fam.early_bound if n_layers else 0,
-                         head_bytes(spec, stage) + gathered_weights(spec, fam, n_layers, stage=stage))   # calibrate.py
+    static, fixed, opt = fam_parts(spec, fam, geo, stage, cal)
     room = (budget - cal.static_scale * static - cal.residual) / cal.scale - fixed   # 0 x static: CPU pool
     if cal.peak(static, opt) > budget:
         return StagePlan(stage=stage, fits=False, static=static)   # the optimizer step alone is over
@@ -464,12 +465,7 @@ def lowest_peak(spec: ModelSpec, fam: TensorTable, geo, stage: int, cal: Calibra
             for cnt in compositions(len(layers), len(blocks)):
                 best_dyn = min(best_dyn, float(np.min(_rows(tables, cnt, counts[0])[0])))
         return max(cal.peak(static, best_dyn + fixed), cal.peak(static, opt))
-    n_layers = sum(geo.layer_list[v][stage] for v in range(V))
-    static, opt = fam_parts(spec, fam, geo, stage)
-    # the fine-grain interleave's early copies (TensorTable.early_bound) as if no layer recomputed
-    # the tensors they copy: a bound, so a plan the search accepts fits the estimate too
-    fixed = cal.per_step(fam.workspace + n_layers * fam.early_bound if n_layers else 0,
-                         head_bytes(spec, stage) + gathered_weights(spec, fam, n_layers, stage=stage))   # calibrate.py
+    static, fixed, opt = fam_parts(spec, fam, geo, stage, cal)
     weight = sum(counts[v] * geo.layer_list[v][stage] for v in range(V))
     if V == 1 and not allow_swap and weight:
         import numpy as np
