@@ -76,6 +76,55 @@ def test_search_matches_brute_force_on_every_budget(tmp_path, layers, block_rows
     assert fitting and fitting < checked          # the sweep crosses the feasibility edge
 
 
+def test_loss_apart_floor_is_searched_exactly_and_is_what_estimate_counts(tmp_path):
+    """The legacy path at jit_level O1 (ModelSpec.loss_apart): the last stage's head and loss count
+    against the layers' recompute transient plus workspace, the larger side (StageMemory.step_parts).
+    The search takes the head as the transient's floor: still exact against brute force, and what it
+    counts is what estimate counts for the YAML it writes."""
+    from swapwatch.memory.model import head_bytes
+
+    # a vocabulary of 1152 makes the head 9.5 MiB: above the 4 MiB workspace, within the layers' transients
+    o1 = {'  device_target: "CPU"': '  device_target: "CPU"\n  jit_config:\n    jit_level: "O1"',
+          "vocab_size: 128": "vocab_size: 1152"}
+    path = variant(tmp_path, "o1.yaml", **o1)
+    o0 = variant(tmp_path, "o0.yaml", **{"vocab_size: 128": "vocab_size: 1152"})
+    spec, fam, geo = _setup(path)
+    assert spec.loss_apart and not load_spec(o0).loss_apart
+    cal = Calibration(residual=-3 * MiB, scale=1.25, fitted=True)
+    static, fixed, _, floor = search.fam_parts(spec, fam, geo, 0, cal)
+    assert fixed == fam.workspace and floor == head_bytes(spec, 0) - fam.workspace > 0
+    regens = sorted({lv.cost.regen for ch in chains(fam) for lv in ch})
+    assert regens[0] < floor < regens[-1]          # the floor hides some transients, not all
+    checked = fitting = 0
+    for mib in range(15, 75):
+        budget = mib * MiB
+        room = (budget - static - cal.residual) / cal.scale - fixed
+        want = min((x for x in (brute_force(ch, [1] * 4, spec.micro_batch_num, room, floor) for ch in chains(fam))
+                    if x is not None), default=None)
+        sp = solve_stage(spec, fam, geo, 0, cal, budget)
+        assert sp.fits == (want is not None), mib
+        if sp.fits:
+            fitting += 1
+            assert sp.flops == pytest.approx(want), mib
+        checked += 1
+    assert fitting and fitting < checked
+    low = make_plan(path, 1, margin=0.0).lowest[0]
+    assert low == lowest_peak(spec, fam, geo, 0, Calibration())
+    seen = set()
+    for mib in (0, 3, 6, 12, 24):
+        res = make_plan(path, low + mib * MiB, margin=0.0)
+        assert res.fits, mib
+        out = tmp_path / f"plan{mib}.yaml"
+        out.write_text(res.text)
+        est = estimate(str(out))
+        assert [s.dynamic for s in res.stages] == [st.activation_phase for st in est.stages]
+        assert all(st.peak() <= low + mib * MiB for st in est.stages)
+        seen.add(tuple(r["choice"] for r in est.layers))
+    assert len(seen) >= 3                       # the budgets really give different strategies
+    # the floor is what the sum rule would have added: at O0 the same YAML's lowest peak is higher
+    assert lowest_peak(load_spec(o0), fam, geo, 0, Calibration()) > low
+
+
 def test_search_is_optimal_with_pipeline_weights(tmp_path):
     # 2 stages, 4 micro-batches: stage 0 holds 2 micro-batches of each of its layers
     path = variant(tmp_path, "pp.yaml", **{"  pipeline_stage: 1": "  pipeline_stage: 2\n  micro_batch_num: 4"})

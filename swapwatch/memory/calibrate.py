@@ -210,8 +210,8 @@ def _split(st: Any, workspace: bool = True) -> Tuple[int, int]:
     activations: ``scaled_dynamic``)."""
     if st.phase == "optimizer":
         return st.optimizer, 0
-    return (st.activations + st.swap_window,
-            st.transient + (st.workspace if workspace else 0) + st.head + st.gathered)
+    transient, ws, head, gathered = st.step_parts()      # the loss apart: the larger side only
+    return st.activations + st.swap_window, int(transient + (ws if workspace else 0) + head + gathered)
 
 
 def fit_pool(points: Sequence[Tuple[float, float, float]]) -> Tuple[float, Optional[float]]:

@@ -154,6 +154,10 @@ RULES: Tuple[Rule, ...] = (
          when=lambda v: v is not None),
     Rule("context.memory_optimize_level", UNMODELLED, "O1 turns on MindSpore's memory reuse passes",
          when=lambda v: v not in (None, "O0")),
+    Rule("context.jit_config.jit_level", MODELLED,
+         "the legacy path's terms are DryRun L1's at O1, as the maintainer YAMLs set it (the optimizer step's "
+         "form, the last stage's loss apart from the layers' backward: docs/estimate.md)",
+         when=lambda v: str(v).upper() == "O1", where=lambda c: not c.mcore),
     Rule("context.jit_config.jit_level", UNMODELLED, "O1 / O2 graph fusion changes what is kept",
          when=lambda v: v not in (None, "O0")),
     Rule("context.mempool_block_size", UNMODELLED, "the pool's block size: fragmentation (the actual peak)"),

@@ -342,14 +342,26 @@ class StageMemory:
     head: int
     optimizer: int = 0
     gathered: int = 0
+    #: the head and loss apart in time from the layers' recompute and workspace (ModelSpec.loss_apart)
+    loss_apart: bool = False
 
     @property
     def static_total(self) -> int:
         return sum(self.static.values())
 
+    def step_parts(self, t: float = 1.0, w: float = 1.0) -> Tuple[float, float, float, float]:
+        """(transient, workspace, head, gathered) at the activation phase's peak, weighed by ``t``
+        (the per-step scale) and ``w`` (the workspace's). With ``loss_apart`` the loss' tensors
+        and the layers' recompute plus workspace are never alive together: the peak holds the
+        larger side and the other is 0 here (docs/estimate.md "The legacy last stage")."""
+        tr, ws, hd = t * self.transient, w * self.workspace, t * self.head
+        if self.loss_apart:
+            tr, ws, hd = (0.0, 0.0, hd) if hd > tr + ws else (tr, ws, 0.0)
+        return tr, ws, hd, t * self.gathered
+
     @property
     def activation_phase(self) -> int:
-        return self.activations + self.swap_window + self.transient + self.workspace + self.head + self.gathered
+        return self.activations + self.swap_window + int(sum(self.step_parts()))
 
     @property
     def phase(self) -> str:
@@ -367,15 +379,13 @@ class StageMemory:
             return self.dynamic
         t = cal.scale if cal.transient_scale is None else cal.transient_scale
         w = t if cal.workspace_scale is None else cal.workspace_scale
-        other = t * (self.transient + self.head + self.gathered) + w * self.workspace
-        return max(self.activations + self.swap_window + other / cal.scale, self.optimizer)
+        return max(self.activations + self.swap_window + sum(self.step_parts(t, w)) / cal.scale, self.optimizer)
 
     def peak(self, cal: Calibration = NO_CALIBRATION) -> int:
         return cal.peak(self.static_total, self.scaled_dynamic(cal))
 
     def to_json(self, cal: Calibration = NO_CALIBRATION, measured: Optional[int] = None) -> Dict[str, Any]:
         s = cal.scale
-        other = self.transient + self.workspace + self.head + self.gathered
         acts = self.activations + self.swap_window
         # components and breakdown add up to the peak: the parts of the phase that makes it (the
         # other phase's total is beside them)
@@ -383,23 +393,24 @@ class StageMemory:
         act_part = (lambda v: 0) if opt else (lambda v: int(round(s * v)))
         t = s if cal.transient_scale is None else cal.transient_scale
         w = t if cal.workspace_scale is None else cal.workspace_scale
-        other_part = (lambda v: 0) if opt else (lambda v: int(round(t * v)))
+        parts = self.step_parts(t, w)
+        other = sum(parts)
+        step_part = (lambda v: 0) if opt else (lambda v: int(round(v)))
         # the CPU pool holds no static part (static_scale 0): the residual carries it off
         res = cal.residual - (1 - cal.static_scale) * self.static_total
         return {"stage": self.stage, "layers": self.layers, "peak_bytes": self.peak(cal), "peak_phase": self.phase,
-                "activation_phase_bytes": int(round(s * acts + t * (other - self.workspace) + w * self.workspace)),
+                "activation_phase_bytes": int(round(s * acts + other)),
                 "optimizer_step_bytes": int(round(s * self.optimizer)),
                 "components": {"static": int(round(self.static_total + res)),
                                "activations": act_part(acts),
-                               "other": int(round(s * self.optimizer)) if opt else
-                               int(round(t * (other - self.workspace) + w * self.workspace))},
+                               "other": int(round(s * self.optimizer)) if opt else int(round(other))},
                 "breakdown": {**self.static, "calibration_residual": int(round(res)),
                               "saved_activations": act_part(self.activations),
                               "swap_prefetch_window": act_part(self.swap_window),
-                              "recompute_transient": other_part(self.transient),
-                              "backward_workspace": 0 if opt else int(round(w * self.workspace)),
-                              "head_and_logits": other_part(self.head),
-                              "gathered_weights": other_part(self.gathered),
+                              "recompute_transient": step_part(parts[0]),
+                              "backward_workspace": step_part(parts[1]),
+                              "head_and_logits": step_part(parts[2]),
+                              "gathered_weights": step_part(parts[3]),
                               "optimizer_step": int(round(s * self.optimizer)) if opt else 0},
                 "measured_peak_bytes": measured}
 
@@ -466,7 +477,7 @@ def stage_memory(spec: ModelSpec, fam: TensorTable, geo: strategy.Geometry, stag
     return StageMemory(stage=stage, layers=layers, static=static,
                        activations=act, swap_window=window, transient=transient,
                        workspace=workspace + early if layers else 0, head=head_bytes(spec, stage),
-                       optimizer=optimizer,
+                       optimizer=optimizer, loss_apart=spec.loss_apart,
                        gathered=gathered_weights(spec, fam, len(layers), layer_params, stage))
 
 

@@ -7,7 +7,10 @@ The model (:mod:`swapwatch.memory.model`) makes a stage's peak
                                  + max recompute transient + max swap window + fixed)
 
 where the transient is what one layer regenerates during its backward, the window what a layer
-swap's prefetch brings back, and ``fixed`` the backward workspace and the head. Stages are
+swap's prefetch brings back, and ``fixed`` the backward workspace and the head. Where the loss is
+apart in time from the layers' backward (``ModelSpec.loss_apart``: the head is counted against the
+recompute and workspace, the larger side) the head leaves ``fixed`` and becomes the transient's
+*floor* (``max(transient, head - workspace)``), which every transient term below takes. Stages are
 independent, so each is solved alone:
 
 * the choices are *levels*: none, the family's select groups nested in one order (``g1``, then
@@ -33,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple, TypeVar
 
 from .tensor_table import TensorTable, LayerCost
-from .model import (Calibration, gathered_weights, head_bytes, inflight, stage_memory)
+from .model import (NO_CALIBRATION, Calibration, gathered_weights, head_bytes, inflight, stage_memory)
 from .spec import ModelSpec
 
 
@@ -113,29 +116,42 @@ def kinds_of(spec: ModelSpec, plan) -> Optional[Kinds]:
     return Kinds(mem=mem, layers=layers, mtp=mtp)
 
 
-def stage_parts(spec: ModelSpec, geo, stage: int, kinds: Kinds) -> Tuple[int, int, int]:
-    """(static, fixed, optimizer step) of ``stage`` with its layers' kinds: stage_memory's figures
-    with no activation kept (fixed: the backward workspace, the head, the gathered weights)."""
+def step_terms(workspace: float, head: float, gathered: float, apart: bool,
+               cal: Calibration) -> Tuple[float, float]:
+    """(fixed, floor) of a stage's per-step bytes, calibrated (``Calibration.per_step``): the
+    workspace, head and gathered weights, or, with the loss apart from the layers' backward
+    (``StageMemory.step_parts``: ``max(transient + workspace, head)``), the workspace and gathered
+    weights with ``head - workspace`` as the floor under the largest transient."""
+    if not apart:
+        return cal.per_step(workspace, head + gathered), 0.0
+    return cal.per_step(workspace, gathered), max(0.0, cal.per_step(0, head) - cal.per_step(workspace, 0))
+
+
+def stage_parts(spec: ModelSpec, geo, stage: int, kinds: Kinds) -> Tuple[int, float, int, float]:
+    """(static, fixed, optimizer step, transient floor) of ``stage`` with its layers' kinds:
+    stage_memory's figures with no activation kept (fixed and floor: :func:`step_terms`, in bytes)."""
     zero = LayerCost(kept=0, host=0, regen=0, flops=0.0)
     st = stage_memory(spec, kinds.mem, geo, stage, [zero] * len(kinds.layers), (), kinds.layers,
                       [(mf, zero) for mf in kinds.mtp])
-    return st.static_total, st.workspace + st.head + st.gathered, st.optimizer
+    fixed, floor = step_terms(st.workspace, st.head, st.gathered, st.loss_apart, NO_CALIBRATION)
+    return st.static_total, fixed, st.optimizer, floor
 
 
-def fam_parts(spec: ModelSpec, fam: TensorTable, geo, stage: int, cal: Calibration) -> Tuple[int, float, int]:
-    """(static, fixed, optimizer step) of ``stage`` with every layer priced on ``fam``: static and the
-    step are stage_memory's own figures (the per-row optimizer shard and the states on host of
-    model.static_parts / swap_optimizer_step included), so the search and ``estimate`` agree; fixed is
-    the backward workspace, the head and the gathered weights, calibrated (``Calibration.per_step``).
+def fam_parts(spec: ModelSpec, fam: TensorTable, geo, stage: int, cal: Calibration) -> Tuple[int, float, int, float]:
+    """(static, fixed, optimizer step, transient floor) of ``stage`` with every layer priced on
+    ``fam``: static and the step are stage_memory's own figures (the per-row optimizer shard and the
+    states on host of model.static_parts / swap_optimizer_step included), so the search and
+    ``estimate`` agree; fixed and floor are :func:`step_terms` of the backward workspace, the head and
+    the gathered weights, calibrated.
     The fine-grain interleave's early copies (TensorTable.early_bound) count as if no layer recomputed
     the tensors they copy: a bound, so a plan the search accepts fits the estimate too."""
     zero = LayerCost(kept=0, host=0, regen=0, flops=0.0)
     n = sum(sum(row) for row in geo.layer_list)
     st = stage_memory(spec, fam, geo, stage, [zero] * n)
     n_layers = sum(geo.layer_list[v][stage] for v in range(geo.pp_interleave_num))
-    fixed = cal.per_step(fam.workspace + n_layers * fam.early_bound if n_layers else 0,
-                         head_bytes(spec, stage) + gathered_weights(spec, fam, n_layers, stage=stage))   # calibrate.py
-    return st.static_total, fixed, st.optimizer
+    fixed, floor = step_terms(fam.workspace + n_layers * fam.early_bound if n_layers else 0, head_bytes(spec, stage),
+                              gathered_weights(spec, fam, n_layers, stage=stage), spec.loss_apart, cal)
+    return st.static_total, fixed, st.optimizer, floor
 
 
 #: What swap's cost is priced with (Ascend 910B-class, assumed): sustained matmul throughput and
@@ -237,26 +253,26 @@ def solve_stage(spec: ModelSpec, fam: TensorTable, geo, stage: int, cal: Calibra
     all_chains = chains(fam, allow_swap)
     fixed: float            # stage_parts' bytes with kinds, calibrated (a float) without
     if kinds is not None and V == 1 and not allow_swap and chunks[0][0]:
-        static, fixed, opt = stage_parts(spec, geo, stage, kinds)
+        static, fixed, opt, floor = stage_parts(spec, geo, stage, kinds)
         if cal.peak(static, opt) > budget:
             return StagePlan(stage=stage, fits=False, static=static)
         room = (budget - static - cal.residual) / cal.scale - fixed
         return _solve_kinds_chunk(stage, static, fixed, room, chunks[0][0], counts[0], spec.micro_batch_num,
-                                  all_chains, kinds, stage == P - 1)
-    static, fixed, opt = fam_parts(spec, fam, geo, stage, cal)
+                                  all_chains, kinds, stage == P - 1, floor)
+    static, fixed, opt, floor = fam_parts(spec, fam, geo, stage, cal)
     room = (budget - cal.static_scale * static - cal.residual) / cal.scale - fixed   # 0 x static: CPU pool
     if cal.peak(static, opt) > budget:
         return StagePlan(stage=stage, fits=False, static=static)   # the optimizer step alone is over
     if V == 1 and not allow_swap and chunks[0][0]:
         return _solve_single_chunk(stage, static, fixed, room, chunks[0][0], counts[0], spec.micro_batch_num,
-                                   all_chains)
+                                   all_chains, floor)
     # the largest recompute transient and the largest swap window of the stage add to the peak:
     # try every pair of caps (levels above a cap not allowed) and keep the cheapest that fits
     caps = sorted({(r, w) for r in {lv.cost.regen for ch in all_chains for lv in ch}
-                   for w in {lv.window for ch in all_chains for lv in ch}}, key=lambda rw: rw[0] + rw[1])
+                   for w in {lv.window for ch in all_chains for lv in ch}}, key=lambda rw: max(rw[0], floor) + rw[1])
     best: Optional[Tuple[float, float, List[Tuple[List[Level], Tuple[int, ...]]]]] = None
     for cap_r, cap_w in caps:
-        cap_extra = cap_r + cap_w
+        cap_extra = max(cap_r, floor) + cap_w
         cap = room - cap_extra
         if cap < 0:
             break
@@ -300,7 +316,7 @@ def solve_stage(spec: ModelSpec, fam: TensorTable, geo, stage: int, cal: Calibra
             for _ in range(k):
                 out.levels[layers[pos]] = lv
                 pos += 1
-    out.dynamic = fixed + extra_of(out.levels.values()) + sum(
+    out.dynamic = fixed + extra_of(out.levels.values(), floor) + sum(
         w * sum(out.levels[i].cost.kept for i in layers) for layers, w in chunks)
     return out
 
@@ -352,9 +368,9 @@ def block_transient(block_levels: Sequence[Level], counts) -> "Any":
 
 
 def _solve_single_chunk(stage: int, static: int, fixed: float, room: float, layers: List[int], w: int, micro: int,
-                        all_chains: List[List[Level]]) -> StagePlan:
+                        all_chains: List[List[Level]], floor: float = 0.0) -> StagePlan:
     """One chunk, no swap: every count vector of every chain, exactly as the estimate counts it
-    (every micro-batch in flight keeps everything, plus the largest transient)."""
+    (every micro-batch in flight keeps everything, plus the largest transient, at least ``floor``)."""
     import numpy as np
 
     best = None
@@ -364,7 +380,7 @@ def _solve_single_chunk(stage: int, static: int, fixed: float, room: float, laye
         flops = np.array([lv.cost.flops for lv in blocks], dtype=np.float64)
         mine = None                   # this chain's first (cost, dyn) minimum in enumeration order
         for cnt in compositions(len(layers), len(blocks)):
-            dyn = w * (cnt @ kept) + block_transient(blocks, cnt)
+            dyn = w * (cnt @ kept) + np.maximum(block_transient(blocks, cnt), floor)
             ok = np.nonzero(dyn <= room + 1e-6)[0]
             if not len(ok):
                 continue
@@ -398,7 +414,7 @@ def _kind_tables(kinds: Kinds, layers: List[int], blocks: Sequence[Level], with_
     return kept, flops, regen, mtp
 
 
-def _rows(tables, cnt, w: int):
+def _rows(tables, cnt, w: int, floor: float = 0.0):
     """(dynamic bytes, FLOPs per micro-batch) of count rows ``cnt`` (levels in MindFormers' order:
     the first ``cnt[0]`` positions take the first level ...); the MTP layers take the level of the
     chunk's last position (the last decoder layer's)."""
@@ -413,12 +429,12 @@ def _rows(tables, cnt, w: int):
     tr = regen[idx, starts, ends].max(axis=1)
     last = cnt.shape[1] - 1 - np.argmax(cnt[:, ::-1] > 0, axis=1)
     k = k + mtp[0][last]
-    tr = np.maximum(tr, mtp[1][last])
+    tr = np.maximum(np.maximum(tr, mtp[1][last]), floor)
     return w * k + tr, f + mtp[2][last]
 
 
 def _solve_kinds_chunk(stage: int, static: int, fixed: float, room: float, layers: List[int], w: int, micro: int,
-                       all_chains: List[List[Level]], kinds: Kinds, last_stage: bool) -> StagePlan:
+                       all_chains: List[List[Level]], kinds: Kinds, last_stage: bool, floor: float = 0.0) -> StagePlan:
     """:func:`_solve_single_chunk` with each layer priced on its own kind (and the MTP layers on
     theirs): every count vector of every chain, as the estimate counts the written YAML."""
     import numpy as np
@@ -429,7 +445,7 @@ def _solve_kinds_chunk(stage: int, static: int, fixed: float, room: float, layer
         tables = _kind_tables(kinds, layers, blocks, last_stage)
         mine = None
         for cnt in compositions(len(layers), len(blocks)):
-            dyn, fl = _rows(tables, cnt, w)
+            dyn, fl = _rows(tables, cnt, w, floor)
             ok = np.nonzero(dyn <= room + 1e-6)[0]
             if not len(ok):
                 continue
@@ -439,10 +455,11 @@ def _solve_kinds_chunk(stage: int, static: int, fixed: float, room: float, layer
     return _stage_plan(stage, static, best, layers, fixed)
 
 
-def extra_of(levels) -> int:
-    """The stage's transient term: largest recompute transient plus largest swap window."""
+def extra_of(levels, floor: float = 0.0) -> float:
+    """The stage's transient term: largest recompute transient (at least ``floor``: :func:`step_terms`)
+    plus largest swap window."""
     levels = list(levels)
-    return max(lv.cost.regen for lv in levels) + max(lv.window for lv in levels)
+    return max(max(lv.cost.regen for lv in levels), floor) + max(lv.window for lv in levels)
 
 
 def lowest_peak(spec: ModelSpec, fam: TensorTable, geo, stage: int, cal: Calibration, allow_swap: bool = False,
@@ -457,37 +474,38 @@ def lowest_peak(spec: ModelSpec, fam: TensorTable, geo, stage: int, cal: Calibra
     if kinds is not None and V == 1 and not allow_swap and layers:
         import numpy as np
 
-        static, fixed, opt = stage_parts(spec, geo, stage, kinds)
+        static, fixed, opt, floor = stage_parts(spec, geo, stage, kinds)
         best_dyn = float("inf")
         for ch in chains(fam):
             blocks = sorted(ch, key=lambda lv: -lv.rank)
             tables = _kind_tables(kinds, layers, blocks, stage == P - 1)
             for cnt in compositions(len(layers), len(blocks)):
-                best_dyn = min(best_dyn, float(np.min(_rows(tables, cnt, counts[0])[0])))
+                best_dyn = min(best_dyn, float(np.min(_rows(tables, cnt, counts[0], floor)[0])))
         return max(cal.peak(static, best_dyn + fixed), cal.peak(static, opt))
-    static, fixed, opt = fam_parts(spec, fam, geo, stage, cal)
+    static, fixed, opt, floor = fam_parts(spec, fam, geo, stage, cal)
     weight = sum(counts[v] * geo.layer_list[v][stage] for v in range(V))
     if V == 1 and not allow_swap and weight:
         import numpy as np
 
         best_dyn = min(float(np.min(counts[0] * (cnt @ np.array([lv.cost.kept for lv in blocks], dtype=np.float64))
-                                    + block_transient(blocks, cnt)))
+                                    + np.maximum(block_transient(blocks, cnt), floor)))
                        for blocks in (sorted(ch, key=lambda lv: -lv.rank) for ch in chains(fam))
                        for cnt in compositions(geo.layer_list[0][stage], len(blocks)))
         return max(cal.peak(static, best_dyn + fixed), cal.peak(static, opt))
     levels = [lv for ch in chains(fam, allow_swap) for lv in ch]
-    best = min(weight * min(lv.cost.kept for lv in levels if lv.cost.regen <= r and lv.window <= w) + r + w
+    best = min(weight * min(lv.cost.kept for lv in levels if lv.cost.regen <= r and lv.window <= w) + max(r, floor) + w
                for r in {lv.cost.regen for lv in levels} for w in {lv.window for lv in levels}
                if any(lv.cost.regen <= r and lv.window <= w for lv in levels))
     return max(cal.peak(static, best + fixed), cal.peak(static, opt))
 
 
-def brute_force(levels: Sequence[Level], layer_weights: Sequence[int], micro: int, room: float) -> Optional[float]:
+def brute_force(levels: Sequence[Level], layer_weights: Sequence[int], micro: int, room: float,
+                floor: float = 0.0) -> Optional[float]:
     """Least total FLOPs over every per-layer assignment of ``levels`` with
-    ``sum(weight * kept) + extra_of(levels) <= room`` (tests check :func:`solve_stage` against it)."""
+    ``sum(weight * kept) + extra_of(levels, floor) <= room`` (tests check :func:`solve_stage` against it)."""
     best = None
     for combo in itertools.product(levels, repeat=len(layer_weights)):
-        dyn = sum(w * lv.cost.kept for w, lv in zip(layer_weights, combo)) + extra_of(combo)
+        dyn = sum(w * lv.cost.kept for w, lv in zip(layer_weights, combo)) + extra_of(combo, floor)
         if dyn <= room + 1e-9:
             cost = micro * sum(lv.cost.flops for lv in combo)
             best = cost if best is None else min(best, cost)
