@@ -36,7 +36,13 @@ def _bench_plan():
 
 _B = _bench_plan()
 CPU_BOUND, CPU_CALIBRATION, DRYRUN_BOUND = _B.CPU_BOUND, _B.CPU_CALIBRATION, _B.DRYRUN_BOUND
-DRYRUN_CALIBRATION, OTHER_LAYOUT = _B.DRYRUN_CALIBRATION, _B.OTHER_LAYOUT
+DRYRUN_CALIBRATION = _B.DRYRUN_CALIBRATION
+QWEN3 = DRYRUN_CALIBRATION["qwen3_32b"]
+#: (record, stage) -> the held-out error measured when it was last looked at, for held-out records outside
+#: DRYRUN_BOUND after their family's calibration; asserted to stay that figure (to 0.5 %). The Llama2 cut
+#: with the plain layer (fine_grain_interleave 1): uncalibrated -8.5 / -8.1 %, a model gap the family's
+#: calibration on the interleaved layer cannot learn
+CALIBRATED_KNOWN = {("llama2_70b_l8_pp2_fgi1_none", 0): -0.065, ("llama2_70b_l8_pp2_fgi1_none", 1): -0.056}
 
 
 def _errors(cal, records):
@@ -129,16 +135,37 @@ def test_fit_terms_recovers_known_terms_and_refuses_what_is_not_pinned_down():
 
 def test_dryrun_records_predict_held_out_strategies_and_shapes_within_5_percent():
     """DryRun L1 records of the Qwen3-32B cut: calibrated on none + full (two records: residual and
-    one scale), the other strategies and shapes (select, per-stage counts, 8k sequence, 8 micro-
-    batches, PP2, the shipped 64-layer YAML) within 5 %. The TP8 + sequence-parallel layout is a
-    model gap calibration cannot learn (docs/estimate.md): it stays out of the bound, and is listed."""
-    cal, _ = calibrate([str(CASES / f"{n}.json") for n in DRYRUN_CALIBRATION])
+    one scale), the other strategies, shapes and layouts (select, per-stage counts, 8k sequence, 8
+    micro-batches, PP2, TP8 with sequence parallel and comm recompute, the shipped 64-layer YAML)
+    within 5 %."""
+    cal, _ = calibrate([str(CASES / f"{n}.json") for n in QWEN3])
     assert cal.transient_scale is None
-    recs = [js for js in sorted(CASES.glob("qwen3_32b_*.json")) if js.stem not in DRYRUN_CALIBRATION]
+    recs = [js for js in sorted(CASES.glob("qwen3_32b_*.json")) if js.stem not in QWEN3]
     errs = _errors(cal, recs)
-    bounded = {k: e for k, e in errs.items() if k[0] not in OTHER_LAYOUT}
-    assert len(bounded) >= 8 and max(map(abs, bounded.values())) < DRYRUN_BOUND, bounded
-    assert OTHER_LAYOUT == ("qwen3_32b_l8_tp8_sp_none",)
+    assert len(errs) >= 11 and max(map(abs, errs.values())) < DRYRUN_BOUND, errs
+
+
+@pytest.mark.parametrize("family", sorted(DRYRUN_CALIBRATION))
+def test_every_family_calibrates_on_none_and_full_and_predicts_its_other_records(family):
+    """Issue 27 point 4 on every family of the corpus (``make bench-plan`` prints the same tables):
+    calibrated on the family's none + full cut, every other record of the family within 5 %, but
+    those whose YAML has a key the model leaves out (a bound: SeqPipe, the accumulation shard), which
+    bench/plan.py names, and the pinned ``CALIBRATED_KNOWN``."""
+    cases = _B.dryrun_cases(family)
+    on = DRYRUN_CALIBRATION[family]
+    assert all(n in cases for n in on), family
+    cal, _ = calibrate([cases[n][0] for n in on])
+    unbounded = _B.unmodelled_beyond(cases, on)
+    assert all(estimate(cases[n][1]).unmodelled for n in unbounded)
+    errs = _errors(cal, [Path(cases[n][0]) for n in cases if n not in on and n not in unbounded])
+    for key, err in errs.items():
+        if key in CALIBRATED_KNOWN:
+            assert err == pytest.approx(CALIBRATED_KNOWN[key], abs=0.005), (key, err)
+        else:
+            assert abs(err) < DRYRUN_BOUND, (key, err)
+    # the records calibration was fitted on come back within the bound too (two terms, four peaks)
+    fitted = _errors(cal, [Path(cases[n][0]) for n in on])
+    assert max(map(abs, fitted.values())) < 0.065, fitted
 
 
 def test_three_dryrun_records_fit_three_terms_and_still_predict_within_5_percent():
@@ -149,7 +176,7 @@ def test_three_dryrun_records_fit_three_terms_and_still_predict_within_5_percent
     cal, _ = calibrate([str(CASES / f"{n}.json") for n in names])
     assert cal.transient_scale is not None and cal.static_scale == 1.0
     assert abs(cal.scale - 1) < 0.05 and abs(cal.transient_scale - 1) < 0.1
-    recs = [js for js in sorted(CASES.glob("qwen3_32b_*.json")) if js.stem not in names + OTHER_LAYOUT]
+    recs = [js for js in sorted(CASES.glob("qwen3_32b_*.json")) if js.stem not in names]
     errs = _errors(cal, recs)
     assert len(errs) >= 8 and max(map(abs, errs.values())) < DRYRUN_BOUND, errs
 
