@@ -80,6 +80,12 @@ CASES: Dict[str, Dict[str, Any]] = {
     "deepseek_v3_shipped_l16": {"source": DSV3, "family": "deepseek_v3", "stages": [3], "layers": 16,
                                 "recompute": True, "select": False,
                                 "set": {"parallel_config.micro_batch_num": 8}},
+    # Qwen3-MoE with every layer (12 a stage, widths, experts and parallel sizes as shipped) and 4
+    # micro-batches, as many as stages (the shipped 16 did not compile within 30 min): the in-flight count
+    # that sets the peak is the pipeline's either way
+    "qwen3_moe_shipped_mb4": {"source": QMOE, "family": "qwen3_moe", "stages": [0], "layers": None,
+                              "recompute": True, "select": False,
+                              "set": {"parallel_config.micro_batch_num": 4}},
     "qwen3_32b_l8_tp8_sp_none": {"source": Q32, "family": "qwen3", "stages": [0],
                                  "layers": 8, "recompute": False, "select": False,
                                  "set": {"parallel_config.model_parallel": 8,
@@ -122,6 +128,13 @@ CASES: Dict[str, Dict[str, Any]] = {
                                "layers": 8, "recompute": False, "select": False, "set": LEGACY_CUT},
     "qwen2_5_7b_l8_pp2_full": {"source": Q25, "family": "qwen2_5", "stages": [0, 1],
                                "layers": 8, "recompute": True, "select": False, "set": LEGACY_CUT},
+    # held out for the legacy calibration (bench/plan.py, tests/test_calibration.py): the Qwen2.5 cut with
+    # MindFormers' select set and at half the sequence under full recompute
+    "qwen2_5_7b_l8_pp2_select": {"source": Q25, "family": "qwen2_5", "stages": [0, 1],
+                                 "layers": 8, "recompute": False, "select": True, "set": LEGACY_CUT},
+    "qwen2_5_7b_l8_pp2_s4k_full": {"source": Q25, "family": "qwen2_5", "stages": [0, 1],
+                                   "layers": 8, "recompute": True, "select": False,
+                                   "set": {**LEGACY_CUT, "model.model_config.seq_length": 4096}},
     # GLM4-9B (legacy ChatGLM2ForConditionalGeneration, glm4.yaml): dp 2 tp 1, 8k sequence, fp32
     # weights, bf16 compute, optimizer shard; the shipped recompute_slice_activation (unmodelled) off
     "glm4_9b_l8_pp2_none": {"source": G4, "family": "glm4", "stages": [0, 1],
