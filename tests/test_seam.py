@@ -70,8 +70,9 @@ def test_pynative_run_findings_come_from_the_rules(tmp_path):
     assert sw101 and all(f.rank == 1 and f.layer == 1 for f in sw101)
     assert sw101[0].severity == VARIANTS["SW101"]["run"].severity
     assert sw101[0].message.startswith("expected 'Set select recompute at layer 1: mlp'")
-    # the ranks now differ: SW401 (a warning on this path), on rank 1 only
-    assert [(f.rank, f.severity) for f in found if f.code == "SW401"] == [(1, "warning")]
+    # the ranks now differ: SW401, on rank 1 only, at the rule's one severity (as on the static path)
+    assert [(f.rank, f.severity) for f in found if f.code == "SW401"] == [(1, VARIANTS["SW401"]["run"].severity)]
+    assert VARIANTS["SW401"]["run"].severity == "error"
     # the CLI's verify says the same, from the same rules
     code, out, err = _run("verify", str(run), "--config", PYN, "--format", "json")
     assert code == 1 and '"SW101"' in out and '"SW401"' in out
