@@ -33,9 +33,11 @@ def test_diff_of_two_pynative_yamls_compares_their_layers():
     lines = out.splitlines()
     assert lines[0].endswith("; PyNative (r2.x) path") and lines[1].endswith("; PyNative (r2.x) path")
     assert "pipeline stages 2 vs 1" in out and "swap off → ON" in out
-    # the stage of a layer is not the config's to say with pipeline parallel (PlanView.stage_of: None)
+    # each layer's stage is where apply_pp puts it (pynative.config.stage_split): 0-1 on stage 0, 2-3 on 1
     row0 = next(ln for ln in lines if ln.startswith("0 "))
-    assert "? → 0" in row0 and "prefetch → 1" in row0
+    assert row0.split()[1] == "0" and "prefetch → 1" in row0
+    row2 = next(ln for ln in lines if ln.startswith("2 "))
+    assert "✗ 1 → 0" in row2 and "?" not in out
     code, out, err = _run("diff", PYN, PYN)
     assert code == 0 and not err and "DIFFER" not in out
 
