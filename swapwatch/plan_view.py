@@ -26,8 +26,8 @@ class PlanView(Protocol):
 
     #: which view this is (:data:`LAYER_SETTING` or :data:`APPLY_AC`): what ``checks.Rule.views`` match
     view: str
-    #: the layers are global ids with no stage split known to the config (``apply_ac``: the trainer's
-    #: ``apply_pp`` splits the decoder after the strategy is resolved)
+    #: the layers are global ids (``apply_ac``: the trainer's ``apply_pp`` splits the decoder after the strategy
+    #: is resolved; ``stage_of`` gives that split, ``pynative/config.py:stage_split``)
     global_layer_ids: bool
     #: verify's per-layer :class:`~swapwatch.compare.Comparison` (patterns matched segment by segment
     #: against the logged paths) reads this plan

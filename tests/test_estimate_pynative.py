@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from swapwatch.pynative import sizing
+from swapwatch.pynative.layer_spec import Refusal
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REC = os.path.join(ROOT, "fixtures", "pynative_memory")
@@ -197,15 +198,25 @@ def test_one_case_rerun_for_real_matches_its_record():
 
 
 def test_pipeline_and_mtp_layers_are_placed(tmp_path):
-    """PP: an even split, the remainder on the last stages, micro-batches from the global batch (said in
+    """PP: apply_pp's split (pynative.config.stage_split: PpLayerSetting's 'auto' even split, which refuses
+    what does not divide, or the YAML's explicit ranges), micro-batches from the global batch (said in
     ``unchecked``); DeepSeek-V3: dense / MoE / MTP layers each on their own kind's table, MTP on the last stage."""
-    pp = open(os.path.join(ROOT, "fixtures", "configs", "pynative_pp2.yaml")).read().replace(
-        "  num_hidden_layers: 4\n", "  num_hidden_layers: 5\n  hidden_size: 1024\n  num_attention_heads: 8\n"
-        "  intermediate_size: 3072\n  vocab_size: 32000\n  seq_length: 2048\n"
-        "training:\n  local_batch_size: 1\n  global_batch_size: 8\n")
-    js = sizing.estimate_pynative(_write(tmp_path, pp)).to_json()
-    assert [s["layers"] for s in js["stages"]] == [[0, 1], [2, 3, 4]]
+    def pp_yaml(n: int, extra: str = "") -> str:
+        return open(os.path.join(ROOT, "fixtures", "configs", "pynative_pp2.yaml")).read().replace(
+            "  num_hidden_layers: 4\n", f"  num_hidden_layers: {n}\n  hidden_size: 1024\n  num_attention_heads: 8\n"
+            "  intermediate_size: 3072\n  vocab_size: 32000\n  seq_length: 2048\n"
+            "training:\n  local_batch_size: 1\n  global_batch_size: 8\n").replace(
+            "  pipeline_parallel: 2\n", "  pipeline_parallel: 2\n" + extra)
+    js = sizing.estimate_pynative(_write(tmp_path, pp_yaml(6))).to_json()
+    assert [s["layers"] for s in js["stages"]] == [[0, 1, 2], [3, 4, 5]]
+    assert [r["stage"] for r in js["layers"]] == [0, 0, 0, 1, 1, 1]
     assert any("global_batch_size / (dp x local_batch_size) = 8" in u for u in js["unchecked"])
+    # 5 layers on 2 stages: PpLayerSetting._compute_auto raises; explicit ranges place them
+    with pytest.raises(Refusal, match=r"Number of layers \(5\) is not divisible by total stages \(2\)"):
+        sizing.estimate_pynative(_write(tmp_path, pp_yaml(5), "five.yaml"))
+    js = sizing.estimate_pynative(_write(tmp_path, pp_yaml(5, "  pipeline_parallel_layers_per_stage: ['0-1', "
+                                                          "'2-4']\n"), "five_ranges.yaml")).to_json()
+    assert [s["layers"] for s in js["stages"]] == [[0, 1], [2, 3, 4]]
     ds = open(os.path.join(ROOT, "fixtures", "configs", "pynative_dsv3_mtp.yaml")).read().replace(
         "  num_nextn_predict_layers: 1\n", "  num_nextn_predict_layers: 1\n  hidden_size: 1792\n"
         "  intermediate_size: 3072\n  moe_intermediate_size: 512\n  n_routed_experts: 8\n"

@@ -76,6 +76,39 @@ def test_value_aware_keys_matter_only_at_values_that_change_memory():
     assert classify({"a": {"key": 3}}).unmodelled == ["a.key"]
 
 
+
+def test_the_table_alone_says_what_a_key_is_on_each_path():
+    """The path cases are rules of keys.RULES (``where=``), not code after the lookup: rule_for in a
+    config's Context gives what classify gives in that config."""
+    fgi, swap = "model.model_config.fine_grain_interleave", "optimizer.swap"
+    llama, mcore = Context(llama_legacy=True), Context(mcore=True)
+    assert rule_for(fgi, 2, llama).kind == MODELLED
+    assert rule_for(fgi, 2, mcore).kind == IRRELEVANT
+    assert rule_for(fgi, 2, Context(glm=True)).kind == UNMODELLED
+    assert rule_for(fgi, 1, llama).kind == MODELLED            # the size key, value 1: the plain layer
+    assert rule_for(swap, True, mcore).kind == MODELLED
+    assert rule_for(swap, True).kind == UNMODELLED
+    assert rule_for(swap, False, mcore).kind == IRRELEVANT
+    threshold = "parallel.parallel_optimizer_config.parallel_optimizer_threshold"
+    assert rule_for(threshold, 64).kind == IRRELEVANT              # the parallel optimizer is off
+    assert rule_for(threshold, 64, Context(shard=True)).kind == MODELLED
+    acc = "parallel.parallel_optimizer_config.gradient_accumulation_shard"
+    assert rule_for(acc, True, Context(shard=True)).kind == UNMODELLED
+    assert rule_for(acc, True).why == "the parallel optimizer is off"
+    # every key of every maintainer YAML, on both code paths: classify is the table's walk (plus what
+    # MindFormers rejects at launch, refused before the table is read)
+    for path in MAINTAINER:
+        tree = load_config(path, check_rules=False).tree
+        for legacy in (True, False):
+            t = dict(tree, use_legacy=legacy)
+            rep, ctx = classify(t), context(t)
+            for key, value in leaves(t):
+                if key in rep.why and rep.why[key] != "not known to the memory model" and key not in (
+                        rep.by_kind.get(REFUSED) or []):
+                    rule = rule_for(key, value, ctx)
+                    assert rule is not None and (rule.kind, rule.why) == (
+                        next(k for k, ks in rep.by_kind.items() if key in ks), rep.why[key]), (path, key)
+
 def small_yaml(tmp_path, extra: str = "", mc_extra: str = "") -> str:
     p = tmp_path / "small.yaml"
     p.write_text(textwrap.dedent("""\

@@ -33,9 +33,11 @@ def test_diff_of_two_pynative_yamls_compares_their_layers():
     lines = out.splitlines()
     assert lines[0].endswith("; PyNative (r2.x) path") and lines[1].endswith("; PyNative (r2.x) path")
     assert "pipeline stages 2 vs 1" in out and "swap off → ON" in out
-    # the stage of a layer is not the config's to say with pipeline parallel (PlanView.stage_of: None)
+    # each layer's stage is where apply_pp puts it (pynative.config.stage_split): 0-1 on stage 0, 2-3 on 1
     row0 = next(ln for ln in lines if ln.startswith("0 "))
-    assert "? → 0" in row0 and "prefetch → 1" in row0
+    assert row0.split()[1] == "0" and "prefetch → 1" in row0
+    row2 = next(ln for ln in lines if ln.startswith("2 "))
+    assert "✗ 1 → 0" in row2 and "?" not in out
     code, out, err = _run("diff", PYN, PYN)
     assert code == 0 and not err and "DIFFER" not in out
 
@@ -70,8 +72,9 @@ def test_pynative_run_findings_come_from_the_rules(tmp_path):
     assert sw101 and all(f.rank == 1 and f.layer == 1 for f in sw101)
     assert sw101[0].severity == VARIANTS["SW101"]["run"].severity
     assert sw101[0].message.startswith("expected 'Set select recompute at layer 1: mlp'")
-    # the ranks now differ: SW401 (a warning on this path), on rank 1 only
-    assert [(f.rank, f.severity) for f in found if f.code == "SW401"] == [(1, "warning")]
+    # the ranks now differ: SW401, on rank 1 only, at the rule's one severity (as on the static path)
+    assert [(f.rank, f.severity) for f in found if f.code == "SW401"] == [(1, VARIANTS["SW401"]["run"].severity)]
+    assert VARIANTS["SW401"]["run"].severity == "error"
     # the CLI's verify says the same, from the same rules
     code, out, err = _run("verify", str(run), "--config", PYN, "--format", "json")
     assert code == 1 and '"SW101"' in out and '"SW401"' in out

@@ -27,7 +27,10 @@ class RanksDisagree(Rule):
     ``Formative`` / ``initial ... from dict`` values. This rule takes, per layer and action, what
     most ranks logged, and reports each rank that logged something else (layers a truncated log
     never reached are left to SW106). It needs no config, so it also catches a bad node when you
-    verify without ``--config``.
+    verify without ``--config``. On the PyNative (r2.x) path without pipeline parallel every rank
+    runs ``apply_ac`` over the whole decoder with the same config, so every rank logs the same
+    ``Set ...`` lines and maps too: each rank whose lines differ from the most common ones is
+    reported (with pipeline parallel each stage logs only its own layers, and nothing is compared).
 
     **Why it matters.** Ranks that disagree run different graphs: at best one node has more
     memory pressure than the others, at worst collective communication hangs or the job mixes
@@ -155,8 +158,9 @@ class RanksDisagree(Rule):
 
     def _apply_ac(self, comp: Optional["ApplyAcComparison"]) -> Iterable[Finding]:
         """``apply_ac`` without pipeline parallel (each stage logs only its own layers): ranks whose logged lines
-        differ from the most common ones, one finding per odd rank (a warning: TP/EP ranks apply one strategy, a
-        rank that differs is worth a look, not a failed run by itself)."""
+        differ from the most common ones, one finding per odd rank, at the rule's severity: TP / EP ranks apply
+        one strategy, and a rank that recomputes or swaps otherwise runs another graph (its recomputed forward
+        repeats the layer's collectives), as on the static path."""
         if comp is None or comp.pipeline:
             return
         sigs = comp.signatures()
@@ -166,8 +170,7 @@ class RanksDisagree(Rule):
         odd = sorted(r for r, s in sigs.items() if s != common)
         # one finding per odd rank (the renderers fold them into "ranks 1, 3: ...")
         for r in odd:
-            yield Finding(self.code, "warning", "logged a different PyNative strategy from the other ranks",
-                          rank=r, actual=odd)
+            yield self.finding("logged a different PyNative strategy from the other ranks", rank=r, actual=odd)
 
 
 def _sources(seen: "Mapping[int, List[Seen]]") -> Dict[Tuple[int, str], str]:

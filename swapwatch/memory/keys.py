@@ -12,12 +12,16 @@ the first rule of :data:`RULES` whose pattern matches it (``fnmatch`` on the dot
   the estimate's header line and its JSON ``unmodelled`` (key paths), and the figure is then a
   bound, not a prediction;
 * ``refused``: the peak cannot be known offline (MindSpore's strategy search decides the layout at
-  compile time): ``estimate`` / ``plan`` stop with that reason (exit 2).
+  compile time), or no run exists (MindFormers 2.1.0 rejects the key at launch: :func:`_rejected`,
+  which :func:`classify` asks before the table): ``estimate`` / ``plan`` stop with that reason (exit 2).
 
 A key with no rule is ``unmodelled`` too: an unknown key is reported, never dropped. A value-aware
 rule (``when``) applies only when the value makes the key matter (``recompute_slice_activation:
 False`` changes nothing; ``True`` does); a path-aware one (``where``) only in a config where
-MindFormers 2.1.0 reads the key (``parallel_optimizer_comm_recompute`` on GLM only).
+MindFormers 2.1.0 reads the key (``parallel_optimizer_comm_recompute`` on GLM only, the parallel
+optimizer's keys with it on, ``fine_grain_interleave`` on the legacy Llama layer, ``optimizer.swap``
+sized on mcore). The table alone says what each key is on each path: :func:`rule_for` with a
+:class:`Context` gives what :func:`classify` gives in that config.
 """
 from __future__ import annotations
 
@@ -90,13 +94,21 @@ def context(tree: Dict[str, Any]) -> Context:
 
 
 MC = "model.model_config."
-#: first match wins; see the module docstring
+#: keys that only matter with the parallel optimizer on (irrelevant without it, whatever their value:
+#: the first rules of :data:`RULES`)
+SHARD_ONLY = ("parallel.parallel_optimizer_config.parallel_optimizer_threshold",
+              "parallel.parallel_optimizer_config.gradient_accumulation_shard",
+              "recompute_config.parallel_optimizer_comm_recompute")
+#: first match wins; see the module docstring. What MindFormers itself rejects at launch is not a
+#: rule: :func:`classify` refuses it before the table is read (:func:`_rejected`).
 RULES: Tuple[Rule, ...] = (
     # -- refused: only the compiler knows the layout --------------------------------------------------
     Rule("parallel.parallel_mode", REFUSED,
          "auto_parallel (parallel_mode 2) searches the sharding strategy at compile time: the layout and so the "
          "peak cannot be known offline; run DryRun (`msrun --sim_level 1`) or set parallel_mode 1 (semi-auto)",
          when=lambda v: v in (2, "auto_parallel")),
+    # -- the parallel optimizer's own keys, with the parallel optimizer off ---------------------------
+    *(Rule(k, IRRELEVANT, "the parallel optimizer is off", where=lambda c: not c.shard) for k in SHARD_ONLY),
     # -- unmodelled: memory-relevant, not sized (value-aware first) -----------------------------------
     # comm recompute and slice activation: what MindFormers 2.1.0 passes on, per code path
     # (docs/estimate.md "Comm recompute and slice activation"; each rule's reason cites the code)
@@ -145,9 +157,14 @@ RULES: Tuple[Rule, ...] = (
     Rule("parallel.pipeline_config.seq_split_num", UNMODELLED, "SeqPipe's sequence chunks", when=_not_one),
     Rule("parallel_config.seq_split_num", UNMODELLED, "SeqPipe's sequence chunks in flight and key / value caches "
          "(legacy; DryRun L1: 899 MiB under the same Llama2-70B cut without it, docs/estimate.md)", when=_not_one),
+    Rule(MC + "fine_grain_interleave", IRRELEVANT, "the mcore layers do not read it", when=_not_one,
+         where=lambda c: c.mcore),
+    Rule(MC + "fine_grain_interleave", MODELLED, "the interleaved layer's backward copies (memory/llama.yaml "
+         "`interleave`; with model_parallel 1 MindFormers builds the plain layer)", when=_not_one,
+         where=lambda c: c.llama_legacy),
     Rule(MC + "fine_grain_interleave", UNMODELLED, "fine-grain interleave splits each micro-batch in two halves "
-         "whose communication overlaps the other's compute (modelled on the legacy Llama layer only: "
-         "classify)", when=_not_one),
+         "whose communication overlaps the other's compute (modelled on the legacy Llama layer only, irrelevant "
+         "on mcore: the rules above)", when=_not_one),
     Rule("micro_batch_interleave_num", MODELLED, "legacy: each micro-batch holds that many batch_size parts, "
          "all kept for the backward (spec.batch; mcore: refused, classify)", when=_not_one),
     Rule("parallel_config.vocab_emb_dp", UNMODELLED, "the embedding table's split (data parallel vs model parallel)",
@@ -163,6 +180,8 @@ RULES: Tuple[Rule, ...] = (
     Rule("context.mempool_block_size", UNMODELLED, "the pool's block size: fragmentation (the actual peak)"),
     Rule("context.ascend_config.parallel_speed_up_json_path", UNMODELLED,
          "the speed-up switches in that JSON (e.g. overlap of communication) are not read"),
+    Rule("optimizer.swap", MODELLED, "mcore: AdamW's states on host, their device copies at the optimizer step "
+         "(memory/model.py swap_optimizer_step)", when=_truthy, where=lambda c: c.mcore),
     Rule("optimizer.swap", UNMODELLED, "optimizer states swapped to host", when=_truthy),
     Rule(MC + "moe_token_drop_policy", IRRELEVANT, "DryRun and the model assume the even token load"),
     Rule(MC + "moe_token_dispatcher_type", UNMODELLED, "alltoall is tabled; other dispatchers keep other copies",
@@ -321,12 +340,6 @@ PATTERN_SECTIONS = ("recompute_config.select_recompute.", "recompute_config.sele
                     "swap_config.op_swap.", MC + "op_swap.", "swap_config.layer_swap.")
 
 
-#: keys that only matter with the parallel optimizer on
-SHARD_ONLY = frozenset({"parallel.parallel_optimizer_config.parallel_optimizer_threshold",
-                        "parallel.parallel_optimizer_config.gradient_accumulation_shard",
-                        "recompute_config.parallel_optimizer_comm_recompute"})
-
-
 def _rejected(key: str, value: Any, ctx: Context) -> Optional[str]:
     """Why MindFormers 2.1.0 itself rejects this key at this value in this config (None: it does
     not): ``trainer/base_trainer.py:BaseTrainer._wrap_network_with_tool_cells`` (mcore) raises
@@ -351,35 +364,24 @@ def rejected(tree: Dict[str, Any]) -> List[Tuple[str, str]]:
     return [(path, why) for path, value in leaves(tree) for why in [_rejected(path, value, ctx)] if why]
 
 
-#: keys unmodelled on the legacy path that the mcore path (use_legacy: False) models
-MCORE_MODELLED = {"optimizer.swap": "mcore: AdamW's states on host, their device copies at the optimizer step "
-                                    "(memory/model.py swap_optimizer_step)"}
-
-
 def classify(tree: Dict[str, Any]) -> KeyReport:
-    """Classify every leaf key path of ``tree`` (see the module docstring)."""
+    """Classify every leaf key path of ``tree`` (see the module docstring): what MindFormers 2.1.0
+    rejects at launch is refused (:func:`_rejected`), every other key takes its first rule
+    (:func:`rule_for`, in this config's :class:`Context`)."""
     out = KeyReport()
     ctx = context(tree)
     for path, value in leaves(tree):
         key = next((s[:-1] for s in PATTERN_SECTIONS if path.startswith(s)), path)
-        rule = rule_for(key, value, ctx)
-        kind, why = (rule.kind, rule.why) if rule else (UNMODELLED, "not known to the memory model")
-        if not ctx.shard and key in SHARD_ONLY:
-            kind, why = IRRELEVANT, "the parallel optimizer is off"
-        if key == MC + "fine_grain_interleave" and kind == UNMODELLED:
-            if ctx.mcore:
-                kind, why = IRRELEVANT, "the mcore layers do not read it"
-            elif ctx.llama_legacy:
-                kind, why = MODELLED, ("the interleaved layer's backward copies (memory/llama.yaml `interleave`; "
-                                       "with model_parallel 1 MindFormers builds the plain layer)")
-        rejected = _rejected(key, value, ctx)
-        if rejected:
-            kind, why = REFUSED, rejected
-        if kind == UNMODELLED and key in MCORE_MODELLED and ctx.mcore:
-            kind, why = MODELLED, MCORE_MODELLED[key]
-        if key not in out.why:
-            out.by_kind.setdefault(kind, []).append(key)
-            out.why[key] = why
+        if key in out.why:          # a pattern section: classified once, at its first entry
+            continue
+        refusal = _rejected(key, value, ctx)
+        if refusal:
+            kind, why = REFUSED, refusal
+        else:
+            rule = rule_for(key, value, ctx)
+            kind, why = (rule.kind, rule.why) if rule else (UNMODELLED, "not known to the memory model")
+        out.by_kind.setdefault(kind, []).append(key)
+        out.why[key] = why
     return out
 
 

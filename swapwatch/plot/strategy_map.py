@@ -60,7 +60,7 @@ def _is_plan(obj: Any) -> bool:
 
 
 def _global_ids(obj: Any) -> bool:
-    """The plan's layers are global ids with no stage split known and its swaps prefetch a layer ``→j``
+    """The plan's layers are global ids (apply_pp splits them afterwards) and its swaps prefetch a layer ``→j``
     (``PlanView.global_layer_ids``: the ``apply_ac`` view)."""
     return bool(getattr(obj, "global_layer_ids", False))
 

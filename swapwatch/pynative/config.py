@@ -9,16 +9,21 @@ MindFormers' text (exit 2). Everything ``apply_ac`` checks later lives in :mod:`
 
 The model shape comes from the HF-style ``model`` section the PyNative models read (``num_hidden_layers``,
 ``num_nextn_predict_layers`` for MTP, ``first_k_dense_replace`` for DeepSeek's dense layers, ``model_type``);
-``parallelism.pipeline_parallel`` decides whether swap is allowed at all.
+``parallelism.pipeline_parallel`` decides whether swap is allowed at all, and with
+``pipeline_parallel_interleave_num`` / ``pipeline_parallel_layers_per_stage`` which stage holds each layer
+(:func:`stage_split`).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from ..config import mapping, nearest, read_yaml
 from ..errors import ConfigError, InputError
 from .layer_spec import Refusal
+
+if TYPE_CHECKING:
+    from ..plan import Geometry
 
 #: Field defaults of the three config classes (``config.py:RecomputeConfig`` etc.).
 RECOMPUTE_FIELDS = {"mode": "None", "full_recompute_layer": None, "select_module": None, "exclude_op": None}
@@ -54,6 +59,20 @@ class PynativeConfig:
     ignored_static_keys: List[str] = field(default_factory=list)
     source: Optional[str] = None
     lines: Dict[str, int] = field(default_factory=dict)
+    #: which stage and chunk holds each decoder layer (:func:`stage_split`); None only for a config built by
+    #: hand, taken as one stage
+    stages: Optional["Geometry"] = None
+
+    def stage_of(self, layer: int) -> Tuple[int, int]:
+        """``(stage, chunk)`` of global layer id ``layer``: the decoder layers where :func:`stage_split` puts
+        them, the MTP layers on the last virtual stage (``StageModelBuilder.build_stages`` builds the MTP
+        block with ``post_process``, on the last virtual stage only)."""
+        geo = self.stages
+        if geo is None:
+            return 0, 0
+        if layer >= self.num_layers:
+            return geo.pipeline_stage - 1, geo.pp_interleave_num - 1
+        return geo.pp_ids[layer], geo.interleave_ids[layer]
 
     @property
     def total_layers(self) -> int:
@@ -168,6 +187,7 @@ def from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional[str]
     if not isinstance(pp, int) or isinstance(pp, bool) or pp < 1:
         raise ConfigError(f"expected a positive int, got {pp!r}", file=source,
                           line=lines.get("parallelism.pipeline_parallel"), key="parallelism.pipeline_parallel")
+    stages = stage_split(n, par, source, lines)
     named = family or model.get("model_type")
     fk = model.get("first_k_dense_replace")
     if fk is None:      # models/deepseek3/configuration_deepseek_v3.py:DeepseekV3Config.__init__ default
@@ -178,7 +198,89 @@ def from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional[str]
     return PynativeConfig(recompute=secs["recompute"], recompute_comm=secs["recompute_comm"], swap=secs["swap"],
                           num_layers=n, mtp_layers=mtp, pipeline_parallel=pp,
                           family=named or default_family().name, first_k_dense=int(fk), degrees=degrees,
-                          ignored_static_keys=ignored, source=source, lines=dict(lines))
+                          ignored_static_keys=ignored, source=source, lines=dict(lines), stages=stages)
+
+
+def stage_split(num_layers: int, par: Dict[str, Any], source: Optional[str] = None,
+                lines: Optional[Dict[str, int]] = None) -> "Geometry":
+    """Which pipeline stage and chunk holds each decoder layer, as MindFormers 2.1.0's r2.x trainer places them:
+    the one split PyNative explain / diff (``PynativePlan.stage_of``) and the sizing (``sizing.estimate_pynative``)
+    read.
+
+    ``pynative/base_models/gpt/parallelize.py:apply_pp`` builds one model per virtual stage
+    ``v = chunk * pipeline_parallel + pp_rank`` (``pynative/distributed/pipeline_parallel.py:
+    StageModelBuilder._get_local_stage_indices``) over the layers ``PpLayerSetting.get_layer_range(v)``:
+
+    * ``pipeline_parallel_layers_per_stage: auto`` (the default): ``num_layers / (pp * interleave)``
+      consecutive layers per virtual stage; ``PpLayerSetting._compute_auto`` raises ValueError when that does
+      not divide (refused here with its text);
+    * a list of one string per pp rank, ``'start-end'`` per chunk, chunks comma-separated
+      (``PpLayerSetting._init_explicit``, whose ValueErrors are refused with their text). MindFormers does not
+      check that the ranges cover the layers once each, in stage order; a split that does not is refused here
+      (the stage of a layer would not be one).
+
+    Without pipeline parallel (``apply_pp`` is not called) every layer is on stage 0."""
+    from ..strategy import _split
+    import numpy as np
+
+    lines = lines or {}
+    pp = par.get("pipeline_parallel", 1)
+    pp = pp if isinstance(pp, int) and not isinstance(pp, bool) and pp > 1 else 1
+    if pp == 1:
+        return _split(num_layers, 1, 1, np.zeros((1, 1), np.int32), np.array([[num_layers]], np.int32))
+    key_v, key_l = "parallelism.pipeline_parallel_interleave_num", "parallelism.pipeline_parallel_layers_per_stage"
+    v_num = par.get("pipeline_parallel_interleave_num", 1)
+    if not isinstance(v_num, int) or isinstance(v_num, bool) or v_num < 1:
+        raise ConfigError(f"expected a positive int, got {v_num!r}", file=source, line=lines.get(key_v), key=key_v)
+    total = pp * v_num
+    per = par.get("pipeline_parallel_layers_per_stage", "auto")
+    counts = np.zeros((v_num, pp), np.int32)
+    if per == "auto":
+        if num_layers % total:
+            raise Refusal(f"Number of layers ({num_layers}) is not divisible by total stages ({total})."
+                          "Please configure the model distribution via 'pipeline_parallel_layers_per_stage'.",
+                          file=source, line=lines.get("parallelism.pipeline_parallel"),
+                          key="parallelism.pipeline_parallel")
+        counts[:, :] = num_layers // total
+    else:
+        where = dict(file=source, line=nearest(lines, key_l), key=key_l)
+        if not isinstance(per, list) or not all(isinstance(x, str) for x in per):
+            raise ConfigError("expected 'auto' or a list of 'start-end' strings (one per pipeline stage, chunks "
+                              f"comma-separated; PpLayerSetting._init_explicit splits each), got {per!r}", **where)
+        if len(per) != pp:
+            raise Refusal(f"The length of 'pipeline_parallel_layers_per_stage' ({len(per)}) must equal "
+                          f"'pipeline_parallel' ({pp}), but got {len(per)} entries for {pp} PP ranks.", **where)
+        ranges: Dict[int, Tuple[int, int]] = {}
+        for rank, text in enumerate(per):
+            chunks = text.split(",")
+            if len(chunks) != v_num:
+                raise Refusal(f"PP rank {rank} has {len(chunks)} chunk(s) in 'pipeline_parallel_layers_per_stage' "
+                              f"(got '{text}'), but 'pipeline_parallel_interleave_num' is {v_num}. Each PP rank "
+                              f"must have exactly {v_num} comma-separated chunk(s).", **where)
+            for chunk, r in enumerate(chunks):
+                ids = r.strip().split("-")
+                if len(ids) > 2:
+                    raise Refusal(f"Invalid layer range format: {r}. Expected format is 'start-end' or "
+                                  "'single_layer'.", **where)
+                try:
+                    lo, hi = int(ids[0]), int(ids[-1])
+                except ValueError:
+                    raise Refusal(f"Invalid layer range format: {r}. Layer IDs must be integers, got "
+                                  f"'{ids[0]}' and '{ids[-1]}'", **where) from None
+                if lo > hi:
+                    raise Refusal(f"Invalid layer range format: {r}. layer_start must be less than or equal to "
+                                  "layer_end.", **where)
+                ranges[chunk * pp + rank] = (lo, hi)
+        nxt = 0
+        for vs in range(total):
+            lo, hi = ranges[vs]
+            if lo != nxt or (vs == total - 1 and hi != num_layers - 1):
+                raise ConfigError(f"pipeline_parallel_layers_per_stage does not give layers 0-{num_layers - 1} "
+                                  f"one stage each, in stage order: virtual stage {vs} (pp rank {vs % pp}, chunk "
+                                  f"{vs // pp}) holds {lo}-{hi}", **where)
+            counts[vs // pp, vs % pp] = hi - lo + 1
+            nxt = hi + 1
+    return _split(num_layers, pp, v_num, np.zeros((1, pp), np.int32), counts)
 
 
 def load(path: str, num_layers: Optional[int] = None, family: Optional[str] = None) -> PynativeConfig:

@@ -99,7 +99,13 @@ def header_lines(ex: PynativeExplanation) -> List[str]:
     if not plan.applied:
         out.append("nothing is enabled: apply_ac returns at once and logs nothing")
     if cfg.pipeline_parallel > 1:
-        out.append("pipeline_parallel > 1: each stage applies and logs only its own layers")
+        from ..text import ranges
+
+        on: Dict[int, List[int]] = {}
+        for layer in range(cfg.total_layers):
+            on.setdefault(cfg.stage_of(layer)[0], []).append(layer)
+        split = "; ".join(f"stage {st}: layers {ranges(ids)}" for st, ids in sorted(on.items()))
+        out.append(f"pipeline_parallel > 1: each stage applies and logs only its own layers ({split})")
     return out
 
 

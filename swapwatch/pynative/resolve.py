@@ -107,7 +107,7 @@ class PynativePlan:
 
     It is the ``apply_ac`` :class:`~swapwatch.paths.PlanView`: the consumers read the same per-layer,
     per-action view as of a LayerSetting plan; the attributes and ``*_hook`` methods below are where this path
-    differs (global layer ids, no stage split, module paths rather than patterns, its own verify map)."""
+    differs (global layer ids, module paths rather than patterns, its own verify map)."""
 
     view: ClassVar[str] = APPLY_AC
     global_layer_ids: ClassVar[bool] = True
@@ -147,8 +147,8 @@ class PynativePlan:
         raise KeyError(layer)
 
     def stage_of(self, layer: int) -> Tuple[Optional[int], int]:
-        """Stage 0 without pipeline parallel; None with it (``apply_pp`` splits the decoder, not the config)."""
-        return (0 if self.config.pipeline_parallel <= 1 else None), 0
+        """Where ``apply_pp`` puts the layer (``PynativeConfig.stage_of``: the split the sizing reads too)."""
+        return self.config.stage_of(layer)
 
     def layer_actions(self, layer: int) -> Dict[str, List[str]]:
         return self._actions_of(layer).actions()

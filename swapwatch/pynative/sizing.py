@@ -38,8 +38,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
 
-import numpy as np
-
 from ..config import read_yaml
 from ..config.tree import _pretrained_config
 from ..errors import ConfigError
@@ -127,8 +125,10 @@ def _spec_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional[str
         gbs = training.get("global_batch_size", 1)
         if isinstance(gbs, int) and isinstance(local, int) and isinstance(dp, int) and local > 0 and dp > 0:
             mbn = max(1, gbs // (dp * local))
+        chunks = par.get("pipeline_parallel_interleave_num", 1)
         notes.append(f"pipeline micro-batches taken as global_batch_size / (dp x local_batch_size) = {mbn}, "
-                     f"1F1B, layers split evenly (pipeline_parallel_layers_per_stage not read)")
+                     + ("1F1B" if chunks == 1 else f"interleaved 1F1B over {chunks} chunks, the micro-batches in "
+                        "flight per chunk taken as the static path's interleaved schedule's"))
     tree = {"model": {"model_config": mc},
             "parallel_config": {"data_parallel": dp, "model_parallel": par.get("tensor_parallel", 1),
                                 "pipeline_stage": pp, "context_parallel": par.get("context_parallel", 1),
@@ -240,20 +240,6 @@ def layer_cost(fam: Any, la: Any) -> Tuple[str, Any]:
 
 # -- the estimate -------------------------------------------------------------------------------
 
-def _geometry(num_layers: int, pp: int, source: str, lines: Dict[str, int]):
-    """Even split over the stages, the remainder on the last ones (pipeline_parallel_layers_per_stage
-    'auto' is not read: an assumption the header states when pp > 1)."""
-    from ..strategy import _split
-
-    if pp > num_layers:
-        raise ConfigError(f"{pp} pipeline stages for {num_layers} layers", file=source,
-                          line=lines.get("parallelism.pipeline_parallel"), key="parallelism.pipeline_parallel")
-    base, rem = divmod(num_layers, pp)
-    counts = [base + (1 if s >= pp - rem else 0) for s in range(pp)]
-    layer_list = np.array([counts], np.int32)
-    return _split(num_layers, pp, 1, np.zeros((1, pp), np.int32), layer_list)
-
-
 def estimate_pynative(path: str, model: Optional[str] = None, calibration: Any = None) -> Any:
     """``swapwatch estimate`` on the PyNative YAML at ``path``: an :class:`Estimate` of the static shape
     (same renderer, same JSON) with ``path: pynative`` and ``unchecked`` added."""
@@ -286,11 +272,12 @@ def estimate_pynative(path: str, model: Optional[str] = None, calibration: Any =
 
     prefetch = plan.sections["swap"].get("default_prefetch", 1) if cfg.swap.get("enable") else None
     costs, fams, pf, rows, mtp = [], [], [], [], []
-    geo = _geometry(cfg.num_layers, spec.pp, path, lines)
+    geo = cfg.stages             # apply_pp's split, the one PyNative explain / diff show (config.stage_split)
+    assert geo is not None       # config.from_tree sets it
     for la in plan.layers:
         f = fam_of(la.layer)
         label, cost = layer_cost(f, la)
-        stage = geo.pp_ids[la.layer] if la.layer < cfg.num_layers else spec.pp - 1
+        stage = cfg.stage_of(la.layer)[0]
         row = {"layer": la.layer, "stage": stage, "choice": ("mtp:" if la.mtp else "") + label,
                "activation_bytes": cost.kept, "host_bytes": cost.host, "recompute_flops": cost.flops}
         if la.mtp:
