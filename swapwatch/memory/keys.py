@@ -63,6 +63,7 @@ class Context:
     glm: bool = False          # legacy ChatGLM2ForConditionalGeneration (models/glm2/glm2.py)
     shard: bool = False        # the parallel optimizer is on
     tp: int = 1                # parallel_config.model_parallel
+    cp: int = 1                # parallel_config.context_parallel
     full_bool: bool = False    # recompute_config.recompute is the bool True (every layer, with kwargs)
     comm_sized: bool = False   # the family's tensor table names what select comm recompute frees
     pp: bool = False           # more than one pipeline stage
@@ -79,7 +80,7 @@ def context(tree: Dict[str, Any]) -> Context:
     rc = mapping(tree.get("recompute_config"))
     mcore = tree.get("use_legacy") is False
     arch = mapping(mapping(tree.get("model")).get("arch")).get("type")
-    tp, pp = pc.get("model_parallel", 1), pc.get("pipeline_stage", 1)
+    tp, pp, cp = pc.get("model_parallel", 1), pc.get("pipeline_stage", 1), pc.get("context_parallel", 1)
     try:
         family: Optional[str] = detect(tree).name
     except InputError:          # reported by the config reader / the estimate itself
@@ -87,6 +88,7 @@ def context(tree: Dict[str, Any]) -> Context:
     return Context(mcore=mcore, glm=not mcore and LEGACY_ARCH.get(str(arch)) == "glm4",
                    shard=par.get("enable_parallel_optimizer") is True or pc.get("optimizer_shard") is True,
                    tp=tp if isinstance(tp, int) and not isinstance(tp, bool) else 1,
+                   cp=cp if isinstance(cp, int) and not isinstance(cp, bool) else 1,
                    full_bool=rc.get("recompute") is True,
                    comm_sized=family is not None and sizes_comm_recompute(family),
                    pp=isinstance(pp, int) and not isinstance(pp, bool) and pp > 1,
@@ -167,6 +169,10 @@ RULES: Tuple[Rule, ...] = (
          "on mcore: the rules above)", when=_not_one),
     Rule("micro_batch_interleave_num", MODELLED, "legacy: each micro-batch holds that many batch_size parts, "
          "all kept for the backward (spec.batch; mcore: refused, classify)", when=_not_one),
+    Rule("parallel_config.vocab_emb_dp", IRRELEVANT,
+         "with model_parallel and context_parallel 1 the embedding and the head are split the same either way "
+         "(models/llama/llama_layer.py:LlamaEmbedding.shard: ((1, 1), (dp, cp)) vs ((mp * cp, 1), (dp, 1)); "
+         "models/llama/llama.py:LlamaForCausalLM: lm_head (1, 1) vs (mp, 1))", where=lambda c: c.tp == 1 and c.cp == 1),
     Rule("parallel_config.vocab_emb_dp", UNMODELLED, "the embedding table's split (data parallel vs model parallel)",
          when=lambda v: v is not None),
     Rule("context.memory_optimize_level", UNMODELLED, "O1 turns on MindSpore's memory reuse passes",
