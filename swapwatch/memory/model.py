@@ -55,6 +55,13 @@ class Calibration:
     def peak(self, static: float, dynamic: float) -> int:
         return int(round(self.static_scale * static + self.residual + self.scale * dynamic))
 
+    def free_terms(self) -> int:
+        """How many terms the fit set: the residual (a device's peak; the CPU pool has none, its
+        ``static_scale`` is 0), the activation scale (1 when one device run pins the residual
+        only), the per-step scale (three sources or more; two on the CPU pool). A refit with fewer
+        is a weaker model than this one (memory/planner.py:held_out_error)."""
+        return int(self.static_scale != 0) + int(self.scale != 1.0) + int(self.transient_scale is not None)
+
     def per_step(self, workspace: float, other: float) -> float:
         """The backward workspace and the other per-step bytes (head, gathered weights) in units
         of ``scale`` (what :meth:`peak` multiplies): the search's fixed part (memory/search.py)."""

@@ -172,9 +172,10 @@ def plan_margin(cal: Calibration, margin: Optional[float] = None, model: Optiona
     Why not the residuals alone: the fit has two free terms (residual, activation scale), so through
     two points (``tune``'s none and full probes, one stage each) it is exact and every residual is
     0 by construction: a margin of 0 that says nothing about a strategy it was not fitted on. Left
-    out in turn, each run is a point the fit did not see. When a refit has a single point it can
-    fit the residual only (scale 1), a weaker model than the one planned with: its miss then counts
-    up to :data:`UNCALIBRATED_MARGIN` (a calibrated model is not held to less trust than none). One
+    out in turn, each run is a point the fit did not see. When a refit has fewer free terms
+    (``Calibration.free_terms``: a device run alone fits the residual only, a CPU pool run one scale
+    instead of two), it is a weaker model than the one planned with: its miss then counts up to
+    :data:`UNCALIBRATED_MARGIN` (a calibrated model is not held to less trust than none). One
     run that makes the fit exact, nothing to leave out: the uncalibrated margin, said."""
     if margin is not None:
         if not 0.0 <= margin < 1.0:
@@ -212,7 +213,7 @@ def held_out_error(cal: Calibration, model: Optional[str] = None) -> Optional[Tu
     worst, weaker = 0.0, False
     for rd in runs:
         sub, _ = calibrate([x for x in runs if x != rd], model)
-        weaker = weaker or (sub.scale == 1.0 and cal.scale != 1.0 and len(sub.runs) < 2)
+        weaker = weaker or sub.free_terms() < cal.free_terms()
         rows = [r for r in cal.runs if r["run"] == rd and r.get("measured_bytes")]
         if not rows:
             continue
