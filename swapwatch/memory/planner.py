@@ -194,7 +194,7 @@ def plan_margin(cal: Calibration, margin: Optional[float] = None, model: Optiona
                f"from the others (residuals {worst:.1%})")
         if weaker and m > UNCALIBRATED_MARGIN:
             return UNCALIBRATED_MARGIN, (f"each of the calibration's {runs} runs predicted from the others misses "
-                                         f"by up to {m:.1%}, but from one point a refit has the residual only: "
+                                         f"by up to {m:.1%}, but a refit from fewer runs fits fewer terms: "
                                          f"held at the uncalibrated margin")
         return m, why
     if len(errs) <= (2 if cal.scale != 1.0 else 1):
