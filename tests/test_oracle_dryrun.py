@@ -47,9 +47,6 @@ KNOWN: dict = {
 #: head and loss summed) and 114 MiB above the model's optimizer step (10350) (docs/estimate.md).
 KNOWN_DELTA = {
     ("qwen3_32b_l8_none", "qwen3_32b_l8_full", 3): (835, 1003),
-    # Qwen3-MoE, first stage: the model's peak is the optimizer step in both cases (recompute cannot
-    # move it), DryRun L1's activation phase is 547 MiB above it without recompute
-    ("qwen3_moe_l8_none", "qwen3_moe_l8_full", 0): (0, 547),
     # Qwen2.5-7B (legacy) none -> full, last stage: the model adds the loss' fp32 tensors (15 GiB at
     # 152k vocabulary x 8k tokens) to the layers' backward (one layer's regenerated activations
     # under full recompute); at O1 the two are apart in time (counted as the larger of the two, both Qwen2.5 last stages come within 2 %
