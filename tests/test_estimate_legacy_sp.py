@@ -38,6 +38,11 @@ def test_plain_layer_keeps_the_gathered_inputs_dryrun_names():
     # full recompute regenerates them with the layer (mp_comm_recompute: True): not kept
     full = fam.cost(fam.all_ops, fam.layer_boundary)
     assert not {"xn1g", "xn2g"} & {t for t, _ in full.by_tensor}
+    # the gather is an op of the linear's cell (the tracker's scope `wv-Linear/AllGather`): a select
+    # recompute of the attention or the MLP regenerates it from the local part, which stays
+    for group, local, gathered in (("attention", "xn1", "xn1g"), ("feed_forward", "xn2", "xn2g")):
+        sel = dict(fam.cost(*fam.ops_reached([group])).by_tensor)
+        assert sel[local] == 16 * MIB and gathered not in sel, group
 
 
 @pytest.mark.parametrize("name,why", [
