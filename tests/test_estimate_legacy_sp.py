@@ -46,7 +46,7 @@ def test_plain_layer_keeps_the_gathered_inputs_dryrun_names():
 
 
 @pytest.mark.parametrize("name,why", [
-    ("llama2_70b_l8_pp2_none", "fine_grain_interleave 2: the interleaved layer concatenates its inputs instead"),
+    ("llama2_70b_l8_pp2_none", "fine_grain_interleave 2: counted as its local inputs plus the backward's concatenated copies"),
     ("llama2_70b_l8_pp2_full_nosp_noslice", "no sequence parallel: the linears' input is whole already"),
     ("qwen2_5_7b_l8_pp2_none", "model_parallel 1: nothing to gather"),
 ])
