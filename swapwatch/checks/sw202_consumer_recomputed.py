@@ -31,7 +31,8 @@ class ConsumerRecomputed(Rule):
     swap reaches (an ``op_swap`` cell covers every op inside it; a ``layer_swap`` covers the whole
     layer) and reports the ones whose consumer is recomputed: by ``select_recompute`` on the same
     layer, or because the consuming layer is fully recomputed (the last op of a swapped layer
-    feeds the next layer). An op that is itself recomputed is SW201, not this rule.
+    feeds the next layer on the same pipeline stage; the last layer of a stage feeds the Send to
+    the next stage, which nothing recomputes). An op that is itself recomputed is SW201, not this rule.
 
     **Why it matters.** Host-device copies cost bandwidth and can stall the step; here they buy
     no memory.
@@ -89,7 +90,7 @@ class ConsumerRecomputed(Rule):
                     for c in graph.flows.get(x, ()):
                         if graph.recomputed(c, lp, recomputed[i]):
                             pairs.append(f"{x} -> {c}")
-                    if x in graph.sinks and i + 1 in layers:
+                    if x in graph.sinks and i + 1 in layers and layers[i + 1].stage == lp.stage:
                         nxt = layers[i + 1]
                         for c in sorted(graph.sources):
                             if graph.recomputed(c, nxt, recomputed[i + 1]):

@@ -129,9 +129,11 @@ class TensorTable:
         self.data = data
         sym = spec.symbols()
         #: an op with ``variant`` tags is in the layer only when every tag holds: flash / plain from
-        #: use_flash_attention, gqa / mha from the kv heads, the rest from the layout family
-        #: (``families`` in the table)
-        active = tags | {"flash" if spec.flash else "plain", "gqa" if spec.kv_heads < spec.heads else "mha"}
+        #: use_flash_attention, gqa / mha from the kv heads, interleaved / not_interleaved from the
+        #: legacy Llama's fine-grain interleave (spec.fine_grain), the rest from the layout family
+        #: (``families`` in the table); a tensor with tags has 0 bytes unless they hold
+        active = tags | {"flash" if spec.flash else "plain", "gqa" if spec.kv_heads < spec.heads else "mha",
+                         "interleaved" if spec.fine_grain > 1 else "not_interleaved"}
         if family_data(self.table).get("requires_flash") and not spec.flash:
             raise InputError(f"no memory model for model family {family!r} without flash attention yet "
                              f"(model.model_config.use_flash_attention is False; swapwatch/memory/{self.table}.yaml "
@@ -143,13 +145,14 @@ class TensorTable:
                   # compute-dtype copy of the stage serves every micro-batch (model.gathered_weights)
                   "weight_copy": spec.compute_bytes if spec.param_bytes != spec.compute_bytes
                   and not legacy_gathered(spec) else 0}
-        self.bytes: Dict[str, int] = {
-            name: product(t["shape"], sym) * dbytes[t.get("dtype", "compute")]
-            for name, t in data["tensors"].items()}
 
         def present(o: dict) -> bool:
             v = o.get("variant", ())
             return set([v] if isinstance(v, str) else v) <= active
+
+        self.bytes: Dict[str, int] = {
+            name: product(t["shape"], sym) * dbytes[t.get("dtype", "compute")] if present(t) else 0
+            for name, t in data["tensors"].items()}
 
         self.ops: List[Op] = [
             Op(o["path"], tuple(o["in"]), (o["out"],) + tuple(o.get("also_out", ())), tuple(o["saves"]),
