@@ -300,7 +300,11 @@ def head_bytes(spec: ModelSpec, stage: int) -> int:
     # backward with the compute-dtype logits and three fp32 tensors, checked on the example model's
     # CPU runs: docs/estimate.md "The PyNative path")
     logits = c if spec.mcore or c == 4 else 0
-    return b * sq * h * c + b * s * sym["v"] * (logits + 12) + weight_copy
+    # the legacy layer under sequence parallel gathers the final norm's output whole in fp32 and casts
+    # it for the head (DryRun L1's tracker on the Llama2-70B cuts' last stage: 128 + 64 MiB where the
+    # local [b, s / tp, h] part is 16; docs/estimate.md "The plain Llama layer under sequence parallel")
+    norm = b * s * h * (4 + c) if sym["sg"] and not spec.mcore else b * sq * h * c
+    return norm + b * s * sym["v"] * (logits + 12) + weight_copy
 
 
 def gathered_weights(spec: ModelSpec, fam: TensorTable, n_layers: int, layer_params: Optional[int] = None,
