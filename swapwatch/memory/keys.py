@@ -181,6 +181,10 @@ RULES: Tuple[Rule, ...] = (
          "the legacy path's terms are DryRun L1's at O1, as the maintainer YAMLs set it (the optimizer step's "
          "form, the last stage's loss apart from the layers' backward: docs/estimate.md)",
          when=lambda v: str(v).upper() == "O1", where=lambda c: not c.mcore),
+    Rule("context.jit_config.jit_level", MODELLED,
+         "legacy at O0: the last stage's loss is counted with the layers' backward (their sum, the higher "
+         "figure: DryRun L1 measured them apart at O1 only; ModelSpec.loss_apart)",
+         when=lambda v: str(v).upper() == "O0", where=lambda c: not c.mcore),
     Rule("context.jit_config.jit_level", UNMODELLED, "O1 / O2 graph fusion changes what is kept",
          when=lambda v: v not in (None, "O0")),
     Rule("context.mempool_block_size", UNMODELLED, "the pool's block size: fragmentation (the actual peak)"),
