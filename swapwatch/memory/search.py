@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple, TypeVar
 
 from .tensor_table import TensorTable, LayerCost
-from .model import (NO_CALIBRATION, Calibration, gathered_weights, head_bytes, inflight, stage_memory)
+from .model import (NO_CALIBRATION, Calibration, inflight, stage_memory)
 from .spec import ModelSpec
 
 
@@ -149,8 +149,8 @@ def fam_parts(spec: ModelSpec, fam: TensorTable, geo, stage: int, cal: Calibrati
     n = sum(sum(row) for row in geo.layer_list)
     st = stage_memory(spec, fam, geo, stage, [zero] * n)
     n_layers = sum(geo.layer_list[v][stage] for v in range(geo.pp_interleave_num))
-    fixed, floor = step_terms(fam.workspace + n_layers * fam.early_bound if n_layers else 0, head_bytes(spec, stage),
-                              gathered_weights(spec, fam, n_layers, stage=stage), spec.loss_apart, cal)
+    fixed, floor = step_terms(fam.workspace + n_layers * fam.early_bound if n_layers else 0, st.head, st.gathered,
+                              st.loss_apart, cal)
     return st.static_total, fixed, st.optimizer, floor
 
 
