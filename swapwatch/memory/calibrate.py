@@ -222,8 +222,8 @@ def _split(st: Any, workspace: bool = True) -> Tuple[int, int]:
     activations: ``scaled_dynamic``)."""
     if st.phase == "optimizer":
         return st.optimizer, 0
-    transient, ws, head, gathered = st.step_parts()      # the loss apart: the larger side only
-    return st.activations + st.swap_window, int(transient + (ws if workspace else 0) + head + gathered)
+    # the loss apart: the larger side only, weighed as scaled_dynamic weighs it (no workspace: w 0)
+    return st.activations + st.swap_window, int(sum(st.step_parts(w=1.0 if workspace else 0.0)))
 
 
 def fit_pool(points: Sequence[Tuple[float, float, float]]) -> Tuple[float, Optional[float]]:
