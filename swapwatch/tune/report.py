@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, List
+from typing import List
 
 from ..layer_table import grid
 from ..text import MIB as MiB, MIB_UNIT, fmt_bytes
-
-if TYPE_CHECKING:       # a renderer takes the result, it does not import the tune loop
-    from .loop import TuneResult
+from .result import TuneResult
 
 
 def _mib(n) -> str:
