@@ -10,15 +10,21 @@ line naming the command, the same for every command.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Sequence, Tuple
 
 from .config.document import TrainingDocument
-from .errors import NotModelled
+from .errors import InputError, NotModelled
 
 if TYPE_CHECKING:
+    from .compare import Comparison, ExpectedLog, LogReader
+    from .config import TrainingConfig
     from .memory.dryrun import DryRunResult
     from .memory.model import Calibration, Estimate
     from .memory.planner import PlanResult
+    from .parsers.model import RunLog
+    from .plan import Plan
+    from .pynative.config import PynativeConfig
+    from .pynative.resolve import PynativePlan
 
 #: what a command may need of a path beyond its plan: ``size`` (a memory estimate), ``calibrate`` (fitted to
 #: measured runs), ``dryrun`` (MindSpore DryRun as the oracle), ``fit`` (a strategy searched under a budget and
@@ -44,6 +50,32 @@ class CodePath:
 
     def not_modelled(self, doc: TrainingDocument, need: str) -> NotModelled:
         raise NotImplementedError
+
+    # ---- the plan and its log ------------------------------------------------------------------
+
+    def configure(self, doc: TrainingDocument) -> Tuple[Any, Any]:
+        """``(config, plan)`` of ``doc`` as ``verify --config`` takes it (bad input: one line, exit 2)."""
+        raise NotImplementedError
+
+    def expected_log(self, plan: Any) -> "ExpectedLog":
+        """What ``plan`` makes MindFormers log on this path (``compare.ExpectedLog``)."""
+        raise NotImplementedError
+
+    @property
+    def logged(self) -> "LogReader":
+        """How this path's log reads back (``compare.LogReader``)."""
+        raise NotImplementedError
+
+    def config_from_log(self, runlog: "RunLog") -> Tuple[Any, str]:
+        """``(config, where it came from)`` rebuilt from the run's own log, for ``verify`` without ``--config``."""
+        raise NotImplementedError
+
+    def compare(self, plan: Any, runlog: "RunLog") -> "Comparison":
+        """The one plan-vs-log comparison: what ``plan`` makes this path log against each rank's log as this path
+        reads it (``compare.compare``)."""
+        from .compare import compare
+
+        return compare(self.expected_log(plan), runlog, self.logged)
 
     def size(self, doc: TrainingDocument, command: str, model: Optional[str] = None, *,
              calibrate: Sequence[str] = (), calibration: Optional["Calibration"] = None) -> "Estimate":
@@ -95,10 +127,40 @@ class LayerSetting(CodePath):
 
     models = NEEDS
 
-    def __init__(self, mcore: bool) -> None:
+    def __init__(self, mcore: Optional[bool] = None) -> None:
         self.mcore = mcore
         self.name = "static graph, mcore (use_legacy: False)" if mcore else \
             "static graph, legacy (recompute_config / swap_config)"
+
+    def configure(self, doc: TrainingDocument) -> Tuple["TrainingConfig", "Plan"]:
+        from .config import load_config
+        from .strategy import plan
+
+        config = load_config(doc.path)
+        return config, plan(config)
+
+    def expected_log(self, plan: "Plan") -> "ExpectedLog":
+        from .compare import expected_log
+
+        return expected_log(plan)
+
+    @property
+    def logged(self) -> "LogReader":
+        from .compare import LAYER_SETTING_LOG
+
+        return LAYER_SETTING_LOG
+
+    def config_from_log(self, runlog: "RunLog") -> Tuple["TrainingConfig", str]:
+        """MindFormers' own copy of the YAML: its ``initial ... from dict`` lines and the logged geometry."""
+        from .compare import printed_mindformers
+        from .config import config_from_log
+
+        if not any(printed_mindformers(rl) for rl in runlog.ranks.values()):
+            files = [f for rl in runlog.ranks.values() for f in rl.files][:3]
+            raise InputError("no MindFormers line at all in these logs (no config, no strategy, no step): "
+                             "nothing to verify (is this a worker log of a MindFormers job?); with --config "
+                             "the verdict is NOT VERIFIED", file=", ".join(files) or None)
+        return config_from_log(runlog)
 
     def _size(self, doc: TrainingDocument, model: Optional[str], calibrate: Sequence[str],
               calibration: Optional["Calibration"]) -> "Estimate":
@@ -133,6 +195,26 @@ class ApplyAc(CodePath):
 
         return estimate_pynative(doc.path, model)
 
+    def configure(self, doc: TrainingDocument) -> Tuple["PynativeConfig", "PynativePlan"]:
+        from .pynative.resolve import plan_tree
+
+        return plan_tree(doc.data, doc.lines, doc.path)
+
+    def expected_log(self, plan: "PynativePlan") -> "ExpectedLog":
+        from .pynative.logged import expected_log
+
+        return expected_log(plan)
+
+    @property
+    def logged(self) -> "LogReader":
+        from .pynative.logged import APPLY_AC_LOG
+
+        return APPLY_AC_LOG
+
+    def config_from_log(self, runlog: "RunLog") -> Tuple["PynativeConfig", str]:
+        raise InputError("this is a PyNative (r2.x) run: its log does not print the recompute/swap sections; "
+                         "pass the training YAML with --config")
+
 
 def of(doc: TrainingDocument) -> CodePath:
     """The code path ``doc`` goes to (``pynative.config.detect_path``: a top-level ``recompute`` /
@@ -144,6 +226,18 @@ def of(doc: TrainingDocument) -> CodePath:
     if found == "pynative":
         return ApplyAc()
     return LayerSetting(mcore=found == "mcore")
+
+
+#: a PyNative run's own notices (``parsers/pynative.py``): the trainer's world size, a map, a refused config
+_APPLY_AC_NOTICES = ("pyn_map_start", "world_size", "pyn_config_error")
+
+
+def of_run(runlog: "RunLog") -> CodePath:
+    """The code path whose logs ``runlog`` holds: the PyNative trainer's when a rank logged one of its own notices
+    (:data:`_APPLY_AC_NOTICES`), else LayerSetting's (verify without ``--config``)."""
+    if any(r.notices(what).n for r in runlog.ranks.values() for what in _APPLY_AC_NOTICES):
+        return ApplyAc()
+    return LayerSetting()
 
 
 def read(path: str) -> "tuple[TrainingDocument, CodePath]":

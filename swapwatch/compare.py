@@ -18,6 +18,14 @@ when some pattern applied there matches it. The per-layer decisions themselves c
 :class:`~swapwatch.plan.Plan` (strategy.py is the one place for those semantics); this module
 only knows which of them leave a line in the log.
 
+Both of MindFormers' code paths are compared here, by the same code: each path says what its plan makes
+the log show (an :class:`ExpectedLog`: ``codepaths.CodePath.expected_log``) and how its lines read back
+(a :class:`LogReader`: ``codepaths.CodePath.logged``). On LayerSetting a configured item is a *pattern*
+matched segment by segment; on the PyNative ``apply_ac`` path it is a resolved module path (``literal``),
+matched as written, and its log also has the "Final ... Configuration Map" entries and a few notices of
+its own (a refused config, a pattern that matched nothing, world size 1), which the reader gives as
+:class:`Notices`. The rules read one :class:`Comparison` whichever path made it.
+
 It also holds what "the same value" means when a logged value meets a configured one
 (:func:`canon`, :func:`same_value`): SW107, SW109 and SW401 all decide with it.
 """
@@ -27,7 +35,7 @@ import functools
 from collections import OrderedDict, defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, FrozenSet, List, Optional, Protocol, Sequence, Set, Tuple
 
 from . import actions, patterns
 from .actions import NAMES as ACTIONS
@@ -51,6 +59,15 @@ class Expected:
     #: the paths come from the layer's own tree of a family the config names: an empty ``paths``
     #: then means "this layer logs nothing for it" (a default pattern of another layer kind)
     resolved: bool = False
+    #: ``pattern`` is a resolved module path, matched as written (``apply_ac`` logs what it wrapped),
+    #: not a pattern matched segment by segment (LayerSetting)
+    literal: bool = False
+
+    def matches(self, path: Optional[str]) -> bool:
+        """Does the logged ``path`` show this item?"""
+        if self.literal:
+            return path == self.pattern
+        return patterns.logged_path_matches(self.pattern, path)
 
     @property
     def op(self) -> Optional[str]:
@@ -71,11 +88,76 @@ class Seen:
     source: str
 
 
+@dataclass(frozen=True)
+class Notices:
+    """What a rank's log says about the strategy besides its per-layer lines (a path's own notices;
+    none on LayerSetting): MindFormers refused the strategy (``refused``: the notice events), a pattern
+    matched no module (``no_match``), the run applies no strategy at all (``applies`` False: a one-card
+    PyNative run never calls ``apply_ac``), any of them (``any``: the rank printed MindFormers output)."""
+
+    refused: Tuple[Any, ...] = ()
+    no_match: Tuple[Any, ...] = ()
+    applies: bool = True
+    any: bool = False
+
+
+#: a rank's log without notices of its own (every LayerSetting rank)
+NO_NOTICES = Notices()
+
+
+class LogReader(Protocol):
+    """How one code path's log reads back (``codepaths.CodePath.logged``)."""
+
+    def seen(self, rank_log: Any) -> Dict[int, List["Seen"]]:
+        """Per layer, the items the rank's per-layer lines show (deduplicated)."""
+
+    def notices(self, rank_log: Any) -> Notices:
+        """The rank's notices about the strategy (:data:`NO_NOTICES` when the path has none: a packed
+        rank must not be unpacked to say so)."""
+
+
+@dataclass
+class ExpectedLog:
+    """What a plan makes MindFormers log, per layer (``codepaths.CodePath.expected_log``)."""
+
+    items: Dict[int, List[Expected]]
+    #: every path the model's layers have: a logged path outside them means the layout is not the
+    #: model's (``Comparison.layout_trusted``)
+    known_paths: FrozenSet[str]
+    #: each rank logs only its own pipeline stage's layers (``apply_ac`` runs on each stage's chunk):
+    #: what is missing is judged on all ranks together (``Comparison.union``), and ranks are not
+    #: compared with each other
+    per_stage: bool = False
+    #: (label, pattern) the plan says match nothing on any layer: a rank's no-match notice for another
+    #: pattern is a stage's view of a pattern that matches on another stage (``per_stage``)
+    unmatched: FrozenSet[Tuple[str, str]] = frozenset()
+    #: action -> MindFormers' default patterns the plan took for it (they span layer kinds: one that no
+    #: layer logs is not a typo while another of them applied)
+    defaulted: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    #: ``(action, pattern, layer) -> text``: a did-you-mean for a pattern no rank logged ("" for none)
+    hint: Callable[[str, str, int], str] = field(default=lambda action, pattern, layer: "")
+
+
+class _LayerSettingLog:
+    """LayerSetting's ``Set ...`` lines read back: :func:`seen_items`, no notices of its own."""
+
+    def seen(self, rank_log: Any) -> Dict[int, List["Seen"]]:
+        return seen_items(rank_log)
+
+    def notices(self, rank_log: Any) -> Notices:
+        return NO_NOTICES
+
+
+#: the LayerSetting path's reader (``codepaths.LayerSetting.logged``)
+LAYER_SETTING_LOG: LogReader = _LayerSettingLog()
+
+
 @dataclass
 class RankDiff:
-    """Everything one rank did differently from the plan."""
+    """Everything one rank did differently from the plan (``rank`` None: all ranks together, when each
+    logs only its own stage: ``Comparison.union``)."""
 
-    rank: int
+    rank: Optional[int]
     missing: List[Expected] = field(default_factory=list)
     extra: List[Seen] = field(default_factory=list)
     value_diffs: List[Tuple[Expected, Seen]] = field(default_factory=list)
@@ -89,6 +171,19 @@ class RankDiff:
     #: a lower rank that logged exactly the same items with the same cut (this diff is its
     #: verdicts with this rank's sources), None when this rank was compared on its own
     same_as: Optional[int] = None
+    #: the rank's own notices (:class:`Notices`), and whether it printed MindFormers output at all
+    notices: Notices = NO_NOTICES
+    loud: bool = False
+
+    @property
+    def refused(self) -> Tuple[Any, ...]:
+        """MindFormers refused the strategy on this rank (the notices saying so)."""
+        return self.notices.refused
+
+    @property
+    def silent(self) -> bool:
+        """No strategy line, no notice, no MindFormers output at all."""
+        return not self.loud and not self.has_strategy_lines
 
 
 @dataclass
@@ -102,6 +197,32 @@ class Comparison:
     seen_anywhere: Set[Tuple[str, str]]
     #: (action, pattern) the layout says will log something
     layout_matches: Set[Tuple[str, str]]
+    #: ranks log only their own stage's layers (:attr:`ExpectedLog.per_stage`): missing items are judged
+    #: on :attr:`union`, and ranks are not compared with each other
+    per_stage: bool = False
+    #: with :attr:`per_stage`, what all ranks logged together (each key as the lowest rank logged it),
+    #: compared with the plan (``rank`` None)
+    union: Optional[RankDiff] = None
+    #: (label, pattern) the plan says match nothing anywhere (:attr:`ExpectedLog.unmatched`)
+    unmatched: FrozenSet[Tuple[str, str]] = frozenset()
+    #: :attr:`ExpectedLog.defaulted` and :attr:`ExpectedLog.hint`
+    defaulted: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    hint: Callable[[str, str, int], str] = field(default=lambda action, pattern, layer: "")
+
+    def judged(self) -> List[RankDiff]:
+        """The diffs whose missing items are differences: every rank's, or with :attr:`per_stage` the
+        union's (a rank of one stage logs no line for another stage's layers)."""
+        if self.union is not None:
+            return [self.union]
+        return [d for _, d in sorted(self.ranks.items())]
+
+    def no_match(self, diff: RankDiff) -> List[Any]:
+        """``diff``'s rank's notices that a pattern matched nothing, as they stand: with :attr:`per_stage`
+        not a stage's notice for a pattern that matches on another stage."""
+        if diff.silent:
+            return []
+        return [n for n in diff.notices.no_match
+                if not (self.per_stage and (n.data["label"], n.data["pattern"]) not in self.unmatched)]
 
     def missing_differs(self, e: "Expected") -> bool:
         """Is a missing expected item a difference of the run? The one answer SW101, verify's
@@ -110,7 +231,7 @@ class Comparison:
         layout says must log. A pattern no rank matched and nothing says should is SW104's (a
         config that reaches nothing), not a difference of the run."""
         key = (e.action, e.pattern)
-        return e.pattern is None or key in self.seen_anywhere or (
+        return e.pattern is None or e.literal or key in self.seen_anywhere or (
             self.layout_trusted and key in self.layout_matches)
 
     def cells(self, diff: "RankDiff") -> Set[Tuple[int, str]]:
@@ -267,22 +388,29 @@ class ValueTexts:
 # The comparison
 # ---------------------------------------------------------------------------------------------
 
-def compare(plan: Any, runlog: _model.RunLog, family: Optional[str] = None) -> Comparison:
-    """Compare every rank of ``runlog`` with ``plan`` (``family``: the layout name for a plan
-    without a :class:`~swapwatch.families.ModelFamily`; default the plan's own). ``plan`` is a LayerSetting
-    :class:`~swapwatch.plan.Plan` (``checks.comparable``); typed ``Any`` while ``CheckContext.plan``, which
-    callers hand on, is either view.
+def expected_log(plan: "Plan", family: Optional[str] = None) -> ExpectedLog:
+    """What a LayerSetting plan makes MindFormers log (``codepaths.LayerSetting.expected_log``):
+    :func:`expected_actions` (``family``: the layout name for a plan without a
+    :class:`~swapwatch.families.ModelFamily`; default the plan's own) and the family's paths."""
+    from .unmatched import suggest
+
+    family = family or plan.model           # the plan's family, else the default (decided in families.py)
+    fam = plan.family
+    return ExpectedLog(expected_actions(plan, family), fam.paths() if fam is not None else layout_paths(family),
+                       defaulted=plan.defaulted, hint=functools.partial(suggest, plan))
+
+
+def compare(expected: ExpectedLog, runlog: _model.RunLog, logged: LogReader = LAYER_SETTING_LOG) -> Comparison:
+    """Compare every rank of ``runlog`` with what the plan makes the log show (``expected``), reading each
+    rank's log with its path's ``logged`` reader.
 
     Ranks are visited one at a time (a packed rank is unpacked only while it is compared), and
     ranks that logged the same strategy items with the same cut are compared once: the others get
     the same verdicts with their own sources (:func:`_refold`). For a packed rank the diff keeps no
     copy of its logged items; ``RankDiff.seen`` reads them back from the rank when asked.
     """
-    family = family or plan.model           # the plan's family, else the default (decided in families.py)
-    expected = expected_actions(plan, family)
-    fam = plan.family
-    known = fam.paths() if fam is not None else layout_paths(family)
-    layout_matches = {(e.action, e.pattern) for items in expected.values() for e in items
+    items = expected.items
+    layout_matches = {(e.action, e.pattern) for row in items.values() for e in row
                       if e.pattern is not None and e.paths}
     ranks: Dict[int, RankDiff] = {}
     seen_anywhere: Set[Tuple[str, str]] = set()
@@ -293,38 +421,63 @@ def compare(plan: Any, runlog: _model.RunLog, family: Optional[str] = None) -> C
     # the entry holds the key, so its id is not reused. An equal key that is another object only
     # misses this shortcut and is folded by content below.
     quick_folds: Dict[Tuple[int, bool], Tuple[Any, Tuple[RankDiff, Dict[int, int]]]] = {}
+    union: Dict[Tuple[int, str], List[Seen]] = {}
     for r, rank_log in sorted(runlog.ranks.items()):
         skey = rank_log.strategy_key()
         packed = skey is not None
-        if packed:
+        notices = logged.notices(rank_log)
+        loud = notices.any or printed_mindformers(rank_log)
+        if packed and not expected.per_stage:
             # a packed rank knows its strategy's content: equal content, equal items, no unpacking
             quick = (id(skey), is_cut(rank_log))
             got = quick_folds.get(quick)
             if got is not None and not got[1][0].extra and not got[1][0].value_diffs:
-                ranks[r] = _refold(r, got[1], [], LazySeen(rank_log))
+                ranks[r] = _refold(r, got[1], [], LazySeen(rank_log, logged), notices, loud)
                 continue
-        seen = seen_items(rank_log)
-        flat = [s for items in seen.values() for s in items]
+        seen = logged.seen(rank_log)
+        flat = [s for row in seen.values() for s in row]
         logged_paths.update(s.path for s in flat if s.path is not None)
+        if expected.per_stage:           # each (layer, action) as the lowest rank that logged it logged it
+            mine: Dict[Tuple[int, str], List[Seen]] = {}
+            for s in flat:
+                mine.setdefault((s.layer, s.action), []).append(s)
+            for uk, row in mine.items():
+                union.setdefault(uk, row)
         key = (tuple((s.layer, s.action, s.path, norm_value(s.value)) for s in flat), is_cut(rank_log))
         folded = folds.get(key)
         if folded is None:
-            diff = _rank_diff(r, rank_log, expected, seen)
+            diff = _rank_diff(r, rank_log, items, seen)
+            if expected.per_stage:
+                diff.missing = []               # judged on the union: a stage logs only its own layers
             folded = folds[key] = (diff, {id(s): i for i, s in enumerate(flat)})
             for k, layers in diff.matched.items():
                 if layers:
                     seen_anywhere.add(k)
         else:
-            diff = _refold(r, folded, flat, seen)
+            diff = _refold(r, folded, flat, seen, notices, loud)
+        diff.notices, diff.loud = notices, loud
         if packed:
             quick_folds.setdefault(quick, (skey, folded))
-            diff.seen = LazySeen(rank_log)
+            diff.seen = LazySeen(rank_log, logged)
         ranks[r] = diff
-    return Comparison(expected, ranks, logged_paths <= known, seen_anywhere, layout_matches)
+    whole: Optional[RankDiff] = None
+    if expected.per_stage:
+        merged: Dict[int, List[Seen]] = defaultdict(list)
+        for (layer, _), row in sorted(union.items()):
+            merged[layer].extend(row)
+        whole = RankDiff(None)
+        whole.seen = merged
+        whole.has_strategy_lines = any(merged.values())
+        for layer in sorted(set(items) | set(merged)):
+            _diff_layer(whole, layer, items.get(layer, []), merged.get(layer, []))
+        whole.extra, whole.value_diffs = [], []          # each rank's own (its sources)
+        whole.loud = any(d.loud for d in ranks.values())
+    return Comparison(items, ranks, logged_paths <= expected.known_paths, seen_anywhere, layout_matches,
+                      expected.per_stage, whole, expected.unmatched, expected.defaulted, expected.hint)
 
 
 def _refold(rank: int, folded: Tuple[RankDiff, Dict[int, int]], flat: List[Seen],
-            seen: "Mapping[int, List[Seen]]") -> RankDiff:
+            seen: "Mapping[int, List[Seen]]", notices: Notices, loud: bool) -> RankDiff:
     """The diff of a rank that logged exactly what an already compared rank logged (same items,
     same order, same cut): the same verdicts, with this rank's own Seen items (its sources)."""
     ref, index = folded
@@ -337,6 +490,7 @@ def _refold(rank: int, folded: Tuple[RankDiff, Dict[int, int]], flat: List[Seen]
     diff.seen = seen
     diff.extra = [flat[index[id(s)]] for s in ref.extra]
     diff.value_diffs = [(e, flat[index[id(s)]]) for e, s in ref.value_diffs]
+    diff.notices, diff.loud = notices, loud
     return diff
 
 
@@ -346,14 +500,14 @@ class LazySeen(Mapping):
 
     _recent: "OrderedDict[int, Tuple[Any, Dict[int, List[Seen]]]]" = OrderedDict()
 
-    def __init__(self, rank_log: Any):
-        self.rank_log = rank_log
+    def __init__(self, rank_log: Any, logged: LogReader = LAYER_SETTING_LOG):
+        self.rank_log, self.logged = rank_log, logged
 
     def _items(self) -> Dict[int, List[Seen]]:
         key = id(self)
         got = self._recent.get(key)
         if got is None:       # the entry holds self, so its id is not reused while cached
-            got = self._recent[key] = (self, seen_items(self.rank_log))
+            got = self._recent[key] = (self, self.logged.seen(self.rank_log))
             while len(self._recent) > 16:
                 self._recent.popitem(last=False)
         return got[1]
@@ -375,18 +529,23 @@ def _rank_diff(rank: int, rank_log: Any, expected: Dict[int, List[Expected]],
     diff.has_strategy_lines = any(seen.values())
     diff.cut_layers = _cut_layers(rank_log, seen, expected)
     for layer in sorted(set(expected) | set(seen)):
-        exp = expected.get(layer, [])
-        got = seen.get(layer, [])
-        for action in ACTIONS:
-            e_act = [e for e in exp if e.action == action]
-            s_act = [s for s in got if s.action == action]
-            if not e_act and not s_act:
-                continue
-            if action in actions.PATTERN_ACTIONS:
-                _diff_patterns(diff, layer, e_act, s_act)
-            else:
-                _diff_whole_layer(diff, layer, e_act, s_act)
+        _diff_layer(diff, layer, expected.get(layer, []), seen.get(layer, []))
     return diff
+
+
+def _diff_layer(diff: RankDiff, layer: int, exp: List[Expected], got: List[Seen]) -> None:
+    """One layer: every action in MindFormers' per-layer order, then any other line kind of the path
+    (``apply_ac``'s map entries), each an action of path items."""
+    others = sorted(({e.action for e in exp} | {s.action for s in got}) - set(ACTIONS))
+    for action in [*ACTIONS, *others]:
+        e_act = [e for e in exp if e.action == action]
+        s_act = [s for s in got if s.action == action]
+        if not e_act and not s_act:
+            continue
+        if action in actions.WHOLE_LAYER_ACTIONS:
+            _diff_whole_layer(diff, layer, e_act, s_act)
+        else:
+            _diff_patterns(diff, layer, e_act, s_act)
 
 
 def _diff_whole_layer(diff: RankDiff, layer: int, exp: List[Expected], got: List[Seen]) -> None:
@@ -407,17 +566,22 @@ def _diff_whole_layer(diff: RankDiff, layer: int, exp: List[Expected], got: List
 
 def _diff_patterns(diff: RankDiff, layer: int, exp: List[Expected], got: List[Seen]) -> None:
     for e in exp:
-        hits = [s for s in got if patterns.logged_path_matches(e.pattern, s.path)]
+        hits = [s for s in got if e.matches(s.path)]
         if hits and e.pattern is not None:
             diff.matched[(e.action, e.pattern)].add(layer)
         elif e.logged and layer not in diff.cut_layers and not (e.resolved and not e.paths):
             diff.missing.append(e)
     for s in got:
-        owners = [e for e in exp if patterns.logged_path_matches(e.pattern, s.path)]
+        owners = [e for e in exp if e.matches(s.path)]
         if not owners:
             diff.extra.append(s)
         elif s.action == "op_swap" and norm_value(s.value) not in {norm_value(e.value) for e in owners}:
             diff.value_diffs.append((owners[0], s))
+
+
+def expects_lines(comp: "Comparison") -> bool:
+    """Does the plan make MindFormers log any per-layer line at all?"""
+    return any(expects_line(e) for items in comp.expected.values() for e in items)
 
 
 def expects_line(e: Expected) -> bool:
@@ -455,7 +619,7 @@ def strategy_complete(seen: Dict[int, List[Seen]], expected: Dict[int, List[Expe
         if e.pattern is None:
             if not any(s.action == e.action for s in got):
                 return False
-        elif not any(s.action == e.action and patterns.logged_path_matches(e.pattern, s.path) for s in got):
+        elif not any(s.action == e.action and e.matches(s.path) for s in got):
             return False
     return True
 
@@ -491,6 +655,19 @@ def near_source(diff: RankDiff, layer: int, rank_log: Optional[_model.RankLog] =
 
 
 def describe(action: str, op: Optional[str] = None) -> str:
-    """``select recompute feed_forward.mul`` / ``full recompute``: for messages."""
-    label = actions.LABEL.get(action, action)
+    """``select recompute feed_forward.mul`` / ``full recompute``: for messages (a path's other line kinds,
+    ``apply_ac``'s map entries, in the words of :mod:`swapwatch.setting_lines`)."""
+    from .setting_lines import line_label
+
+    label = line_label(action)
     return f"{label} {op}" if op else label
+
+
+#: Event kinds that only MindFormers' own logger produces (a rank with none of them printed nothing).
+MINDFORMERS_KINDS = ("geometry", "formative", "initial_config", "action", "step")
+
+
+def printed_mindformers(rank_log: Any) -> bool:
+    """The rank's log holds MindFormers output (a path's own notices aside: :attr:`Notices.any`),
+    answered without unpacking its events."""
+    return not rank_log.kinds().isdisjoint(MINDFORMERS_KINDS)

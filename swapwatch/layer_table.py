@@ -108,23 +108,28 @@ def logged_cells(items: Sequence[Any]) -> Dict[str, str]:
             continue
         if action == "full_recompute":
             cells[action] = "yes"
-        elif action == "layer_swap":
-            cells[action] = ", ".join(f"p={s.value}" for s in got)
+        elif action == "layer_swap":       # a line without a prefetch (apply_ac's) says the swap alone
+            cells[action] = ", ".join("yes" if s.value is None else f"p={s.value}" for s in got)
         elif action == "op_swap":
-            cells[action] = ", ".join(f"{s.path} p={s.value}" for s in got)
+            cells[action] = ", ".join(str(s.path) if s.value is None else f"{s.path} p={s.value}" for s in got)
         else:
             cells[action] = ", ".join(str(s.path) for s in got)
     return cells
 
 
-def legend(texts: Iterable[str]) -> List[str]:
-    """The legend lines a table needs for the marks its cells use."""
+#: what :data:`VOIDED` means on a LayerSetting plan (``PlanView.voided_legend``)
+VOIDED_LEGEND = "swap voided by recompute on that layer (SW201)"
+
+
+def legend(texts: Iterable[str], voided: str = VOIDED_LEGEND) -> List[str]:
+    """The legend lines a table needs for the marks its cells use (``voided``: what :data:`VOIDED` means on the
+    plan shown, ``PlanView.voided_legend``)."""
     joined = " ".join(texts)
     out = []
     if "yes*" in joined:
         out.append("yes* = fully recomputed without a log line")
     if VOIDED in joined:
-        out.append(f"{VOIDED} = swap voided by recompute on that layer (SW201)")
+        out.append(f"{VOIDED} = {voided}")
     if "p=" in joined:
         out.append("p = backward_prefetch")
     return out
@@ -190,6 +195,13 @@ def stage_summary(layer_plans: Sequence["LayerPlan"], plan: Optional["Plan"] = N
     With the ``plan`` (a family it can walk), a layer counts only for what applies there: select,
     comm and op-swap patterns that reach nothing on the layer's tree do not count (issue 21.8:
     ``select_recompute: True`` on Qwen3-MoE expands to defaults that match nothing)."""
+    return _summary_lines(stage_counts(layer_plans, plan))
+
+
+def stage_counts(layer_plans: Sequence["LayerPlan"], plan: Optional["Plan"] = None
+                 ) -> List[Tuple[Any, List[int], Dict[str, int]]]:
+    """Per stage of a LayerSetting plan: ``(stage, its layers, {full, select, comm, swap[, voided swap]: n})``,
+    as :func:`stage_summary` says them."""
     by_stage: "OrderedDict[Any, List[Any]]" = OrderedDict()
     for lp in sorted(layer_plans, key=lambda x: (x.stage, x.layer)):
         by_stage.setdefault(lp.stage, []).append(lp)
@@ -210,18 +222,36 @@ def stage_summary(layer_plans: Sequence["LayerPlan"], plan: Optional["Plan"] = N
                 return True
         return False
 
+    return _counts(by_stage, applies)
+
+
+def plan_summary(plan: Any) -> List[str]:
+    """:func:`stage_summary` of a plan of either path (``PlanView.stage_counts``)."""
+    return _summary_lines(plan.stage_counts())
+
+
+def _summary_lines(counts: List[Tuple[Any, List[int], Dict[str, int]]]) -> List[str]:
+    out = []
+    for stage, layers, n in counts:
+        parts = [f"{k} {v}" for k, v in n.items()]
+        out.append(f"stage {stage}: layers {ranges(layers)} ({len(layers)}), " + ", ".join(parts))
+    return out
+
+
+def _counts(by_stage: "OrderedDict[Any, List[Any]]", applies: Callable[[Any, Any, str], bool]
+            ) -> List[Tuple[Any, List[int], Dict[str, int]]]:
     out = []
     for stage, lps in by_stage.items():
-        full = sum(1 for lp in lps if lp.full_recompute)
-        select = sum(1 for lp in lps if applies(lp, lp.select_recompute, WALK_MODE["select_recompute"]))
-        comm = sum(1 for lp in lps if applies(lp, lp.select_comm_recompute, WALK_MODE["select_comm_recompute"]))
-        swap = sum(1 for lp in lps if lp.layer_swap is not None or applies(lp, list(lp.op_swap or {}), "swap"))
+        counts = {"full": sum(1 for lp in lps if lp.full_recompute),
+                  "select": sum(1 for lp in lps if applies(lp, lp.select_recompute, WALK_MODE["select_recompute"])),
+                  "comm": sum(1 for lp in lps if applies(lp, lp.select_comm_recompute,
+                                                          WALK_MODE["select_comm_recompute"])),
+                  "swap": sum(1 for lp in lps if lp.layer_swap is not None
+                              or applies(lp, list(lp.op_swap or {}), "swap"))}
         voided = sum(1 for lp in lps if lp.swap_overridden)
-        layers = ranges(lp.layer for lp in lps)
-        parts = [f"full {full}", f"select {select}", f"comm {comm}", f"swap {swap}"]
         if voided:
-            parts.append(f"voided swap {voided}")
-        out.append(f"stage {stage}: layers {layers} ({len(lps)}), " + ", ".join(parts))
+            counts["voided swap"] = voided
+        out.append((stage, [lp.layer for lp in lps], counts))
     return out
 
 

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from .plan import LayerPlan
+    from .unmatched import NoMatch
 
 #: The plan views (``PlanView.view``): a LayerSetting plan (patterns per layer, resolved on the layer's tree)
 #: and an ``apply_ac`` plan (module paths per global layer id).
@@ -24,16 +25,27 @@ class PlanView(Protocol):
     """What every consumer (explain's renderers, verify and its renderers, diff, ``plot strategy``, report, the
     rules) may read of a plan, whichever path made it. The action names are ``actions.py``'s."""
 
-    #: which view this is (:data:`LAYER_SETTING` or :data:`APPLY_AC`): what ``checks.Rule.views`` match
-    view: str
-    #: the layers are global ids (``apply_ac``: the trainer's ``apply_pp`` splits the decoder after the strategy
-    #: is resolved; ``stage_of`` gives that split, ``pynative/config.py:stage_split``)
-    global_layer_ids: bool
-    #: verify's per-layer :class:`~swapwatch.compare.Comparison` (patterns matched segment by segment
-    #: against the logged paths) reads this plan
-    comparable: bool
-    #: appended to a side's description where a table shows two plans (``diff``): "" or the path's name
-    path_note: str
+    @property
+    def view(self) -> str:
+        """Which view this is (:data:`LAYER_SETTING` or :data:`APPLY_AC`): what ``checks.Rule.views`` match."""
+
+    @property
+    def global_layer_ids(self) -> bool:
+        """The layers are global ids (``apply_ac``: the trainer's ``apply_pp`` splits the decoder after the strategy
+        is resolved; ``stage_of`` gives that split, ``pynative/config.py:stage_split``)."""
+
+    @property
+    def comparable(self) -> bool:
+        """Patterns are matched segment by segment against the logged paths (LayerSetting)."""
+
+    @property
+    def voided_legend(self) -> str:
+        """What a table's ``!`` mark (``layer_table.VOIDED``) means on this plan."""
+
+    @property
+    def path_note(self) -> str:
+        """Appended to a side's description where a table shows two plans (``diff``): "" or the path's name."""
+
     layers: List[Any]
 
     @property
@@ -53,12 +65,12 @@ class PlanView(Protocol):
     def to_json(self, findings: Iterable[Any] = ()) -> Dict[str, Any]:
         """explain's JSON document of this plan and the ``findings`` about it (DESIGN §3.2)."""
 
-    def verify_map_lines(self, result: Any) -> List[str]:
-        """verify's table lines of this path's own per-layer map (none: the map is made from the
-        :class:`~swapwatch.compare.Comparison`)."""
+    def unmatched(self, config: Any) -> List["NoMatch"]:
+        """The configured patterns (regexes) that reach nothing on any layer they are applied on, in this path's
+        words and located in ``config`` (SW104 before launch)."""
 
-    def verify_map_json(self, result: Any) -> Optional[Dict[str, Any]]:
-        """verify's JSON ``layer_map`` when this path has its own; None: made from the Comparison."""
+    def stage_counts(self) -> List[Tuple[Any, List[int], Dict[str, int]]]:
+        """Per pipeline stage: ``(stage, its layers, {mechanism: layers that get it})`` (the per-stage summary)."""
 
     def strategy_rows_hook(self) -> Optional[List[tuple]]:
         """``plot strategy``'s config rows when this path has its own; None: ``strategy_map`` makes them."""
@@ -77,6 +89,7 @@ class LayerSettingView:
     global_layer_ids = False
     comparable = True
     path_note = ""
+    voided_legend = "swap voided by recompute on that layer (SW201)"
     layers: List["LayerPlan"]
     swap: bool
 
@@ -116,11 +129,15 @@ class LayerSettingView:
         lp = self._layer_plan(layer)
         return layer_table.plan_cells(lp, layer_table.layer_walk(self, lp))
 
-    def verify_map_lines(self, result: Any) -> List[str]:
-        return []
+    def unmatched(self, config: Any) -> List["NoMatch"]:
+        from .unmatched import no_match
 
-    def verify_map_json(self, result: Any) -> Optional[Dict[str, Any]]:
-        return None
+        return no_match(self, config)  # type: ignore[arg-type]
+
+    def stage_counts(self) -> List[Tuple[Any, List[int], Dict[str, int]]]:
+        from . import layer_table
+
+        return layer_table.stage_counts(self.layers, self)  # type: ignore[arg-type]
 
     def strategy_rows_hook(self) -> Optional[List[tuple]]:
         return None

@@ -1,4 +1,4 @@
-"""MindFormers' per-layer LayerSetting lines, written and read in this one place.
+"""MindFormers' per-layer strategy lines, on both code paths, written and read in this one place.
 
 While it sets a decoder layer, MindFormers 2.1.0 logs what it did in a handful of fixed wordings
 (``parallel_core/training_graph/transformer/utils.py``, class ``LayerSetting``: ``set_recompute``,
@@ -15,6 +15,20 @@ reads them back (the log grammar). Both sides live here, per line kind:
   carrying MindFormers' exact bytes (whitespace runs from its backslash-continued f-strings,
   leading dots) *and* the normalised form the hooks log without ``quirks``, both rendered from the
   values, so nobody re-parses text to normalise it.
+
+The same holds for the other lines MindFormers logs about the strategy:
+
+* LayerSetting's swap/recompute conflict WARNINGs at construction (``LayerSetting.__init__``'s check;
+  :func:`conflict_layer`, :func:`conflict_listed`, :func:`conflict_all_layers`, :func:`conflict_op`,
+  :func:`conflict_recompute_true`, rows :data:`CONFLICT_KINDS`);
+* the r2.x PyNative trainer's ``apply_ac`` lines (``mindformers/pynative/distributed/
+  activation_checkpoint.py``: ``apply_recompute``, ``apply_swap``, ``_clean_and_parse_config``'s "Final ...
+  Configuration Map"): ``Set full recompute`` and ``Set select (comm) recompute`` are LayerSetting's words
+  (:func:`full_recompute`, :func:`select` with no word); ``Set exclude recompute``, ``Set layer swap`` (no
+  value), ``Set select swap`` and the maps are its own (:func:`pyn_exclude`, :func:`pyn_layer_swap`,
+  :func:`pyn_select_swap`, :func:`map_start`, :func:`map_entry`, :data:`MAP_END`; rows :data:`PYNATIVE_KINDS`).
+
+:func:`line_label` names every per-layer line kind in messages (the actions' labels, and a map's entries).
 
 No dependency beyond the standard library: the parsers import this module.
 """
@@ -61,6 +75,44 @@ CELL_NOT_OP = LineKind(
 
 #: Every per-layer line kind, in the order the grammar tries them.
 KINDS: Tuple[LineKind, ...] = (FULL_RECOMPUTE, SELECT, LAYER_SWAP, OP_SWAP, CELL_NOT_OP)
+
+#: Runs of spaces inside LayerSetting's swap/recompute conflict WARNINGs (backslash continuations).
+GAP_RECOMPUTE_TRUE = 27       # "All layers and ops ... work!<27>Because recompute = True."
+GAP_WARN_LAYER = 31           # "... in layer i that<31>is enabled swap": a layer swap voided (2.1.0: both forms)
+GAP_WARN_LISTED = 35          # same text for an op swap voided; also "in all layers ...<35>Because"
+_CONFLICT_TAIL = "is enabled swap do not work! Because it is enabled recompute."
+
+CONFLICT_LAYER = LineKind("swap_conflict_layer", r"(?P<op>.+?) operator in layer (?P<layer>\d+) that is enabled swap "
+                                                 r"do not work! Because it is enabled recompute\.$", None, "swap",
+                          "wording since 836aa288")
+CONFLICT_ALL_LAYERS = LineKind("swap_conflict_all_layers", r"(?P<op>.+?) operator in all layers that is enabled swap "
+                                                           r"do not work! Because it is enabled recompute\.$",
+                               None, "swap", "since 836aa288")
+CONFLICT_OP = LineKind("swap_conflict_op", r"(?P<op>.+?) operator that is enabled swap do not work! Because it is "
+                                           r"enabled recompute\.$", None, "swap", "since 836aa288")
+CONFLICT_RECOMPUTE_TRUE = LineKind("swap_conflict_recompute_true", r"All layers and ops that are enabled swap do "
+                                                                   r"not work! Because recompute = (?P<v>.+)\.$",
+                                   "All layers", "swap", "since 836aa288")
+#: The conflict WARNINGs, in the order the grammar tries them.
+CONFLICT_KINDS: Tuple[LineKind, ...] = (CONFLICT_LAYER, CONFLICT_ALL_LAYERS, CONFLICT_OP, CONFLICT_RECOMPUTE_TRUE)
+
+#: ``apply_ac``'s own per-layer lines and maps (the others are LayerSetting's words, :data:`KINDS`).
+PYN_MAP_START = LineKind("pyn_map_start", r"--- Final (?P<label>.+?) Configuration Map---$", "--- Final ",
+                         "Configuration Map---", "2.1.0: labels Recompute, ExcludeOp, Comm Select Recompute, Swap")
+PYN_MAP_ENTRY = LineKind("pyn_map_entry", r"layer(?P<layer>\d+): (?P<ops>.*)$", "layer", None,
+                         "2.1.0: one per layer in sorted order; '(No Module)' when empty")
+PYN_MAP_END = LineKind("pyn_map_end", r"-{69}$", "-----", None, "2.1.0: 69 dashes close a map")
+PYN_SET_EXCLUDE = LineKind("pyn_set_exclude", r"Set exclude recompute at layer (?P<layer>\d+): ?(?P<ops>.*)$", "Set ",
+                           "ecompute", "2.1.0")
+PYN_LAYER_SWAP = LineKind("pyn_layer_swap", r"Set layer swap at layer (?P<layer>\d+)$", "Set ", "swap",
+                          "2.1.0 (the static path adds 'and value is: p')")
+PYN_SELECT_SWAP = LineKind("pyn_select_swap", r"Set select swap at layer (?P<layer>\d+): ?(?P<ops>.*)$", "Set ",
+                           "swap", "2.1.0: only when a path was really wrapped")
+#: ``apply_ac``'s own line kinds, in the order the grammar tries them.
+PYNATIVE_KINDS: Tuple[LineKind, ...] = (PYN_MAP_START, PYN_MAP_ENTRY, PYN_MAP_END, PYN_SET_EXCLUDE, PYN_LAYER_SWAP,
+                                        PYN_SELECT_SWAP)
+#: A map entry's action in the comparison (``map:<label>``): what a rank's map lists per layer
+MAP_ACTION = "map:"
 
 
 @dataclass(frozen=True)
@@ -130,3 +182,72 @@ def cell_not_op(layer: int, path: str, one_segment: bool, comm: bool) -> Setting
     tail = " is expected to be operation but got cell, this configuration will not be effective."
     shown = f".{path}" if one_segment else path
     return SettingLine(CELL_NOT_OP.name, layer, f"For {what}, {shown}{tail}", _collapse(f"For {what}, {path}{tail}"))
+
+
+# ---------------------------------------------------------------------------------------------
+# LayerSetting's swap/recompute conflict WARNINGs
+# ---------------------------------------------------------------------------------------------
+
+def conflict_layer(op: str, layer: int) -> str:
+    """A layer swap voided by a recomputed layer (``op`` "All") or op: ``... in layer i that<31>is enabled ...``."""
+    return f"{op} operator in layer {layer} that{' ' * GAP_WARN_LAYER}{_CONFLICT_TAIL}"
+
+
+def conflict_listed(op: str, layer: int) -> str:
+    """An op swap voided on a listed layer: ``... in layer i that<35>is enabled ...``."""
+    return f"{op} operator in layer {layer} that{' ' * GAP_WARN_LISTED}{_CONFLICT_TAIL}"
+
+
+def conflict_op(op: str) -> str:
+    """An op swap voided by ``recompute: True`` on the op."""
+    return f"{op} operator that is enabled swap do not work! Because it is enabled recompute."
+
+
+def conflict_all_layers(op: str) -> str:
+    """A select recompute of ``op`` on every layer (``True``) against swap."""
+    return f"{op} operator in all layers that is enabled swap do not work!{' ' * GAP_WARN_LISTED}" \
+           "Because it is enabled recompute."
+
+
+def conflict_recompute_true(value: object) -> str:
+    """``recompute: True`` with swap: nothing swapped anywhere."""
+    gap = " " * GAP_RECOMPUTE_TRUE
+    return f"All layers and ops that are enabled swap do not work!{gap}Because recompute = {value}."
+
+
+# ---------------------------------------------------------------------------------------------
+# The PyNative trainer's apply_ac lines
+# ---------------------------------------------------------------------------------------------
+
+#: 69 dashes close a "Final ... Configuration Map"
+MAP_END = "-" * 69
+
+
+def map_start(label: str) -> str:
+    return f"--- Final {label} Configuration Map---"
+
+
+def map_entry(layer: int, paths: Sequence[str]) -> str:
+    return f"layer{layer}: {', '.join(paths) if paths else '(No Module)'}"
+
+
+def pyn_exclude(layer: int, paths: Sequence[str]) -> str:
+    return f"Set exclude recompute at layer {layer}: {', '.join(paths)}"
+
+
+def pyn_layer_swap(layer: int) -> str:
+    return f"Set layer swap at layer {layer}"
+
+
+def pyn_select_swap(layer: int, paths: Sequence[str]) -> str:
+    return f"Set select swap at layer {layer}: {', '.join(paths)}"
+
+
+def line_label(action: str) -> str:
+    """A per-layer line kind in messages: an action's label (``select recompute``), or ``'Final Recompute
+    Configuration Map' entry`` for a map's (``map:Recompute``)."""
+    if action.startswith(MAP_ACTION):
+        return f"'Final {action[len(MAP_ACTION):]} Configuration Map' entry"
+    from .actions import label
+
+    return label(action)

@@ -56,11 +56,6 @@ _SELECT_DEFAULTS: Dict[str, List[str]] = {"select_recompute": DEFAULT_SELECT, "s
 SELECT_KEYS = tuple((key, _SELECT_DEFAULTS.get(key, [])) for key in actions.SELECT_ACTIONS)
 #: Walk mode (patterns.walk) of each pattern action: what a leaf *cell* match means (swapwatch.actions).
 WALK_MODE = actions.WALK_MODE
-#: Runs of spaces inside MindFormers' init-time warnings (backslash line continuations in its f-strings);
-#: those of the per-layer lines are in swapwatch.setting_lines.
-GAP_RECOMPUTE_TRUE = 27       # "All layers and ops ... work!<27>Because recompute = True."
-GAP_WARN_LAYER = 31           # "... in layer i that<31>is enabled swap": a layer swap voided (2.1.0: both forms)
-GAP_WARN_LISTED = 35          # same text for an op swap voided; also "in all layers ...<35>Because"
 PRIORITY_LINE = ("The configuration of select_recompute_exclude and select_comm_recompute_exclude "
                  "have the highest priority.")
 
@@ -564,23 +559,23 @@ def mark_overridden(result: Plan, layout: Any = None) -> None:
 
 def conflict_warnings(rc: Dict[str, Any], layer_swap: List[Dict[str, Any]],
                       op_swap: Dict[str, List[Dict[str, Any]]], err: Any = None) -> List[str]:
-    """The WARNING messages of MindFormers' swap/recompute conflict check, exact whitespace.
+    """The WARNING messages of MindFormers' swap/recompute conflict check, exact whitespace (worded by
+    :mod:`swapwatch.setting_lines`, which the grammar reads them by).
 
     MindFormers only looks at the *raw* values: ``recompute`` as a bool or a list of ids, and
     ``select_recompute`` only when it is a dict (a bool or list there is never checked).
     """
     out: List[str] = []
-    tail = "is enabled swap do not work! Because it is enabled recompute."
 
     def layer_conflicts(idx: Any, op: str = "All") -> None:
         for entry in layer_swap:
             ids = entry["layers"]
             if (isinstance(ids, bool) and ids) or (not isinstance(ids, bool) and idx in ids):
-                out.append(f"{op} operator in layer {idx} that{' ' * GAP_WARN_LAYER}{tail}")
+                out.append(setting_lines.conflict_layer(op, idx))
 
     def op_conflicts(op: str, ids_or_bool: Any) -> None:
         if isinstance(ids_or_bool, bool) and ids_or_bool:
-            out.append(f"{op} operator that is enabled swap do not work! Because it is enabled recompute.")
+            out.append(setting_lines.conflict_op(op))
             return
         swapped: Any = set()
         for entry in op_swap[op]:
@@ -590,12 +585,11 @@ def conflict_warnings(rc: Dict[str, Any], layer_swap: List[Dict[str, Any]],
             swapped = swapped.union(set(entry["layers"]))
         for idx in ids_or_bool:
             if swapped is True or idx in swapped:
-                out.append(f"{op} operator in layer {idx} that{' ' * GAP_WARN_LISTED}{tail}")
+                out.append(setting_lines.conflict_listed(op, idx))
 
     rec = rc.get("recompute")
     if isinstance(rec, bool) and rec:
-        out.append(f"All layers and ops that are enabled swap do not work!{' ' * GAP_RECOMPUTE_TRUE}"
-                   f"Because recompute = {rec}.")
+        out.append(setting_lines.conflict_recompute_true(rec))
     if isinstance(rec, list) and rec:
         for idx in rec:
             layer_conflicts(idx)
@@ -605,8 +599,7 @@ def conflict_warnings(rc: Dict[str, Any], layer_swap: List[Dict[str, Any]],
     if isinstance(sel, dict):
         for op, ids in sel.items():
             if isinstance(ids, bool) and ids:
-                out.append(f"{op} operator in all layers that is enabled swap do not work!"
-                           f"{' ' * GAP_WARN_LISTED}Because it is enabled recompute.")
+                out.append(setting_lines.conflict_all_layers(op))
                 continue
             if not isinstance(ids, (list, tuple)):
                 # check_rules rejects it on the train path; LayerSetting itself crashes iterating it

@@ -14,29 +14,31 @@ import gc
 import os
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Sequence
 
-from .checks import REGISTRY, CheckContext, Finding, comparable, run_rules
+from .checks import REGISTRY, CheckContext, Finding, run_rules
 from .errors import InputError
 from .file_kind import reject_yaml_for_verify
 # the result and its verdict live below verify and its renderers (results.py); re-exported here
 from .results import EXIT_CODES, VerifyResult, decide, sort_key  # noqa: F401
 
 if TYPE_CHECKING:      # imported while the logs are scanned (_import_for_checks): the workers need no regex
+    from .codepaths import CodePath
     from .compare import Comparison
+    from .parsers.model import RunLog
 
-def verified_ranks(runlog: Any, comparison: Optional[Comparison]) -> List[int]:
-    """Ranks whose log speaks for what MindFormers applied: a rank with strategy lines, or, when
-    the config makes MindFormers log no strategy line at all (or the comparison was skipped:
-    SW109), a rank whose log holds MindFormers output (``checks.sw106_incomplete_log``). A rank
-    without any MindFormers line (STDOUT_DEVICES, not a MindFormers log) is never verified."""
-    from .checks.sw106_incomplete_log import expects_lines, printed_mindformers
 
-    expects = comparison is not None and expects_lines(comparison)
-    out = []
-    for rank, rank_log in runlog.ranks.items():
-        diff = comparison.ranks.get(rank) if comparison is not None else None
-        if (diff is not None and diff.has_strategy_lines) or (not expects and printed_mindformers(rank_log)):
-            out.append(rank)
-    return out
+def verified_ranks(runlog: "RunLog", comparison: Optional["Comparison"]) -> List[int]:
+    """Ranks whose log speaks for what MindFormers applied: a rank with strategy lines, or one whose log holds
+    MindFormers output where no strategy line is due: the config makes MindFormers log none, the run says it
+    applied none (a one-card PyNative run) or that MindFormers refused the strategy. Without a comparison (the
+    log is not a run of this config: SW109), a rank with MindFormers output. A rank without any MindFormers
+    line (STDOUT_DEVICES, not a MindFormers log) is never verified."""
+    from .compare import expects_lines, printed_mindformers
+
+    if comparison is None:
+        return [rank for rank, rank_log in runlog.ranks.items() if printed_mindformers(rank_log)]
+    expects = expects_lines(comparison)
+    return [rank for rank, diff in comparison.ranks.items()
+            if diff.has_strategy_lines or (diff.loud and (not expects or not diff.notices.applies or diff.refused))]
 
 
 def verify(paths: Sequence[str], config_path: Optional[str] = None,
@@ -109,28 +111,23 @@ def run_dir_config(paths: Sequence[str]) -> Optional[str]:
 
 def _verify_read(runlog: Any, config_path: Optional[str], skip: set, strict: bool,
                  env: Optional[Mapping[str, str]], ir_dir: Optional[str]) -> VerifyResult:
-    """:func:`verify` once the logs are read."""
-    from .config import config_from_log, load_config
-    from .strategy import plan as make_plan
+    """:func:`verify` once the logs are read: the config's code path (``codepaths``: from ``--config``, else
+    from the logs themselves) plans it and says what its log must show."""
+    from . import codepaths
 
-    pynative = _pynative_verify(runlog, config_path, skip, strict, env)
-    if pynative is not None:
-        return pynative
     if config_path:
-        config = load_config(config_path)
+        doc, cp = codepaths.read(str(config_path))
+        config, plan = cp.configure(doc)
         source = str(config_path)
     else:
-        from .checks.sw106_incomplete_log import printed_mindformers
+        cp = codepaths.of_run(runlog)
+        config, source = cp.config_from_log(runlog)
+        from .strategy import plan as make_plan
 
-        if not any(printed_mindformers(rl) for rl in runlog.ranks.values()):
-            files = [f for rl in runlog.ranks.values() for f in rl.files][:3]
-            raise InputError("no MindFormers line at all in these logs (no config, no strategy, no step): "
-                             "nothing to verify (is this a worker log of a MindFormers job?); with --config "
-                             "the verdict is NOT VERIFIED", file=", ".join(files) or None)
-        config, source = config_from_log(runlog)
+        plan = make_plan(config)
     ir = read_ir(ir_dir) if ir_dir else None
     # without --config the log's own config is the reference: SW107 would compare it with itself
-    return evaluate(make_plan(config), runlog, config=config, env=merged_env(runlog, env),
+    return evaluate(cp, plan, runlog, config=config, env=merged_env(runlog, env),
                     ignore=skip, strict=strict, ir=ir, config_source=source,
                     skip_codes=() if config_path else ("SW107", "SW109"))
 
@@ -144,17 +141,16 @@ def _import_for_checks() -> None:
     _load_all()
 
 
-def evaluate(plan: Any, runlog: Any, config: Any = None, env: Optional[Mapping[str, str]] = None,
-             ignore: Iterable[str] = (), strict: bool = False, ir: Any = None,
-             config_source: str = "", skip_codes: Iterable[str] = ()) -> VerifyResult:
-    """Run every rule on an already built Plan and RunLog (the core of :func:`verify`).
+def evaluate(cp: "CodePath", plan: Any, runlog: "RunLog", config: Any = None,
+             env: Optional[Mapping[str, str]] = None, ignore: Iterable[str] = (), strict: bool = False,
+             ir: Any = None, config_source: str = "", skip_codes: Iterable[str] = ()) -> VerifyResult:
+    """Run every rule on an already built plan and RunLog of the code path ``cp`` (the core of :func:`verify`).
 
-    The plan-vs-log comparison is made here, once (one pass per group of ranks that logged the
-    same strategy), and shared: the rules read it from the context, the result keeps it."""
-    from .compare import compare
-
+    The plan-vs-log comparison is made here, once (``compare.compare`` of what the path's plan makes it log and
+    of each rank's log as the path reads it; one pass per group of ranks that logged the same strategy), and
+    shared: the rules read it from the context, the result keeps it."""
     skip = normalise_codes(ignore) | set(skip_codes)
-    comp = compare(plan, runlog) if comparable(plan) else None
+    comp = cp.compare(plan, runlog)
     ctx = CheckContext(plan=plan, config=config, env=dict(env or {}), runlog=runlog, ir=ir,
                        comparison=comp)
     needs = ["config", "run"] + (["ir"] if ir is not None else [])
@@ -258,23 +254,3 @@ def _dedupe(findings: List[Any], skip: set) -> List[Finding]:
         seen.add(key)
         out.append(f)
     return out
-
-
-def _pynative_verify(runlog: Any, config_path: Optional[str], skip: set, strict: bool,
-                     env: Optional[Mapping[str, str]]) -> Any:
-    """A PyNative (r2.x) config or log goes to :mod:`swapwatch.pynative.verify` (the seam, ``paths.py``, says
-    which); None for the static paths."""
-    from . import paths
-
-    if config_path:
-        ex = paths.explain_pynative(str(config_path))
-        if ex is None:
-            return None             # the static path's load_config reports a bad file (and recognises worker logs)
-        from .pynative.verify import verify_pynative
-
-        return verify_pynative(ex, runlog, str(config_path), ignore=skip, strict=strict,
-                               env=merged_env(runlog, env))
-    if paths.pynative_run(runlog):
-        raise InputError("this is a PyNative (r2.x) run: its log does not print the recompute/swap sections; "
-                         "pass the training YAML with --config")
-    return None

@@ -83,11 +83,19 @@ class Row:
             (k, c.expected, c.actual, c.differs, c.unknown) for k, c in sorted(self.cells.items()))
 
 
+def _map_diff(comp: Any, rank: Optional[int]) -> Optional[RankDiff]:
+    """The diff the per-layer map shows: ``rank``'s, or all ranks' together when each logs only its own
+    pipeline stage (``Comparison.union``)."""
+    if comp.union is not None:
+        return comp.union
+    return comp.ranks.get(rank) if rank is not None else None
+
+
 def unverifiable(result: Any, rank: Optional[int]) -> bool:
     """A rank whose log has no strategy line at all cannot say what it applied: its map is ``?``,
     never a column of differences (SW106 / SW108 say why)."""
     comp = result.comparison
-    diff = comp.ranks.get(rank) if comp is not None and rank is not None else None
+    diff = _map_diff(comp, rank) if comp is not None else None
     if diff is None or diff.has_strategy_lines:
         return False
     # a rank whose config logs nothing and whose log shows MindFormers ran is verified (decide)
@@ -96,9 +104,10 @@ def unverifiable(result: Any, rank: Optional[int]) -> bool:
 
 def map_rank(result: Any) -> Optional[int]:
     """The rank whose map is shown: the first rank with strategy lines and findings of its own
-    about the strategy (SW1xx), else the first rank with strategy lines, else the first rank."""
+    about the strategy (SW1xx), else the first rank with strategy lines, else the first rank; None when
+    the map shows all ranks together (each logs only its own pipeline stage)."""
     comp = result.comparison
-    if comp is None or not comp.ranks:
+    if comp is None or not comp.ranks or comp.union is not None:
         return None
     for f in result.findings:
         if (f.rank is not None and f.rank in comp.ranks and f.code.startswith("SW1")
@@ -110,23 +119,32 @@ def map_rank(result: Any) -> Optional[int]:
     return min(comp.ranks)
 
 
+def _stages(plan: Any) -> Dict[int, Tuple[Optional[int], int]]:
+    """Per layer of ``plan`` (either path's: ``PlanView``), its ``(stage, interleave)``."""
+    if plan is None:
+        return {}
+    return {la.layer: plan.stage_of(la.layer) for la in plan.layers}
+
+
 def layer_map(result: Any, rank: Optional[int] = None, fold: bool = True) -> List[Row]:
     """Rows of expected vs actual for ``rank`` (default :func:`map_rank`)."""
     comp = result.comparison
     if comp is None:
         return []
     rank = map_rank(result) if rank is None else rank
-    diff: Optional[RankDiff] = comp.ranks.get(rank) if rank is not None else None
+    diff = _map_diff(comp, rank)
     blind = unverifiable(result, rank)
     bad = comp.cells(diff) if diff and not blind else set()
-    plan_layers = {lp.layer: lp for lp in result.plan.layers} if result.plan is not None else {}
-    interleaved = any(lp.interleave for lp in plan_layers.values())
+    if comp.union is not None and not blind:       # each rank's own lines the plan does not lead to
+        bad |= {c for d in comp.ranks.values() for c in comp.cells(d)}
+    stages = _stages(result.plan)
+    interleaved = any(il for _, il in stages.values())
     rows: List[Row] = []
     all_layers = sorted(set(comp.expected) | (set(diff.seen) if diff else set()))
     for layer in all_layers:
-        lp = plan_layers.get(layer)
-        stage = layer_table.stage_label(lp.stage if lp else None, lp.interleave if lp else 0, interleaved)
-        exp = layer_table.plan_cells(lp, layer_table.layer_walk(result.plan, lp)) if lp else {}
+        st = stages.get(layer)
+        stage = layer_table.stage_label(st[0] if st else None, st[1] if st else 0, interleaved)
+        exp = result.plan.table_cells(layer) if st else {}
         got_items = diff.seen.get(layer, []) if diff else []
         got = layer_table.logged_cells(got_items)
         row = Row([layer], stage)
@@ -149,9 +167,6 @@ def layer_map_json(result: Any) -> Dict[str, Any]:
     the table's words), the columns that differ, the columns the log cannot speak for, and every
     rank whose log differs at that layer (all ranks, not only the shown one)."""
     comp = result.comparison
-    own = result.plan.verify_map_json(result) if result.plan is not None else None
-    if own is not None:         # a path with its own per-layer map (the PlanView's: PyNative's Set ... lines)
-        return own
     rank = map_rank(result)
     if comp is None:
         return {"rank": None, "layers": []}
@@ -164,13 +179,13 @@ def layer_map_json(result: Any) -> Dict[str, Any]:
                 cells = bad[r] = comp.cells(diff)
             for layer, _ in cells:
                 differing[layer].add(r)
-    plan_layers = {lp.layer: lp for lp in result.plan.layers} if result.plan is not None else {}
+    stages = _stages(result.plan)
     out = []
     for row in layer_map(result, rank, fold=False):
         layer = row.layers[0]
-        lp = plan_layers.get(layer)
-        out.append({"layer": layer, "stage": lp.stage if lp else None,
-                    "interleave": lp.interleave if lp else None,
+        st = stages.get(layer)
+        out.append({"layer": layer, "stage": st[0] if st else None,
+                    "interleave": st[1] if st else None,
                     "expected": {a: c.expected for a, c in row.cells.items() if c.expected},
                     "actual": {a: c.actual for a, c in row.cells.items() if c.actual},
                     "differs": [a for a, c in row.cells.items() if c.differs],
@@ -185,22 +200,26 @@ def _map_columns(rows: List[Row]) -> List[str]:
                                      for r in rows])
 
 
+def _who(rank: Optional[int]) -> str:
+    return f"rank {rank}" if rank is not None else "all ranks (each logs its own pipeline stage)"
+
+
 def _map_heading(result: Any, rank: Optional[int]) -> str:
-    head = f"Per-layer strategy, rank {rank}: expected (config: {result.config_source}) vs the log"
+    head = f"Per-layer strategy, {_who(rank)}: expected (config: {result.config_source}) vs the log"
     if unverifiable(result, rank):
-        head += (f"; rank {rank}'s log has no strategy line, so {layer_table.UNKNOWN} everywhere: "
+        head += (f"; {_who(rank)}'s log has no strategy line, so {layer_table.UNKNOWN} everywhere: "
                  "it cannot be verified")
     return head
 
 
-def _map_legend(body: List[List[str]]) -> List[str]:
+def _map_legend(body: List[List[str]], plan: Any = None) -> List[str]:
     cells = [c for row in body for c in row[2:]]
     marks = []
     if any(c.startswith(MARK) for c in cells):
         marks.append(f"{MARK} = the log differs (expected → logged)")
     if any(c.endswith(layer_table.UNKNOWN) for c in cells):
         marks.append(f"{layer_table.UNKNOWN} = the log does not reach this layer")
-    return marks + layer_table.legend(cells)
+    return marks + layer_table.legend(cells, plan.voided_legend if plan is not None else layer_table.VOIDED_LEGEND)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -217,17 +236,15 @@ def render_table(result: Any) -> str:
         body = [[r.label(), r.stage] + [r.cells[a].text() for a in cols] for r in rows]
         lines.append(_map_heading(result, rank))
         lines.extend(layer_table.grid(header, body))
-        marks = _map_legend(body)
+        marks = _map_legend(body, result.plan)
         if marks:
             lines.append("  " + "; ".join(marks))
         if result.plan is not None:
-            lines.extend(layer_table.stage_summary(result.plan.layers, result.plan))
-        blind = [r for r in result.ranks if r != rank and unverifiable(result, r)]
+            lines.extend(layer_table.plan_summary(result.plan))
+        blind = [r for r in result.ranks if r != rank and unverifiable(result, r)] if rank is not None else []
         if blind:
             lines.append(f"not verified (no strategy lines): rank(s) {layer_table.ranges(blind, 6)}")
         lines.append("")
-    if result.plan is not None:     # a path with its own per-layer map (the PlanView's; none: the one above)
-        lines.extend(result.plan.verify_map_lines(result))
     lines.extend(findings_block(result.findings, result.failing))
     lines.extend(question_lines(result))
     lines.append(verdict_line(result))
@@ -455,8 +472,8 @@ def render_markdown(result: Any) -> str:
     rows = layer_map(result, rank)
     if rows:
         cols = _map_columns(rows)
-        tail += ["<details><summary>Per-layer strategy, rank "
-                 f"{rank} ({MARK} = differs from the config, {layer_table.UNKNOWN} = not in the log)"
+        tail += ["<details><summary>Per-layer strategy, "
+                 f"{_who(rank)} ({MARK} = differs from the config, {layer_table.UNKNOWN} = not in the log)"
                  "</summary>", "",
                  "| layer | stage | " + " | ".join(COLUMNS[a] for a in cols) + " |",
                  "|---|---|" + "---|" * len(cols)]
@@ -464,7 +481,7 @@ def render_markdown(result: Any) -> str:
             tail.append("| " + " | ".join(_md(x or layer_table.NONE) for x in [r.label(), r.stage]
                                           + [r.cells[a].text() for a in cols]) + " |")
         if result.plan is not None:
-            tail += [""] + [f"- {line}" for line in layer_table.stage_summary(result.plan.layers, result.plan)]
+            tail += [""] + [f"- {line}" for line in layer_table.plan_summary(result.plan)]
         tail += ["", "</details>", ""]
     body: List[str] = []
     if result.findings:

@@ -28,12 +28,12 @@ PATH_NAME_ALLOWED = {
     "swapwatch.pynative.config": "the config detection (detect_path)",
     "swapwatch.config": "the config detection (use_legacy)",
     "swapwatch.families": "a LayerSetting family's tree vocabulary (legacy vs mcore layer trees), not the engine",
-    "swapwatch.checks.sw104_pattern_no_match_config": "the hint in the other LayerSetting tree's words (legacy vs "
-                                                      "mcore names), not the engine",
+    "swapwatch.unmatched": "the hint in the other LayerSetting tree's words (legacy vs mcore names), not the "
+                           "engine",
 }
 #: the command modules: what runs a command (reads its inputs, decides, exits); a renderer imports none of them
 COMMAND_MODULES = {"swapwatch.cli", "swapwatch.explain", "swapwatch.verify", "swapwatch.runner",
-                   "swapwatch.memory.planner", "swapwatch.tune.loop", "swapwatch.pynative.verify",
+                   "swapwatch.memory.planner", "swapwatch.tune.loop",
                    "swapwatch.pynative.explain"}
 #: renderer -> command modules it may still import, and why (none may be added)
 RENDERER_EXEMPT = {

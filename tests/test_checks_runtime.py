@@ -11,7 +11,7 @@ import verify_helpers as vh
 
 
 def run(plan, runlog, env=None, only=None):
-    ctx = CheckContext(plan=plan, env=env or {}, runlog=runlog)
+    ctx = vh.context(plan, runlog, env=env or {})
     found = run_rules(ctx, needs=("config", "run"))
     return [f for f in found if only is None or f.code in only]
 
@@ -263,12 +263,12 @@ def test_sw107_initial_sections_differ_key_by_key():
     logged = dict(vh.SWAP_DEFAULTS, swap=True, default_prefetch=5)
     vh.initial_config(runlog.ranks[0], "swap_config", logged)
     cfg = config_from_dicts({}, {"swap": True, "default_prefetch": 10}, num_layers=4, pipeline_stage=1)
-    found = [f for f in run_rules(CheckContext(plan=plan, config=cfg, runlog=runlog), needs=("run",))
+    found = [f for f in run_rules(vh.context(plan, runlog, config=cfg), needs=("run",))
              if f.code == "SW107"]
     assert [(f.op, f.expected, f.actual, f.source) for f in found] == [
         ("swap_config.default_prefetch", 10, 5, "worker_0.log:3")]
     logged["default_prefetch"] = 10
-    assert [f for f in run_rules(CheckContext(plan=plan, config=cfg, runlog=runlog), needs=("run",))
+    assert [f for f in run_rules(vh.context(plan, runlog, config=cfg), needs=("run",))
             if f.code == "SW107"] == []
 
 

@@ -65,9 +65,10 @@ def test_deleted_set_line_is_sw101_with_rank_and_layer(tmp_path):
     r = verify([d], config_path=QWEN)
     assert r.verdict == "fail"
     assert [(f.code, f.rank, f.layer, f.op) for f in r.findings if f.severity == "error"] == [
-        ("SW101", 1, 0, "full_recompute"), ("SW401", 1, None, None)]
+        ("SW101", 1, 0, "full_recompute"), ("SW401", 1, 0, "full_recompute")]
     # SW401 is an error here as on the static path: rank 1 runs another graph than rank 0
-    assert [(f.rank, f.actual, f.severity) for f in r.findings if f.code == "SW401"] == [(1, [1], "error")]
+    assert [(f.rank, f.expected, f.actual, f.severity) for f in r.findings if f.code == "SW401"] == [
+        (1, "on", "(nothing)", "error")]
 
 
 def test_added_line_is_sw102(tmp_path):
@@ -76,7 +77,7 @@ def test_added_line_is_sw102(tmp_path):
         return ls[:i + 1] + [ls[i].replace("layer 2", "layer 3")] + ls[i + 1:]
     r = verify([edited(tmp_path, "pynative_qwen3", add)], config_path=QWEN)
     errs = [(f.code, f.rank, f.layer) for f in r.findings if f.severity == "error"]
-    assert errs == [("SW102", 1, 3), ("SW401", 1, None)]       # rank 1 now differs from rank 0
+    assert errs == [("SW102", 1, 3), ("SW401", 1, 3)]       # rank 1 now differs from rank 0, at layer 3
 
 
 def test_altered_paths_and_map_entries(tmp_path):
@@ -91,8 +92,11 @@ def test_altered_paths_and_map_entries(tmp_path):
         return out
     r = verify([edited(tmp_path, "pynative_qwen3", alter)], config_path=QWEN)
     got = sorted((f.code, f.rank, f.layer, f.op) for f in r.findings if f.severity == "error")
-    assert got == [("SW101", 1, 1, "map:Swap"), ("SW101", 1, 2, "select_recompute"),
-                   ("SW102", 1, 2, "select_recompute"), ("SW401", 1, None, None)]
+    # a map entry is an item of the comparison like a Set line's path (named in setting_lines' words)
+    assert got == [("SW101", 1, 1, "mlp.linear_fc1"), ("SW101", 1, 2, "mlp"), ("SW102", 1, 2, "mlp.linear_fc1"),
+                   ("SW401", 1, 1, "mlp.linear_fc1"), ("SW401", 1, 2, "mlp, mlp.linear_fc1")]
+    assert next(f.message for f in r.findings if f.code == "SW101" and f.layer == 1).startswith(
+        "'Final Swap Configuration Map' entry mlp.linear_fc1 is configured")
 
 
 def test_single_card_and_refusal_and_silent_rank(tmp_path):
@@ -114,7 +118,11 @@ def test_every_format_names_rank_and_layer(tmp_path, fmt):
     out = subprocess.run([EXE, "verify", d, "--config", QWEN, "--format", fmt], capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 1, out.stderr
-    assert "SW101" in out.stdout and "layer 3" in out.stdout
+    assert "SW101" in out.stdout
+    if fmt in ("table", "junit"):
+        assert "rank 1 · layer 3: select recompute" in out.stdout
+    if fmt == "markdown":
+        assert "| SW101 | error | 1 | 3 |" in out.stdout
     if fmt == "json":
         f = [x for x in json.loads(out.stdout)["findings"] if x["code"] == "SW101"]
         assert f[0]["rank"] == 1 and f[0]["layer"] == 3
@@ -131,19 +139,25 @@ def test_pipeline_stages_each_log_their_own_layers(tmp_path):
     assert r.verdict == "pass" and codes(r) == [], [f.message for f in r.findings]    # stage-local no-match: not SW104
     d = edited(tmp_path, "pynative_pp2", lambda ls: [l for l in ls if "Set select recompute at layer 3" not in l])
     r = verify([d], config_path=pp2)
-    assert [(f.code, f.rank, f.layer) for f in r.findings if f.severity == "error"] == [("SW101", None, 3)]
+    # missing is judged on all ranks together (rank None): each path of the lost line, nothing else
+    assert {(f.code, f.rank, f.layer) for f in r.findings if f.severity == "error"} == {("SW101", None, 3)}
+    assert sorted(f.op for f in r.findings if f.code == "SW101") == ["mlp", "self_attention.linear_proj"]
 
 
 def test_layer_map_in_table_and_json(tmp_path):
+    """verify's one per-layer map (verify_render, from the one Comparison) on a PyNative run."""
     d = edited(tmp_path, "pynative_qwen3", lambda ls: [l for l in ls if "Set full recompute at layer 0" not in l])
     r = verify([d], config_path=QWEN)
-    from swapwatch.pynative.verify import layer_map, map_lines
-    m = layer_map(r)
+    from swapwatch.verify_render import layer_map_json, render_table
+    m = layer_map_json(r)
     assert m["rank"] == 1 and m["layers"][0]["differs"] == ["full_recompute"]
-    assert m["layers"][2]["expected"] == {"select_recompute": "mlp", "select_comm_recompute": "self_attention.reshape",
-                                          "layer_swap": "yes"} == m["layers"][2]["actual"]
-    text = "\n".join(map_lines(r))
-    assert "vs rank 1" in text and "✗ yes → -" in text
+    row = m["layers"][2]
+    assert {k: row["actual"][k] for k in ("select_recompute", "select_comm_recompute", "layer_swap")} == \
+        {"select_recompute": "mlp", "select_comm_recompute": "self_attention.reshape", "layer_swap": "yes"}
+    assert row["expected"]["select_recompute"] == "mlp" and row["expected"]["layer_swap"].startswith("yes")
+    assert not row["differs"] and [x["stage"] for x in m["layers"]] == [0, 0, 0, 0]
+    text = render_table(r)
+    assert "Per-layer strategy, rank 1:" in text and "✗ yes → -" in text
     out = subprocess.run([EXE, "verify", d, "--config", QWEN, "--format", "json"], capture_output=True, text=True,
                          timeout=120)
     assert json.loads(out.stdout)["layer_map"]["layers"][0]["differs"] == ["full_recompute"]

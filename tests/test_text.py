@@ -233,8 +233,7 @@ RENDERERS = {"swapwatch.layer_table", "swapwatch.render_explain", "swapwatch.ver
              "swapwatch.report", "swapwatch.plot", "swapwatch.pynative.plot", "swapwatch.events_output",
              "swapwatch.diff_render"}
 COMMANDS = {"swapwatch.cli", "swapwatch.explain", "swapwatch.verify", "swapwatch.strategy_diff", "swapwatch.runner",
-            "swapwatch.memory.planner", "swapwatch.tune.loop", "swapwatch.pynative.explain",
-            "swapwatch.pynative.verify"}
+            "swapwatch.memory.planner", "swapwatch.tune.loop", "swapwatch.pynative.explain"}
 
 
 def _module(path):

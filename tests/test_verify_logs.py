@@ -257,7 +257,7 @@ def test_sw107_and_sw401_agree_on_what_the_same_value_is(tmp_path):
     """One canonical form (compare.canon): key order in a logged dict is no difference, False is
     not 0 (MindFormers tells bools from counts). SW107 (log vs --config) and SW401 (rank vs rank)
     say the same about the same pair of values."""
-    from swapwatch.checks import CheckContext
+    import verify_helpers as vh
     from swapwatch.checks.sw107_log_config_differs import LogConfigDiffers
     from swapwatch.checks.sw401_ranks_disagree import RanksDisagree
     from swapwatch.config import load_config
@@ -269,7 +269,7 @@ def test_sw107_and_sw401_agree_on_what_the_same_value_is(tmp_path):
     cfg = load_config(config("swap_case3"))
 
     def codes(logs):
-        ctx = CheckContext(plan=make_plan(cfg), config=cfg, runlog=read_logs([str(logs)]))
+        ctx = vh.context(make_plan(cfg), read_logs([str(logs)]), config=cfg)
         return ({f.rank for f in LogConfigDiffers().check(ctx)},
                 {f.rank for f in RanksDisagree().check(ctx) if f.layer is None})
 

@@ -202,3 +202,13 @@ def initial_config(rl: RankLog, section: str, value: dict) -> None:
 
 
 __all__ = ["ExitEvent", "NoticeEvent"]
+
+
+def context(plan: Plan, runlog: RunLog, **kw):
+    """A rule context of a LayerSetting ``plan`` and ``runlog`` with the one comparison verify makes
+    (``codepaths.LayerSetting.compare``), as ``verify.evaluate`` hands it to the rules."""
+    from swapwatch.checks import CheckContext
+    from swapwatch.codepaths import LayerSetting
+
+    comparison = LayerSetting().compare(plan, runlog) if runlog is not None else None
+    return CheckContext(plan=plan, runlog=runlog, comparison=comparison, **kw)

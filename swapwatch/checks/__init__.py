@@ -9,20 +9,16 @@ themselves with :func:`register`; ``swapwatch rules`` lists :data:`REGISTRY`.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, is_dataclass
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Protocol, Tuple, Type
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Tuple, Type
 
-from ..plan_view import APPLY_AC, LAYER_SETTING
+from ..plan_view import LAYER_SETTING
 
 if TYPE_CHECKING:
-    from typing_extensions import TypeGuard
-
     from ..compare import Comparison
     from ..config import TrainingConfig
     from ..parsers.model import RunLog
     from ..plan import Plan
-    from ..pynative.config import PynativeConfig
-    from ..parsers.model import NoticeEvent
-    from ..pynative.resolve import PynativePlan
+    from ..plan_view import PlanView
 
 
 @dataclass
@@ -79,89 +75,35 @@ def _plain(value: Any) -> Any:
     return value
 
 
-#: ``(layer, action)`` of the ``apply_ac`` comparison (``map:<label>`` for a map entry), and one compared item:
-#: (key, expected paths, logged paths, where it was logged); None where a side has none
-ApplyAcKey = Tuple[int, str]
-ApplyAcPair = Tuple[ApplyAcKey, Optional[List[str]], Optional[List[str]], Optional[str]]
-
-
-class ApplyAcRank(Protocol):
-    """What the rules read of one rank in the ``apply_ac`` comparison (``pynative/verify.py``'s ``RankSeen``)."""
-
-    #: no strategy line, no notice, no MindFormers output at all
-    silent: bool
-
-    @property
-    def refused(self) -> List["NoticeEvent"]:
-        """MindFormers' ``[Recompute Config]`` / ``[Swap Config]`` ERRORs: the strategy was refused."""
-
-
-class ApplyAcComparison(Protocol):
-    """What the rules of the ``apply_ac`` view read of its plan-vs-log comparison: ``pynative/verify.py``'s
-    ``PynativeComparison`` is one, typed here by what it offers, since a rule imports no command module."""
-
-    @property
-    def ranks(self) -> Mapping[int, ApplyAcRank]: ...
-
-    @property
-    def pipeline(self) -> bool: ...
-
-    def line_text(self, key: ApplyAcKey, paths: List[str]) -> str: ...
-
-    def loud(self) -> List[int]: ...
-
-    def compared(self, rank: int) -> bool: ...
-
-    def no_strategy_line(self, rank: int) -> bool: ...
-
-    def no_match_notices(self, rank: int) -> List["NoticeEvent"]: ...
-
-    def pairs(self, rank: int) -> List[ApplyAcPair]: ...
-
-    def union_pairs(self) -> List[ApplyAcPair]: ...
-
-    def signatures(self) -> Dict[int, Tuple[Any, ...]]: ...
-
-
 @dataclass
 class CheckContext:
     """Everything a rule may look at. ``runlog`` / ``ir`` are None for config-only checks.
 
-    ``comparison`` is the plan-vs-log comparison (:func:`swapwatch.compare.compare`) every run
-    rule reads, made once: ``verify.evaluate`` passes the one it keeps for the report; a context
-    made with a Plan and a RunLog but none builds it here, so no rule ever builds its own.
-    None without logs; on the ``apply_ac`` view ``pynative.verify`` passes its ``PynativeComparison``
-    (an :class:`ApplyAcComparison`).
-    Rules read both typed by the view (:attr:`static_plan` / :attr:`static_comparison`,
-    :attr:`pynative_plan` / :attr:`pynative_comparison`).
+    ``plan`` is a plan of either code path (``plan_view.PlanView``) and ``config`` its config; ``comparison``
+    the one plan-vs-log :class:`~swapwatch.compare.Comparison` every run rule reads, whichever path made it
+    (``verify.evaluate`` makes it once, from the path's expected log and log reader, and keeps it for the
+    report); None without logs. A rule of LayerSetting plans reads them typed (:attr:`static_plan`); which
+    rules read which plans is ``Rule.views`` (``run_rules`` never gives a rule a plan it does not read).
     """
 
-    plan: "Plan | PynativePlan | None"
-    config: "TrainingConfig | PynativeConfig | None" = None
+    plan: "PlanView | None"
+    config: Any = None
     env: Dict[str, str] = field(default_factory=dict)
     runlog: Optional["RunLog"] = None
     ir: Any = None            # parsers.ir evidence
-    comparison: "Comparison | ApplyAcComparison | None" = None
-
-    def __post_init__(self) -> None:
-        if self.comparison is None and self.runlog is not None and comparable(self.plan):
-            from ..compare import compare
-
-            self.comparison = compare(self.plan, self.runlog)
-
-    # ---- the plan, typed by its view (a rule reads the one its ``Rule.views`` admit) ----------------
+    comparison: Optional["Comparison"] = None
 
     @property
     def view(self) -> str:
-        """The plan's view (``plan_view.VIEWS``), which ``Rule.views`` match: how a rule of both views
-        picks its branch. A context without a plan reads as a LayerSetting one (its rules find nothing)."""
+        """The plan's view (``plan_view.VIEWS``), which ``Rule.views`` match. A context without a plan reads as
+        a LayerSetting one (its rules find nothing)."""
         return LAYER_SETTING if self.plan is None else self.plan.view
 
     @property
     def static_plan(self) -> Optional["Plan"]:
         """The LayerSetting :class:`~swapwatch.plan.Plan` (legacy and mcore) a rule of that view reads, typed;
-        None without a plan. ``run_rules`` never gives an ``apply_ac`` plan to a rule that does not list that
-        view (``Rule.views``), so one here is a bug in the rule: it raises, and the rule is reported crashed."""
+        None without a plan. ``run_rules`` never gives another plan to a rule that does not list its view
+        (``Rule.views``), so one here is a bug in the rule: it raises, and the rule is reported crashed."""
         from ..plan import Plan
 
         plan = self.plan
@@ -170,55 +112,11 @@ class CheckContext:
         raise TypeError(f"a {LAYER_SETTING} rule read a plan of the {plan.view} view (Rule.views)")
 
     @property
-    def pynative_plan(self) -> "PynativePlan":
-        """The ``apply_ac`` plan (``pynative/resolve.py``'s ``PynativePlan``) a rule of that view reads, typed.
-        ``run_rules`` gives an ``apply_ac`` rule no other plan (``Rule.views``), so anything else is a bug in
-        the rule: it raises, and the rule is reported crashed."""
-        plan = self.plan
-        if not is_apply_ac(plan):
-            raise TypeError(f"an {APPLY_AC} rule read a plan of the {self.view} view (Rule.views)")
-        return plan
+    def static_config(self) -> Optional["TrainingConfig"]:
+        """The LayerSetting :class:`~swapwatch.config.TrainingConfig`, typed; None without one."""
+        from ..config import TrainingConfig
 
-    @property
-    def static_comparison(self) -> Optional["Comparison"]:
-        """The LayerSetting plan-vs-log :class:`~swapwatch.compare.Comparison`, typed; None without logs.
-        The ``apply_ac`` view's comparison here is a bug in the rule that asks (see :attr:`static_plan`)."""
-        from ..compare import Comparison
-
-        comp = self.comparison
-        if comp is None or isinstance(comp, Comparison):
-            return comp
-        raise TypeError(f"a {LAYER_SETTING} rule read the comparison of the {self.view} view (Rule.views)")
-
-    @property
-    def pynative_comparison(self) -> Optional[ApplyAcComparison]:
-        """The ``apply_ac`` view's comparison (:class:`ApplyAcComparison`), typed; None
-        without logs. A LayerSetting :class:`~swapwatch.compare.Comparison` here is a bug in the rule that asks."""
-        comp = self.comparison
-        if comp is None or _is_pynative_comparison(comp):
-            return comp
-        raise TypeError(f"an {APPLY_AC} rule read the comparison of the {LAYER_SETTING} view (Rule.views)")
-
-
-def _is_pynative_comparison(comp: "Comparison | ApplyAcComparison") -> "TypeGuard[ApplyAcComparison]":
-    """Not the LayerSetting comparison, so the ``apply_ac`` one (the union has these two): told without
-    importing ``pynative.verify``, which runs these rules (an import circle)."""
-    from ..compare import Comparison
-
-    return not isinstance(comp, Comparison)
-
-
-def is_apply_ac(plan: "Plan | PynativePlan | None") -> "TypeGuard[PynativePlan]":
-    """``plan`` is of the ``apply_ac`` view, told by its ``view`` tag (``plan_view.PlanView.view``): the one
-    test of it, typed for mypy, since importing the ``PynativePlan`` class here would close an import
-    circle (``pynative.resolve`` reaches ``pynative.verify``, which runs these rules)."""
-    return plan is not None and plan.view == APPLY_AC
-
-
-def comparable(plan: "Plan | PynativePlan | None") -> bool:
-    """Can the plan-vs-log comparison run on ``plan``? A LayerSetting Plan, not a PyNative one
-    (``PlanView.comparable``)."""
-    return plan is not None and bool(plan.comparable)
+        return self.config if isinstance(self.config, TrainingConfig) else None
 
 
 class Rule:
@@ -229,7 +127,8 @@ class Rule:
     #: which question of ``verify`` its findings answer (:func:`question`); None: from ``needs``
     question: Optional[str] = None
     #: the plan views it reads (``plan_view.PlanView.view``): LayerSetting plans unless it says otherwise
-    views: Tuple[str, ...] = ("layer_setting",)
+    #: (``plan_view.VIEWS``: a rule of every path's plan and comparison)
+    views: Tuple[str, ...] = (LAYER_SETTING,)
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
         raise NotImplementedError

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, List, Optional, Tuple
 
-from ..config import TrainingConfig, _op_swap_key
+from ..config import TrainingConfig
 
 if TYPE_CHECKING:
     from ..plan import Plan
@@ -41,7 +41,7 @@ def swap_key(cfg: Optional[TrainingConfig], key: str) -> str:
 def where(cfg: Optional[TrainingConfig], key: str) -> Optional[str]:
     """``file:line`` of ``key`` in the config's YAML, when the config came from a file (a swap key
     on the mcore path: of the model_config key it came from, :func:`swap_key`)."""
-    return cfg.where(swap_key(cfg, key)) if cfg is not None else None
+    return cfg.applied_where(key) if cfg is not None else None
 
 
 def was_given(cfg: Optional[TrainingConfig], section: str, key: str) -> bool:
@@ -50,14 +50,8 @@ def was_given(cfg: Optional[TrainingConfig], section: str, key: str) -> bool:
 
 
 def pattern_where(cfg: Optional[TrainingConfig], action: str, pattern: str) -> Optional[str]:
-    """``file:line`` of a configured pattern: the ``op_swap`` entry that names it, or the
-    ``recompute_config.<action>`` key of it (the key's own line when the pattern is a mapping key).
-    For a config rebuilt from a log, the log line it came from."""
-    if cfg is None:
-        return None
-    if action == "op_swap":
-        return where(cfg, _op_swap_key(cfg.swap_config, pattern))
-    return where(cfg, f"recompute_config.{action}.{pattern}")
+    """``file:line`` of a configured pattern (:meth:`TrainingConfig.pattern_where`)."""
+    return cfg.pattern_where(action, pattern) if cfg is not None else None
 
 
 def layer_swap_where(cfg: Optional[TrainingConfig], layer: int) -> Optional[str]:

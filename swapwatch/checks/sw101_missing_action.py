@@ -1,11 +1,11 @@
 """SW101: a configured action is missing from the log."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable, List, Optional, Tuple
+from typing import TYPE_CHECKING, Iterable
 
 from .. import actions
-from ..plan_view import APPLY_AC, LAYER_SETTING
-from . import ApplyAcComparison, ApplyAcPair, CheckContext, Finding, Rule, register
+from ..plan_view import VIEWS
+from . import CheckContext, Finding, Rule, register
 from ..compare import describe, near_source
 
 if TYPE_CHECKING:
@@ -43,23 +43,18 @@ class MissingAction(Rule):
     severity = "error"
     title = "configured action missing from the log"
     needs = "run"
-    #: both views: verify's comparison of either path (``compare.Comparison`` or, on ``apply_ac``,
-    #: ``pynative.verify.PynativeComparison``) is read here, and nowhere else
-    views = (LAYER_SETTING, APPLY_AC)
+    #: every path's comparison (``compare.Comparison``: patterns on LayerSetting, module paths on ``apply_ac``)
+    views = VIEWS
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        if ctx.view == APPLY_AC:
-            pcomp = ctx.pynative_comparison
-            if pcomp is not None:
-                yield from self._apply_ac(pcomp)
-            return
-        comp, runlog = ctx.static_comparison, ctx.runlog
+        comp, runlog = ctx.comparison, ctx.runlog
         if comp is None or runlog is None:      # (a comparison is made of a runlog: both or neither)
             return
-        for rank, diff in comp.ranks.items():
+        # per rank; with ranks that each log only their own pipeline stage, all ranks together (rank None)
+        for diff in comp.judged():
             if not diff.has_strategy_lines:
                 continue            # no strategy lines at all: SW106 / SW108 say why, once
-            rank_log = runlog.ranks[rank]
+            rank_log = runlog.ranks[diff.rank] if diff.rank is not None else None
             for e in diff.missing:
                 if not comp.missing_differs(e):
                     continue        # matched nothing anywhere and nothing says it should: SW104
@@ -68,33 +63,9 @@ class MissingAction(Rule):
                 yield self.finding(
                     f"{what}{pat} is configured but the log has no "
                     f"line for it",
-                    rank=rank, layer=e.layer, op=e.op or e.action,
+                    rank=diff.rank, layer=e.layer, op=e.op or e.action,
                     expected=_expected(e), actual="(not logged)",
                     source=near_source(diff, e.layer, rank_log))
-
-
-    def _apply_ac(self, comp: "ApplyAcComparison") -> Iterable[Finding]:
-        """``apply_ac``: an expected ``Set ...`` line, path or map entry the log lacks. With pipeline parallel each
-        stage logs its own layers, so missing is decided on the union of the ranks (rank None)."""
-        pipeline = comp.pipeline
-        sides: List[Tuple[Optional[int], List[ApplyAcPair]]]
-        sides = [] if pipeline else [(rank, comp.pairs(rank)) for rank in sorted(comp.ranks) if comp.compared(rank)]
-        if pipeline:
-            sides.append((None, comp.union_pairs()))
-        for rank, pairs in sides:
-            for key, e, g, where in pairs:
-                layer, action = key
-                if e is None:
-                    continue
-                if g is None:
-                    yield self.finding(f"expected {comp.line_text(key, e)} is not in the log", rank=rank, layer=layer,
-                                       op=action, expected=e, actual=None)
-                    continue
-                lost = [p for p in e if p not in g]
-                if e != g and lost:
-                    yield self.finding(f"{action}: {', '.join(lost)} expected but not logged "
-                                       f"(log: {', '.join(g) or '-'})",
-                                       rank=rank, layer=layer, op=action, expected=e, actual=g, source=where)
 
 
 def _expected(e: "Expected") -> object:

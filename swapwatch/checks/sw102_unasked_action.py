@@ -4,8 +4,8 @@ from __future__ import annotations
 from typing import Iterable
 
 from .. import actions
-from ..plan_view import APPLY_AC, LAYER_SETTING
-from . import ApplyAcComparison, CheckContext, Finding, Rule, register
+from ..plan_view import VIEWS
+from . import CheckContext, Finding, Rule, register
 from ..compare import describe
 
 
@@ -37,23 +37,17 @@ class UnaskedAction(Rule):
     severity = "error"
     title = "action in the log that the config does not ask for"
     needs = "run"
-    #: both views: verify's comparison of either path (``compare.Comparison`` or, on ``apply_ac``,
-    #: ``pynative.verify.PynativeComparison``) is read here, and nowhere else
-    views = (LAYER_SETTING, APPLY_AC)
+    #: every path's comparison (``compare.Comparison``: patterns on LayerSetting, module paths on ``apply_ac``)
+    views = VIEWS
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        if ctx.view == APPLY_AC:
-            pcomp = ctx.pynative_comparison
-            if pcomp is not None:
-                yield from self._apply_ac(pcomp)
-            return
-        comp = ctx.static_comparison
+        comp = ctx.comparison
         if comp is None:
             return
-        for rank, diff in comp.ranks.items():
+        for rank, diff in sorted(comp.ranks.items()):
             for s in diff.extra:
                 what = describe(s.action, s.path)
-                value = f" (value {s.value})" if s.action in actions.SWAP_ACTIONS else ""
+                value = f" (value {s.value})" if s.action in actions.SWAP_ACTIONS and s.value is not None else ""
                 yield self.finding(
                     f"the log shows {what}{value}, which the config "
                     f"does not apply at this layer",
@@ -61,22 +55,3 @@ class UnaskedAction(Rule):
                     expected="(not configured)",
                     actual=s.value if s.action in actions.SWAP_ACTIONS else (s.path or s.action),
                     source=s.source)
-
-    def _apply_ac(self, comp: "ApplyAcComparison") -> Iterable[Finding]:
-        """``apply_ac``: a logged ``Set ...`` line, path or map entry the config does not lead to, per rank."""
-        for rank in sorted(comp.ranks):
-            if not comp.compared(rank):
-                continue
-            for key, e, g, where in comp.pairs(rank):
-                layer, action = key
-                if g is None:
-                    continue
-                if e is None:
-                    yield self.finding(f"the log has {comp.line_text(key, g)}, which the config does not lead to",
-                                       rank=rank, layer=layer, op=action, expected=None, actual=g, source=where)
-                elif e != g:
-                    lost = [p for p in e if p not in g]
-                    added = [p for p in g if p not in e]
-                    if added or not lost:
-                        yield self.finding(f"{action}: logged {', '.join(g) or '-'}, expected {', '.join(e) or '-'}",
-                                           rank=rank, layer=layer, op=action, expected=e, actual=g, source=where)

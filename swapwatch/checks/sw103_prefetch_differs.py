@@ -37,7 +37,7 @@ class PrefetchDiffers(Rule):
     needs = "run"
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        comp = ctx.static_comparison
+        comp = ctx.comparison
         if comp is None:
             return
         for rank, diff in comp.ranks.items():

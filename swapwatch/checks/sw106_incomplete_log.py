@@ -4,29 +4,18 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Dict, Iterable, List, Optional, Set
 
 from ..text import ranges
-from ..parsers.model import Event, ExitEvent, MemoryEvent, NoticeEvent, RankLog, RunLog, is_fatal
-from ..plan_view import APPLY_AC, LAYER_SETTING
-from . import ApplyAcComparison, CheckContext, Finding, Rule, register
-from ..compare import expects_line, fatal_after_actions, is_cut
+from ..parsers.model import Event, ExitEvent, MemoryEvent, NoticeEvent, RankLog, is_fatal
+from ..plan_view import VIEWS
+from . import CheckContext, Finding, Rule, register
+from ..compare import expects_lines, fatal_after_actions, is_cut, printed_mindformers
 
 if TYPE_CHECKING:
     from ..compare import Comparison, RankDiff
-
-#: Event kinds that only MindFormers' own logger produces (a rank with none of them printed nothing).
-MINDFORMERS_KINDS = ("geometry", "formative", "initial_config", "action", "step")
 
 
 #: SW106's words for a log without one MindFormers line, whatever the config and code path
 NO_MINDFORMERS = ("no MindFormers line at all (no strategy, no steps); nothing could be verified "
                   "(is this a worker log of a MindFormers job?)")
-
-
-def expects_lines(comp: "Comparison") -> bool:
-    return any(expects_line(e) for items in comp.expected.values() for e in items)
-
-
-def printed_mindformers(rank_log: "RankLog") -> bool:
-    return not rank_log.kinds().isdisjoint(MINDFORMERS_KINDS)    # answered without unpacking its events
 
 
 def _fatal(rank_log: RankLog) -> Optional[Event]:
@@ -87,24 +76,22 @@ class IncompleteLog(Rule):
     severity = "error"
     title = "the log is incomplete (layers missing, truncated, no strategy lines at all)"
     needs = "run"
-    #: both views: verify's comparison of either path (``compare.Comparison`` or, on ``apply_ac``,
-    #: ``pynative.verify.PynativeComparison``) is read here, and nowhere else
-    views = (LAYER_SETTING, APPLY_AC)
+    #: every path's comparison (its ranks' lines and notices)
+    views = VIEWS
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
         runlog = ctx.runlog
-        if ctx.view == APPLY_AC:
-            pcomp = ctx.pynative_comparison
-            if pcomp is not None and runlog is not None:
-                yield from self._apply_ac(pcomp, runlog)
-            return
-        comp = ctx.static_comparison
+        comp = ctx.comparison
         if comp is None or runlog is None:      # (a comparison is made of a runlog: both or neither)
             return
         expects = expects_lines(comp)
-        silent = [r for r, rl in runlog.ranks.items() if not printed_mindformers(rl)]
+        loud = [r for r, d in comp.ranks.items() if d.loud]
         for rank, diff in comp.ranks.items():
             rank_log = runlog.ranks[rank]
+            for n in diff.refused:              # MindFormers said so itself, and stopped at model build
+                yield self.finding("MindFormers refused the strategy and the run stopped at model build: "
+                                   f"{n.data['tag']} {n.data['text']}", rank=rank, source=n.source,
+                                   actual=n.data["text"])
             if diff.has_strategy_lines:
                 cut = is_cut(rank_log)
                 if cut and diff.cut_layers:
@@ -118,7 +105,9 @@ class IncompleteLog(Rule):
                                   f"strategy logs anything for: complete as far as the strategy goes",
                                   rank=rank, layer=last, source=_last_source(diff))
                 continue
-            if not expects and len(silent) < len(runlog.ranks):
+            if diff.refused or not diff.notices.applies:
+                continue        # refused (said above), or the run applies no strategy at all (one card: SW501)
+            if not expects and loud:
                 continue        # nothing to log here, and other ranks show MindFormers ran
             src = rank_log.files[0] if rank_log.files else None
             fatal = _fatal(rank_log)
@@ -133,14 +122,14 @@ class IncompleteLog(Rule):
                     "the log is truncated before any strategy line",
                     rank=rank, expected="Set ... lines for the configured strategy",
                     actual="(none; truncated)", source=src)
-            elif printed_mindformers(rank_log):
+            elif diff.loud:
                 yield self.finding(
                     f"MindFormers printed to this log but no strategy line at all, "
                     f"though the config makes it log {sum(len(v) for v in comp.expected.values())} "
                     f"actions",
                     rank=rank, expected="Set ... lines for the configured strategy",
                     actual="(none)", source=src)
-            elif len(silent) == len(runlog.ranks):
+            elif not loud:
                 yield self.finding(NO_MINDFORMERS, rank=rank, expected="MindFormers log lines",
                                    actual="(none)", source=src)
             elif cut_before_mindformers(rank_log, runlog.ranks):
@@ -168,23 +157,6 @@ class IncompleteLog(Rule):
             expected=f"lines up to layer {max(comp.expected) if comp.expected else '?'}",
             actual=f"lines up to layer {last}", source=src)
 
-    def _apply_ac(self, comp: "ApplyAcComparison", runlog: "RunLog") -> Iterable[Finding]:
-        """``apply_ac``: MindFormers refused the strategy (``[Recompute Config]`` / ``[Swap Config]`` ERROR), no
-        output at all on any rank, or a rank with output but no strategy line although the config enables one."""
-        loud = comp.loud()
-        for rank, seen in comp.ranks.items():
-            for n in seen.refused:
-                yield self.finding("MindFormers refused the strategy and the run stopped at model build: "
-                                   f"{n.data['tag']} {n.data['text']}", rank=rank, source=n.source,
-                                   actual=n.data["text"])
-            if seen.silent and not loud:        # the same finding as on the LayerSetting paths
-                files = runlog.ranks[rank].files
-                yield self.finding(NO_MINDFORMERS, rank=rank, expected="MindFormers log lines", actual="(none)",
-                                   source=files[0] if files else None)
-            elif comp.no_strategy_line(rank):
-                yield self.finding("no PyNative strategy line in this rank's log (no map, no 'Set ...' line) although "
-                                   "the config enables recompute/swap", rank=rank)
-
 
 @register
 class SilentRank(Rule):
@@ -210,25 +182,22 @@ class SilentRank(Rule):
     severity = "warning"
     title = "a rank's log has no MindFormers lines (STDOUT_DEVICES?): it cannot be verified"
     needs = "run"
-    #: both views: verify's comparison of either path (``compare.Comparison`` or, on ``apply_ac``,
-    #: ``pynative.verify.PynativeComparison``) is read here, and nowhere else
-    views = (LAYER_SETTING, APPLY_AC)
+    #: every path's ranks (a path's own notices count as MindFormers output: ``RankDiff.loud``)
+    views = VIEWS
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
         if ctx.runlog is None:
             return
-        if ctx.view == APPLY_AC:
-            pcomp = ctx.pynative_comparison
-            if pcomp is not None:
-                yield from self._apply_ac(pcomp, ctx.runlog)
-            return
         ranks = ctx.runlog.ranks
-        loud = [r for r, rl in ranks.items() if printed_mindformers(rl)]
+        comp = ctx.comparison
+        printed = {r: comp.ranks[r].loud if comp is not None and r in comp.ranks else printed_mindformers(rl)
+                   for r, rl in ranks.items()}
+        loud = [r for r in ranks if printed[r]]
         if not loud:
             return              # nobody printed: SW106 reports it as an error
         allowed = stdout_devices(ctx.env)
         for rank, rank_log in sorted(ranks.items()):
-            if printed_mindformers(rank_log) or _fatal(rank_log) is not None \
+            if printed[rank] or _fatal(rank_log) is not None \
                     or cut_before_mindformers(rank_log, ranks):      # SW106 reports that one
                 continue
             src = rank_log.files[0] if rank_log.files else None
@@ -242,21 +211,6 @@ class SilentRank(Rule):
                 f"its log has no MindFormers line at all while rank {loud[0]}'s has; "
                 f"it cannot be verified (STDOUT_DEVICES limits which ranks print)",
                 rank=rank, expected="MindFormers log lines", actual="(none)", source=src)
-
-
-    def _apply_ac(self, comp: "ApplyAcComparison", runlog: "RunLog") -> Iterable[Finding]:
-        """``apply_ac``: a rank without any output while another rank has some (a PyNative rank's own notices
-        count as output)."""
-        loud = comp.loud()
-        if not loud:
-            return
-        for rank, seen in comp.ranks.items():
-            if seen.silent:
-                files = runlog.ranks[rank].files
-                yield self.finding(f"its log has no MindFormers line at all while rank {loud[0]}'s has; it cannot be "
-                                   "verified (STDOUT_DEVICES limits which ranks print)", rank=rank,
-                                   expected="MindFormers log lines", actual="(none)",
-                                   source=files[0] if files else None)
 
 
 def _what(event: "Event") -> str:

@@ -76,7 +76,7 @@ class NotThisConfig(Rule):
             return tuple(diffs), where
 
         per_rank = PerLoggedValues(differences)
-        model = ModelDifferences(plan, ctx.static_comparison)
+        model = ModelDifferences(plan, ctx.comparison)
         for rank, rank_log in sorted(ctx.runlog.ranks.items()):
             diffs, where = per_rank(rank_log)
             if not diffs:

@@ -5,11 +5,10 @@ from collections import Counter
 from operator import methodcaller
 from typing import TYPE_CHECKING, Any, Dict, Mapping, FrozenSet, Iterable, List, Optional, Set, Tuple
 
-from .. import actions
-from ..compare import canon_text, norm_value, same_value, seen_items
-from ..plan_view import APPLY_AC, LAYER_SETTING
+from ..compare import canon_text, describe, norm_value, same_value, seen_items
+from ..plan_view import VIEWS
 from ..text import ranges
-from . import ApplyAcComparison, CheckContext, Finding, Rule, register
+from . import CheckContext, Finding, Rule, register
 
 if TYPE_CHECKING:
     from ..compare import Seen
@@ -48,18 +47,16 @@ class RanksDisagree(Rule):
     severity = "error"
     title = "ranks disagree on the applied strategy"
     needs = "run"
-    #: both views: verify's comparison of either path (``compare.Comparison`` or, on ``apply_ac``,
-    #: ``pynative.verify.PynativeComparison``) is read here, and nowhere else
-    views = (LAYER_SETTING, APPLY_AC)
+    #: every path's comparison (each rank's logged items)
+    views = VIEWS
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
         runlog = ctx.runlog
         if runlog is None or len(runlog.ranks) < 2:
             return
-        if ctx.view == APPLY_AC:
-            yield from self._apply_ac(ctx.pynative_comparison)
-            return
-        comp = ctx.static_comparison
+        comp = ctx.comparison
+        if comp is not None and comp.per_stage:
+            return              # each rank logs only its own pipeline stage's layers: nothing to compare
         # Ranks that logged the same items share one signature object (one per distinct strategy,
         # not one per rank), and are voted on as groups: 10,000 identical ranks cost one entry.
         per_rank: Dict[int, Dict[Tuple[int, str], FrozenSet[Item]]] = {}
@@ -110,7 +107,7 @@ class RanksDisagree(Rule):
                 sources = _sources(comp.ranks[rank].seen if comp is not None else seen_items(runlog.ranks[rank]))
                 src = sources.get(key) or _nearest(sources, layer)
                 yield self.finding(
-                    f"{actions.LABEL.get(key[1], key[1])} is "
+                    f"{describe(key[1])} is "
                     f"{_show(mine)} but {who} logged {_show(majority)}",
                     rank=rank, layer=layer, op=_op(mine, majority, key[1]),
                     expected=_show(majority), actual=_show(mine), source=src)
@@ -156,22 +153,6 @@ class RanksDisagree(Rule):
                     actual={k: v.get(k) for k in diff},
                     source=_source_of(runlog.ranks[r], label))
 
-    def _apply_ac(self, comp: Optional["ApplyAcComparison"]) -> Iterable[Finding]:
-        """``apply_ac`` without pipeline parallel (each stage logs only its own layers): ranks whose logged lines
-        differ from the most common ones, one finding per odd rank, at the rule's severity: TP / EP ranks apply
-        one strategy, and a rank that recomputes or swaps otherwise runs another graph (its recomputed forward
-        repeats the layer's collectives), as on the static path."""
-        if comp is None or comp.pipeline:
-            return
-        sigs = comp.signatures()
-        if len(set(sigs.values())) <= 1:
-            return
-        common = Counter(sigs.values()).most_common(1)[0][0]
-        odd = sorted(r for r, s in sigs.items() if s != common)
-        # one finding per odd rank (the renderers fold them into "ranks 1, 3: ...")
-        for r in odd:
-            yield self.finding("logged a different PyNative strategy from the other ranks", rank=r, actual=odd)
-
 
 def _sources(seen: "Mapping[int, List[Seen]]") -> Dict[Tuple[int, str], str]:
     """(layer, action) -> the first line that logged it on one rank."""
@@ -187,8 +168,8 @@ def _show(items: FrozenSet[Item]) -> str:
         return "(nothing)"
     parts = []
     for path, value in sorted(items, key=lambda x: (x[0] or "", x[1])):
-        if path is None:
-            parts.append("on" if value == "True" else f"value {value}")
+        if path is None:            # a whole-layer line: on, or its value (a line without one, apply_ac's: on)
+            parts.append("on" if value in ("True", "None") else f"value {value}")
         else:
             parts.append(path if value == "True" else f"{path}={value}")
     return ", ".join(parts)

@@ -7,18 +7,32 @@ for explain on a PyNative YAML.
 """
 from __future__ import annotations
 
-from typing import Iterable, List
+from typing import TYPE_CHECKING, Iterable, List
 
 from ..parsers.model import NoticeEvent
 from ..plan_view import APPLY_AC
 from ..text import ranges
 from . import CheckContext, Finding, Rule, register
 
+if TYPE_CHECKING:
+    from ..pynative.resolve import PynativePlan
+
 
 class PynativeRule(Rule):
     """A rule of the ``apply_ac`` view only."""
 
     views = (APPLY_AC,)
+
+
+def apply_ac_plan(ctx: CheckContext) -> "PynativePlan":
+    """The ``apply_ac`` plan a rule of that view reads, typed. ``run_rules`` gives an ``apply_ac`` rule no other
+    plan (``Rule.views``), so anything else is a bug in the rule: it raises, and the rule is reported crashed."""
+    from ..pynative.resolve import PynativePlan
+
+    plan = ctx.plan
+    if not isinstance(plan, PynativePlan):
+        raise TypeError(f"an {APPLY_AC} rule read a plan of the {ctx.view} view (Rule.views)")
+    return plan
 
 
 @register
@@ -43,7 +57,7 @@ class SingleCardIgnoresStrategy(PynativeRule):
     needs = "config"
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        plan = ctx.pynative_plan
+        plan = apply_ac_plan(ctx)
         if not plan.applied:
             return
         deg = plan.config.degrees
@@ -63,7 +77,7 @@ class SingleCardRan(SingleCardIgnoresStrategy):
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
         """Ranks whose log says ``Current world size: 1.`` and holds no PyNative strategy line."""
-        plan = ctx.pynative_plan
+        plan = apply_ac_plan(ctx)
         if not plan.applied or ctx.runlog is None:
             return
         for rank, rlog in sorted(ctx.runlog.ranks.items()):
@@ -98,7 +112,7 @@ class ExtraLayerSwapIgnored(PynativeRule):
     needs = "config"
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        plan = ctx.pynative_plan
+        plan = apply_ac_plan(ctx)
         entries = plan.sections["swap"].get("layer_swap") or []
         for idx in plan.ignored_layer_swap:
             yield self.finding(f"swap.layer_swap[{idx}] (layers {entries[idx].get('layers')}) is ignored: "
@@ -133,7 +147,7 @@ class UncheckedSelectRanges(PynativeRule):
     needs = "config"
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        plan = ctx.pynative_plan
+        plan = apply_ac_plan(ctx)
         total = plan.total_layers
         for key, spec, past in plan.unchecked_select:
             yield self.finding(f"recompute.select_module['{key}'] spec '{spec}' names layer "
@@ -171,7 +185,7 @@ class OpSwapVoid(PynativeRule):
     needs = "config"
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        plan = ctx.pynative_plan
+        plan = apply_ac_plan(ctx)
         for la in plan.layers:
             if not la.op_swap_void:
                 continue
@@ -207,7 +221,7 @@ class MixedSurfaces(PynativeRule):
     needs = "config"
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        plan = ctx.pynative_plan
+        plan = apply_ac_plan(ctx)
         if not plan.config.ignored_static_keys:
             return
         keys = plan.config.ignored_static_keys
@@ -235,7 +249,7 @@ class ExcludeWithoutRecompute(PynativeRule):
     needs = "config"
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        plan = ctx.pynative_plan
+        plan = apply_ac_plan(ctx)
         rc = plan.sections["recompute"]
         if rc.get("mode") == "None" and rc.get("exclude_op"):
             yield self.finding("recompute.exclude_op is set but recompute.mode is 'None': nothing is excluded"
@@ -270,7 +284,7 @@ class CommPathIsCell(PynativeRule):
     needs = "config"
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        plan = ctx.pynative_plan
+        plan = apply_ac_plan(ctx)
         for la in plan.layers:
             if la.comm_cells:
                 yield self.finding(f"recompute_comm selects cell {', '.join(la.comm_cells)}: "
@@ -297,7 +311,7 @@ class OpSwapOverwritten(PynativeRule):
     needs = "config"
 
     def check(self, ctx: CheckContext) -> Iterable[Finding]:
-        plan = ctx.pynative_plan
+        plan = apply_ac_plan(ctx)
         for idx, name in plan.overwritten_op_swap:
             yield self.finding(f"swap.op_swap[{idx}] repeats op_name '{name}': only this entry's layers are "
                                "used, the earlier entry's are dropped", op=name,

@@ -33,12 +33,13 @@ from .load import (MAX_ALIAS_VALUES, MAX_CONFIG_BYTES, MAX_DEPTH, forget_reads, 
                    parse_yaml, read_config_bytes, read_config_text, read_yaml)
 from .swap import DEFAULT_OP_SWAP, SwapStrategy, normalize_swap_config
 from .training import (INT32_MAX, INT64_MAX, MAX_LAYERS, MCORE_SWAP_KEYS, RECOMPUTE_BOOL_KEYS, RECOMPUTE_DEFAULTS,
-                       RENAMED_KEYS, SWAP_DEFAULTS, TrainingConfig)
+                       RENAMED_KEYS, SWAP_DEFAULTS, TrainingConfig, op_swap_key)
 from .tree import config_from_dicts, load_config
-from .validate import _op_swap_key, validate
+from .validate import validate
 
 __all__ = ["DEFAULT_OP_SWAP", "INT32_MAX", "INT64_MAX", "MAX_ALIAS_VALUES", "MAX_CONFIG_BYTES", "MAX_DEPTH",
            "MAX_LAYERS", "MCORE_SWAP_KEYS", "RECOMPUTE_BOOL_KEYS", "RECOMPUTE_DEFAULTS", "RENAMED_KEYS",
-           "SWAP_DEFAULTS", "SwapStrategy", "TrainingConfig", "TrainingDocument", "_op_swap_key", "config_from_dicts",
+           "SWAP_DEFAULTS", "SwapStrategy", "TrainingConfig", "TrainingDocument", "config_from_dicts",
            "config_from_log", "forget_reads", "load_config", "mapping", "nearest", "normalize_swap_config",
+           "op_swap_key",
            "parse_offset", "parse_yaml", "read_config_bytes", "read_config_text", "read_yaml", "validate"]

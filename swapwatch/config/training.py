@@ -164,6 +164,19 @@ class TrainingConfig:
     def was_given(self, section: str, key: str) -> bool:
         return key in self.given.get(section, [])
 
+    def applied_where(self, key: str) -> Optional[str]:
+        """``file:line`` of ``key`` as the strategy LayerSetting applies reads it (a ``swap_config.*`` key on
+        the mcore path: the model_config key it came from, :meth:`mcore_swap_key`)."""
+        return self.where(self.mcore_swap_key(key, applied=True))
+
+    def pattern_where(self, action: str, pattern: str) -> Optional[str]:
+        """``file:line`` of a configured pattern: the ``op_swap`` entry that names it, or the
+        ``recompute_config.<action>`` key of it (the key's own line when the pattern is a mapping key).
+        For a config rebuilt from a log, the log line it came from."""
+        if action == "op_swap":
+            return self.applied_where(op_swap_key(self.swap_config, pattern))
+        return self.applied_where(f"recompute_config.{action}.{pattern}")
+
     def initial_dicts(self) -> Dict[str, Dict[str, Any]]:
         """The sections as MindFormers logs them (``initial ... from dict``): on the mcore path
         the *top-level* swap_config is what is logged (and ignored), not the model_config keys
@@ -171,3 +184,16 @@ class TrainingConfig:
         swap = dict(SWAP_DEFAULTS, **(self.ignored_swap_config or {})) if self.mcore else self.swap_config
         return {"recompute_config": self.recompute_config, "swap_config": swap,
                 "parallel_config": {"pipeline_stage": self.pipeline_stage}}
+
+
+def op_swap_key(sc: Dict[str, Any], name: str) -> str:
+    """The key path of the ``op_swap`` entry of ``sc`` (a swap_config) that names op ``name``: ``swap_config.
+    op_swap[i]``, or ``swap_config.op_swap`` when none does (a dict form, or a default)."""
+    raw = sc.get("op_swap")
+    if isinstance(raw, list):
+        for i, item in enumerate(raw):
+            if isinstance(item, dict):
+                names = item.get("op_name")
+                if names == name or (isinstance(names, (list, tuple)) and name in names):
+                    return f"swap_config.op_swap[{i}]"
+    return "swap_config.op_swap"

@@ -6,7 +6,7 @@ from typing import Any, Dict
 
 from .load import _short
 from .swap import normalize_swap_config
-from .training import INT64_MAX, RECOMPUTE_BOOL_KEYS, SWAP_DEFAULTS, TrainingConfig
+from .training import INT64_MAX, RECOMPUTE_BOOL_KEYS, SWAP_DEFAULTS, TrainingConfig, op_swap_key
 
 
 # ---------------------------------------------------------------------------------------------
@@ -64,18 +64,7 @@ def validate(cfg: TrainingConfig, check_rules: bool = True) -> None:
                          else "swap_config.layer_swap", "layer_swap")
     for name, entries in op_swap.items():
         for item in entries:
-            _rule_swap_entry(cfg, item, _op_swap_key(sc, name), f"op_swap({name})")
-
-
-def _op_swap_key(sc: Dict[str, Any], name: str) -> str:
-    raw = sc.get("op_swap")
-    if isinstance(raw, list):
-        for i, item in enumerate(raw):
-            if isinstance(item, dict):
-                names = item.get("op_name")
-                if names == name or (isinstance(names, (list, tuple)) and name in names):
-                    return f"swap_config.op_swap[{i}]"
-    return "swap_config.op_swap"
+            _rule_swap_entry(cfg, item, op_swap_key(sc, name), f"op_swap({name})")
 
 
 def _rule_layer_ids(cfg: TrainingConfig, value: Any, key: str) -> None:

@@ -97,14 +97,7 @@ LAYERSETTING: List[Row] = [
                            r"select(?:_comm)?_recompute_(?:exclude|off) and will be removed\.$", "The pattern ",
         "ecompute", "'_off' keys before 2025-03-07"),
     _row(setting_lines.CELL_NOT_OP),
-    Row("swap_conflict_layer", r"(?P<op>.+?) operator in layer (?P<layer>\d+) that is enabled swap do not work! "
-                               r"Because it is enabled recompute\.$", None, "swap", "wording since 836aa288"),
-    Row("swap_conflict_all_layers", r"(?P<op>.+?) operator in all layers that is enabled swap do not work! "
-                                    r"Because it is enabled recompute\.$", None, "swap", "since 836aa288"),
-    Row("swap_conflict_op", r"(?P<op>.+?) operator that is enabled swap do not work! Because it is enabled "
-                            r"recompute\.$", None, "swap", "since 836aa288"),
-    Row("swap_conflict_recompute_true", r"All layers and ops that are enabled swap do not work! Because recompute "
-                                        r"= (?P<v>.+)\.$", "All layers", "swap", "since 836aa288"),
+    *(_row(k) for k in setting_lines.CONFLICT_KINDS),
     Row("pp_interleave_reset", r"Current MindSpore version do not pipeline interleave\. `pp_interleave_num` is set "
                                r"to 1\.$", "Current MindSpore", "pipeline interleave", "all"),
     Row("empty_config", r"The input config (?P<section>\w+) is empty\.$", "The input config", "The input config",
@@ -120,17 +113,7 @@ LAYERSETTING: List[Row] = [
 # LAYERSETTING rows above (same words); the rows here are the PyNative-only wordings.
 # --------------------------------------------------------------------------------------------
 PYNATIVE: List[Row] = [
-    Row("pyn_map_start", r"--- Final (?P<label>.+?) Configuration Map---$", "--- Final ", "Configuration Map---",
-        "2.1.0: labels Recompute, ExcludeOp, Comm Select Recompute, Swap"),
-    Row("pyn_map_entry", r"layer(?P<layer>\d+): (?P<ops>.*)$", "layer", None,
-        "2.1.0: one per layer in sorted order; '(No Module)' when empty"),
-    Row("pyn_map_end", r"-{69}$", "-----", None, "2.1.0: 69 dashes close a map"),
-    Row("pyn_set_exclude", r"Set exclude recompute at layer (?P<layer>\d+): ?(?P<ops>.*)$", "Set ", "ecompute",
-        "2.1.0"),
-    Row("pyn_layer_swap", r"Set layer swap at layer (?P<layer>\d+)$", "Set ", "swap",
-        "2.1.0 (the static path adds 'and value is: p')"),
-    Row("pyn_select_swap", r"Set select swap at layer (?P<layer>\d+): ?(?P<ops>.*)$", "Set ", "swap",
-        "2.1.0: only when a path was really wrapped"),
+    *(_row(k) for k in setting_lines.PYNATIVE_KINDS),
     Row("pyn_no_match", r"(?P<label>select_module|exclude_op|comm_select_module|op_swap) pattern '(?P<key>.*)' did "
                         r"not match any module in the model, please check your (?:recompute|swap) config\.$",
         None, "did not match any module", "2.1.0 WARNING"),

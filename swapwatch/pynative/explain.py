@@ -15,7 +15,7 @@ from .. import layer_table
 from ..checks import CheckContext, Finding
 from ..text import severity_rank
 from . import config as pconfig
-from .resolve import PynativePlan, resolve
+from .resolve import PynativePlan, plan_tree
 
 
 @dataclass
@@ -51,20 +51,8 @@ def explain_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional[s
     """Plan and findings for a parsed PyNative YAML; :class:`~.layer_spec.Refusal` (exit 2) when MindFormers
     refuses it."""
     from ..checks.sw5xx_pynative import pynative_findings
-    cfg = pconfig.from_tree(data, lines, source, num_layers=num_layers, family=family)
-    try:
-        plan = resolve(cfg)
-    except pconfig.ConfigError as exc:
-        if exc.file is None:
-            exc.file = source
-        if exc.line is None and exc.key:
-            exc.line = cfg.line(exc.key)
-        elif exc.line is None:      # point at the section the refused value sits in
-            text = getattr(exc, "mf_message", exc.message)
-            sec = ("swap" if "swap" in text.split(":")[0] else
-                   "recompute_comm" if "recompute_comm" in text.split(":")[0] else "recompute")
-            exc.line, exc.key = cfg.line(sec), sec
-        raise
+
+    cfg, plan = plan_tree(data, lines, source, num_layers=num_layers, family=family)
     findings = sorted(pynative_findings(CheckContext(plan=plan, config=cfg)),
                       key=lambda f: (severity_rank(f.severity), f.code, -1 if f.layer is None else f.layer))
     return PynativeExplanation(cfg, plan, findings)

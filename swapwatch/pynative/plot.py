@@ -3,7 +3,7 @@
 :mod:`swapwatch.plot.strategy_map` draws the layer × mechanism map; this module gives it a PyNative plan's
 rows (one per applied path: items are module paths, not regexes, since ``apply_ac`` logs paths), the swap
 cells' label (``→j``: the layer whose tensors are prefetched with it) and the config-vs-log differences,
-taken from :mod:`swapwatch.pynative.verify` so that the plot and ``swapwatch verify`` cannot disagree.
+taken from verify's comparison (:mod:`swapwatch.compare`) so that the plot and ``swapwatch verify`` cannot disagree.
 An op swap that recompute makes wrap nothing (SW504) is crossed out; a comm path that is a cell (SW507) is
 drawn as voided. Stages are not drawn: ``apply_ac`` works on global layer ids.
 """
@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any, List, Optional, Tuple
 import pandas as pd
 
 from .. import actions
-from .verify import expected, logged
 
 if TYPE_CHECKING:
     from .resolve import PynativePlan
@@ -65,23 +64,24 @@ def log_values(frame: pd.DataFrame, plan: PynativePlan) -> pd.DataFrame:
 
 
 def differences(plan: PynativePlan, runlog: Any, rank: int) -> pd.DataFrame:
-    """Cells where ``rank``'s log differs from the plan (``missing`` / ``extra``), map entries left out."""
-    exp = {k: v for k, v in expected(plan).items() if not k[1].startswith("map:")}
-    got, _, _ = logged(runlog.ranks[rank].events)
-    got = {k: v for k, v in got.items() if not k[1].startswith("map:")}
+    """Cells where ``rank``'s log differs from the plan (``missing`` / ``extra``), map entries left out: verify's
+    comparison (``compare.compare`` on this path's expected log and reader)."""
+    from ..compare import compare
+    from .logged import APPLY_AC_LOG, expected_log
+
+    comp = compare(expected_log(plan), runlog, APPLY_AC_LOG)
+    diff = comp.ranks[rank]
     #: layer, mechanism, item (None: the whole action), missing/extra, expected, actual (None: not a path row's side)
     rows: List[Tuple[int, str, Optional[str], str, Optional[bool], Optional[bool]]] = []
-    for key in sorted(set(exp) | set(got)):
-        layer, action = key
-        e, g = exp.get(key), got.get(key)
-        if action in _WHOLE:
-            if (e is None) != (g is None):
-                rows.append((layer, action, None, "missing" if g is None else "extra", e is not None, g is not None))
-            continue
-        for p in e or []:
-            if p not in (g or []):
-                rows.append((layer, action, p, "missing", True, None))
-        for p in g or []:
-            if p not in (e or []):
-                rows.append((layer, action, p, "extra", None, True))
+    for e in (comp.union or diff).missing:
+        if e.action in _WHOLE:
+            rows.append((e.layer, e.action, None, "missing", True, False))
+        elif e.action in actions.NAMES:
+            rows.append((e.layer, e.action, e.pattern, "missing", True, None))
+    for s in diff.extra:
+        if s.action in _WHOLE:
+            rows.append((s.layer, s.action, None, "extra", False, True))
+        elif s.action in actions.NAMES:
+            rows.append((s.layer, s.action, s.path, "extra", None, True))
+    rows.sort(key=lambda r: (r[0], r[1], r[2] or ""))
     return pd.DataFrame(rows, columns=["layer", "mechanism", "item", "kind", "expected", "actual"])

@@ -24,17 +24,18 @@ from typing import AbstractSet, Any, ClassVar, Dict, Iterable, List, Optional, S
 
 import regex
 
+from .. import setting_lines
 from ..errors import ConfigError
 from ..plan_view import APPLY_AC
 from ..patterns import PatternError, check_size, under
-from .config import PynativeConfig
+from ..unmatched import NoMatch
+from .config import PynativeConfig, from_tree
 from .layer_paths import cells_of, layer_lists
 from .layer_spec import RECOMPUTE_TAG, Refusal, SPEC_RE, layer_ids
 from . import validate as _v
 
 #: map labels as printed: ``--- Final <label> Configuration Map---``
 RECOMPUTE_MAP, EXCLUDE_MAP, COMM_MAP, SWAP_MAP = "Recompute", "ExcludeOp", "Comm Select Recompute", "Swap"
-MAP_END = "-" * 69
 EXCLUDE_NONE_WARNING = (f"{RECOMPUTE_TAG} exclude_op is configured but recompute mode is 'None'; "
                         "exclude_op has no effect without recompute.")
 
@@ -113,6 +114,7 @@ class PynativePlan:
     global_layer_ids: ClassVar[bool] = True
     comparable: ClassVar[bool] = False
     path_note: ClassVar[str] = "; PyNative (r2.x) path"
+    voided_legend: ClassVar[str] = "op swap listed in the swap map that wraps nothing (SW504)"
 
     config: PynativeConfig
     applied: bool                         # apply_ac runs at all (something enabled)
@@ -183,16 +185,39 @@ class PynativePlan:
             "findings": [f.to_json() for f in findings],
         }
 
-    def verify_map_lines(self, result: Any) -> List[str]:
-        """verify's table: per layer, the ``Set ...`` lines the config leads to vs the log (pynative.verify)."""
-        from .verify import map_lines
+    #: ``apply_ac``'s map label -> the YAML key its regex comes from
+    SECTION: ClassVar[Dict[str, str]] = {"select_module": "recompute.select_module",
+                                         "exclude_op": "recompute.exclude_op",
+                                         "comm_select_module": "recompute_comm.select_module",
+                                         "op_swap": "swap.op_swap"}
 
-        return map_lines(result)
+    def unmatched(self, config: Any) -> List[NoMatch]:
+        """``apply_ac`` (``_expand_select_module``): a regex that matched no path of any of its layers; MindFormers
+        only warns."""
+        out = []
+        for label, key in self.no_match:
+            section = self.SECTION[label]
+            out.append(NoMatch(f"{section} pattern '{key}' matches no module or op of its layers (regex fullmatch "
+                               f"on each layer's paths); MindFormers logs a warning and applies nothing for it",
+                               op=key, source=self.config.where(section)))
+        return out
 
-    def verify_map_json(self, result: Any) -> Optional[Dict[str, Any]]:
-        from .verify import layer_map
-
-        return layer_map(result)
+    def stage_counts(self) -> List[Tuple[Any, List[int], Dict[str, int]]]:
+        """Per ``apply_pp`` stage: its layers, and how many are fully recomputed, select / comm recomputed,
+        swapped (layer or op swap) and hold an op swap that wraps nothing (SW504)."""
+        by_stage: Dict[Any, List[LayerActions]] = {}
+        for la in sorted(self.layers, key=lambda x: (self.stage_of(x.layer)[0], x.layer)):
+            by_stage.setdefault(self.stage_of(la.layer)[0], []).append(la)
+        out = []
+        for stage, las in by_stage.items():
+            counts = {"full": sum(1 for la in las if la.full), "select": sum(1 for la in las if la.select),
+                      "comm": sum(1 for la in las if la.comm),
+                      "swap": sum(1 for la in las if la.layer_swap or la.op_swap)}
+            voided = sum(1 for la in las if la.op_swap_void)
+            if voided:
+                counts["voided swap"] = voided
+            out.append((stage, [la.layer for la in las], counts))
+        return out
 
     def strategy_rows_hook(self) -> Optional[List[tuple]]:
         from .plot import config_rows
@@ -259,11 +284,10 @@ def _clean(expanded: Dict[int, List[str]], skip: Set[int]) -> Dict[int, List[str
 
 
 def _map_lines(label: str, m: Dict[int, List[str]], lines: List[LogLine]) -> None:
-    lines.append(LogLine("INFO", f"--- Final {label} Configuration Map---", "map_start", key=label))
+    lines.append(LogLine("INFO", setting_lines.map_start(label), "map_start", key=label))
     for lid in sorted(m):
-        lines.append(LogLine("INFO", f"layer{lid}: {', '.join(m[lid]) if m[lid] else '(No Module)'}", "map_entry",
-                             layer=lid, key=label))
-    lines.append(LogLine("INFO", MAP_END, "map_end", key=label))
+        lines.append(LogLine("INFO", setting_lines.map_entry(lid, m[lid]), "map_entry", layer=lid, key=label))
+    lines.append(LogLine("INFO", setting_lines.MAP_END, "map_end", key=label))
 
 
 def _blocked(path: str, wrapped: Set[str]) -> bool:
@@ -288,6 +312,27 @@ def _wrap_all(kind: str, wanted: List[str], la: Any, applied: List[str], cells: 
         applied.append(p)
         if p in cells:
             wrapped.add(p)
+
+
+def plan_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional[str], num_layers: Optional[int] = None,
+              family: Optional[str] = None) -> Tuple[PynativeConfig, PynativePlan]:
+    """Config and plan of a parsed PyNative YAML; what MindFormers refuses is one line on the YAML's line
+    (:class:`~.layer_spec.Refusal`, exit 2): the key's, else the section the refused value sits in."""
+    cfg = from_tree(data, lines, source, num_layers=num_layers, family=family)
+    try:
+        plan = resolve(cfg)
+    except ConfigError as exc:
+        if exc.file is None:
+            exc.file = source
+        if exc.line is None and exc.key:
+            exc.line = cfg.line(exc.key)
+        elif exc.line is None:      # point at the section the refused value sits in
+            text = getattr(exc, "mf_message", exc.message)
+            sec = ("swap" if "swap" in text.split(":")[0] else
+                   "recompute_comm" if "recompute_comm" in text.split(":")[0] else "recompute")
+            exc.line, exc.key = cfg.line(sec), sec
+        raise
+    return cfg, plan
 
 
 def resolve(cfg: PynativeConfig) -> PynativePlan:
@@ -362,15 +407,14 @@ def _resolve(cfg: PynativeConfig, lines: List[LogLine]) -> PynativePlan:
             wrapped: Set[str] = set()
             _wrap_all("exclude", exclude.get(i, []), la, la.exclude, cells, wrapped)
             if la.exclude:
-                lines.append(LogLine("INFO", f"Set exclude recompute at layer {i}: {', '.join(la.exclude)}",
-                                     "set_exclude", layer=i))
+                lines.append(LogLine("INFO", setting_lines.pyn_exclude(i, la.exclude), "set_exclude", layer=i))
             if need_rc and i in full:
                 la.full = True
-                lines.append(LogLine("INFO", f"Set full recompute at layer {i}", "set_full", layer=i))
+                lines.append(LogLine("INFO", setting_lines.full_recompute(i).text, "set_full", layer=i))
             if need_rc and rc["mode"] == "select":
                 _wrap_all("select", select.get(i, []), la, la.select, cells, wrapped)
                 if la.select:
-                    lines.append(LogLine("INFO", f"Set select recompute at layer {i}: {', '.join(la.select)}",
+                    lines.append(LogLine("INFO", setting_lines.select(i, False, False, True, la.select).text,
                                          "set_select", layer=i))
             if need_comm:
                 for p in comm_map.get(i, []):
@@ -378,15 +422,13 @@ def _resolve(cfg: PynativeConfig, lines: List[LogLine]) -> PynativePlan:
                         la.blocked.append(("comm", p))
                     elif p in cells:
                         la.comm_cells.append(p)
-                        head, _, name = p.rpartition(".")
-                        shown = f"{head}.{name}" if head else f".{name}"   # MindFormers' info.replace quirk
-                        lines.append(LogLine("INFO", f"For communication recompute, {shown} is expected to be "
-                                                     "operation but got cell, this configuration will not be "
-                                                     "effective.", "comm_cell", layer=i))
+                        # MindFormers' info.replace quirk: a one-segment cell is named with a leading dot
+                        lines.append(LogLine("INFO", setting_lines.cell_not_op(i, p, "." not in p, comm=True).text,
+                                             "comm_cell", layer=i))
                     else:
                         la.comm.append(p)
                 if la.comm:
-                    lines.append(LogLine("INFO", f"Set select comm recompute at layer {i}: {', '.join(la.comm)}",
+                    lines.append(LogLine("INFO", setting_lines.select(i, True, False, True, la.comm).text,
                                          "set_comm", layer=i))
             wrapped_by_layer[i] = wrapped
 
@@ -413,7 +455,7 @@ def _resolve(cfg: PynativeConfig, lines: List[LogLine]) -> PynativePlan:
             if i in swapped_layers:
                 la.layer_swap = True
                 pairs.add((i, i + prefetch))
-                lines.append(LogLine("INFO", f"Set layer swap at layer {i}", "set_layer_swap", layer=i))
+                lines.append(LogLine("INFO", setting_lines.pyn_layer_swap(i), "set_layer_swap", layer=i))
             if i in op_map:
                 wrapped = wrapped_by_layer.get(i, set())
                 for p in op_map[i]:
@@ -422,8 +464,7 @@ def _resolve(cfg: PynativeConfig, lines: List[LogLine]) -> PynativePlan:
                     else:
                         la.op_swap.append(p)
                 if la.op_swap:
-                    lines.append(LogLine("INFO", f"Set select swap at layer {i}: {', '.join(la.op_swap)}",
-                                         "set_op_swap", layer=i))
+                    lines.append(LogLine("INFO", setting_lines.pyn_select_swap(i, la.op_swap), "set_op_swap", layer=i))
                 pairs.add((i, i + prefetch))
         plan.prefetch_pairs = sorted(pairs)
         for a, b in plan.prefetch_pairs:

@@ -232,7 +232,7 @@ def _verify_map(part: RunPart) -> str:
         out.append(f"<h3>Expected vs applied per layer (swapwatch verify)</h3><p>{e(vr._map_heading(res, rank))}</p>")
         out.append(_table(header, body, [["", ""] + [_mark_class(c) for c in row[2:]] for row in body],
                           cls="layer-map"))
-        marks = vr._map_legend(body)
+        marks = vr._map_legend(body, res.plan)
         if marks:
             out.append(f'<p class="muted">{e("; ".join(marks))}</p>')
         blind = [r for r in res.ranks if r != rank and vr.unverifiable(res, r)]
