@@ -217,7 +217,9 @@ def explain_cmd(config, fmt, num_layers, pipeline_stage, pp_interleave_num, offs
                  pp_interleave_num=pp_interleave_num,
                  offset=parse_offset(offset) if offset is not None else None,
                  env=parse_env(env), model=model)
-    click.echo(ex.render(fmt, all_layers=all_layers), nl=False)     # each path's explanation renders itself
+    from .report.explain import render
+
+    click.echo(render(ex, fmt, all_layers=all_layers), nl=False)
     return ex.exit_code
 
 
@@ -253,7 +255,7 @@ def verify_cmd(paths, config_path, fmt, strict, ignore, ir, env, output, force):
         refuse_overwrite(output, force)         # before reading GBs of logs
     result = verify(paths, config_path=config_path, env=parse_env(env), ignore=ignore,
                     strict=strict, ir_dir=ir)
-    from .verify_render import render          # imported while the logs were scanned
+    from .report.verify import render          # imported while the logs were scanned
 
     gc.freeze()           # the run and the findings as they are: not rescanned while the report is made
     try:
@@ -403,7 +405,7 @@ def diff_cmd(a, b, fmt, all_layers):
     two runs applied (run dirs, msrun log dirs, worker logs).
 
     Exit 0 same, 1 differ, 2 bad input."""
-    from .diff_render import render
+    from .report.diff import render
     from .strategy_diff import diff
 
     result = diff(a, b)

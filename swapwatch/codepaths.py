@@ -10,7 +10,7 @@ line naming the command, the same for every command.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence, Tuple
 
 from .config.document import TrainingDocument
 from .errors import InputError, NotModelled
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from .plan import Plan
     from .pynative.config import PynativeConfig
     from .pynative.resolve import PynativePlan
+    from .results import Explanation
 
 #: what a command may need of a path beyond its plan: ``size`` (a memory estimate), ``calibrate`` (fitted to
 #: measured runs), ``dryrun`` (MindSpore DryRun as the oracle), ``fit`` (a strategy searched under a budget and
@@ -53,6 +54,14 @@ class CodePath:
 
     # ---- the plan and its log ------------------------------------------------------------------
 
+    def explain(self, doc: TrainingDocument, *, num_layers: Optional[int] = None,
+                pipeline_stage: Optional[int] = None, pp_interleave_num: Optional[int] = None,
+                offset: Any = None, env: Optional[Mapping[str, str]] = None,
+                model: Optional[str] = None) -> "Explanation":
+        """``explain`` of ``doc``: its plan and the config-time findings (``model``: the ``--model`` family;
+        the rest override a fragment's keys). Bad input: one line, exit 2."""
+        raise NotImplementedError
+
     def configure(self, doc: TrainingDocument) -> Tuple[Any, Any]:
         """``(config, plan)`` of ``doc`` as ``verify --config`` takes it (bad input: one line, exit 2)."""
         raise NotImplementedError
@@ -68,6 +77,20 @@ class CodePath:
 
     def config_from_log(self, runlog: "RunLog") -> Tuple[Any, str]:
         """``(config, where it came from)`` rebuilt from the run's own log, for ``verify`` without ``--config``."""
+        raise NotImplementedError
+
+    def example(self, doc: TrainingDocument, log: Any) -> Any:
+        """What the example trainer (``swapwatch/examples/train.py``) runs of ``doc`` on the tiny Llama: an object
+        with ``mode`` (the MindSpore execution mode the path's trainer runs in, None: as asked), ``num_layers``,
+        ``sha256`` and ``apply(layers, rank, quirks, log)``."""
+        raise NotImplementedError
+
+    def example_sizes(self, doc: TrainingDocument) -> Tuple[Any, Any]:
+        """``(tree, lines)`` of ``doc`` under the names the example trainer reads its sizes by."""
+        return doc.mapping, doc.lines
+
+    def launch_config(self, doc: TrainingDocument) -> Optional["TrainingConfig"]:
+        """The config ``run``'s strategy environment follows (None where the path needs none)."""
         raise NotImplementedError
 
     def compare(self, plan: Any, runlog: "RunLog") -> "Comparison":
@@ -139,6 +162,38 @@ class LayerSetting(CodePath):
         config = load_config(doc.path)
         return config, plan(config)
 
+    def explain(self, doc: TrainingDocument, *, num_layers: Optional[int] = None,
+                pipeline_stage: Optional[int] = None, pp_interleave_num: Optional[int] = None,
+                offset: Any = None, env: Optional[Mapping[str, str]] = None,
+                model: Optional[str] = None) -> "Explanation":
+        """The family comes from the YAML (``families.detect``) unless ``model`` names one; each layer is
+        resolved on its own tree of that family (``strategy.plan``)."""
+        from . import strategy
+        from .checks import CheckContext, run_rules
+        from .config import load_config
+        from .families import check_code_path, from_name
+        from .results import Explanation
+        from .run_shape import config_shape
+        from .text import severity_rank
+
+        if model is not None:
+            from_name(model)                  # an unknown --model is bad input before anything else
+        config = load_config(doc.path, num_layers=num_layers, pipeline_stage=pipeline_stage,
+                             pp_interleave_num=pp_interleave_num, offset=offset)
+        if model is not None:
+            check_code_path(from_name(model), config.mcore)
+        plan = strategy.plan(config, model=model)
+        ctx = CheckContext(plan=plan, config=config, env=dict(env or {}))
+        findings = sorted(run_rules(ctx, needs=("config",)),
+                          key=lambda f: (severity_rank(f.severity), f.code, -1 if f.layer is None else f.layer))
+        notes = []
+        if plan.swap and plan.geometry.pipeline_stage <= 1 and not env:
+            # SW302 depends on the launch environment, which explain cannot see without --env
+            notes.append("not checked (needs --env): SW302, the launch needs ENABLE_LAZY_INLINE_NO_PIPELINE=1 "
+                         "for swap without pipeline parallel (`swapwatch run` sets it)")
+        return Explanation(config, plan, findings, dict(env or {}), header=strategy.describe(plan, config),
+                           notes=notes, log_lines=strategy.layer_setting_lines(plan), shape=config_shape(config))
+
     def expected_log(self, plan: "Plan") -> "ExpectedLog":
         from .compare import expected_log
 
@@ -149,6 +204,21 @@ class LayerSetting(CodePath):
         from .compare import LAYER_SETTING_LOG
 
         return LAYER_SETTING_LOG
+
+    def example(self, doc: TrainingDocument, log: Any) -> Any:
+        from .hooks.apply import Example
+
+        return Example(doc.path, log)
+
+    def launch_config(self, doc: TrainingDocument) -> Optional["TrainingConfig"]:
+        """The config ``run``'s strategy environment follows (``cfg.swap``, ``cfg.pipeline_stage``: SW302), None
+        when swapwatch rejects its values (preflight reports them)."""
+        from .config import load_config
+
+        try:
+            return load_config(doc.path)
+        except InputError:
+            return None
 
     def config_from_log(self, runlog: "RunLog") -> Tuple["TrainingConfig", str]:
         """MindFormers' own copy of the YAML: its ``initial ... from dict`` lines and the logged geometry."""
@@ -200,6 +270,16 @@ class ApplyAc(CodePath):
 
         return plan_tree(doc.data, doc.lines, doc.path)
 
+    def explain(self, doc: TrainingDocument, *, num_layers: Optional[int] = None,
+                pipeline_stage: Optional[int] = None, pp_interleave_num: Optional[int] = None,
+                offset: Any = None, env: Optional[Mapping[str, str]] = None,
+                model: Optional[str] = None) -> "Explanation":
+        """The model paths come from ``model.model_type`` unless ``model`` names them (the stage split is
+        ``parallelism``'s: the static overrides do not apply)."""
+        from .pynative.explain import explain_tree
+
+        return explain_tree(doc.data, doc.lines, doc.path, num_layers=num_layers, family=model)
+
     def expected_log(self, plan: "PynativePlan") -> "ExpectedLog":
         from .pynative.logged import expected_log
 
@@ -210,6 +290,20 @@ class ApplyAc(CodePath):
         from .pynative.logged import APPLY_AC_LOG
 
         return APPLY_AC_LOG
+
+    def example(self, doc: TrainingDocument, log: Any) -> Any:
+        from .pynative.example import Example
+
+        return Example(doc.path)
+
+    def example_sizes(self, doc: TrainingDocument) -> Tuple[Any, Any]:
+        from .pynative.example import sizes_view
+
+        return sizes_view(doc.mapping, doc.lines)
+
+    def launch_config(self, doc: TrainingDocument) -> Optional["TrainingConfig"]:
+        """None: the r2.x trainer needs none of the LayerSetting strategy environment."""
+        return None
 
     def config_from_log(self, runlog: "RunLog") -> Tuple["PynativeConfig", str]:
         raise InputError("this is a PyNative (r2.x) run: its log does not print the recompute/swap sections; "
@@ -232,12 +326,31 @@ def of(doc: TrainingDocument) -> CodePath:
 _APPLY_AC_NOTICES = ("pyn_map_start", "world_size", "pyn_config_error")
 
 
+def for_plan(plan: Any) -> CodePath:
+    """The code path that made ``plan`` (its view: ``plan_view.PlanView.view``)."""
+    from .plan_view import APPLY_AC
+
+    return ApplyAc() if plan.view == APPLY_AC else LayerSetting()
+
+
 def of_run(runlog: "RunLog") -> CodePath:
     """The code path whose logs ``runlog`` holds: the PyNative trainer's when a rank logged one of its own notices
     (:data:`_APPLY_AC_NOTICES`), else LayerSetting's (verify without ``--config``)."""
     if any(r.notices(what).n for r in runlog.ranks.values() for what in _APPLY_AC_NOTICES):
         return ApplyAc()
     return LayerSetting()
+
+
+def mixed_pair(path_a: str, path_b: str) -> Optional[str]:
+    """The one-line refusal when one YAML is PyNative and the other a LayerSetting one (``diff``); None when both
+    go to the same kind of code. Asked of the documents alone, before either plan is built."""
+    a, b = (of(TrainingDocument.read(p)) for p in (path_a, path_b))
+    if isinstance(a, ApplyAc) == isinstance(b, ApplyAc):
+        return None
+    pyn, static = (path_a, path_b) if isinstance(a, ApplyAc) else (path_b, path_a)
+    return (f"{pyn} is a PyNative (r2.x) config and {static} a static-graph (LayerSetting) "
+            "one: apply_ac and LayerSetting apply different keys to different trees, so "
+            "there is no per-layer diff; see each with `swapwatch explain`")
 
 
 def read(path: str) -> "tuple[TrainingDocument, CodePath]":

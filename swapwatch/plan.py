@@ -11,11 +11,12 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional,
 
 import numpy as np
 
-from . import patterns
-from .plan_view import LayerSettingView
+from . import actions, patterns
+from .plan_view import CELL_ONLY, INVALID, LAYER_SETTING, NO_MATCH, Action, Subject
 
 if TYPE_CHECKING:
     from .families import ModelFamily
+    from .unmatched import NoMatch
 
 Prefetch = Union[int, str]
 
@@ -141,6 +142,150 @@ class LayerPlan:
         return any(o.scope == "op" and o.pattern == pattern for o in self.swap_overridden)
 
 
+class LayerSettingView:
+    """:class:`PlanView` of a LayerSetting :class:`~swapwatch.plan.Plan` (legacy and mcore): a base of ``Plan``,
+    reading only its fields (``layers``, ``mtp``, ``swap``, its family's walk), so the view and the plan cannot
+    drift apart."""
+
+    view = LAYER_SETTING
+    swap_keys_become_ids = True
+    path_note = ""
+    voided_legend = "swap voided by recompute on that layer (SW201)"
+    layers: List["LayerPlan"]
+    mtp: List["LayerPlan"]
+    swap: bool
+
+    @property
+    def swap_on(self) -> bool:
+        return bool(self.swap)
+
+    @property
+    def fam(self) -> "ModelFamily":
+        raise NotImplementedError           # Plan's
+
+    def walker(self, layer: int, mtp: bool = False) -> Walker:
+        raise NotImplementedError           # Plan's
+
+    def _layer_plan(self, layer: int, mtp: bool = False) -> "LayerPlan":
+        for lp in (self.mtp if mtp else self.layers):
+            if lp.layer == layer:
+                return lp
+        raise KeyError(layer)
+
+    def stage_of(self, layer: int, mtp: bool = False) -> Tuple[Optional[int], int]:
+        lp = self._layer_plan(layer, mtp)
+        return lp.stage, lp.interleave
+
+    def all_layers(self) -> List[Tuple[int, bool]]:
+        return [(lp.layer, False) for lp in self.layers] + [(lp.layer, True) for lp in self.mtp]
+
+    def layer_actions(self, layer: int) -> Dict[str, List[str]]:
+        lp = self._layer_plan(layer)
+        out: Dict[str, List[str]] = {}
+        if lp.full_recompute:
+            out["full_recompute"] = []
+        for action in actions.SELECT_ACTIONS:
+            if lp.patterns(action):
+                out[action] = list(lp.patterns(action))
+        if lp.layer_swap is not None:
+            out["layer_swap"] = []
+        if lp.op_swap:
+            out["op_swap"] = list(lp.op_swap)
+        return out
+
+    def actions_at(self, layer: int, mtp: bool = False) -> List[Action]:
+        """Each pattern walked on the layer's own tree (its family's dense / MoE / MTP kind), as MindFormers'
+        walk finds them; swaps voided by recompute carry the engine's :class:`~swapwatch.plan.Override` reasons."""
+        lp = self._layer_plan(layer, mtp)
+        walk = self.walker(lp.layer, mtp)
+        fam = self.fam
+        resolved = fam is None or fam.known
+        out: List[Action] = []
+        if lp.full_recompute:
+            out.append(Action("full_recompute", logged=lp.full_recompute_logged))
+        for kind in actions.SELECT_ACTIONS:
+            pats = lp.patterns(kind)
+            if pats:
+                out.append(Action(kind, tuple(_subject(walk, p, actions.WALK_MODE[kind]) for p in pats),
+                                  resolved=resolved))
+            for pat in lp.select_shadowed.get(kind, []):
+                out.append(Action(kind, (Subject(pat),), voided=True, shadowed=True,
+                                  why="the layer is fully recomputed", resolved=resolved))
+        if lp.layer_swap is not None:
+            whole = lp.layer_swap_voided
+            out.append(Action("layer_swap", prefetch=lp.layer_swap, voided=lp.layer_swap_touched,
+                              partial=lp.layer_swap_touched and not whole,
+                              why="; ".join(o.why for o in lp.swap_overridden if o.action == "layer_swap")))
+        for pat, prefetch in (lp.op_swap or {}).items():
+            out.append(Action("op_swap", (_subject(walk, pat, "swap"),), prefetch=prefetch,
+                              voided=lp.op_swap_voided(pat), resolved=resolved,
+                              why=next((o.why for o in lp.swap_overridden if o.scope == "op" and o.pattern == pat),
+                                       "")))
+        return out
+
+    def layer_prefetch(self, layer: int) -> Optional[int]:
+        return None                          # LayerSetting's prefetch is per swap (Action.prefetch)
+
+    def stage_counts(self) -> List[Tuple[Any, List[int], Dict[str, int]]]:
+        return stage_counts(self.layers, self)
+
+
+def _subject(walk: Optional[Walker], pattern: str, mode: str) -> Subject:
+    """``pattern`` as walked on one layer's tree (``walk``; None: shown as written)."""
+    if walk is None:
+        return Subject(pattern)
+    try:
+        res = walk(pattern, mode)
+    except Exception:            # noqa: BLE001 - an invalid regex is reported by the config checks, not here
+        return Subject(pattern, note=INVALID)
+    if res.targets:
+        return Subject(pattern, tuple(t.path for t in res.targets))
+    return Subject(pattern, note=CELL_ONLY if res.skipped_cells else NO_MATCH)
+
+
+def stage_counts(layer_plans: Iterable["LayerPlan"], plan: Optional[LayerSettingView] = None
+                 ) -> List[Tuple[Any, List[int], Dict[str, int]]]:
+    """Per stage of a LayerSetting plan: ``(stage, its layers, {full, select, comm, swap[, voided swap]: n})``. A
+    stage's interleave chunks count together (memory is per device); with the ``plan`` (a family it can walk), a
+    layer counts only for what applies there: select, comm and op-swap patterns that reach nothing on the layer's
+    tree do not count (issue 21.8: ``select_recompute: True`` on Qwen3-MoE expands to defaults that match
+    nothing)."""
+    by_stage: Dict[Any, List["LayerPlan"]] = {}
+    for lp in sorted(layer_plans, key=lambda x: (x.stage, x.layer)):
+        by_stage.setdefault(lp.stage, []).append(lp)
+    fam = plan.fam if plan is not None else None
+    walkable = plan is not None and (fam is None or fam.known)
+
+    def applies(lp: "LayerPlan", pats: Any, mode: str) -> bool:
+        if not pats:
+            return False
+        if not walkable or plan is None:
+            return True
+        walk = plan.walker(lp.layer)
+        for pat in pats:
+            try:
+                if walk(pat, mode).targets:
+                    return True
+            except Exception:       # noqa: BLE001 - an invalid pattern is the config checks' to report
+                return True
+        return False
+
+    out = []
+    for stage, lps in by_stage.items():
+        counts = {"full": sum(1 for lp in lps if lp.full_recompute),
+                  "select": sum(1 for lp in lps if applies(lp, lp.select_recompute,
+                                                            actions.WALK_MODE["select_recompute"])),
+                  "comm": sum(1 for lp in lps if applies(lp, lp.select_comm_recompute,
+                                                          actions.WALK_MODE["select_comm_recompute"])),
+                  "swap": sum(1 for lp in lps if lp.layer_swap is not None
+                              or applies(lp, list(lp.op_swap or {}), "swap"))}
+        voided = sum(1 for lp in lps if lp.swap_overridden)
+        if voided:
+            counts["voided swap"] = voided
+        out.append((stage, [lp.layer for lp in lps], counts))
+    return out
+
+
 @dataclass
 class Plan(LayerSettingView):
     """The whole intended strategy: geometry, the Formative values, one LayerPlan per layer.
@@ -192,6 +337,13 @@ class Plan(LayerSettingView):
     def layout_key(self, layer: int, mtp: bool = False) -> Optional[str]:
         """The layout key (``family:kind``) of decoder layer ``layer`` or of the MTP layer."""
         return self.fam.layout_key(layer, mtp)
+
+    def unmatched(self, config: Any) -> List["NoMatch"]:
+        """Patterns that reach nothing on any layer kind they are applied on (``unmatched.no_match``: the walk of
+        each kind's tree, with a did-you-mean), located in ``config`` (a TrainingConfig, or None)."""
+        from .unmatched import no_match
+
+        return no_match(self, config)
 
     def walker(self, layer: int, mtp: bool = False) -> "Walker":
         """``walker(pattern, mode)`` over the tree of one layer (memoised per layer kind)."""

@@ -1,25 +1,75 @@
-"""The one per-layer, per-action view of a plan, whichever MindFormers code path made it (DESIGN §1.2).
+"""The one plan shape every consumer reads, whichever MindFormers code path made it (DESIGN §1.2).
 
 A LayerSetting :class:`~swapwatch.plan.Plan` (legacy and mcore, ``strategy.py``) and an ``apply_ac``
-``PynativePlan`` (``pynative/resolve.py``) are both a :class:`PlanView`: consumers read layers, the actions at a
-layer (``actions.py``'s names), a layer's stage, its table cells and the JSON document through it, and where the
-two paths really differ the difference is an attribute (``global_layer_ids``, ``comparable``) or a hook method
-of the view, not a test of the path's name in the consumer. Which path a YAML takes is ``paths.py``'s (the seam).
+``PynativePlan`` (``pynative/resolve.py``) are both a :class:`PlanView`: per layer, the :class:`Action` s applied
+there (kind in ``actions.py``'s names, the subjects it reaches, its prefetch, whether recompute voids it), the
+layer's stage, the plan's JSON document. Consumers (the tables of ``explain`` / ``verify`` / ``diff``, ``plot
+strategy``, the report) draw every path's plan from these; none asks which path made it. Which path a YAML goes to
+is ``codepaths.py``'s (the one dispatch). This module holds data only: it imports no renderer.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Protocol, Tuple
 
-if TYPE_CHECKING:
-    import pandas as pd
 
-    from .plan import LayerPlan
+if TYPE_CHECKING:
     from .unmatched import NoMatch
 
 #: The plan views (``PlanView.view``): a LayerSetting plan (patterns per layer, resolved on the layer's tree)
-#: and an ``apply_ac`` plan (module paths per global layer id).
+#: and an ``apply_ac`` plan (module paths per global layer id); the rule registry matches them (``Rule.views``).
 LAYER_SETTING, APPLY_AC = "layer_setting", "apply_ac"
 VIEWS = (LAYER_SETTING, APPLY_AC)
+
+def reads(views: Tuple[str, ...], plan: Optional["PlanView"]) -> bool:
+    """Does a reader of the plan views ``views`` (``checks.Rule.views``) read ``plan``? A missing plan reads as a
+    LayerSetting one (the rules of that view find nothing without one)."""
+    return (LAYER_SETTING if plan is None else plan.view) in views
+
+
+#: why a subject reaches nothing, or has no effect (a table shows ``NAME (note)``)
+NO_MATCH, CELL_ONLY, INVALID, NOT_EFFECTIVE = "no match", "cell only: no effect", "invalid pattern", \
+    "cell: not effective"
+
+
+@dataclass(frozen=True)
+class Subject:
+    """What one action names at one layer: the pattern (LayerSetting) or module path (``apply_ac``) as configured,
+    the op paths it reaches on the layer's tree (``apply_ac``: itself), and why it reaches nothing or has no effect
+    (:data:`NO_MATCH`, :data:`CELL_ONLY`, :data:`INVALID`, :data:`NOT_EFFECTIVE`; "" when it applies)."""
+
+    name: str
+    reaches: Tuple[str, ...] = ()
+    note: str = ""
+
+    def texts(self) -> List[str]:
+        """The subject in a table cell: the paths it reaches, else ``NAME (note)``, else its name."""
+        if self.reaches:
+            return list(self.reaches)
+        return [f"{self.name} ({self.note})" if self.note else self.name]
+
+
+@dataclass(frozen=True)
+class Action:
+    """One action a plan applies at one layer.
+
+    ``kind``: ``actions.NAMES``; ``subjects``: what it names (none for a whole-layer action); ``prefetch``: a
+    LayerSetting swap's ``backward_prefetch`` (None where the path has none per swap: ``PlanView.layer_prefetch``);
+    ``voided``: recompute voids this swap (SW201 / SW504) or, with ``shadowed``, this select pattern never
+    applies (the layer is fully recomputed: SW105); ``partial``: only part of a layer swap is voided; ``why``: what
+    voids it; ``logged``: MindFormers logs a line for it; ``resolved``: its subjects were walked on the model's tree
+    (an unknown family's are shown as written)."""
+
+    kind: str
+    subjects: Tuple[Subject, ...] = ()
+    prefetch: Any = None
+    voided: bool = False
+    partial: bool = False
+    shadowed: bool = False
+    why: str = ""
+    logged: bool = True
+    resolved: bool = True
+
 
 class PlanView(Protocol):
     """What every consumer (explain's renderers, verify and its renderers, diff, ``plot strategy``, report, the
@@ -30,13 +80,8 @@ class PlanView(Protocol):
         """Which view this is (:data:`LAYER_SETTING` or :data:`APPLY_AC`): what ``checks.Rule.views`` match."""
 
     @property
-    def global_layer_ids(self) -> bool:
-        """The layers are global ids (``apply_ac``: the trainer's ``apply_pp`` splits the decoder after the strategy
-        is resolved; ``stage_of`` gives that split, ``pynative/config.py:stage_split``)."""
-
-    @property
-    def comparable(self) -> bool:
-        """Patterns are matched segment by segment against the logged paths (LayerSetting)."""
+    def swap_keys_become_ids(self) -> bool:
+        """Turning swap on changes what the recompute keys mean (LayerSetting: per-stage counts become layer ids)."""
 
     @property
     def voided_legend(self) -> str:
@@ -52,15 +97,24 @@ class PlanView(Protocol):
     def swap_on(self) -> bool:
         """Swap is enabled (the lever, whatever it applies)."""
 
-    def stage_of(self, layer: int) -> Tuple[Optional[int], int]:
-        """``(stage, interleave)`` of ``layer``; stage None when the config does not decide it."""
+    def stage_of(self, layer: int, mtp: bool = False) -> Tuple[Optional[int], int]:
+        """``(stage, interleave)`` of ``layer`` (``mtp``: of the MTP layer set as that id); stage None when the
+        config does not decide it."""
 
     def layer_actions(self, layer: int) -> Dict[str, List[str]]:
         """Per action (``actions.NAMES``) applied at ``layer``: its patterns (LayerSetting) or module paths
         (``apply_ac``); ``[]`` for a whole-layer action. Actions not applied are absent."""
 
-    def table_cells(self, layer: int) -> Dict[str, str]:
-        """``layer``'s cells in the shared layer-table columns (``layer_table.COLUMNS``), as diff shows them."""
+    def actions_at(self, layer: int, mtp: bool = False) -> List[Action]:
+        """The :class:`Action` s applied at ``layer`` (``mtp``: the MTP layer LayerSetting sets as that id), in
+        MindFormers' per-layer order; a select pattern that never applies there is one with ``shadowed``."""
+
+    def layer_prefetch(self, layer: int) -> Optional[int]:
+        """The layer whose swapped tensors are prefetched when ``layer`` runs forward (``apply_ac``'s prefetch
+        pair); None where there is none, or where the prefetch is per swap (``Action.prefetch``)."""
+
+    def all_layers(self) -> List[Tuple[int, bool]]:
+        """``(layer, mtp)`` of every layer the plan sets, decoder layers first."""
 
     def to_json(self, findings: Iterable[Any] = ()) -> Dict[str, Any]:
         """explain's JSON document of this plan and the ``findings`` about it (DESIGN §3.2)."""
@@ -71,82 +125,3 @@ class PlanView(Protocol):
 
     def stage_counts(self) -> List[Tuple[Any, List[int], Dict[str, int]]]:
         """Per pipeline stage: ``(stage, its layers, {mechanism: layers that get it})`` (the per-stage summary)."""
-
-    def strategy_rows_hook(self) -> Optional[List[tuple]]:
-        """``plot strategy``'s config rows when this path has its own; None: ``strategy_map`` makes them."""
-
-    def strategy_logs_hook(self, frame: "pd.DataFrame", runlog: Any,
-                           rank: int) -> Optional[Tuple["pd.DataFrame", "pd.DataFrame"]]:
-        """(log frame, differences) of ``rank``'s log drawn against this plan when this path has its own;
-        None: the comparison's."""
-
-
-class LayerSettingView:
-    """:class:`PlanView` of a LayerSetting :class:`~swapwatch.plan.Plan` (legacy and mcore): a base of ``Plan``,
-    reading only its fields (``layers``, ``swap``), so the view and the plan cannot drift apart."""
-
-    view = LAYER_SETTING
-    global_layer_ids = False
-    comparable = True
-    path_note = ""
-    voided_legend = "swap voided by recompute on that layer (SW201)"
-    layers: List["LayerPlan"]
-    swap: bool
-
-    @property
-    def swap_on(self) -> bool:
-        return bool(self.swap)
-
-    def _layer_plan(self, layer: int) -> "LayerPlan":
-        for lp in self.layers:
-            if lp.layer == layer:
-                return lp
-        raise KeyError(layer)
-
-    def stage_of(self, layer: int) -> Tuple[Optional[int], int]:
-        lp = self._layer_plan(layer)
-        return lp.stage, lp.interleave
-
-    def layer_actions(self, layer: int) -> Dict[str, List[str]]:
-        from . import actions
-
-        lp = self._layer_plan(layer)
-        out: Dict[str, List[str]] = {}
-        if lp.full_recompute:
-            out["full_recompute"] = []
-        for action in actions.SELECT_ACTIONS:
-            if lp.patterns(action):
-                out[action] = list(lp.patterns(action))
-        if lp.layer_swap is not None:
-            out["layer_swap"] = []
-        if lp.op_swap:
-            out["op_swap"] = list(lp.op_swap)
-        return out
-
-    def table_cells(self, layer: int) -> Dict[str, str]:
-        from . import layer_table
-
-        lp = self._layer_plan(layer)
-        return layer_table.plan_cells(lp, layer_table.layer_walk(self, lp))
-
-    def unmatched(self, config: Any) -> List["NoMatch"]:
-        from .unmatched import no_match
-
-        return no_match(self, config)  # type: ignore[arg-type]
-
-    def stage_counts(self) -> List[Tuple[Any, List[int], Dict[str, int]]]:
-        from . import layer_table
-
-        return layer_table.stage_counts(self.layers, self)  # type: ignore[arg-type]
-
-    def strategy_rows_hook(self) -> Optional[List[tuple]]:
-        return None
-
-    def strategy_logs_hook(self, frame: "pd.DataFrame", runlog: Any,
-                           rank: int) -> Optional[Tuple["pd.DataFrame", "pd.DataFrame"]]:
-        return None
-
-
-def is_view(obj: Any) -> bool:
-    """``obj`` is a plan (either view), not a log or a result."""
-    return getattr(obj, "view", None) in VIEWS

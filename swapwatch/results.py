@@ -1,10 +1,10 @@
 """The results the commands return, below both the commands and their renderers.
 
-``explain`` returns an :class:`Explanation`, ``verify`` a :class:`VerifyResult`; their renderers
-(``render_explain``, ``verify_render``, ``report``) and the PyNative path (``pynative.verify``) read them
-from here, so no renderer imports a command module and no command module imports back (DESIGN §2.1:
-the layers). What a verdict is (:func:`decide`) and the findings' order (:func:`sort_key`) live with the
-result they decide.
+``explain`` returns an :class:`Explanation`, ``verify`` a :class:`VerifyResult`, whichever code path made them;
+their renderers (``report/explain.py``, ``report/verify.py``, the HTML report) read them from here, so no
+renderer imports a command module and no command module imports back (DESIGN §2.1: the layers). A result holds
+data and calls no renderer. What a verdict is (:func:`decide`) and the findings' order (:func:`sort_key`) live
+with the result they decide.
 """
 from __future__ import annotations
 
@@ -16,45 +16,28 @@ from .text import SEVERITIES, severity_rank
 
 if TYPE_CHECKING:
     from .compare import Comparison
-    from .config import TrainingConfig
-    from .patterns import WalkResult
-    from .plan import Plan
+    from .plan_view import PlanView
 
 
 @dataclass
 class Explanation:
-    """``explain`` of a static-graph (legacy / mcore) YAML: the plan and the config-time findings."""
+    """``explain`` of a training YAML, whichever code path it goes to (``codepaths.CodePath.explain``): the config
+    and plan, the config-time findings, and what the path says about them in words a renderer prints as they are
+    (``header``: what the plan is; ``notes``: what was not checked; ``log_lines``: the lines MindFormers will log,
+    explain's ``formative`` output), and the model and run ``shape`` ``diff`` compares."""
 
-    config: TrainingConfig
-    plan: Plan
-    layout: Any
+    config: Any
+    plan: "PlanView"
     findings: List[Finding] = field(default_factory=list)
     env: Dict[str, str] = field(default_factory=dict)
-
-    def walk(self, layer: int, pattern: str, mode: str, mtp: bool = False) -> WalkResult:
-        """What ``pattern`` reaches on ``layer``'s own tree (dense / MoE kind of the family, or
-        the MTP layer's with ``mtp``)."""
-        if self.layout is not None:
-            from .plan import walk
-
-            return walk(self.layout, pattern, mode)
-        return self.plan.walker(layer, mtp)(pattern, mode)
+    header: List[str] = field(default_factory=list)
+    notes: List[str] = field(default_factory=list)
+    log_lines: List[str] = field(default_factory=list)
+    shape: Dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> Dict[str, Any]:
         """The ``explain --format json`` document."""
         return self.plan.to_json(self.findings)
-
-    def shape(self) -> Dict[str, int]:
-        """The model and run shape ``diff`` compares (``run_shape.config_shape``)."""
-        from .run_shape import config_shape
-
-        return config_shape(self.config)
-
-    def render(self, fmt: str, all_layers: bool = False) -> str:
-        """explain's output in ``fmt`` (``render_explain``); the PyNative explanation has its own."""
-        from .render_explain import render
-
-        return render(self, fmt, all_layers=all_layers)
 
     @property
     def exit_code(self) -> int:
@@ -108,31 +91,6 @@ class VerifyResult:
     def failing(self, f: Finding) -> bool:
         """Does this finding fail the verification (errors; warnings too with --strict)?"""
         return f.severity == "error" or (self.strict and f.severity == "warning")
-
-    def to_json(self) -> Dict[str, Any]:
-        """DESIGN §3.3, plus (added, nothing removed): ``counts`` of findings by severity,
-        ``config`` (path and sha256 of a ``--config`` file; ``source`` says where a config taken
-        from the log came from), ``num_layers`` (the same number as ``layers``, under explain's
-        name: explain's ``layers`` is the per-layer list) and ``layer_map`` (per layer, expected
-        vs logged, and the ranks whose log differs there)."""
-        from .verify_render import config_json, layer_map_json
-
-        from .checks import question
-
-        findings = []
-        for f in self.findings:
-            item = f.to_json()
-            item["question"] = question(f.code)
-            findings.append(item)
-        return {"verdict": self.verdict, "ranks": list(self.ranks), "layers": self.layers,
-                "findings": findings,
-                "counts": self.counts(), "num_layers": self.layers,
-                "config": dict(config_json(self.config_source),
-                               **({"note": self.config_note} if self.config_note else {})),
-                "layer_map": layer_map_json(self),
-                "run_verdict": self.run_verdict, "config_verdict": self.config_verdict,
-                "verified_ranks": list(self.verified_ranks), "run_counts": dict(self.run_counts),
-                "config_counts": dict(self.config_counts)}
 
 
 def counts(findings: Iterable[Finding]) -> Dict[str, int]:

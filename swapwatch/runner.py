@@ -45,11 +45,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, overload
 
-from .config import TrainingConfig, load_config, read_config_bytes, read_yaml
+from .config import TrainingConfig, read_config_bytes
 from .errors import InputError
 from .parsers.grammar import EXIT_RE
 from .proctree import Tree, parent_death_signal
-from .paths import is_pynative
 
 #: Passes whose IR dumps show recompute clones and offload marks (docs/mindspore-facts.md §5).
 IR_PASSES = "add_recomputation,validate"
@@ -130,17 +129,13 @@ def read_config(path: str) -> Tuple[Optional[TrainingConfig], str]:
     and for one whose values swapwatch rejects: preflight then reports the error, and only
     ``--force`` starts the command. A file that cannot be read or is no YAML mapping is bad input
     (exit 2) either way."""
+    from . import codepaths
+
     raw = read_config_bytes(path)        # once: a pipe (``--config <(...)``) has no second read
-    data, _ = read_yaml(path)
-    if not isinstance(data, dict):
+    doc, cp = codepaths.read(path)
+    if not isinstance(doc.data, dict):
         raise InputError("expected a YAML mapping at the top level", file=path)
-    sha = hashlib.sha256(raw).hexdigest()
-    if is_pynative(data):               # the seam decides the path
-        return None, sha
-    try:
-        return load_config(path), sha
-    except InputError:
-        return None, sha
+    return cp.launch_config(doc), hashlib.sha256(raw).hexdigest()
 
 
 # --------------------------------------------------------------------------------------------
@@ -574,7 +569,7 @@ def preflight(config: str, env: Dict[str, str], force: bool, out, notes: List[st
         notes.append(f"preflight could not check the config ({exc.one_line()}); started anyway (--force)")
         return None
     errors = [f for f in ex.findings if f.severity == "error"]
-    from .finding_groups import line
+    from .report.finding_groups import line
 
     for f in ex.findings:
         where = f"  [{f.source}]" if f.source else ""
@@ -769,7 +764,7 @@ def _verify(rdir: Path, config: Optional[str], ir: bool, info: Dict[str, Any], o
     """Verify the run directory with the verify library; the table goes to the terminal and to
     ``verify.txt``, the JSON verdict to ``verify.json`` (what CI jobs read)."""
     from .verify import verify
-    from .verify_render import render
+    from .report.verify import render
 
     ir_dir = rdir / "ir"
     try:

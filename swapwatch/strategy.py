@@ -733,3 +733,32 @@ def layer_setting_lines(result: Plan, layout: Any = None) -> List[str]:
         out.extend(block)
         out.extend(m for _, m in mtp_messages(result, layout))
     return out
+
+
+def describe(plan: Plan, cfg: Any) -> List[str]:
+    """What ``explain`` says about a LayerSetting plan above its table: the geometry, swap mode and model layout,
+    and what MindFormers does with the config that the table cannot show (a plain-bool recompute, its default op
+    swap, patterns an exclude removes)."""
+    g = plan.geometry
+    out: List[str] = []
+    src = cfg.source or "config"
+    mode = "swap ON (recompute keys are layer ids)" if plan.swap else "swap off"
+    out.append(f"{src}: {g.num_layers} layers, pipeline_stage {g.pipeline_stage}, "
+               f"pp_interleave_num {g.pp_interleave_num}, {mode}; model layout: {plan.model}")
+    if plan.family is not None:
+        out.append(f"  model family: {plan.family.describe()}")
+    if cfg.mtp_depth:
+        out.append(f"  (num_layers includes mtp_depth {cfg.mtp_depth}, as MindFormers passes it to LayerSetting)")
+    if cfg.pp_interleave_num > 1 and not cfg.pipeline_interleave:
+        out.append(f"  (pp_interleave_num {cfg.pp_interleave_num} is ignored: pipeline_interleave is off)")
+    out.append(f"layers per chunk [interleave][stage]: {g.layer_list}   chunk starts: "
+               f"{[row[:-1] for row in g.chunk_starts]}")
+    if plan.legacy_recompute is not None:
+        out.append(f"parallel_config.recompute is the plain bool {plan.legacy_recompute}: MindFormers skips "
+                   f"recompute_config and logs nothing per layer")
+    if "op_swap" in plan.defaulted:
+        out.append(f"note: swap is on with no layer_swap / op_swap: MindFormers applies its default op swap "
+                   f"'{plan.defaulted['op_swap'][0]}' on every layer (you did not write it)")
+    for key, pat in plan.removed:
+        out.append(f"note: {key} pattern {pat!r} is removed from every layer (an exclude pattern overlaps it)")
+    return out

@@ -1,5 +1,5 @@
 """What changes between two strategies, layer by layer and stage by stage: the library behind
-``swapwatch diff A B`` and the report's diff section (its renderer is :mod:`swapwatch.diff_render`).
+``swapwatch diff A B`` and the report's diff section (its renderer is :mod:`swapwatch.report.diff`).
 
 The question behind it: "I changed ``recompute: [6, 4, 2, 0]`` to ``[4, 4, 2, 0]``; which layers
 stop being fully recomputed, on which stage?" For two YAMLs both sides are the plan MindFormers
@@ -9,7 +9,7 @@ says was applied (the lowest rank with strategy lines). A config against a run i
 ``swapwatch verify`` answers, so it is refused with that advice: the two sides would speak in
 different words (the paths a pattern reaches vs the paths MindFormers logs).
 
-Each side's cells are the words every per-layer table shares (:mod:`swapwatch.layer_table`): differing
+Each side's cells are the words every per-layer table shares (:mod:`swapwatch.report.layer_table`): differing
 cells read ``✗ A → B``; :func:`stage_changes` says per stage what changed, in words the table, the JSON
 document and the HTML report all show. Exit 0 same, 1 differ, 2 bad input (DESIGN §3.1).
 """
@@ -21,7 +21,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
-from . import actions, layer_table, paths, run_shape
+from . import actions, codepaths, run_shape
+from .report import layer_table
 from .errors import InputError
 
 
@@ -37,7 +38,10 @@ class Side:
     swap: Optional[bool] = None
     rank: Optional[int] = None                  # runs: the rank whose log is read
     note: str = ""
-    pynative: bool = False                      # a PyNative (r2.x) config: apply_ac's semantics
+    #: turning swap on changes what the recompute keys mean (``PlanView.swap_keys_become_ids``; a run: as logged)
+    swap_keys_become_ids: bool = True
+    #: what a ``!`` cell means on this side (``PlanView.voided_legend``)
+    voided_legend: str = layer_table.VOIDED_LEGEND
 
     def describe(self) -> str:
         what = f"{self.kind}"
@@ -78,6 +82,10 @@ class DiffResult:
     def exit_code(self) -> int:
         return 0 if self.same else 1
 
+    @property
+    def voided_legend(self) -> str:
+        return self.a.voided_legend
+
 
 # ---------------------------------------------------------------------------------------------
 # Reading the two sides
@@ -100,10 +108,11 @@ def config_side(path: str) -> Side:
 
     ex = explain(path)
     plan = ex.plan
-    ids = [lp.layer for lp in plan.layers]
-    return Side(path=path, kind="config", cells={i: plan.table_cells(i) for i in ids},
-                stages={i: plan.stage_of(i) for i in ids}, shape=ex.shape(), swap=plan.swap_on,
-                note=plan.path_note, pynative=plan.global_layer_ids)
+    ids = [layer for layer, mtp in plan.all_layers() if not mtp]
+    return Side(path=path, kind="config", cells={i: layer_table.cells(plan, i) for i in ids},
+                stages={i: plan.stage_of(i) for i in ids}, shape=ex.shape, swap=plan.swap_on,
+                note=plan.path_note, swap_keys_become_ids=plan.swap_keys_become_ids,
+                voided_legend=plan.voided_legend)
 
 
 def run_side(path: str) -> Side:
@@ -167,7 +176,7 @@ def diff(path_a: str, path_b: str) -> DiffResult:
                          f"or two runs; to check a run against a config use "
                          f"`swapwatch verify {run} --config {cfg}`")
     if is_config(path_a):
-        mixed = paths.mixed_pair(path_a, path_b)        # a PyNative YAML against a LayerSetting one
+        mixed = codepaths.mixed_pair(path_a, path_b)        # a PyNative YAML against a LayerSetting one
         if mixed:
             raise InputError(mixed)
     a, b = side(path_a), side(path_b)

@@ -9,14 +9,41 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Set
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Protocol, Sequence, Set
 
 from . import actions
 from .text import ranges
 
 if TYPE_CHECKING:
     from .config import TrainingConfig
-    from .plan import Plan, Walker
+    from .families import ModelFamily
+    from .patterns import WalkResult
+
+Walker = Callable[[str, str], "WalkResult"]
+
+
+class TreePlan(Protocol):
+    """What this module reads of a LayerSetting plan (``plan.Plan``), typed without importing it (the plan's view
+    calls this module)."""
+
+    @property
+    def model(self) -> str: ...
+
+    @property
+    def defaulted(self) -> Mapping[str, Sequence[str]]: ...
+
+    @property
+    def layers(self) -> Sequence[Any]: ...
+
+    @property
+    def family(self) -> Optional["ModelFamily"]: ...
+
+    @property
+    def fam(self) -> "ModelFamily": ...
+
+    def walker(self, layer: int, mtp: bool = False) -> Walker: ...
+
+    def layout_key(self, layer: int, mtp: bool = False) -> Optional[str]: ...
 
 ACTIONS = actions.PATTERN_ACTIONS
 WALK_MODE = actions.WALK_MODE
@@ -35,7 +62,7 @@ class NoMatch:
     actual: Optional[str] = None
 
 
-def no_match(plan: "Plan", cfg: Optional["TrainingConfig"]) -> List[NoMatch]:
+def no_match(plan: TreePlan, cfg: Optional["TrainingConfig"]) -> List[NoMatch]:
     """Every applied pattern of ``plan`` that reaches nothing on any layer kind it is applied on (``cfg``: the
     config that locates it, when there is one)."""
     out: List[NoMatch] = []
@@ -129,7 +156,7 @@ LEGACY_TO_MCORE = (
 )
 
 
-def other_path_name(walker: "Walker", pattern: str, mode: str, path: Optional[str]) -> Optional[str]:
+def other_path_name(walker: Walker, pattern: str, mode: str, path: Optional[str]) -> Optional[str]:
     r"""For a pattern that reaches nothing, its name on this code path when it is written in the
     other one's words (``feed_forward\.mul`` on an mcore model: ``did you mean 'mlp\.mul' (the
     mcore name)?``), checked by walking the rewritten pattern on the layer; None when no rewrite
@@ -153,7 +180,7 @@ def other_path_name(walker: "Walker", pattern: str, mode: str, path: Optional[st
     return None
 
 
-def _one_per_kind(plan: "Plan", layers: List[int]) -> List[int]:
+def _one_per_kind(plan: TreePlan, layers: List[int]) -> List[int]:
     """One layer of each layout kind among ``layers`` (walks are per kind, not per layer)."""
     seen: Set[Optional[str]] = set()
     out: List[int] = []
@@ -165,7 +192,7 @@ def _one_per_kind(plan: "Plan", layers: List[int]) -> List[int]:
     return out
 
 
-def suggest(plan: Optional["Plan"], action: str, pattern: str, layer: int) -> str:
+def suggest(plan: Optional[TreePlan], action: str, pattern: str, layer: int) -> str:
     """The config-time rule's did-you-mean (a close name, or the other code path's name) when the
     plan's family has a tree to check it on; empty otherwise."""
     fam = plan.family if plan is not None else None

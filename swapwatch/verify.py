@@ -135,7 +135,8 @@ def _verify_read(runlog: Any, config_path: Optional[str], skip: set, strict: boo
 def _import_for_checks() -> None:
     """What verify needs once the logs are read (the rules, the config reader and its YAML
     library, the renderers), imported while the workers scan instead of before they start."""
-    from . import compare, config, strategy, verify_render  # noqa: F401
+    from . import compare, config, strategy  # noqa: F401
+    from .report import verify as verify_render  # noqa: F401
     from .checks import _load_all
 
     _load_all()

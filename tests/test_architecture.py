@@ -1,13 +1,17 @@
 """The package's layers (docs/DESIGN.md §1.2, §2.1), read from the source with ``ast``.
 
-* no import circle between swapwatch modules, counting the imports inside functions (a lazy import is still a
-  dependency: it only hides the circle until the day someone moves it to the top), not those under
-  ``if TYPE_CHECKING:``;
-* the code path is decided in one place: outside the seam (``paths.py``) and the config detection, no module
-  compares anything with the path names ``"pynative"`` / ``"legacy"`` / ``"mcore"``;
-* renderers never import command modules (``render_explain`` not ``explain``, ``verify_render`` not ``verify``,
-  ``diff_render`` and the report's HTML not ``cli``): what both read lives below them (``results.py``,
-  ``strategy_diff.py``).
+* no import circle between swapwatch modules, counting every import: those inside functions (a lazy import is
+  still a dependency: it only hides the circle until the day someone moves it to the top) and those under
+  ``if TYPE_CHECKING:`` (a type is a dependency too);
+* the code path is decided in one place: outside ``swapwatch/pynative/`` (the apply_ac variant's home), its
+  rules file and the two seam files (``codepaths.py``: the one dispatch; ``plan_view.py``: the shape both plans
+  have and the view tags the rule registry matches), no module imports the PyNative package, names a path's
+  types, predicates, view tags or flags, or compares a view or a path name (LayerSetting's own legacy / mcore
+  tree vocabulary aside);
+* renderers never import command modules, and a result never imports a renderer.
+
+The seam's dispatchers (``codepaths.of``, ``of_run``, ``for_plan``) are how the others reach a path: calling them
+is not asking which path one is on.
 """
 from __future__ import annotations
 
@@ -21,28 +25,40 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PKG = os.path.join(ROOT, "swapwatch")
 
 PATH_NAMES = {"pynative", "legacy", "mcore"}
-#: modules that may compare path names, and why
+#: modules that may compare the LayerSetting variants' names (legacy vs mcore), and why
 PATH_NAME_ALLOWED = {
     "swapwatch.codepaths": "the one dispatch: which code path a YAML goes to",
-    "swapwatch.paths": "the seam: which engine a YAML goes to",
     "swapwatch.pynative.config": "the config detection (detect_path)",
     "swapwatch.config": "the config detection (use_legacy)",
     "swapwatch.families": "a LayerSetting family's tree vocabulary (legacy vs mcore layer trees), not the engine",
     "swapwatch.unmatched": "the hint in the other LayerSetting tree's words (legacy vs mcore names), not the "
                            "engine",
 }
+#: where the PyNative path may be named or asked for: its home, its rules file, the two seams
+SEAMS = {"swapwatch.codepaths", "swapwatch.plan_view"}
+PYNATIVE_ALLOWED = SEAMS | {"swapwatch.checks.sw5xx_pynative"}
+#: names that say or ask which code path a plan, a YAML or a run is on: the PyNative types, the old seam's
+#: predicates, the view tag of the apply_ac plans
+PATH_WORDS = {"APPLY_AC", "ApplyAc", "PynativePlan", "PynativeConfig", "PynativeExplanation", "PynativeComparison",
+              "ApplyAcComparison", "is_pynative", "pynative_tree", "pynative_run", "explain_pynative", "detect_path",
+              "is_apply_ac", "static_comparison", "pynative_comparison", "pynative_plan"}
+#: attributes of a plan consumers used to branch on (the per-path flags and render hooks, gone)
+PATH_ATTRS = {"global_layer_ids", "comparable", "verify_map_lines", "verify_map_json", "strategy_rows_hook",
+              "strategy_logs_hook"}
 #: the command modules: what runs a command (reads its inputs, decides, exits); a renderer imports none of them
 COMMAND_MODULES = {"swapwatch.cli", "swapwatch.explain", "swapwatch.verify", "swapwatch.runner",
-                   "swapwatch.memory.planner", "swapwatch.tune.loop",
-                   "swapwatch.pynative.explain"}
+                   "swapwatch.memory.planner", "swapwatch.tune.loop"}
 #: renderer -> command modules it may still import, and why (none may be added)
-RENDERER_EXEMPT = {
-    "swapwatch.report.html": {"swapwatch.pynative.explain"},   # the PyNative table lives there (issue 23.1)
+RENDERER_EXEMPT: Dict[str, Set[str]] = {
+    "swapwatch.memory.render": {"swapwatch.memory.planner"},    # PlanResult's type (memory/ is reworked this round)
 }
-#: renderer -> command modules it must not import
+#: the renderers (formatting lives in report/; the memory and tune outputs are rendered beside their results)
 RENDERERS = {r: COMMAND_MODULES - RENDERER_EXEMPT.get(r, set())
-             for r in ("swapwatch.render_explain", "swapwatch.verify_render", "swapwatch.diff_render",
-                       "swapwatch.report.html", "swapwatch.memory.render")}
+             for r in ("swapwatch.report.explain", "swapwatch.report.verify", "swapwatch.report.diff",
+                       "swapwatch.report.html", "swapwatch.report.layer_table", "swapwatch.report.finding_groups",
+                       "swapwatch.memory.render", "swapwatch.tune.report")}
+#: the results the commands return: data, no renderer
+RESULTS = ("swapwatch.results", "swapwatch.tune.result")
 #: import circles owned by another part of the package this round, to be broken there (none may be added)
 KNOWN_CIRCLES: List[Set[str]] = []
 
@@ -67,6 +83,7 @@ def _tree(mod: str) -> ast.Module:
 
 
 def _type_checking_nodes(tree: ast.Module) -> Set[int]:
+    """The nodes under ``if TYPE_CHECKING:`` (kept apart only so the self-test can show they are read)."""
     skip: Set[int] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.dump(node.test):
@@ -74,15 +91,10 @@ def _type_checking_nodes(tree: ast.Module) -> Set[int]:
     return skip
 
 
-def imports_of(mod: str) -> Set[str]:
-    """The swapwatch modules ``mod`` imports anywhere (functions included, TYPE_CHECKING blocks not)."""
-    tree = _tree(mod)
-    skip = _type_checking_nodes(tree)
+def _imports_in(tree: ast.Module, mod: str) -> Set[str]:
     pkg = mod if MODULES[mod].endswith("__init__.py") else mod.rsplit(".", 1)[0]
     out: Set[str] = set()
     for node in ast.walk(tree):
-        if id(node) in skip:
-            continue
         if isinstance(node, ast.Import):
             out.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -95,6 +107,11 @@ def imports_of(mod: str) -> Set[str]:
                 sub = f"{base}.{a.name}"
                 out.add(sub if sub in MODULES else base)
     return {m for m in out if m in MODULES and m != mod}
+
+
+def imports_of(mod: str) -> Set[str]:
+    """The swapwatch modules ``mod`` imports anywhere: at the top, inside functions and under TYPE_CHECKING."""
+    return _imports_in(_tree(mod), mod)
 
 
 def circles(graph: Dict[str, Set[str]]) -> List[Set[str]]:
@@ -140,14 +157,16 @@ def circles(graph: Dict[str, Set[str]]) -> List[Set[str]]:
 
 
 def test_the_cycle_finder_finds_a_circle():
-    """The finder itself: a lazy import back is a circle; a TYPE_CHECKING one is not."""
+    """The finder itself: a lazy import back is a circle, and so is a TYPE_CHECKING one."""
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [{"a", "b", "c"}]
     assert circles({"a": {"b"}, "b": set()}) == []
     tree = ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .x import Y\n"
                      "def f():\n    from .z import W\n")
-    skip = _type_checking_nodes(tree)
-    kept = [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and id(n) not in skip]
-    assert kept == ["typing", "z"]
+    assert _type_checking_nodes(tree)                   # the block is seen ...
+    kept = sorted(n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom))
+    assert kept == ["typing", "x", "z"]                 # ... and its import counts
+    # on the package: a type-only import is an edge of the graph (results names PlanView only for types)
+    assert "swapwatch.plan_view" in imports_of("swapwatch.results")
 
 
 def test_no_import_circle_in_the_package():
@@ -169,13 +188,54 @@ def _path_name_comparisons(mod: str) -> List[str]:
 
 
 def test_only_the_seam_compares_path_names():
-    found = [hit for m in sorted(MODULES) if m not in PATH_NAME_ALLOWED for hit in _path_name_comparisons(m)]
-    assert not found, "path decided outside paths.py:\n" + "\n".join(found)
+    found = [hit for m in sorted(MODULES) if m not in PATH_NAME_ALLOWED and not m.startswith("swapwatch.pynative")
+             for hit in _path_name_comparisons(m)]
+    assert not found, "path decided outside codepaths.py:\n" + "\n".join(found)
 
 
-def test_the_seam_itself_is_seen_comparing():
-    """The scan is not blind: the seam and the detection do compare path names."""
-    assert _path_name_comparisons("swapwatch.codepaths") and _path_name_comparisons("swapwatch.paths")
+def _asks_the_path(mod: str) -> List[str]:
+    """Where ``mod`` names the PyNative path or asks which path it is on: an import of ``swapwatch.pynative``, a
+    name of :data:`PATH_WORDS` (a type, predicate, view tag or flag), a comparison of a view (``x.view == ...``,
+    ``... in rule.views``) or with ``"pynative"``."""
+    tree = _tree(mod)
+    out = [f"{MODULES[mod]}: imports {m}" for m in sorted(_imports_in(tree, mod)) if m.startswith("swapwatch.pynative")]
+    for node in ast.walk(tree):
+        name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else \
+            node.name if isinstance(node, ast.alias) else None
+        if name in PATH_WORDS or (isinstance(node, ast.alias) and node.asname in PATH_WORDS) or (
+                isinstance(node, ast.Attribute) and node.attr in PATH_ATTRS):
+            out.append(f"{MODULES[mod]}:{getattr(node, 'lineno', '?')}: {name}")
+        if isinstance(node, ast.Compare):
+            sides = [node.left] + node.comparators
+            if any(isinstance(x, ast.Attribute) and x.attr in ("view", "views") for x in sides) or any(
+                    isinstance(v, ast.Constant) and v.value == "pynative"
+                    for x in sides for v in (x.elts if isinstance(x, (ast.Tuple, ast.List, ast.Set)) else [x])):
+                out.append(f"{MODULES[mod]}:{node.lineno}: {ast.unparse(node)}")
+    return out
+
+
+def test_only_the_seams_ask_which_path():
+    found = [hit for m in sorted(MODULES) if m not in PYNATIVE_ALLOWED and not m.startswith("swapwatch.pynative")
+             for hit in _asks_the_path(m)]
+    assert not found, "the code path named or asked for outside codepaths.py / plan_view.py:\n" + "\n".join(found)
+
+
+def test_the_seam_itself_is_seen_asking():
+    """The scans are not blind: the seams and the detection do compare path names and view tags."""
+    assert _path_name_comparisons("swapwatch.codepaths")
+    assert _asks_the_path("swapwatch.codepaths") and _asks_the_path("swapwatch.plan_view")
+    tree = ast.parse("from .pynative.resolve import PynativePlan\n"
+                     "def f(plan):\n    return plan.view == 'x' or isinstance(plan, PynativePlan)\n")
+    MODULES["swapwatch._probe"] = ""
+    try:
+        global _tree
+        real = _tree
+        _tree = lambda mod: tree if mod == "swapwatch._probe" else real(mod)     # noqa: E731
+        hits = _asks_the_path("swapwatch._probe")
+    finally:
+        _tree = real
+        del MODULES["swapwatch._probe"]
+    assert any("PynativePlan" in h for h in hits) and any("plan.view ==" in h for h in hits)
 
 
 @pytest.mark.parametrize("renderer", sorted(RENDERERS))
@@ -184,10 +244,17 @@ def test_renderers_import_no_command_module(renderer):
     assert not bad, f"{renderer} imports {sorted(bad)}"
 
 
+@pytest.mark.parametrize("result", RESULTS)
+def test_results_call_no_renderer(result):
+    """A result is data: it imports no renderer (report/, memory/render, tune/report) and no command module."""
+    bad = {m for m in imports_of(result) if m.startswith("swapwatch.report") or m in RENDERERS or m in COMMAND_MODULES}
+    assert not bad, f"{result} imports {sorted(bad)}"
+
+
 def test_the_renderer_rule_names_real_modules_and_is_not_blind():
-    """A module renamed away (``diff.py`` split into ``strategy_diff`` / ``diff_render``) must not leave the rule
+    """A module renamed away (``diff.py`` split into ``strategy_diff`` / ``report/diff``) must not leave the rule
     checking a name that no longer exists; and the scan sees a command import where there is one."""
-    named = set(RENDERERS) | COMMAND_MODULES | {m for s in RENDERER_EXEMPT.values() for m in s}
+    named = set(RENDERERS) | COMMAND_MODULES | set(RESULTS) | {m for s in RENDERER_EXEMPT.values() for m in s}
     assert not named - set(MODULES), sorted(named - set(MODULES))
     assert {"swapwatch.explain", "swapwatch.verify"} <= imports_of("swapwatch.cli")
     # diff's library is below the commands: the report and the CLI read it, and it is no renderer's exemption
@@ -196,22 +263,21 @@ def test_the_renderer_rule_names_real_modules_and_is_not_blind():
 
 
 def test_both_plans_are_the_one_view():
-    """The static Plan and the PynativePlan both provide every member of plan_view.PlanView."""
-    from swapwatch import paths
+    """The static Plan and the PynativePlan both provide every member of plan_view.PlanView, and their actions
+    speak actions.py's names."""
+    from swapwatch import actions
     from swapwatch.explain import explain
-    from swapwatch.plan_view import APPLY_AC, LAYER_SETTING, PlanView
+    from swapwatch.plan_view import APPLY_AC, LAYER_SETTING, Action, PlanView
 
     static = explain(os.path.join(ROOT, "fixtures", "configs", "swap_case2.yaml")).plan
-    pyn = paths.explain_pynative(os.path.join(ROOT, "fixtures", "configs", "pynative_qwen3_select.yaml")).plan
+    pyn = explain(os.path.join(ROOT, "fixtures", "configs", "pynative_qwen3_select.yaml")).plan
     members = [n for n in dir(PlanView) if not n.startswith("_")] + list(PlanView.__annotations__)
     for plan in (static, pyn):
         missing = [n for n in members if not hasattr(plan, n)]
         assert not missing, (type(plan).__name__, missing)
     assert (static.view, pyn.view) == (LAYER_SETTING, APPLY_AC)
-    assert (static.global_layer_ids, pyn.global_layer_ids) == (False, True)
-    # the per-action view speaks actions.py's names on both paths
-    from swapwatch import actions
-
     for plan in (static, pyn):
-        names = {a for lp in plan.layers for a in plan.layer_actions(lp.layer)}
+        names = {a for layer, _ in plan.all_layers() for a in plan.layer_actions(layer)}
         assert names and names <= set(actions.NAMES)
+        acts = [a for layer, mtp in plan.all_layers() for a in plan.actions_at(layer, mtp)]
+        assert acts and all(isinstance(a, Action) and a.kind in actions.NAMES for a in acts)

@@ -1,4 +1,4 @@
-"""swapwatch.indented_json writes exactly what ``json.dumps(indent=..., ensure_ascii=False)`` writes:
+"""swapwatch.report.indented_json writes exactly what ``json.dumps(indent=..., ensure_ascii=False)`` writes:
 on the verify reports of the fixture logs, and on random documents (every JSON type, nested,
 strings that need escaping, repeated strings, keys that are not strings, floats, subclasses and
 objects that go through ``default``)."""
@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from swapwatch import indented_json
 from swapwatch.verify import verify
-from swapwatch.verify_render import _jsonable
+from swapwatch.report.verify import _jsonable
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LOGS = os.path.join(ROOT, "fixtures", "logs")

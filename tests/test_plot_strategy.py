@@ -131,7 +131,7 @@ def test_strategy_files(tmp_path, fmt):
     else:
         texts = svg_texts(a)
         for label in ("layer", "config (intended)", "op swap (number: backward_prefetch)",
-                      "swap overridden by recompute (logged, no effect)", "in config, missing from logs"):
+                      "swap voided by recompute on that layer (SW201)", "in config, missing from logs"):
             assert any(label in t for t in texts), label
 
 

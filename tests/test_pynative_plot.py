@@ -29,7 +29,7 @@ def test_config_frame_holds_the_plan_cells():
     assert cells[(0, "op_swap", "mlp.linear_fc1")].overridden                 # SW504: wraps nothing
     assert cells[(2, "select_comm_recompute", "self_attention")].effect == NOT_EFFECTIVE
     assert (1, "select_recompute", "mlp.linear_fc1") not in cells               # deduped under mlp
-    assert f.attrs["pynative"]
+    assert f.attrs["voided"] == "op swap listed in the swap map that wraps nothing (SW504)"   # the plan's legend
 
 
 def test_logs_equal_to_config_draw_one_panel(tmp_path):
@@ -49,6 +49,8 @@ def test_a_deleted_line_is_outlined(tmp_path):
 
 
 def test_cli_command_for_config_and_logs(tmp_path):
-    assert "PyNative path" in strategy_command(str(CFG), None, str(tmp_path / "c.png"))
-    assert "identical to the config" in strategy_command(str(LOGS), str(CFG), str(tmp_path / "l.png"))
+    assert "PyNative (r2.x) path" in strategy_command(str(CFG), None, str(tmp_path / "c.png"))
+    # a run against its YAML goes through verify, as on the LayerSetting paths: the same summary
+    said = strategy_command(str(LOGS), str(CFG), str(tmp_path / "l.png"))
+    assert "identical to the config" in said and "verify: PASS" in said, said
     assert (tmp_path / "c.png").exists() and (tmp_path / "l.png").exists()

@@ -148,7 +148,7 @@ def test_layer_map_in_table_and_json(tmp_path):
     """verify's one per-layer map (verify_render, from the one Comparison) on a PyNative run."""
     d = edited(tmp_path, "pynative_qwen3", lambda ls: [l for l in ls if "Set full recompute at layer 0" not in l])
     r = verify([d], config_path=QWEN)
-    from swapwatch.verify_render import layer_map_json, render_table
+    from swapwatch.report.verify import layer_map_json, render_table
     m = layer_map_json(r)
     assert m["rank"] == 1 and m["layers"][0]["differs"] == ["full_recompute"]
     row = m["layers"][2]

@@ -13,6 +13,7 @@ import os
 
 import pytest
 
+from swapwatch.report.verify import document
 from swapwatch.parsers import model, reader
 from swapwatch.verify import verify
 
@@ -55,7 +56,7 @@ def test_packed_and_folded_ranks_find_exactly_what_unpacked_ranks_find(tmp_path,
     packed, packed_flags = _findings(job, monkeypatch, 0)
     assert all(packed_flags) and len(packed_flags) == RANKS
     assert [f.to_json() for f in packed.findings] == [f.to_json() for f in plain.findings]
-    assert packed.to_json() == plain.to_json()
+    assert document(packed) == document(plain)
     # the runs' events read back from packed ranks are the events of the unpacked ones
     for r in range(RANKS):
         assert [e.to_json() for e in packed.runlog.ranks[r].events] == \
@@ -106,7 +107,7 @@ def test_equal_strategy_keys_that_are_other_objects_fold_the_same(tmp_path, monk
 
     monkeypatch.setattr(model.RankLog, "strategy_key", copied_key)
     copied, _ = _findings(job, monkeypatch, 0)
-    assert copied.to_json() == shared.to_json()
+    assert document(copied) == document(shared)
     assert {r: d.same_as for r, d in copied.comparison.ranks.items()} == \
         {r: d.same_as for r, d in shared.comparison.ranks.items()}
 
@@ -121,7 +122,7 @@ def test_with_config_packed_ranks_find_what_unpacked_ranks_find(tmp_path, monkey
     results = []
     for pack_min in (10 ** 9, 0):
         monkeypatch.setattr(reader, "PACK_MIN", pack_min)
-        results.append(verify([job], config_path=path).to_json())
+        results.append(document(verify([job], config_path=path)))
     assert results[0] == results[1]
     codes = {f["code"] for f in results[0]["findings"]}
     assert ("SW109" in codes) == (config == "swap_case2")

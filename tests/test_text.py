@@ -228,10 +228,10 @@ def test_families_table_fits_100_columns_and_keeps_everything():
 # ---------------------------------------------------------------------------------------------
 
 #: Modules that write what a person reads, and the commands' libraries (whose results they render).
-RENDERERS = {"swapwatch.layer_table", "swapwatch.render_explain", "swapwatch.verify_render",
-             "swapwatch.finding_groups", "swapwatch.rules_doc", "swapwatch.memory.render", "swapwatch.tune.report",
+RENDERERS = {"swapwatch.report.layer_table", "swapwatch.report.explain", "swapwatch.report.verify",
+             "swapwatch.report.finding_groups", "swapwatch.rules_doc", "swapwatch.memory.render", "swapwatch.tune.report",
              "swapwatch.report", "swapwatch.plot", "swapwatch.pynative.plot", "swapwatch.events_output",
-             "swapwatch.diff_render"}
+             "swapwatch.report.diff"}
 COMMANDS = {"swapwatch.cli", "swapwatch.explain", "swapwatch.verify", "swapwatch.strategy_diff", "swapwatch.runner",
             "swapwatch.memory.planner", "swapwatch.tune.loop", "swapwatch.pynative.explain"}
 

@@ -7,7 +7,7 @@ import pytest
 
 from swapwatch.errors import InputError
 from swapwatch.verify import evaluate, normalise_codes, parse_env
-from swapwatch.verify_render import layer_map, render
+from swapwatch.report.verify import layer_map, render
 
 import verify_helpers as vh
 
@@ -340,7 +340,7 @@ def test_messages_carry_no_place_the_renderers_add_it_from_the_fields():
 
 def test_explain_findings_have_the_layer_as_a_field_and_in_front_of_the_table_line():
     from swapwatch.explain import explain
-    from swapwatch.render_explain import render_table
+    from swapwatch.report.explain import render_table
 
     ex = explain("fixtures/configs/conflict.yaml")
     sw201 = [f for f in ex.findings if f.code == "SW201"]

@@ -15,7 +15,7 @@ import pytest
 
 from cli_helpers import fx, sw
 from swapwatch.verify import verify
-from swapwatch.verify_render import render
+from swapwatch.report.verify import render
 
 
 
@@ -75,7 +75,7 @@ def test_dsv3_log_against_a_qwen3_config_is_sw109_once_and_plot_agrees(capsys, t
 
 def test_the_map_never_marks_a_cell_no_failing_finding_names():
     """21.1: any ✗ in the layer map is a failing finding (one comparison decides both)."""
-    from swapwatch.verify_render import layer_map
+    from swapwatch.report.verify import layer_map
 
     for log in GENUINE:
         for cfg in CONFIGS:

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from swapwatch.cli import cli
 from swapwatch.explain import explain
-from swapwatch.finding_groups import line
+from swapwatch.report.finding_groups import line
 
 TRAP = "fixtures/configs/llama32_swap_trap.yaml"
 CAPPED = "fixtures/configs/llama32_counts_capped.yaml"

@@ -16,7 +16,7 @@ import shutil
 import pytest
 
 from cli_helpers import sw
-from swapwatch.finding_groups import line
+from swapwatch.report.finding_groups import line
 from swapwatch.verify import verify
 
 CPU_SWAP = "fixtures/logs/cpu_swap"

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, is_dataclass
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Tuple, Type
 
-from ..plan_view import LAYER_SETTING
+from ..plan_view import LAYER_SETTING, reads
 
 if TYPE_CHECKING:
     from ..compare import Comparison
@@ -26,7 +26,7 @@ class Finding:
     """One thing a rule found. Only ``code``, ``severity`` and ``message`` are always set.
 
     ``message`` says *what*; *where* is in the fields (``rank``, ``layer``, ``source``), never a
-    ``rank N layer M:`` prefix in the text: the renderers (:mod:`swapwatch.finding_groups`) put
+    ``rank N layer M:`` prefix in the text: the renderers (:mod:`swapwatch.report.finding_groups`) put
     the place in front, as one line per finding or as rank/layer ranges for a group of them.
     """
 
@@ -209,12 +209,11 @@ def run_rules(ctx: CheckContext, needs: Iterable[str] = ("config",),
     """
     _load_all()
     wanted, skip = set(needs), set(ignore)
-    view = ctx.view
     out: List[Finding] = []
     for code in sorted(VARIANTS):
         if code in skip:
             continue
-        usable = [n for n in VARIANTS[code] if n in wanted and view in VARIANTS[code][n].views]
+        usable = [n for n in VARIANTS[code] if n in wanted and reads(VARIANTS[code][n].views, ctx.plan)]
         if usable:
             rule = VARIANTS[code][max(usable, key=_evidence_rank)]
             out.extend(_run_one(rule, ctx))

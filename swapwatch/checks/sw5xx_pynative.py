@@ -2,12 +2,11 @@
 
 Each rule reads only the ``apply_ac`` view (:class:`swapwatch.pynative.resolve.PynativePlan`): it says so with
 ``views`` and ``checks.run_rules`` never gives it a LayerSetting plan (no rule asks which path it is on).
-:func:`pynative_findings` runs them plus SW104 (a regex matching nothing, which MindFormers only warns about)
-for explain on a PyNative YAML.
+``explain`` of a PyNative YAML runs them with the other config rules of that view (SW104).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable, List
+from typing import TYPE_CHECKING, Iterable
 
 from ..parsers.model import NoticeEvent
 from ..plan_view import APPLY_AC
@@ -316,13 +315,3 @@ class OpSwapOverwritten(PynativeRule):
             yield self.finding(f"swap.op_swap[{idx}] repeats op_name '{name}': only this entry's layers are "
                                "used, the earlier entry's are dropped", op=name,
                                source=plan.config.where("swap.op_swap"))
-
-
-PYNATIVE_CODES = ("SW501", "SW502", "SW503", "SW504", "SW505", "SW506", "SW507", "SW508")
-
-
-def pynative_findings(ctx: CheckContext) -> List[Finding]:
-    """explain's findings on a PyNative YAML: every config rule of the ``apply_ac`` view (these, and SW104)."""
-    from . import run_rules
-
-    return run_rules(ctx, needs=("config",))

@@ -40,11 +40,10 @@ def fill_sizes(a: argparse.Namespace) -> None:
     tree: dict = {}
     lines: dict = {}
     if a.config:
-        from swapwatch.config import read_yaml
+        from swapwatch import codepaths
 
-        tree, lines = read_yaml(a.config)
-        tree = tree if isinstance(tree, dict) else {}
-        tree, lines = _static_view(tree, lines)
+        doc, cp = codepaths.read(a.config)
+        tree, lines = cp.example_sizes(doc)     # an r2.x YAML's sizes under the names read here
     for flag, (key, default) in SIZE_KEYS.items():
         if getattr(a, flag) is not None:
             continue
@@ -63,57 +62,6 @@ def fill_sizes(a: argparse.Namespace) -> None:
             raise InputError(f"expected a positive integer, got {value!r}", file=a.config, line=lines.get(key), key=key)
         else:
             setattr(a, flag, value)
-
-
-def _static_view(tree: dict, lines: dict) -> "tuple[dict, dict]":
-    """An r2.x (PyNative) YAML keeps the sizes under ``model`` and the micro-batch in
-    ``training.local_batch_size``: seen under the static names SIZE_KEYS reads, lines kept at the r2.x keys
-    (the names ``estimate`` reads them under: swapwatch/pynative/sizing.py)."""
-    from swapwatch.config import mapping
-    from swapwatch.paths import is_pynative
-
-    if not is_pynative(tree):
-        return tree, lines
-    model = mapping(tree.get("model"))
-    training = mapping(tree.get("training"))
-    view = {"model": {"model_config": model}, "runner_config": {"batch_size": training.get("local_batch_size")}}
-    out = {f"model.model_config.{k[6:]}": v for k, v in lines.items() if k.startswith("model.")}
-    if "training.local_batch_size" in lines:
-        out["runner_config.batch_size"] = lines["training.local_batch_size"]
-    return view, out
-
-
-def apply_pynative(layers, config: str, log) -> None:
-    """Apply an r2.x YAML's per-layer strategy to the tiny Llama as ``apply_ac`` decides it
-    (:func:`swapwatch.pynative.resolve.resolve`): a full layer -> ``Cell.recompute()`` on the layer, each
-    select module path -> ``Cell.recompute()`` on that cell. What differs from MindFormers' trainer
-    (docs/estimate.md, The PyNative path): MindSpore's cell recompute instead of hyper_parallel's
-    ``checkpoint_wrapper``; select paths must be cells (a primitive's recompute is a graph-mode attribute);
-    swap and exclude_op are refused (MindSpore's offload does nothing in PyNative on CPU); one process (the
-    trainer skips apply_ac on one card: SW501)."""
-    from swapwatch.pynative.config import load
-    from swapwatch.pynative.resolve import resolve
-
-    plan = resolve(load(config))
-    for la in plan.layers:
-        if la.layer_swap or la.op_swap or la.op_swap_void or la.exclude:
-            raise InputError("the example model applies full and select recompute of cells only in PyNative "
-                             "mode (swap / exclude_op refused)", file=config)
-        cell = layers[la.layer]
-        if la.full:
-            cell.recompute()
-            log.info(f"Set full recompute at layer {la.layer}")
-            continue
-        for path in la.select:
-            node = cell
-            for part in path.split("."):
-                node = node._cells.get(part) if hasattr(node, "_cells") else None
-                if node is None:
-                    raise InputError(f"layer {la.layer}: select path {path} is not a cell of the example "
-                                     f"model (PyNative: cells only)", file=config)
-            node.recompute()
-        if la.select:
-            log.info(f"Set select recompute at layer {la.layer}: {', '.join(la.select)}")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -170,7 +118,7 @@ def main(argv=None) -> int:
             print(f"worker rank {a.fail_rank}: exiting with code {a.exit_code} as asked (--fail-rank)", flush=True)
             return a.exit_code
         a.exit_code = 0
-    from swapwatch.hooks.apply import apply, get_logger, _resolve_plan
+    from swapwatch.hooks.apply import get_logger
     from swapwatch.hooks.memory import record_step
     from swapwatch.events import format_event
 
@@ -178,25 +126,18 @@ def main(argv=None) -> int:
     limit = stop_step(a.config) if a.config else None
     a.steps = min(a.steps, limit) if (a.steps and limit) else (a.steps or limit or 5)
     log = get_logger()
-    plan = sha = None
-    pyn_layers = None
+    example = None
     if a.config:
-        from swapwatch.paths import pynative_tree
-        from swapwatch.pynative.config import load
+        from swapwatch import codepaths
 
-        if pynative_tree(a.config) is not None:
-            pyn_layers = load(a.config).num_layers
-            a.mode = a.mode or "pynative"
-    if a.config and pyn_layers is None:
-        plan, cfg, sha = _resolve_plan(a.config)
-        # as MindFormers' build_parallel_config does: the intended config, inside the worker log
-        for key in ("swap_config", "recompute_config"):
-            log.info(f"initial {key} from dict: {getattr(cfg, key)!r}")
-    layers = a.layers or (plan.geometry.num_layers if plan else pyn_layers or 4)
-    if pyn_layers and layers != pyn_layers:
-        raise InputError(f"--layers {layers} differs from the config's num_hidden_layers {pyn_layers}", file=a.config)
-    if plan and layers != plan.geometry.num_layers:
-        raise InputError(f"--layers {layers} differs from the config's num_layers {plan.geometry.num_layers}",
+        doc, cp = codepaths.read(a.config)
+        # the config's code path plans it for the tiny Llama (LayerSetting: the plan the hooks apply, after
+        # MindFormers' initial ... from dict lines; r2.x: apply_ac's strategy, in PyNative mode)
+        example = cp.example(doc, log)
+        a.mode = a.mode or example.mode
+    layers = a.layers or (example.num_layers if example is not None else 4)
+    if example is not None and layers != example.num_layers:
+        raise InputError(f"--layers {layers} differs from the config's {example.layers_key} {example.num_layers}",
                          file=a.config)
 
     import numpy as np
@@ -221,10 +162,8 @@ def main(argv=None) -> int:
     np.random.seed(1)
 
     net = TinyLlama(vocab=a.vocab, dim=a.hidden, n_layers=layers, n_heads=a.heads, ffn_hidden=a.ffn, seq=a.seq)
-    if plan is not None:
-        apply(net.layers, plan, rank=rank, quirks=a.quirks, config_sha256=sha)
-    elif pyn_layers:
-        apply_pynative(net.layers, a.config, log)
+    if example is not None:
+        example.apply(net.layers, rank, a.quirks, log)
     loss_net = WithLoss(net, a.vocab)
     opt = nn.SGD(net.trainable_params(), learning_rate=a.lr)
     step_cell = train_step_class()(loss_net, opt)

@@ -295,3 +295,21 @@ def _resolve_plan(obj: Any) -> Tuple[Any, Any, Optional[str]]:
             raise InputError(f"cannot read config: {exc.strerror}", file=path) from None
         cfg = load_config(path)
     return strategy.plan(cfg), cfg, sha
+
+
+class Example:
+    """What the example trainer (``swapwatch/examples/train.py``) needs of a LayerSetting YAML
+    (``codepaths.LayerSetting.example``): the plan, its layer count, and the plan applied with :func:`apply`
+    (MindFormers' ``initial ... from dict`` lines logged first, as ``build_parallel_config`` does)."""
+
+    mode: Optional[str] = None
+    layers_key = "num_layers"
+
+    def __init__(self, config: str, log: Any) -> None:
+        self.plan, cfg, self.sha256 = _resolve_plan(config)
+        self.num_layers: int = self.plan.geometry.num_layers
+        for key in ("swap_config", "recompute_config"):
+            log.info(f"initial {key} from dict: {getattr(cfg, key)!r}")
+
+    def apply(self, layers: Any, rank: int, quirks: bool, log: Any) -> None:
+        apply(layers, self.plan, rank=rank, quirks=quirks, config_sha256=self.sha256)

@@ -85,7 +85,6 @@ def strategy_command(source: str, config: Optional[str] = None, output: Optional
                      rank: Optional[int] = None, fmt: Optional[str] = None, force: bool = False) -> str:
     """``swapwatch plot strategy``: a config (intended), or logs (actual) compared with ``--config``
     or with the config the log printed; returns the one-line summary to print."""
-    from ..strategy import plan as make_plan
     from .strategy_map import plot_strategy
 
     if not os.path.exists(source):
@@ -94,26 +93,15 @@ def strategy_command(source: str, config: Optional[str] = None, output: Optional
         raise InputError("no such file or directory", file=config)
     target = output_path(output, fmt, "strategy", force)
     out = target.path
-    pynative = _pynative_plan(config if config is not None else source)
-    if pynative is not None and config is None:      # a PyNative (r2.x) YAML
-        plot_strategy(pynative, name=os.path.basename(source)).save(*target)
-        return f"wrote {out}: the strategy {source} asks for (PyNative path)"
-    if pynative is not None and config is not None:       # a run against a PyNative YAML
-        (_, runlog), = load_runs([source])
-        res = plot_strategy(runlog, plan=pynative, rank=rank,
-                            name=f"{runlog.label or source} vs {os.path.basename(config)}")
-        res.save(*target)
-        n = 0 if res.diff is None else len(res.diff)
-        return (f"wrote {out}: " + ("as logged, identical to the config" if not n else
-                                    f"config and logs side by side, {n} difference{'s' if n != 1 else ''}"))
     if _is_config(source):
         if config is not None:
             raise InputError(f"{source} is a config already; --config is for comparing logs with a config")
-        from ..config import load_config
+        from .. import codepaths
 
-        cfg = load_config(source)
-        plot_strategy(make_plan(cfg), name=os.path.basename(source)).save(*target)
-        return f"wrote {out}: the strategy {source} asks for"
+        doc, cp = codepaths.read(source)
+        _, plan = cp.configure(doc)
+        plot_strategy(plan, name=os.path.basename(source)).save(*target)
+        return f"wrote {out}: the strategy {source} asks for{plan.path_note}"
     (_, runlog), = load_runs([source])
     from ..verify import run_dir_config, verify_read
 
@@ -128,7 +116,7 @@ def strategy_command(source: str, config: Optional[str] = None, output: Optional
             raise
         result = None                       # no config in the log: draw what the log shows
     if result is not None and result.verdict == "not_verified":
-        from ..verify_render import run_line
+        from ..report.verify import run_line
 
         raise InputError(f"nothing to compare with the config: {run_line(result)[len('run: '):]}", file=source)
     name = None if config is None else f"{runlog.label or source} vs {os.path.basename(config)}"
@@ -147,7 +135,7 @@ def strategy_command(source: str, config: Optional[str] = None, output: Optional
         if cut:
             what += f"; the log stops at layer {min(cut)}"
     if result is not None:
-        from ..verify_render import verdict_word
+        from ..report.verify import verdict_word
 
         what += f"; verify: {verdict_word(result)}"
     return f"wrote {out}: {what}"
@@ -169,17 +157,3 @@ def estimate_command(config: str, run_dirs: Sequence[str] = (), output: Optional
     n = len(est.stages)
     return f"wrote {target.path}: {n} stage{'s' if n != 1 else ''}, " + (
         f"measured peaks of {len(est.measured)}" if est.measured else "no measured peak for this config")
-
-
-def _pynative_plan(path: str):
-    """The PyNative plan of ``path`` when it is a PyNative (r2.x) YAML, else None."""
-    if not _is_config(path):
-        return None
-    from ..config import read_yaml
-    from ..paths import is_pynative
-    from ..pynative.explain import explain_tree
-
-    data, lines = read_yaml(path)
-    if not is_pynative(data):           # the seam decides the path
-        return None
-    return explain_tree(data, lines, path).plan

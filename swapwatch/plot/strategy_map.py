@@ -20,15 +20,15 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 
 from .. import actions, patterns
-from ..compare import Comparison, compare
+from ..compare import Comparison
 from ..errors import InputError
-from ..layer_table import layer_walk, stage_label
-from ..plan_view import is_view
+from ..plan_view import CELL_ONLY, NO_MATCH as NO_MATCH_NOTE, NOT_EFFECTIVE as NOT_EFFECTIVE_NOTE, VIEWS
+from ..report.layer_table import stage_label
 from . import _render
 from .result import StrategyPlot
 
 if TYPE_CHECKING:
-    from ..plan import LayerPlan, Plan
+    from ..plan_view import PlanView
 
 FRAME_COLUMNS = ["source", "rank", "layer", "stage", "interleave", "mechanism", "item", "value",
                  "overridden", "partial", "why", "paths", "effect"]
@@ -56,70 +56,46 @@ OVERRIDE_COLOR = "#d62728"
 
 def _is_plan(obj: Any) -> bool:
     """A plan of either path (:class:`swapwatch.plan_view.PlanView`), not a log or a result."""
-    return is_view(obj)
+    return getattr(obj, "view", None) in VIEWS
 
 
-def _global_ids(obj: Any) -> bool:
-    """The plan's layers are global ids (apply_pp splits them afterwards) and its swaps prefetch a layer ``→j``
-    (``PlanView.global_layer_ids``: the ``apply_ac`` view)."""
-    return bool(getattr(obj, "global_layer_ids", False))
-
-
-def _reaches_nothing(plan: "Plan", lp: "LayerPlan", pattern: str, mech: str) -> bool:
-    """True when ``pattern`` reaches no op on ``lp``'s own tree (its family's dense / MoE / MTP
-    kind, MindFormers' walk). An unknown family resolves nothing (SW307 says so): its patterns
-    are drawn as applied rather than all marked as reaching nothing."""
-    fam = plan.family
-    if fam is not None and not fam.known:
-        return False
-    walker = layer_walk(plan, lp)            # a decoder layer (the MTP layers are not in plan.layers)
-    if walker is None:
-        return False
-    try:
-        return not walker(pattern, actions.WALK_MODE[mech]).targets
-    except Exception:            # an invalid regex is reported by the config checks, not drawn
-        return False
-
-
-def _voided_selects(plan: "Plan") -> List[Tuple[int, str, str]]:
-    """(layer, mechanism, pattern) of select / comm patterns configured on a layer that full
-    recompute covers, where MindFormers never applies them: as the engine recorded them
-    (``LayerPlan.select_shadowed``, the record SW105 reads too)."""
-    return [(lp.layer, mech, pat) for lp in plan.layers
-            for mech, pats in lp.select_shadowed.items() for pat in pats]
-
-
-def _plan_rows(plan: "Plan") -> List[tuple]:
-    """The config rows of a LayerSetting plan (an ``apply_ac`` plan makes its own: ``strategy_rows_hook``)."""
+def _plan_rows(plan: "PlanView") -> List[tuple]:
+    """The config rows of a plan of either path, from its actions (``PlanView.actions_at``): one per pattern or
+    module path, swaps with their prefetch (or ``→j``: the layer prefetched with this one), what recompute voids
+    crossed out, a select pattern configured where full recompute covers the layer drawn as voided, a pattern that
+    reaches nothing as ``no_match``, a comm path that is a cell as not effective."""
     rows = []
-    stage_of = {lp.layer: (lp.stage, lp.interleave) for lp in plan.layers}
-    for layer, mech, pat in _voided_selects(plan):
-        st, v = stage_of[layer]
-        rows.append(("config", None, layer, st, v, mech, pat, True, False, False,
-                     "the layer is fully recomputed", (), VOIDED))
-    for lp in plan.layers:
-        # the whole layer swap voided (the layer is fully recomputed), or only the part of it that a
-        # select pattern recomputes (swapwatch.plan.Override scopes "layer" / "part")
-        whole = lp.layer_swap_voided
-        part = [o for o in lp.swap_overridden if o.scope == "part"]
+    for la in plan.layers:
+        layer = la.layer
+        st, v = plan.stage_of(layer)
+        acts = plan.actions_at(layer)
+        to = plan.layer_prefetch(layer)
+        arrow = f"→{to}" if to is not None else ""
+        full = any(a.kind == "full_recompute" for a in acts)
+        whole = any(a.kind == "layer_swap" and a.voided and not a.partial for a in acts)
 
-        def add(mech, item, value, overridden=False, partial=False, reason=""):
-            effect = NO_MATCH if item is not None and _reaches_nothing(plan, lp, item, mech) else ""  # noqa: B023
-            rows.append(("config", None, lp.layer, lp.stage, lp.interleave, mech, item, value,  # noqa: B023
+        def add(mech, item, value, overridden=False, partial=False, reason="", effect=""):
+            rows.append(("config", None, layer, st, v, mech, item, value,  # noqa: B023
                          bool(overridden), bool(partial), reason, (), effect))
-        if lp.full_recompute:
-            add("full_recompute", None, True)
-        for mech in ("select_recompute", "select_comm_recompute", "select_recompute_exclude",
-                     "select_comm_recompute_exclude"):
-            for pat in lp.patterns(mech):
-                add(mech, pat, True)
-        if lp.layer_swap is not None:
-            full = whole or lp.full_recompute
-            reason = "; ".join(o.why for o in lp.swap_overridden if o.action == "layer_swap")
-            add("layer_swap", None, lp.layer_swap, full or bool(part), not full and bool(part), reason)
-        for pat, prefetch in (lp.op_swap or {}).items():
-            why = next((o.why for o in lp.swap_overridden if o.scope == "op" and o.pattern == pat), "")
-            add("op_swap", pat, prefetch, whole or lp.op_swap_voided(pat), False, why)
+
+        for a in acts:
+            if a.kind == "full_recompute":
+                add(a.kind, None, True)
+            elif a.kind == "layer_swap":
+                add(a.kind, None, a.prefetch if a.prefetch is not None else arrow, a.voided or full,
+                    a.partial and not full, a.why)
+            else:
+                for sub in a.subjects:
+                    if a.shadowed:
+                        add(a.kind, sub.name, True, reason=a.why, effect=VOIDED)
+                        continue
+                    effect = (NOT_EFFECTIVE if sub.note == NOT_EFFECTIVE_NOTE else
+                              NO_MATCH if a.resolved and sub.note in (NO_MATCH_NOTE, CELL_ONLY) else "")
+                    if a.kind in _SWAPS:
+                        add(a.kind, sub.name, a.prefetch if a.prefetch is not None else arrow, a.voided or whole,
+                            False, a.why, effect)
+                    else:
+                        add(a.kind, sub.name, True, reason=a.why if effect == NOT_EFFECTIVE else "", effect=effect)
     return rows
 
 
@@ -128,8 +104,8 @@ def _geometry(rank_log: Any, plan: Any) -> Tuple[List[int], List[int]]:
     g = rank_log.geometry() if rank_log is not None else {}
     pp, vv = g.get("pp_ids"), g.get("interleave_ids")
     if plan is not None:
-        pp = pp or [lp.stage for lp in plan.layers]
-        vv = vv or [lp.interleave for lp in plan.layers]
+        pp = pp or [plan.stage_of(la.layer)[0] for la in plan.layers]
+        vv = vv or [plan.stage_of(la.layer)[1] for la in plan.layers]
     return list(pp or []), list(vv or [])
 
 
@@ -146,17 +122,17 @@ def pick_rank(runlog: Any, rank: Optional[int] = None) -> int:
     return with_actions[0]
 
 
-def _log_rows(runlog: Any, rank: int, plan: Optional["Plan"] = None) -> List[tuple]:
-    """``rank``'s logged rows; ``plan``: a LayerSetting plan the comparison reads (``comparable``), or None."""
+def _log_rows(runlog: Any, rank: int, plan: Optional["PlanView"] = None) -> List[tuple]:
+    """``rank``'s logged rows; ``plan``: the plan the logs are compared with (a logged path is drawn on the row
+    of the configured pattern or path it matches), or None."""
     rl = runlog.ranks[rank]
     pp, vv = _geometry(rl, plan)
     plan_patterns: Dict[Tuple[int, str], List[str]] = {}
     if plan is not None:
-        for lp in plan.layers:
-            for mech in ("select_recompute", "select_comm_recompute", "select_recompute_exclude",
-                         "select_comm_recompute_exclude"):
-                plan_patterns[(lp.layer, mech)] = list(lp.patterns(mech))
-            plan_patterns[(lp.layer, "op_swap")] = list((lp.op_swap or {}).keys())
+        for la in plan.layers:
+            for a in plan.actions_at(la.layer):
+                if a.subjects and not a.shadowed:
+                    plan_patterns.setdefault((la.layer, a.kind), []).extend(sub.name for sub in a.subjects)
     rows: Dict[tuple, list] = {}
     acts = sorted(rl.actions, key=lambda a: 0 if a.origin == "swapwatch" else 1)   # authoritative first
     for a in acts:
@@ -172,6 +148,9 @@ def _log_rows(runlog: Any, rank: int, plan: Optional["Plan"] = None) -> List[tup
                 continue
             stage = pp[a.layer] if 0 <= a.layer < len(pp) else 0
             inter = vv[a.layer] if 0 <= a.layer < len(vv) else 0
+            if value is None and plan is not None and a.action in _SWAPS:    # a swap line without a prefetch
+                to = plan.layer_prefetch(a.layer)
+                value = f"→{to}" if to is not None else ""
             rows[key] = ["logs", rank, a.layer, stage, inter, a.action, item, value, False, False, "",
                          (path,) if path else (), ""]
     # recompute overrides swap: MindFormers logs the swap anyway and only WARNs (_check_swap_recompute_conflict)
@@ -206,12 +185,9 @@ def strategy_frame(what: Any, rank: Optional[int] = None, plan: Any = None) -> p
     configured where full recompute covers the layer (never applied there, as the engine records it).
     """
     if _is_plan(what):
-        rows = what.strategy_rows_hook()        # a path with its own rows (the view's), else the plan's
-        if rows is None:
-            rows = _plan_rows(what)
+        rows = _plan_rows(what)
     elif hasattr(what, "ranks"):
-        # logged paths are matched to the configured patterns only where verify's comparison reads the plan
-        rows = _log_rows(what, pick_rank(what, rank), plan if plan is not None and plan.comparable else None)
+        rows = _log_rows(what, pick_rank(what, rank), plan)
     else:
         raise TypeError(f"strategy_frame needs a Plan or a RunLog, not {type(what).__name__}")
     df = pd.DataFrame(rows, columns=FRAME_COLUMNS)
@@ -221,7 +197,8 @@ def strategy_frame(what: Any, rank: Optional[int] = None, plan: Any = None) -> p
     df = df.sort_values(["_o", "item", "layer"], na_position="first", kind="mergesort")
     df = df.drop(columns="_o").reset_index(drop=True)
     df["item"] = df["item"].astype(object).where(df["item"].notna(), None)
-    df.attrs["pynative"] = _global_ids(what) or _global_ids(plan)      # the legend's "→j" swaps
+    voided_by = what if _is_plan(what) else plan
+    df.attrs["voided"] = voided_by.voided_legend if voided_by is not None else None   # the legend's ✗
     return df
 
 
@@ -233,14 +210,17 @@ def frame_differences(plan: Any, runlog: Any, rank: int, comparison: Optional[Co
     ``expected``, ``actual``. Empty when the run did what the config says.
     """
     if comparison is None:
-        comparison = compare(plan, runlog)
+        from ..codepaths import for_plan
+
+        comparison = for_plan(plan).compare(plan, runlog)
     diff = comparison.ranks.get(rank)
     rows = []
     if diff is not None:
         cut = set(diff.cut_layers)
         # a rank without one strategy line cannot be verified: verify's map shows '?', not
         # differences (verify_render.unverifiable), and so does the plot
-        missing = diff.missing if diff.has_strategy_lines else []
+        judged = comparison.union if comparison.union is not None else diff    # all ranks: each logs its stage
+        missing = judged.missing if diff.has_strategy_lines else []
         for e in missing:
             if e.layer not in cut and comparison.missing_differs(e):
                 rows.append((e.layer, e.action, e.pattern, "missing", e.value if e.value is not None else True, None))
@@ -397,10 +377,11 @@ def _legend_handles(frames: List[pd.DataFrame], with_diff: bool, with_cut: bool)
             overridden |= bool((f["overridden"] & ~f["partial"]).any())
             partial |= bool(f["partial"].any())
     hs: List[Any] = []
-    pynative = any(f.attrs.get("pynative") for f in frames)     # PyNative r2.x: no backward_prefetch
+    # a swap's value is its backward_prefetch, or "→j" where the path prefetches a layer with it (apply_ac)
+    arrows = any(str(v).startswith("→") for f in frames if not f.empty for v in f["value"])
     for mech, name, color in MECHANISMS:
         if mech in present:
-            label = name + ((" (→j: layer j prefetched with it)" if pynative else " (number: backward_prefetch)")
+            label = name + ((" (→j: layer j prefetched with it)" if arrows else " (number: backward_prefetch)")
                             if mech in _SWAPS else "")
             hs.append(Patch(facecolor=color, hatch="xxx" if mech.endswith("_exclude") else None,
                             edgecolor="white", label=label))
@@ -418,9 +399,9 @@ def _legend_handles(frames: List[pd.DataFrame], with_diff: bool, with_cut: bool)
         hs.append(Patch(facecolor="#eeeeee", edgecolor="0.3", hatch="....",
                         label="configured, not effective: a cell for comm recompute (SW507)"))
     if overridden:
+        voided = next((f.attrs["voided"] for f in frames if f.attrs.get("voided")), None)
         hs.append(Line2D([], [], color=OVERRIDE_COLOR, marker="x", ls="none", ms=8, mew=1.8,
-                         label="op swap in the swap map that wraps nothing (SW504)" if pynative else
-                         "swap overridden by recompute (logged, no effect)"))
+                         label=voided or "swap overridden by recompute (logged, no effect)"))
     if partial:
         hs.append(Line2D([], [], color=OVERRIDE_COLOR, marker="$/$", ls="none", ms=8,
                          label="layer swap partly overridden (select recompute inside it)"))
@@ -449,7 +430,7 @@ def plot_strategy(what: Any, plan: Any = None, rank: Optional[int] = None, title
     if _is_verify_result(what):
         # no comparison on a static-path result: the log is not a run of its config (SW109), so
         # the map shows the logs alone
-        keep = what.comparison is not None or (what.plan is not None and not what.plan.comparable)
+        keep = what.comparison is not None
         what, plan, comparison = what.runlog, (what.plan if keep else None), what.comparison
     panels: List[Tuple[str, pd.DataFrame]] = []
     diffs: Optional[pd.DataFrame] = None
@@ -466,15 +447,13 @@ def plot_strategy(what: Any, plan: Any = None, rank: Optional[int] = None, title
         nranks = len(what.ranks)
         who = f"logs, rank {r}" + (f" of {nranks}" if nranks > 1 else "")
         if plan is not None:
-            own = plan.strategy_logs_hook(logs, what, r)
-            if own is not None:         # a path with its own log cells and differences (the view's)
-                logs, diffs = own
-            else:
-                if comparison is None:
-                    comparison = compare(plan, what)
-                diffs = frame_differences(plan, what, r, comparison)
-                rd = comparison.ranks.get(r)
-                cut = set(rd.cut_layers) if rd is not None else set()
+            if comparison is None:
+                from ..codepaths import for_plan
+
+                comparison = for_plan(plan).compare(plan, what)
+            diffs = frame_differences(plan, what, r, comparison)
+            rd = comparison.ranks.get(r)
+            cut = set(rd.cut_layers) if rd is not None else set()
             if diffs.empty and not cut:
                 panels.append((f"config = {who}: the run applied what the config asks", logs))
             else:
@@ -538,10 +517,9 @@ def _n_layers(runlog: Any, rank: int, plan: Any, frame: pd.DataFrame) -> int:
 
 
 def _stage_ids(plan: Any, what: Any, n_layers: int) -> Tuple[List[int], List[int]]:
-    if _global_ids(plan):           # apply_ac's view: global layer ids, no stage split known
-        return [0] * n_layers, [0] * n_layers
     if plan is not None:
-        return [lp.stage for lp in plan.layers], [lp.interleave for lp in plan.layers]
+        stages = [plan.stage_of(la.layer) for la in plan.layers]
+        return [st if st is not None else 0 for st, _ in stages], [v for _, v in stages]
     if hasattr(what, "ranks") and what.ranks:
         pp, vv = _geometry(what.ranks[pick_rank(what)], None)
         if len(pp) == n_layers:

@@ -26,7 +26,7 @@ import regex
 
 from .. import setting_lines
 from ..errors import ConfigError
-from ..plan_view import APPLY_AC
+from ..plan_view import APPLY_AC, NOT_EFFECTIVE, Action, Subject
 from ..patterns import PatternError, check_size, under
 from ..unmatched import NoMatch
 from .config import PynativeConfig, from_tree
@@ -76,19 +76,28 @@ class LayerActions:
             out["layer_swap"] = []
         return out
 
-    def cells(self) -> Dict[str, str]:
-        """This layer's cells in the shared layer-table column names, and ``prefetch``."""
-        from ..layer_table import VOIDED
-
-        op = [f"{VOIDED}{p}" for p in self.op_swap_void] + list(self.op_swap)
-        comm = list(self.comm) + [f"{p} (cell: not effective)" for p in self.comm_cells]
-        return {"full_recompute": "yes" if self.full else "",
-                "select_recompute": ", ".join(self.select),
-                "select_comm_recompute": ", ".join(comm),
-                "select_recompute_exclude": ", ".join(self.exclude),
-                "layer_swap": "yes" if self.layer_swap else "",
-                "op_swap": ", ".join(op),
-                "prefetch": f"→ {self.prefetch_to}" if self.prefetch_to is not None else ""}
+    def view_actions(self) -> List[Action]:
+        """What ``apply_ac`` applies here as the plan view's :class:`~swapwatch.plan_view.Action` s: module paths
+        (each reaches itself); a comm path that is a cell is not effective (SW507); an op swap listed in the swap
+        map that wraps nothing (behind a wrapper: SW504) is a voided swap, before the effective ones."""
+        out: List[Action] = []
+        if self.exclude:
+            out.append(Action("select_recompute_exclude", tuple(Subject(p, (p,)) for p in self.exclude)))
+        if self.full:
+            out.append(Action("full_recompute"))
+        if self.select:
+            out.append(Action("select_recompute", tuple(Subject(p, (p,)) for p in self.select)))
+        if self.comm or self.comm_cells:
+            out.append(Action("select_comm_recompute", tuple(Subject(p, (p,)) for p in self.comm)
+                              + tuple(Subject(p, note=NOT_EFFECTIVE) for p in self.comm_cells),
+                              why="a cell: comm recompute wraps only operations (SW507)"))
+        if self.layer_swap:
+            out.append(Action("layer_swap"))
+        out.extend(Action("op_swap", (Subject(p, (p,)),), voided=True,
+                          why="listed in the swap map, wraps nothing: recompute wrapped the layer or a cell on the "
+                              "path first (SW504)") for p in self.op_swap_void)
+        out.extend(Action("op_swap", (Subject(p, (p,)),)) for p in self.op_swap)
+        return out
 
 
 @dataclass
@@ -111,8 +120,7 @@ class PynativePlan:
     differs (global layer ids, module paths rather than patterns, its own verify map)."""
 
     view: ClassVar[str] = APPLY_AC
-    global_layer_ids: ClassVar[bool] = True
-    comparable: ClassVar[bool] = False
+    swap_keys_become_ids: ClassVar[bool] = False
     path_note: ClassVar[str] = "; PyNative (r2.x) path"
     voided_legend: ClassVar[str] = "op swap listed in the swap map that wraps nothing (SW504)"
 
@@ -148,20 +156,21 @@ class PynativePlan:
                 return la
         raise KeyError(layer)
 
-    def stage_of(self, layer: int) -> Tuple[Optional[int], int]:
+    def stage_of(self, layer: int, mtp: bool = False) -> Tuple[Optional[int], int]:
         """Where ``apply_pp`` puts the layer (``PynativeConfig.stage_of``: the split the sizing reads too)."""
         return self.config.stage_of(layer)
 
     def layer_actions(self, layer: int) -> Dict[str, List[str]]:
         return self._actions_of(layer).actions()
 
-    def table_cells(self, layer: int) -> Dict[str, str]:
-        """The layer's cells as diff shows them: the prefetch target goes with the layer swap."""
-        c = self._actions_of(layer).cells()
-        prefetch = c.pop("prefetch", "")
-        if prefetch:
-            c["layer_swap"] = f"{c['layer_swap']}, prefetch {prefetch}" if c["layer_swap"] else f"prefetch {prefetch}"
-        return c
+    def actions_at(self, layer: int, mtp: bool = False) -> List[Action]:
+        return self._actions_of(layer).view_actions()
+
+    def layer_prefetch(self, layer: int) -> Optional[int]:
+        return self._actions_of(layer).prefetch_to
+
+    def all_layers(self) -> List[Tuple[int, bool]]:
+        return [(la.layer, la.mtp) for la in self.layers]
 
     def to_json(self, findings: Iterable[Any] = ()) -> Dict[str, Any]:
         """explain's JSON document of a PyNative YAML (DESIGN §3.2)."""
@@ -218,16 +227,6 @@ class PynativePlan:
                 counts["voided swap"] = voided
             out.append((stage, [la.layer for la in las], counts))
         return out
-
-    def strategy_rows_hook(self) -> Optional[List[tuple]]:
-        from .plot import config_rows
-
-        return config_rows(self)
-
-    def strategy_logs_hook(self, frame: Any, runlog: Any, rank: int) -> Optional[Tuple[Any, Any]]:
-        from .plot import differences, log_values
-
-        return log_values(frame, self), differences(self, runlog, rank)
 
 
 def _ids(specs: Any) -> Set[int]:

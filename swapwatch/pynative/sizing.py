@@ -246,15 +246,14 @@ def estimate_pynative(path: str, model: Optional[str] = None, calibration: Any =
     from ..memory.tensor_table import TensorTable
     from ..memory.model import NO_CALIBRATION, stage_memory
     from ..plan import Plan
-    from .explain import explain_tree
+    from .resolve import plan_tree
     from .layer_paths import family_key
 
     data, lines = read_yaml(path)
     if not isinstance(data, dict):
         raise ConfigError("expected a mapping of config sections at the top level", file=path, line=1)
     # explain's own read (refusals of apply_ac put on the YAML's line, as explain gives them)
-    ex = explain_tree(data, lines, path, family=model)
-    cfg, plan = ex.config, ex.plan
+    cfg, plan = plan_tree(data, lines, path, family=model)
     spec, notes = pynative_spec(data, lines, path)
     if spec.num_layers != cfg.num_layers:
         spec.num_layers = cfg.num_layers

@@ -14,10 +14,13 @@ import hashlib
 import json
 import os
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
 
 from ..errors import InputError
 from .verdict import Verdict, read_verdict, unverified
+
+if TYPE_CHECKING:
+    from ..results import Explanation
 
 #: ``swapwatch run`` keeps the YAML as launched under this name (runner.CONFIG_COPY).
 CONFIG_COPY = "config.yaml"
@@ -36,7 +39,7 @@ class RunPart:
     config_origin: str = ""                 # "--config", "the run's config.yaml", "the log", ""
     result: Any = None                      # VerifyResult
     verdict: Optional[Verdict] = None
-    explanation: Any = None                 # Explanation / PynativeExplanation
+    explanation: Optional["Explanation"] = None       # the plan, as explain gives it
     runlog: Any = None
     strategy: Any = None                    # StrategyPlot
     estimate: Any = None                    # Estimate (predicted, with the run's measured peaks)
@@ -133,12 +136,11 @@ def build_run(group: List[str], config: Optional[str] = None) -> RunPart:
         part.stopped = _stopped(part.runlog)
     if cfg:
         _explain(part, cfg)
-    elif (part.result is not None and part.result.plan is not None
-          and part.result.plan.comparable):        # a LayerSetting plan (plan_view)
+    elif part.result is not None and part.result.plan is not None:
         # the config was rebuilt from the log: explain's table of the plan verify made from it
         from ..results import Explanation
 
-        part.explanation = Explanation(config=None, plan=part.result.plan, layout=None)  # type: ignore[arg-type]
+        part.explanation = Explanation(config=None, plan=part.result.plan)
     _strategy(part)
     if cfg and info is not None:
         _estimate(part, cfg, group[0])
@@ -181,7 +183,7 @@ def _strategy(part: RunPart) -> None:
 
     rank = None
     if part.result is not None and part.result.comparison is not None:
-        from ..verify_render import map_rank
+        from .verify import map_rank
 
         rank = map_rank(part.result)           # the rank the per-layer map shows
     try:

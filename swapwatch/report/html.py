@@ -8,8 +8,8 @@ clip paths never collide), rule explanations as sections linked by ``#rule-SWnnn
 ``<script>`` and no URL to fetch.
 
 The page renders what :mod:`swapwatch.report.build` collected, in the vocabulary of the terminal
-(:mod:`swapwatch.layer_table`: ``✗ expected → actual``, ``?``, ``!``; findings grouped by cause
-with rank and layer ranges by :mod:`swapwatch.finding_groups`); folded rows and grouped findings
+(:mod:`swapwatch.report.layer_table`: ``✗ expected → actual``, ``?``, ``!``; findings grouped by cause
+with rank and layer ranges by :mod:`swapwatch.report.finding_groups`); folded rows and grouped findings
 keep a 1,024-rank run's page small (docs/report.md gives the size).
 """
 from __future__ import annotations
@@ -198,21 +198,15 @@ def _plan_table(part: RunPart) -> str:
     if ex is None:
         return ""
     out = ["<h3>The plan: what MindFormers will apply per layer (swapwatch explain)</h3>"]
-    from ..results import Explanation
-
-    if not isinstance(ex, Explanation):
-        from ..pynative.explain import render_table as pyn_table   # PyNative (r2.x): its own table
-        out.append(f"<pre>{e(pyn_table(ex))}</pre>")
-        return "\n".join(out)
-    from ..render_explain import plan_rows
+    from .explain import plan_rows
 
     header, body = plan_rows(ex)
     out.append(_table(header, body, [[""] * 2 + [_mark_class(c) for c in row[2:]] for row in body],
                       cls="plan"))
-    marks = layer_table.legend(c for row in body for c in row[2:])
+    marks = layer_table.legend((c for row in body for c in row[2:]), ex.plan.voided_legend)
     if marks:
         out.append(f'<p class="muted">{e("; ".join(marks))}</p>')
-    out.append("<pre>" + e("\n".join(layer_table.stage_summary(ex.plan.layers))) + "</pre>")
+    out.append("<pre>" + e("\n".join(layer_table.plan_summary(ex.plan))) + "</pre>")
     return "\n".join(out)
 
 
@@ -220,7 +214,7 @@ def _verify_map(part: RunPart) -> str:
     res = part.result
     if res is None:
         return ""
-    from .. import verify_render as vr
+    from . import verify as vr
 
     out = []
     rank = vr.map_rank(res)
@@ -238,9 +232,6 @@ def _verify_map(part: RunPart) -> str:
         blind = [r for r in res.ranks if r != rank and vr.unverifiable(res, r)]
         if blind:
             out.append(f"<p>not verified (no strategy lines): rank(s) {e(layer_table.ranges(blind, 6))}</p>")
-    own = res.plan.verify_map_lines(res) if res.plan is not None else []
-    if own:                 # a path with its own per-layer map (the PlanView's: PyNative's Set ... lines)
-        out.append("<h3>Expected vs applied (PyNative)</h3><pre>" + e("\n".join(own)) + "</pre>")
     return "\n".join(out)
 
 

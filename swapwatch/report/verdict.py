@@ -41,9 +41,9 @@ def finding_needs(f: Any) -> str:
 
 def read_verdict(result: Any) -> Verdict:
     """The verdict of ``result`` (a VerifyResult) in verify's own words: the verdict word, the
-    ``run: ...`` and ``config: ...`` lines (:func:`swapwatch.verify_render.run_line` /
+    ``run: ...`` and ``config: ...`` lines (:func:`swapwatch.report.verify.run_line` /
     ``config_line``) and the counts verify decided (``verify.decide``). Nothing is re-derived here."""
-    from ..verify_render import config_line, run_line, verdict_word
+    from .verify import config_line, run_line, verdict_word
 
     state = {"not_verified": "not-verified", "pass": "pass"}.get(str(result.verdict), "fail")
     return Verdict(state=state, headline=verdict_word(result), run=run_line(result),

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import List
 
-from ..layer_table import grid
+from ..report.layer_table import grid
 from ..text import MIB as MiB, MIB_UNIT, fmt_bytes
 from .result import TuneResult
 

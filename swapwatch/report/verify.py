@@ -2,23 +2,26 @@
 junit (CI systems), markdown (a PR comment).
 
 The per-layer map shows, for one rank, what the config applies and what the log shows, one
-column per action, in the words every per-layer table shares (:mod:`swapwatch.layer_table`);
+column per action, in the words every per-layer table shares (:mod:`swapwatch.report.layer_table`);
 cells where the two differ are marked ``✗ expected → actual``, cells the log cannot speak for
 ``?`` (a rank with no strategy line at all is all ``?``: it cannot be verified, which is not a
 difference). Consecutive identical rows fold into one, so a 96-layer model stays readable.
-Findings are grouped by cause (:mod:`swapwatch.finding_groups`) with rank and layer ranges, so
+Findings are grouped by cause (:mod:`swapwatch.report.finding_groups`) with rank and layer ranges, so
 10,000 ranks read as a few lines; JSON keeps every finding.
 """
 from __future__ import annotations
 
 from collections import OrderedDict, defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 from xml.etree import ElementTree as ET
 
 from . import finding_groups, indented_json, layer_table
-from .checks import REGISTRY
-from .compare import RankDiff
+from ..checks import REGISTRY
+from ..compare import RankDiff
+
+if TYPE_CHECKING:
+    from ..results import VerifyResult
 
 FORMATS = ("table", "json", "junit", "markdown")
 COLUMNS = layer_table.COLUMNS
@@ -339,10 +342,33 @@ def config_line(result: Any) -> str:
 # json
 # ---------------------------------------------------------------------------------------------
 
-def render_json(result: Any) -> str:
-    """``json.dumps(..., indent=2, ensure_ascii=False)`` of ``result.to_json()``, written by
-    :mod:`swapwatch.indented_json` (the same text; 10,000 findings in a third of the time)."""
-    return indented_json.dumps(result.to_json(), indent=2, default=_jsonable) + "\n"
+def document(result: "VerifyResult") -> Dict[str, Any]:
+    """``verify --format json``: DESIGN §3.3, plus (added, nothing removed): ``counts`` of findings by severity,
+    ``config`` (path and sha256 of a ``--config`` file; ``source`` says where a config taken from the log came
+    from), ``num_layers`` (the same number as ``layers``, under explain's name: explain's ``layers`` is the
+    per-layer list) and ``layer_map`` (per layer, expected vs logged, and the ranks whose log differs there)."""
+    from ..checks import question
+
+    findings = []
+    for f in result.findings:
+        item = f.to_json()
+        item["question"] = question(f.code)
+        findings.append(item)
+    return {"verdict": result.verdict, "ranks": list(result.ranks), "layers": result.layers,
+            "findings": findings,
+            "counts": result.counts(), "num_layers": result.layers,
+            "config": dict(config_json(result.config_source),
+                           **({"note": result.config_note} if result.config_note else {})),
+            "layer_map": layer_map_json(result),
+            "run_verdict": result.run_verdict, "config_verdict": result.config_verdict,
+            "verified_ranks": list(result.verified_ranks), "run_counts": dict(result.run_counts),
+            "config_counts": dict(result.config_counts)}
+
+
+def render_json(result: "VerifyResult") -> str:
+    """``json.dumps(..., indent=2, ensure_ascii=False)`` of :func:`document`, written by
+    :mod:`swapwatch.report.indented_json` (the same text; 10,000 findings in a third of the time)."""
+    return indented_json.dumps(document(result), indent=2, default=_jsonable) + "\n"
 
 
 def _jsonable(value: Any) -> Any:

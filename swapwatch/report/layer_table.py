@@ -11,14 +11,14 @@ layers folded into ranges (``0-7``) unless the caller asks for every layer.
 from __future__ import annotations
 
 import textwrap
-from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from . import actions
-from .text import ranges, write_table
+from .. import actions
+from ..text import ranges, write_table
 
 if TYPE_CHECKING:
-    from .plan import LayerPlan, Plan
+    from ..plan import LayerPlan, Plan
+    from ..plan_view import PlanView
 
 #: action -> column header, in MindFormers' per-layer order (events.ACTIONS).
 COLUMNS = actions.COLUMNS
@@ -45,7 +45,7 @@ def pattern_text(walk: Any, pattern: str, mode: str) -> List[str]:
 
     ``walk`` is the layer's walker (``Plan.walker(layer)``: each layer resolves on its own tree of
     the model family), a layout to walk, or None (the pattern is shown as written)."""
-    from .patterns import walk_layout       # not strategy: the plan's view reads this module (no import circle)
+    from ..patterns import walk_layout       # not strategy: the plan's view reads this module (no import circle)
 
     if walk is None:
         return [pattern]
@@ -66,36 +66,31 @@ def layer_walk(plan: Any, lp: Any, mtp: bool = False) -> Any:
     return walker(lp.layer, mtp) if callable(walker) else None
 
 
-def _voided(lp: Any, key: str) -> bool:
-    """The layer swap (``key == "layer_swap"``, wholly or in part) or the op_swap pattern ``key`` is
-    voided by recompute (:class:`swapwatch.plan.Override`)."""
-    return lp.layer_swap_touched if key == "layer_swap" else lp.op_swap_voided(key)
-
-
-def plan_cells(lp: "LayerPlan", walk: Any) -> Dict[str, str]:
-    """The text of every column for one :class:`~swapwatch.strategy.LayerPlan` (empty = nothing);
-    ``walk`` as for :func:`pattern_text`."""
-    cells: Dict[str, str] = {}
-    if lp.full_recompute:
-        cells["full_recompute"] = "yes" if lp.full_recompute_logged else "yes*"
-    else:
-        cells["full_recompute"] = ""
-    for action in ("select_recompute", "select_comm_recompute", "select_recompute_exclude",
-                   "select_comm_recompute_exclude"):
-        items: List[str] = []
-        for pat in lp.patterns(action):
-            items.extend(pattern_text(walk, pat, WALK_MODE[action]))
-        cells[action] = ", ".join(items)
-    if lp.layer_swap is not None:
-        cells["layer_swap"] = f"{VOIDED if _voided(lp, 'layer_swap') else ''}p={lp.layer_swap}"
-    else:
-        cells["layer_swap"] = ""
-    ops = []
-    for pat, prefetch in (lp.op_swap or {}).items():
-        mark = VOIDED if _voided(lp, pat) else ""
-        ops.append(f"{mark}{', '.join(pattern_text(walk, pat, 'swap'))} p={prefetch}")
-    cells["op_swap"] = ", ".join(ops)
-    return cells
+def cells(plan: "PlanView", layer: int, mtp: bool = False, prefetch: str = "merge") -> Dict[str, str]:
+    """The text of every column for one layer of a plan of either path (``PlanView.actions_at``; empty =
+    nothing): the paths each pattern reaches (or ``PATTERN (no match)``), ``!`` before a swap recompute voids,
+    ``p=`` a swap's prefetch. A layer prefetch (``PlanView.layer_prefetch``: the layer prefetched with this one)
+    goes into the layer swap cell (``prefetch="merge"``: ``yes, prefetch → 3``) or a ``prefetch`` cell of its own
+    (``"column"``: ``→ 3``)."""
+    acts = [a for a in plan.actions_at(layer, mtp) if not a.shadowed]
+    out: Dict[str, str] = {a: "" for a in COLUMNS}
+    full = next((a for a in acts if a.kind == "full_recompute"), None)
+    if full is not None:
+        out["full_recompute"] = "yes" if full.logged else "yes*"
+    for kind in actions.SELECT_ACTIONS:
+        out[kind] = ", ".join(t for a in acts if a.kind == kind for s in a.subjects for t in s.texts())
+    swap = next((a for a in acts if a.kind == "layer_swap"), None)
+    if swap is not None:
+        out["layer_swap"] = (VOIDED if swap.voided else "") + ("yes" if swap.prefetch is None else f"p={swap.prefetch}")
+    out["op_swap"] = ", ".join((VOIDED if a.voided else "") + ", ".join(t for s in a.subjects for t in s.texts())
+                               + ("" if a.prefetch is None else f" p={a.prefetch}")
+                               for a in acts if a.kind == "op_swap")
+    to = plan.layer_prefetch(layer)
+    if to is not None and prefetch == "column":
+        out["prefetch"] = f"→ {to}"
+    elif to is not None:
+        out["layer_swap"] = f"{out['layer_swap']}, prefetch → {to}" if out["layer_swap"] else f"prefetch → {to}"
+    return out
 
 
 def logged_cells(items: Sequence[Any]) -> Dict[str, str]:
@@ -195,37 +190,12 @@ def stage_summary(layer_plans: Sequence["LayerPlan"], plan: Optional["Plan"] = N
     With the ``plan`` (a family it can walk), a layer counts only for what applies there: select,
     comm and op-swap patterns that reach nothing on the layer's tree do not count (issue 21.8:
     ``select_recompute: True`` on Qwen3-MoE expands to defaults that match nothing)."""
+    from ..plan import stage_counts
+
     return _summary_lines(stage_counts(layer_plans, plan))
 
 
-def stage_counts(layer_plans: Sequence["LayerPlan"], plan: Optional["Plan"] = None
-                 ) -> List[Tuple[Any, List[int], Dict[str, int]]]:
-    """Per stage of a LayerSetting plan: ``(stage, its layers, {full, select, comm, swap[, voided swap]: n})``,
-    as :func:`stage_summary` says them."""
-    by_stage: "OrderedDict[Any, List[Any]]" = OrderedDict()
-    for lp in sorted(layer_plans, key=lambda x: (x.stage, x.layer)):
-        by_stage.setdefault(lp.stage, []).append(lp)
-    fam = plan.family if plan is not None else None
-    walkable = plan is not None and (fam is None or fam.known)
-
-    def applies(lp: Any, pats: Any, mode: str) -> bool:
-        if not pats:
-            return False
-        if not walkable:
-            return True
-        walk = layer_walk(plan, lp)
-        for pat in pats:
-            try:
-                if walk(pat, mode).targets:
-                    return True
-            except Exception:       # noqa: BLE001 - an invalid pattern is the config checks' to report
-                return True
-        return False
-
-    return _counts(by_stage, applies)
-
-
-def plan_summary(plan: Any) -> List[str]:
+def plan_summary(plan: "PlanView") -> List[str]:
     """:func:`stage_summary` of a plan of either path (``PlanView.stage_counts``)."""
     return _summary_lines(plan.stage_counts())
 
@@ -235,23 +205,6 @@ def _summary_lines(counts: List[Tuple[Any, List[int], Dict[str, int]]]) -> List[
     for stage, layers, n in counts:
         parts = [f"{k} {v}" for k, v in n.items()]
         out.append(f"stage {stage}: layers {ranges(layers)} ({len(layers)}), " + ", ".join(parts))
-    return out
-
-
-def _counts(by_stage: "OrderedDict[Any, List[Any]]", applies: Callable[[Any, Any, str], bool]
-            ) -> List[Tuple[Any, List[int], Dict[str, int]]]:
-    out = []
-    for stage, lps in by_stage.items():
-        counts = {"full": sum(1 for lp in lps if lp.full_recompute),
-                  "select": sum(1 for lp in lps if applies(lp, lp.select_recompute, WALK_MODE["select_recompute"])),
-                  "comm": sum(1 for lp in lps if applies(lp, lp.select_comm_recompute,
-                                                          WALK_MODE["select_comm_recompute"])),
-                  "swap": sum(1 for lp in lps if lp.layer_swap is not None
-                              or applies(lp, list(lp.op_swap or {}), "swap"))}
-        voided = sum(1 for lp in lps if lp.swap_overridden)
-        if voided:
-            counts["voided swap"] = voided
-        out.append((stage, [lp.layer for lp in lps], counts))
     return out
 
 

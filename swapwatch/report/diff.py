@@ -7,8 +7,8 @@ import json
 from typing import Any, Dict, List, Optional
 
 from . import layer_table
-from .strategy_diff import DiffResult, Side, stage_changes
-from .text import fmt_bytes
+from ..strategy_diff import DiffResult, Side, stage_changes
+from ..text import fmt_bytes
 
 FORMATS = ("table", "json")
 
@@ -25,7 +25,7 @@ def render_table(result: DiffResult, all_layers: bool = False) -> str:
     out = [f"A: {result.a.describe()}", f"B: {result.b.describe()}"]
     if result.shape:
         out.append("not the same model or run shape: " + ", ".join(result.shape))
-    if result.a.pynative and result.a.swap != result.b.swap:
+    if not result.a.swap_keys_become_ids and result.a.swap != result.b.swap:
         out.append(f"swap {'ON' if result.a.swap else 'off'} → {'ON' if result.b.swap else 'off'}")
     elif result.a.swap != result.b.swap and None not in (result.a.swap, result.b.swap):
         out.append(f"swap {'ON' if result.a.swap else 'off'} → {'ON' if result.b.swap else 'off'} "
@@ -40,7 +40,7 @@ def render_table(result: DiffResult, all_layers: bool = False) -> str:
     body = [[layer_table.layer_label(ls), stage] + [ld.cells[a] for a in cols] for ls, stage, ld in rows]
     out.extend(layer_table.grid(header, body))
     marks = [f"{layer_table.DIFF} = differs (A → B)"] if any(ld.differs for ld in result.layers) else []
-    marks += layer_table.legend(c for row in body for c in row[2:])
+    marks += layer_table.legend((c for row in body for c in row[2:]), result.voided_legend)
     if marks:
         out.append("  " + "; ".join(marks))
     out.append("")

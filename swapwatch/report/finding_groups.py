@@ -15,7 +15,7 @@ from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Iterable, List, Optional, Tuple
 
-from .text import escape, ranges
+from ..text import escape, ranges
 
 #: How many rank / layer runs a range text shows before "…".
 RANGE_RUNS = 6
