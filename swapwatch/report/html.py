@@ -21,7 +21,8 @@ import re
 import shlex
 from typing import Any, Dict, Iterable, List, Optional, Sequence
 
-from .. import __version__, finding_groups, layer_table
+from .. import __version__
+from . import finding_groups, layer_table
 from .build import Report, RunPart
 
 #: Group lines shown per rule before "... and N more" (as verify's table: verify_render.TABLE_GROUPS).

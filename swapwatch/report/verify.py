@@ -147,7 +147,7 @@ def layer_map(result: Any, rank: Optional[int] = None, fold: bool = True) -> Lis
     for layer in all_layers:
         st = stages.get(layer)
         stage = layer_table.stage_label(st[0] if st else None, st[1] if st else 0, interleaved)
-        exp = result.plan.table_cells(layer) if st else {}
+        exp = layer_table.cells(result.plan, layer) if st else {}
         got_items = diff.seen.get(layer, []) if diff else []
         got = layer_table.logged_cells(got_items)
         row = Row([layer], stage)
