@@ -49,6 +49,19 @@ MCORE_TYPES = {
     "telechat3": "telechat3", "Telechat3ForCausalLM": "telechat3", "TeleChat3ForCausalLM": "telechat3",
 }
 
+#: The r2.x PyNative trainer's model paths of a family (``swapwatch/layouts/pynative/layer_paths.json``, the lists
+#: ``activation_checkpoint.py:_get_modules_and_ops_list`` returns): the collected model's key there, and the
+#: collected layer id that stands for each layer kind (DeepSeek-V3 was collected with layer 0 dense, 1-3 MoE and
+#: the MTP layer as id 4)
+PYNATIVE_PATHS: Dict[str, Tuple[str, Dict[str, str]]] = {
+    "qwen3": ("qwen3", {"dense": "0"}),
+    "deepseek_v3": ("deepseek_v3_mtp", {"dense": "0", "moe": "1", "mtp": "4"}),
+    "tinyllama": ("tinyllama", {"dense": "0"}),
+}
+#: what a PyNative YAML's ``model.model_type`` (or ``--model``) may call a family with PyNative paths
+PYNATIVE_NAMES = {"qwen3": "qwen3", "deepseek_v3": "deepseek_v3", "deepseek_v3_mtp": "deepseek_v3",
+                  "tinyllama": "tinyllama"}
+
 #: Structural defaults of the mcore config classes, used when the YAML leaves the key out
 #: (``models/deepseek3/configuration_deepseek_v3.py:DeepseekV3Config.__init__``:
 #: ``first_k_dense_replace=3``, ``num_nextn_predict_layers=1``).
@@ -89,6 +102,11 @@ class ModelFamily:
 
     def key(self, kind: str) -> str:
         return f"{self.name}:{kind}"
+
+    @property
+    def pynative_paths(self) -> Optional[Tuple[str, Dict[str, str]]]:
+        """Where this family's PyNative module paths are (:data:`PYNATIVE_PATHS`), None when none were collected."""
+        return PYNATIVE_PATHS.get(self.name) if self.known else None
 
     # -- which tree each layer has ----------------------------------------------------------
     def kind_of(self, layer: int) -> Optional[str]:
@@ -186,6 +204,13 @@ def default_family(origin: str = "default: the YAML names no model (--model to c
 
 def known_families() -> List[str]:
     return _stems()
+
+
+def pynative_family(name: object) -> Optional[ModelFamily]:
+    """The family a PyNative YAML's ``model.model_type`` (or ``--model``) names, when it has PyNative paths
+    (:data:`PYNATIVE_NAMES`); None otherwise."""
+    base = PYNATIVE_NAMES.get(str(name).lower()) if name is not None else None
+    return ModelFamily(base, origin=f"model_type {name}") if base else None
 
 
 def family_table() -> str:

@@ -19,14 +19,14 @@ from functools import lru_cache
 from typing import Dict, FrozenSet, List, Optional, Tuple
 
 from ..errors import ConfigError, InputError
+from ..families import PYNATIVE_NAMES, ModelFamily, pynative_family
 
 DATA = os.path.join(os.path.dirname(os.path.dirname(__file__)), "layouts", "pynative", "layer_paths.json")
-#: YAML ``model.model_type`` (or ``--model``) -> the data's model key
-#: (``tinyllama``: the example model, swapwatch/examples/tinyllama.py, collected with apply_ac's own
-#: ``_get_single_layer_whitelist`` by tools/pynative_memory.py: what ``estimate`` on an r2.x YAML of it is
-#: checked against, docs/estimate.md)
-FAMILIES = {"qwen3": "qwen3", "deepseek_v3": "deepseek_v3_mtp", "deepseek_v3_mtp": "deepseek_v3_mtp",
-            "tinyllama": "tinyllama"}
+#: YAML ``model.model_type`` (or ``--model``) -> the family whose paths it names: the one registry of families
+#: (``families.PYNATIVE_NAMES``; ``tinyllama``: the example model, swapwatch/examples/tinyllama.py, collected with
+#: apply_ac's own ``_get_single_layer_whitelist`` by tools/pynative_memory.py: what ``estimate`` on an r2.x YAML
+#: of it is checked against, docs/estimate.md)
+FAMILIES = PYNATIVE_NAMES
 
 
 @lru_cache(maxsize=None)
@@ -37,37 +37,38 @@ def _data() -> Dict[str, Dict[str, Tuple[str, ...]]]:
 
 
 def family_key(family: object) -> str:
-    key = FAMILIES.get(str(family).lower()) if family is not None else None
-    if key is None:
+    """The family (``families``) whose PyNative paths ``family`` (a ``model_type`` or ``--model``) names."""
+    fam = pynative_family(family)
+    if fam is None:
         raise ConfigError(f"no PyNative layer paths known for model_type {family!r}; known: "
                           f"{', '.join(sorted(FAMILIES))} (set model.model_type or pass --model)",
                           key="model.model_type")
-    return key
+    return fam.name
 
 
 def check_model_option(family: Optional[str]) -> None:
     """``--model NAME`` on a PyNative YAML: a name with no layer paths is the option's mistake, so
     the error names ``--model``, not the YAML's ``model.model_type`` (which the option replaces)."""
-    if family is not None and str(family).lower() not in FAMILIES:
+    if family is not None and pynative_family(family) is None:
         raise InputError(f"no PyNative layer paths known for {family!r} (the YAML is a PyNative one; "
                          f"known: {', '.join(sorted(FAMILIES))})", key="--model")
 
 
 def layer_lists(family: str, num_layers: int, mtp_layers: int = 0, first_k_dense: int = 0
                 ) -> Dict[int, Tuple[str, ...]]:
-    """Global layer id -> its path list, in collection order (decoder ids, then MTP ids)."""
-    data = _data()[family_key(family)]
+    """Global layer id -> its path list, in collection order (decoder ids, then MTP ids): each layer the list of
+    its kind (the family's: dense below ``first_k_dense``, MoE above, MTP), read where the family's record says."""
+    fam = ModelFamily(family_key(family))
+    where = fam.pynative_paths
+    assert where is not None            # family_key found it
+    model, ids = where
+    data = _data()[model]
+    fam.first_k_dense_replace = first_k_dense
     out: Dict[int, Tuple[str, ...]] = {}
-    if "4" in data and family_key(family) == "deepseek_v3_mtp":
-        dense, moe, mtp = data["0"], data["1"], data["4"]
-        for i in range(num_layers):
-            out[i] = dense if i < first_k_dense else moe
-        for i in range(mtp_layers):
-            out[num_layers + i] = mtp
-    else:
-        one = data["0"]
-        for i in range(num_layers + mtp_layers):
-            out[i] = one
+    for i in range(num_layers):
+        out[i] = data[ids.get(fam.kind_of(i) or "dense", ids["dense"])]
+    for i in range(mtp_layers):
+        out[num_layers + i] = data[ids.get("mtp", ids["dense"])]
     return out
 
 

@@ -56,8 +56,6 @@ PARALLEL_KEYS = {"parallel_config.data_parallel": "parallelism.data_parallel_sha
 #: the defaults of the PyNative models' TransformerConfig (``pynative/transformers``: bf16 compute,
 #: fp32 parameters, flash attention), which the r2.x YAML leans on when it leaves them out
 PYNATIVE_DEFAULTS = {"compute_dtype": "bfloat16", "params_dtype": "float32", "use_flash_attention": True}
-#: PyNative layer-path family -> the tensor table's layout family (swapwatch/memory/<table>.yaml)
-TABLE_FAMILY = {"qwen3": "qwen3", "deepseek_v3_mtp": "deepseek_v3", "tinyllama": "tinyllama"}
 
 #: what an op's PyNative autograd record keeps beyond the graph path's ``saves`` (the table's), per table
 #: family and op path: (name, the table tensor whose size it has). PyNative keeps every input its
@@ -247,6 +245,7 @@ def estimate_pynative(path: str, model: Optional[str] = None, calibration: Any =
     from ..memory.model import NO_CALIBRATION, stage_memory
     from ..plan import Plan
     from .resolve import plan_tree
+    from ..families import ModelFamily
     from .layer_paths import family_key
 
     data, lines = read_yaml(path)
@@ -257,14 +256,16 @@ def estimate_pynative(path: str, model: Optional[str] = None, calibration: Any =
     spec, notes = pynative_spec(data, lines, path)
     if spec.num_layers != cfg.num_layers:
         spec.num_layers = cfg.num_layers
-    key = family_key(cfg.family)
-    table_family = TABLE_FAMILY[key]
+    # the family (families.py: the one registry) names its PyNative paths and the tensor table of its layers;
+    # a family whose layers differ by kind (DeepSeek-V3: dense, MoE, MTP) sizes each on its kind's table
+    table_family = family_key(cfg.family)
+    family = ModelFamily(table_family, first_k_dense_replace=cfg.first_k_dense)
     kinds: Dict[Optional[str], Any] = {}
 
     def fam_of(i: int) -> Any:
         kind = None
-        if table_family == "deepseek_v3":
-            kind = "mtp" if i >= cfg.num_layers else ("dense" if i < cfg.first_k_dense else "moe")
+        if len(family.kinds) > 1:
+            kind = "mtp" if i >= cfg.num_layers else family.kind_of(i)
         if kind not in kinds:
             kinds[kind] = TensorTable(spec, table_family, f"model.model_type {cfg.family}", kind)
         return kinds[kind]
