@@ -381,7 +381,7 @@ def report_cmd(paths, config_path, output, force):
     PATH: swapwatch run dirs, msrun log dirs or worker logs. Exit 0 (the page is written whatever
     the verdict), 2 bad input."""
     from .outputs import refuse_overwrite, write_text
-    from .plot._render import check_writable
+    from .plot import check_writable
     from .report import make
 
     check_writable(output)                      # before reading GBs of logs

@@ -11,7 +11,7 @@ import inspect
 import re
 from typing import Callable, List, Optional
 
-from .checks import REGISTRY, _load_all, rule_variants
+from .checks import REGISTRY, load_rules, rule_variants
 from .errors import InputError
 from .text import write_table
 
@@ -25,7 +25,7 @@ _EMPH = re.compile(r"(?<![*\w])\*(?![\s*])(.+?)(?<![\s*])\*(?![*\w])", re.DOTALL
 
 def list_rules() -> str:
     """One line per code: code, severity, what decides it, title."""
-    _load_all()
+    load_rules()
     rows = []
     for code in sorted(REGISTRY):
         variants = rule_variants(code)

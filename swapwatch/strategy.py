@@ -98,7 +98,7 @@ def compute_geometry(cfg: "TrainingConfig") -> Geometry:
     V = cfg.effective_interleave
     if cfg.layer_list is not None:
         layer_list = np.array(cfg.layer_list, np.int32)
-        return _split(L, len(layer_list[0]), len(layer_list), np.zeros_like(layer_list), layer_list)
+        return split_geometry(L, len(layer_list[0]), len(layer_list), np.zeros_like(layer_list), layer_list)
     okey = "model.model_config.offset"
     try:
         offset = np.array(cfg.offset, np.int32)
@@ -132,10 +132,10 @@ def compute_geometry(cfg: "TrainingConfig") -> Geometry:
         if total > 2 and np.any(actual[1:-1] < 1):
             raise err(okey, f"a middle chunk would get fewer than 1 layer; middle offsets must be >= {1 - base}")
     layer_list = np.ones((V, P), np.int32) * (L // (P * V)) + offset
-    return _split(L, P, V, offset, layer_list)
+    return split_geometry(L, P, V, offset, layer_list)
 
 
-def _split(L: int, P: int, V: int, offset: np.ndarray, layer_list: np.ndarray) -> Geometry:
+def split_geometry(L: int, P: int, V: int, offset: np.ndarray, layer_list: np.ndarray) -> Geometry:
     interleave_sum = np.insert(np.cumsum(np.sum(layer_list, axis=1))[:-1], 0, 0)
     layer_accu = np.cumsum(layer_list, axis=1) + interleave_sum.reshape(-1, 1)
     flat = layer_accu.reshape(-1)

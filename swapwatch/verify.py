@@ -137,9 +137,9 @@ def _import_for_checks() -> None:
     library, the renderers), imported while the workers scan instead of before they start."""
     from . import compare, config, strategy  # noqa: F401
     from .report import verify as verify_render  # noqa: F401
-    from .checks import _load_all
+    from .checks import load_rules
 
-    _load_all()
+    load_rules()
 
 
 def evaluate(cp: "CodePath", plan: Any, runlog: "RunLog", config: Any = None,
@@ -176,9 +176,9 @@ def normalise_codes(codes: Iterable[str]) -> set:
     out: set = set()
     if not codes:
         return out              # nothing to look up: the rules are imported later (while scanning)
-    from .checks import _load_all
+    from .checks import load_rules
 
-    _load_all()
+    load_rules()
     for raw in codes or ():
         for code in str(raw).split(","):
             code = code.strip().upper()

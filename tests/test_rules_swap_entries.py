@@ -8,7 +8,7 @@ import re
 from click.testing import CliRunner
 
 from swapwatch import strategy
-from swapwatch.checks import REGISTRY, CheckContext, _load_all, rule_variants, run_rules
+from swapwatch.checks import REGISTRY, CheckContext, load_rules, rule_variants, run_rules
 from swapwatch.cli import cli
 from swapwatch.config import config_from_dicts
 from swapwatch.explain import explain
@@ -112,7 +112,7 @@ def test_explain_cli_prints_them_and_exits_0():
 
 def test_rule_tables_list_every_registered_rule():
     """docs/rules.md's and docs/DESIGN.md's rule tables against the registry (codes and severities)."""
-    _load_all()
+    load_rules()
     registry = {code: rule.severity for code, rule in REGISTRY.items()}
     for doc in (os.path.join("docs", "rules.md"), os.path.join("docs", "DESIGN.md")):
         with open(os.path.join(ROOT, doc), encoding="utf-8") as fh:

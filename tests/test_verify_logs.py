@@ -217,7 +217,7 @@ def test_real_run_against_another_config_fails(tmp_path):
 def test_comparison_is_made_once_and_shared_by_rules_result_and_plot(tmp_path, monkeypatch):
     import swapwatch.compare as compare_mod
     import swapwatch.plot.strategy_map as strategy_map
-    from swapwatch.checks import VARIANTS, _load_all
+    from swapwatch.checks import VARIANTS, load_rules
 
     logs = make_run(tmp_path, "recompute_48l")
     edit(logs / "worker_0.log", lambda ls: [x for x in ls if "Set select recompute on at layer 25:" not in x])
@@ -231,7 +231,7 @@ def test_comparison_is_made_once_and_shared_by_rules_result_and_plot(tmp_path, m
     # verify.evaluate takes compare from swapwatch.compare when it runs (imported while the logs
     # are scanned, not before the workers start), so patching it there covers verify too
     monkeypatch.setattr(compare_mod, "compare", counting)
-    _load_all()
+    load_rules()
     rule = VARIANTS["SW101"]["run"]
     check = type(rule).check
 

@@ -10,7 +10,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from swapwatch.checks import REGISTRY, _load_all
+from swapwatch.checks import REGISTRY, load_rules
 from swapwatch.cli import cli
 from swapwatch.rules_doc import render_doc
 
@@ -28,7 +28,7 @@ def test_rules_accepts_code_forms(code):
 
 
 def test_rules_renders_markup_plain_when_piped():
-    _load_all()
+    load_rules()
     for code in sorted(REGISTRY):
         out = invoke("rules", code).output
         prose = "\n".join(ln for ln in out.splitlines() if not ln.startswith(" "))

@@ -15,7 +15,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from swapwatch.checks import REGISTRY, _load_all, rule_variants  # noqa: E402
+from swapwatch.checks import REGISTRY, load_rules, rule_variants  # noqa: E402
 from swapwatch.rules_doc import explain_rule, list_rules  # noqa: E402
 
 PAGE = REPO / "docs" / "rules.md"
@@ -37,7 +37,7 @@ SW202 reads producer -> consumer relations of each layer kind from `swapwatch/la
 
 
 def render() -> str:
-    _load_all()
+    load_rules()
     out = [INTRO, "| code | severity | decided from | what |", "|---|---|---|---|"]
     for code in sorted(REGISTRY):
         variants = rule_variants(code)

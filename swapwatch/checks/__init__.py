@@ -172,7 +172,7 @@ def question(code: str) -> str:
     "matched nothing" is, whether the layout or the logs tell it), every other one about the run."""
     got = _QUESTION.get(code)
     if got is None:
-        _load_all()
+        load_rules()
         variants = VARIANTS.get(code) or {}
         got = next((r.question for r in variants.values() if r.question in QUESTIONS), None) or (
             "config" if "config" in variants else "run")
@@ -186,7 +186,7 @@ _QUESTION: Dict[str, str] = {}
 
 def rule_variants(code: str) -> List[Rule]:
     """Every registered variant of ``code`` (config-time first), empty when unknown."""
-    _load_all()
+    load_rules()
     found = VARIANTS.get(code, {})
     return [found[n] for n in sorted(found, key=_evidence_rank)]
 
@@ -207,7 +207,7 @@ def run_rules(ctx: CheckContext, needs: Iterable[str] = ("config",),
     rules still run. Bad input (:class:`~swapwatch.errors.InputError`) still propagates (exit 2);
     ``SWAPWATCH_DEBUG=1`` re-raises the crash with its traceback.
     """
-    _load_all()
+    load_rules()
     wanted, skip = set(needs), set(ignore)
     out: List[Finding] = []
     for code in sorted(VARIANTS):
@@ -243,7 +243,7 @@ def _run_one(rule: Rule, ctx: CheckContext) -> List[Finding]:
                         "SWAPWATCH_DEBUG=1 shows the traceback)")]
 
 
-def _load_all() -> None:
+def load_rules() -> None:
     """Import every rule module in this package so that they register."""
     import importlib
     import pkgutil

@@ -13,8 +13,8 @@ from . import CheckContext, Finding, Rule, register
 from ._config_ctx import config_of
 from ..compare import ValueTexts, canon
 from ..text import ranges
-from .sw107_log_config_differs import (PerLoggedValues, _config_sections, _short, _source,
-                                       formative_differences, initial_config_differences)
+from ._logged_config import (PerLoggedValues, config_sections, formative_differences, initial_config_differences,
+                             short, source_of)
 
 if TYPE_CHECKING:
     from ..compare import Comparison, RankDiff
@@ -63,7 +63,7 @@ class NotThisConfig(Rule):
         plan = ctx.static_plan
         if ctx.runlog is None or plan is None:
             return
-        sections = _config_sections(config_of(ctx))
+        sections = config_sections(config_of(ctx))
         groups: "OrderedDict[Tuple[str, ...], List[Tuple[int, RankLog, Where]]]" = OrderedDict()
         formative = plan.formative or {}
         same = ValueTexts().same          # the config's values made canonical once, not per rank
@@ -89,7 +89,7 @@ class NotThisConfig(Rule):
             who = "this log" if len(ranks) == 1 else f"this log (ranks {ranges(ranks)})"
             shown = ", ".join(diffs[:4]) + (f" and {len(diffs) - 4} more" if len(diffs) > 4 else "")
             src = where[1] if where and where[0] == "source" else (
-                _source(first_log, *where) if where else None)
+                source_of(first_log, *where) if where else None)
             yield self.finding(
                 f"{who} is not a run of this config: {shown} (log vs --config); "
                 f"the per-layer comparison is skipped",
@@ -178,7 +178,7 @@ def _differences(want: Any, logged_geometry: Dict[str, Any], initial: Dict[str, 
         if not out:
             out.append(f"layer split {got} vs {want} (offset)")
     for key, want_value, got_value in initial_config_differences(initial, sections, same):
-        got_s, want_s = _short(got_value, 400), _short(want_value, 400)
+        got_s, want_s = short(got_value, 400), short(want_value, 400)
         out.append(f"{key} {got_s} vs {want_s}" if len(got_s) + len(want_s) <= 60 else f"{key} differs")
         where = where or ("initial_config", key)
     return out, where

@@ -146,7 +146,7 @@ def _from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional[str
 
     model = _section(data, "model", err)
     model_config = _section(model, "model_config", err, prefix="model.") if model else {}
-    hf, hf_path = _pretrained_config(data, source)
+    hf, hf_path = pretrained_config(data, source)
     yaml_mc_keys = set(model_config)
     if hf:
         # MindFormers merges the HF config.json under the YAML's model_config (the YAML wins):
@@ -296,7 +296,7 @@ def _mcore_swap(model_config: Dict[str, Any], err) -> Tuple[Dict[str, Any], List
     return out, given, model_config.get("default_prefetch")
 
 
-def _pretrained_config(data: Dict[str, Any], source: Optional[str]) -> Tuple[Dict[str, Any], Optional[str]]:
+def pretrained_config(data: Dict[str, Any], source: Optional[str]) -> Tuple[Dict[str, Any], Optional[str]]:
     """(``pretrained_model_dir/config.json``, its path) when the YAML names such a directory and it
     is there (finetune YAMLs take the model's sizes and type from it); ({}, None) otherwise."""
     import os

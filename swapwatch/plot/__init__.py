@@ -18,7 +18,8 @@ from typing import Any
 _WHERE = {name: mod for mod, names in (
     ("memory", ("HOW_TO_GET", "memory_frame", "peak_frame", "plot_memory", "rank_outliers", "step_frame")),
     ("result", ("EstimatePlot", "MemoryPlot", "PlotResult", "StrategyPlot")),
-    ("strategy_map", ("frame_differences", "plot_strategy", "strategy_frame"))) for name in names}
+    ("strategy_map", ("frame_differences", "plot_strategy", "strategy_frame")),
+    ("_render", ("check_writable", "svg_text"))) for name in names}
 __all__ = sorted(_WHERE)
 
 

@@ -106,3 +106,14 @@ def save(fig: Figure, out: str, fmt: Optional[str] = None, force: bool = False) 
     with style():
         write_with(out, force, lambda fh: fig.savefig(fh, format=fmt, metadata=_METADATA[fmt], dpi=100))
     return fmt
+
+
+def svg_text(figure: Figure) -> str:
+    """``figure`` as SVG text, drawn under the house style with the metadata ``-o x.svg`` pins (the HTML report
+    inlines it)."""
+    import io
+
+    buf = io.StringIO()
+    with style():
+        figure.savefig(buf, format="svg", metadata=_METADATA["svg"], dpi=100)
+    return buf.getvalue()

@@ -32,7 +32,7 @@ def group_paths(paths: Sequence[str]) -> List[List[str]]:
     return groups
 
 
-def _label_for(group: Sequence[str]) -> str:
+def label_for(group: Sequence[str]) -> str:
     p = os.path.abspath(group[0])
     if os.path.isdir(p):
         return os.path.basename(p.rstrip(os.sep)) or p
@@ -55,7 +55,7 @@ def load_runs(paths: Sequence[str], while_scanning: Optional[Callable[[], None]]
             raise InputError("no worker logs found here (expected worker_*.log, a run dir, or log files)",
                              file=", ".join(group))
         if not rl.label:
-            rl.label = _label_for(group)
+            rl.label = label_for(group)
         runs.append((list(group), rl))
     return runs
 

@@ -203,14 +203,14 @@ def stage_split(num_layers: int, par: Dict[str, Any], source: Optional[str] = No
       (the stage of a layer would not be one).
 
     Without pipeline parallel (``apply_pp`` is not called) every layer is on stage 0."""
-    from ..strategy import _split
+    from ..strategy import split_geometry
     import numpy as np
 
     lines = lines or {}
     pp = par.get("pipeline_parallel", 1)
     pp = pp if isinstance(pp, int) and not isinstance(pp, bool) and pp > 1 else 1
     if pp == 1:
-        return _split(num_layers, 1, 1, np.zeros((1, 1), np.int32), np.array([[num_layers]], np.int32))
+        return split_geometry(num_layers, 1, 1, np.zeros((1, 1), np.int32), np.array([[num_layers]], np.int32))
     key_v, key_l = "parallelism.pipeline_parallel_interleave_num", "parallelism.pipeline_parallel_layers_per_stage"
     v_num = par.get("pipeline_parallel_interleave_num", 1)
     if not isinstance(v_num, int) or isinstance(v_num, bool) or v_num < 1:
@@ -263,7 +263,7 @@ def stage_split(num_layers: int, par: Dict[str, Any], source: Optional[str] = No
                                   f"{vs // pp}) holds {lo}-{hi}", **where)
             counts[vs // pp, vs % pp] = hi - lo + 1
             nxt = hi + 1
-    return _split(num_layers, pp, v_num, np.zeros((1, pp), np.int32), counts)
+    return split_geometry(num_layers, pp, v_num, np.zeros((1, pp), np.int32), counts)
 
 
 def load(path: str, num_layers: Optional[int] = None, family: Optional[str] = None) -> PynativeConfig:

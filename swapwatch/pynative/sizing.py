@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
 
 from ..config import read_yaml
-from ..config.tree import _pretrained_config
+from ..config.tree import pretrained_config
 from ..errors import ConfigError
 from ..memory.model import Estimate
 from ..patterns import under
@@ -100,7 +100,7 @@ def _spec_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional[str
     notes: List[str] = []
     back: Dict[str, str] = dict(PARALLEL_KEYS)
     mc = dict(model)             # the r2.x model keys are the HF names memory.spec.ALIASES knows
-    hf, hf_path = _pretrained_config({"pretrained_model_dir": model.get("pretrained_model_dir",
+    hf, hf_path = pretrained_config({"pretrained_model_dir": model.get("pretrained_model_dir",
                                                                         data.get("pretrained_model_dir"))}, source)
     hf_keys: FrozenSet[str] = frozenset(k for k in hf if k not in mc)
     mc = {**PYNATIVE_DEFAULTS, **hf, **mc}

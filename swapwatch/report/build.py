@@ -99,11 +99,11 @@ def _one_line(exc: Exception) -> str:
 
 def build_run(group: List[str], config: Optional[str] = None) -> RunPart:
     """The parts of one run. Raises InputError only when the logs cannot be read at all."""
-    from ..plot.inputs import _label_for
+    from ..plot.inputs import label_for
     from ..verify import verify
 
     info = _read_run_json(group[0]) if len(group) == 1 else None
-    part = RunPart(label=_label_for(group), paths=list(group), run_info=info)
+    part = RunPart(label=label_for(group), paths=list(group), run_info=info)
     cfg, origin = _run_config(group, info, config)
     part.config_path, part.config_origin = cfg, origin
     if cfg:

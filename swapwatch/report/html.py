@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import html
-import io
 import re
 import shlex
 from typing import Any, Dict, Iterable, List, Optional, Sequence
@@ -85,13 +84,10 @@ _REF = re.compile(r'(url\(#|xlink:href="#|href="#)([^)"]+)')
 
 def svg(figure: Any, prefix: str) -> str:
     """The figure as inline SVG (text as text), its ids prefixed so figures on one page never share
-    one; drawn under the plots' house style (``plot._render``), metadata pinned as in ``-o x.svg``."""
-    from ..plot import _render
+    one; drawn under the plots' house style (``plot.svg_text``), metadata pinned as in ``-o x.svg``."""
+    from ..plot import svg_text
 
-    buf = io.StringIO()
-    with _render.style():
-        figure.savefig(buf, format="svg", metadata=_render._METADATA["svg"], dpi=100)
-    text = buf.getvalue()
+    text = svg_text(figure)
     text = text[text.index("<svg"):]
     text = _METADATA.sub("", text)          # the RDF block names licence URLs; the page has no use for it
     text = _ID.sub(lambda m: f"{m.group(1)}{prefix}-{m.group(2)}{m.group(3)}", text)

@@ -91,7 +91,6 @@ def uniform_text(text: str, config: str, model: Optional[str], fraction: float) 
     from ..memory.emit import emit_result
     from ..memory.tensor_table import LayerCost
     from ..memory.model import plan_of
-    from ..memory.planner import _plan_of_text
     from ..memory.search import Level, StagePlan
 
     _, plan, _ = plan_of(config, model)
@@ -106,7 +105,7 @@ def uniform_text(text: str, config: str, model: Optional[str], fraction: float) 
             for i in range(start, start + n):
                 levels[i] = full if i - start < k else none
     return emit_result(text, config, geo, [StagePlan(stage=0, fits=True, levels=levels)],
-                       plan_of_text=lambda t: _plan_of_text(t, model)).text
+                       plan_of_text=lambda t: plan_of("<string>", model, t)[1]).text
 
 
 def _sha(text: str) -> str:
@@ -256,9 +255,11 @@ class Tuner:
     def attempt(self, kind: str, label: str, strategy_text: str, calibration: Any,
                 target: Optional[int] = None) -> Attempt:
         """Run (or reuse) the attempt whose strategy is ``strategy_text``."""
-        from ..memory.emit import _load, splice
+        from ..config import TrainingDocument
+        from ..memory.emit import splice
 
-        run_text = splice(strategy_text, self.config, [step_limit_edit(_load(strategy_text, self.config), self.steps)])
+        doc = TrainingDocument.from_text(strategy_text, self.config)
+        run_text = splice(strategy_text, self.config, [step_limit_edit(doc.mapping, self.steps)])
         sha = _sha(run_text)
         for a in self.attempts:
             if a.sha256 == sha:
