@@ -647,8 +647,6 @@ def plan_of(path: str, model: Optional[str] = None, text: Optional[str] = None) 
     plan = strategy.plan(cfg, model=model)
     check_family(plan)
     spec = spec_from_config(cfg)
-    if cfg.pipeline_stage != spec.pp:
-        spec.pp = cfg.pipeline_stage
     return cfg, plan, spec
 
 

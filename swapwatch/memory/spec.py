@@ -205,6 +205,9 @@ def spec_from_config(cfg: TrainingConfig) -> ModelSpec:
 
     report = check(cfg.tree, cfg.source, cfg.lines)
     spec = spec_from_tree(cfg.tree, cfg.lines, cfg.source, hf_source=cfg.hf_source, hf_keys=cfg.hf_keys)
+    # the pipeline geometry is the config's, as explain and the plan read it (the stage count wherever the
+    # YAML puts it, validated once), never a second reading of the tree
+    spec.pp = cfg.pipeline_stage
     spec.unmodelled = report.unmodelled
     pet = cfg.tree.get("model", {}).get("model_config", {}).get("pet_config") if isinstance(
         cfg.tree.get("model"), dict) else None
