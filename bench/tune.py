@@ -54,7 +54,7 @@ class Quiet:
 
 def timed_run(yaml_text: str, config: str, steps: int, out: Path, name: str, cmd):
     """Run ``yaml_text`` for ``steps`` steps through the runner; step times after warm-up."""
-    from swapwatch.runner import run
+    from swapwatch.runtime.runner import run
     from swapwatch.tune.loop import command_for
 
     text = splice(yaml_text, config, [step_limit_edit(_load(yaml_text, config), steps)])

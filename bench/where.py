@@ -41,7 +41,7 @@ sys.path.insert(0, ROOT)
 
 from swapwatch.parsers import inputs, model, prefilter, reader  # noqa: E402
 
-from swapwatch import events_output  # noqa: E402
+from swapwatch.commands import events as events_output  # noqa: E402
 
 #: stage -> the functions timed for it (none calls another one of the list)
 STAGES = {"prefilter": [(prefilter.Prefilter, "find"), (prefilter.WordPrefilter, "find")],

@@ -62,7 +62,7 @@ def main(argv=None) -> None:
 
 def _main(argv) -> None:
     from .config import forget_reads
-    from .outputs import forget_inputs
+    from .commands.outputs import forget_inputs
 
     forget_inputs()
     forget_reads()
@@ -210,8 +210,8 @@ def explain_cmd(config, fmt, num_layers, pipeline_stage, pp_interleave_num, offs
     Exit 0; 1 if the config alone shows an error-severity finding; 2 bad input.
     """
     from .config import parse_offset
-    from .explain import explain
-    from .verify import parse_env
+    from .commands.explain import explain
+    from .commands.verify import parse_env
 
     ex = explain(config, num_layers=num_layers, pipeline_stage=pipeline_stage,
                  pp_interleave_num=pp_interleave_num,
@@ -248,8 +248,8 @@ def verify_cmd(paths, config_path, fmt, strict, ignore, ir, env, output, force):
     apart. Exit 0 pass, 1 failing findings, 2 bad input, 4 not verified (no rank's log shows
     what MindFormers applied).
     """
-    from .outputs import refuse_overwrite, write_text
-    from .verify import parse_env, verify
+    from .commands.outputs import refuse_overwrite, write_text
+    from .commands.verify import parse_env, verify
 
     if output:
         refuse_overwrite(output, force)         # before reading GBs of logs
@@ -274,7 +274,7 @@ def verify_cmd(paths, config_path, fmt, strict, ignore, ir, env, output, force):
 @click.argument("code", required=False)
 def rules_cmd(code):
     """List every rule, or explain one: `swapwatch rules SW201` (also `201`, `sw201`)."""
-    from .rules_doc import explain_rule, list_rules
+    from .commands.rules import explain_rule, list_rules
 
     text = explain_rule(code, style=click.style) if code else list_rules()
     click.echo(text, nl=False)          # click drops the bold when stdout is not a terminal
@@ -286,7 +286,7 @@ def rules_cmd(code):
 @cli.command("families")
 def families_cmd():
     """The model families swapwatch knows, with the MindFormers classes their layer trees come from."""
-    from .families import family_table
+    from .model.families import family_table
 
     click.echo(family_table(), nl=False)
     return 0
@@ -304,7 +304,7 @@ def families_cmd():
 @click.option("--rank", "ranks", default=None, metavar="0-7,12", help="Only these ranks (ranges allowed).")
 def events_cmd(paths, fmt, kinds, ranks):
     """Every parsed event of worker logs / msrun dirs / run dirs, one per line, in file order."""
-    from .events_output import csv_columns, csv_row, event_dict, event_filter
+    from .commands.events import csv_columns, csv_row, event_dict, event_filter
     from .parsers import iter_event_text, iter_events
 
     keep = event_filter(kinds, ranks)
@@ -358,7 +358,7 @@ def run_cmd(config, run_dir, no_verify, no_report, ir, shim, force, command):
     With --config, explain's checks run first: error findings stop the launch (exit 1) unless
     --force. Exit code: the command's failure code (the worker's real code under msrun), else
     verify's; a job that logged nothing to verify keeps its own code."""
-    from .runner import run as run_command
+    from .runtime.runner import run as run_command
 
     result = run_command(list(command), config=config, run_dir=run_dir, verify=not no_verify, ir=ir,
                          mindformers_shim=shim, force=force, report=not no_report)
@@ -380,7 +380,7 @@ def report_cmd(paths, config_path, output, force):
 
     PATH: swapwatch run dirs, msrun log dirs or worker logs. Exit 0 (the page is written whatever
     the verdict), 2 bad input."""
-    from .outputs import refuse_overwrite, write_text
+    from .commands.outputs import refuse_overwrite, write_text
     from .plot import check_writable
     from .report import make
 
@@ -406,7 +406,7 @@ def diff_cmd(a, b, fmt, all_layers):
 
     Exit 0 same, 1 differ, 2 bad input."""
     from .report.diff import render
-    from .strategy_diff import diff
+    from .commands.diff import diff
 
     result = diff(a, b)
     click.echo(render(result, fmt, all_layers=all_layers), nl=False)
@@ -506,7 +506,7 @@ def estimate_cmd(config, run_dirs, fmt, model, dryrun, dryrun_stages):
     """Predicted peak memory per pipeline stage of CONFIG's strategy, with its breakdown; measured
     beside it when a calibration run used CONFIG, DryRun L1's peak with --dryrun. Exit 0; 1 DryRun
     failed (the line names its log); 2 bad input or DryRun not available."""
-    from . import codepaths
+    from .engine import codepaths
     from .memory.render import render_estimate
 
     doc, cp = codepaths.read(config)
@@ -547,14 +547,14 @@ def plan_cmd(config, budget, run_dirs, output, force, fmt, allow_swap, model, ma
     """The cheapest recompute strategy (least forward FLOPs recomputed) whose predicted peak fits
     --budget on every stage, written into a copy of CONFIG. Exit 0 fits; 1 nothing fits (says the
     lowest reachable peak); 2 bad input."""
-    from . import codepaths
+    from .engine import codepaths
     from .memory.planner import parse_size
     from .memory.render import render_plan
 
     doc, cp = codepaths.read(config)
     cp.require(doc, "plan", "fit")
 
-    from .outputs import refuse_overwrite, write_text
+    from .commands.outputs import refuse_overwrite, write_text
 
     size = parse_size(budget)
     if output:
@@ -597,7 +597,7 @@ def tune_cmd(config, budget, max_runs, margin, steps, directory, dryrun, model, 
 
     COMMAND names the config as {config} (or contains CONFIG's path). Writes <dir>/<stem>.tuned.yaml,
     tune.json, tune.txt, tune.png (docs/tune.md). Exit 0 found; 1 nothing fits; 2 bad input."""
-    from . import codepaths
+    from .engine import codepaths
     from .memory.planner import parse_size
     from .tune.loop import tune
     from .tune.report import render

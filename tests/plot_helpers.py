@@ -10,9 +10,8 @@ import struct
 import xml.etree.ElementTree as ET
 from typing import Dict, List, Optional
 
-from swapwatch.parsers.model import (ActionEvent, GeometryEvent, MemoryEvent, NoticeEvent, RankLog,
-                                     RunLog)
-from swapwatch.strategy import Geometry, LayerPlan, Override, Plan
+from swapwatch.parsers.model import ActionEvent, GeometryEvent, MemoryEvent, NoticeEvent, RankLog, RunLog
+from swapwatch.engine.strategy import Geometry, LayerPlan, Override, Plan
 
 MB = 2 ** 20
 PNG_SIG = b"\x89PNG\r\n\x1a\n"

@@ -1,6 +1,6 @@
 """Shared helpers of the runtime test tier (imported by tests/test_runtime_*.py, test_runner*.py, test_ir*.py).
 
-``single_stage_plan`` hand-builds a :class:`swapwatch.strategy.Plan` for one pipeline stage, so the
+``single_stage_plan`` hand-builds a :class:`swapwatch.engine.strategy.Plan` for one pipeline stage, so the
 hooks can be tested on their own; the integration tests use the real engine when it is there.
 """
 from __future__ import annotations
@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, Optional
 
-from swapwatch.strategy import Geometry, LayerPlan, Plan
+from swapwatch.engine.strategy import Geometry, LayerPlan, Plan
 
 REPO = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent

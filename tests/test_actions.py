@@ -1,10 +1,12 @@
-"""The action vocabulary (swapwatch.actions) is the one table every module reads, in MindFormers' order."""
+"""The action vocabulary (swapwatch.model.actions) is the one table every module reads, in MindFormers' order."""
 from __future__ import annotations
 
 from pathlib import Path
 
-from swapwatch import actions, events, layer_table, strategy
-from swapwatch import compare
+from swapwatch.model import actions, event_lines as events
+from swapwatch import layer_table
+from swapwatch.engine import strategy
+from swapwatch.engine import compare
 from swapwatch.hooks import apply
 from swapwatch.parsers import iter_events
 from swapwatch.parsers.model import ActionEvent

@@ -27,15 +27,15 @@ PKG = os.path.join(ROOT, "swapwatch")
 PATH_NAMES = {"pynative", "legacy", "mcore"}
 #: modules that may compare the LayerSetting variants' names (legacy vs mcore), and why
 PATH_NAME_ALLOWED = {
-    "swapwatch.codepaths": "the one dispatch: which code path a YAML goes to",
+    "swapwatch.engine.codepaths": "the one dispatch: which code path a YAML goes to",
     "swapwatch.pynative.config": "the config detection (detect_path)",
     "swapwatch.config": "the config detection (use_legacy)",
-    "swapwatch.families": "a LayerSetting family's tree vocabulary (legacy vs mcore layer trees), not the engine",
-    "swapwatch.unmatched": "the hint in the other LayerSetting tree's words (legacy vs mcore names), not the "
+    "swapwatch.model.families": "a LayerSetting family's tree vocabulary (legacy vs mcore layer trees), not the engine",
+    "swapwatch.engine.unmatched": "the hint in the other LayerSetting tree's words (legacy vs mcore names), not the "
                            "engine",
 }
 #: where the PyNative path may be named or asked for: its home, its rules file, the two seams
-SEAMS = {"swapwatch.codepaths", "swapwatch.plan_view"}
+SEAMS = {"swapwatch.engine.codepaths", "swapwatch.model.plan_view"}
 PYNATIVE_ALLOWED = SEAMS | {"swapwatch.checks.sw5xx_pynative"}
 #: names that say or ask which code path a plan, a YAML or a run is on: the PyNative types, the old seam's
 #: predicates, the view tag of the apply_ac plans
@@ -46,7 +46,7 @@ PATH_WORDS = {"APPLY_AC", "ApplyAc", "PynativePlan", "PynativeConfig", "Pynative
 PATH_ATTRS = {"global_layer_ids", "comparable", "verify_map_lines", "verify_map_json", "strategy_rows_hook",
               "strategy_logs_hook"}
 #: the command modules: what runs a command (reads its inputs, decides, exits); a renderer imports none of them
-COMMAND_MODULES = {"swapwatch.cli", "swapwatch.explain", "swapwatch.verify", "swapwatch.runner",
+COMMAND_MODULES = {"swapwatch.cli", "swapwatch.commands.explain", "swapwatch.commands.verify", "swapwatch.runtime.runner",
                    "swapwatch.memory.planner", "swapwatch.tune.loop"}
 #: renderer -> command modules it may still import, and why (none may be added)
 RENDERER_EXEMPT: Dict[str, Set[str]] = {
@@ -58,7 +58,7 @@ RENDERERS = {r: COMMAND_MODULES - RENDERER_EXEMPT.get(r, set())
                        "swapwatch.report.html", "swapwatch.report.layer_table", "swapwatch.report.finding_groups",
                        "swapwatch.memory.render", "swapwatch.tune.report")}
 #: the results the commands return: data, no renderer
-RESULTS = ("swapwatch.results", "swapwatch.tune.result")
+RESULTS = ("swapwatch.model.results", "swapwatch.tune.result")
 #: import circles owned by another part of the package this round, to be broken there (none may be added)
 KNOWN_CIRCLES: List[Set[str]] = []
 
@@ -166,7 +166,7 @@ def test_the_cycle_finder_finds_a_circle():
     kept = sorted(n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom))
     assert kept == ["typing", "x", "z"]                 # ... and its import counts
     # on the package: a type-only import is an edge of the graph (results names PlanView only for types)
-    assert "swapwatch.plan_view" in imports_of("swapwatch.results")
+    assert "swapwatch.model.plan_view" in imports_of("swapwatch.model.results")
 
 
 def test_no_import_circle_in_the_package():
@@ -222,8 +222,8 @@ def test_only_the_seams_ask_which_path():
 
 def test_the_seam_itself_is_seen_asking():
     """The scans are not blind: the seams and the detection do compare path names and view tags."""
-    assert _path_name_comparisons("swapwatch.codepaths")
-    assert _asks_the_path("swapwatch.codepaths") and _asks_the_path("swapwatch.plan_view")
+    assert _path_name_comparisons("swapwatch.engine.codepaths")
+    assert _asks_the_path("swapwatch.engine.codepaths") and _asks_the_path("swapwatch.model.plan_view")
     tree = ast.parse("from .pynative.resolve import PynativePlan\n"
                      "def f(plan):\n    return plan.view == 'x' or isinstance(plan, PynativePlan)\n")
     MODULES["swapwatch._probe"] = ""
@@ -256,18 +256,18 @@ def test_the_renderer_rule_names_real_modules_and_is_not_blind():
     checking a name that no longer exists; and the scan sees a command import where there is one."""
     named = set(RENDERERS) | COMMAND_MODULES | set(RESULTS) | {m for s in RENDERER_EXEMPT.values() for m in s}
     assert not named - set(MODULES), sorted(named - set(MODULES))
-    assert {"swapwatch.explain", "swapwatch.verify"} <= imports_of("swapwatch.cli")
+    assert {"swapwatch.commands.explain", "swapwatch.commands.verify"} <= imports_of("swapwatch.cli")
     # diff's library is below the commands: the report and the CLI read it, and it is no renderer's exemption
-    assert "swapwatch.strategy_diff" in imports_of("swapwatch.report.html") & imports_of("swapwatch.cli")
-    assert "swapwatch.strategy_diff" not in COMMAND_MODULES
+    assert "swapwatch.commands.diff" in imports_of("swapwatch.report.html") & imports_of("swapwatch.cli")
+    assert "swapwatch.commands.diff" not in COMMAND_MODULES
 
 
 def test_both_plans_are_the_one_view():
     """The static Plan and the PynativePlan both provide every member of plan_view.PlanView, and their actions
     speak actions.py's names."""
-    from swapwatch import actions
-    from swapwatch.explain import explain
-    from swapwatch.plan_view import APPLY_AC, LAYER_SETTING, Action, PlanView
+    from swapwatch.model import actions
+    from swapwatch.commands.explain import explain
+    from swapwatch.model.plan_view import APPLY_AC, LAYER_SETTING, Action, PlanView
 
     static = explain(os.path.join(ROOT, "fixtures", "configs", "swap_case2.yaml")).plan
     pyn = explain(os.path.join(ROOT, "fixtures", "configs", "pynative_qwen3_select.yaml")).plan

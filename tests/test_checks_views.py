@@ -1,7 +1,7 @@
 """One comparison, the rules written once (``compare.Comparison``, ``checks``; docs/DESIGN.md §1.2).
 
 Each code path says what its plan makes the log show and how its log reads back (``codepaths.CodePath``:
-``expected_log`` / ``logged``); both make the same :class:`~swapwatch.compare.Comparison`, and every run rule reads
+``expected_log`` / ``logged``); both make the same :class:`~swapwatch.engine.compare.Comparison`, and every run rule reads
 that one type. A rule of LayerSetting plans reads them typed (``ctx.static_plan``); ``Rule.views`` keeps other
 plans from it, and a rule that asks for the wrong one anyway is reported as crashed (one error finding naming it),
 never answered with the wrong object. Real plans of real fixtures, real logs, real rules.
@@ -13,12 +13,12 @@ import shutil
 
 import pytest
 
-from swapwatch import codepaths
+from swapwatch.engine import codepaths
 from swapwatch.checks import VARIANTS, CheckContext, Rule, _run_one, run_rules
-from swapwatch.compare import Comparison
+from swapwatch.engine.compare import Comparison
 from swapwatch.parsers import read_logs
-from swapwatch.plan import Plan
-from swapwatch.plan_view import APPLY_AC, LAYER_SETTING, VIEWS
+from swapwatch.model.plan import Plan
+from swapwatch.model.plan_view import APPLY_AC, LAYER_SETTING, VIEWS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIGS = os.path.join(ROOT, "fixtures", "configs")

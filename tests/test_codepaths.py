@@ -16,7 +16,7 @@ import textwrap
 
 import pytest
 
-from swapwatch import codepaths
+from swapwatch.engine import codepaths
 from swapwatch.config import TrainingDocument
 from swapwatch.errors import NotModelled
 

@@ -3,10 +3,10 @@ import textwrap
 
 import pytest
 
-from swapwatch import strategy
+from swapwatch.engine import strategy
 from swapwatch.config import config_from_dicts, load_config, parse_offset
 from swapwatch.errors import ConfigError, InputError
-from swapwatch.strategy import normalize_swap_config
+from swapwatch.engine.strategy import normalize_swap_config
 
 
 def write(tmp_path, text, name="x.yaml"):

@@ -12,7 +12,7 @@ import textwrap
 
 import pytest
 
-from swapwatch.explain import explain
+from swapwatch.commands.explain import explain
 from swapwatch.memory.tensor_table import tables
 from swapwatch.memory.model import estimate
 from swapwatch.memory.planner import make_plan

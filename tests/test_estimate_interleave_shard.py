@@ -192,7 +192,7 @@ def test_explain_says_before_launch_what_mindformers_rejects(tmp_path):
     # SW309: the keys estimate refuses because MindFormers 2.1.0 itself raises at build
     # (keys.rejected) are an error finding of explain, at the key's line; a legacy YAML with the same
     # micro-batch interleave is accepted (MindFormers builds it; DryRun ran it: the mbi2 corpus case)
-    from swapwatch.explain import explain
+    from swapwatch.commands.explain import explain
 
     src = ROOT / "fixtures" / "configs" / "mindformers" / "pretrain_qwen3_32b_4k.yaml"
     text = src.read_text(encoding="utf-8")

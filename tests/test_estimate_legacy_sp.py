@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from swapwatch.explain import explain
+from swapwatch.commands.explain import explain
 from swapwatch.memory.model import estimate, memory_family, plan_of
 
 ROOT = Path(__file__).resolve().parents[1]

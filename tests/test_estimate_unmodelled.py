@@ -16,7 +16,8 @@ import yaml
 
 from swapwatch.config import load_config
 from swapwatch.errors import ConfigError
-from swapwatch.memory.keys import IRRELEVANT, MODELLED, REFUSED, UNMODELLED, Context, classify, context, leaves, rule_for
+from swapwatch.memory.keys import (IRRELEVANT, MODELLED, REFUSED, UNMODELLED, Context, classify, context, leaves,
+                                   rule_for)
 from swapwatch.memory.model import estimate
 
 MAINTAINER = sorted(glob.glob("fixtures/configs/mindformers/*.yaml"))
@@ -214,7 +215,7 @@ DEFAULT = [r"feed_forward\.mul", r"feed_forward\.w1\.activation\.silu"]
 
 
 def test_mindformers_default_select_frees_nothing_and_explain_says_so(tmp_path):
-    from swapwatch.explain import explain
+    from swapwatch.commands.explain import explain
 
     path = llama_select(tmp_path, DEFAULT)
     none = estimate(llama_select(tmp_path, [r"nothing\.matches"])).layers[0]
@@ -231,7 +232,7 @@ def test_mindformers_default_select_frees_nothing_and_explain_says_so(tmp_path):
 def test_the_fix_sw110_and_sw210_suggest_is_credited(tmp_path, fix):
     # SW110's fix (the consumer's reshape: clones measured in the compiled IR) and SW211's (the
     # consumer's cell, or the MLP cell) free the activation and the product
-    from swapwatch.explain import explain
+    from swapwatch.commands.explain import explain
 
     path = llama_select(tmp_path, DEFAULT + fix)
     est = estimate(path)

@@ -7,7 +7,7 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from swapwatch import strategy
+from swapwatch.engine import strategy
 from swapwatch.cli import cli
 from swapwatch.config import load_config
 
@@ -155,7 +155,7 @@ def test_64_layer_table_folds_and_all_layers_expands(tmp_path):
 def test_explain_and_verify_tables_share_one_vocabulary():
     """The same plan read before launch (explain) and after (verify, clean run) prints the same
     per-layer rows: column names, stage label, '-' for nothing, op paths rather than regexes."""
-    from swapwatch.verify import verify
+    from swapwatch.commands.verify import verify
 
     ex = run("explain", "fixtures/configs/recompute_48l.yaml").stdout.splitlines()
     ve = subprocess.run([EXE, "verify", "fixtures/logs/recompute_48l.log", "--config",

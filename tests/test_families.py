@@ -9,13 +9,13 @@ import sys
 import pytest
 import yaml
 
-from swapwatch import strategy
+from swapwatch.engine import strategy
 from swapwatch.config import load_config
 from swapwatch.errors import ConfigError, InputError
-from swapwatch.explain import explain
-from swapwatch.families import ModelFamily, family_table, known_families
+from swapwatch.commands.explain import explain
+from swapwatch.model.families import ModelFamily, family_table, known_families
 from swapwatch.layouts import family_data, load_flows, load_layout
-from swapwatch.verify import verify
+from swapwatch.commands.verify import verify
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MF = os.path.join(ROOT, "fixtures", "configs", "mindformers")

@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-from swapwatch import families
+from swapwatch.model import families
 from swapwatch.checks import Finding
 from swapwatch.layouts import families as family_names, family_words, load_layout, split_key
 from swapwatch.parsers import inputs
@@ -105,8 +105,8 @@ def test_the_scan_starts_before_what_only_the_checks_and_plots_need():
     import subprocess
     import sys
 
-    code = ("import sys, swapwatch.cli, swapwatch.verify, swapwatch.plot.commands, swapwatch.parsers.reader; "
-            "print(sorted(m for m in ('yaml', 'pandas', 'matplotlib', 'swapwatch.config', 'swapwatch.compare', "
+    code = ("import sys, swapwatch.cli, swapwatch.commands.verify, swapwatch.plot.commands, swapwatch.parsers.reader; "
+            "print(sorted(m for m in ('yaml', 'pandas', 'matplotlib', 'swapwatch.config', 'swapwatch.engine.compare', "
             "'regex', 'swapwatch.checks.sw101_missing_action') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -1,7 +1,7 @@
 """Fuzzing the two bounds of issue 22: user patterns (compile + match under the real limits) and YAML
 structure (aliases, merge keys, duplicates, nesting, sizes). docs/reliability.md states the bounds.
 
-Patterns: every segment :func:`swapwatch.patterns.check_size` lets through compiles within what
+Patterns: every segment :func:`swapwatch.model.patterns.check_size` lets through compiles within what
 the bound promises (measured with tracemalloc, which sees ``regex``'s allocations, under a soft
 address-space cap so a hole in the bound fails here instead of taking the machine), matches under
 the 1 s timeout, and one that it refuses never reaches ``regex.compile``; through ``explain`` any
@@ -26,8 +26,8 @@ from hypothesis import strategies as st
 from fuzz_helpers import assert_clean_exit, fuzz_settings, run_cli
 from swapwatch.config import MAX_ALIAS_VALUES, MAX_DEPTH, parse_yaml
 from swapwatch.errors import InputError
-from swapwatch.patterns import MAX_EXPANSION, MATCH_TIMEOUT, PatternError, check_size, segment_fullmatch, \
-    split_pattern, validate
+from swapwatch.model.patterns import (MAX_EXPANSION, MATCH_TIMEOUT, PatternError, check_size, segment_fullmatch,
+                                      split_pattern, validate)
 
 # ---- patterns -------------------------------------------------------------------------------------
 

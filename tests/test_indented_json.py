@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from swapwatch import indented_json
-from swapwatch.verify import verify
+from swapwatch.commands.verify import verify
 from swapwatch.report.verify import _jsonable
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

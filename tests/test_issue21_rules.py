@@ -16,7 +16,7 @@ import pytest
 from cli_helpers import ROOT, fx, sw
 from swapwatch.config import config_from_dicts
 from swapwatch.errors import ConfigError
-from swapwatch import strategy
+from swapwatch.engine import strategy
 
 ORACLE_PY = os.path.join(ROOT, ".oracle-venv", "bin", "python")
 READY = os.path.join(ROOT, ".oracle-venv", ".ready")

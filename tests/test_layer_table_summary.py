@@ -4,7 +4,7 @@ import os
 
 from swapwatch import layer_table
 from swapwatch.config import load_config
-from swapwatch.strategy import plan as make_plan
+from swapwatch.engine.strategy import plan as make_plan
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

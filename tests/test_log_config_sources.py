@@ -5,7 +5,7 @@ import os
 
 from swapwatch.config import config_from_log
 from swapwatch.parsers import read_logs
-from swapwatch.verify import verify
+from swapwatch.commands.verify import verify
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LOGS = os.path.join(ROOT, "fixtures", "logs")

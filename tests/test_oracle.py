@@ -3,7 +3,7 @@
 Skipped unless ``.oracle-venv/.ready`` exists (``make oracle`` builds it; docs/mindspore-facts.md
 §6). For every case, MindFormers builds its config objects and LayerSetting, then sets every
 layer of a cell tree built from ``swapwatch/layouts/tinyllama.yaml``; whatever its logger printed is
-compared with :func:`swapwatch.strategy.layer_setting_lines` (the Formative block, removals,
+compared with :func:`swapwatch.engine.strategy.layer_setting_lines` (the Formative block, removals,
 conflict warnings, and every ``Set ...`` / "got cell" line, whitespace runs included). numpy>=2
 in the oracle venv prints ``np.int64(0)``; the engine reproduces numpy<2 (the real MindSpore
 case), so the oracle text is normalised for that one difference. When MindFormers raises,
@@ -19,7 +19,7 @@ import pytest
 
 from swapwatch.config import config_from_dicts
 from swapwatch.errors import ConfigError
-from swapwatch import strategy
+from swapwatch.engine import strategy
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ORACLE_PY = os.path.join(ROOT, ".oracle-venv", "bin", "python")

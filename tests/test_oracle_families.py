@@ -24,9 +24,9 @@ import pytest
 
 from swapwatch.config import load_config
 from swapwatch.errors import ConfigError
-from swapwatch.explain import explain
-from swapwatch import strategy
-from swapwatch.verify import verify
+from swapwatch.commands.explain import explain
+from swapwatch.engine import strategy
+from swapwatch.commands.verify import verify
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ORACLE_PY = os.path.join(ROOT, ".oracle-venv", "bin", "python")

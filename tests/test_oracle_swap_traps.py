@@ -21,8 +21,8 @@ import sys
 import pytest
 
 from swapwatch.config import load_config
-from swapwatch.explain import explain
-from swapwatch import strategy
+from swapwatch.commands.explain import explain
+from swapwatch.engine import strategy
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ORACLE_PY = os.path.join(ROOT, ".oracle-venv", "bin", "python")

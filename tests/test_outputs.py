@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from swapwatch.errors import InputError
-from swapwatch.outputs import refuse_overwrite, write_text
+from swapwatch.commands.outputs import refuse_overwrite, write_text
 
 REPO = Path(__file__).resolve().parents[1]
 PY = sys.executable
@@ -58,7 +58,7 @@ def test_write_text_refuses_a_file_that_appears_at_the_last_moment(tmp_path, mon
             calls.append(path)
             Path(path).write_text("appeared meanwhile")
 
-    monkeypatch.setattr("swapwatch.outputs.refuse_overwrite", late_creation)
+    monkeypatch.setattr("swapwatch.commands.outputs.refuse_overwrite", late_creation)
     with pytest.raises(InputError, match="already exists"):
         write_text(str(target), "report", force=False)
     assert target.read_text() == "appeared meanwhile"
@@ -75,7 +75,7 @@ def test_a_failed_rename_leaves_neither_temp_file_nor_placeholder(tmp_path, monk
     def refuse(src, dst):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr("swapwatch.outputs.os.replace", refuse)
+    monkeypatch.setattr("swapwatch.commands.outputs.os.replace", refuse)
     with pytest.raises(InputError, match="cannot write the file: Permission denied"):
         write_text(str(tmp_path / "r.txt"), "report", force=False)
     assert os.listdir(tmp_path) == []

@@ -6,7 +6,7 @@ import os
 
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from swapwatch.events_output import event_dict, jsonl_line
+from swapwatch.commands.events import event_dict, jsonl_line
 from swapwatch.parsers import grammar, iter_events
 from swapwatch.parsers.prefilter import Prefilter, WordPrefilter
 from swapwatch.parsers.scanner import Needles, Scan
@@ -137,7 +137,7 @@ def test_worker_written_jsonl_is_what_the_parent_would_write(tmp_path, monkeypat
     (iter_event_text): the text equals the parent-side encoding of iter_events, for every fixture
     (msrun dirs with scheduler.log, .gz, a SWAPWATCH rank that overrides the file name), with
     ``--kind``/``--rank`` selections, in-process and over a pool, and for a file cut into pieces."""
-    from swapwatch.events_output import event_filter
+    from swapwatch.commands.events import event_filter
     from swapwatch.parsers import iter_event_text, reader
 
     monkeypatch.setattr(reader, "PARALLEL_MIN", 0)         # a real pool even for these small files

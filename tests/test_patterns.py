@@ -2,8 +2,8 @@
 (``LayerSetting.set_pattern_recompute`` / ``set_pattern_swap``; docs/mindspore-facts.md §1.3)."""
 import pytest
 
-from swapwatch import patterns
-from swapwatch.patterns import LayoutNode, log_item, walk_layout
+from swapwatch.model import patterns
+from swapwatch.model.patterns import LayoutNode, log_item, walk_layout
 from swapwatch.layouts import load_layout
 
 
@@ -61,7 +61,7 @@ def test_layout_paths_order():
 
 
 def test_under_is_the_one_path_nesting_test():
-    from swapwatch.patterns import under
+    from swapwatch.model.patterns import under
 
     assert under("feed_forward.w1.matmul", "feed_forward") and under("feed_forward", "feed_forward")
     assert not under("feed_forward", "feed_forward", strict=True)

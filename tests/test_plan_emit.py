@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from swapwatch.errors import InputError
-from swapwatch.explain import explain
+from swapwatch.commands.explain import explain
 from swapwatch.memory.emit import splice, strategy_lines, unified
 from swapwatch.memory.model import estimate
 from swapwatch.memory.planner import UNCALIBRATED_MARGIN, make_plan

@@ -10,10 +10,10 @@ import sys
 
 import pytest
 
-from swapwatch import strategy
+from swapwatch.engine import strategy
 from swapwatch.config import load_config
 from swapwatch.errors import InputError
-from swapwatch.explain import explain
+from swapwatch.commands.explain import explain
 from swapwatch.memory.tensor_table import TensorTable
 from swapwatch.memory.model import Calibration, estimate, inflight
 from swapwatch.memory.planner import make_plan, parse_size

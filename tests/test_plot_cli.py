@@ -63,7 +63,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ])
 def test_every_plot_keeps_an_existing_o_file_unless_force(tmp_path, capsys, args):
     """One rule for every plot's -o (checked once, in plot.commands.output_path), the file written
-    whole through swapwatch.outputs: refused without --force, replaced with it."""
+    whole through swapwatch.commands.outputs: refused without --force, replaced with it."""
     out = tmp_path / "mine.png"
     out.write_bytes(b"mine")
     code, _, err = run_cli(args + ["-o", str(out)], capsys)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from cli_helpers import sw
-from swapwatch.events import parse_event
+from swapwatch.model.event_lines import parse_event
 
 from swapwatch.plot import peak_frame, plot_memory
 from swapwatch.plot.memory import step_frame
@@ -141,9 +141,9 @@ LOGS = os.path.join(HERE, "..", "fixtures", "logs")
 def test_strategy_differences_match_verify_on_the_quirks_fixture(tmp_path, capsys):
     """Every finding verify reports as missing/unasked is an outlined cell, and nothing else is."""
     from swapwatch.plot import plot_strategy
-    from swapwatch.strategy import plan as make_plan
+    from swapwatch.engine.strategy import plan as make_plan
     from swapwatch.config import config_from_log
-    from swapwatch.verify import verify
+    from swapwatch.commands.verify import verify
 
     path = os.path.join(LOGS, "quirks.log")
     (_, rl), = load_runs([path])

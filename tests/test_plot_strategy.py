@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from swapwatch.errors import InputError
-from swapwatch.plan import Override
+from swapwatch.model.plan import Override
 from swapwatch.plot import frame_differences, plot_strategy, strategy_frame
 
 from plot_helpers import make_plan, make_strategy_log, patches_by_gid, png_size, svg_texts
@@ -159,7 +159,7 @@ def test_partial_layer_swap_override_is_one_stroke():
 
 def _config_plot(tmp_path, text, name="x.yaml"):
     from swapwatch.config import load_config
-    from swapwatch.strategy import plan as make_plan
+    from swapwatch.engine.strategy import plan as make_plan
 
     p = tmp_path / name
     p.write_text(text)
@@ -207,7 +207,7 @@ def test_voided_select_rows_are_shown(tmp_path):
     import os
 
     from swapwatch.config import load_config
-    from swapwatch.strategy import plan as make_plan
+    from swapwatch.engine.strategy import plan as make_plan
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     cfg = load_config(os.path.join(root, "fixtures", "configs", "recompute_48l.yaml"))
@@ -234,7 +234,7 @@ def test_48_layers_wrap_into_bands_of_a_sensible_aspect(tmp_path):
     import os
 
     from swapwatch.config import load_config
-    from swapwatch.strategy import plan as make_plan
+    from swapwatch.engine.strategy import plan as make_plan
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     plan = make_plan(load_config(os.path.join(root, "fixtures", "configs", "recompute_48l.yaml")))
@@ -262,7 +262,7 @@ def test_engine_sw105_and_map_agree_on_shadowed_selects(tmp_path, name, swap_ids
 
     from swapwatch.checks import CheckContext, run_rules
     from swapwatch.config import load_config
-    from swapwatch.strategy import plan as make_plan
+    from swapwatch.engine.strategy import plan as make_plan
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     path = os.path.join(root, "fixtures", "configs", name)
@@ -297,8 +297,9 @@ def test_map_resolves_each_layer_on_its_own_tree(name):
     """A pattern is drawn as reaching nothing exactly where explain's table says ``(no match)`` on
     that layer: each layer on its own family tree (a MoE layer's is not the dense one's, and no
     family is drawn on the Llama tree)."""
-    from swapwatch import layer_table, strategy
-    from swapwatch.explain import explain
+    from swapwatch import layer_table
+    from swapwatch.engine import strategy
+    from swapwatch.commands.explain import explain
     from swapwatch.plot import strategy_map as sm
 
     plan = explain(str(REPO / "fixtures/configs/families" / name)).plan

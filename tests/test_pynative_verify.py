@@ -13,7 +13,7 @@ import pytest
 
 from swapwatch.parsers import read_logs
 from swapwatch.parsers.model import ActionEvent, NoticeEvent
-from swapwatch.verify import verify
+from swapwatch.commands.verify import verify
 
 REPO = Path(__file__).resolve().parents[1]
 LOGS = REPO / "fixtures" / "logs"

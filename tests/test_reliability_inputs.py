@@ -18,9 +18,9 @@ import pytest
 import yaml
 
 from swapwatch.config import MAX_ALIAS_VALUES, parse_yaml
-from swapwatch.explain import explain
+from swapwatch.commands.explain import explain
 from swapwatch.errors import InputError
-from swapwatch.patterns import MAX_EXPANSION, PatternError, check_size, expansion, validate
+from swapwatch.model.patterns import MAX_EXPANSION, PatternError, check_size, expansion, validate
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "fixtures" / "configs"

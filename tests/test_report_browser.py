@@ -20,7 +20,7 @@ import pytest
 
 from swapwatch import finding_groups
 from swapwatch.report import make
-from swapwatch.verify import verify
+from swapwatch.commands.verify import verify
 
 from report_helpers import big_job, chromium, failing_run, passing_run, truncated_log
 

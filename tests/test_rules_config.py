@@ -2,7 +2,7 @@
 
 import pytest
 
-from swapwatch import strategy
+from swapwatch.engine import strategy
 from swapwatch.checks import CheckContext, rule_variants, run_rules
 from swapwatch.config import config_from_dicts
 
@@ -107,7 +107,7 @@ def test_sw104_config_time():
 
 
 def test_findings_cite_yaml_lines(tmp_path):
-    from swapwatch.explain import explain
+    from swapwatch.commands.explain import explain
 
     p = tmp_path / "c.yaml"
     p.write_text("model: {model_config: {num_layers: 2}}\ncontext:\n  memory_optimize_level: O1\n"
@@ -121,7 +121,7 @@ def test_a_crashing_rule_is_one_finding_and_the_others_still_run(monkeypatch):
     """A bug in one rule does not sink the report: one error finding names the rule and the
     exception, every other rule's findings are still there, and explain exits as for an error."""
     from swapwatch import checks
-    from swapwatch.explain import explain
+    from swapwatch.commands.explain import explain
 
     before = explain("fixtures/configs/conflict.yaml")
     rule = checks.VARIANTS["SW201"]["config"]

@@ -7,11 +7,11 @@ import re
 
 from click.testing import CliRunner
 
-from swapwatch import strategy
+from swapwatch.engine import strategy
 from swapwatch.checks import REGISTRY, CheckContext, load_rules, rule_variants, run_rules
 from swapwatch.cli import cli
 from swapwatch.config import config_from_dicts
-from swapwatch.explain import explain
+from swapwatch.commands.explain import explain
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OFF = os.path.join(ROOT, "fixtures", "configs", "swap_off_entries.yaml")

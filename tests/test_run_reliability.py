@@ -20,7 +20,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from swapwatch import runner
+from swapwatch.runtime import runner
 from swapwatch.errors import InputError
 
 PY = sys.executable

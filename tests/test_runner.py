@@ -12,7 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from swapwatch import runner
+from swapwatch.runtime import runner
 from swapwatch.errors import InputError
 
 pytestmark = pytest.mark.runtime
@@ -365,7 +365,7 @@ def test_a_bug_in_verify_is_exit_3_and_the_run_is_still_recorded(tmp_path, monke
     def broken(*_a, **_k):
         raise ZeroDivisionError("a bug")
 
-    monkeypatch.setattr("swapwatch.verify.verify", broken)
+    monkeypatch.setattr("swapwatch.commands.verify.verify", broken)
     res, out = _run(tmp_path, "print('Set full recompute at layer 0')")
     assert res.exit_code == 3 and b"internal error in verify: ZeroDivisionError: a bug" in out
     info = json.loads((res.run_dir / "run.json").read_text())

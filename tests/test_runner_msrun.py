@@ -14,7 +14,7 @@ pytest.importorskip("mindspore")
 
 from runtime_helpers import REPO, env_with_venv, free_port  # noqa: E402
 from swapwatch.checks import CheckContext, run_rules  # noqa: E402
-from swapwatch.events import parse_event  # noqa: E402
+from swapwatch.model.event_lines import parse_event  # noqa: E402
 from swapwatch.parsers.ir import read_ir  # noqa: E402
 
 pytestmark = pytest.mark.runtime

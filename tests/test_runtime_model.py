@@ -8,8 +8,9 @@ import pytest
 ms = pytest.importorskip("mindspore")
 
 from runtime_helpers import REPO, single_stage_plan  # noqa: E402
-from swapwatch import patterns, strategy  # noqa: E402
-from swapwatch.events import parse_event  # noqa: E402
+from swapwatch.model import patterns  # noqa: E402
+from swapwatch.engine import strategy  # noqa: E402
+from swapwatch.model.event_lines import parse_event  # noqa: E402
 from swapwatch.examples.tinyllama import TinyLlama  # noqa: E402
 from swapwatch.hooks.apply import ApplyError, CellAdapter, apply  # noqa: E402
 from swapwatch.layouts import load_layout  # noqa: E402
@@ -123,7 +124,7 @@ def test_recompute_true_under_swap_logs_no_full_line(net):
     # the engine decides that swap mode + `recompute: True` recomputes every layer silently
     # (LayerSetting.set_recompute_select_layer_index)
     from swapwatch.config import config_from_dicts
-    from swapwatch.strategy import plan as make_plan
+    from swapwatch.engine.strategy import plan as make_plan
     plan = make_plan(config_from_dicts({"recompute": True}, {"swap": True, "layer_swap": [], "op_swap": []},
                                        num_layers=2, pipeline_stage=1))
     assert [lp.full_recompute for lp in plan.layers] == [True, True]
@@ -179,7 +180,7 @@ def test_hook_text_is_byte_identical_to_the_engines_mindformers_text(name):
     # The engine's text is checked against real MindFormers 2.1.0 (tests/test_oracle.py); the hooks
     # walk real MindSpore cells through the same function, so with quirks they must log the same.
     from swapwatch.config import load_config
-    from swapwatch.strategy import layer_setting_lines, plan as make_plan
+    from swapwatch.engine.strategy import layer_setting_lines, plan as make_plan
     plan = make_plan(load_config(str(REPO / "fixtures" / "configs" / f"{name}.yaml")))
     out = apply(TinyLlama(n_layers=len(plan.layers)).layers, plan, quirks=True)
     assert out.lines == layer_setting_lines(plan)

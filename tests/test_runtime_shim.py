@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("mindspore")
 
 from runtime_helpers import REPO  # noqa: E402
-from swapwatch.events import parse_event  # noqa: E402
+from swapwatch.model.event_lines import parse_event  # noqa: E402
 from swapwatch.examples.tinyllama import TinyLlama  # noqa: E402
 from swapwatch.hooks import mindformers as shim  # noqa: E402
 

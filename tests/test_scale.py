@@ -15,7 +15,7 @@ import pytest
 
 from swapwatch.report.verify import document
 from swapwatch.parsers import model, reader
-from swapwatch.verify import verify
+from swapwatch.commands.verify import verify
 
 pytestmark = pytest.mark.scale
 

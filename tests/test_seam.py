@@ -53,7 +53,7 @@ def test_a_pynative_static_pair_is_refused_in_one_line_either_way():
 def test_pynative_run_findings_come_from_the_rules(tmp_path):
     """A rank whose log lost a ``Set select recompute`` line: SW101 (and SW401) are the
     checks/ rules' (their own severity and words), run by checks.run_rules on the PyNative comparison."""
-    from swapwatch import codepaths
+    from swapwatch.engine import codepaths
     from swapwatch.checks import VARIANTS, CheckContext, run_rules
     from swapwatch.parsers import read_logs
 

@@ -1,4 +1,4 @@
-"""Round trip of MindFormers' per-layer LayerSetting lines (swapwatch.setting_lines): every line the
+"""Round trip of MindFormers' per-layer LayerSetting lines (swapwatch.model.setting_lines): every line the
 writer produces for a plan, in MindFormers' exact form and in the hooks' plain form, reads back
 through the log grammar to that plan's per-layer actions (same kinds, paths, prefetch values), in
 order. Fixture configs (every family) go through the whole reader (prefix, prefilter heads, rows);
@@ -13,7 +13,8 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from swapwatch import actions, families, patterns, setting_lines, strategy
+from swapwatch.model import actions, families, patterns, setting_lines
+from swapwatch.engine import strategy
 from swapwatch.config import config_from_dicts, load_config
 from swapwatch.errors import ConfigError
 from swapwatch.parsers import iter_events

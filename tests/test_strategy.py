@@ -6,7 +6,7 @@ and hundreds of random configs against the real thing).
 """
 import pytest
 
-from swapwatch import strategy
+from swapwatch.engine import strategy
 from swapwatch.config import config_from_dicts
 from swapwatch.errors import ConfigError
 

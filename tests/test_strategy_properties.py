@@ -3,7 +3,7 @@ ConfigError, every layer sits in exactly one stage, and chunk sizes add up to nu
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from swapwatch import strategy
+from swapwatch.engine import strategy
 from swapwatch.config import config_from_dicts
 from swapwatch.errors import ConfigError
 

@@ -12,10 +12,10 @@ import sys
 
 import pytest
 
-from swapwatch.events_output import event_filter
+from swapwatch.commands.events import event_filter
 from swapwatch.parsers import classify, model, reader, templates
-from swapwatch.parsers.model import (ActionEvent, ExitEvent, GeometryEvent, MemoryEvent, NoticeEvent,
-                                     RankLog, StepEvent)
+from swapwatch.parsers.model import (ActionEvent, ExitEvent, GeometryEvent, MemoryEvent, NoticeEvent, RankLog,
+                                     StepEvent)
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 LOGS = os.path.join(ROOT, "fixtures", "logs")

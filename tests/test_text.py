@@ -12,9 +12,9 @@ import pytest
 
 from swapwatch import text
 from swapwatch.errors import InputError
-from swapwatch.families import FAMILY_TABLE_WIDTH, family_data, family_table, known_families
-from swapwatch.text import (GIB, MIB, MIB_UNIT, SEVERITY_ORDER, escape, fmt_bytes, fmt_size, parse_ranks,
-                            ranges, severity_rank, wrap_items, write_table)
+from swapwatch.model.families import FAMILY_TABLE_WIDTH, family_data, family_table, known_families
+from swapwatch.text import (GIB, MIB, MIB_UNIT, SEVERITY_ORDER, escape, fmt_bytes, fmt_size, parse_ranks, ranges,
+                            severity_rank, wrap_items, write_table)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PKG = os.path.join(ROOT, "swapwatch")
@@ -124,7 +124,7 @@ def test_fmt_bytes_values_read_back():
 def test_one_severity_order():
     assert sorted(["info", "warning", "error", "other"], key=severity_rank) == ["error", "warning", "info", "other"]
     assert SEVERITY_ORDER == {"error": 0, "warning": 1, "info": 2}
-    import swapwatch.verify as verify
+    import swapwatch.commands.verify as verify
 
     assert not hasattr(verify, "SEVERITY_ORDER")        # one table, in swapwatch/text.py
 
@@ -229,10 +229,10 @@ def test_families_table_fits_100_columns_and_keeps_everything():
 
 #: Modules that write what a person reads, and the commands' libraries (whose results they render).
 RENDERERS = {"swapwatch.report.layer_table", "swapwatch.report.explain", "swapwatch.report.verify",
-             "swapwatch.report.finding_groups", "swapwatch.rules_doc", "swapwatch.memory.render", "swapwatch.tune.report",
-             "swapwatch.report", "swapwatch.plot", "swapwatch.pynative.plot", "swapwatch.events_output",
+             "swapwatch.report.finding_groups", "swapwatch.commands.rules", "swapwatch.memory.render", "swapwatch.tune.report",
+             "swapwatch.report", "swapwatch.plot", "swapwatch.pynative.plot", "swapwatch.commands.events",
              "swapwatch.report.diff"}
-COMMANDS = {"swapwatch.cli", "swapwatch.explain", "swapwatch.verify", "swapwatch.strategy_diff", "swapwatch.runner",
+COMMANDS = {"swapwatch.cli", "swapwatch.commands.explain", "swapwatch.commands.verify", "swapwatch.commands.diff", "swapwatch.runtime.runner",
             "swapwatch.memory.planner", "swapwatch.tune.loop", "swapwatch.pynative.explain"}
 
 

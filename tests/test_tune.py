@@ -52,7 +52,7 @@ def test_step_limit_is_a_trainCallBack_the_example_trainer_reads(tmp_path):
 
 
 def test_probes_are_uniform_strategies_that_explain_clean(tmp_path):
-    from swapwatch.explain import explain
+    from swapwatch.commands.explain import explain
     from swapwatch.memory.model import estimate
 
     text = open(TINY).read()
@@ -123,7 +123,7 @@ def test_real_cpu_oom_through_the_runner(tmp_path):
     """A real MindSpore OOM (the CPU pool cannot get a 4 GiB block under ulimit -v), run through the
     same runner as every tune attempt, is recognised from its run directory."""
     pytest.importorskip("mindspore")
-    from swapwatch.runner import run
+    from swapwatch.runtime.runner import run
 
     script = os.path.join(OOM_DIR, "oom_tile.py")
     cmd = ["sh", "-c", f"ulimit -v 3500000; exec {sys.executable} {script}"]

@@ -10,7 +10,7 @@ import json
 
 from cli_helpers import sw
 
-from swapwatch.families import default_family
+from swapwatch.model.families import default_family
 from swapwatch.pynative import config as pconfig
 
 NO_MODEL = """\

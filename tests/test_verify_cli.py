@@ -46,14 +46,14 @@ def test_verify_bad_input_is_one_line_exit_2(args, needle, capsys):
 
 
 def test_verify_library_imports_without_mindspore():
-    code = ("import sys; import swapwatch.verify, swapwatch.report.verify, swapwatch.checks; "
+    code = ("import sys; import swapwatch.commands.verify, swapwatch.report.verify, swapwatch.checks; "
             "swapwatch.checks.load_rules(); assert 'mindspore' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
 def test_a_bug_is_one_line_and_exit_3_unless_debugging(monkeypatch, capsys):
     """An internal error is not the user's bad input (2) and does not dump a traceback on them."""
-    import swapwatch.verify as verify_mod
+    import swapwatch.commands.verify as verify_mod
 
     def broken(*a, **k):
         raise RuntimeError("boom")

@@ -14,7 +14,7 @@ from xml.etree import ElementTree as ET
 import pytest
 
 from swapwatch.cli import main                      # noqa: E402
-from swapwatch.verify import verify                 # noqa: E402
+from swapwatch.commands.verify import verify                 # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 ENV = {"ENABLE_LAZY_INLINE_NO_PIPELINE": "1"}       # the documented swap runs set it (no pp)
@@ -215,7 +215,7 @@ def test_real_run_against_another_config_fails(tmp_path):
 # --- the comparison: made once per verify, the same object for the rules, the map and the plot ---
 
 def test_comparison_is_made_once_and_shared_by_rules_result_and_plot(tmp_path, monkeypatch):
-    import swapwatch.compare as compare_mod
+    import swapwatch.engine.compare as compare_mod
     import swapwatch.plot.strategy_map as strategy_map
     from swapwatch.checks import VARIANTS, load_rules
 
@@ -228,7 +228,7 @@ def test_comparison_is_made_once_and_shared_by_rules_result_and_plot(tmp_path, m
         made.append(real(*a, **kw))
         return made[-1]
 
-    # verify.evaluate takes compare from swapwatch.compare when it runs (imported while the logs
+    # verify.evaluate takes compare from swapwatch.engine.compare when it runs (imported while the logs
     # are scanned, not before the workers start), so patching it there covers verify too
     monkeypatch.setattr(compare_mod, "compare", counting)
     load_rules()
@@ -262,7 +262,7 @@ def test_sw107_and_sw401_agree_on_what_the_same_value_is(tmp_path):
     from swapwatch.checks.sw401_ranks_disagree import RanksDisagree
     from swapwatch.config import load_config
     from swapwatch.parsers import read_logs
-    from swapwatch.strategy import plan as make_plan
+    from swapwatch.engine.strategy import plan as make_plan
 
     first = "{'op_name': 'attention', 'backward_prefetch': 20, 'layers': [0, 1, 2]}"
     reordered = "{'layers': [0, 1, 2], 'backward_prefetch': 20, 'op_name': 'attention'}"

@@ -6,7 +6,7 @@ from xml.etree import ElementTree as ET
 import pytest
 
 from swapwatch.errors import InputError
-from swapwatch.verify import evaluate, normalise_codes, parse_env
+from swapwatch.commands.verify import evaluate, normalise_codes, parse_env
 from swapwatch.report.verify import layer_map, render
 
 import verify_helpers as vh
@@ -168,7 +168,7 @@ def test_stdout_devices_run_shows_no_difference_beside_a_pass(capsys):
 
 
 def test_unverifiable_rank_map_is_all_question_marks():
-    from swapwatch.verify import verify
+    from swapwatch.commands.verify import verify
 
     r = verify([vh_fixture("stdout_devices")])
     rows = layer_map(r, rank=1, fold=False)
@@ -190,7 +190,7 @@ def test_json_has_counts_config_hash_and_layer_map(tmp_path):
     import hashlib
     import shutil
 
-    from swapwatch.verify import verify
+    from swapwatch.commands.verify import verify
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     cfg = tmp_path / "full.yaml"
@@ -217,7 +217,7 @@ def test_json_has_counts_config_hash_and_layer_map(tmp_path):
 
 
 def test_json_config_from_the_log_has_no_path():
-    from swapwatch.verify import verify
+    from swapwatch.commands.verify import verify
 
     doc = json.loads(render(verify([vh_fixture("msrun_2ranks")]), "json"))
     assert doc["config"]["path"] is None and doc["config"]["sha256"] is None
@@ -300,7 +300,7 @@ def test_junit_one_testcase_per_family_per_rank_group_at_10000_ranks(ranks_10000
 
 def test_verify_map_speaks_in_paths_in_every_column_and_marks_voided_swaps():
     """Issue 16.10: the map showed a regex in its 'swap overridden' column and paths elsewhere."""
-    from swapwatch.verify import verify
+    from swapwatch.commands.verify import verify
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     r = verify([vh_fixture("mtp_select.log")], config_path=os.path.join(root, "fixtures/configs/conflict.yaml"),
@@ -339,7 +339,7 @@ def test_messages_carry_no_place_the_renderers_add_it_from_the_fields():
 
 
 def test_explain_findings_have_the_layer_as_a_field_and_in_front_of_the_table_line():
-    from swapwatch.explain import explain
+    from swapwatch.commands.explain import explain
     from swapwatch.report.explain import render_table
 
     ex = explain("fixtures/configs/conflict.yaml")

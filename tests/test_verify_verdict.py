@@ -14,7 +14,7 @@ from xml.etree import ElementTree as ET
 import pytest
 
 from cli_helpers import fx, sw
-from swapwatch.verify import verify
+from swapwatch.commands.verify import verify
 from swapwatch.report.verify import render
 
 
@@ -33,7 +33,7 @@ CONFIGS = sorted(glob.glob(fx("configs", "*.yaml")) + glob.glob(fx("configs", "f
 def applied(config: str):
     """What a config makes MindFormers apply, per layer (explain's JSON), or None if unreadable."""
     from swapwatch.errors import InputError
-    from swapwatch.explain import explain
+    from swapwatch.commands.explain import explain
 
     try:
         ex = explain(config)

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from swapwatch.cli import cli
-from swapwatch.explain import explain
+from swapwatch.commands.explain import explain
 from swapwatch.report.finding_groups import line
 
 TRAP = "fixtures/configs/llama32_swap_trap.yaml"
@@ -147,7 +147,7 @@ def test_sw104_suggests_the_nearest_real_path(tmp_path):
 def test_every_finding_of_the_fixtures_says_where():
     import glob
 
-    from swapwatch.verify import verify
+    from swapwatch.commands.verify import verify
 
     seen = set()
     for cfg in sorted(glob.glob("fixtures/configs/*.yaml")):
@@ -173,7 +173,7 @@ def test_sw202_and_sw402_name_their_line(tmp_path):
                  "    - {op_name: 'feed_forward\\.w3', backward_prefetch: 1, layers: [2, 3]}\n")
     f = _codes(explain(str(p)), "SW202")
     assert [x.layer for x in f] == [2, 3] and {x.source for x in f} == {f"{p}:8"}
-    from swapwatch.verify import verify
+    from swapwatch.commands.verify import verify
 
     f = _codes(verify(["fixtures/logs/msrun_missing_rank"]), "SW402")
     assert f[0].source.endswith("msrun_missing_rank/worker_1.log (missing)")
@@ -188,7 +188,7 @@ def test_wording_of_sw107_and_sw305(tmp_path):
     assert f[0].message.endswith("is ignored because layer_swap and op_swap are set")
     from swapwatch.parsers import read_logs
     from swapwatch.config import load_config
-    from swapwatch import strategy
+    from swapwatch.engine import strategy
 
     cfg = load_config(CAPPED)
     found = list(LogConfigDiffers().check(CheckContext(plan=strategy.plan(cfg), config=cfg,
@@ -199,7 +199,7 @@ def test_wording_of_sw107_and_sw305(tmp_path):
 
 
 def test_sw202_doc_cites_the_mindformers_documentation():
-    from swapwatch.rules_doc import explain_rule
+    from swapwatch.commands.rules import explain_rule
 
     text = explain_rule("SW202")
     assert "Fine-Grained Activations SWAP" in text and "Used together with Recomputation" in text
@@ -240,7 +240,7 @@ def test_real_mindformers_drops_layer_40_and_caps_the_count_silently():
 
 def test_verify_reports_the_drop_from_the_config_the_log_printed(tmp_path):
     """verify without --config: the YAML is the one the log printed (its ``initial swap_config``)."""
-    from swapwatch.verify import verify
+    from swapwatch.commands.verify import verify
 
     log = tmp_path / "worker_0.log"
     with open("fixtures/logs/swap_case3.log") as fh:

@@ -17,7 +17,7 @@ import pytest
 
 from cli_helpers import sw
 from swapwatch.report.finding_groups import line
-from swapwatch.verify import verify
+from swapwatch.commands.verify import verify
 
 CPU_SWAP = "fixtures/logs/cpu_swap"
 SELECT_RUN = "fixtures/plot_runs/select-2ranks"

@@ -11,9 +11,9 @@ from __future__ import annotations
 import copy
 from typing import Dict, List, Optional
 
-from swapwatch.parsers.model import (ActionEvent, ExitEvent, FormativeEvent, GeometryEvent,
-                                     InitialConfigEvent, NoticeEvent, RankLog, RunLog, StepEvent)
-from swapwatch.strategy import Geometry, LayerPlan, Plan
+from swapwatch.parsers.model import (ActionEvent, ExitEvent, FormativeEvent, GeometryEvent, InitialConfigEvent,
+                                     NoticeEvent, RankLog, RunLog, StepEvent)
+from swapwatch.engine.strategy import Geometry, LayerPlan, Plan
 
 
 # ---------------------------------------------------------------------------------------------
@@ -208,7 +208,7 @@ def context(plan: Plan, runlog: RunLog, **kw):
     """A rule context of a LayerSetting ``plan`` and ``runlog`` with the one comparison verify makes
     (``codepaths.LayerSetting.compare``), as ``verify.evaluate`` hands it to the rules."""
     from swapwatch.checks import CheckContext
-    from swapwatch.codepaths import LayerSetting
+    from swapwatch.engine.codepaths import LayerSetting
 
     comparison = LayerSetting().compare(plan, runlog) if runlog is not None else None
     return CheckContext(plan=plan, runlog=runlog, comparison=comparison, **kw)

@@ -11,14 +11,14 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, is_dataclass
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Tuple, Type
 
-from ..plan_view import LAYER_SETTING, reads
+from ..model.plan_view import LAYER_SETTING, reads
 
 if TYPE_CHECKING:
-    from ..compare import Comparison
+    from ..engine.compare import Comparison
     from ..config import TrainingConfig
     from ..parsers.model import RunLog
-    from ..plan import Plan
-    from ..plan_view import PlanView
+    from ..model.plan import Plan
+    from ..model.plan_view import PlanView
 
 
 @dataclass
@@ -80,7 +80,7 @@ class CheckContext:
     """Everything a rule may look at. ``runlog`` / ``ir`` are None for config-only checks.
 
     ``plan`` is a plan of either code path (``plan_view.PlanView``) and ``config`` its config; ``comparison``
-    the one plan-vs-log :class:`~swapwatch.compare.Comparison` every run rule reads, whichever path made it
+    the one plan-vs-log :class:`~swapwatch.engine.compare.Comparison` every run rule reads, whichever path made it
     (``verify.evaluate`` makes it once, from the path's expected log and log reader, and keeps it for the
     report); None without logs. A rule of LayerSetting plans reads them typed (:attr:`static_plan`); which
     rules read which plans is ``Rule.views`` (``run_rules`` never gives a rule a plan it does not read).
@@ -101,10 +101,10 @@ class CheckContext:
 
     @property
     def static_plan(self) -> Optional["Plan"]:
-        """The LayerSetting :class:`~swapwatch.plan.Plan` (legacy and mcore) a rule of that view reads, typed;
+        """The LayerSetting :class:`~swapwatch.model.plan.Plan` (legacy and mcore) a rule of that view reads, typed;
         None without a plan. ``run_rules`` never gives another plan to a rule that does not list its view
         (``Rule.views``), so one here is a bug in the rule: it raises, and the rule is reported crashed."""
-        from ..plan import Plan
+        from ..model.plan import Plan
 
         plan = self.plan
         if plan is None or isinstance(plan, Plan):

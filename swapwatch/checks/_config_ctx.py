@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any, List, Optional, Tuple
 from ..config import TrainingConfig
 
 if TYPE_CHECKING:
-    from ..plan import Plan
+    from ..model.plan import Plan
     from . import CheckContext
 
 #: The recompute keys whose lists are layer ids when swap is on.
@@ -101,7 +101,7 @@ def count_entries(ctx: "CheckContext") -> List[Tuple[str, str, Optional[str], An
     when it is a ``{pattern: counts}`` dict. None when counts do not apply: no config or plan, swap on
     (they are layer ids then), or the legacy ``recompute`` form. The one walk and gate SW206 (counts
     capped) and SW210 (a list shorter than the stages) share."""
-    from ..strategy import SELECT_KEYS
+    from ..engine.strategy import SELECT_KEYS
 
     plan, cfg = ctx.static_plan, config_of(ctx)        # the gate is swap_mode's, with swap off
     if plan is None or cfg is None or plan.swap or plan.legacy_recompute is not None:

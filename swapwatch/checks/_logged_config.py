@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, Optional, Tuple
 
-from ..compare import canon_text
+from ..engine.compare import canon_text
 from ..parsers.model import FormativeEvent, InitialConfigEvent
 
 if TYPE_CHECKING:
     from ..config import TrainingConfig
     from ..parsers.model import RankLog
-    from ..plan import Geometry
+    from ..model.plan import Geometry
 
 GEOMETRY = (("layer_list", "layer_list"), ("layer_accu", "layer_accu"),
             ("pp_ids", "pp_ids"), ("interleave_ids", "interleave_ids"))
@@ -74,7 +74,7 @@ def config_sections(config: Optional["TrainingConfig"]) -> Optional[Dict[str, Di
 
 
 def geometry_values(g: "Geometry") -> Dict[str, Any]:
-    """The :class:`~swapwatch.plan.Geometry` fields :data:`GEOMETRY` compares with the log, by name."""
+    """The :class:`~swapwatch.model.plan.Geometry` fields :data:`GEOMETRY` compares with the log, by name."""
     return {"layer_list": g.layer_list, "layer_accu": g.layer_accu, "pp_ids": g.pp_ids,
             "interleave_ids": g.interleave_ids}
 

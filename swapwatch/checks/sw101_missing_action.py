@@ -3,13 +3,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterable
 
-from .. import actions
-from ..plan_view import VIEWS
+from ..model import actions
+from ..model.plan_view import VIEWS
 from . import CheckContext, Finding, Rule, register
-from ..compare import describe, near_source
+from ..engine.compare import describe, near_source
 
 if TYPE_CHECKING:
-    from ..compare import Expected
+    from ..engine.compare import Expected
 
 
 @register

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from .. import actions
-from ..plan_view import VIEWS
+from ..model import actions
+from ..model.plan_view import VIEWS
 from . import CheckContext, Finding, Rule, register
-from ..compare import describe
+from ..engine.compare import describe
 
 
 @register

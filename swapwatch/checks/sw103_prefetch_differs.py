@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from . import CheckContext, Finding, Rule, register
-from ..compare import describe
+from ..engine.compare import describe
 
 
 @register

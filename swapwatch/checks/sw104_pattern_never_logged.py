@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import Iterable, List
 
-from .. import actions
-from ..plan_view import VIEWS
+from ..model import actions
+from ..model.plan_view import VIEWS
 from . import CheckContext, Finding, Rule, register
 from ..text import ranges
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from ..plan_view import VIEWS
+from ..model.plan_view import VIEWS
 from . import CheckContext, Finding, Rule, register
 
 

@@ -5,12 +5,12 @@ from typing import TYPE_CHECKING, Dict, Iterable, List, Optional, Set
 
 from ..text import ranges
 from ..parsers.model import Event, ExitEvent, MemoryEvent, NoticeEvent, RankLog, is_fatal
-from ..plan_view import VIEWS
+from ..model.plan_view import VIEWS
 from . import CheckContext, Finding, Rule, register
-from ..compare import expects_lines, fatal_after_actions, is_cut, printed_mindformers
+from ..engine.compare import expects_lines, fatal_after_actions, is_cut, printed_mindformers
 
 if TYPE_CHECKING:
-    from ..compare import Comparison, RankDiff
+    from ..engine.compare import Comparison, RankDiff
 
 
 #: SW106's words for a log without one MindFormers line, whatever the config and code path

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Dict, Iterable
 
-from ..compare import ValueTexts, canon
+from ..engine.compare import ValueTexts, canon
 from . import CheckContext, Finding, Rule, register
 from ._config_ctx import config_of
 from ._logged_config import (GEOMETRY, PerLoggedValues, config_sections, formative_differences, geometry_values,

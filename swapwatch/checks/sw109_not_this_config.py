@@ -11,16 +11,16 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Tuple
 
 from . import CheckContext, Finding, Rule, register
 from ._config_ctx import config_of
-from ..compare import ValueTexts, canon
+from ..engine.compare import ValueTexts, canon
 from ..text import ranges
 from ._logged_config import (PerLoggedValues, config_sections, formative_differences, initial_config_differences,
                              short, source_of)
 
 if TYPE_CHECKING:
-    from ..compare import Comparison, RankDiff
-    from ..families import ModelFamily
+    from ..engine.compare import Comparison, RankDiff
+    from ..model.families import ModelFamily
     from ..parsers.model import RankLog
-    from ..plan import Plan
+    from ..model.plan import Plan
 
 #: Findings that compare the run with ``--config`` layer by layer: they follow from SW109.
 CASCADE = frozenset({"SW101", "SW102", "SW103", "SW104", "SW106", "SW107", "SW110"})
@@ -133,7 +133,7 @@ class ModelDifferences:
 
     def _differences(self, fam: "ModelFamily", rank_log: "RankLog",
                      diff: "Optional[RankDiff]") -> Tuple[Tuple[str, ...], Where]:
-        from ..compare import layout_paths
+        from ..engine.compare import layout_paths
 
         if self._paths is None:
             self._paths = layout_paths(fam.name)
@@ -142,7 +142,7 @@ class ModelDifferences:
         seen = [s for items in (diff.seen.values() if diff is not None else ()) for s in items]
         foreign = sorted({s.path for s in seen if s.path is not None and s.path not in self._paths})
         if foreign:
-            from ..families import from_log
+            from ..model.families import from_log
 
             other = from_log(rank_log)
             names = ", ".join(foreign[:2]) + (f" and {len(foreign) - 2} more" if len(foreign) > 2 else "")

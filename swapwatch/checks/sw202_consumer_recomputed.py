@@ -5,11 +5,11 @@ from typing import TYPE_CHECKING, Dict, FrozenSet, Iterable, List, Optional, Set
 
 from . import CheckContext, Finding, Rule, register
 from ._config_ctx import config_of, layer_swap_where, pattern_where
-from .. import patterns
+from ..model import patterns
 
 if TYPE_CHECKING:
-    from ..families import ModelFamily
-    from ..plan import LayerPlan, Prefetch
+    from ..model.families import ModelFamily
+    from ..model.plan import LayerPlan, Prefetch
 
 WHOLE_LAYER = "(whole layer)"
 

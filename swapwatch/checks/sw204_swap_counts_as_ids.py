@@ -8,7 +8,7 @@ from ._config_ctx import swap_id_lists, swap_mode, where
 from ..text import ranges
 
 if TYPE_CHECKING:
-    from ..plan import Geometry
+    from ..model.plan import Geometry
 
 
 @register

@@ -5,7 +5,7 @@ from typing import Any, Iterable, Iterator, Tuple
 
 from . import CheckContext, Finding, Rule, register
 from ._config_ctx import config_of, count_entries, where
-from ..strategy import jsonable
+from ..engine.strategy import jsonable
 
 
 @register

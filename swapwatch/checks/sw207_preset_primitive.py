@@ -47,7 +47,7 @@ class PresetPrimitive(Rule):
         fam = plan.family if plan is not None else None
         if plan is None or fam is None or not fam.known or plan.legacy_recompute is not None:
             return
-        from ..strategy import WALK_MODE, all_layer_plans
+        from ..engine.strategy import WALK_MODE, all_layer_plans
 
         rc = (cfg.recompute_config if cfg is not None else None) or {}
         select_set = bool(rc.get("select_recompute"))     # the layer's constructor reads it as a bool

@@ -6,7 +6,7 @@ from typing import Any, Iterable
 from . import CheckContext, Finding, Rule, register
 from ._config_ctx import config_of, count_entries, where
 from ..text import ranges
-from ..strategy import jsonable
+from ..engine.strategy import jsonable
 
 
 @register

@@ -43,7 +43,7 @@ class UnknownFamily(Rule):
         if fam is None or fam.known:
             return
         cfg = config_of(ctx)
-        from ..families import known_families
+        from ..model.families import known_families
 
         yield self.finding(f"unknown model family {fam.name!r} ({fam.origin}): patterns could not be resolved "
                            f"on its layers; known families: {', '.join(known_families())} (--model to pick one)",

@@ -7,7 +7,7 @@ from . import CheckContext, Finding, Rule, register
 from ._config_ctx import config_of, where
 
 if TYPE_CHECKING:
-    from ..plan import Plan
+    from ..model.plan import Plan
 
 
 def _swap_plan(ctx: CheckContext) -> Optional["Plan"]:

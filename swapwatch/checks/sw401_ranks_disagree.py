@@ -5,13 +5,13 @@ from collections import Counter
 from operator import methodcaller
 from typing import TYPE_CHECKING, Any, Dict, Mapping, FrozenSet, Iterable, List, Optional, Set, Tuple
 
-from ..compare import canon_text, describe, norm_value, same_value, seen_items
-from ..plan_view import VIEWS
+from ..engine.compare import canon_text, describe, norm_value, same_value, seen_items
+from ..model.plan_view import VIEWS
 from ..text import ranges
 from . import CheckContext, Finding, Rule, register
 
 if TYPE_CHECKING:
-    from ..compare import Seen
+    from ..engine.compare import Seen
     from ..parsers.model import RankLog, RunLog
 
 Item = Tuple[Optional[str], str]          # (path, value)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterable
 
 from ..parsers.model import NoticeEvent
-from ..plan_view import APPLY_AC
+from ..model.plan_view import APPLY_AC
 from ..text import ranges
 from . import CheckContext, Finding, Rule, register
 

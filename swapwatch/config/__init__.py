@@ -16,7 +16,7 @@ the line. So this module
 * normalises the swap config once, as ``TransformerSwapConfig`` does, and keeps it on the config
   (``TrainingConfig.swap_strategy``) for the engine. Errors that
   depend on the geometry (offset shape and sum, bad count tables) are the engine's, in
-  :mod:`swapwatch.strategy`, which raises the same :class:`~swapwatch.errors.ConfigError`.
+  :mod:`swapwatch.engine.strategy`, which raises the same :class:`~swapwatch.errors.ConfigError`.
 
 MindFormers' meaning is kept, in our own words; where MindFormers has a distinctive message we
 quote its gist so the user can match it with what a real run prints.

@@ -33,7 +33,7 @@ class TrainingDocument:
             text = read_config_text(path)
             return cls.from_text(text, path)
         except ConfigError:
-            from ..file_kind import reject_log_as_config
+            from ..commands.file_kind import reject_log_as_config
 
             reject_log_as_config(path)
             raise

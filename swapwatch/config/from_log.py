@@ -41,7 +41,7 @@ def config_from_log(runlog: Any) -> Tuple[TrainingConfig, str]:
                 and isinstance((sections.get("parallel_config") or {}).get("recompute"), dict):
             config.key_sources["recompute_config"] = config.key_sources["parallel_config"]
         _given_means_changed(config)
-        from ..families import apply_log_family
+        from ..model.families import apply_log_family
 
         apply_log_family(config, rank_log)          # the family (and mcore swap) the log shows
         return config, f"rank {rank} log ({rank_log.first_source('initial_config')})"

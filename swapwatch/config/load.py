@@ -71,7 +71,7 @@ def read_config_bytes(path: str) -> bytes:
     if not stat.S_ISREG(mode):
         _READ_ONCE[path] = data
     else:
-        from ..outputs import note_input
+        from ..commands.outputs import note_input
 
         note_input(path)
         if _COMMAND:

@@ -10,7 +10,7 @@ from .load import nearest
 from .swap import SwapStrategy, normalize_swap_config
 
 if TYPE_CHECKING:
-    from ..families import ModelFamily
+    from ..model.families import ModelFamily
 
 
 #: ``recompute_config`` keys and their template defaults (MindFormers ``RecomputeConfig``).

@@ -43,7 +43,7 @@ def load_config(path: str, num_layers: Optional[int] = None, pipeline_stage: Opt
                               file=path, line=1)
     except ConfigError:
         if text is None:
-            from ..file_kind import reject_log_as_config
+            from ..commands.file_kind import reject_log_as_config
 
             reject_log_as_config(path)      # a worker log given as the config: name the command meant
         raise
@@ -255,7 +255,7 @@ def _from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional[str
                          ignored_default_prefetch=ignored_prefetch)
     cfg.tree, cfg.hf_source = data, hf_path
     cfg.hf_keys = frozenset(k for k in hf if k not in yaml_mc_keys) if hf else frozenset()
-    from ..families import detect
+    from ..model.families import detect
 
     def where_key(key: str) -> Optional[str]:
         leaf = key.rsplit(".", 1)[-1]

@@ -40,7 +40,7 @@ def fill_sizes(a: argparse.Namespace) -> None:
     tree: dict = {}
     lines: dict = {}
     if a.config:
-        from swapwatch import codepaths
+        from swapwatch.engine import codepaths
 
         doc, cp = codepaths.read(a.config)
         tree, lines = cp.example_sizes(doc)     # an r2.x YAML's sizes under the names read here
@@ -120,7 +120,7 @@ def main(argv=None) -> int:
         a.exit_code = 0
     from swapwatch.hooks.apply import get_logger
     from swapwatch.hooks.memory import record_step
-    from swapwatch.events import format_event
+    from swapwatch.model.event_lines import format_event
 
     fill_sizes(a)
     limit = stop_step(a.config) if a.config else None
@@ -128,7 +128,7 @@ def main(argv=None) -> int:
     log = get_logger()
     example = None
     if a.config:
-        from swapwatch import codepaths
+        from swapwatch.engine import codepaths
 
         doc, cp = codepaths.read(a.config)
         # the config's code path plans it for the tiny Llama (LayerSetting: the plan the hooks apply, after

@@ -2,7 +2,7 @@
 
 Why this exists: the only way to know what a recompute/swap config *really* does is to make the
 same MindSpore calls MindFormers' ``LayerSetting`` makes, in the same order, on the same cell
-names, and to record every call. :func:`apply` does exactly that for a :class:`~swapwatch.strategy.Plan`
+names, and to record every call. :func:`apply` does exactly that for a :class:`~swapwatch.engine.strategy.Plan`
 (the one engine decides *what*; this module only decides *how*):
 
 * per layer, non-swap mode: full recompute, else select recompute ``on`` then comm recompute
@@ -10,11 +10,11 @@ names, and to record every call. :func:`apply` does exactly that for a :class:`~
   ``parallel_core/training_graph/transformer/utils.py:LayerSetting.__call__``);
 * per layer, swap mode: full recompute, else select then comm (no ``on``/``exclude`` wording),
   then the layer swap, then the op swaps (``LayerSetting.set_swap``);
-* patterns are walked with :func:`swapwatch.patterns.walk` over the real cells (sub-cells in
+* patterns are walked with :func:`swapwatch.model.patterns.walk` over the real cells (sub-cells in
   ``_cells`` order, primitives in ``dir()`` order), so what is touched is what MindFormers touches.
 
 It logs the text lines MindFormers logs (``Set full recompute at layer 3`` ..., worded by
-:mod:`swapwatch.setting_lines`), through a Python
+:mod:`swapwatch.model.setting_lines`), through a Python
 logger with MindFormers' stdout prefix, so existing greps and the text parsers keep working; with
 ``quirks=True`` the lines keep MindFormers' whitespace runs and leading dots byte for byte. Next to
 each line it logs one ``SWAPWATCH`` ``apply`` event carrying *every* path reached (MindFormers'
@@ -33,10 +33,11 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Iterable, List, Optional, Tuple
 
-from .. import actions, patterns, strategy
+from ..model import actions, patterns
+from ..engine import strategy
 from ..config import load_config
 from ..errors import InputError
-from ..events import format_event
+from ..model.event_lines import format_event
 from ..parsers.prefix import collapse
 from . import env_rank, require_mindspore
 
@@ -130,7 +131,7 @@ class Action:
     """One thing apply() did on one layer (the payload of one ``apply`` event)."""
 
     layer: int
-    action: str                      # one of swapwatch.events.ACTIONS
+    action: str                      # one of swapwatch.model.event_lines.ACTIONS
     pattern: Optional[str]
     paths: List[str]                 # every path reached, prims and cells
     value: Any                       # True/False for recompute marks, the prefetch for swaps
@@ -160,8 +161,8 @@ def apply(layers: Iterable[Any], plan_or_config: Any, rank: Optional[int] = None
           config_sha256: Optional[str] = None) -> Applied:
     """Apply ``plan_or_config`` to ``layers`` (decoder layers in global layer-id order).
 
-    ``plan_or_config`` is a :class:`~swapwatch.strategy.Plan`, a path to a training YAML, or a
-    loaded config (both go through ``swapwatch.strategy.plan``). ``rank`` defaults to the
+    ``plan_or_config`` is a :class:`~swapwatch.engine.strategy.Plan`, a path to a training YAML, or a
+    loaded config (both go through ``swapwatch.engine.strategy.plan``). ``rank`` defaults to the
     ``RANK_ID`` msrun exports (else 0). ``quirks=True`` reproduces MindFormers' whitespace runs
     and leading dots in the text lines. Raises :class:`ApplyError` when the network does not fit
     the plan.
@@ -204,9 +205,9 @@ _ACTION_OF_MODE = actions.ACTION_OF_MODE
 def _apply_layer(adapter, cell, plan, lp, quirks: bool, info, event, out: Applied) -> None:
     """One layer: the MindSpore calls in MindFormers' order, then its text lines and events.
 
-    The lines come from :func:`swapwatch.strategy.layer_lines`, which walks the patterns through
+    The lines come from :func:`swapwatch.engine.strategy.layer_lines`, which walks the patterns through
     our walker over the real cells; every walk is recorded and its targets get the calls. Each line
-    carries MindFormers' exact text and the normalised one (:mod:`swapwatch.setting_lines`).
+    carries MindFormers' exact text and the normalised one (:mod:`swapwatch.model.setting_lines`).
     """
     i = lp.layer
     walks: List[Tuple[str, str, patterns.WalkResult]] = []
@@ -280,7 +281,7 @@ def _call(fn, layer: int, pattern: Optional[str], path: str, what: str) -> None:
 def _resolve_plan(obj: Any) -> Tuple[Any, Any, Optional[str]]:
     """``(plan, config, sha256)``: a Plan as is (no config, no hash); a YAML path or a loaded config
     through the one strategy engine (a Plan keeps no config: callers that need it get it here)."""
-    from ..strategy import Plan
+    from ..engine.strategy import Plan
 
     if isinstance(obj, Plan):
         return obj, None, None

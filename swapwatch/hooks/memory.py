@@ -22,7 +22,7 @@ import resource
 import sys
 from typing import Any, Callable, Dict, Optional
 
-from ..events import format_event
+from ..model.event_lines import format_event
 from . import emit, env_rank, require_mindspore
 
 Emit = Callable[[str], None]

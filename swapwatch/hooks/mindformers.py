@@ -23,7 +23,7 @@ import importlib.machinery
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..patterns import under
+from ..model.patterns import under
 
 TARGETS = ("mindformers.parallel_core.training_graph.transformer.utils", "mindformers.models.utils")
 _PRIM_KEYS = ("recompute", "recompute_comm_op", "offload", "backward_prefetch")
@@ -142,7 +142,7 @@ def patch_module(mod: Any) -> bool:
 
 
 def _after(setting: Any, layer_id: Any, before, after, module: str) -> None:
-    from ..events import format_event
+    from ..model.event_lines import format_event
     from . import emit, env_rank
 
     rank = env_rank()

@@ -25,7 +25,7 @@ from typing import Any, Dict, FrozenSet, List, Tuple
 import yaml
 
 from ..errors import InputError
-from ..patterns import LayoutNode
+from ..model.patterns import LayoutNode
 
 NOT_FAMILIES = {"flows"}
 #: libyaml's loader when PyYAML was built with it: the family files are read on every verify

@@ -74,7 +74,7 @@ class Context:
 def context(tree: Dict[str, Any]) -> Context:
     """The :class:`Context` of a merged config tree."""
     from ..errors import InputError
-    from ..families import LEGACY_ARCH, detect
+    from ..model.families import LEGACY_ARCH, detect
 
     par, pc = mapping(tree.get("parallel")), mapping(tree.get("parallel_config"))
     rc = mapping(tree.get("recompute_config"))
@@ -219,8 +219,8 @@ RULES: Tuple[Rule, ...] = (
         "cpu_offloading", "cpu_offloading_num_layers", "swap", "layer_swap", "op_swap", "default_prefetch",
         "max_position_embeddings", "max_position_embedding", "moe_grouped_gemm", "router_dense_type",
         "gated_linear_unit", "batch_size", "use_past", "seq_split_num", "fine_grain_interleave")),
-    Rule("model.arch.type", MODELLED, "the family (swapwatch.families)"),
-    Rule("model.model_type", MODELLED, "the family (swapwatch.families)"),
+    Rule("model.arch.type", MODELLED, "the family (swapwatch.model.families)"),
+    Rule("model.model_type", MODELLED, "the family (swapwatch.model.families)"),
     Rule("model.num_hidden_layers", MODELLED, "layer count"),
     Rule("model.num_nextn_predict_layers", MODELLED, "MTP layers"),
     Rule("model.first_k_dense_replace", MODELLED, "dense / MoE layer split"),
@@ -238,8 +238,8 @@ RULES: Tuple[Rule, ...] = (
     Rule("parallel.pipeline_config.pipeline_interleave", MODELLED, "interleaved pipeline"),
     Rule("parallel.pipeline_config.pipeline_scheduler", MODELLED, "1F1B / interleave"),
     Rule("parallel.parallel_mode", MODELLED, "semi-auto / data parallel: the layout the YAML gives"),
-    Rule("recompute_config.*", MODELLED, "the strategy engine (swapwatch.strategy)"),
-    Rule("swap_config.*", MODELLED, "the strategy engine (swapwatch.strategy)"),
+    Rule("recompute_config.*", MODELLED, "the strategy engine (swapwatch.engine.strategy)"),
+    Rule("swap_config.*", MODELLED, "the strategy engine (swapwatch.engine.strategy)"),
     Rule("runner_config.batch_size", MODELLED, "the micro-batch"),
     Rule("runner_config.gradient_accumulation_steps", MODELLED,
          "accumulation steps run one after another: one micro-batch's activations at a time; the gradient "

@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from .. import strategy
+from ..engine import strategy
 from ..config import load_config
 from ..errors import NotModelled
 from .tensor_table import TensorTable, LayerCost, layout_kinds, table_for
@@ -608,7 +608,7 @@ def layer_families(spec: ModelSpec, plan: strategy.Plan,
 
 
 def memory_family(spec: ModelSpec, plan: strategy.Plan) -> TensorTable:
-    """The tensor table for ``plan``'s model family (``swapwatch.families``: what the YAML names, or
+    """The tensor table for ``plan``'s model family (``swapwatch.model.families``: what the YAML names, or
     ``--model``), sized by ``spec``; exit 2 when that family has none yet, never another family's."""
     check_family(plan)
     return TensorTable(spec, plan.fam.name, plan.fam.origin)
@@ -640,7 +640,7 @@ def plan_of(path: str, model: Optional[str] = None, text: Optional[str] = None) 
     """Config, plan and sizes of the YAML at ``path``, the family detected as ``explain`` does
     (``text``: that YAML as text, e.g. plan's written copy, read with no temporary file)."""
     if model is not None:
-        from ..families import from_name
+        from ..model.families import from_name
 
         from_name(model)                  # an unknown --model is bad input before anything else
     cfg = load_config(path, text=text)

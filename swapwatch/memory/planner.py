@@ -3,7 +3,7 @@
 Steps: read the config and sizes, calibrate on the given runs, solve every stage
 (:mod:`swapwatch.memory.search`), write the strategy into a copy of the YAML
 (:mod:`swapwatch.memory.emit`), and then read that copy back through the same engine as
-``explain`` (``swapwatch.strategy.plan``) and estimate it: what ``plan`` reports is what the
+``explain`` (``swapwatch.engine.strategy.plan``) and estimate it: what ``plan`` reports is what the
 written YAML does, and a disagreement with the search is a bug (exit 3), not a guess.
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ from fractions import Fraction
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import InputError
-from ..families import DEFAULT_FAMILY
+from ..model.families import DEFAULT_FAMILY
 from ..text import fmt_size
 from .calibrate import calibrate
 from .model import NO_CALIBRATION, Calibration, Estimate, estimate, not_in_dryrun, plan_of, planning_family

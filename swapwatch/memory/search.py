@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple, TypeVar
 
 from .tensor_table import TensorTable, LayerCost
-from .model import (NO_CALIBRATION, Calibration, inflight, stage_memory)
+from .model import NO_CALIBRATION, Calibration, inflight, stage_memory
 from .spec import ModelSpec
 
 

@@ -10,7 +10,7 @@ the op produces and what its backward needs. From that, for a set R of recompute
   while that layer runs backward (the recompute transient);
 * recompute cost = the forward FLOPs of the ops in R.
 
-Which ops a pattern reaches is decided by the one matcher on the one layout (``swapwatch.strategy``
+Which ops a pattern reaches is decided by the one matcher on the one layout (``swapwatch.engine.strategy``
 walks ``swapwatch/layouts/<family>.yaml``): a cell target recomputes every op under it.
 """
 from __future__ import annotations
@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from typing import Dict, FrozenSet, Iterator, List, Optional, Sequence, Set, Tuple
 
 
-from .. import strategy
-from ..patterns import under
+from ..engine import strategy
+from ..model.patterns import under
 from ..errors import InputError, NotModelled
-from ..families import DEFAULT_FAMILY
+from ..model.families import DEFAULT_FAMILY
 from ..layouts import load_layout
 from .spec import ModelSpec, product
 from .table_files import family_data, tables  # noqa: F401  (re-exported: the table files' reader)

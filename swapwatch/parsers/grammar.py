@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
-from .. import setting_lines
+from ..model import setting_lines
 
 
 class Row(NamedTuple):
@@ -37,7 +37,7 @@ class Row(NamedTuple):
 
 
 def _row(kind: setting_lines.LineKind) -> Row:
-    """A grammar row from a per-layer line kind of :mod:`swapwatch.setting_lines`."""
+    """A grammar row from a per-layer line kind of :mod:`swapwatch.model.setting_lines`."""
     return Row(kind.name, kind.regex, kind.head, kind.needle, kind.versions)
 
 
@@ -88,7 +88,7 @@ LAYERSETTING: List[Row] = [
         "all; 'layer swap'/'op swap' only with swap support (r1.5+)"),
     Row("initial", r"initial (?P<k>\w+_config) from dict: (?P<v>.*)$", "initial ",
         "from dict", "core/parallel_config.py build_parallel_config"),
-    # the per-layer lines: written and read by swapwatch.setting_lines (one place for their wording)
+    # the per-layer lines: written and read by swapwatch.model.setting_lines (one place for their wording)
     _row(setting_lines.FULL_RECOMPUTE),
     _row(setting_lines.SELECT),
     _row(setting_lines.LAYER_SWAP),

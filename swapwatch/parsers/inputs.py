@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ..errors import InputError
-from ..outputs import note_input
+from ..commands.outputs import note_input
 from . import msrun
 
 HEAD_BYTES = 1 << 20

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Tuple, Union
 
 from ..errors import InputError
-from ..patterns import under
+from ..model.patterns import under
 
 _NODE = re.compile(r"^\s+%\d+\([^)]*\) = (?P<op>[\w.]+)\((?P<rest>.*)$")
 _SCOPE = re.compile(r"# (?P<full>Fullname with scope|Scope): \((?P<scope>.*)\)\s*$")

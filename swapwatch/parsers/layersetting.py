@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..events import ACTIONS
+from ..model.event_lines import ACTIONS
 from .grammar import LAYERSETTING, CONFIG_ERRORS
 from .model import ActionEvent, Event, FormativeEvent, GeometryEvent, InitialConfigEvent, NoticeEvent
 from .values import literal, scalar

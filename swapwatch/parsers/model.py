@@ -72,7 +72,7 @@ class InitialConfigEvent(Event):
 class ActionEvent(Event):
     """One strategy action on one layer: a ``Set ...`` text line, or a SWAPWATCH ``apply`` event.
 
-    ``action`` is one of :data:`swapwatch.events.ACTIONS`. ``paths`` are dotted, normalised (no
+    ``action`` is one of :data:`swapwatch.model.event_lines.ACTIONS`. ``paths`` are dotted, normalised (no
     leading dot/space). ``values`` maps path -> prefetch for ``op_swap``; ``value`` is the prefetch
     for ``layer_swap``. ``origin`` is ``"text"`` or ``"swapwatch"`` (authoritative where present).
     ``swap_mode`` tells which wording the line used (``None`` when it cannot tell): non-swap lines

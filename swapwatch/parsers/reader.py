@@ -533,7 +533,7 @@ def iter_events(paths: Sequence[str], **kw) -> Iterator[Event]:
 def iter_event_text(paths: Sequence[str], select: Any, **kw) -> Iterator[str]:
     """``swapwatch events`` as JSONL text blocks, in file order: what :func:`iter_events` yields,
     kept by ``select(event)`` and written by ``select.text(events)`` (the events command's
-    selector, :class:`swapwatch.events_output.EventSelect`). A file scanned as one piece is
+    selector, :class:`swapwatch.commands.events.EventSelect`). A file scanned as one piece is
     written by the worker that scanned it; a big file cut into pieces is written here."""
     found = inp.discover(paths)
     for f, events, _ in _iter_found(found, kw.pop("chunk", CHUNK), kw.pop("jobs", None), kw.pop("piece", PIECE),

@@ -2,13 +2,13 @@
 
 The hooks write ``SWAPWATCH {json}`` next to the MindFormers-compatible text; the JSON carries exact
 paths and values, so :mod:`swapwatch.parsers.reader` prefers these over the text lines of the same
-rank. The line format itself lives in :mod:`swapwatch.events` (written and read in one place).
+rank. The line format itself lives in :mod:`swapwatch.model.event_lines` (written and read in one place).
 """
 from __future__ import annotations
 
 from typing import List, Optional
 
-from .. import events as ev
+from ..model import event_lines as ev
 from .model import ActionEvent, Event, ExitEvent, MemoryEvent, NoticeEvent, StepEvent, SwapwatchEvent
 
 

@@ -98,8 +98,8 @@ def check_writable(out: str) -> None:
 
 def save(fig: Figure, out: str, fmt: Optional[str] = None, force: bool = False) -> str:
     """Write ``fig`` to ``out`` deterministically, whole or not at all, and never over an existing
-    file without ``force`` (:func:`swapwatch.outputs.write_with`); returns the format used."""
-    from ..outputs import write_with
+    file without ``force`` (:func:`swapwatch.commands.outputs.write_with`); returns the format used."""
+    from ..commands.outputs import write_with
 
     fmt = resolve_format(out, fmt)
     check_writable(out)

@@ -4,8 +4,8 @@ Kept out of ``cli.py`` so the command line stays thin and these can be tested wi
 bad input is checked *before* the logs are parsed (bad -o, bad --ranks, missing paths), so a typo
 costs nothing on GB-size logs, and every failure is one :class:`InputError` line (exit 2). The
 ``-o`` / ``--force`` rule is checked here, once, by :func:`output_path` (with
-:func:`swapwatch.outputs.refuse_overwrite`); the write itself re-checks only at the last moment
-against a race (:func:`swapwatch.outputs.write_with`).
+:func:`swapwatch.commands.outputs.refuse_overwrite`); the write itself re-checks only at the last moment
+against a race (:func:`swapwatch.commands.outputs.write_with`).
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import os
 from typing import Callable, NamedTuple, Optional, Sequence
 
 from ..errors import InputError
-from ..outputs import refuse_overwrite
+from ..commands.outputs import refuse_overwrite
 from ..text import parse_ranks
 from . import _render
 from .inputs import has_memory, load_runs
@@ -32,7 +32,7 @@ def output_path(output: Optional[str], fmt: Optional[str], default_stem: str, fo
     """The one check of a plot's ``-o`` / ``--format`` / ``--force``, before any log is read.
     Without -o: ``<stem>.<format>`` in the current directory, never replaced (``--force`` only
     applies to a name the user gave): an existing file of that name is the user's. With -o: an
-    existing file only with ``--force`` (:func:`swapwatch.outputs.refuse_overwrite`)."""
+    existing file only with ``--force`` (:func:`swapwatch.commands.outputs.refuse_overwrite`)."""
     out = output if output is not None else f"{default_stem}.{(fmt or 'png').lower()}"
     f = _render.resolve_format(out, fmt)
     _render.check_writable(out)
@@ -96,14 +96,14 @@ def strategy_command(source: str, config: Optional[str] = None, output: Optional
     if _is_config(source):
         if config is not None:
             raise InputError(f"{source} is a config already; --config is for comparing logs with a config")
-        from .. import codepaths
+        from ..engine import codepaths
 
         doc, cp = codepaths.read(source)
         _, plan = cp.configure(doc)
         plot_strategy(plan, name=os.path.basename(source)).save(*target)
         return f"wrote {out}: the strategy {source} asks for{plan.path_note}"
     (_, runlog), = load_runs([source])
-    from ..verify import run_dir_config, verify_read
+    from ..commands.verify import run_dir_config, verify_read
 
     config = config or run_dir_config([source])       # a run dir's own YAML, as verify takes it
 
@@ -145,7 +145,7 @@ def estimate_command(config: str, run_dirs: Sequence[str] = (), output: Optional
                      fmt: Optional[str] = None, budget: Optional[str] = None, model: Optional[str] = None,
                      force: bool = False) -> str:
     """``swapwatch plot estimate``: predicted components per stage vs measured; returns the line to print."""
-    from .. import codepaths
+    from ..engine import codepaths
     from ..memory.planner import parse_size
     from .estimate import plot_estimate
 

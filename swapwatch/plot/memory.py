@@ -409,7 +409,7 @@ def plot_memory(runlogs: Any, ranks: Optional[Iterable[int]] = None) -> MemoryPl
         notes.append(f"per-step panel left out: process RSS (CPU fallback) is flat at "
                      f"{fmt_bytes(lo, step_unit)}–{fmt_bytes(hi, step_unit)} and does not "
                      f"show what recompute saves; the pool peak does")
-    from ..run_shape import differences, run_shape
+    from ..model.run_shape import differences, run_shape
 
     incomparable = differences([run_shape(rl) for rl in runlogs]) if len(runlogs) > 1 else []
     if incomparable:

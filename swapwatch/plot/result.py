@@ -5,7 +5,7 @@ them from readers and type checkers, and any caller has to know which attribute 
 Here the data behind a picture is a typed field: the CLI prints its summary from it, tests assert on
 it, and a notebook user re-plots from ``frames``. Drawing and writing are separate steps: a plot
 function only draws; :meth:`PlotResult.save` writes under the ``-o`` rules of
-:mod:`swapwatch.outputs`.
+:mod:`swapwatch.commands.outputs`.
 """
 from __future__ import annotations
 

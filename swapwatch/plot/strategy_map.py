@@ -5,8 +5,8 @@ mechanism is pattern-driven (``select recompute · feed_forward\\.mul``): a cell
 that thing is applied at that layer. Swap cells carry their ``backward_prefetch``; swaps that
 recompute overrides (they are logged, and do nothing) are crossed out in red. Given both a config
 and logs, the map shows both panels when they differ, with the differing cells outlined; the
-per-layer comparison is verify's own (:mod:`swapwatch.compare`, the very object when the plot is
-drawn from a :class:`~swapwatch.results.VerifyResult`), so the plot and ``swapwatch verify`` cannot
+per-layer comparison is verify's own (:mod:`swapwatch.engine.compare`, the very object when the plot is
+drawn from a :class:`~swapwatch.model.results.VerifyResult`), so the plot and ``swapwatch verify`` cannot
 disagree.
 """
 from __future__ import annotations
@@ -19,16 +19,16 @@ import pandas as pd
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 
-from .. import actions, patterns
-from ..compare import Comparison
+from ..model import actions, patterns
+from ..engine.compare import Comparison
 from ..errors import InputError
-from ..plan_view import CELL_ONLY, NO_MATCH as NO_MATCH_NOTE, NOT_EFFECTIVE as NOT_EFFECTIVE_NOTE, VIEWS
+from ..model.plan_view import CELL_ONLY, NO_MATCH as NO_MATCH_NOTE, NOT_EFFECTIVE as NOT_EFFECTIVE_NOTE, VIEWS
 from ..report.layer_table import stage_label
 from . import _render
 from .result import StrategyPlot
 
 if TYPE_CHECKING:
-    from ..plan_view import PlanView
+    from ..model.plan_view import PlanView
 
 FRAME_COLUMNS = ["source", "rank", "layer", "stage", "interleave", "mechanism", "item", "value",
                  "overridden", "partial", "why", "paths", "effect"]
@@ -55,7 +55,7 @@ OVERRIDE_COLOR = "#d62728"
 # ---- data -------------------------------------------------------------------------------------
 
 def _is_plan(obj: Any) -> bool:
-    """A plan of either path (:class:`swapwatch.plan_view.PlanView`), not a log or a result."""
+    """A plan of either path (:class:`swapwatch.model.plan_view.PlanView`), not a log or a result."""
     return getattr(obj, "view", None) in VIEWS
 
 
@@ -174,7 +174,7 @@ def _log_rows(runlog: Any, rank: int, plan: Optional["PlanView"] = None) -> List
 def strategy_frame(what: Any, rank: Optional[int] = None, plan: Any = None) -> pd.DataFrame:
     """One row per (layer, mechanism, item) configured or logged: the data behind :func:`plot_strategy`.
 
-    ``what`` is a :class:`~swapwatch.strategy.Plan` (source ``config``: what MindFormers will apply)
+    ``what`` is a :class:`~swapwatch.engine.strategy.Plan` (source ``config``: what MindFormers will apply)
     or a :class:`~swapwatch.parsers.model.RunLog` (source ``logs``: what one rank logged; ``rank``
     picks it, default the lowest rank with actions). ``item`` is the pattern (None for whole-layer
     mechanisms); for logs it is the configured pattern the logged path matches when ``plan`` is
@@ -210,7 +210,7 @@ def frame_differences(plan: Any, runlog: Any, rank: int, comparison: Optional[Co
     ``expected``, ``actual``. Empty when the run did what the config says.
     """
     if comparison is None:
-        from ..codepaths import for_plan
+        from ..engine.codepaths import for_plan
 
         comparison = for_plan(plan).compare(plan, runlog)
     diff = comparison.ranks.get(rank)
@@ -419,7 +419,7 @@ def plot_strategy(what: Any, plan: Any = None, rank: Optional[int] = None, title
     """Draw the layer × mechanism map (``.save(out)`` writes it).
 
     ``what``: a Plan (the config's intended strategy), a RunLog (what ``rank`` logged), or a
-    :class:`~swapwatch.results.VerifyResult` (its run against its plan, with the comparison verify
+    :class:`~swapwatch.model.results.VerifyResult` (its run against its plan, with the comparison verify
     made: nothing is compared again; the logs alone when verify found them not a run of the
     config, SW109). With a RunLog and ``plan``, both maps are drawn one above
     the other when they differ (differing cells outlined), and a single map saying "logs = config"
@@ -448,7 +448,7 @@ def plot_strategy(what: Any, plan: Any = None, rank: Optional[int] = None, title
         who = f"logs, rank {r}" + (f" of {nranks}" if nranks > 1 else "")
         if plan is not None:
             if comparison is None:
-                from ..codepaths import for_plan
+                from ..engine.codepaths import for_plan
 
                 comparison = for_plan(plan).compare(plan, what)
             diffs = frame_differences(plan, what, r, comparison)

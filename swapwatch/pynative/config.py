@@ -23,7 +23,7 @@ from ..errors import ConfigError
 from .layer_spec import Refusal
 
 if TYPE_CHECKING:
-    from ..plan import Geometry
+    from ..model.plan import Geometry
 
 #: Field defaults of the three config classes (``config.py:RecomputeConfig`` etc.).
 RECOMPUTE_FIELDS = {"mode": "None", "full_recompute_layer": None, "select_module": None, "exclude_op": None}
@@ -131,7 +131,7 @@ def _check_field(cls: str, key: str, value: Any, where) -> None:
 def from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional[str],
               num_layers: Optional[int] = None, family: Optional[str] = None) -> PynativeConfig:
     """Build the config from a parsed YAML tree (see :func:`load`); ``family`` is ``--model``."""
-    from ..families import default_family
+    from ..model.families import default_family
     from .layer_paths import check_model_option
 
     check_model_option(family)
@@ -203,7 +203,7 @@ def stage_split(num_layers: int, par: Dict[str, Any], source: Optional[str] = No
       (the stage of a layer would not be one).
 
     Without pipeline parallel (``apply_pp`` is not called) every layer is on stage 0."""
-    from ..strategy import split_geometry
+    from ..engine.strategy import split_geometry
     import numpy as np
 
     lines = lines or {}

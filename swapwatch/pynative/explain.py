@@ -1,5 +1,5 @@
 """``explain`` of a PyNative (r2.x) YAML: the ``apply_ac`` plan, the config-time findings (the rules of its view:
-SW5xx, SW104) and what this path says about them, as the one :class:`~swapwatch.results.Explanation`.
+SW5xx, SW104) and what this path says about them, as the one :class:`~swapwatch.model.results.Explanation`.
 
 ``codepaths.ApplyAc.explain`` calls :func:`explain_tree`; ``report/explain.py`` renders the result as it renders a
 LayerSetting one. The words about the plan here are this path's: its header (the path, the model paths, the
@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional
 
 from ..checks import CheckContext, run_rules
-from ..results import Explanation
+from ..model.results import Explanation
 from ..text import ranges, severity_rank
 from . import config as pconfig
 from .resolve import PynativePlan, plan_tree

@@ -19,7 +19,7 @@ from functools import lru_cache
 from typing import Dict, FrozenSet, List, Optional, Tuple
 
 from ..errors import ConfigError, InputError
-from ..families import PYNATIVE_NAMES, ModelFamily, pynative_family
+from ..model.families import PYNATIVE_NAMES, ModelFamily, pynative_family
 
 DATA = os.path.join(os.path.dirname(os.path.dirname(__file__)), "layouts", "pynative", "layer_paths.json")
 #: YAML ``model.model_type`` (or ``--model``) -> the family whose paths it names: the one registry of families

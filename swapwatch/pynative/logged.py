@@ -1,21 +1,21 @@
-"""The ``apply_ac`` path's side of the one plan-vs-log comparison (:mod:`swapwatch.compare`).
+"""The ``apply_ac`` path's side of the one plan-vs-log comparison (:mod:`swapwatch.engine.compare`).
 
 What a :class:`~swapwatch.pynative.resolve.PynativePlan` makes a PyNative (r2.x) run log (:func:`expected_log`) and
 how its log reads back (:data:`APPLY_AC_LOG`): ``apply_ac`` logs the module paths it wrapped (``Set ... at layer i:
-a, b``, in :mod:`swapwatch.setting_lines`' words), so each configured item is a resolved path matched as written
+a, b``, in :mod:`swapwatch.model.setting_lines`' words), so each configured item is a resolved path matched as written
 (``Expected.literal``); its "Final ... Configuration Map" entries are items too (action ``map:<label>``), and its
 notices (MindFormers refused the strategy, a pattern matched no module, the trainer's world size) are the rank's
-:class:`~swapwatch.compare.Notices`. With pipeline parallel each stage runs ``apply_ac`` on its own chunk of
+:class:`~swapwatch.engine.compare.Notices`. With pipeline parallel each stage runs ``apply_ac`` on its own chunk of
 layers (``apply_pp``), so a rank logs only its own stage's layers (``ExpectedLog.per_stage``).
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
-from .. import actions
-from ..compare import Expected, ExpectedLog, Notices, Seen, seen_items
+from ..model import actions
+from ..engine.compare import Expected, ExpectedLog, Notices, Seen, seen_items
 from ..parsers.model import NoticeEvent
-from ..setting_lines import MAP_ACTION
+from ..model.setting_lines import MAP_ACTION
 from .layer_paths import layer_lists
 
 if TYPE_CHECKING:

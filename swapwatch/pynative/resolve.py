@@ -24,11 +24,11 @@ from typing import AbstractSet, Any, ClassVar, Dict, Iterable, List, Optional, S
 
 import regex
 
-from .. import setting_lines
+from ..model import setting_lines
 from ..errors import ConfigError
-from ..plan_view import APPLY_AC, NOT_EFFECTIVE, Action, Subject
-from ..patterns import PatternError, check_size, under
-from ..unmatched import NoMatch
+from ..model.plan_view import APPLY_AC, NOT_EFFECTIVE, Action, Subject
+from ..model.patterns import PatternError, check_size, under
+from ..engine.unmatched import NoMatch
 from .config import PynativeConfig, from_tree
 from .layer_paths import cells_of, layer_lists
 from .layer_spec import RECOMPUTE_TAG, Refusal, SPEC_RE, layer_ids
@@ -77,7 +77,7 @@ class LayerActions:
         return out
 
     def view_actions(self) -> List[Action]:
-        """What ``apply_ac`` applies here as the plan view's :class:`~swapwatch.plan_view.Action` s: module paths
+        """What ``apply_ac`` applies here as the plan view's :class:`~swapwatch.model.plan_view.Action` s: module paths
         (each reaches itself); a comm path that is a cell is not effective (SW507); an op swap listed in the swap
         map that wraps nothing (behind a wrapper: SW504) is a voided swap, before the effective ones."""
         out: List[Action] = []

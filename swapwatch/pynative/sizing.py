@@ -42,7 +42,7 @@ from ..config import read_yaml
 from ..config.tree import pretrained_config
 from ..errors import ConfigError
 from ..memory.model import Estimate
-from ..patterns import under
+from ..model.patterns import under
 
 #: synthetic static key -> the r2.x key path it came from (errors are reported at the latter)
 PARALLEL_KEYS = {"parallel_config.data_parallel": "parallelism.data_parallel_shard",
@@ -243,9 +243,9 @@ def estimate_pynative(path: str, model: Optional[str] = None, calibration: Any =
     (same renderer, same JSON) with ``path: pynative`` and ``unchecked`` added."""
     from ..memory.tensor_table import TensorTable
     from ..memory.model import NO_CALIBRATION, stage_memory
-    from ..plan import Plan
+    from ..model.plan import Plan
     from .resolve import plan_tree
-    from ..families import ModelFamily
+    from ..model.families import ModelFamily
     from .layer_paths import family_key
 
     data, lines = read_yaml(path)

@@ -26,7 +26,7 @@ def write_for_run(run_dir: str, warn: Callable[[str], None]) -> Optional[str]:
     import os
 
     from ..errors import InputError
-    from ..outputs import write_text
+    from ..commands.outputs import write_text
 
     try:
         text = make([run_dir])

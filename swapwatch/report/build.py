@@ -20,7 +20,7 @@ from ..errors import InputError
 from .verdict import Verdict, read_verdict, unverified
 
 if TYPE_CHECKING:
-    from ..results import Explanation
+    from ..model.results import Explanation
 
 #: ``swapwatch run`` keeps the YAML as launched under this name (runner.CONFIG_COPY).
 CONFIG_COPY = "config.yaml"
@@ -100,7 +100,7 @@ def _one_line(exc: Exception) -> str:
 def build_run(group: List[str], config: Optional[str] = None) -> RunPart:
     """The parts of one run. Raises InputError only when the logs cannot be read at all."""
     from ..plot.inputs import label_for
-    from ..verify import verify
+    from ..commands.verify import verify
 
     info = _read_run_json(group[0]) if len(group) == 1 else None
     part = RunPart(label=label_for(group), paths=list(group), run_info=info)
@@ -138,7 +138,7 @@ def build_run(group: List[str], config: Optional[str] = None) -> RunPart:
         _explain(part, cfg)
     elif part.result is not None and part.result.plan is not None:
         # the config was rebuilt from the log: explain's table of the plan verify made from it
-        from ..results import Explanation
+        from ..model.results import Explanation
 
         part.explanation = Explanation(config=None, plan=part.result.plan)
     _strategy(part)
@@ -168,7 +168,7 @@ def _stopped(runlog: Any) -> List[Any]:
 
 
 def _explain(part: RunPart, cfg: str) -> None:
-    from ..explain import explain
+    from ..commands.explain import explain
 
     try:
         part.explanation = explain(cfg)
@@ -195,7 +195,7 @@ def _strategy(part: RunPart) -> None:
 def _estimate(part: RunPart, cfg: str, run_dir: str) -> None:
     """``estimate`` of the run's config (uncalibrated: the model's own prediction) beside the
     peaks the run measured per stage (``memory.calibrate.measure``), drawn as ``plot estimate``."""
-    from .. import codepaths
+    from ..engine import codepaths
     from ..memory.calibrate import measure
     from ..plot.estimate import plot_estimate
 
@@ -228,7 +228,7 @@ def build(paths: Sequence[str], config: Optional[str] = None) -> Report:
     if config is not None and not os.path.isfile(config):
         raise InputError("no such file", file=config)
     groups = group_paths(paths)
-    from ..file_kind import reject_yaml_for_verify
+    from ..commands.file_kind import reject_yaml_for_verify
 
     for p in paths:
         if os.path.isfile(p):
@@ -247,7 +247,7 @@ def build(paths: Sequence[str], config: Optional[str] = None) -> Report:
 
         report.notes.append(f"memory: no memory figures in these logs; {HOW_TO_GET}")
     if len(groups) >= 2 and len(groups[0]) == 1 and len(groups[1]) == 1:
-        from ..strategy_diff import diff
+        from ..commands.diff import diff
 
         try:
             report.diff = diff(groups[0][0], groups[1][0])

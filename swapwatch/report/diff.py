@@ -1,13 +1,13 @@
 """``swapwatch diff``'s output: the per-layer table with its per-stage summary, and the JSON document
-(DESIGN §3.2), of a :class:`swapwatch.strategy_diff.DiffResult`. A renderer: it reads the result and the
-library's words (:func:`~swapwatch.strategy_diff.stage_changes`), never a command module."""
+(DESIGN §3.2), of a :class:`swapwatch.commands.diff.DiffResult`. A renderer: it reads the result and the
+library's words (:func:`~swapwatch.commands.diff.stage_changes`), never a command module."""
 from __future__ import annotations
 
 import json
 from typing import Any, Dict, List, Optional
 
 from . import layer_table
-from ..strategy_diff import DiffResult, Side, stage_changes
+from ..commands.diff import DiffResult, Side, stage_changes
 from ..text import fmt_bytes
 
 FORMATS = ("table", "json")

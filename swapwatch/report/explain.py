@@ -16,7 +16,7 @@ from . import layer_table
 from .verify import findings_block
 
 if TYPE_CHECKING:
-    from ..results import Explanation
+    from ..model.results import Explanation
 
 FORMATS = ("table", "json", "formative")
 

@@ -350,7 +350,7 @@ def _diff(report: Report) -> str:
     d = report.diff
     if d is None:
         return ""
-    from ..strategy_diff import stage_changes
+    from ..commands.diff import stage_changes
 
     rows = [([ld.layer], ld.stage, ld) for ld in d.layers]
     rows = layer_table.fold(rows, key=lambda r: (r[1], tuple(sorted(r[2].cells.items()))), layers=lambda r: r[0])
@@ -372,7 +372,7 @@ def _diff(report: Report) -> str:
 def _rules(codes: set) -> str:
     if not codes:
         return ""
-    from ..rules_doc import explain_rule
+    from ..commands.rules import explain_rule
 
     out = ['<section id="rules"><h2>The rules behind these findings (swapwatch rules)</h2>']
     for code in sorted(codes):

@@ -13,12 +13,12 @@ from __future__ import annotations
 import textwrap
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from .. import actions
+from ..model import actions
 from ..text import ranges, write_table
 
 if TYPE_CHECKING:
-    from ..plan import LayerPlan, Plan
-    from ..plan_view import PlanView
+    from ..model.plan import LayerPlan, Plan
+    from ..model.plan_view import PlanView
 
 #: action -> column header, in MindFormers' per-layer order (events.ACTIONS).
 COLUMNS = actions.COLUMNS
@@ -45,7 +45,7 @@ def pattern_text(walk: Any, pattern: str, mode: str) -> List[str]:
 
     ``walk`` is the layer's walker (``Plan.walker(layer)``: each layer resolves on its own tree of
     the model family), a layout to walk, or None (the pattern is shown as written)."""
-    from ..patterns import walk_layout       # not strategy: the plan's view reads this module (no import circle)
+    from ..model.patterns import walk_layout       # not strategy: the plan's view reads this module (no import circle)
 
     if walk is None:
         return [pattern]
@@ -190,7 +190,7 @@ def stage_summary(layer_plans: Sequence["LayerPlan"], plan: Optional["Plan"] = N
     With the ``plan`` (a family it can walk), a layer counts only for what applies there: select,
     comm and op-swap patterns that reach nothing on the layer's tree do not count (issue 21.8:
     ``select_recompute: True`` on Qwen3-MoE expands to defaults that match nothing)."""
-    from ..plan import stage_counts
+    from ..model.plan import stage_counts
 
     return _summary_lines(stage_counts(layer_plans, plan))
 

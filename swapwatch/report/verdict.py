@@ -1,4 +1,4 @@
-"""The verdict of one run as the report states it, read from a :class:`~swapwatch.verify.VerifyResult`.
+"""The verdict of one run as the report states it, read from a :class:`~swapwatch.commands.verify.VerifyResult`.
 
 Why one small module: the verdict's vocabulary belongs to verify (``verify.py``,
 ``verify_render.verdict_line``), and it is changing (a run verdict, "applied as configured on

@@ -1,4 +1,4 @@
-"""Renderers for :class:`~swapwatch.results.VerifyResult`: table (people), json (DESIGN §3.3),
+"""Renderers for :class:`~swapwatch.model.results.VerifyResult`: table (people), json (DESIGN §3.3),
 junit (CI systems), markdown (a PR comment).
 
 The per-layer map shows, for one rank, what the config applies and what the log shows, one
@@ -18,10 +18,10 @@ from xml.etree import ElementTree as ET
 
 from . import finding_groups, indented_json, layer_table
 from ..checks import REGISTRY
-from ..compare import RankDiff
+from ..engine.compare import RankDiff
 
 if TYPE_CHECKING:
-    from ..results import VerifyResult
+    from ..model.results import VerifyResult
 
 FORMATS = ("table", "json", "junit", "markdown")
 COLUMNS = layer_table.COLUMNS
@@ -389,7 +389,7 @@ def render_junit(result: Any) -> str:
     testcase, not 10,000; ``<properties>`` come first, as the JUnit schema wants."""
     c = result.counts()
     root = ET.Element("testsuites", name="swapwatch verify")
-    suite = ET.SubElement(root, "testsuite", name="swapwatch.verify", errors="0", skipped="0")
+    suite = ET.SubElement(root, "testsuite", name="swapwatch.commands.verify", errors="0", skipped="0")
     props = ET.SubElement(suite, "properties")
     cfg = _config_json_of(result)
     for name, value in (("verdict", result.verdict), ("run_verdict", result.run_verdict),

@@ -10,7 +10,7 @@ and shapes by more than a budget can absorb. So:
    recompute OOMs, full recompute on half of each stage's layers instead. Each attempt is the user's
    YAML with the strategy spliced in (:mod:`swapwatch.memory.emit`) and the step limit MindFormers
    itself honours (a ``TrainCallBack`` with ``stop_step``, which the example trainer reads too), run
-   through :func:`swapwatch.runner.run` (environment, run directory, logs, verify).
+   through :func:`swapwatch.runtime.runner.run` (environment, run directory, logs, verify).
 2. **Calibrate** the memory model on the probes that ran; the margin comes from its residuals
    (:func:`swapwatch.memory.planner.plan_margin`) or ``--margin``.
 3. **Plan** for the target, **run** the plan, **verify** (the runner's verify, every rank) and
@@ -302,7 +302,7 @@ class Tuner:
         return a
 
     def _run(self, a: Attempt, yaml_path: Path) -> None:
-        from ..runner import run
+        from ..runtime.runner import run
 
         rdir = self.dir / f"attempt-{a.n:02d}"
         if rdir.exists():                     # an interrupted earlier try of this attempt: keep it aside
@@ -487,7 +487,7 @@ class Tuner:
         final_yaml = None
         if best is not None:
             text = Path(best.strategy_yaml).read_text(encoding="utf-8")
-            from ..outputs import write_text
+            from ..commands.outputs import write_text
 
             write_text(str(self.final_path), text, True)       # tune's own file, inside its directory
             final_yaml = str(self.final_path)

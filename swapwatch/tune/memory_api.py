@@ -23,7 +23,7 @@ def predict(config: str, calibration: Any = None, model: Optional[str] = None,
             command: str = "tune") -> List[StagePrediction]:
     """Per stage: the predicted peak of ``config``'s strategy and the forward FLOPs it recomputes
     (``codepaths``: the YAML's own path sizes it; ``command`` names who asks when it cannot)."""
-    from .. import codepaths
+    from ..engine import codepaths
     from ..memory.model import NO_CALIBRATION
 
     cal = calibration if calibration is not None else NO_CALIBRATION
@@ -50,7 +50,7 @@ def residuals(calibration: Any) -> List[Dict[str, Any]]:
 def plan(config: str, budget: int, calibration: Any = None, margin: Optional[float] = None,
          model: Optional[str] = None, allow_swap: bool = False) -> Any:
     """``swapwatch plan``'s answer (``PlanResult``) for ``budget`` bytes."""
-    from .. import codepaths
+    from ..engine import codepaths
 
     doc, cp = codepaths.read(config)
     return cp.fit(doc, "tune", budget, allow_swap=allow_swap, model=model, margin=margin, calibration=calibration)

@@ -3,7 +3,7 @@
 
 The question behind it: "I changed ``recompute: [6, 4, 2, 0]`` to ``[4, 4, 2, 0]``; which layers
 stop being fully recomputed, on which stage?" For two YAMLs both sides are the plan MindFormers
-will apply (:func:`swapwatch.explain.explain`, so the family and the layout are the ones explain
+will apply (:func:`swapwatch.commands.explain.explain`, so the family and the layout are the ones explain
 uses); for two runs (run dirs, msrun log dirs, worker logs) both sides are what the log of one rank
 says was applied (the lowest rank with strategy lines). A config against a run is what
 ``swapwatch verify`` answers, so it is refused with that advice: the two sides would speak in
@@ -21,9 +21,10 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
-from . import actions, codepaths, run_shape
-from .report import layer_table
-from .errors import InputError
+from ..model import actions, run_shape
+from ..engine import codepaths
+from ..report import layer_table
+from ..errors import InputError
 
 
 @dataclass
@@ -116,8 +117,8 @@ def config_side(path: str) -> Side:
 
 
 def run_side(path: str) -> Side:
-    from .compare import seen_items
-    from .parsers import read_logs
+    from ..engine.compare import seen_items
+    from ..parsers import read_logs
 
     runlog = read_logs([path])
     if not runlog.ranks:
@@ -200,7 +201,7 @@ def diff(path_a: str, path_b: str) -> DiffResult:
 def estimate_lines(path_a: str, path_b: str) -> Tuple[List[Tuple[int, int, int, float, float]], str]:
     """Predicted peak and recompute cost per stage of both configs (the memory model, through
     ``swapwatch.tune.memory_api``), or ([], why not) when either cannot be estimated."""
-    from .tune.memory_api import predict
+    from ..tune.memory_api import predict
 
     try:
         pa, pb = predict(path_a, command="diff"), predict(path_b, command="diff")

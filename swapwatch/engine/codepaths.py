@@ -12,20 +12,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence, Tuple
 
-from .config.document import TrainingDocument
-from .errors import InputError, NotModelled
+from ..config.document import TrainingDocument
+from ..errors import InputError, NotModelled
 
 if TYPE_CHECKING:
     from .compare import Comparison, ExpectedLog, LogReader
-    from .config import TrainingConfig
-    from .memory.dryrun import DryRunResult
-    from .memory.model import Calibration, Estimate
-    from .memory.planner import PlanResult
-    from .parsers.model import RunLog
-    from .plan import Plan
-    from .pynative.config import PynativeConfig
-    from .pynative.resolve import PynativePlan
-    from .results import Explanation
+    from ..config import TrainingConfig
+    from ..memory.dryrun import DryRunResult
+    from ..memory.model import Calibration, Estimate
+    from ..memory.planner import PlanResult
+    from ..parsers.model import RunLog
+    from ..model.plan import Plan
+    from ..pynative.config import PynativeConfig
+    from ..pynative.resolve import PynativePlan
+    from ..model.results import Explanation
 
 #: what a command may need of a path beyond its plan: ``size`` (a memory estimate), ``calibrate`` (fitted to
 #: measured runs), ``dryrun`` (MindSpore DryRun as the oracle), ``fit`` (a strategy searched under a budget and
@@ -116,7 +116,7 @@ class CodePath:
             calibration: Optional["Calibration"] = None) -> "PlanResult":
         """``plan``'s answer for ``budget`` bytes (``memory.planner.make_plan``)."""
         self.require(doc, command, "fit")
-        from .memory.planner import make_plan
+        from ..memory.planner import make_plan
 
         try:
             return make_plan(doc.path, budget, run_dirs, allow_swap=allow_swap, model=model, margin=margin,
@@ -127,8 +127,8 @@ class CodePath:
     def dryrun(self, doc: TrainingDocument, command: str, stages: Optional[Sequence[int]] = None) -> "DryRunResult":
         """MindSpore DryRun of ``doc`` (one simulated rank per stage); InputError when it cannot run here."""
         self.require(doc, command, "dryrun")
-        from .errors import InputError
-        from .memory import dryrun as dr
+        from ..errors import InputError
+        from ..memory import dryrun as dr
 
         reason = dr.available()
         if reason:
@@ -156,7 +156,7 @@ class LayerSetting(CodePath):
             "static graph, legacy (recompute_config / swap_config)"
 
     def configure(self, doc: TrainingDocument) -> Tuple["TrainingConfig", "Plan"]:
-        from .config import load_config
+        from ..config import load_config
         from .strategy import plan
 
         config = load_config(doc.path)
@@ -169,12 +169,12 @@ class LayerSetting(CodePath):
         """The family comes from the YAML (``families.detect``) unless ``model`` names one; each layer is
         resolved on its own tree of that family (``strategy.plan``)."""
         from . import strategy
-        from .checks import CheckContext, run_rules
-        from .config import load_config
-        from .families import check_code_path, from_name
-        from .results import Explanation
-        from .run_shape import config_shape
-        from .text import severity_rank
+        from ..checks import CheckContext, run_rules
+        from ..config import load_config
+        from ..model.families import check_code_path, from_name
+        from ..model.results import Explanation
+        from ..model.run_shape import config_shape
+        from ..text import severity_rank
 
         if model is not None:
             from_name(model)                  # an unknown --model is bad input before anything else
@@ -206,14 +206,14 @@ class LayerSetting(CodePath):
         return LAYER_SETTING_LOG
 
     def example(self, doc: TrainingDocument, log: Any) -> Any:
-        from .hooks.apply import Example
+        from ..hooks.apply import Example
 
         return Example(doc.path, log)
 
     def launch_config(self, doc: TrainingDocument) -> Optional["TrainingConfig"]:
         """The config ``run``'s strategy environment follows (``cfg.swap``, ``cfg.pipeline_stage``: SW302), None
         when swapwatch rejects its values (preflight reports them)."""
-        from .config import load_config
+        from ..config import load_config
 
         try:
             return load_config(doc.path)
@@ -223,7 +223,7 @@ class LayerSetting(CodePath):
     def config_from_log(self, runlog: "RunLog") -> Tuple["TrainingConfig", str]:
         """MindFormers' own copy of the YAML: its ``initial ... from dict`` lines and the logged geometry."""
         from .compare import printed_mindformers
-        from .config import config_from_log
+        from ..config import config_from_log
 
         if not any(printed_mindformers(rl) for rl in runlog.ranks.values()):
             files = [f for rl in runlog.ranks.values() for f in rl.files][:3]
@@ -235,10 +235,10 @@ class LayerSetting(CodePath):
     def _size(self, doc: TrainingDocument, model: Optional[str], calibrate: Sequence[str],
               calibration: Optional["Calibration"]) -> "Estimate":
         if calibrate:
-            from .memory.calibrate import calibrated_estimate
+            from ..memory.calibrate import calibrated_estimate
 
             return calibrated_estimate(doc.path, calibrate, model)
-        from .memory.model import NO_CALIBRATION, estimate
+        from ..memory.model import NO_CALIBRATION, estimate
 
         return estimate(doc.path, model, calibration if calibration is not None else NO_CALIBRATION)
 
@@ -251,7 +251,7 @@ class ApplyAc(CodePath):
     models = ("size",)
 
     def not_modelled(self, doc: TrainingDocument, need: str) -> NotModelled:
-        from .pynative.config import PYNATIVE_SECTIONS, TRAINCONFIG_ONLY
+        from ..pynative.config import PYNATIVE_SECTIONS, TRAINCONFIG_ONLY
 
         key = next((k for k in (*PYNATIVE_SECTIONS, *TRAINCONFIG_ONLY) if k in doc.mapping), None)
         hint = (f"`swapwatch explain {doc.path}` shows its per-layer strategy" if need == "fit" else
@@ -261,12 +261,12 @@ class ApplyAc(CodePath):
 
     def _size(self, doc: TrainingDocument, model: Optional[str], calibrate: Sequence[str],
               calibration: Optional["Calibration"]) -> "Estimate":
-        from .pynative.sizing import estimate_pynative
+        from ..pynative.sizing import estimate_pynative
 
         return estimate_pynative(doc.path, model)
 
     def configure(self, doc: TrainingDocument) -> Tuple["PynativeConfig", "PynativePlan"]:
-        from .pynative.resolve import plan_tree
+        from ..pynative.resolve import plan_tree
 
         return plan_tree(doc.data, doc.lines, doc.path)
 
@@ -276,28 +276,28 @@ class ApplyAc(CodePath):
                 model: Optional[str] = None) -> "Explanation":
         """The model paths come from ``model.model_type`` unless ``model`` names them (the stage split is
         ``parallelism``'s: the static overrides do not apply)."""
-        from .pynative.explain import explain_tree
+        from ..pynative.explain import explain_tree
 
         return explain_tree(doc.data, doc.lines, doc.path, num_layers=num_layers, family=model)
 
     def expected_log(self, plan: "PynativePlan") -> "ExpectedLog":
-        from .pynative.logged import expected_log
+        from ..pynative.logged import expected_log
 
         return expected_log(plan)
 
     @property
     def logged(self) -> "LogReader":
-        from .pynative.logged import APPLY_AC_LOG
+        from ..pynative.logged import APPLY_AC_LOG
 
         return APPLY_AC_LOG
 
     def example(self, doc: TrainingDocument, log: Any) -> Any:
-        from .pynative.example import Example
+        from ..pynative.example import Example
 
         return Example(doc.path)
 
     def example_sizes(self, doc: TrainingDocument) -> Tuple[Any, Any]:
-        from .pynative.example import sizes_view
+        from ..pynative.example import sizes_view
 
         return sizes_view(doc.mapping, doc.lines)
 
@@ -314,7 +314,7 @@ def of(doc: TrainingDocument) -> CodePath:
     """The code path ``doc`` goes to (``pynative.config.detect_path``: a top-level ``recompute`` /
     ``recompute_comm`` / ``swap`` section, or a TrainConfig-only one without ``model.model_config``, is the
     PyNative trainer's; else ``use_legacy: False`` is mcore)."""
-    from .pynative.config import detect_path
+    from ..pynative.config import detect_path
 
     found = detect_path(doc.data)
     if found == "pynative":
@@ -328,7 +328,7 @@ _APPLY_AC_NOTICES = ("pyn_map_start", "world_size", "pyn_config_error")
 
 def for_plan(plan: Any) -> CodePath:
     """The code path that made ``plan`` (its view: ``plan_view.PlanView.view``)."""
-    from .plan_view import APPLY_AC
+    from ..model.plan_view import APPLY_AC
 
     return ApplyAc() if plan.view == APPLY_AC else LayerSetting()
 

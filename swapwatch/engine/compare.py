@@ -13,9 +13,9 @@ only the last; a pattern that matches nothing logs nothing; in swap mode ``recom
 recomputes every layer without a line; exclude and comm patterns skip cells silently. So the
 comparison works per *pattern*, never per literal text: a configured pattern counts as applied on
 a layer when at least one path logged for that action on that layer is matched by it (the shared
-matcher, :func:`swapwatch.patterns.logged_path_matches`), and a logged path counts as asked for
+matcher, :func:`swapwatch.model.patterns.logged_path_matches`), and a logged path counts as asked for
 when some pattern applied there matches it. The per-layer decisions themselves come from the
-:class:`~swapwatch.plan.Plan` (strategy.py is the one place for those semantics); this module
+:class:`~swapwatch.model.plan.Plan` (strategy.py is the one place for those semantics); this module
 only knows which of them leave a line in the log.
 
 Both of MindFormers' code paths are compared here, by the same code: each path says what its plan makes
@@ -37,13 +37,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Dict, FrozenSet, List, Optional, Protocol, Sequence, Set, Tuple
 
-from . import actions, patterns
-from .actions import NAMES as ACTIONS
-from .families import DEFAULT_FAMILY
-from .parsers import model as _model
+from ..model import actions, patterns
+from ..model.actions import NAMES as ACTIONS
+from ..model.families import DEFAULT_FAMILY
+from ..parsers import model as _model
 
 if TYPE_CHECKING:
-    from .plan import Plan
+    from ..model.plan import Plan
 
 
 @dataclass
@@ -250,7 +250,7 @@ class Comparison:
 def _layout_walk(family: Optional[str], pattern: str, mode: str) -> Tuple[str, ...]:
     """The dotted paths the layout (a layout key, ``family:kind``) says a pattern's log item
     names (empty: it logs nothing, or the family is unknown)."""
-    from .layouts import load_layout
+    from ..layouts import load_layout
 
     if family is None:
         return ()
@@ -263,8 +263,8 @@ def _layout_walk(family: Optional[str], pattern: str, mode: str) -> Tuple[str, .
 
 def layout_paths(family: str) -> frozenset:
     """Every path (cell or prim) of the family's layer layouts (every kind: dense, MoE, MTP):
-    :func:`swapwatch.families.layout_paths`, the one memo of it."""
-    from .families import layout_paths as paths
+    :func:`swapwatch.model.families.layout_paths`, the one memo of it."""
+    from ..model.families import layout_paths as paths
 
     return paths(family)
 
@@ -391,7 +391,7 @@ class ValueTexts:
 def expected_log(plan: "Plan", family: Optional[str] = None) -> ExpectedLog:
     """What a LayerSetting plan makes MindFormers log (``codepaths.LayerSetting.expected_log``):
     :func:`expected_actions` (``family``: the layout name for a plan without a
-    :class:`~swapwatch.families.ModelFamily`; default the plan's own) and the family's paths."""
+    :class:`~swapwatch.model.families.ModelFamily`; default the plan's own) and the family's paths."""
     from .unmatched import suggest
 
     family = family or plan.model           # the plan's family, else the default (decided in families.py)
@@ -656,8 +656,8 @@ def near_source(diff: RankDiff, layer: int, rank_log: Optional[_model.RankLog] =
 
 def describe(action: str, op: Optional[str] = None) -> str:
     """``select recompute feed_forward.mul`` / ``full recompute``: for messages (a path's other line kinds,
-    ``apply_ac``'s map entries, in the words of :mod:`swapwatch.setting_lines`)."""
-    from .setting_lines import line_label
+    ``apply_ac``'s map entries, in the words of :mod:`swapwatch.model.setting_lines`)."""
+    from ..model.setting_lines import line_label
 
     label = line_label(action)
     return f"{label} {op}" if op else label

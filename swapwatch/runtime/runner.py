@@ -14,7 +14,7 @@ each of these once:
   terminal and to ``<run-dir>/console.log``;
 * SIGINT/SIGTERM stop the whole tree: the runner is the subreaper of its descendants and
   snapshots them *before* signalling (msrun's workers are session leaders, out of reach of the
-  process group; :mod:`swapwatch.proctree`, standard library only), then SIGINT to the group (msrun
+  process group; :mod:`swapwatch.runtime.proctree`, standard library only), then SIGINT to the group (msrun
   kills its workers on SIGINT, not on SIGTERM), a grace period, then SIGKILL for whatever is left;
 * msrun's ``--log_dir`` (or msrun_launcher.sh's positional LOG_DIR) is copied into
   ``<run-dir>/msrun_log`` (a copy, because the next msrun run truncates the originals);
@@ -45,9 +45,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, overload
 
-from .config import TrainingConfig, read_config_bytes
-from .errors import InputError
-from .parsers.grammar import EXIT_RE
+from ..config import TrainingConfig, read_config_bytes
+from ..errors import InputError
+from ..parsers.grammar import EXIT_RE
 from .proctree import Tree, parent_death_signal
 
 #: Passes whose IR dumps show recompute clones and offload marks (docs/mindspore-facts.md §5).
@@ -129,7 +129,7 @@ def read_config(path: str) -> Tuple[Optional[TrainingConfig], str]:
     and for one whose values swapwatch rejects: preflight then reports the error, and only
     ``--force`` starts the command. A file that cannot be read or is no YAML mapping is bad input
     (exit 2) either way."""
-    from . import codepaths
+    from ..engine import codepaths
 
     raw = read_config_bytes(path)        # once: a pipe (``--config <(...)``) has no second read
     doc, cp = codepaths.read(path)
@@ -362,7 +362,7 @@ def _now() -> str:
 # --------------------------------------------------------------------------------------------
 
 # The tree itself (finding every descendant, setsid'd ones included, and stopping them) lives in
-# swapwatch.proctree: standard library only, so `run` works from the core install.
+# swapwatch.runtime.proctree: standard library only, so `run` works from the core install.
 
 
 # --------------------------------------------------------------------------------------------
@@ -389,7 +389,7 @@ def run(command: Sequence[str], config: Optional[str] = None, run_dir: Optional[
             # issue 26: RUN_DIR/report.html of the finished run, built on verify's result (so not with
             # --no-verify); a signal now is recorded, not raised (run.json and the exit code stay the
             # run's); a failure is a warning, never the exit code
-            from .report import write_for_run
+            from ..report import write_for_run
 
             res.info["report"] = write_for_run(str(res.run_dir), lambda m: _say(out, f"swapwatch run: warning: {m}"))
             notes: List[str] = []
@@ -558,7 +558,7 @@ def preflight(config: str, env: Dict[str, str], force: bool, out, notes: List[st
     block. Why: an error the config alone shows (SW201, SW301 ...) otherwise surfaces at the end
     of a job that held a cluster for hours.
     """
-    from .explain import explain
+    from ..commands.explain import explain
 
     try:
         ex = explain(config, env=env)
@@ -569,7 +569,7 @@ def preflight(config: str, env: Dict[str, str], force: bool, out, notes: List[st
         notes.append(f"preflight could not check the config ({exc.one_line()}); started anyway (--force)")
         return None
     errors = [f for f in ex.findings if f.severity == "error"]
-    from .report.finding_groups import line
+    from ..report.finding_groups import line
 
     for f in ex.findings:
         where = f"  [{f.source}]" if f.source else ""
@@ -763,8 +763,8 @@ def _verify(rdir: Path, config: Optional[str], ir: bool, info: Dict[str, Any], o
             notes: Optional[List[str]] = None) -> int:
     """Verify the run directory with the verify library; the table goes to the terminal and to
     ``verify.txt``, the JSON verdict to ``verify.json`` (what CI jobs read)."""
-    from .verify import verify
-    from .report.verify import render
+    from ..commands.verify import verify
+    from ..report.verify import render
 
     ir_dir = rdir / "ir"
     try:
@@ -809,7 +809,7 @@ def _keep(path: Path, text: str, notes: Optional[List[str]]) -> None:
 
 def _strategy_logged(rdir: Path) -> bool:
     """Whether any log of the run holds a strategy line or a logged config (what verify needs)."""
-    from .parsers import read_logs
+    from ..parsers import read_logs
 
     try:
         runlog = read_logs([str(rdir)])
@@ -854,7 +854,7 @@ def _say(out, text: str) -> None:
 
 def _version() -> str:
     try:
-        from . import __version__
+        from .. import __version__
 
         return __version__
     except ImportError:

@@ -8,7 +8,7 @@ with dense MLP or MoE, DeepSeek-V3's MLA + shared experts, and the MTP layer of
 ``first_k_dense_replace``, MoE above, one MTP layer), so the plan resolves every layer on its own
 tree. The trees are data extracted from the real classes (``swapwatch/layouts``).
 
-:class:`ModelFamily` is what the :class:`~swapwatch.strategy.Plan` carries: the family's name,
+:class:`ModelFamily` is what the :class:`~swapwatch.engine.strategy.Plan` carries: the family's name,
 where that choice came from, the MindFormers classes its layouts were extracted from, its layer
 kinds with their trees, preset and shared primitives, its flows (SW202), and a memoised
 "what does this pattern reach on this kind of layer".
@@ -21,12 +21,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Dict, FrozenSet, List, Mapping, Optional, Set, Tuple, cast
 
 from . import patterns
-from .config.load import mapping
-from .text import wrap_items, write_table
-from .layouts import families as _stems, family_data, family_words, load_flows, load_layer_info, load_layout
+from ..config.load import mapping
+from ..text import wrap_items, write_table
+from ..layouts import families as _stems, family_data, family_words, load_flows, load_layer_info, load_layout
 
 if TYPE_CHECKING:
-    from .parsers.model import FormativeEvent, RankLog
+    from ..parsers.model import FormativeEvent, RankLog
 
 #: The family used when a YAML names no model at all (a fragment): the example model's tree.
 DEFAULT_FAMILY = "tinyllama"
@@ -249,7 +249,7 @@ def check_code_path(family: ModelFamily, mcore: bool, option: str = "--model") -
     """Refuse a family of the other code path (issue 21.9: never apply a tree of the other path):
     ``--model deepseek_v3`` on a legacy-path YAML would resolve its patterns on mcore cells the
     legacy model does not build. Exit 2, one line."""
-    from .errors import InputError
+    from ..errors import InputError
 
     if family.known and family.path in ("mcore", "legacy") and (family.path == "mcore") != mcore:
         here = "mcore (use_legacy: False)" if mcore else "legacy (no use_legacy: False)"
@@ -262,7 +262,7 @@ def check_code_path(family: ModelFamily, mcore: bool, option: str = "--model") -
 
 def from_name(name: str, origin: str = "--model") -> ModelFamily:
     """The family ``name`` (``--model``); an unknown name is bad input (exit 2)."""
-    from .errors import InputError
+    from ..errors import InputError
 
     base, _, _ = name.partition(":")
     if base not in _stems():

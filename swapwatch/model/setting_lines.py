@@ -145,7 +145,7 @@ def full_recompute(layer: int) -> SettingLine:
 def select(layer: int, comm: bool, exclude: bool, swap: bool, items: Sequence[str]) -> SettingLine:
     """``_set_select_recompute`` (word ``on`` / ``exclude``) or, with swap on,
     ``_set_select_recompute_layer_index`` (no word). ``items``: each applied pattern's logged text
-    (the walk's text without its first character, :func:`swapwatch.patterns.log_item`)."""
+    (the walk's text without its first character, :func:`swapwatch.model.patterns.log_item`)."""
     word = "" if swap else (" exclude" if exclude else " on")
     text = f"Set select {'comm ' if comm else ''}recompute{word} at layer {layer}: " + ", ".join(items)
     return SettingLine(SELECT.name, layer, text, _collapse(text))

@@ -1,6 +1,6 @@
 """``swapwatch verify`` as a library: logs (+ optional config) -> findings, verdict, exit code.
 
-The intended strategy is the config's :class:`~swapwatch.strategy.Plan`; what happened is the
+The intended strategy is the config's :class:`~swapwatch.engine.strategy.Plan`; what happened is the
 parsers' :class:`~swapwatch.parsers.model.RunLog`; every registered rule (config-time ones too,
 with the environment the run had) compares the two. Without ``--config`` the intended config is
 rebuilt from the log's own ``initial recompute_config / swap_config / parallel_config from dict``
@@ -14,16 +14,16 @@ import gc
 import os
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Sequence
 
-from .checks import REGISTRY, CheckContext, Finding, run_rules
-from .errors import InputError
+from ..checks import REGISTRY, CheckContext, Finding, run_rules
+from ..errors import InputError
 from .file_kind import reject_yaml_for_verify
 # the result and its verdict live below verify and its renderers (results.py); re-exported here
-from .results import EXIT_CODES, VerifyResult, decide, sort_key  # noqa: F401
+from ..model.results import EXIT_CODES, VerifyResult, decide, sort_key  # noqa: F401
 
 if TYPE_CHECKING:      # imported while the logs are scanned (_import_for_checks): the workers need no regex
-    from .codepaths import CodePath
-    from .compare import Comparison
-    from .parsers.model import RunLog
+    from ..engine.codepaths import CodePath
+    from ..engine.compare import Comparison
+    from ..parsers.model import RunLog
 
 
 def verified_ranks(runlog: "RunLog", comparison: Optional["Comparison"]) -> List[int]:
@@ -32,7 +32,7 @@ def verified_ranks(runlog: "RunLog", comparison: Optional["Comparison"]) -> List
     applied none (a one-card PyNative run) or that MindFormers refused the strategy. Without a comparison (the
     log is not a run of this config: SW109), a rank with MindFormers output. A rank without any MindFormers
     line (STDOUT_DEVICES, not a MindFormers log) is never verified."""
-    from .compare import expects_lines, printed_mindformers
+    from ..engine.compare import expects_lines, printed_mindformers
 
     if comparison is None:
         return [rank for rank, rank_log in runlog.ranks.items() if printed_mindformers(rank_log)]
@@ -59,7 +59,7 @@ def verify(paths: Sequence[str], config_path: Optional[str] = None,
     if ir_dir and not os.path.isdir(ir_dir):
         raise InputError("--ir: not a directory", file=str(ir_dir))
 
-    from .parsers import read_logs
+    from ..parsers import read_logs
 
     own = None if config_path else run_dir_config(paths)
     config_path = config_path or own
@@ -113,7 +113,7 @@ def _verify_read(runlog: Any, config_path: Optional[str], skip: set, strict: boo
                  env: Optional[Mapping[str, str]], ir_dir: Optional[str]) -> VerifyResult:
     """:func:`verify` once the logs are read: the config's code path (``codepaths``: from ``--config``, else
     from the logs themselves) plans it and says what its log must show."""
-    from . import codepaths
+    from ..engine import codepaths
 
     if config_path:
         doc, cp = codepaths.read(str(config_path))
@@ -122,7 +122,7 @@ def _verify_read(runlog: Any, config_path: Optional[str], skip: set, strict: boo
     else:
         cp = codepaths.of_run(runlog)
         config, source = cp.config_from_log(runlog)
-        from .strategy import plan as make_plan
+        from ..engine.strategy import plan as make_plan
 
         plan = make_plan(config)
     ir = read_ir(ir_dir) if ir_dir else None
@@ -135,9 +135,10 @@ def _verify_read(runlog: Any, config_path: Optional[str], skip: set, strict: boo
 def _import_for_checks() -> None:
     """What verify needs once the logs are read (the rules, the config reader and its YAML
     library, the renderers), imported while the workers scan instead of before they start."""
-    from . import compare, config, strategy  # noqa: F401
-    from .report import verify as verify_render  # noqa: F401
-    from .checks import load_rules
+    from ..engine import compare, strategy  # noqa: F401
+    from .. import config  # noqa: F401
+    from ..report import verify as verify_render  # noqa: F401
+    from ..checks import load_rules
 
     load_rules()
 
@@ -176,7 +177,7 @@ def normalise_codes(codes: Iterable[str]) -> set:
     out: set = set()
     if not codes:
         return out              # nothing to look up: the rules are imported later (while scanning)
-    from .checks import load_rules
+    from ..checks import load_rules
 
     load_rules()
     for raw in codes or ():
@@ -219,7 +220,7 @@ def merged_env(runlog: Any, env: Optional[Mapping[str, str]]) -> Dict[str, str]:
 
 def read_ir(ir_dir: str) -> Any:
     """Compiled-graph evidence for SW110 (:func:`swapwatch.parsers.ir.read_ir`)."""
-    from .parsers.ir import read_ir as read_ir_dir
+    from ..parsers.ir import read_ir as read_ir_dir
 
     return read_ir_dir(ir_dir)
 
@@ -234,7 +235,7 @@ def one_cause(findings: List[Finding]) -> List[Finding]:
     wrong config is one error, not one per layer and rank."""
     if not _not_this_config(findings):
         return findings
-    from .checks.sw109_not_this_config import CASCADE
+    from ..checks.sw109_not_this_config import CASCADE
 
     return [f for f in findings if f.code not in CASCADE]
 

@@ -11,9 +11,9 @@ import inspect
 import re
 from typing import Callable, List, Optional
 
-from .checks import REGISTRY, load_rules, rule_variants
-from .errors import InputError
-from .text import write_table
+from ..checks import REGISTRY, load_rules, rule_variants
+from ..errors import InputError
+from ..text import write_table
 
 NEEDS_TEXT = {"config": "the config alone", "run": "the run's logs", "ir": "compiled-graph IR"}
 Style = Callable[..., str]

@@ -11,14 +11,14 @@ import json
 from dataclasses import fields
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from .errors import InputError
-from .text import parse_ranks
+from ..errors import InputError
+from ..text import parse_ranks
 
 FIRST = ("kind", "rank", "source")
 
 
 def _kinds() -> Dict[str, List[str]]:
-    from .parsers.model import event_kinds
+    from ..parsers.model import event_kinds
 
     return event_kinds()
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional
 
-from .checks import Finding
-from .text import SEVERITIES, severity_rank
+from ..checks import Finding
+from ..text import SEVERITIES, severity_rank
 
 if TYPE_CHECKING:
-    from .compare import Comparison
+    from ..engine.compare import Comparison
     from .plan_view import PlanView
 
 
@@ -84,7 +84,7 @@ class VerifyResult:
 
     def question_findings(self, which: str) -> List[Finding]:
         """The findings answering ``which`` question, ``"run"`` or ``"config"`` (checks.question)."""
-        from .checks import question
+        from ..checks import question
 
         return [f for f in self.findings if question(f.code) == which]
 
@@ -110,7 +110,7 @@ def decide(result: VerifyResult, verified: Iterable[int]) -> VerifyResult:
     ``not_verified`` (4) whenever nothing was verified, whatever the findings; else ``fail`` (1)
     on any failing finding of either question (errors; warnings too with ``--strict``); else
     ``pass`` (0)."""
-    from .checks import question
+    from ..checks import question
 
     result.verified_ranks = sorted(set(verified))
     run = [f for f in result.findings if question(f.code) == "run"]

@@ -11,13 +11,13 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Protocol, Sequence, Set
 
-from . import actions
-from .text import ranges
+from ..model import actions
+from ..text import ranges
 
 if TYPE_CHECKING:
-    from .config import TrainingConfig
-    from .families import ModelFamily
-    from .patterns import WalkResult
+    from ..config import TrainingConfig
+    from ..model.families import ModelFamily
+    from ..model.patterns import WalkResult
 
 Walker = Callable[[str, str], "WalkResult"]
 

@@ -12,7 +12,7 @@ import os
 import re
 from typing import Optional
 
-from .errors import InputError
+from ..errors import InputError
 
 #: Top-level keys of a MindFormers training YAML (any of them makes a mapping a training config).
 YAML_KEYS = ("recompute_config", "swap_config", "parallel_config", "model", "context", "runner_config")
@@ -21,7 +21,7 @@ HEAD_BYTES = 64 * 1024
 
 def looks_like_log(path: str) -> bool:
     """Does the head of ``path`` read like a worker log (MindFormers / MindSpore / SWAPWATCH lines)?"""
-    from .parsers.grammar import PREFIXES, SWAPWATCH_NEEDLE
+    from ..parsers.grammar import PREFIXES, SWAPWATCH_NEEDLE
 
     head = _head(path)
     if head is None:

@@ -3,7 +3,7 @@
 Why one helper: "nothing the user gave is lost or overwritten" must hold for every command that
 writes (``verify -o``, ``plot memory|strategy|estimate -o``), with the same words and the same
 exit code (2, one line naming the file). Run directories have their own, stricter rule (an
-existing one is never reused: :func:`swapwatch.runner.new_run_dir`).
+existing one is never reused: :func:`swapwatch.runtime.runner.new_run_dir`).
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import stat
 import tempfile
 from typing import Any, BinaryIO, Callable, Set, Tuple
 
-from .errors import InputError
+from ..errors import InputError
 
 
 #: (device, inode) of every file this process read as input (configs, logs): ``-o`` never names one,

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional
 
-from . import codepaths
-from .results import Explanation
+from ..engine import codepaths
+from ..model.results import Explanation
 
 
 def explain(path: str, num_layers: Optional[int] = None, pipeline_stage: Optional[int] = None,
@@ -17,7 +17,7 @@ def explain(path: str, num_layers: Optional[int] = None, pipeline_stage: Optiona
             env: Optional[Mapping[str, str]] = None, model: Optional[str] = None) -> Explanation:
     """Explain the YAML at ``path``. Raises InputError/ConfigError (exit 2) for bad input.
 
-    The model family comes from the YAML (``swapwatch.families.detect``) unless ``model``
+    The model family comes from the YAML (``swapwatch.model.families.detect``) unless ``model``
     (``--model``) names one; each layer is resolved on its own tree of that family."""
     doc, cp = codepaths.read(path)
     return cp.explain(doc, num_layers=num_layers, pipeline_stage=pipeline_stage,

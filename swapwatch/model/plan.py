@@ -1,6 +1,6 @@
 """The Plan: what MindFormers will apply at every layer, as typed data.
 
-Built by :func:`swapwatch.strategy.plan` (which holds the semantics: MindFormers' ``LayerSetting``,
+Built by :func:`swapwatch.engine.strategy.plan` (which holds the semantics: MindFormers' ``LayerSetting``,
 parallel_core/training_graph/transformer/utils.py); read by explain, verify, diff, the hooks, the plots and
 the memory model. Kept apart from the engine so that readers of a plan need not import how it is made.
 """
@@ -16,12 +16,12 @@ from .plan_view import CELL_ONLY, INVALID, LAYER_SETTING, NO_MATCH, Action, Subj
 
 if TYPE_CHECKING:
     from .families import ModelFamily
-    from .unmatched import NoMatch
+    from ..engine.unmatched import NoMatch
 
 Prefetch = Union[int, str]
 
-#: How :func:`swapwatch.strategy.layer_lines` reaches a layer's cells: ``walker(pattern, mode) -> WalkResult``. The
-#: layout walk for explain/verify, the real-cell walk for the runtime hooks.
+#: How :func:`swapwatch.engine.strategy.layer_lines` reaches a layer's cells: ``walker(pattern, mode) ->
+#: WalkResult``. The layout walk for explain/verify, the real-cell walk for the runtime hooks.
 Walker = Callable[[str, str], patterns.WalkResult]
 
 
@@ -143,7 +143,7 @@ class LayerPlan:
 
 
 class LayerSettingView:
-    """:class:`PlanView` of a LayerSetting :class:`~swapwatch.plan.Plan` (legacy and mcore): a base of ``Plan``,
+    """:class:`PlanView` of a LayerSetting :class:`~swapwatch.model.plan.Plan` (legacy and mcore): a base of ``Plan``,
     reading only its fields (``layers``, ``mtp``, ``swap``, its family's walk), so the view and the plan cannot
     drift apart."""
 
@@ -195,7 +195,8 @@ class LayerSettingView:
 
     def actions_at(self, layer: int, mtp: bool = False) -> List[Action]:
         """Each pattern walked on the layer's own tree (its family's dense / MoE / MTP kind), as MindFormers'
-        walk finds them; swaps voided by recompute carry the engine's :class:`~swapwatch.plan.Override` reasons."""
+        walk finds them; swaps voided by recompute carry the engine's :class:`~swapwatch.model.plan.Override`
+        reasons."""
         lp = self._layer_plan(layer, mtp)
         walk = self.walker(lp.layer, mtp)
         fam = self.fam
@@ -322,7 +323,7 @@ class Plan(LayerSettingView):
     @property
     def fam(self) -> "ModelFamily":
         """The family every layout question goes through: the plan's own, else the default one
-        (decided in one place, :func:`swapwatch.families.default_family`)."""
+        (decided in one place, :func:`swapwatch.model.families.default_family`)."""
         if self.family is not None:
             return self.family
         from .families import default_family
@@ -341,7 +342,7 @@ class Plan(LayerSettingView):
     def unmatched(self, config: Any) -> List["NoMatch"]:
         """Patterns that reach nothing on any layer kind they are applied on (``unmatched.no_match``: the walk of
         each kind's tree, with a did-you-mean), located in ``config`` (a TrainingConfig, or None)."""
-        from .unmatched import no_match
+        from ..engine.unmatched import no_match
 
         return no_match(self, config)
 

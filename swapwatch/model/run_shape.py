@@ -52,7 +52,7 @@ def _from_config(path: Any) -> Dict[str, int]:
     if not isinstance(path, str) or not os.path.isfile(path):
         return {}
     try:
-        from .config import read_yaml     # the loader explain uses, and one parse per command
+        from ..config import read_yaml     # the loader explain uses, and one parse per command
 
         doc, _ = read_yaml(path)
     except Exception:           # the run's YAML is gone bad: the shape is unknown, not an error

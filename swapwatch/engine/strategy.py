@@ -8,7 +8,7 @@ legacy and the mcore path; the mcore differences are where the swap keys come fr
 including its quirks, because users are debugging *those*; the swap config arrives normalised as
 ``TransformerSwapConfig`` leaves it (``TrainingConfig.swap_strategy``, done once in config.py).
 What a pattern reaches is resolved per layer on the tree of the plan's model family
-(:mod:`swapwatch.families`: dense, MoE and MTP layers differ):
+(:mod:`swapwatch.model.families`: dense, MoE and MTP layers differ):
 
 * geometry: layers per (interleave, stage) chunk, each layer's stage and interleave, chunk starts;
 * non-swap mode: every value form becomes a V x P count table ("first N layers of each chunk"),
@@ -19,7 +19,7 @@ What a pattern reaches is resolved per layer on the tree of the plan's model fam
 * the per-layer decision: full recompute; select/comm only on layers that are not fully
   recomputed; exclude always (non-swap); first matching entry wins for layer_swap and op_swap;
 * the log text MindFormers prints (``Formative ...`` values with numpy<2 reprs and doubled
-  backslashes; which per-layer ``Set ...`` lines it logs, worded by :mod:`swapwatch.setting_lines`),
+  backslashes; which per-layer ``Set ...`` lines it logs, worded by :mod:`swapwatch.model.setting_lines`),
   so a log can be checked line by line.
 
 A configuration MindFormers would reject, or crash on, raises :class:`ConfigError` naming the
@@ -32,15 +32,15 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Tuple
 
 import numpy as np
 
-from . import actions, patterns, setting_lines
-from .config import DEFAULT_OP_SWAP, normalize_swap_config  # noqa: F401  (re-exported: config.py owns them)
-from .errors import ConfigError
-# The Plan's types live in swapwatch.plan; re-exported so ``strategy.Plan`` etc. keep working.
-from .plan import Geometry, LayerPlan, Override, Plan, Prefetch, Walker, jsonable, walk  # noqa: F401
+from ..model import actions, patterns, setting_lines
+from ..config import DEFAULT_OP_SWAP, normalize_swap_config  # noqa: F401  (re-exported: config.py owns them)
+from ..errors import ConfigError
+# The Plan's types live in swapwatch.model.plan; re-exported so ``strategy.Plan`` etc. keep working.
+from ..model.plan import Geometry, LayerPlan, Override, Plan, Prefetch, Walker, jsonable, walk  # noqa: F401
 
 if TYPE_CHECKING:
-    from . import families
-    from .config import TrainingConfig
+    from ..model import families
+    from ..config import TrainingConfig
 
 
 MAX_INT32 = 2147483647
@@ -54,7 +54,7 @@ DEFAULT_COMM = [r".*\.norm"]
 #: Recompute keys in the order LayerSetting formats them, with their default patterns.
 _SELECT_DEFAULTS: Dict[str, List[str]] = {"select_recompute": DEFAULT_SELECT, "select_comm_recompute": DEFAULT_COMM}
 SELECT_KEYS = tuple((key, _SELECT_DEFAULTS.get(key, [])) for key in actions.SELECT_ACTIONS)
-#: Walk mode (patterns.walk) of each pattern action: what a leaf *cell* match means (swapwatch.actions).
+#: Walk mode (patterns.walk) of each pattern action: what a leaf *cell* match means (swapwatch.model.actions).
 WALK_MODE = actions.WALK_MODE
 PRIORITY_LINE = ("The configuration of select_recompute_exclude and select_comm_recompute_exclude "
                  "have the highest priority.")
@@ -261,13 +261,13 @@ def plan(config: "TrainingConfig", layout: Any = None, model: Optional[str] = No
     """The per-layer strategy MindFormers will apply for ``config``.
 
     The model family (what each layer's tree is) is ``family`` (a
-    :class:`~swapwatch.families.ModelFamily`), else the family named ``model`` (``--model``), else
+    :class:`~swapwatch.model.families.ModelFamily`), else the family named ``model`` (``--model``), else
     the one the YAML names (``config.family``), else the example model's. ``layout`` (one
-    :class:`~swapwatch.patterns.LayoutNode` for every layer) overrides the trees. The per-layer
+    :class:`~swapwatch.model.patterns.LayoutNode` for every layer) overrides the trees. The per-layer
     pattern lists do not depend on the trees (MindFormers applies a pattern whether or not it
     matches anything); what the patterns reach does.
     """
-    from . import families
+    from ..model import families
 
     if family is None and model is not None:
         family = families.from_name(model)
@@ -560,7 +560,7 @@ def mark_overridden(result: Plan, layout: Any = None) -> None:
 def conflict_warnings(rc: Dict[str, Any], layer_swap: List[Dict[str, Any]],
                       op_swap: Dict[str, List[Dict[str, Any]]], err: Any = None) -> List[str]:
     """The WARNING messages of MindFormers' swap/recompute conflict check, exact whitespace (worded by
-    :mod:`swapwatch.setting_lines`, which the grammar reads them by).
+    :mod:`swapwatch.model.setting_lines`, which the grammar reads them by).
 
     MindFormers only looks at the *raw* values: ``recompute`` as a bool or a list of ids, and
     ``select_recompute`` only when it is a dict (a bool or list there is never checked).
@@ -681,7 +681,7 @@ def layer_lines(result: Plan, lp: LayerPlan, walker: Walker) -> List[setting_lin
     """The lines LayerSetting logs at one layer, walking patterns with ``walker`` in MindFormers'
     order (select on, comm on, exclude, comm exclude; swap mode: select, comm, then op swap). The
     hooks call this with a walker over real MindSpore cells and apply the actions to what each walk
-    reached; the wording itself lives in :mod:`swapwatch.setting_lines` (which the grammar reads by)."""
+    reached; the wording itself lives in :mod:`swapwatch.model.setting_lines` (which the grammar reads by)."""
     lines: List[setting_lines.SettingLine] = []
     i = lp.layer
     if result.legacy_recompute is not None:

@@ -1,6 +1,6 @@
 """The one plan shape every consumer reads, whichever MindFormers code path made it (DESIGN §1.2).
 
-A LayerSetting :class:`~swapwatch.plan.Plan` (legacy and mcore, ``strategy.py``) and an ``apply_ac``
+A LayerSetting :class:`~swapwatch.model.plan.Plan` (legacy and mcore, ``strategy.py``) and an ``apply_ac``
 ``PynativePlan`` (``pynative/resolve.py``) are both a :class:`PlanView`: per layer, the :class:`Action` s applied
 there (kind in ``actions.py``'s names, the subjects it reaches, its prefetch, whether recompute voids it), the
 layer's stage, the plan's JSON document. Consumers (the tables of ``explain`` / ``verify`` / ``diff``, ``plot
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Protocol,
 
 
 if TYPE_CHECKING:
-    from .unmatched import NoMatch
+    from ..engine.unmatched import NoMatch
 
 #: The plan views (``PlanView.view``): a LayerSetting plan (patterns per layer, resolved on the layer's tree)
 #: and an ``apply_ac`` plan (module paths per global layer id); the rule registry matches them (``Rule.views``).
