@@ -274,7 +274,7 @@ def verify_cmd(paths, config_path, fmt, strict, ignore, ir, env, output, force):
 @click.argument("code", required=False)
 def rules_cmd(code):
     """List every rule, or explain one: `swapwatch rules SW201` (also `201`, `sw201`)."""
-    from .commands.rules import explain_rule, list_rules
+    from .report.rules import explain_rule, list_rules
 
     text = explain_rule(code, style=click.style) if code else list_rules()
     click.echo(text, nl=False)          # click drops the bold when stdout is not a terminal
@@ -382,7 +382,7 @@ def report_cmd(paths, config_path, output, force):
     the verdict), 2 bad input."""
     from .commands.outputs import refuse_overwrite, write_text
     from .plot import check_writable
-    from .report import make
+    from .commands.report import make
 
     check_writable(output)                      # before reading GBs of logs
     refuse_overwrite(output, force)

@@ -68,7 +68,7 @@ def test_report_of_a_pynative_run_draws_its_estimate(tmp_path):
     assert code == 0 and not err, err
     html = page.read_text()
     assert "the layer count is unknown" not in html and "estimate: " not in html
-    from swapwatch.report.build import build
+    from swapwatch.commands.report import build
 
     part = build([str(run)]).runs[0]
     assert part.estimate is not None and part.estimate.to_json()["path"] == "pynative"

@@ -19,7 +19,7 @@ import re
 import pytest
 
 from swapwatch import finding_groups
-from swapwatch.report import make
+from swapwatch.commands.report import make
 from swapwatch.commands.verify import verify
 
 from report_helpers import big_job, chromium, failing_run, passing_run, truncated_log

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from swapwatch.checks import REGISTRY, load_rules
 from swapwatch.cli import cli
-from swapwatch.commands.rules import render_doc
+from swapwatch.report.rules import render_doc
 
 LOGS = "fixtures/logs/msrun_2ranks"
 

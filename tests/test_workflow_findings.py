@@ -199,7 +199,7 @@ def test_wording_of_sw107_and_sw305(tmp_path):
 
 
 def test_sw202_doc_cites_the_mindformers_documentation():
-    from swapwatch.commands.rules import explain_rule
+    from swapwatch.report.rules import explain_rule
 
     text = explain_rule("SW202")
     assert "Fine-Grained Activations SWAP" in text and "Used together with Recomputation" in text

@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from swapwatch.checks import REGISTRY, load_rules, rule_variants  # noqa: E402
-from swapwatch.commands.rules import explain_rule, list_rules  # noqa: E402
+from swapwatch.report.rules import explain_rule, list_rules  # noqa: E402
 
 PAGE = REPO / "docs" / "rules.md"
 

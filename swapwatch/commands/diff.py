@@ -10,82 +10,20 @@ says was applied (the lowest rank with strategy lines). A config against a run i
 different words (the paths a pattern reaches vs the paths MindFormers logs).
 
 Each side's cells are the words every per-layer table shares (:mod:`swapwatch.report.layer_table`): differing
-cells read ``✗ A → B``; :func:`stage_changes` says per stage what changed, in words the table, the JSON
+cells read ``✗ A → B``; ``report.diff.stage_changes`` says per stage what changed, in words the table, the JSON
 document and the HTML report all show. Exit 0 same, 1 differ, 2 bad input (DESIGN §3.1).
 """
 from __future__ import annotations
 
 import os
 import stat
-from collections import OrderedDict
-from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
-from ..model import actions, run_shape
+from ..model import run_shape
 from ..engine import codepaths
+from ..model.results import DiffResult, LayerDiff, Side  # noqa: F401  (the result, re-exported)
 from ..report import layer_table
 from ..errors import InputError
-
-
-@dataclass
-class Side:
-    """One side of a diff: a config's plan or a run's applied strategy, per layer."""
-
-    path: str
-    kind: str                                   # "config" | "run"
-    cells: Dict[int, Dict[str, str]]            # layer -> column texts (layer_table words)
-    stages: Dict[int, Tuple[Optional[int], int]]    # layer -> (stage or None: not decided, interleave)
-    shape: Dict[str, int]
-    swap: Optional[bool] = None
-    rank: Optional[int] = None                  # runs: the rank whose log is read
-    note: str = ""
-    #: turning swap on changes what the recompute keys mean (``PlanView.swap_keys_become_ids``; a run: as logged)
-    swap_keys_become_ids: bool = True
-    #: what a ``!`` cell means on this side (``PlanView.voided_legend``)
-    voided_legend: str = layer_table.VOIDED_LEGEND
-
-    def describe(self) -> str:
-        what = f"{self.kind}"
-        if self.rank is not None:
-            what += f", rank {self.rank}"
-        n = self.shape.get("num_layers", len(self.cells))
-        bits = [f"{n} layers", f"pipeline_stage {self.shape.get('pipeline_stage', '?')}"]
-        if self.swap is not None:
-            bits.append("swap ON" if self.swap else "swap off")
-        return f"{self.path} ({what}: {', '.join(bits)}){self.note}"
-
-
-@dataclass
-class LayerDiff:
-    layer: int
-    stage: str
-    a: Dict[str, str]
-    b: Dict[str, str]
-    cells: Dict[str, str]                       # equal text, or "✗ a → b"
-    differs: List[str] = field(default_factory=list)
-
-
-@dataclass
-class DiffResult:
-    a: Side
-    b: Side
-    layers: List[LayerDiff]
-    shape: List[str]                            # "layers 32 vs 4", ...
-    #: two configs that both estimate: per stage (stage, A peak, B peak, A recompute FLOPs, B ...)
-    estimates: List[Tuple[int, int, int, float, float]] = field(default_factory=list)
-    estimate_note: str = ""                     # why there are none, for two configs
-
-    @property
-    def same(self) -> bool:
-        return not self.shape and not any(ld.differs for ld in self.layers) and self.a.swap == self.b.swap
-
-    @property
-    def exit_code(self) -> int:
-        return 0 if self.same else 1
-
-    @property
-    def voided_legend(self) -> str:
-        return self.a.voided_legend
 
 
 # ---------------------------------------------------------------------------------------------
@@ -210,61 +148,3 @@ def estimate_lines(path_a: str, path_b: str) -> Tuple[List[Tuple[int, int, int, 
     if len(pa) != len(pb):
         return [], "no memory estimate side by side: the pipeline stages differ"
     return [(x.stage, x.peak_bytes, y.peak_bytes, x.recompute_flops, y.recompute_flops) for x, y in zip(pa, pb)], ""
-
-
-# ---------------------------------------------------------------------------------------------
-# What changed, in words (the table, the JSON document and the HTML report show these)
-# ---------------------------------------------------------------------------------------------
-
-def kind(cells: Dict[str, str]) -> str:
-    """A layer's strategy in a word or two: ``full``, ``select``, ``select+swap``, ``none``."""
-    if cells.get("full_recompute"):
-        parts = ["full"]
-    else:
-        parts = [w for a, w in (("select_recompute", "select"), ("select_comm_recompute", "comm"))
-                 if cells.get(a)]
-    if any(cells.get(a) for a in actions.SWAP_ACTIONS):
-        parts.append("swap")
-    return "+".join(parts) or "none"
-
-
-def stage_changes(result: DiffResult) -> List[str]:
-    """Per stage of A, the changed layers grouped by what they change from and to, e.g.
-    ``stage 0: layers 4-5 full → none``; ``stage 2: no change``."""
-    by_stage: "OrderedDict[str, List[LayerDiff]]" = OrderedDict()
-    for ld in sorted(result.layers, key=lambda x: (_stage_key(result, x.layer), x.layer)):
-        by_stage.setdefault(_stage_name(result, ld.layer), []).append(ld)
-    out = []
-    for stage, lds in by_stage.items():
-        changes: "OrderedDict[str, List[int]]" = OrderedDict()
-        for ld in lds:
-            if not ld.differs:
-                continue
-            ka, kb = kind(ld.a), kind(ld.b)
-            if ld.layer not in result.a.cells:
-                what = "only in B"
-            elif ld.layer not in result.b.cells:
-                what = "only in A"
-            elif ka != kb:
-                what = f"{ka} → {kb}"
-            else:
-                cols = ", ".join(layer_table.COLUMNS[a] for a in ld.differs if a in layer_table.COLUMNS)
-                what = f"{ka}: {cols} differ"
-            changes.setdefault(what, []).append(ld.layer)
-        if not changes:
-            out.append(f"{stage}: no change")
-        else:
-            out.append(f"{stage}: " + "; ".join(
-                f"{'layer' if len(ls) == 1 else 'layers'} {layer_table.ranges(ls)} {what}"
-                for what, ls in changes.items()))
-    return out
-
-
-def _stage_key(result: DiffResult, layer: int) -> Tuple[int, int]:
-    st, inter = result.a.stages.get(layer) or result.b.stages.get(layer) or (None, 0)
-    return (st if st is not None else 1 << 30, inter or 0)
-
-
-def _stage_name(result: DiffResult, layer: int) -> str:
-    st, _ = result.a.stages.get(layer) or result.b.stages.get(layer) or (None, 0)
-    return "stage ?" if st is None else f"stage {st}"

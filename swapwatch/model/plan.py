@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional,
 import numpy as np
 
 from . import actions, patterns
-from .plan_view import CELL_ONLY, INVALID, LAYER_SETTING, NO_MATCH, Action, Subject
+from .plan_view import CELL_ONLY, INVALID, LAYER_SETTING, NO_MATCH, VOIDED_BY_RECOMPUTE, Action, Subject
 
 if TYPE_CHECKING:
     from .families import ModelFamily
@@ -150,7 +150,7 @@ class LayerSettingView:
     view = LAYER_SETTING
     swap_keys_become_ids = True
     path_note = ""
-    voided_legend = "swap voided by recompute on that layer (SW201)"
+    voided_legend = VOIDED_BY_RECOMPUTE
     layers: List["LayerPlan"]
     mtp: List["LayerPlan"]
     swap: bool

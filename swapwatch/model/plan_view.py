@@ -27,6 +27,9 @@ def reads(views: Tuple[str, ...], plan: Optional["PlanView"]) -> bool:
     return (LAYER_SETTING if plan is None else plan.view) in views
 
 
+#: what a voided swap (a table's ``!``) means on a LayerSetting plan (``PlanView.voided_legend``)
+VOIDED_BY_RECOMPUTE = "swap voided by recompute on that layer (SW201)"
+
 #: why a subject reaches nothing, or has no effect (a table shows ``NAME (note)``)
 NO_MATCH, CELL_ONLY, INVALID, NOT_EFFECTIVE = "no match", "cell only: no effect", "invalid pattern", \
     "cell: not effective"

@@ -9,10 +9,12 @@ with the result they decide.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Tuple
 
 from ..checks import Finding
 from ..text import SEVERITIES, severity_rank
+
+from .plan_view import VOIDED_BY_RECOMPUTE
 
 if TYPE_CHECKING:
     from ..engine.compare import Comparison
@@ -137,3 +139,124 @@ def decide(result: VerifyResult, verified: Iterable[int]) -> VerifyResult:
 def sort_key(f: Finding):
     return (severity_rank(f.severity), f.code,
             -1 if f.rank is None else f.rank, -1 if f.layer is None else f.layer, f.op or "")
+
+
+# ---------------------------------------------------------------------------------------------
+# diff
+# ---------------------------------------------------------------------------------------------
+
+@dataclass
+class Side:
+    """One side of a diff: a config's plan or a run's applied strategy, per layer."""
+
+    path: str
+    kind: str                                   # "config" | "run"
+    cells: Dict[int, Dict[str, str]]            # layer -> column texts (layer_table words)
+    stages: Dict[int, Tuple[Optional[int], int]]    # layer -> (stage or None: not decided, interleave)
+    shape: Dict[str, int]
+    swap: Optional[bool] = None
+    rank: Optional[int] = None                  # runs: the rank whose log is read
+    note: str = ""
+    #: turning swap on changes what the recompute keys mean (``PlanView.swap_keys_become_ids``; a run: as logged)
+    swap_keys_become_ids: bool = True
+    #: what a ``!`` cell means on this side (``PlanView.voided_legend``)
+    voided_legend: str = VOIDED_BY_RECOMPUTE
+
+    def describe(self) -> str:
+        what = f"{self.kind}"
+        if self.rank is not None:
+            what += f", rank {self.rank}"
+        n = self.shape.get("num_layers", len(self.cells))
+        bits = [f"{n} layers", f"pipeline_stage {self.shape.get('pipeline_stage', '?')}"]
+        if self.swap is not None:
+            bits.append("swap ON" if self.swap else "swap off")
+        return f"{self.path} ({what}: {', '.join(bits)}){self.note}"
+
+
+@dataclass
+class LayerDiff:
+    layer: int
+    stage: str
+    a: Dict[str, str]
+    b: Dict[str, str]
+    cells: Dict[str, str]                       # equal text, or "✗ a → b"
+    differs: List[str] = field(default_factory=list)
+
+
+@dataclass
+class DiffResult:
+    a: Side
+    b: Side
+    layers: List[LayerDiff]
+    shape: List[str]                            # "layers 32 vs 4", ...
+    #: two configs that both estimate: per stage (stage, A peak, B peak, A recompute FLOPs, B ...)
+    estimates: List[Tuple[int, int, int, float, float]] = field(default_factory=list)
+    estimate_note: str = ""                     # why there are none, for two configs
+
+    @property
+    def same(self) -> bool:
+        return not self.shape and not any(ld.differs for ld in self.layers) and self.a.swap == self.b.swap
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.same else 1
+
+    @property
+    def voided_legend(self) -> str:
+        return self.a.voided_legend
+
+
+# ---------------------------------------------------------------------------------------------
+# report
+# ---------------------------------------------------------------------------------------------
+
+@dataclass
+class Verdict:
+    """``state``: ``pass`` | ``fail`` | ``not-verified`` (the page's colour); ``headline``: verify's
+    verdict word; ``run``: the run line (did the ranks apply what the config does);
+    ``config``: the config line (does the config do what was meant: explain's findings);
+    ``exit_code``: verify's; ``counts``: findings by severity."""
+
+    state: str
+    headline: str
+    run: str
+    config: str
+    exit_code: Optional[int]
+    counts: Dict[str, int] = field(default_factory=dict)
+    run_codes: List[str] = field(default_factory=list)
+    config_codes: List[str] = field(default_factory=list)
+
+
+#: Ranks listed as stopped with an error, at most (the count says how many more).
+MAX_STOPPED = 20
+
+
+@dataclass
+class RunPart:
+    """One run of the report: its paths, ``run.json`` (when a ``swapwatch run`` dir), the config
+    verified against, and the result objects of verify / explain / plot strategy / estimate."""
+
+    label: str
+    paths: List[str]
+    run_info: Optional[Dict[str, Any]] = None
+    config_path: Optional[str] = None
+    config_sha256: Optional[str] = None
+    config_origin: str = ""                 # "--config", "the run's config.yaml", "the log", ""
+    result: Any = None                      # VerifyResult
+    verdict: Optional[Verdict] = None
+    explanation: Optional[Explanation] = None         # the plan, as explain gives it
+    runlog: Any = None
+    strategy: Any = None                    # StrategyPlot
+    estimate: Any = None                    # Estimate (predicted, with the run's measured peaks)
+    estimate_plot: Any = None               # EstimatePlot
+    #: ranks whose log says the process stopped with an error (parsers.model.is_fatal): rank, what, where
+    stopped: List[Any] = field(default_factory=list)
+    notes: List[str] = field(default_factory=list)
+
+
+@dataclass
+class Report:
+    runs: List[RunPart]
+    memory: Any = None                      # MemoryPlot over every run (side by side)
+    notes: List[str] = field(default_factory=list)
+    diff: Any = None                        # diff.DiffResult of the first two runs, when two or more

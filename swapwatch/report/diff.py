@@ -1,14 +1,16 @@
-"""``swapwatch diff``'s output: the per-layer table with its per-stage summary, and the JSON document
-(DESIGN §3.2), of a :class:`swapwatch.commands.diff.DiffResult`. A renderer: it reads the result and the
-library's words (:func:`~swapwatch.commands.diff.stage_changes`), never a command module."""
+"""``swapwatch diff``'s output: the per-layer table with its per-stage summary (:func:`stage_changes`: what
+changed, in words), and the JSON document (DESIGN §3.2), of a :class:`swapwatch.model.results.DiffResult`. A
+renderer: it reads the result, never a command module."""
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, List, Optional
+from collections import OrderedDict
+from typing import Any, Dict, List, Optional, Tuple
 
-from . import layer_table
-from ..commands.diff import DiffResult, Side, stage_changes
+from ..model import actions
+from ..model.results import DiffResult, LayerDiff, Side
 from ..text import fmt_bytes
+from . import layer_table
 
 FORMATS = ("table", "json")
 
@@ -102,3 +104,61 @@ def estimate_changes(result: DiffResult) -> List[str]:
 
 def _gib(n: int) -> str:
     return fmt_bytes(n, digits=1)
+
+
+# ---------------------------------------------------------------------------------------------
+# What changed, in words (the table, the JSON document and the HTML report show these)
+# ---------------------------------------------------------------------------------------------
+
+def kind(cells: Dict[str, str]) -> str:
+    """A layer's strategy in a word or two: ``full``, ``select``, ``select+swap``, ``none``."""
+    if cells.get("full_recompute"):
+        parts = ["full"]
+    else:
+        parts = [w for a, w in (("select_recompute", "select"), ("select_comm_recompute", "comm"))
+                 if cells.get(a)]
+    if any(cells.get(a) for a in actions.SWAP_ACTIONS):
+        parts.append("swap")
+    return "+".join(parts) or "none"
+
+
+def stage_changes(result: DiffResult) -> List[str]:
+    """Per stage of A, the changed layers grouped by what they change from and to, e.g.
+    ``stage 0: layers 4-5 full → none``; ``stage 2: no change``."""
+    by_stage: "OrderedDict[str, List[LayerDiff]]" = OrderedDict()
+    for ld in sorted(result.layers, key=lambda x: (_stage_key(result, x.layer), x.layer)):
+        by_stage.setdefault(_stage_name(result, ld.layer), []).append(ld)
+    out = []
+    for stage, lds in by_stage.items():
+        changes: "OrderedDict[str, List[int]]" = OrderedDict()
+        for ld in lds:
+            if not ld.differs:
+                continue
+            ka, kb = kind(ld.a), kind(ld.b)
+            if ld.layer not in result.a.cells:
+                what = "only in B"
+            elif ld.layer not in result.b.cells:
+                what = "only in A"
+            elif ka != kb:
+                what = f"{ka} → {kb}"
+            else:
+                cols = ", ".join(layer_table.COLUMNS[a] for a in ld.differs if a in layer_table.COLUMNS)
+                what = f"{ka}: {cols} differ"
+            changes.setdefault(what, []).append(ld.layer)
+        if not changes:
+            out.append(f"{stage}: no change")
+        else:
+            out.append(f"{stage}: " + "; ".join(
+                f"{'layer' if len(ls) == 1 else 'layers'} {layer_table.ranges(ls)} {what}"
+                for what, ls in changes.items()))
+    return out
+
+
+def _stage_key(result: DiffResult, layer: int) -> Tuple[int, int]:
+    st, inter = result.a.stages.get(layer) or result.b.stages.get(layer) or (None, 0)
+    return (st if st is not None else 1 << 30, inter or 0)
+
+
+def _stage_name(result: DiffResult, layer: int) -> str:
+    st, _ = result.a.stages.get(layer) or result.b.stages.get(layer) or (None, 0)
+    return "stage ?" if st is None else f"stage {st}"

@@ -7,7 +7,7 @@ page needs is inside it: styles in one ``<style>``, figures as inline SVG (matpl
 clip paths never collide), rule explanations as sections linked by ``#rule-SWnnn``. There is no
 ``<script>`` and no URL to fetch.
 
-The page renders what :mod:`swapwatch.report.build` collected, in the vocabulary of the terminal
+The page renders what :mod:`swapwatch.commands.report` collected, in the vocabulary of the terminal
 (:mod:`swapwatch.report.layer_table`: ``✗ expected → actual``, ``?``, ``!``; findings grouped by cause
 with rank and layer ranges by :mod:`swapwatch.report.finding_groups`); folded rows and grouped findings
 keep a 1,024-rank run's page small (docs/report.md gives the size).
@@ -22,7 +22,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence
 
 from .. import __version__
 from . import finding_groups, layer_table
-from .build import Report, RunPart
+from ..model.results import MAX_STOPPED, Report, RunPart
 
 #: Group lines shown per rule before "... and N more" (as verify's table: verify_render.TABLE_GROUPS).
 MAX_GROUPS = 50
@@ -150,7 +150,6 @@ def _run_facts(part: RunPart) -> str:
         ranks = sorted(part.runlog.ranks)
         rows.append(["ranks in the logs", f"{len(ranks)}: {layer_table.ranges(ranks, 6)}"])
     if part.stopped:
-        from .build import MAX_STOPPED
 
         shown = "; ".join(f"rank {r}: {w} ({src})" for r, w, src in part.stopped[:MAX_STOPPED])
         more = len(part.stopped) - MAX_STOPPED
@@ -350,7 +349,7 @@ def _diff(report: Report) -> str:
     d = report.diff
     if d is None:
         return ""
-    from ..commands.diff import stage_changes
+    from .diff import stage_changes
 
     rows = [([ld.layer], ld.stage, ld) for ld in d.layers]
     rows = layer_table.fold(rows, key=lambda r: (r[1], tuple(sorted(r[2].cells.items()))), layers=lambda r: r[0])
@@ -372,7 +371,7 @@ def _diff(report: Report) -> str:
 def _rules(codes: set) -> str:
     if not codes:
         return ""
-    from ..commands.rules import explain_rule
+    from .rules import explain_rule
 
     out = ['<section id="rules"><h2>The rules behind these findings (swapwatch rules)</h2>']
     for code in sorted(codes):

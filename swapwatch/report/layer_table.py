@@ -14,6 +14,7 @@ import textwrap
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ..model import actions
+from ..model.plan_view import VOIDED_BY_RECOMPUTE
 from ..text import ranges, write_table
 
 if TYPE_CHECKING:
@@ -113,7 +114,7 @@ def logged_cells(items: Sequence[Any]) -> Dict[str, str]:
 
 
 #: what :data:`VOIDED` means on a LayerSetting plan (``PlanView.voided_legend``)
-VOIDED_LEGEND = "swap voided by recompute on that layer (SW201)"
+VOIDED_LEGEND = VOIDED_BY_RECOMPUTE
 
 
 def legend(texts: Iterable[str], voided: str = VOIDED_LEGEND) -> List[str]:

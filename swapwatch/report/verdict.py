@@ -10,25 +10,9 @@ what the result holds.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any
 
-
-@dataclass
-class Verdict:
-    """``state``: ``pass`` | ``fail`` | ``not-verified`` (the page's colour); ``headline``: verify's
-    verdict word; ``run``: the run line (did the ranks apply what the config does);
-    ``config``: the config line (does the config do what was meant: explain's findings);
-    ``exit_code``: verify's; ``counts``: findings by severity."""
-
-    state: str
-    headline: str
-    run: str
-    config: str
-    exit_code: Optional[int]
-    counts: Dict[str, int] = field(default_factory=dict)
-    run_codes: List[str] = field(default_factory=list)
-    config_codes: List[str] = field(default_factory=list)
+from ..model.results import Verdict
 
 
 def finding_needs(f: Any) -> str:

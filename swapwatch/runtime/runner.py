@@ -389,7 +389,7 @@ def run(command: Sequence[str], config: Optional[str] = None, run_dir: Optional[
             # issue 26: RUN_DIR/report.html of the finished run, built on verify's result (so not with
             # --no-verify); a signal now is recorded, not raised (run.json and the exit code stay the
             # run's); a failure is a warning, never the exit code
-            from ..report import write_for_run
+            from ..commands.report import write_for_run
 
             res.info["report"] = write_for_run(str(res.run_dir), lambda m: _say(out, f"swapwatch run: warning: {m}"))
             notes: List[str] = []

@@ -13,48 +13,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from ..errors import InputError
-from .verdict import Verdict, read_verdict, unverified
+from ..report.verdict import read_verdict, unverified
 
-if TYPE_CHECKING:
-    from ..model.results import Explanation
+from ..model.results import Report, RunPart
 
 #: ``swapwatch run`` keeps the YAML as launched under this name (runner.CONFIG_COPY).
 CONFIG_COPY = "config.yaml"
-
-
-@dataclass
-class RunPart:
-    """One run of the report: its paths, ``run.json`` (when a ``swapwatch run`` dir), the config
-    verified against, and the result objects of verify / explain / plot strategy / estimate."""
-
-    label: str
-    paths: List[str]
-    run_info: Optional[Dict[str, Any]] = None
-    config_path: Optional[str] = None
-    config_sha256: Optional[str] = None
-    config_origin: str = ""                 # "--config", "the run's config.yaml", "the log", ""
-    result: Any = None                      # VerifyResult
-    verdict: Optional[Verdict] = None
-    explanation: Optional["Explanation"] = None       # the plan, as explain gives it
-    runlog: Any = None
-    strategy: Any = None                    # StrategyPlot
-    estimate: Any = None                    # Estimate (predicted, with the run's measured peaks)
-    estimate_plot: Any = None               # EstimatePlot
-    #: ranks whose log says the process stopped with an error (parsers.model.is_fatal): rank, what, where
-    stopped: List[Any] = field(default_factory=list)
-    notes: List[str] = field(default_factory=list)
-
-
-@dataclass
-class Report:
-    runs: List[RunPart]
-    memory: Any = None                      # MemoryPlot over every run (side by side)
-    notes: List[str] = field(default_factory=list)
-    diff: Any = None                        # diff.DiffResult of the first two runs, when two or more
 
 
 def _read_run_json(path: str) -> Optional[Dict[str, Any]]:
@@ -100,7 +67,7 @@ def _one_line(exc: Exception) -> str:
 def build_run(group: List[str], config: Optional[str] = None) -> RunPart:
     """The parts of one run. Raises InputError only when the logs cannot be read at all."""
     from ..plot.inputs import label_for
-    from ..commands.verify import verify
+    from .verify import verify
 
     info = _read_run_json(group[0]) if len(group) == 1 else None
     part = RunPart(label=label_for(group), paths=list(group), run_info=info)
@@ -147,8 +114,6 @@ def build_run(group: List[str], config: Optional[str] = None) -> RunPart:
     return part
 
 
-#: Ranks listed as stopped with an error, at most (the count says how many more).
-MAX_STOPPED = 20
 
 
 def _stopped(runlog: Any) -> List[Any]:
@@ -168,7 +133,7 @@ def _stopped(runlog: Any) -> List[Any]:
 
 
 def _explain(part: RunPart, cfg: str) -> None:
-    from ..commands.explain import explain
+    from .explain import explain
 
     try:
         part.explanation = explain(cfg)
@@ -183,7 +148,7 @@ def _strategy(part: RunPart) -> None:
 
     rank = None
     if part.result is not None and part.result.comparison is not None:
-        from .verify import map_rank
+        from ..report.verify import map_rank
 
         rank = map_rank(part.result)           # the rank the per-layer map shows
     try:
@@ -228,7 +193,7 @@ def build(paths: Sequence[str], config: Optional[str] = None) -> Report:
     if config is not None and not os.path.isfile(config):
         raise InputError("no such file", file=config)
     groups = group_paths(paths)
-    from ..commands.file_kind import reject_yaml_for_verify
+    from .file_kind import reject_yaml_for_verify
 
     for p in paths:
         if os.path.isfile(p):
@@ -247,10 +212,42 @@ def build(paths: Sequence[str], config: Optional[str] = None) -> Report:
 
         report.notes.append(f"memory: no memory figures in these logs; {HOW_TO_GET}")
     if len(groups) >= 2 and len(groups[0]) == 1 and len(groups[1]) == 1:
-        from ..commands.diff import diff
+        from .diff import diff
 
         try:
             report.diff = diff(groups[0][0], groups[1][0])
         except InputError as exc:
             report.notes.append(f"diff: {exc.one_line()}")
     return report
+
+
+REPORT_NAME = "report.html"
+
+
+def make(paths: Sequence[str], config: Optional[str] = None) -> str:
+    """The page for ``paths`` (InputError for bad input)."""
+    from ..report.html import render
+
+    return render(build(paths, config))
+
+
+def write_for_run(run_dir: str, warn: Callable[[str], None]) -> Optional[str]:
+    """``swapwatch run``'s last step: ``RUN_DIR/report.html``. Never raises: a report that cannot
+    be made is a warning (``warn``) and the run's exit code stays what it was. Returns the file
+    name written, or None."""
+    import os
+
+    from ..errors import InputError
+    from .outputs import write_text
+
+    try:
+        text = make([run_dir])
+        write_text(os.path.join(run_dir, REPORT_NAME), text, False)
+    except InputError as exc:
+        warn(f"no {REPORT_NAME}: {exc.one_line()}")
+        return None
+    except Exception as exc:  # noqa: BLE001 - a report bug must never change the run's outcome
+        warn(f"no {REPORT_NAME}: internal error {type(exc).__name__}: {exc} (a bug in swapwatch; "
+             f"`swapwatch report {run_dir}` with SWAPWATCH_DEBUG=1 shows the traceback)")
+        return None
+    return REPORT_NAME
