@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from ..config import TrainingConfig
     from ..parsers.model import RunLog
     from ..model.plan import Plan
-    from ..model.plan_view import PlanView
+    from ..model.plan_view import Config, PlanView
 
 
 @dataclass
@@ -87,7 +87,7 @@ class CheckContext:
     """
 
     plan: "PlanView | None"
-    config: Any = None
+    config: Optional["Config"] = None
     env: Dict[str, str] = field(default_factory=dict)
     runlog: Optional["RunLog"] = None
     ir: Any = None            # parsers.ir evidence

@@ -17,13 +17,16 @@ from __future__ import annotations
 
 import os
 import stat
-from typing import Any, List, Optional, Tuple
+from typing import TYPE_CHECKING, List, Optional, Tuple
 
 from ..model import run_shape
 from ..engine import codepaths
 from ..model.results import DiffResult, LayerDiff, Side  # noqa: F401  (the result, re-exported)
 from ..report import layer_table
 from ..errors import InputError
+
+if TYPE_CHECKING:
+    from ..parsers.model import RankLog
 
 
 # ---------------------------------------------------------------------------------------------
@@ -86,7 +89,7 @@ def run_side(path: str) -> Side:
                 cells={i: layer_table.logged_cells(seen.get(i, [])) for i in layers})
 
 
-def _logged_swap(rank_log: Any) -> Optional[bool]:
+def _logged_swap(rank_log: "RankLog") -> Optional[bool]:
     section = rank_log.initial_config().get("swap_config")
     if isinstance(section, dict) and "swap" in section:
         return bool(section["swap"])

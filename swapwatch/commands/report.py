@@ -13,12 +13,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence
 
 from ..errors import InputError
 from ..report.verdict import read_verdict, unverified
 
 from ..model.results import Report, RunPart
+
+if TYPE_CHECKING:
+    from ..parsers.model import RunLog
 
 #: ``swapwatch run`` keeps the YAML as launched under this name (runner.CONFIG_COPY).
 CONFIG_COPY = "config.yaml"
@@ -116,7 +119,7 @@ def build_run(group: List[str], config: Optional[str] = None) -> RunPart:
 
 
 
-def _stopped(runlog: Any) -> List[Any]:
+def _stopped(runlog: "RunLog") -> List[Any]:
     """(rank, what, source) of the first event per rank that says the process stopped with an error
     (a traceback, a config error, a non-zero exit code: ``parsers.model.is_fatal``, the test SW106
     uses), for "which worker failed"."""

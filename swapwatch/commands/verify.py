@@ -23,6 +23,7 @@ from ..model.results import EXIT_CODES, VerifyResult, decide, sort_key  # noqa: 
 if TYPE_CHECKING:      # imported while the logs are scanned (_import_for_checks): the workers need no regex
     from ..engine.codepaths import CodePath
     from ..engine.compare import Comparison
+    from ..model.plan_view import Config, PlanView
     from ..parsers.model import RunLog
 
 
@@ -78,7 +79,7 @@ def verify(paths: Sequence[str], config_path: Optional[str] = None,
     return result
 
 
-def verify_read(runlog: Any, config_path: Optional[str] = None) -> VerifyResult:
+def verify_read(runlog: "RunLog", config_path: Optional[str] = None) -> VerifyResult:
     """:func:`verify` of a run already read (``plot strategy`` reads the comparison verify
     decides with from it, so the plot and the verdict never disagree)."""
     return _verify_read(runlog, config_path, set(), False, None, None)
@@ -109,7 +110,7 @@ def run_dir_config(paths: Sequence[str]) -> Optional[str]:
     return copy if os.path.isfile(copy) else None
 
 
-def _verify_read(runlog: Any, config_path: Optional[str], skip: set, strict: bool,
+def _verify_read(runlog: "RunLog", config_path: Optional[str], skip: set, strict: bool,
                  env: Optional[Mapping[str, str]], ir_dir: Optional[str]) -> VerifyResult:
     """:func:`verify` once the logs are read: the config's code path (``codepaths``: from ``--config``, else
     from the logs themselves) plans it and says what its log must show."""
@@ -121,10 +122,7 @@ def _verify_read(runlog: Any, config_path: Optional[str], skip: set, strict: boo
         source = str(config_path)
     else:
         cp = codepaths.of_run(runlog)
-        config, source = cp.config_from_log(runlog)
-        from ..engine.strategy import plan as make_plan
-
-        plan = make_plan(config)
+        config, plan, source = cp.from_log(runlog)
     ir = read_ir(ir_dir) if ir_dir else None
     # without --config the log's own config is the reference: SW107 would compare it with itself
     return evaluate(cp, plan, runlog, config=config, env=merged_env(runlog, env),
@@ -143,7 +141,7 @@ def _import_for_checks() -> None:
     load_rules()
 
 
-def evaluate(cp: "CodePath", plan: Any, runlog: "RunLog", config: Any = None,
+def evaluate(cp: "CodePath", plan: "PlanView", runlog: "RunLog", config: Optional["Config"] = None,
              env: Optional[Mapping[str, str]] = None, ignore: Iterable[str] = (), strict: bool = False,
              ir: Any = None, config_source: str = "", skip_codes: Iterable[str] = ()) -> VerifyResult:
     """Run every rule on an already built plan and RunLog of the code path ``cp`` (the core of :func:`verify`).
@@ -202,7 +200,7 @@ def parse_env(items: Iterable[str]) -> Dict[str, str]:
     return out
 
 
-def merged_env(runlog: Any, env: Optional[Mapping[str, str]]) -> Dict[str, str]:
+def merged_env(runlog: "RunLog", env: Optional[Mapping[str, str]]) -> Dict[str, str]:
     """The environment the run had: ``run.json`` of a run dir, then ``--env`` on top."""
     out: Dict[str, str] = {}
     info = getattr(runlog, "run_info", None) or {}

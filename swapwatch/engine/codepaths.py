@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from ..model.plan import Plan
     from ..pynative.config import PynativeConfig
     from ..pynative.resolve import PynativePlan
+    from ..model.plan_view import Config, PlanView
     from ..model.results import Explanation
 
 #: what a command may need of a path beyond its plan: ``size`` (a memory estimate), ``calibrate`` (fitted to
@@ -62,11 +63,11 @@ class CodePath:
         the rest override a fragment's keys). Bad input: one line, exit 2."""
         raise NotImplementedError
 
-    def configure(self, doc: TrainingDocument) -> Tuple[Any, Any]:
+    def configure(self, doc: TrainingDocument) -> Tuple["Config", "PlanView"]:
         """``(config, plan)`` of ``doc`` as ``verify --config`` takes it (bad input: one line, exit 2)."""
         raise NotImplementedError
 
-    def expected_log(self, plan: Any) -> "ExpectedLog":
+    def expected_log(self, plan: "PlanView") -> "ExpectedLog":
         """What ``plan`` makes MindFormers log on this path (``compare.ExpectedLog``)."""
         raise NotImplementedError
 
@@ -75,8 +76,9 @@ class CodePath:
         """How this path's log reads back (``compare.LogReader``)."""
         raise NotImplementedError
 
-    def config_from_log(self, runlog: "RunLog") -> Tuple[Any, str]:
-        """``(config, where it came from)`` rebuilt from the run's own log, for ``verify`` without ``--config``."""
+    def from_log(self, runlog: "RunLog") -> Tuple["Config", "PlanView", str]:
+        """``(config, plan, where the config came from)`` rebuilt from the run's own log, for ``verify`` without
+        ``--config``."""
         raise NotImplementedError
 
     def example(self, doc: TrainingDocument, log: Any) -> Any:
@@ -93,7 +95,7 @@ class CodePath:
         """The config ``run``'s strategy environment follows (None where the path needs none)."""
         raise NotImplementedError
 
-    def compare(self, plan: Any, runlog: "RunLog") -> "Comparison":
+    def compare(self, plan: "PlanView", runlog: "RunLog") -> "Comparison":
         """The one plan-vs-log comparison: what ``plan`` makes this path log against each rank's log as this path
         reads it (``compare.compare``)."""
         from .compare import compare
@@ -194,9 +196,11 @@ class LayerSetting(CodePath):
         return Explanation(config, plan, findings, dict(env or {}), header=strategy.describe(plan, config),
                            notes=notes, log_lines=strategy.layer_setting_lines(plan), shape=config_shape(config))
 
-    def expected_log(self, plan: "Plan") -> "ExpectedLog":
+    def expected_log(self, plan: "PlanView") -> "ExpectedLog":
+        from ..model.plan import Plan
         from .compare import expected_log
 
+        assert isinstance(plan, Plan), plan          # this path's own plan (for_plan / configure made it)
         return expected_log(plan)
 
     @property
@@ -220,7 +224,7 @@ class LayerSetting(CodePath):
         except InputError:
             return None
 
-    def config_from_log(self, runlog: "RunLog") -> Tuple["TrainingConfig", str]:
+    def from_log(self, runlog: "RunLog") -> Tuple["TrainingConfig", "Plan", str]:
         """MindFormers' own copy of the YAML: its ``initial ... from dict`` lines and the logged geometry."""
         from .compare import printed_mindformers
         from ..config import config_from_log
@@ -230,7 +234,10 @@ class LayerSetting(CodePath):
             raise InputError("no MindFormers line at all in these logs (no config, no strategy, no step): "
                              "nothing to verify (is this a worker log of a MindFormers job?); with --config "
                              "the verdict is NOT VERIFIED", file=", ".join(files) or None)
-        return config_from_log(runlog)
+        from .strategy import plan
+
+        config, source = config_from_log(runlog)
+        return config, plan(config), source
 
     def _size(self, doc: TrainingDocument, model: Optional[str], calibrate: Sequence[str],
               calibration: Optional["Calibration"]) -> "Estimate":
@@ -280,9 +287,11 @@ class ApplyAc(CodePath):
 
         return explain_tree(doc.data, doc.lines, doc.path, num_layers=num_layers, family=model)
 
-    def expected_log(self, plan: "PynativePlan") -> "ExpectedLog":
+    def expected_log(self, plan: "PlanView") -> "ExpectedLog":
         from ..pynative.logged import expected_log
+        from ..pynative.resolve import PynativePlan
 
+        assert isinstance(plan, PynativePlan), plan   # this path's own plan (for_plan / configure made it)
         return expected_log(plan)
 
     @property
@@ -305,7 +314,7 @@ class ApplyAc(CodePath):
         """None: the r2.x trainer needs none of the LayerSetting strategy environment."""
         return None
 
-    def config_from_log(self, runlog: "RunLog") -> Tuple["PynativeConfig", str]:
+    def from_log(self, runlog: "RunLog") -> Tuple["PynativeConfig", "PynativePlan", str]:
         raise InputError("this is a PyNative (r2.x) run: its log does not print the recompute/swap sections; "
                          "pass the training YAML with --config")
 
@@ -326,7 +335,7 @@ def of(doc: TrainingDocument) -> CodePath:
 _APPLY_AC_NOTICES = ("pyn_map_start", "world_size", "pyn_config_error")
 
 
-def for_plan(plan: Any) -> CodePath:
+def for_plan(plan: "PlanView") -> CodePath:
     """The code path that made ``plan`` (its view: ``plan_view.PlanView.view``)."""
     from ..model.plan_view import APPLY_AC
 

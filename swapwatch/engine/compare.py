@@ -108,10 +108,10 @@ NO_NOTICES = Notices()
 class LogReader(Protocol):
     """How one code path's log reads back (``codepaths.CodePath.logged``)."""
 
-    def seen(self, rank_log: Any) -> Dict[int, List["Seen"]]:
+    def seen(self, rank_log: "_model.RankLog") -> Dict[int, List["Seen"]]:
         """Per layer, the items the rank's per-layer lines show (deduplicated)."""
 
-    def notices(self, rank_log: Any) -> Notices:
+    def notices(self, rank_log: "_model.RankLog") -> Notices:
         """The rank's notices about the strategy (:data:`NO_NOTICES` when the path has none: a packed
         rank must not be unpacked to say so)."""
 
@@ -141,10 +141,10 @@ class ExpectedLog:
 class _LayerSettingLog:
     """LayerSetting's ``Set ...`` lines read back: :func:`seen_items`, no notices of its own."""
 
-    def seen(self, rank_log: Any) -> Dict[int, List["Seen"]]:
+    def seen(self, rank_log: "_model.RankLog") -> Dict[int, List["Seen"]]:
         return seen_items(rank_log)
 
-    def notices(self, rank_log: Any) -> Notices:
+    def notices(self, rank_log: "_model.RankLog") -> Notices:
         return NO_NOTICES
 
 
@@ -307,7 +307,7 @@ def expected_actions(plan: "Plan", family: Optional[str] = DEFAULT_FAMILY) -> Di
 # What a rank logged
 # ---------------------------------------------------------------------------------------------
 
-def seen_items(rank_log: Any) -> Dict[int, List[Seen]]:
+def seen_items(rank_log: "_model.RankLog") -> Dict[int, List[Seen]]:
     """The rank's logged actions as items, deduplicated (MTP repeats layer num_layers-1; a
     SWAPWATCH ``apply`` event and its MindFormers text line say the same thing twice)."""
     out: Dict[int, List[Seen]] = defaultdict(list)
@@ -500,7 +500,7 @@ class LazySeen(Mapping):
 
     _recent: "OrderedDict[int, Tuple[Any, Dict[int, List[Seen]]]]" = OrderedDict()
 
-    def __init__(self, rank_log: Any, logged: LogReader = LAYER_SETTING_LOG):
+    def __init__(self, rank_log: "_model.RankLog", logged: LogReader = LAYER_SETTING_LOG):
         self.rank_log, self.logged = rank_log, logged
 
     def _items(self) -> Dict[int, List[Seen]]:
@@ -522,7 +522,7 @@ class LazySeen(Mapping):
         return len(self._items())
 
 
-def _rank_diff(rank: int, rank_log: Any, expected: Dict[int, List[Expected]],
+def _rank_diff(rank: int, rank_log: "_model.RankLog", expected: Dict[int, List[Expected]],
                   seen: Dict[int, List[Seen]]) -> RankDiff:
     diff = RankDiff(rank)
     diff.seen = seen
@@ -590,7 +590,7 @@ def expects_line(e: Expected) -> bool:
     return e.logged and not (e.resolved and e.pattern is not None and not e.paths)
 
 
-def _cut_layers(rank_log: Any, seen: Dict[int, List[Seen]],
+def _cut_layers(rank_log: "_model.RankLog", seen: Dict[int, List[Seen]],
                 expected: Dict[int, List[Expected]]) -> Set[int]:
     """Layers the log cannot speak for: everything from the last logged layer on when the log is
     cut off (the file is truncated, or the process died inside the strategy block). The last
@@ -667,7 +667,7 @@ def describe(action: str, op: Optional[str] = None) -> str:
 MINDFORMERS_KINDS = ("geometry", "formative", "initial_config", "action", "step")
 
 
-def printed_mindformers(rank_log: Any) -> bool:
+def printed_mindformers(rank_log: "_model.RankLog") -> bool:
     """The rank's log holds MindFormers output (a path's own notices aside: :attr:`Notices.any`),
     answered without unpacking its events."""
     return not rank_log.kinds().isdisjoint(MINDFORMERS_KINDS)

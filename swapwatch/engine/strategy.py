@@ -735,7 +735,7 @@ def layer_setting_lines(result: Plan, layout: Any = None) -> List[str]:
     return out
 
 
-def describe(plan: Plan, cfg: Any) -> List[str]:
+def describe(plan: Plan, cfg: "TrainingConfig") -> List[str]:
     """What ``explain`` says about a LayerSetting plan above its table: the geometry, swap mode and model layout,
     and what MindFormers does with the config that the table cannot show (a plain-bool recompute, its default op
     swap, patterns an exclude removes)."""

@@ -15,8 +15,9 @@ from . import actions, patterns
 from .plan_view import CELL_ONLY, INVALID, LAYER_SETTING, NO_MATCH, VOIDED_BY_RECOMPUTE, Action, Subject
 
 if TYPE_CHECKING:
-    from .families import ModelFamily
     from ..engine.unmatched import NoMatch
+    from .families import ModelFamily
+    from .plan_view import Config
 
 Prefetch = Union[int, str]
 
@@ -339,12 +340,13 @@ class Plan(LayerSettingView):
         """The layout key (``family:kind``) of decoder layer ``layer`` or of the MTP layer."""
         return self.fam.layout_key(layer, mtp)
 
-    def unmatched(self, config: Any) -> List["NoMatch"]:
+    def unmatched(self, config: Optional["Config"]) -> List["NoMatch"]:
         """Patterns that reach nothing on any layer kind they are applied on (``unmatched.no_match``: the walk of
-        each kind's tree, with a did-you-mean), located in ``config`` (a TrainingConfig, or None)."""
+        each kind's tree, with a did-you-mean), located in ``config`` (its TrainingConfig, or None)."""
+        from ..config import TrainingConfig
         from ..engine.unmatched import no_match
 
-        return no_match(self, config)
+        return no_match(self, config if isinstance(config, TrainingConfig) else None)
 
     def walker(self, layer: int, mtp: bool = False) -> "Walker":
         """``walker(pattern, mode)`` over the tree of one layer (memoised per layer kind)."""

@@ -74,6 +74,16 @@ class Action:
     resolved: bool = True
 
 
+class Config(Protocol):
+    """What every path's config offers a consumer that reads either (``TrainingConfig``, ``PynativeConfig``):
+    the file it came from and where a key is (``file:line``)."""
+
+    @property
+    def source(self) -> Optional[str]: ...
+
+    def where(self, key: str) -> Optional[str]: ...
+
+
 class PlanView(Protocol):
     """What every consumer (explain's renderers, verify and its renderers, diff, ``plot strategy``, report, the
     rules) may read of a plan, whichever path made it. The action names are ``actions.py``'s."""
@@ -122,7 +132,7 @@ class PlanView(Protocol):
     def to_json(self, findings: Iterable[Any] = ()) -> Dict[str, Any]:
         """explain's JSON document of this plan and the ``findings`` about it (DESIGN §3.2)."""
 
-    def unmatched(self, config: Any) -> List["NoMatch"]:
+    def unmatched(self, config: Optional[Config]) -> List["NoMatch"]:
         """The configured patterns (regexes) that reach nothing on any layer they are applied on, in this path's
         words and located in ``config`` (SW104 before launch)."""
 

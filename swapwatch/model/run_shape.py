@@ -12,7 +12,11 @@ A value no source gives is unknown and never makes runs incomparable.
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
+
+if TYPE_CHECKING:
+    from ..config import TrainingConfig
+    from ..parsers.model import RunLog
 
 #: shape key -> the words a person reads
 KEYS = {"num_layers": "layers", "pipeline_stage": "pipeline stages", "seq_length": "seq length",
@@ -71,7 +75,7 @@ def _from_config(path: Any) -> Dict[str, int]:
     return out
 
 
-def _from_log(runlog: Any) -> Dict[str, int]:
+def _from_log(runlog: "RunLog") -> Dict[str, int]:
     for rank in sorted(getattr(runlog, "ranks", {}) or {}):
         geo = runlog.ranks[rank].geometry()
         layer_list = geo.get("layer_list")
@@ -84,7 +88,7 @@ def _from_log(runlog: Any) -> Dict[str, int]:
     return {}
 
 
-def run_shape(runlog: Any) -> Dict[str, int]:
+def run_shape(runlog: "RunLog") -> Dict[str, int]:
     """The known shape values of one run (keys of :data:`KEYS`)."""
     info = getattr(runlog, "run_info", None) or {}
     cfg = info.get("config")
@@ -96,7 +100,7 @@ def run_shape(runlog: Any) -> Dict[str, int]:
     return shape
 
 
-def config_shape(config: Any) -> Dict[str, int]:
+def config_shape(config: "TrainingConfig") -> Dict[str, int]:
     """The shape of a loaded config (``diff`` of two YAMLs)."""
     out = {"num_layers": config.num_layers, "pipeline_stage": config.pipeline_stage}
     extra = _from_config(getattr(config, "source", None))

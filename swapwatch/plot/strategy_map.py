@@ -12,7 +12,7 @@ disagree.
 from __future__ import annotations
 
 import textwrap
-from typing import TYPE_CHECKING, AbstractSet, Any, Dict, List, Optional, Set, Tuple
+from typing import AbstractSet, Any, Dict, List, Optional, Set, TYPE_CHECKING, Tuple, Union
 
 import numpy as np
 import pandas as pd
@@ -22,13 +22,18 @@ from matplotlib.patches import Patch, Rectangle
 from ..model import actions, patterns
 from ..engine.compare import Comparison
 from ..errors import InputError
+from ..parsers.model import NoticeEvent, RunLog
 from ..model.plan_view import CELL_ONLY, NO_MATCH as NO_MATCH_NOTE, NOT_EFFECTIVE as NOT_EFFECTIVE_NOTE, VIEWS
 from ..report.layer_table import stage_label
 from . import _render
 from .result import StrategyPlot
 
 if TYPE_CHECKING:
+    from typing_extensions import TypeGuard
+
     from ..model.plan_view import PlanView
+    from ..model.results import VerifyResult
+    from ..parsers.model import RankLog
 
 FRAME_COLUMNS = ["source", "rank", "layer", "stage", "interleave", "mechanism", "item", "value",
                  "overridden", "partial", "why", "paths", "effect"]
@@ -54,7 +59,7 @@ OVERRIDE_COLOR = "#d62728"
 
 # ---- data -------------------------------------------------------------------------------------
 
-def _is_plan(obj: Any) -> bool:
+def _is_plan(obj: object) -> "TypeGuard[PlanView]":
     """A plan of either path (:class:`swapwatch.model.plan_view.PlanView`), not a log or a result."""
     return getattr(obj, "view", None) in VIEWS
 
@@ -99,7 +104,7 @@ def _plan_rows(plan: "PlanView") -> List[tuple]:
     return rows
 
 
-def _geometry(rank_log: Any, plan: Any) -> Tuple[List[int], List[int]]:
+def _geometry(rank_log: Optional["RankLog"], plan: Optional["PlanView"]) -> Tuple[List[int], List[int]]:
     """Stage and interleave id per layer: from the log's own geometry lines, else from the plan."""
     g = rank_log.geometry() if rank_log is not None else {}
     pp, vv = g.get("pp_ids"), g.get("interleave_ids")
@@ -109,7 +114,7 @@ def _geometry(rank_log: Any, plan: Any) -> Tuple[List[int], List[int]]:
     return list(pp or []), list(vv or [])
 
 
-def pick_rank(runlog: Any, rank: Optional[int] = None) -> int:
+def pick_rank(runlog: "RunLog", rank: Optional[int] = None) -> int:
     """The rank to map: the one asked for, else the lowest rank that logged strategy actions."""
     if rank is not None:
         if rank not in runlog.ranks:
@@ -122,7 +127,7 @@ def pick_rank(runlog: Any, rank: Optional[int] = None) -> int:
     return with_actions[0]
 
 
-def _log_rows(runlog: Any, rank: int, plan: Optional["PlanView"] = None) -> List[tuple]:
+def _log_rows(runlog: "RunLog", rank: int, plan: Optional["PlanView"] = None) -> List[tuple]:
     """``rank``'s logged rows; ``plan``: the plan the logs are compared with (a logged path is drawn on the row
     of the configured pattern or path it matches), or None."""
     rl = runlog.ranks[rank]
@@ -130,9 +135,9 @@ def _log_rows(runlog: Any, rank: int, plan: Optional["PlanView"] = None) -> List
     plan_patterns: Dict[Tuple[int, str], List[str]] = {}
     if plan is not None:
         for la in plan.layers:
-            for a in plan.actions_at(la.layer):
-                if a.subjects and not a.shadowed:
-                    plan_patterns.setdefault((la.layer, a.kind), []).extend(sub.name for sub in a.subjects)
+            for act in plan.actions_at(la.layer):
+                if act.subjects and not act.shadowed:
+                    plan_patterns.setdefault((la.layer, act.kind), []).extend(sub.name for sub in act.subjects)
     rows: Dict[tuple, list] = {}
     acts = sorted(rl.actions, key=lambda a: 0 if a.origin == "swapwatch" else 1)   # authoritative first
     for a in acts:
@@ -155,7 +160,7 @@ def _log_rows(runlog: Any, rank: int, plan: Optional["PlanView"] = None) -> List
                          (path,) if path else (), ""]
     # recompute overrides swap: MindFormers logs the swap anyway and only WARNs (_check_swap_recompute_conflict)
     for n in rl.of("notice"):
-        if n.what != "swap_conflict":
+        if not isinstance(n, NoticeEvent) or n.what != "swap_conflict":
             continue
         op = str(n.data.get("op") or n.data.get("pattern") or "All")
         layer = n.data.get("layer")
@@ -171,7 +176,8 @@ def _log_rows(runlog: Any, rank: int, plan: Optional["PlanView"] = None) -> List
     return [tuple(r) for r in rows.values()]
 
 
-def strategy_frame(what: Any, rank: Optional[int] = None, plan: Any = None) -> pd.DataFrame:
+def strategy_frame(what: Union["PlanView", "RunLog"], rank: Optional[int] = None,
+                   plan: Optional["PlanView"] = None) -> pd.DataFrame:
     """One row per (layer, mechanism, item) configured or logged: the data behind :func:`plot_strategy`.
 
     ``what`` is a :class:`~swapwatch.engine.strategy.Plan` (source ``config``: what MindFormers will apply)
@@ -186,7 +192,7 @@ def strategy_frame(what: Any, rank: Optional[int] = None, plan: Any = None) -> p
     """
     if _is_plan(what):
         rows = _plan_rows(what)
-    elif hasattr(what, "ranks"):
+    elif isinstance(what, RunLog):
         rows = _log_rows(what, pick_rank(what, rank), plan)
     else:
         raise TypeError(f"strategy_frame needs a Plan or a RunLog, not {type(what).__name__}")
@@ -202,7 +208,8 @@ def strategy_frame(what: Any, rank: Optional[int] = None, plan: Any = None) -> p
     return df
 
 
-def frame_differences(plan: Any, runlog: Any, rank: int, comparison: Optional[Comparison] = None) -> pd.DataFrame:
+def frame_differences(plan: "PlanView", runlog: "RunLog", rank: int,
+                      comparison: Optional[Comparison] = None) -> pd.DataFrame:
     """Cells where the logs differ from the config on ``rank``, from verify's comparison
     (``comparison`` when the caller has it, e.g. a VerifyResult's; else made here).
 
@@ -413,7 +420,8 @@ def _legend_handles(frames: List[pd.DataFrame], with_diff: bool, with_cut: bool)
     return hs
 
 
-def plot_strategy(what: Any, plan: Any = None, rank: Optional[int] = None, title: Optional[str] = None,
+def plot_strategy(what: Union["PlanView", "RunLog", "VerifyResult"], plan: Optional["PlanView"] = None,
+                  rank: Optional[int] = None, title: Optional[str] = None,
                   name: Optional[str] = None,
                   comparison: Optional[Comparison] = None) -> StrategyPlot:
     """Draw the layer × mechanism map (``.save(out)`` writes it).
@@ -427,31 +435,35 @@ def plot_strategy(what: Any, plan: Any = None, rank: Optional[int] = None, title
     config file) goes into the title. The result holds the frames drawn (by panel title), the
     differences and the layers past a log that stops early.
     """
+    runlog: Optional["RunLog"] = None
     if _is_verify_result(what):
-        # no comparison on a static-path result: the log is not a run of its config (SW109), so
-        # the map shows the logs alone
+        # no comparison: the log is not a run of its config (SW109), so the map shows the logs alone
         keep = what.comparison is not None
-        what, plan, comparison = what.runlog, (what.plan if keep else None), what.comparison
+        runlog, plan, comparison = what.runlog, (what.plan if keep else None), what.comparison
+    elif isinstance(what, RunLog):
+        runlog = what
     panels: List[Tuple[str, pd.DataFrame]] = []
     diffs: Optional[pd.DataFrame] = None
     cut: Set[int] = set()
-    if _is_plan(what):
+    ref_plan: Optional["PlanView"] = plan
+    if runlog is None:
+        assert _is_plan(what)
         ref_plan = what
         panels.append(("config (intended)", strategy_frame(what)))
         n_layers = len(what.layers)
     else:
-        r = pick_rank(what, rank)
-        ref_plan = plan
-        logs = strategy_frame(what, rank=r, plan=plan)
-        n_layers = _n_layers(what, r, plan, logs)
-        nranks = len(what.ranks)
+        what = runlog
+        r = pick_rank(runlog, rank)
+        logs = strategy_frame(runlog, rank=r, plan=plan)
+        n_layers = _n_layers(runlog, r, plan, logs)
+        nranks = len(runlog.ranks)
         who = f"logs, rank {r}" + (f" of {nranks}" if nranks > 1 else "")
         if plan is not None:
             if comparison is None:
                 from ..engine.codepaths import for_plan
 
-                comparison = for_plan(plan).compare(plan, what)
-            diffs = frame_differences(plan, what, r, comparison)
+                comparison = for_plan(plan).compare(plan, runlog)
+            diffs = frame_differences(plan, runlog, r, comparison)
             rd = comparison.ranks.get(r)
             cut = set(rd.cut_layers) if rd is not None else set()
             if diffs.empty and not cut:
@@ -503,11 +515,13 @@ def plot_strategy(what: Any, plan: Any = None, rank: Optional[int] = None, title
     return StrategyPlot(figure=fig, frames=dict(panels), diff=diffs, cut=sorted(cut))
 
 
-def _is_verify_result(what: Any) -> bool:
-    return all(hasattr(what, a) for a in ("comparison", "runlog", "plan", "findings"))
+def _is_verify_result(what: object) -> "TypeGuard[VerifyResult]":
+    from ..model.results import VerifyResult
+
+    return isinstance(what, VerifyResult)
 
 
-def _n_layers(runlog: Any, rank: int, plan: Any, frame: pd.DataFrame) -> int:
+def _n_layers(runlog: "RunLog", rank: int, plan: Optional["PlanView"], frame: pd.DataFrame) -> int:
     if plan is not None:
         return len(plan.layers)
     g = runlog.ranks[rank].geometry()
@@ -516,18 +530,18 @@ def _n_layers(runlog: Any, rank: int, plan: Any, frame: pd.DataFrame) -> int:
     return int(frame["layer"].max()) + 1 if not frame.empty else 1
 
 
-def _stage_ids(plan: Any, what: Any, n_layers: int) -> Tuple[List[int], List[int]]:
+def _stage_ids(plan: Optional["PlanView"], what: object, n_layers: int) -> Tuple[List[int], List[int]]:
     if plan is not None:
         stages = [plan.stage_of(la.layer) for la in plan.layers]
         return [st if st is not None else 0 for st, _ in stages], [v for _, v in stages]
-    if hasattr(what, "ranks") and what.ranks:
+    if isinstance(what, RunLog) and what.ranks:
         pp, vv = _geometry(what.ranks[pick_rank(what)], None)
         if len(pp) == n_layers:
             return pp, (vv if len(vv) == n_layers else [0] * n_layers)
     return [0] * n_layers, [0] * n_layers
 
 
-def _default_title(what: Any, plan: Any, n_layers: int, name: Optional[str] = None) -> str:
+def _default_title(what: object, plan: Optional["PlanView"], n_layers: int, name: Optional[str] = None) -> str:
     name = name or ""
     if not name and hasattr(what, "ranks"):
         from .runs import run_names

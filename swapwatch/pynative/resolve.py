@@ -26,7 +26,7 @@ import regex
 
 from ..model import setting_lines
 from ..errors import ConfigError
-from ..model.plan_view import APPLY_AC, NOT_EFFECTIVE, Action, Subject
+from ..model.plan_view import APPLY_AC, NOT_EFFECTIVE, Action, Config, Subject
 from ..model.patterns import PatternError, check_size, under
 from ..engine.unmatched import NoMatch
 from .config import PynativeConfig, from_tree
@@ -200,7 +200,7 @@ class PynativePlan:
                                          "comm_select_module": "recompute_comm.select_module",
                                          "op_swap": "swap.op_swap"}
 
-    def unmatched(self, config: Any) -> List[NoMatch]:
+    def unmatched(self, config: Optional[Config]) -> List[NoMatch]:
         """``apply_ac`` (``_expand_select_module``): a regex that matched no path of any of its layers; MindFormers
         only warns."""
         out = []

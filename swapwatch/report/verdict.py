@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..model.results import Verdict
+from ..model.results import Verdict, VerifyResult
 
 
 def finding_needs(f: Any) -> str:
@@ -23,7 +23,7 @@ def finding_needs(f: Any) -> str:
     return question(f.code)
 
 
-def read_verdict(result: Any) -> Verdict:
+def read_verdict(result: "VerifyResult") -> Verdict:
     """The verdict of ``result`` (a VerifyResult) in verify's own words: the verdict word, the
     ``run: ...`` and ``config: ...`` lines (:func:`swapwatch.report.verify.run_line` /
     ``config_line``) and the counts verify decided (``verify.decide``). Nothing is re-derived here."""

@@ -21,6 +21,8 @@ from ..checks import REGISTRY
 from ..engine.compare import RankDiff
 
 if TYPE_CHECKING:
+    from ..engine.compare import Comparison
+    from ..model.plan_view import PlanView
     from ..model.results import VerifyResult
 
 FORMATS = ("table", "json", "junit", "markdown")
@@ -39,7 +41,7 @@ TABLE_GROUPS = 50
 MARKDOWN_BUDGET = 60_000
 
 
-def render(result: Any, fmt: str) -> str:
+def render(result: "VerifyResult", fmt: str) -> str:
     """The result in one of :data:`FORMATS`."""
     try:
         fn = {"table": render_table, "json": render_json, "junit": render_junit,
@@ -86,7 +88,7 @@ class Row:
             (k, c.expected, c.actual, c.differs, c.unknown) for k, c in sorted(self.cells.items()))
 
 
-def _map_diff(comp: Any, rank: Optional[int]) -> Optional[RankDiff]:
+def _map_diff(comp: "Comparison", rank: Optional[int]) -> Optional[RankDiff]:
     """The diff the per-layer map shows: ``rank``'s, or all ranks' together when each logs only its own
     pipeline stage (``Comparison.union``)."""
     if comp.union is not None:
@@ -94,7 +96,7 @@ def _map_diff(comp: Any, rank: Optional[int]) -> Optional[RankDiff]:
     return comp.ranks.get(rank) if rank is not None else None
 
 
-def unverifiable(result: Any, rank: Optional[int]) -> bool:
+def unverifiable(result: "VerifyResult", rank: Optional[int]) -> bool:
     """A rank whose log has no strategy line at all cannot say what it applied: its map is ``?``,
     never a column of differences (SW106 / SW108 say why)."""
     comp = result.comparison
@@ -105,7 +107,7 @@ def unverifiable(result: Any, rank: Optional[int]) -> bool:
     return rank not in (getattr(result, "verified_ranks", None) or ())
 
 
-def map_rank(result: Any) -> Optional[int]:
+def map_rank(result: "VerifyResult") -> Optional[int]:
     """The rank whose map is shown: the first rank with strategy lines and findings of its own
     about the strategy (SW1xx), else the first rank with strategy lines, else the first rank; None when
     the map shows all ranks together (each logs only its own pipeline stage)."""
@@ -122,14 +124,14 @@ def map_rank(result: Any) -> Optional[int]:
     return min(comp.ranks)
 
 
-def _stages(plan: Any) -> Dict[int, Tuple[Optional[int], int]]:
+def _stages(plan: Optional["PlanView"]) -> Dict[int, Tuple[Optional[int], int]]:
     """Per layer of ``plan`` (either path's: ``PlanView``), its ``(stage, interleave)``."""
     if plan is None:
         return {}
     return {la.layer: plan.stage_of(la.layer) for la in plan.layers}
 
 
-def layer_map(result: Any, rank: Optional[int] = None, fold: bool = True) -> List[Row]:
+def layer_map(result: "VerifyResult", rank: Optional[int] = None, fold: bool = True) -> List[Row]:
     """Rows of expected vs actual for ``rank`` (default :func:`map_rank`)."""
     comp = result.comparison
     if comp is None:
@@ -164,7 +166,7 @@ def layer_map(result: Any, rank: Optional[int] = None, fold: bool = True) -> Lis
     return layer_table.fold(rows, key=Row.signature, layers=lambda r: r.layers)
 
 
-def layer_map_json(result: Any) -> Dict[str, Any]:
+def layer_map_json(result: "VerifyResult") -> Dict[str, Any]:
     """The per-layer map as data for ``verify --format json``: for each layer its stage and
     interleave, what the config applies and what the shown rank logged (one text per column, in
     the table's words), the columns that differ, the columns the log cannot speak for, and every
@@ -207,7 +209,7 @@ def _who(rank: Optional[int]) -> str:
     return f"rank {rank}" if rank is not None else "all ranks (each logs its own pipeline stage)"
 
 
-def _map_heading(result: Any, rank: Optional[int]) -> str:
+def _map_heading(result: "VerifyResult", rank: Optional[int]) -> str:
     head = f"Per-layer strategy, {_who(rank)}: expected (config: {result.config_source}) vs the log"
     if unverifiable(result, rank):
         head += (f"; {_who(rank)}'s log has no strategy line, so {layer_table.UNKNOWN} everywhere: "
@@ -215,7 +217,7 @@ def _map_heading(result: Any, rank: Optional[int]) -> str:
     return head
 
 
-def _map_legend(body: List[List[str]], plan: Any = None) -> List[str]:
+def _map_legend(body: List[List[str]], plan: Optional["PlanView"] = None) -> List[str]:
     cells = [c for row in body for c in row[2:]]
     marks = []
     if any(c.startswith(MARK) for c in cells):
@@ -229,7 +231,7 @@ def _map_legend(body: List[List[str]], plan: Any = None) -> List[str]:
 # table
 # ---------------------------------------------------------------------------------------------
 
-def render_table(result: Any) -> str:
+def render_table(result: "VerifyResult") -> str:
     lines: List[str] = []
     rank = map_rank(result)
     rows = layer_map(result, rank)
@@ -281,12 +283,12 @@ def findings_block(findings: List[Any], failing=lambda f: f.severity == "error",
     return lines
 
 
-def verdict_word(result: Any) -> str:
+def verdict_word(result: "VerifyResult") -> str:
     """``PASS`` / ``FAIL`` / ``NOT VERIFIED``."""
     return str(result.verdict).replace("_", " ").upper()
 
 
-def verdict_line(result: Any) -> str:
+def verdict_line(result: "VerifyResult") -> str:
     c = result.counts()
     ranks = layer_table.ranges(result.ranks, 6)
     tally = f"{c['error']} error(s), {c['warning']} warning(s)" + (f", {c['info']} note(s)" if c["info"] else "")
@@ -296,7 +298,7 @@ def verdict_line(result: Any) -> str:
             + (f" ({result.config_note})" if result.config_note else ""))
 
 
-def question_lines(result: Any) -> List[str]:
+def question_lines(result: "VerifyResult") -> List[str]:
     """The two questions, answered apart (DESIGN §3.3): ``run: ...`` (did every rank apply what
     MindFormers does with this config?) and ``config: ...`` (does the config do what you meant?)."""
     return [run_line(result), config_line(result)]
@@ -316,7 +318,7 @@ def _tally(counts: Dict[str, int], findings: List[Any]) -> str:
     return ", ".join(parts)
 
 
-def run_line(result: Any) -> str:
+def run_line(result: "VerifyResult") -> str:
     n, total = len(result.verified_ranks), len(result.ranks)
     run = result.question_findings("run")
     tally = _tally(result.run_counts, run)
@@ -333,7 +335,7 @@ def run_line(result: Any) -> str:
     return f"run: applied as configured on {n}/{total} ranks" + (f"; {tally}" if tally else "") + rest
 
 
-def config_line(result: Any) -> str:
+def config_line(result: "VerifyResult") -> str:
     tally = _tally(result.config_counts, result.question_findings("config"))
     return f"config: {tally}" if tally else "config: no findings"
 
@@ -383,7 +385,7 @@ def _jsonable(value: Any) -> Any:
 # junit
 # ---------------------------------------------------------------------------------------------
 
-def render_junit(result: Any) -> str:
+def render_junit(result: "VerifyResult") -> str:
     """One testcase per rule family per group of ranks whose findings of that family say the
     same thing (config-level findings under ``all ranks``), so 10,000 identical ranks are one
     testcase, not 10,000; ``<properties>`` come first, as the JUnit schema wants."""
@@ -424,7 +426,7 @@ def render_junit(result: Any) -> str:
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 
 
-def _config_json_of(result: Any) -> Dict[str, Any]:
+def _config_json_of(result: "VerifyResult") -> Dict[str, Any]:
     return config_json(result.config_source)
 
 
@@ -441,7 +443,7 @@ def config_json(source: str) -> Dict[str, Any]:
     return {"path": None, "sha256": None, "source": source or None}
 
 
-def _junit_cases(result: Any) -> List[Tuple[str, str, List[Any]]]:
+def _junit_cases(result: "VerifyResult") -> List[Tuple[str, str, List[Any]]]:
     """(who, family, findings): per family, ranks with the same findings (rank taken out) are
     one case named by their rank ranges; findings without a rank are ``all ranks``."""
     by_rank_fam: Dict[Tuple[Any, str], List[Any]] = defaultdict(list)
@@ -486,7 +488,7 @@ def _clean(text: str) -> str:
 # markdown
 # ---------------------------------------------------------------------------------------------
 
-def render_markdown(result: Any) -> str:
+def render_markdown(result: "VerifyResult") -> str:
     """A PR comment: the verdict, one row per cause (ranks and layers as ranges, a count, the
     first source), the ranks hit hardest, the per-layer map folded; always under
     :data:`MARKDOWN_BUDGET` characters (what does not fit is counted, JSON has it all)."""

@@ -9,7 +9,10 @@ the only one to re-point.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
+
+if TYPE_CHECKING:
+    from ..memory.model import Calibration
 
 
 @dataclass
@@ -19,7 +22,7 @@ class StagePrediction:
     recompute_flops: float
 
 
-def predict(config: str, calibration: Any = None, model: Optional[str] = None,
+def predict(config: str, calibration: Optional["Calibration"] = None, model: Optional[str] = None,
             command: str = "tune") -> List[StagePrediction]:
     """Per stage: the predicted peak of ``config``'s strategy and the forward FLOPs it recomputes
     (``codepaths``: the YAML's own path sizes it; ``command`` names who asks when it cannot)."""
@@ -42,12 +45,12 @@ def calibrate(run_dirs: Sequence[str], model: Optional[str] = None) -> Any:
     return fit(list(run_dirs), model)[0]
 
 
-def residuals(calibration: Any) -> List[Dict[str, Any]]:
+def residuals(calibration: Optional["Calibration"]) -> List[Dict[str, Any]]:
     """The calibration's rows: run, stage, predicted and measured bytes."""
     return list(getattr(calibration, "runs", []) or [])
 
 
-def plan(config: str, budget: int, calibration: Any = None, margin: Optional[float] = None,
+def plan(config: str, budget: int, calibration: Optional["Calibration"] = None, margin: Optional[float] = None,
          model: Optional[str] = None, allow_swap: bool = False) -> Any:
     """``swapwatch plan``'s answer (``PlanResult``) for ``budget`` bytes."""
     from ..engine import codepaths
