@@ -84,10 +84,10 @@ class Packed:
     mf_after: bool
 
 
-def _decide(piece: Piece, first: bytes) -> Tuple[bool, Optional[int]]:
+def _decide(piece: Piece, first: Any) -> Tuple[bool, Optional[int]]:
     """(prefixed, head rank) of a whole-file piece, from its head ``first`` (the file's first
     ``inp.HEAD_BYTES``, read in the worker, so the parent never holds 1,000 heads, and read once:
-    the scan starts with the same bytes)."""
+    a view of the scan's buffer, :meth:`Scan.head`, which the scan then starts with)."""
     head = first[:SMALL_HEAD]
     if len(head) == SMALL_HEAD:           # more file than this: is the small head conclusive?
         pre = is_prefixed(head)
@@ -104,17 +104,16 @@ def _parse_piece(piece: Piece, progress=None) -> PieceResult:
     rank = piece.rank
     try:
         with inp.open_binary(piece.path) as f:
-            first = b""
-            if prefixed is None:                 # a whole file (start 0): decided from its head
-                first = inp.read_head(piece.path, stream=f)
-                prefixed, head_rank = _decide(piece, first)
-                if head_rank is not None:
-                    rank = head_rank
-            elif piece.start:
+            if piece.start:
                 f.seek(piece.start)
             owned = None if piece.end is None else piece.end - piece.start
-            scan = Scan(f, Needles.for_file(prefixed), owned=owned, chunk=piece.chunk, progress=progress,
-                        first=first)
+            scan = Scan(f, None if prefixed is None else Needles.for_file(prefixed), owned=owned,
+                        chunk=piece.chunk, progress=progress)
+            if prefixed is None:                 # a whole file (start 0): decided from its head
+                prefixed, head_rank = _decide(piece, _head(scan, piece.path))
+                scan.needles = Needles.for_file(prefixed)
+                if head_rank is not None:
+                    rank = head_rank
             events: List[Event] = []
             found = None
             if piece.pack or piece.encode is not None:      # a whole file (see _plan)
@@ -138,6 +137,19 @@ def _parse_piece(piece: Piece, progress=None) -> PieceResult:
         else:
             _encode_found(piece, rank, result, found)
     return result
+
+
+def _head(scan: Scan, path: str) -> Any:
+    """The file's head (:meth:`Scan.head`); a file that cannot be read there says so as
+    :func:`inputs.read_head` words it."""
+    try:
+        return scan.head(inp.HEAD_BYTES)
+    except (OSError, EOFError) as exc:
+        raise InputError(f"cannot read log: {exc.__class__.__name__}: {exc}", file=path) from None
+    except Exception as exc:  # zlib.error / gzip.BadGzipFile: a damaged .gz
+        if exc.__class__.__name__ in ("error", "BadGzipFile"):
+            raise InputError(f"cannot read log: {exc.__class__.__name__}: {exc}", file=path) from None
+        raise
 
 
 def _partial(evs: List[Event], rank: Optional[int], line: int, text: str) -> List[Event]:
