@@ -225,3 +225,52 @@ def test_scans_at_once_keep_their_own_buffers():
     next(half)                                   # left open: its buffer is not given back
     assert list(scan(names[1], 1 << 20)) == alone[names[1]]
     assert next(half) == alone[names[0]][1]
+
+
+class _Memo(dict):
+    """reader._MEMO stand-in: counts the lines the scanner handed over by their bytes; ``off``
+    remembers nothing (every line decoded and classified)."""
+
+    def __init__(self, off=False):
+        super().__init__()
+        self.off, self.hits = off, 0
+
+    def get(self, key, default=None):
+        got = None if self.off else super().get(key, default)
+        self.hits += got is not None
+        return got
+
+    def __setitem__(self, key, value):
+        if not self.off:
+            super().__setitem__(key, value)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2 ** 32 - 1), chunk=st.sampled_from([977, 1 << 20]))
+def test_templated_scan_by_remembered_bytes_is_the_decoded_one(seed, chunk):
+    """reader._scan_templated lets the scanner hand over a record line classify already saw by its
+    bytes after the timestamp (Scan.memo): with the memo cold, warm (a second rank's log), or off,
+    every file gives the same entries, line numbers and extras (generated logs: garbled stamps,
+    CR/NUL junk before records, colour codes, cut lines; the real strategy block)."""
+    from swapwatch.parsers import reader
+
+    rnd = random.Random(seed)
+    rec = b" - mf[models/utils.py:205] - INFO - Set full recompute at layer 1\n"
+    odd = b"2026-07-14 06:47:08,133" + rec + b"2026-07-14\xc2\xa06:47:08,133" + rec   # a non-ASCII stamp
+    logs = [_generated(rnd, 20000) for _ in range(2)] + [FIXTURES["recompute_48l.log"], odd]
+
+    def found(data, memo):
+        saved, reader._MEMO = reader._MEMO, memo
+        try:
+            scan = scanner.Scan(io.BytesIO(data), scanner.Needles.for_file(True), chunk=chunk)
+            entries, lines, positions, extras = reader._scan_templated(scan, 5, True)
+        finally:
+            reader._MEMO = saved
+        return ([[e.to_json() for e in x.events] for x in entries], list(lines), positions,
+                [e.to_json() for e in extras])
+    warm = _Memo()
+    for data in logs:
+        off = found(data, _Memo(off=True))
+        assert found(data, _Memo()) == off
+        assert found(data, warm) == off and found(data, warm) == off
+    assert warm.hits > 100                # the remembered path ran (the strategy block's lines)

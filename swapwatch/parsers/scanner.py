@@ -27,6 +27,7 @@ short ones), never an array of every line feed's offset.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Callable, Dict, Iterator, List, Optional, Tuple
 
@@ -115,7 +116,6 @@ def _release(buf: bytearray) -> None:
 def is_prefixed(head: bytes) -> bool:
     """True when the log's head holds MindFormers stdout records (then MindFormers families are
     read from those records only). Decided from a fixed-size head, so chunking never changes it."""
-    import re
     return re.search(rb"(?m)^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} - .*?\[[^\[\]\s]+:\d+\] - "
                      rb"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) - ", head) is not None
 
@@ -161,6 +161,13 @@ class Scan:
         self._cur_line = 0
         self.partial = False
         self._readinto = getattr(stream, "readinto", None)
+        #: Set by a caller that classifies record lines by their message alone (the templated
+        #: scan, reader._scan_templated): message bytes -> what it made of them. A whole record
+        #: line whose fixed-width timestamp is well-formed and whose bytes after it are a key here
+        #: is yielded as ``(line, memo[key])`` instead of its decoded text; ``key`` is that key of
+        #: the line just yielded as text (None when it is not such a line), for the caller to store.
+        self.memo: Optional[Dict[bytes, Any]] = None
+        self.key: Optional[bytes] = None
 
     # -- reading ----------------------------------------------------------------------------
     def _read(self) -> bytes:
@@ -326,6 +333,8 @@ class Scan:
             hits.sort()
             records = needles.record_set
             rfind, find, count = buf.rfind, buf.find, buf.count
+            memo = self.memo
+            view: Any = memoryview(buf) if memo is not None else None
             k, last = 0, lo                  # hits[:k]: the dense stretch at the region's start
             for p, _ in hits:
                 if p - last > _DENSE:
@@ -371,6 +380,15 @@ class Scan:
                 end = le
                 self._cur = (buf, le + 1 if le < hi else hi, avail)     # follow() reads on from there
                 self._cur_line = line
+                if memo is not None and lit in records and le < hi and _STAMP(buf, ls):
+                    key = view[ls + _STAMP_LEN:le].tobytes()
+                    known = memo.get(key)
+                    if known is not None:
+                        yield line, known
+                        continue
+                    self.key = key
+                else:
+                    self.key = None
                 yield line, buf[ls:le].decode("utf-8", "replace")
         self.newlines = nls + _count_newlines(buf, counted, hi)
 
@@ -388,6 +406,13 @@ class Scan:
                     out.append(q)
             p = find(b"\x1b", p + 1, hi)
         return out
+
+
+#: A MindFormers record's timestamp, ``YYYY-MM-DD HH:MM:SS,mmm`` (ASCII digits and separators
+#: only: then the text after it is the line's text after its 23rd character, the key of
+#: classify's record cache, and no needle can touch it)
+_STAMP = re.compile(rb"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}").match
+_STAMP_LEN = 23
 
 
 def _record_at(buf: bytes, ls: int, p: int, hi: int) -> bool:
