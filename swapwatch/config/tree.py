@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import difflib
-import json
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from ..errors import ConfigError
@@ -307,11 +306,11 @@ def _pretrained_config(data: Dict[str, Any], source: Optional[str]) -> Tuple[Dic
     if not os.path.isabs(pdir) and source:
         pdir = os.path.join(os.path.dirname(os.path.abspath(source)), pdir) if not os.path.isdir(pdir) else pdir
     path = os.path.join(pdir, "config.json")
-    try:
-        with open(path, encoding="utf-8") as fh:
-            hf = json.load(fh)
-    except (OSError, ValueError):
+    if not os.path.isfile(path):
         return {}, None
+    from .. import json_input
+
+    hf = json_input.read(path, "config.json")     # bounded (size, depth): a bad one is one line
     return (hf, path) if isinstance(hf, dict) else ({}, None)
 
 

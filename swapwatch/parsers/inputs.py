@@ -9,7 +9,6 @@ once. Anything that holds no log, or cannot be read, is an :class:`InputError` n
 from __future__ import annotations
 
 import gzip
-import json
 import os
 import re
 import stat
@@ -18,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ..errors import InputError
+from ..json_input import read_run_json
 from ..outputs import note_input
 from . import msrun
 
@@ -169,21 +169,15 @@ def _expected_from_run_json(info: Dict[str, Any]) -> Optional[List[int]]:
 
 
 def _from_dir(d: str, out: Inputs, expected: set, had_expect: List[bool]) -> None:
-    rj = os.path.join(d, "run.json")
-    if os.path.isfile(rj):
-        try:
-            with open(rj, encoding="utf-8") as f:
-                info = json.load(f)
-        except (OSError, ValueError) as exc:
-            raise InputError(f"cannot read run.json: {exc}", file=rj) from None
-        if isinstance(info, dict):
-            out.run_info.update(info)
-            exp = _expected_from_run_json(info)
-            if exp is not None:
-                expected.update(exp)
-                had_expect[0] = True
-            elif "ranks" in info:           # recorded as unknown: do not guess 0..max from the names
-                had_expect[0] = True
+    info = read_run_json(d)         # bounded and type-checked (swapwatch/json_input.py)
+    if info is not None:
+        out.run_info.update(info)
+        exp = _expected_from_run_json(info)
+        if exp is not None:
+            expected.update(exp)
+            had_expect[0] = True
+        elif "ranks" in info:           # recorded as unknown: do not guess 0..max from the names
+            had_expect[0] = True
     # each file's name, rank and directory worked out once (10,000 files: every os.path call
     # a file is ~10 ms before the scan can start)
     files = list(_walk_named(d, 2))

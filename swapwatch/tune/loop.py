@@ -45,6 +45,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from .. import json_input
 from ..errors import InputError
 from ..text import MIB, MIB_UNIT, fmt_bytes
 from . import memory_api
@@ -266,9 +267,9 @@ def measure_run(run_dir: Path, stages: int, device: str) -> Tuple[Dict[str, int]
 
 def _verdict(run_dir: Path, info: Dict[str, Any]) -> str:
     try:
-        data = json.loads((run_dir / "verify.json").read_text(encoding="utf-8"))
+        data = json_input.read(str(run_dir / "verify.json"), "verify.json")
         return str(data.get("verdict") or "").upper()
-    except (OSError, ValueError):
+    except (InputError, AttributeError):
         v = info.get("verify") or {}
         return "PASS" if v.get("exit_code") == 0 else ("" if not v else "FAIL")
 
@@ -341,10 +342,9 @@ class Tuner:
     def _open_dir(self) -> None:
         state = self.dir / STATE
         if state.exists():
-            try:
-                old = json.loads(state.read_text(encoding="utf-8"))
-            except ValueError:
-                raise InputError("the tune directory's tune.json is not JSON", file=str(state)) from None
+            old = json_input.read(str(state), "tune.json")      # bounded; not JSON: one line
+            if not isinstance(old, dict):
+                raise InputError("the tune directory's tune.json is not a JSON object", file=str(state))
             params = old.get("params", {})
             mine = self._params()
             for key in ("config_sha256", "budget", "command", "steps", "dryrun", "model"):
