@@ -154,7 +154,7 @@ RUN_JSON_KEYS: Dict[str, Tuple[Check, str]] = {
     "notes": (_opt(_list_of(_str)), "a list of strings"),
     "report": (_opt(_str), "a string or null"),
     "streams": (_opt(_obj), "an object"),
-    "signals_passed": (_opt(_list_of(_str)), "a list of signal names"),
+    "signals_passed": (_opt(_obj), "an object (signal name: times)"),
 }
 RUN_JSON_CONFIG_KEYS: Dict[str, Tuple[Check, str]] = {
     "path": (_opt(_str), "a string"),

@@ -35,6 +35,12 @@ class LogFile:
     name_rank: Optional[int] = None
     gz: bool = False
     size: int = 0
+    #: the stdout copy this file is the stderr of (a ``swapwatch run`` directory's
+    #: ``console.stderr.log`` beside its ``console.log``): one process, so one rank, whichever
+    #: stream names it (:func:`swapwatch.parsers.reader.read_logs`)
+    partner: Optional[str] = None
+    #: ``stdout`` / ``stderr`` for the two stream copies of a run directory, else None
+    stream: Optional[str] = None
 
 
 @dataclass
@@ -187,11 +193,13 @@ def _from_dir(d: str, out: Inputs, expected: set, had_expect: List[bool]) -> Non
     scheds = [p for p, _, name in files if name in ("scheduler.log", "scheduler.log.gz")]
     chosen = workers or [w for w in files if _LOG_RE.search(w[2]) and w[0] not in scheds]
     by_dir: Dict[str, int] = {}
+    first = len(out.files)
     for p, where, _ in chosen:
         rank = msrun.rank_from_name(p)
         out.files.append(LogFile(p, display(p), "rank", rank, p.endswith(".gz")))
         if rank is not None:
             by_dir[where] = max(by_dir.get(where, -1), rank)
+    _pair_streams(out.files[first:], info)
     for p in scheds:
         out.files.append(LogFile(p, display(p), "scheduler", None, p.endswith(".gz")))
     if workers and not had_expect[0]:
@@ -199,6 +207,25 @@ def _from_dir(d: str, out: Inputs, expected: set, had_expect: List[bool]) -> Non
             expected.update(range(hi + 1))
     if not chosen:
         raise InputError("no worker logs here (looked for worker_*.log and *.log up to two levels down)", file=d)
+
+
+#: A ``swapwatch run`` directory's copies of the job's stdout and stderr (runner.STDOUT_COPY /
+#: STDERR_COPY; written by the runner, read here: the parsers sit below the runner).
+STDOUT_COPY, STDERR_COPY = "console.log", "console.stderr.log"
+
+
+def _pair_streams(files: List[LogFile], info: Optional[Dict[str, Any]]) -> None:
+    """In a run directory (it has a run.json), the stderr copy is the same process as the stdout
+    copy beside it: MindFormers logs to stdout, MindSpore's C++ log (the memory pool lines, GLOG)
+    and tracebacks go to stderr."""
+    if info is None:
+        return
+    by_path = {f.path: f for f in files}
+    for f in files:
+        head, name = os.path.split(f.path)
+        if name == STDERR_COPY and os.path.join(head, STDOUT_COPY) in by_path:
+            f.partner, f.stream = os.path.join(head, STDOUT_COPY), "stderr"
+            by_path[f.partner].stream = "stdout"
 
 
 def discover(paths: Sequence[str]) -> Inputs:

@@ -361,8 +361,10 @@ def _plan(files: Sequence[inp.LogFile], chunk: int, piece: int, pack_files: bool
                     cut.append(a)
         if len(cut) == 1:
             pieces.append(Piece(len(pieces), f.path, f.display, 0, None, None, f.name_rank, chunk,
-                                head_rank=wants_rank and f.role == "rank", pack=pack_files and f.role == "rank",
-                                encode=encode, rank_file=f.role == "rank"))
+                                head_rank=wants_rank and f.role == "rank",
+                                pack=pack_files and f.role == "rank" and f.partner is None,
+                                # the two streams of one process take one rank: decided here, in order
+                                encode=encode if f.stream is None else None, rank_file=f.role == "rank"))
             continue
         head = inp.read_head(f.path)
         if wants_rank:
@@ -522,8 +524,9 @@ def _iter_found(found: inp.Inputs, chunk: int, jobs: Optional[int], piece: int, 
 
 def iter_events(paths: Sequence[str], **kw) -> Iterator[Event]:
     """Every parsed event of every file, in file order (ranks as far as each file tells)."""
+    ranks: Dict[str, Optional[int]] = {}
     for f, events, _ in iter_file_events(paths, **kw):
-        rank = _file_rank(f, events)
+        rank = ranks[f.path] = _partner_rank(f, _file_rank(f, events), ranks)
         for e in events:
             if rank is not None and f.role == "rank":
                 e.rank = rank
@@ -536,16 +539,25 @@ def iter_event_text(paths: Sequence[str], select: Any, **kw) -> Iterator[str]:
     selector, :class:`swapwatch.events_output.EventSelect`). A file scanned as one piece is
     written by the worker that scanned it; a big file cut into pieces is written here."""
     found = inp.discover(paths)
+    ranks: Dict[str, Optional[int]] = {}
     for f, events, _ in _iter_found(found, kw.pop("chunk", CHUNK), kw.pop("jobs", None), kw.pop("piece", PIECE),
                                     kw.pop("show_progress", True), encode=select):
         if not isinstance(events, str):
-            rank = _file_rank(f, events) if f.role == "rank" else None
+            rank = ranks[f.path] = _partner_rank(f, _file_rank(f, events), ranks) if f.role == "rank" else None
             if rank is not None:
                 for e in events:
                     e.rank = rank
             events = select.text(events)
         if events:
             yield events
+
+
+def _partner_rank(f: inp.LogFile, rank: Optional[int], known: Dict[str, Optional[int]]) -> Optional[int]:
+    """A run directory's stderr copy takes its stdout copy's rank (one process: ``LogFile.partner``)
+    when it names none itself; the stdout copy comes first (discovery order)."""
+    if rank is None and f.partner is not None:
+        return known.get(f.partner)
+    return rank
 
 
 def _file_rank(f: inp.LogFile, events: List[Event]) -> Optional[int]:
@@ -579,10 +591,12 @@ def read_logs(paths: Sequence[str], chunk: int = CHUNK, jobs: Optional[int] = No
     packing = sum(f.role == "rank" for f in found.files) > PACK_MIN
     mf_any = False                  # some rank printed MindFormers lines (before the authority filter)
     mf_after: Dict[int, bool] = {}  # packed ranks: MindFormers lines left after it
+    path_rank: Dict[str, Optional[int]] = {}   # each rank file's rank (a stderr copy takes its partner's)
     for f, events, nlines in _iter_found(found, chunk, jobs, piece, show_progress, pack_files=packing,
                                          while_scanning=while_scanning):
         lines[f.display] = nlines
         if isinstance(events, Packed):
+            path_rank[f.path] = events.rank_log.rank
             if events.rank_log.rank not in run.ranks:
                 rl = run.ranks[events.rank_log.rank] = events.rank_log
                 share(rl)
@@ -596,7 +610,7 @@ def read_logs(paths: Sequence[str], chunk: int = CHUNK, jobs: Optional[int] = No
                 with inp.open_binary(f.path) as fh:
                     expected.update(scheduler_ranks(iter(lambda: fh.read(CHUNK), b"")))
             continue
-        rank = _file_rank(f, events)
+        rank = path_rank[f.path] = _partner_rank(f, _file_rank(f, events), path_rank)
         if rank is None:
             unranked.append((f, events))
             continue
@@ -607,10 +621,16 @@ def read_logs(paths: Sequence[str], chunk: int = CHUNK, jobs: Optional[int] = No
             _settle(rl, lines)
             mf_after[rank] = _has_mindformers(rl)
             pack(rl)
+    partners = sum(f.partner is not None for f, _ in unranked)
     for f, events in unranked:
-        rank = 0 if not run.ranks and len(unranked) == 1 else max(list(run.ranks) + [-1]) + 1
-        events.insert(0, NoticeEvent(rank, f"{f.display}:1", what="rank_guessed",
-                                     data={"file": f.display, "rank": rank}))
+        guess = path_rank.get(f.partner) if f.partner is not None else None
+        if guess is None:
+            rank = 0 if not run.ranks and len(unranked) - partners == 1 else max(list(run.ranks) + [-1]) + 1
+            events.insert(0, NoticeEvent(rank, f"{f.display}:1", what="rank_guessed",
+                                         data={"file": f.display, "rank": rank}))
+        else:
+            rank = guess
+        path_rank[f.path] = rank
         _add(run, rank, f, events)
         mf_after.pop(rank, None)
     run.expected_ranks = sorted(expected) if expected else None

@@ -40,6 +40,7 @@ import hashlib
 import json
 import os
 import statistics
+import subprocess
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -428,8 +429,9 @@ class Tuner:
             while (self.dir / f"attempt-{a.n:02d}.interrupted-{k}").exists():
                 k += 1
             rdir.rename(self.dir / f"attempt-{a.n:02d}.interrupted-{k}")
+        # the attempts run unattended, one after another: none reads tune's own stdin
         res = run(command_for(self.command, self.config, str(yaml_path)), config=str(yaml_path), run_dir=str(rdir),
-                  out=self.runner_out)
+                  out=self.runner_out, err=self.runner_out, stdin=subprocess.DEVNULL)
         a.run_dir = str(res.run_dir) if res.run_dir else None
         info = res.info or {}
         if info.get("interrupted"):
