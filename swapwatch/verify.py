@@ -118,10 +118,11 @@ def _verify_read(runlog: Any, config_path: Optional[str], skip: set, strict: boo
         from .checks.sw106_incomplete_log import printed_mindformers
 
         if not any(printed_mindformers(rl) for rl in runlog.ranks.values()):
+            from .parsers.inputs import silence
+
             files = [f for rl in runlog.ranks.values() for f in rl.files][:3]
-            raise InputError("no MindFormers line at all in these logs (no config, no strategy, no step): "
-                             "nothing to verify (is this a worker log of a MindFormers job?); with --config "
-                             "the verdict is NOT VERIFIED", file=", ".join(files) or None)
+            raise InputError(f"{silence(files)}; with --config the verdict is NOT VERIFIED",
+                             file=", ".join(files) or None)
         config, source = config_from_log(runlog)
     ir = read_ir(ir_dir) if ir_dir else None
     # without --config the log's own config is the reference: SW107 would compare it with itself

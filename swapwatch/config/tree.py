@@ -179,10 +179,14 @@ def _from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional[str
         num_layers = model_config.get("num_layers", model_config.get("num_hidden_layers"))
         n_src = n_key
     if num_layers is None:
+        from ..file_kind import reject_foreign_yaml
+
+        reject_foreign_yaml(data, source)         # a k8s manifest, an mkdocs.yml: not a fragment
         hint = " (this YAML takes it from pretrained_model_dir's config.json, which swapwatch does not " \
                "read)" if data.get("pretrained_model_dir") else ""
-        raise ConfigError(f"the layer count is unknown{hint}: set model.model_config.num_layers in the YAML, "
-                          "or pass --num-layers N for a fragment", file=source, key=f"{mc}.num_layers")
+        # only explain takes --num-layers (for a fragment): the hint says so instead of offering it here
+        raise ConfigError(f"the layer count is unknown{hint}: set model.model_config.num_layers in the YAML "
+                          "(explain also takes --num-layers N for a fragment)", file=source, key=f"{mc}.num_layers")
     num_layers = _positive_int(num_layers, n_src, err, limit=MAX_LAYERS, why=_LAYERS_WHY)
     mtp_depth = 0
     if overrides["num_layers"] is None and model_config.get("mtp_depth") not in (None, 0) and not mcore:

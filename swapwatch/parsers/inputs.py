@@ -104,8 +104,44 @@ def read_head(path: str, n: int = HEAD_BYTES, stream: Any = None) -> bytes:
             return stream.read(n)
         with open_binary(path) as f:
             return f.read(n)
-    except (OSError, EOFError, zlib.error) as exc:
+    except (gzip.BadGzipFile, zlib.error) as exc:
+        raise InputError(f"cannot read log: not valid gzip data ({exc})", file=path) from None
+    except (OSError, EOFError) as exc:
         raise InputError(f"cannot read log: {exc.__class__.__name__}: {exc}", file=path) from None
+
+
+def silence(paths: Sequence[str]) -> str:
+    """Why logs that gave no MindFormers event say nothing, in words for an error line: a ``.gz``
+    whose data is cut short (a copy that stopped) says so, and a log of MindFormers records with
+    no strategy, config or step line says what it lacks instead of "no MindFormers line"."""
+    from .scanner import is_prefixed
+
+    cut: List[Tuple[str, int]] = []
+    prefixed = False
+    for p in paths[:16]:                   # what the first logs are like: enough to say which
+        try:
+            if p.endswith(".gz"):
+                with GzipUntilCut(p) as f:
+                    head = f.read(HEAD_BYTES)
+                    if f.cut:
+                        cut.append((p, len(head)))
+            else:
+                head = read_head(p)
+        except (InputError, OSError):
+            continue
+        prefixed = prefixed or is_prefixed(head)
+    if prefixed:
+        why = ("these logs hold MindFormers records, but no strategy line ('Set ... at layer N'), no "
+               "'initial ... from dict' config and no step line: nothing to verify from the logs alone "
+               "(MindFormers logs no strategy line when the config enables none)")
+    else:
+        why = ("no MindFormers line at all in these logs (no config, no strategy, no step): nothing to verify "
+               "(is this a worker log of a MindFormers job?)")
+    if cut:
+        path, n = cut[0]
+        at = "before its first line" if n == 0 else f"after {n:,} byte(s) of log"
+        why += f"; the gzip data of {path} ends {at} (a .gz cut short{f', {len(cut)} of them' if len(cut) > 1 else ''})"
+    return why
 
 
 def _walk(root: str, depth: int) -> Iterable[str]:
