@@ -287,3 +287,289 @@ def test_every_invisible_character_is_escaped():
     assert missed == []
     assert escape_controls("a\tb\u200bc") == "a\tb\\u200bc" and escape("a\tb\U000e0041") == "a\\tb\\U000e0041"
     assert escape_controls("ok: 汉字 → é") == "ok: 汉字 → é"
+
+
+# ---- item 5: a total over every pattern a config compiles --------------------------------------------
+
+def sw_cap(cap, *args, timeout=120):
+    """The CLI under an address-space cap of ``cap`` bytes."""
+    return subprocess.run([PY, "-m", "swapwatch.cli", *map(str, args)], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, timeout=timeout, cwd=ROOT, text=True, env=ENV,
+                          preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (cap, cap)))
+
+
+def _huge_patterns(n):
+    return "".join(f"    'a{{99990}}b{i}': True\n" for i in range(n))
+
+
+@pytest.mark.parametrize("n", [100, 400])
+def test_many_patterns_each_under_the_segment_bound_are_one_line(tmp_path, n):
+    """N23b: 100 patterns just under the per-segment bound took 1.5 GB, 400 (a 10 KB YAML) exit 3
+    MemoryError; their total is bounded: one line, exit 2, before anything is compiled."""
+    f = tmp_path / "p.yaml"
+    f.write_text("recompute_config:\n  select_recompute:\n" + _huge_patterns(n))
+    r = sw_cap(2 << 30, "explain", f, "--num-layers", 4)
+    one_line_exit_2(r, "p.yaml", "recompute_config", "positions in all when compiled", "1,000,000")
+
+
+def test_many_patterns_in_a_logged_config_are_one_line(tmp_path):
+    """The same patterns through a log's ``initial recompute_config from dict`` line (N62)."""
+    log = tmp_path / "r.log"
+    text = (LOGS / "swap_case2.log").read_text()
+    pats = ", ".join(f"'a{{99990}}b{i}': [1]" for i in range(300))
+    log.write_text(text.replace("'select_recompute': False,", f"'select_recompute': {{{pats}}},"))
+    one_line_exit_2(sw_cap(2 << 30, "verify", log), "positions in all when compiled")
+
+
+def test_many_patterns_in_a_pynative_config_are_one_line(tmp_path):
+    f = tmp_path / "pyn.yaml"
+    text = (CONFIGS / "pynative_qwen3_select.yaml").read_text()
+    keys = "".join(f"    'a{{99990}}b{i}': ['1']\n" for i in range(300))
+    f.write_text(text.replace("    'nothing': ['1']\n", keys))
+    one_line_exit_2(sw_cap(2 << 30, "explain", f), "pyn.yaml", "select_module", "positions in all when compiled")
+
+
+def test_a_single_oversized_segment_keeps_its_own_line(tmp_path):
+    f = tmp_path / "rep.yaml"
+    f.write_text("recompute_config:\n  select_recompute:\n    'ok': True\n    'a{1000000000}': True\n")
+    one_line_exit_2(sw("explain", f, "--num-layers", 4), "rep.yaml:4", "too large to compile")
+
+
+def test_the_total_counts_each_distinct_segment_once():
+    from swapwatch import patterns
+
+    shared = ["feed_forward\\.w%d" % i for i in range(1000)]
+    total, segs, single = patterns.total_expansion(shared)
+    assert segs == 1001 and not single                        # 'feed_forward' once, and 1,000 'wN'
+    assert total == len("feed_forward") + sum(len("w%d" % i) for i in range(1000))
+    patterns.check_total(shared)
+    with pytest.raises(patterns.PatternError, match="positions in all"):
+        patterns.check_total([f"x{{99990}}y{i}" for i in range(11)])
+
+
+def test_the_compiled_pattern_cache_is_bounded_by_positions():
+    from swapwatch import patterns
+
+    for i in range(40):                       # 40 x 99,990 positions: four times the budget
+        assert patterns.segment_fullmatch(f"a{{99990}}b{i}", "x") is False
+    assert patterns._COMPILED.total <= patterns.MAX_TOTAL_EXPANSION
+    assert patterns.segment_fullmatch("a{3}", "aaa") is True
+
+
+@pytest.mark.scale
+def test_20000_patterns_walk_each_layer_kind_once(tmp_path, monkeypatch):
+    """N60: 20,000 patterns ran past 60 s (2,000 took 2.3 s): the walk memo held 4,096 and thrashed,
+    so every layer walked every pattern again. The work is counted, not timed: one walk per
+    pattern, mode and layer kind."""
+    from swapwatch import families, patterns
+    from swapwatch.explain import explain
+
+    src = (CONFIGS / "conflict.yaml").read_text().replace("swap: True", "swap: False").replace(
+        "  recompute: [0, 1]", "  recompute: False")
+    n = 20_000
+    f = tmp_path / "pats.yaml"
+    f.write_text(src.replace("    'feed_forward\\.w1': [1, 2]\n",
+                             "".join(f"    'attention\\.wq{i}': True\n" for i in range(n))))
+    calls = {"walk": 0}
+    real = patterns.walk_layout
+
+    def counted(*a, **k):
+        calls["walk"] += 1
+        return real(*a, **k)
+
+    monkeypatch.setattr(patterns, "walk_layout", counted)
+    families._walk.cache_clear()
+    ex = explain(str(f))
+    kinds = 1                                              # a dense model: one layer kind
+    assert calls["walk"] <= (n + 10) * kinds * 3, calls    # recompute / exclude / comm walks at most
+    assert sum(f.code == "SW104" for f in ex.findings) == n
+
+
+# ---- item 7: a log of 10**6 strategy lines is bounded -------------------------------------------------
+
+def _many_layers_log(path, n):
+    lines = (LOGS / "swap_case2.log").read_text().splitlines(True)
+    with open(path, "w") as fh:
+        fh.write("".join(lines[:16]))
+        for i in range(n):
+            fh.write(lines[16].replace("layer 0 ", f"layer {i} ", 1))
+
+
+def test_strategy_lines_past_the_layer_ceiling_are_counted_not_kept(tmp_path):
+    """N19: a log of 10**6 ``Set layer swap at layer N`` lines was 2.5 GB (one event and one SW102
+    finding per layer) and past 90 s with --config. Layers past swapwatch's own ceiling (no config
+    it reads has more) are counted in one notice; the rest is at most the ceiling's worth."""
+    from swapwatch.config import MAX_LAYERS
+    from swapwatch.parsers import read_logs
+    from swapwatch.parsers.reader import LAYER_CEILING
+
+    assert LAYER_CEILING == MAX_LAYERS
+    log = tmp_path / "n19.log"
+    _many_layers_log(log, 30_000)
+    run = read_logs([str(log)], show_progress=False)
+    (rank,) = run.ranks.values()
+    actions = [e for e in rank.events if e.kind == "action"]
+    assert len(actions) == LAYER_CEILING
+    (n,) = [e for e in rank.events if e.kind == "notice" and e.what == "past_layer_ceiling"]
+    assert n.data == {"count": 20_000, "first_layer": 10_000, "last_layer": 29_999, "ceiling": 10_000}
+    assert n.source == f"n19.log:{16 + 10_000 + 1}" or n.source.endswith(f":{16 + 10_000 + 1}")
+    for args in ([], ["--config", CONFIGS / "swap_case2.yaml"]):
+        r = sw("verify", log, *args)
+        assert r.returncode == 1, r.stderr
+        assert "the log shows 20,000 strategy line(s) for layers 10000-29999, past any layer count" in r.stdout
+        assert r.stdout.count("\n") < 40                           # findings grouped, not one per layer
+
+
+# ---- item 11: what a .gz or a log without strategy lines really is -------------------------------------
+
+def test_a_corrupt_gz_is_said_to_be_no_valid_gzip(tmp_path):
+    import gzip
+
+    good = gzip.compress((LOGS / "swap_case2.log").read_bytes())
+    bad = bytearray(good)
+    bad[40:60] = b"\xff" * 20
+    (tmp_path / "corrupt.log.gz").write_bytes(bytes(bad))
+    (tmp_path / "plain.log.gz").write_bytes(b"this is no gzip\n" * 10)
+    for name in ("corrupt.log.gz", "plain.log.gz"):
+        for cmd in ("verify", "events"):
+            one_line_exit_2(sw(cmd, tmp_path / name), name, "not valid gzip data")
+
+
+def test_a_gz_cut_before_its_data_says_so(tmp_path):
+    import gzip
+
+    good = gzip.compress((LOGS / "swap_case2.log").read_bytes())
+    (tmp_path / "cut.log.gz").write_bytes(good[:30])
+    one_line_exit_2(sw("verify", tmp_path / "cut.log.gz"), "the gzip data of", "ends before its first line",
+                    "a .gz cut short")
+
+
+def test_mindformers_records_without_a_strategy_line_say_what_is_missing(tmp_path):
+    """"no MindFormers line at all" was printed for logs full of MindFormers records with no
+    strategy line (nothing enabled): say what is missing, not what is not."""
+    keep = [ln for ln in (LOGS / "swap_case2.log").read_text().splitlines(True)
+            if not any(w in ln for w in ("Set ", "Formative", "initial ", "num_layers", "Pipeline id",
+                                         "Interleave id", "configuration of"))]
+    log = tmp_path / "quiet.log"
+    log.write_text("".join(keep) + "".join(
+        f"2026-11-22 04:02:{40 + i},000 - mindformers/x[mindformers/trainer/base_trainer.py:1] - INFO - "
+        f"building the dataset, part {i}\n" for i in range(12)))
+    r = sw("verify", log)
+    one_line_exit_2(r, "these logs hold MindFormers records, but no strategy line")
+    assert "no MindFormers line at all" not in r.stderr
+
+
+# ---- item 12: the same rank in two directories ---------------------------------------------------------
+
+def test_the_same_rank_in_two_directories_is_said_as_such(tmp_path):
+    """N72: two copies of one passing rank-0 log were read as one log with a second LayerSetting
+    block: FAIL, SW109 "an MTP block"."""
+    for d in ("dupA", "dupC"):
+        (tmp_path / d).mkdir()
+        (tmp_path / d / "worker_0.log").write_bytes((LOGS / "swap_case2.log").read_bytes())
+    r = sw("verify", tmp_path / "dupA", tmp_path / "dupC", "--config", CONFIGS / "swap_case2.yaml")
+    one_line_exit_2(r, "rank 0 appears twice", "dupA/worker_0.log", "dupC/worker_0.log")
+    assert "SW109" not in r.stdout + r.stderr
+    assert sw("verify", tmp_path / "dupA", "--config", CONFIGS / "swap_case2.yaml").returncode == 0
+
+
+# ---- item 13: another tool's YAML, and no option a command does not have ----------------------------
+
+FOREIGN = {"k8s.yaml": "apiVersion: v1\nkind: Pod\nmetadata:\n  name: trainer\nspec:\n  containers: []\n",
+           "mkdocs.yml": (ROOT / "mkdocs.yml").read_text(), "empty.yaml": ""}
+
+
+@pytest.mark.parametrize("name", sorted(FOREIGN))
+@pytest.mark.parametrize("cmd", [["explain"], ["estimate"], ["plan", "--budget", "58GiB"], ["verify-config"]])
+def test_another_tools_yaml_is_not_a_mindformers_yaml(tmp_path, name, cmd):
+    f = tmp_path / name
+    f.write_text(FOREIGN[name])
+    args = ["verify", LOGS / "swap_case2.log", "--config", f] if cmd == ["verify-config"] else [cmd[0], f, *cmd[1:]]
+    r = sw(*args)
+    one_line_exit_2(r, "not a MindFormers training YAML")
+    assert "num_layers" not in r.stderr
+
+
+@pytest.mark.parametrize("cmd", [["estimate"], ["plan", "--budget", "58GiB"], ["verify-config"]])
+def test_no_error_suggests_an_option_the_command_lacks(tmp_path, cmd):
+    f = tmp_path / "frag.yaml"
+    f.write_text("recompute_config:\n  recompute: True\n")
+    args = ["verify", LOGS / "swap_case2.log", "--config", f] if cmd == ["verify-config"] else [cmd[0], f, *cmd[1:]]
+    r = sw(*args)
+    one_line_exit_2(r, "the layer count is unknown")
+    assert "pass --num-layers" not in r.stderr and "explain also takes --num-layers" in r.stderr
+
+
+# ---- item 8: sizes whose products pass int64 -----------------------------------------------------------
+
+@pytest.mark.parametrize("key,value,words", [
+    ("vocab_size", 2 ** 63 - 1, "the embedding table"),
+    ("hidden_size", (2 ** 62 // 40) * 40, "hidden_size 4,611,686,018,427,387,880 makes"),
+    ("seq_length", 3_037_000_500, "the attention scores")])
+@pytest.mark.parametrize("cmd", [["estimate"], ["plan", "--budget", "58GiB"]])
+def test_sizes_whose_products_pass_int64_are_one_line(tmp_path, cmd, key, value, words):
+    """N31: each size fit int64, their product did not: a peak of 10**14 GiB and exit 0."""
+    import re
+
+    src = (CONFIGS / "plan_qwen64.yaml").read_text()
+    text, n = re.subn(rf"(?m)^(\s*){key}: .*$", rf"\g<1>{key}: {value}", src)
+    assert n == 1
+    f = tmp_path / "ovf.yaml"
+    f.write_text(text)
+    line = next(i for i, ln in enumerate(text.splitlines(), 1) if ln.strip().startswith(f"{key}:"))
+    one_line_exit_2(sw(cmd[0], f, *cmd[1:]), f"ovf.yaml:{line}: model.model_config.{key}:", words,
+                    "past int64")
+
+
+# ---- item 15: GB as MindSpore reads max_device_memory ----------------------------------------------------
+
+def test_a_budget_in_gb_is_what_max_device_memory_means():
+    """N (unchanged note of 11-25): ``--budget 58GB`` planned against 54.02 GiB (10**9) while
+    ``max_device_memory: "58GB"`` is 58 x 2**30 bytes to MindSpore."""
+    from swapwatch.memory.planner import parse_size
+
+    assert parse_size("58GB") == parse_size("58GiB") == parse_size("58G") == 58 << 30
+    assert parse_size("3.5GB") == 7 << 29 and parse_size("45MB") == 45 << 20
+    a = sw("plan", CONFIGS / "plan_qwen64.yaml", "--budget", "58GB")
+    b = sw("plan", CONFIGS / "plan_qwen64.yaml", "--budget", "58GiB")
+    assert a.returncode == b.returncode and a.stdout == b.stdout and "the budget 58.00 GiB" in a.stderr
+
+
+# ---- item 16: the newcomer's small ones ---------------------------------------------------------------
+
+def test_sw211_shows_the_patterns_as_the_yaml_has_them():
+    r = sw("explain", CONFIGS / "select_recompute.yaml")
+    (line,) = [ln for ln in r.stdout.splitlines() if "frees nothing on layer" in ln]
+    assert "select_recompute 'feed_forward\\.mul', 'feed_forward\\.w1\\.activation\\.silu' frees" in line
+    assert "\\\\" not in line                       # copy-pasteable into a YAML: one backslash
+
+
+def test_a_report_memory_row_is_in_one_unit():
+    from swapwatch.report.html import _row_unit
+    from swapwatch.text import GIB, fmt_bytes
+
+    used, actual = 15.7 * GIB, 16.7 * GIB
+    unit = _row_unit(used, actual)
+    cells = [fmt_bytes(v, unit) for v in (used, actual, actual - used)]
+    assert cells == ["15.7 GiB", "16.7 GiB", "1 GiB"]
+    assert _row_unit(float("nan"), None, 5 << 20)[0] == "MiB"
+
+
+def test_a_strategy_map_of_10000_layers_folds_what_looks_the_same(tmp_path):
+    """N61: plot strategy at swapwatch's 10,000-layer ceiling ran past 60 s (313 bands of 32)."""
+    from swapwatch.plot.strategy_map import MAX_BANDS, plot_strategy
+    from swapwatch.strategy import plan as make_plan
+    from swapwatch.config import load_config
+
+    text = (CONFIGS / "plan_qwen64.yaml").read_text().replace("num_layers: 64", "num_layers: 10000").replace(
+        "pipeline_stage: 4", "pipeline_stage: 8")
+    f = tmp_path / "L10k.yaml"
+    f.write_text(text)
+    res = plot_strategy(make_plan(load_config(str(f))))
+    (frame,) = res.frames.values()
+    assert frame["layer"].nunique() == 10_000                      # the data is every layer
+    maps = [ax for ax in res.figure.axes if ax.get_yticklabels()]
+    assert len(maps) <= MAX_BANDS
+    labels = [t.get_text() for ax in maps for t in ax.get_xticklabels()]
+    assert labels == [f"{s * 1250}-{s * 1250 + 1249}" for s in range(8)]     # one column a stage
+    assert "one column" in res.figure._suptitle.get_text()
