@@ -230,10 +230,11 @@ class LayerSetting(CodePath):
         from ..config import config_from_log
 
         if not any(printed_mindformers(rl) for rl in runlog.ranks.values()):
+            from ..parsers.inputs import silence
+
             files = [f for rl in runlog.ranks.values() for f in rl.files][:3]
-            raise InputError("no MindFormers line at all in these logs (no config, no strategy, no step): "
-                             "nothing to verify (is this a worker log of a MindFormers job?); with --config "
-                             "the verdict is NOT VERIFIED", file=", ".join(files) or None)
+            raise InputError(f"{silence(files)}; with --config the verdict is NOT VERIFIED",
+                             file=", ".join(files) or None)
         from .strategy import plan
 
         config, source = config_from_log(runlog)

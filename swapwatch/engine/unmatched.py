@@ -69,6 +69,7 @@ def no_match(plan: TreePlan, cfg: Optional["TrainingConfig"]) -> List[NoMatch]:
     fam = plan.fam
     if not fam.known:
         return out                    # unknown family: nothing to resolve against (SW307)
+    suggested = 0                     # "did you mean" for the first MAX_SUGGESTIONS (nearest_path)
     for action in ACTIONS:
         layers_of: Dict[str, List[int]] = {}
         for lp in plan.layers:
@@ -91,11 +92,14 @@ def no_match(plan: TreePlan, cfg: Optional["TrainingConfig"]) -> List[NoMatch]:
                        f"{action.replace('_', ' ')} only acts on primitives")
             else:
                 why = f"nothing in the {plan.model} layer is named like that"
-                near = nearest_path(fam.layout(plan.layout_key(layers[0])), pat)
-                if near == pat:
-                    near = None
-                other = None if near else other_path_name(
-                    plan.walker(layers[0]), pat, WALK_MODE[action], fam.path)
+                suggested += 1
+                near = other = None
+                if suggested <= MAX_SUGGESTIONS:
+                    near = nearest_path(fam.layout(plan.layout_key(layers[0])), pat)
+                    if near == pat:
+                        near = None
+                    other = None if near else other_path_name(
+                        plan.walker(layers[0]), pat, WALK_MODE[action], fam.path)
                 if near:
                     why += f" (did you mean '{near}'?)"
                 elif other:
@@ -114,6 +118,10 @@ def no_match(plan: TreePlan, cfg: Optional["TrainingConfig"]) -> List[NoMatch]:
     return out
 
 
+#: Patterns of one config that get a "did you mean": each suggestion compares the pattern with every
+#: path of the layer (difflib); thousands of patterns that match nothing are no typos, and 20,000
+#: of them spent most of explain's time here (docs/reliability.md: near-linear, in seconds).
+MAX_SUGGESTIONS = 100
 #: Regex syntax besides the ``\.`` separator: such a pattern is not a misspelt path, so no suggestion.
 _REGEX_META = re.compile(r"[*+?()\[\]{}|^$\\]")
 _ANY_PREFIX = ".*\\."

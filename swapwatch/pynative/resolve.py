@@ -27,7 +27,7 @@ import regex
 from ..model import setting_lines
 from ..errors import ConfigError
 from ..model.plan_view import APPLY_AC, NOT_EFFECTIVE, Action, Config, Subject
-from ..model.patterns import PatternError, check_size, under
+from ..model.patterns import PatternError, check_size, check_total, under
 from ..engine.unmatched import NoMatch
 from .config import PynativeConfig, from_tree
 from .layer_paths import cells_of, layer_lists
@@ -240,6 +240,10 @@ def _ids(specs: Any) -> Set[int]:
 def _expand(paths: Dict[int, Tuple[str, ...]], module_dict: Dict[str, Any], label: str, config_name: str,
             no_match: List[Tuple[str, str]], lines: List[LogLine]) -> Dict[int, List[str]]:
     out: Dict[int, List[str]] = {}
+    try:
+        check_total(module_dict)       # the keys together, before any is compiled (docs/reliability.md)
+    except PatternError as exc:
+        raise ConfigError(str(exc), key=label) from None
     for key, ranges in module_dict.items():
         matched = False
         try:
