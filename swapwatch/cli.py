@@ -17,6 +17,7 @@ import click
 
 from . import __version__
 from .errors import InputError
+from .report import formats
 
 
 class SummaryGroup(click.Group):
@@ -189,7 +190,7 @@ def _origin(exc: BaseException) -> str:
 
 @cli.command("explain")
 @click.argument("config")
-@click.option("--format", "fmt", type=click.Choice(["table", "json", "formative"]), default="table",
+@click.option("--format", "fmt", type=click.Choice(formats.EXPLAIN), default="table",
               show_default=True, help="table: per-layer view; json: DESIGN §3.2; formative: the lines "
                                       "MindFormers' LayerSetting will log (message parts).")
 @click.option("--num-layers", type=int, default=None, help="Override model.model_config.num_layers.")
@@ -229,7 +230,7 @@ def explain_cmd(config, fmt, num_layers, pipeline_stage, pp_interleave_num, offs
 @click.argument("paths", nargs=-1, required=True)
 @click.option("--config", "config_path", default=None,
               help="Training YAML to verify against (default: the config the log printed).")
-@click.option("--format", "fmt", type=click.Choice(["table", "json", "junit", "markdown"]),
+@click.option("--format", "fmt", type=click.Choice(formats.VERIFY),
               default="table", show_default=True)
 @click.option("--strict", is_flag=True, help="Warnings fail the verification too.")
 @click.option("--ignore", "ignore", multiple=True, metavar="CODE", help="Silence a rule (repeatable).")
@@ -296,7 +297,7 @@ def families_cmd():
 
 @cli.command("events")
 @click.argument("paths", nargs=-1, required=True)
-@click.option("--format", "fmt", type=click.Choice(["jsonl", "csv"]), default="jsonl", show_default=True,
+@click.option("--format", "fmt", type=click.Choice(formats.EVENTS), default="jsonl", show_default=True,
               help="jsonl: one JSON object per event; csv: one column per event field (lists joined "
                    "with ';', mappings as JSON).")
 @click.option("--kind", "kinds", multiple=True, metavar="KIND",
@@ -397,7 +398,7 @@ def report_cmd(paths, config_path, output, force):
 @cli.command("diff")
 @click.argument("a", metavar="A")
 @click.argument("b", metavar="B")
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(formats.DIFF), default="table", show_default=True)
 @click.option("--all-layers", "all_layers", is_flag=True,
               help="One table row per layer (default: consecutive unchanged layers fold into ranges).")
 def diff_cmd(a, b, fmt, all_layers):
@@ -493,7 +494,7 @@ def plot_estimate_cmd(config, run_dirs, budget, output, fmt, model, force):
                    "(tools/dryrun/record_cases.py), or a raw DryRun log (YAML=LOG: the YAML it ran; LOG alone: "
                    "CONFIG's own) (repeatable): fits the model's free terms to its measured peaks; two "
                    "sources fit a residual and one scale, three or more also split the scale (docs/estimate.md).")
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(formats.ESTIMATE), default="table", show_default=True)
 @click.option("--model", default=None,
               help="Model family (default: the family the YAML names, as explain shows it; `swapwatch "
                    "families` lists them). Its tensor table is swapwatch/memory/<table>.yaml.")
@@ -535,7 +536,7 @@ def estimate_cmd(config, run_dirs, fmt, model, dryrun, dryrun_stages):
                    "named (repeatable): calibrates the prediction (docs/estimate.md, \"Calibration\").")
 @click.option("-o", "--output", default=None, metavar="OUT.yaml", help="Write the planned YAML here.")
 @click.option("--force", is_flag=True, help="Replace OUT.yaml when it exists.")
-@click.option("--format", "fmt", type=click.Choice(["table", "json", "yaml"]), default="table", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(formats.PLAN), default="table", show_default=True)
 @click.option("--allow-swap", is_flag=True, help="Also consider layer swap with a prefetch (Ascend only).")
 @click.option("--model", default=None,
               help="Model family (default: the family the YAML names, as explain shows it; `swapwatch "
@@ -590,7 +591,7 @@ def plan_cmd(config, budget, run_dirs, output, force, fmt, allow_swap, model, ma
               help="Tune directory (default: <config stem>.tune); run again with the same arguments to resume.")
 @click.option("--dryrun", is_flag=True, help="Probe with MindSpore's DryRun simulation instead of runs.")
 @click.option("--model", default=None, help="Model family (default: the family the YAML names).")
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(formats.TUNE), default="table", show_default=True)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def tune_cmd(config, budget, max_runs, margin, steps, directory, dryrun, model, fmt, command):
     """Probe, plan, run, verify, measure and bisect: the fastest strategy measured within --budget.

@@ -10,9 +10,9 @@ from typing import Any, Dict, List, Optional, Tuple
 from ..model import actions
 from ..model.results import DiffResult, LayerDiff, Side
 from ..text import fmt_bytes
-from . import layer_table
+from . import formats, layer_table
 
-FORMATS = ("table", "json")
+FORMATS = formats.DIFF
 
 
 def render(result: DiffResult, fmt: str = "table", all_layers: bool = False) -> str:

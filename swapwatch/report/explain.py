@@ -12,13 +12,13 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, List, Tuple
 
-from . import layer_table
+from . import formats, layer_table
 from .verify import findings_block
 
 if TYPE_CHECKING:
     from ..model.results import Explanation
 
-FORMATS = ("table", "json", "formative")
+FORMATS = formats.EXPLAIN
 
 
 def render(ex: "Explanation", fmt: str, all_layers: bool = False) -> str:

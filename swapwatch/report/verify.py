@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 from xml.etree import ElementTree as ET
 
-from . import finding_groups, indented_json, layer_table
+from . import finding_groups, formats, indented_json, layer_table
 from ..checks import REGISTRY
 from ..engine.compare import RankDiff
 
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from ..model.plan_view import PlanView
     from ..model.results import VerifyResult
 
-FORMATS = ("table", "json", "junit", "markdown")
+FORMATS = formats.VERIFY
 COLUMNS = layer_table.COLUMNS
 FAMILIES = OrderedDict([
     ("SW1", "the log shows the configured strategy"),
