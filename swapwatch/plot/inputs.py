@@ -8,9 +8,12 @@ dir are the two ranks of one run, and logs from two directories are two runs.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import InputError
+
+if TYPE_CHECKING:
+    from ..parsers.model import RunLog
 
 
 def group_paths(paths: Sequence[str]) -> List[List[str]]:
@@ -60,5 +63,5 @@ def load_runs(paths: Sequence[str], while_scanning: Optional[Callable[[], None]]
     return runs
 
 
-def has_memory(runlog: Any) -> bool:
+def has_memory(runlog: "RunLog") -> bool:
     return any(rk.memory for rk in runlog.ranks.values())

@@ -7,7 +7,10 @@ made by ``swapwatch run``, else from nothing: we never guess it from the directo
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
+
+if TYPE_CHECKING:
+    from ..parsers.model import RunLog
 
 #: run.json keys that can name the strategy, best first.
 _STRATEGY_KEYS = ("strategy", "config_name", "config", "config_path")
@@ -26,7 +29,7 @@ def strategy_name(run_info: Dict[str, Any]) -> Optional[str]:
     return None
 
 
-def run_label(runlog: Any, index: int) -> str:
+def run_label(runlog: "RunLog", index: int) -> str:
     """The run's own name: its label (run dir name), else run.json's name, else ``run N``."""
     info = getattr(runlog, "run_info", None) or {}
     for v in (getattr(runlog, "label", ""), info.get("name"), info.get("run_dir")):
