@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from swapwatch.model import actions, event_lines as events
-from swapwatch import layer_table
+from swapwatch.report import layer_table
 from swapwatch.engine import strategy
 from swapwatch.engine import compare
 from swapwatch.hooks import apply

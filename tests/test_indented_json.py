@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from swapwatch import indented_json
+from swapwatch.report import indented_json
 from swapwatch.commands.verify import verify
 from swapwatch.report.verify import _jsonable
 

@@ -2,7 +2,7 @@
 is one device's memory), on the 48-layer, 2-chunk worked example."""
 import os
 
-from swapwatch import layer_table
+from swapwatch.report import layer_table
 from swapwatch.config import load_config
 from swapwatch.engine.strategy import plan as make_plan
 

@@ -297,7 +297,7 @@ def test_map_resolves_each_layer_on_its_own_tree(name):
     """A pattern is drawn as reaching nothing exactly where explain's table says ``(no match)`` on
     that layer: each layer on its own family tree (a MoE layer's is not the dense one's, and no
     family is drawn on the Llama tree)."""
-    from swapwatch import layer_table
+    from swapwatch.report import layer_table
     from swapwatch.engine import strategy
     from swapwatch.commands.explain import explain
     from swapwatch.plot import strategy_map as sm

@@ -11,10 +11,12 @@ from html.parser import HTMLParser
 
 import pytest
 
-from swapwatch import finding_groups
+from swapwatch.report import finding_groups
 from swapwatch.runtime import runner
 from swapwatch.cli import main
-from swapwatch.report import build, make, verdict
+from swapwatch.commands import report as build
+from swapwatch.commands.report import make
+from swapwatch.report import verdict
 from swapwatch.commands.verify import verify
 
 from report_helpers import FIX, failing_run, passing_run, truncated_log

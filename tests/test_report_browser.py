@@ -18,7 +18,7 @@ import re
 
 import pytest
 
-from swapwatch import finding_groups
+from swapwatch.report import finding_groups
 from swapwatch.commands.report import make
 from swapwatch.commands.verify import verify
 

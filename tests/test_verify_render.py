@@ -320,7 +320,7 @@ def test_messages_carry_no_place_the_renderers_add_it_from_the_fields():
     in front from the fields alone (a "rank 9" inside a message is never read back)."""
     import re
 
-    from swapwatch import finding_groups
+    from swapwatch.report import finding_groups
     from swapwatch.checks import Finding
 
     plan, runlog = _mutated_case3()
