@@ -51,9 +51,12 @@ def main(argv=None) -> None:
     try:
         _main(argv)
     finally:
-        from .config import forget_reads
-
-        forget_reads(command=False)          # the command's one reading of its files ends with it
+        # the command's one reading of its files ends with it; only if the config package imported
+        # whole: a Ctrl-C that lands while it imports leaves it half there, and importing it again
+        # here raised AttributeError (a traceback, exit 1) over the interrupt's own message
+        load = sys.modules.get("swapwatch.config.load")
+        if load is not None and hasattr(load, "forget_reads"):
+            load.forget_reads(command=False)
         if previous is not None:             # a library caller's own SIGINT handling comes back
             import signal
 

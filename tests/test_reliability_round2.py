@@ -573,3 +573,32 @@ def test_a_strategy_map_of_10000_layers_folds_what_looks_the_same(tmp_path):
     labels = [t.get_text() for ax in maps for t in ax.get_xticklabels()]
     assert labels == [f"{s * 1250}-{s * 1250 + 1249}" for s in range(8)]     # one column a stage
     assert "one column" in res.figure._suptitle.get_text()
+
+
+@pytest.mark.parametrize("kinds,ranks", [((), None), (("memory",), None), ((), "1"), ((), "7"), (("action",), "0-3")])
+def test_events_of_a_file_in_pieces_is_spooled_and_the_same(tmp_path, kinds, ranks):
+    """``swapwatch events`` held every event of a big file until its end (its rank is known only
+    then): 1.1 GB for a 220 MB log of 10**6 strategy lines. A file cut into pieces is written to a
+    spool as it comes; the JSONL is the same as when the file is read whole."""
+    from swapwatch.events_output import event_filter
+    from swapwatch.parsers import iter_event_text
+    from swapwatch.parsers import reader
+
+    src = (RUNS / "select-2ranks" / "msrun_log" / "worker_1.log").read_text()
+    (tmp_path / "worker_1.log").write_text(src * 20)                 # SWAPWATCH rank 1 inside
+    (tmp_path / "worker_7.log").write_text((LOGS / "swap_case2.log").read_text() * 50)   # rank from the name
+    sel = event_filter(kinds, ranks)
+    spooled = []
+    real = reader._Spool.add
+
+    def add(self, events):
+        spooled.append(len(events))
+        return real(self, events)
+
+    reader._Spool.add = add
+    try:
+        cut = "".join(iter_event_text([str(tmp_path)], sel, piece=8192, jobs=1, show_progress=False))
+    finally:
+        reader._Spool.add = real
+    whole = "".join(iter_event_text([str(tmp_path)], sel, piece=10 ** 9, jobs=1, show_progress=False))
+    assert len(spooled) > 10 and cut == whole
