@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import gc
 import os
+import zlib
 from array import array
 from collections import deque
 from concurrent.futures import ProcessPoolExecutor
@@ -142,12 +143,8 @@ def _parse_piece_now(piece: Piece, progress=None) -> PieceResult:
                     if scan.partial and evs:
                         evs = _partial(evs, rank, line, text)
                     events.extend(evs)
-    except (OSError, EOFError) as exc:
-        raise InputError(f"cannot read log: {exc.__class__.__name__}: {exc}", file=piece.path) from None
-    except Exception as exc:  # zlib.error / gzip.BadGzipFile: a damaged .gz
-        if exc.__class__.__name__ in ("error", "BadGzipFile"):
-            raise InputError(f"cannot read log: not valid gzip data ({exc})", file=piece.path) from None
-        raise
+    except (OSError, EOFError, zlib.error) as exc:
+        raise inp.unreadable(exc, piece.path) from None
     result = PieceResult(piece.index, events, scan.newlines, scan.bytes, head_rank)
     if found is not None:
         if piece.pack:
@@ -162,12 +159,9 @@ def _head(scan: Scan, path: str) -> Any:
     :func:`inputs.read_head` words it."""
     try:
         return scan.head(inp.HEAD_BYTES)
-    except (OSError, EOFError) as exc:
-        raise InputError(f"cannot read log: {exc.__class__.__name__}: {exc}", file=path) from None
-    except Exception as exc:  # zlib.error / gzip.BadGzipFile: a damaged .gz
-        if exc.__class__.__name__ in ("error", "BadGzipFile"):
-            raise InputError(f"cannot read log: {exc.__class__.__name__}: {exc}", file=path) from None
-        raise
+    except (OSError, EOFError, zlib.error) as exc:
+        raise inp.unreadable(exc, path) from None
+
 
 
 def _partial(evs: List[Event], rank: Optional[int], line: int, text: str) -> List[Event]:
