@@ -13,8 +13,9 @@ one-rank simulation on a CPU host needs:
   ``parallelize.py:_apply_spmd_parallelism`` passes (a one-rank Trainer skips ``parallelize_model``);
 * parameters materialised on the device (``to_empty(device="Ascend")``: without a device they stay on
   ``meta``), their initialisers left unrun (DryRun never reads values);
-* random token ids of the YAML's sequence length instead of its data loader, one optimizer step, no
-  checkpoint, a constant learning rate with one warm-up step.
+* random token ids of the YAML's sequence length instead of its data loader, two optimizer steps (the
+  second is the steady state: AdamW's states exist from its start), no checkpoint, a constant learning
+  rate with one warm-up step.
 
 usage: MS_SIMULATION_LEVEL=1 RANK_SIZE=1 RANK_ID=0 python dryrun_child.py CONFIG.yaml
 MindSpore prints the peaks at exit (WARNING level):
@@ -31,6 +32,8 @@ import yaml
 
 STANDIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "standin")
 TAG = "[dryrun-pynative]"
+#: optimizer steps run: the second is the first with the optimizer's states alive in forward and backward
+STEPS = 2
 
 
 def _say(msg):
@@ -58,10 +61,13 @@ def _seq_length(data):
 
 
 def trainer_config(data):
-    """The YAML's sections, with one step, no checkpoint, no monitor, a constant warm-up LR."""
+    """The YAML's sections, with two steps (the first builds AdamW's states and fp32 master copies as
+    it updates each parameter, so only from the second step on does the forward and backward run
+    beside them: the peak of a training run is the larger of the two steps), no checkpoint, no monitor,
+    a constant warm-up LR."""
     cfg = dict(data)
     training = dict(cfg.get("training") or {})
-    training.update(steps=1)
+    training.update(steps=STEPS)
     cfg["training"] = training
     cfg["checkpoint"] = {**(cfg.get("checkpoint") or {}), "enable_save": False, "load_path": "",
                          "base_load_path": ""}
