@@ -2,8 +2,9 @@
 (core/activation_checkpoint/swap.py, platform/mindspore/activation_checkpoint/activation_swap.py) for what
 the device allocator sees: a swapped tensor's device storage is released (``resize_(0)``) when the layer
 that prefetches it finishes its forward and allocated again (``resize_(size)``) when that layer's backward
-starts. The host copies are made on the current stream (no copy stream, no events): DryRun launches no
-kernel, so only the allocations and releases matter. ``SWAPS`` counts what happened, for the log."""
+starts. No host copy is made and there is no copy stream or event: DryRun launches no kernel and
+computes no values, so only the allocations and releases matter.
+``SWAPS`` counts what happened, for the log."""
 import functools
 from collections import Counter
 
@@ -30,15 +31,12 @@ class SwapTensor:
         self.val = val
         self.size = val.untyped_storage().size()
         self.state = "device"
-        self.host = None
 
     def offload(self):
+        """The copy to host is not made: DryRun computes no values, and what the device allocator sees
+        (the release below and the re-allocation in ``load``) is the real wrapper's."""
         if self.state != "device":
             return
-        try:
-            self.host = self.val.to("CPU")
-        except (RuntimeError, TypeError, ValueError):
-            SWAPS["host_copy_failed"] += 1
         SWAPS["offloaded"] += 1
         self.state = "d2h"
 
@@ -54,11 +52,6 @@ class SwapTensor:
         if self.state != "host":
             return
         self.val.untyped_storage().resize_(self.size)
-        if self.host is not None:
-            try:
-                self.val.untyped_storage().copy_(self.host.untyped_storage())
-            except (RuntimeError, TypeError, ValueError):
-                SWAPS["copy_back_failed"] += 1
         SWAPS["reloaded"] += 1
         self.state = "device"
 
