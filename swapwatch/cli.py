@@ -512,10 +512,19 @@ def estimate_cmd(config, run_dirs, fmt, model, dryrun, dryrun_stages):
     from . import paths
 
     if paths.pynative_tree(config) is not None:   # the seam: the r2.x path is sized by pynative/sizing.py
-        if run_dirs or dryrun or dryrun_stages:
-            raise InputError("--calibrate / --dryrun: not for a PyNative (r2.x) YAML (DryRun compiles graphs; "
-                             "docs/estimate.md, The PyNative path)", file=config)
-        click.echo(sizing.render(paths.estimate(config, model), fmt), nl=False)
+        if run_dirs or dryrun_stages:
+            raise InputError("--calibrate / --dryrun-stage: not for a PyNative (r2.x) YAML (its DryRun is one "
+                             "rank of one stage: --dryrun; docs/estimate.md, The PyNative path)", file=config)
+        est = paths.estimate(config, model)
+        if dryrun:
+            from .memory.dryrun import DryRunError
+
+            try:
+                sizing.attach_dryrun(est, config)
+            except DryRunError as exc:
+                click.echo(f"swapwatch estimate: {exc}", err=True)
+                return 1
+        click.echo(sizing.render(est, fmt), nl=False)
         return 0
     refuse_unmodelled(config, "estimate")
 
@@ -560,14 +569,28 @@ def plan_cmd(config, budget, run_dirs, output, force, fmt, allow_swap, model, ma
     from .memory.planner import make_plan, parse_size
     from .memory.render import render_plan
     from .pynative.config import refuse_unmodelled
-
-    refuse_unmodelled(config, "plan")
-
     from .outputs import refuse_overwrite, write_text
+    from . import paths
 
     size = parse_size(budget)
     if output:
         refuse_overwrite(output, force)      # before the search: no work for a file we would not write
+    if paths.pynative_tree(config) is not None:   # the seam: the r2.x path plans in pynative/planning.py
+        from .pynative import planning
+
+        if run_dirs or allow_swap:
+            raise InputError("--calibrate / --allow-swap: not for a PyNative (r2.x) YAML yet (plan keeps its "
+                             "swap: block as it is; docs/estimate.md, The PyNative path)", file=config)
+        pres = planning.plan_pynative(config, size, margin, model)
+        if output and pres.fits:
+            write_text(output, pres.text, force)
+            click.echo(f"swapwatch plan: wrote {output}", err=True)
+        click.echo(planning.render(pres, fmt), nl=False)
+        if not pres.fits:
+            click.echo(f"swapwatch plan: nothing fits {budget}: the lowest peak is "
+                       f"{pres.peak / (1 << 30):.2f} GiB with every layer fully recomputed", err=True)
+        return pres.exit_code
+    refuse_unmodelled(config, "plan")
     res = make_plan(config, size, run_dirs, allow_swap=allow_swap, model=model, margin=margin)
     for line in filter(None, [res.margin_line()] + res.notes):
         click.echo(f"swapwatch plan: {line}", err=True)

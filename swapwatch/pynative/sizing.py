@@ -494,6 +494,30 @@ class PynativeEstimate(Estimate):
         out["unchecked"] = list(self.unchecked)
         return out
 
+    def dryrun_json(self) -> Dict[str, Any]:
+        """PyNative DryRun L1's peaks beside the model's (``estimate --dryrun``): one simulated rank."""
+        out = super().dryrun_json()
+        out["level"] = "PyNative DryRun L1"
+        return out
+
+
+def attach_dryrun(est: Any, config: str) -> None:
+    """``estimate --dryrun`` on an r2.x YAML: MindFormers' PyNative Trainer under PyNative DryRun
+    (``pynative/dryrun.py``), its peaks set beside stage 0's. DryRunError (exit 1) names the log; what
+    cannot run here is InputError (exit 2) with the reason."""
+    from ..errors import InputError
+    from ..memory.dryrun import StagePeak
+    from . import dryrun
+
+    data, lines = read_yaml(config)
+    dryrun.one_rank_refusal(data if isinstance(data, dict) else {}, lines, config)
+    reason = dryrun.available()
+    if reason:
+        raise InputError(f"--dryrun: PyNative DryRun is not available here: {reason}", file=config)
+    res = dryrun.measure(config)
+    est.dryrun = {0: StagePeak(stage=0, rank_id=0, used_bytes=res.used_bytes, actual_bytes=res.actual_bytes,
+                               seconds=res.seconds, log_path=res.log_path)}
+
 
 def render(est: Any, fmt: str) -> str:
     """The static renderer's output with the ``unchecked`` line under the header (table format)."""
