@@ -14,7 +14,7 @@ the strategy recomputes whole layers, where it applies.
 from __future__ import annotations
 
 import re
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..text import ranges
 
@@ -29,7 +29,7 @@ def path_regex(path: str) -> str:
     return re.escape(path)
 
 
-def recompute_block(full: Sequence[int], select: Dict[str, Sequence[int]],
+def recompute_block(full: Sequence[int], select: Mapping[str, Sequence[int]],
                     exclude: Optional[Dict[str, List[str]]] = None) -> str:
     """The ``recompute:`` block of the strategy (full-layer ids, select module path -> layer ids)."""
     sel = {p: ids for p, ids in select.items() if ids}
