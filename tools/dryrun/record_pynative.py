@@ -33,6 +33,8 @@ def main() -> int:
     ap.add_argument("--predicted-mib", type=int)
     ap.add_argument("--log")
     ap.add_argument("--seconds", type=float)
+    ap.add_argument("--steps", type=int, default=2, help="optimizer steps the run made (the harness: 2)")
+    ap.add_argument("--baseline", help="the case without this strategy (for the savings test)")
     a = ap.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     if a.log:
@@ -48,9 +50,11 @@ def main() -> int:
         res = dryrun.measure(a.config)
         used, actual, seconds, which, swap = res.used_bytes, res.actual_bytes, res.seconds, res.hyper_parallel, res.swap
     shutil.copyfile(a.config, OUT / f"{a.name}.yaml")
-    rec = {"yaml": f"{a.name}.yaml", "derived": a.derived, "family": "qwen3", "rank_size": 1, "steps": 2,
+    rec = {"yaml": f"{a.name}.yaml", "derived": a.derived, "family": "qwen3", "rank_size": 1, "steps": a.steps,
            "role": a.role, "used_peak_mib": used // MIB, "actual_peak_mib": actual // MIB, "seconds": seconds,
            "hyper_parallel": which, "swap": swap, "mindspore": "2.10.0", "mindformers": "2.1.0"}
+    if a.baseline:
+        rec["baseline"] = a.baseline
     if a.predicted_mib is not None:
         rec["predicted_mib_before_run"] = a.predicted_mib
     (OUT / f"{a.name}.json").write_text(json.dumps(rec, indent=1) + "\n", encoding="utf-8")

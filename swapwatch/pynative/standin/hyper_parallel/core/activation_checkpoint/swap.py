@@ -6,6 +6,7 @@ starts. No host copy is made and there is no copy stream or event: DryRun launch
 computes no values, so only the allocations and releases matter.
 ``SWAPS`` counts what happened, for the log."""
 import functools
+import weakref
 from collections import Counter
 
 import mindspore as ms
@@ -56,16 +57,24 @@ class SwapTensor:
         self.state = "device"
 
 
+class Storage(list):
+    """The SwapTensors one swapped region saved in one forward (upstream's Storage)."""
+
+    __slots__ = ("__weakref__",)
+
+
 class SwapGroup:
-    """The tensors one layer's swapped regions saved in forward."""
+    """The tensors one layer's swapped regions saved in forward. As upstream, the group holds its
+    storages weakly: a storage lives as long as the autograd records whose hooks hold it, so nothing
+    of an earlier step is released or brought back in a later one."""
 
     def __init__(self, name):
         self.name = name
-        self.storages = []
+        self.storages = weakref.WeakSet()
 
     @property
     def tensors(self):
-        return [t for storage in self.storages for t in storage]
+        return [t for storage in list(self.storages) for t in storage]
 
     def launch_offload(self):
         for t in self.tensors:
@@ -188,7 +197,7 @@ class AsyncSaveOnCpu(ms.saved_tensors_hooks):
     def __init__(self, policy_fn, policy_enum):
         # upstream's Storage: joins the group on the first swapped tensor and is dropped at the first
         # unpack in backward (the group holds it weakly), so nothing outlives the backward
-        storage = []
+        storage = Storage()
 
         def pack(tensor):
             if not _eligible(tensor):
@@ -201,7 +210,7 @@ class AsyncSaveOnCpu(ms.saved_tensors_hooks):
                 SWAPS["no_group"] += 1
                 return tensor
             if not storage:
-                SwapManager().group(name).storages.append(storage)
+                SwapManager().group(name).storages.add(storage)
             storage.append(SwapTensor(tensor))
             return tensor
 
@@ -213,10 +222,6 @@ class AsyncSaveOnCpu(ms.saved_tensors_hooks):
 
 
 def register_tensors(target):
-    """``swap_tensor_wrapper``: tensors of ``target`` join the current group."""
-    name = SwapManager().get_current_group_name()
-    if not name:
-        return target
-    items = target if isinstance(target, (tuple, list)) else [target]
-    SwapManager().group(name).storages.append([SwapTensor(t) for t in items if _eligible(t)])
+    """``swap_tensor_wrapper``: not used by MindFormers 2.1.0's ``apply_ac`` (it imports the five names of
+    ``__init__``); here it swaps nothing and hands ``target`` back."""
     return target
