@@ -89,9 +89,12 @@ def test_each_strategy_saving_within_a_factor_of_two(base, other):
 def test_a_yaml_sharded_across_ranks_is_refused_in_one_line(tmp_path):
     """The harness runs one rank of MindFormers' one-rank trainer: tensor parallel (or any shard) would
     size another model. One line, the key, exit 2, before anything runs."""
-    text = (CASES / f"{LIVE}.yaml").read_text(encoding="utf-8") + "  tensor_parallel: 2\n"
+    import yaml
+
+    data = yaml.safe_load((CASES / f"{LIVE}.yaml").read_text(encoding="utf-8"))
+    data["parallelism"]["tensor_parallel"] = 2
     bad = tmp_path / "tp2.yaml"
-    bad.write_text(text, encoding="utf-8")
+    bad.write_text(yaml.safe_dump(data), encoding="utf-8")
     with pytest.raises(InputError, match="tensor_parallel 2 shards the model") as err:
         dryrun.measure(str(bad))
     assert "\n" not in err.value.one_line() and err.value.key == "parallelism.tensor_parallel"
