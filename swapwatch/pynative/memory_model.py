@@ -296,10 +296,10 @@ def phases(shape: Shape, table: LayerTable, costs: Sequence[LayerCost], prefetch
     # the final norm's (kept by the norm and the output matmul), its rstd
     head_kept = (t * h // 8 if first else 0) + ((2 * t * h * cb + t * F32) if last else 0)
     kept = sum(c.kept for c in costs) * in_flight
-    # the swapped layers' saves are on the device only within the prefetch window: from the backward of
-    # the layer that brings them back, at most ``prefetch`` of them at once
-    swapped = [c.host for c in costs if c.host]
-    window = sum(sorted(swapped, reverse=True)[:prefetch or 1]) if swapped else 0
+    # a swapped layer's saves leave the device at the end of the forward of the layer ``prefetch`` after
+    # it and come back when that layer's backward starts (SwapManager's hooks): during the backward of
+    # layer j, the swapped layers j - prefetch .. j are on the device
+    p = prefetch or 1
     logits = t * v * cb if last else 0
     loss_f32 = t * v * F32 if last else 0
     fwd_parts = {"saved_activations": kept, "head_and_logits": head_kept + logits + LOSS_FORWARD_F32 * loss_f32}
@@ -313,7 +313,8 @@ def phases(shape: Shape, table: LayerTable, costs: Sequence[LayerCost], prefetch
     below = kept
     for i in reversed(range(len(costs))):
         c = costs[i]
-        here = below + c.regen + made + (window if c.host or window else 0)
+        window = sum(costs[k].host for k in range(max(0, i - p), i + 1)) * in_flight
+        here = below + c.regen + made + window
         if here > best[0]:
             best = (here, {"saved_activations": below, "recompute_transient": c.regen, "grads": made,
                            "swap_prefetch_window": window})
