@@ -152,6 +152,8 @@ class LayerTable:
             self.bytes[name] = n // 8 if dt == "bit" else n * per[dt]
         self.ops: List[Op] = [Op(o["path"], tuple(o["in"]), tuple(o["out"]), tuple(o["saves"]),
                                  _elements(o["flops"], sym)) for o in data["ops"]]
+        #: the module paths ``plan`` selects per layer (whole modules, disjoint)
+        self.select_groups: List[str] = list(data.get("select_groups", ()))
         #: (name, elements, bytes per element) of one layer's parameters, in the optimizer's order
         self.params: List[Tuple[str, int, int]] = [
             (p["name"], _elements(p["shape"], sym),

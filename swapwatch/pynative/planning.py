@@ -15,21 +15,29 @@ file's and ``explain`` of it is clean.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..config import read_yaml
 from ..errors import ConfigError
 from . import memory_model as mm
 from .r2_writer import recompute_block, write_strategy
 
-#: a layer's options, from least to most recomputed: (label, full, select paths)
-OPTIONS: Tuple[Tuple[str, bool, Tuple[str, ...]], ...] = (
-    ("none", False, ()),
-    ("select:mlp", False, ("mlp",)),
-    ("select:self_attention,mlp", False, ("self_attention", "mlp")),
-    ("full", True, ()),
-)
+#: the example model's select groups (swapwatch/memory/tinyllama.yaml ``select_groups``: cells, as its
+#: Cell.recompute needs)
+EXAMPLE_GROUPS = ("feed_forward", "attention.flash_attention")
 DEFAULT_MARGIN = 0.10
+Option = Tuple[str, bool, Tuple[str, ...]]
+
+
+def options(groups: Sequence[str]) -> List[Option]:
+    """A layer's options, from least to most recomputed: none, the first group, the first two, ...,
+    full (label, full, select paths)."""
+    out: List[Option] = [("none", False, ())]
+    for k in range(1, len(groups) + 1):
+        sel = tuple(groups[:k])
+        out.append(("select:" + ",".join(sorted(sel)), False, sel))
+    out.append(("full", True, ()))
+    return out
 
 
 @dataclass
@@ -59,15 +67,6 @@ class PynativePlanResult:
         return out
 
 
-def _stage_peak(shape: mm.Shape, table: mm.LayerTable, picks: List[int], swaps: List[Tuple[bool, Tuple[str, ...]]],
-                prefetch: Optional[int]) -> int:
-    costs = []
-    for k, (lswap, ops) in zip(picks, swaps):
-        _, full, sel = OPTIONS[k]
-        costs.append(table.cost(full=full, select=sel, layer_swap=lswap, op_swap=ops))
-    return mm.phases(shape, table, costs, prefetch).peak()
-
-
 def plan_pynative(path: str, budget: int, margin: Optional[float] = None, model: Optional[str] = None
                   ) -> PynativePlanResult:
     """The search on ``path`` for ``budget`` bytes per rank (module docstring). ConfigError (exit 2) for
@@ -75,74 +74,108 @@ def plan_pynative(path: str, budget: int, margin: Optional[float] = None, model:
     from . import sizing
 
     est0 = sizing.estimate_pynative(path, model)
-    if not isinstance(est0.fam, mm.LayerTable):
-        raise ConfigError("plan on the PyNative path models MindFormers' PyNative models (pynative/tables); "
-                          f"family {est0.family!r} is sized from its CPU runs only", file=path)
     if len(est0.stages) != 1:
         raise ConfigError("plan on the PyNative path plans one pipeline stage (pipeline_parallel 1)", file=path,
                           key="parallelism.pipeline_parallel")
     m = DEFAULT_MARGIN if margin is None else margin
     target = int(budget * (1 - m))
-    table: mm.LayerTable = est0.fam
-    shape = table.shape
     rows = est0.layers
     n = len(rows)
-    # what the YAML swaps stays (recompute is what plan chooses)
-    swaps: List[Tuple[bool, Tuple[str, ...]]] = []
-    for r in rows:
-        ch = r["choice"]
-        lswap = ch == "swap" or ch.endswith("+swap")
-        ops = tuple(ch.split("+op_swap:", 1)[1].split(",")) if "+op_swap:" in ch else ()
-        swaps.append((lswap, ops))
-    prefetch = None
     data, _ = read_yaml(path)
-    sw = (data.get("swap") or {}) if isinstance(data, dict) else {}
-    if isinstance(sw, dict) and sw.get("enable"):
-        prefetch = sw.get("default_prefetch", 1)
+    with open(path, encoding="utf-8") as fh:
+        text = fh.read()
+    tabled = isinstance(est0.fam, mm.LayerTable)
+    opts = options(est0.fam.select_groups if tabled else EXAMPLE_GROUPS)
+
+    def written(picks: Sequence[int]) -> str:
+        full_ids = [i for i, k in enumerate(picks) if opts[k][1]]
+        select: Dict[str, List[int]] = {}
+        for i, k in enumerate(picks):
+            for p in opts[k][2]:
+                select.setdefault(p, []).append(i)
+        return write_strategy(text, recompute_block(full_ids, select))
+
+    peak_of: Callable[[Sequence[int]], int]
+    if tabled:
+        peak_of, flop_of, keep_of = _table_search(est0, data, opts)
+    else:
+        peak_of, flop_of, keep_of = _text_search(path, model, written, opts, n)
     picks = [0] * n
-    flop_of = [[table.cost(full=f, select=s).flops for _, f, s in OPTIONS]] * n
-    keep_of = [[table.cost(full=f, select=s).kept for _, f, s in OPTIONS]] * n
-    peak = _stage_peak(shape, table, picks, swaps, prefetch)
+    peak = peak_of(picks)
     while peak > target:
         best: Optional[Tuple[float, int, int]] = None
         for i in range(n):
-            for k2 in range(picks[i] + 1, len(OPTIONS)):
-                saved = keep_of[i][picks[i]] - keep_of[i][k2]
-                score = saved / max(1, flop_of[i][k2] - flop_of[i][picks[i]])
+            for k2 in range(picks[i] + 1, len(opts)):
+                saved = keep_of[picks[i]] - keep_of[k2]
+                score = saved / max(1, flop_of[k2] - flop_of[picks[i]])
                 if saved > 0 and (best is None or score > best[0] + 1e-12):
                     best = (score, i, k2)
         if best is None:
             break
         picks[best[1]] = best[2]
-        peak = _stage_peak(shape, table, picks, swaps, prefetch)
-    # give back what the last upgrades took beyond the target: each layer, from the last, to its
+        peak = peak_of(picks)
+    # give back what the last changes took beyond the target: each layer, from the last, to its
     # cheapest option that still fits
     if peak <= target:
         for i in reversed(range(n)):
             for k2 in range(picks[i]):
-                if flop_of[i][k2] >= flop_of[i][picks[i]]:
+                if flop_of[k2] >= flop_of[picks[i]]:
                     continue
                 trial = picks[:i] + [k2] + picks[i + 1:]
-                p2 = _stage_peak(shape, table, trial, swaps, prefetch)
+                p2 = peak_of(trial)
                 if p2 <= target:
                     picks, peak = trial, p2
                     break
     fits = peak <= target
-    full_ids = [i for i, k in enumerate(picks) if OPTIONS[k][1]]
-    select: Dict[str, List[int]] = {}
-    for i, k in enumerate(picks):
-        for p in OPTIONS[k][2]:
-            select.setdefault(p, []).append(i)
-    with open(path, encoding="utf-8") as fh:
-        text = fh.read()
-    new_text = write_strategy(text, recompute_block(full_ids, select))
+    new_text = written(picks)
     notes = []
     if "exclude_op" in str((data.get("recompute") or {}) if isinstance(data, dict) else ""):
         notes.append("the YAML's exclude_op is not kept: plan writes the recompute block whole")
     est = _estimate_text(path, new_text, model)
     return PynativePlanResult(config=path, budget=budget, margin=m, target=target, fits=fits,
-                              peak=est.stages[0].peak(), choices=[OPTIONS[k][0] for k in picks], text=new_text,
+                              peak=est.stages[0].peak(), choices=[opts[k][0] for k in picks], text=new_text,
                               estimate=est, flops=sum(r["recompute_flops"] for r in est.layers), notes=notes)
+
+
+def _table_search(est0: Any, data: Any, opts: List[Option]) -> Tuple[Callable[[Sequence[int]], int], List[int],
+                                                                        List[int]]:
+    """The stage peak of per-layer picks straight from the layer table (what the YAML swaps kept)."""
+    table: mm.LayerTable = est0.fam
+    swaps: List[Tuple[bool, Tuple[str, ...]]] = []
+    for r in est0.layers:
+        ch = r["choice"]
+        swaps.append((ch == "swap" or ch.endswith("+swap"),
+                      tuple(ch.split("+op_swap:", 1)[1].split(",")) if "+op_swap:" in ch else ()))
+    sw = (data.get("swap") or {}) if isinstance(data, dict) else {}
+    prefetch = sw.get("default_prefetch", 1) if isinstance(sw, dict) and sw.get("enable") else None
+
+    def peak_of(picks: Sequence[int]) -> int:
+        costs = [table.cost(full=opts[k][1], select=opts[k][2], layer_swap=ls, op_swap=ops)
+                 for k, (ls, ops) in zip(picks, swaps)]
+        return mm.phases(table.shape, table, costs, prefetch).peak()
+    flops = [table.cost(full=f, select=sel).flops for _, f, sel in opts]
+    keeps = [table.cost(full=f, select=sel).kept for _, f, sel in opts]
+    return peak_of, flops, keeps
+
+
+def _text_search(path: str, model: Optional[str], written: Callable[[Sequence[int]], str], opts: List[Option],
+                 n: int) -> Tuple[Callable[[Sequence[int]], int], List[int], List[int]]:
+    """The stage peak of per-layer picks as ``estimate`` gives it for the YAML they write (the example
+    model, sized from its CPU runs: docs/estimate.md), memoised."""
+    memo: Dict[Tuple[int, ...], Any] = {}
+
+    def est_of(picks: Sequence[int]) -> Any:
+        key = tuple(picks)
+        if key not in memo:
+            memo[key] = _estimate_text(path, written(picks), model)
+        return memo[key]
+
+    flops, keeps = [], []
+    for k in range(len(opts)):
+        row = est_of([k] * n).layers[0]
+        flops.append(int(row["recompute_flops"]))
+        keeps.append(int(row["activation_bytes"]))
+    return (lambda picks: est_of(picks).stages[0].peak()), flops, keeps
 
 
 def _estimate_text(path: str, text: str, model: Optional[str]) -> Any:
