@@ -630,11 +630,9 @@ def tune_cmd(config, budget, max_runs, margin, steps, directory, dryrun, model, 
     COMMAND names the config as {config} (or contains CONFIG's path). Writes <dir>/<stem>.tuned.yaml,
     tune.json, tune.txt, tune.png (docs/tune.md). Exit 0 found; 1 nothing fits; 2 bad input."""
     from .memory.planner import parse_size
-    from .pynative.config import refuse_unmodelled
     from .tune.loop import tune
     from .tune.report import render
 
-    refuse_unmodelled(config, "tune")
     res = tune(config, parse_size(budget), list(command), max_runs=max_runs, margin=margin, steps=steps,
                directory=directory, dryrun=dryrun, model=model,
                say=lambda line: click.echo(line, err=True))

@@ -9,7 +9,7 @@ the only one to re-point.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 
 @dataclass
@@ -32,10 +32,15 @@ def predict(config: str, calibration: Any = None, model: Optional[str] = None) -
     return [StagePrediction(st.stage, st.peak(cal), flops.get(st.stage, 0.0)) for st in est.stages]
 
 
-def calibrate(run_dirs: Sequence[str], model: Optional[str] = None) -> Any:
-    """A calibration fitted to ``run_dirs`` (``swapwatch run`` directories of this model)."""
+def calibrate(run_dirs: Sequence[str], model: Optional[str] = None, config: Optional[str] = None) -> Any:
+    """A calibration fitted to ``run_dirs`` (``swapwatch run`` directories of this model); None on the
+    PyNative path, which has no calibration (its figure is checked against PyNative DryRun and the
+    example model's CPU runs: docs/estimate.md)."""
+    from .. import paths
     from ..memory.calibrate import calibrate as fit
 
+    if config is not None and paths.pynative_tree(config) is not None:
+        return None
     return fit(list(run_dirs), model)[0]
 
 
@@ -46,16 +51,70 @@ def residuals(calibration: Any) -> List[Dict[str, Any]]:
 
 def plan(config: str, budget: int, calibration: Any = None, margin: Optional[float] = None,
          model: Optional[str] = None, allow_swap: bool = False) -> Any:
-    """``swapwatch plan``'s answer (``PlanResult``) for ``budget`` bytes."""
+    """``swapwatch plan``'s answer (``PlanResult``, or on the PyNative path ``PynativePlanResult``: both
+    have ``fits`` and ``text``) for ``budget`` bytes."""
+    from .. import paths
     from ..memory.planner import make_plan
 
+    if paths.pynative_tree(config) is not None:
+        from ..pynative.planning import plan_pynative
+
+        return plan_pynative(config, budget, margin, model)
     return make_plan(config, budget, (), allow_swap=allow_swap, model=model, margin=margin,
                      calibration=calibration)
 
 
-def dryrun_available() -> Optional[str]:
+def uniform_strategy(text: str, config: str, model: Optional[str], fraction: float) -> Optional[str]:
+    """On the PyNative path, ``text`` with full recompute on the first ``fraction`` of the layers and no
+    select recompute (tune's probes; ``recompute:`` written by ``pynative/r2_writer.py``); None on the
+    static paths (tune writes those with ``memory.emit``)."""
+    from .. import paths
+
+    if paths.pynative_tree(config) is None:
+        return None
+    from ..pynative.config import load
+    from ..pynative.r2_writer import recompute_block, write_strategy
+
+    n = load(config).num_layers
+    return write_strategy(text, recompute_block(list(range(int(round(n * fraction)))), {}))
+
+
+def stages_and_device(config: str, model: Optional[str] = None) -> Tuple[int, str]:
+    """(pipeline stages, ``context.device_target``) of ``config`` (Ascend when the YAML does not say): the
+    static loader's, or the r2.x sections' (``parallelism.pipeline_parallel``, ``context``)."""
+    from .. import paths
+
+    if paths.pynative_tree(config) is not None:
+        from ..config import read_yaml
+        from ..pynative.config import load
+
+        data, _ = read_yaml(config)
+        ctx = (data.get("context") or {}) if isinstance(data, dict) else {}
+        return load(config).pipeline_parallel, str((ctx if isinstance(ctx, dict) else {}).get("device_target",
+                                                                                               "Ascend"))
+    from ..memory.model import plan_of
+
+    cfg, plan, _ = plan_of(config, model)
+    return plan.geometry.pipeline_stage, str((cfg.context or {}).get("device_target", "Ascend"))
+
+
+def strategy_rows(config: str, model: Optional[str] = None) -> List[Dict[str, Any]]:
+    """The estimate's per-layer rows of ``config`` (stage, layer, choice), on either path."""
+    from .. import paths
+
+    return list(paths.estimate(config, model).layers)
+
+
+def dryrun_available(config: Optional[str] = None) -> Optional[str]:
     """None when DryRun probes can run here, else the one-line reason (estdry's harness,
-    ``swapwatch.memory.dryrun``, imported lazily: it may not be merged yet)."""
+    ``swapwatch.memory.dryrun``, imported lazily: it may not be merged yet; on the PyNative path
+    ``swapwatch.pynative.dryrun``)."""
+    from .. import paths
+
+    if config is not None and paths.pynative_tree(config) is not None:
+        from ..pynative import dryrun as pyn
+
+        return pyn.available()
     try:
         from ..memory import dryrun  # type: ignore[attr-defined]
     except ImportError:
@@ -64,6 +123,17 @@ def dryrun_available() -> Optional[str]:
 
 
 def dryrun_measure(config: str, stages: Optional[Sequence[int]] = None, timeout: Optional[float] = None) -> Any:
+    """DryRun's peaks per stage (``DryRunResult``: ``stages`` of ``StagePeak``); on the PyNative path the
+    one simulated rank of ``swapwatch.pynative.dryrun`` as stage 0."""
+    from .. import paths
     from ..memory import dryrun  # type: ignore[attr-defined]
 
+    if paths.pynative_tree(config) is not None:
+        from ..pynative import dryrun as pyn
+
+        res = pyn.measure(config, timeout=timeout)
+        out = dryrun.DryRunResult(config=config, rank_size=1)
+        out.stages[0] = dryrun.StagePeak(stage=0, rank_id=0, used_bytes=res.used_bytes, actual_bytes=res.actual_bytes,
+                                         seconds=res.seconds, log_path=res.log_path)
+        return out
     return dryrun.measure(config, stages, timeout=timeout)
