@@ -58,9 +58,17 @@ class SwapTensor:
 
 
 class Storage(list):
-    """The SwapTensors one swapped region saved in one forward (upstream's Storage)."""
+    """The SwapTensors one swapped region saved in one forward (upstream's Storage): hashed and compared
+    by identity, so a group can hold it in a WeakSet."""
 
     __slots__ = ("__weakref__",)
+    __hash__ = object.__hash__
+
+    def __eq__(self, other):
+        return self is other
+
+    def __ne__(self, other):
+        return self is not other
 
 
 class SwapGroup:
