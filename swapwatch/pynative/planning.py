@@ -67,10 +67,11 @@ class PynativePlanResult:
         return out
 
 
-def plan_pynative(path: str, budget: int, margin: Optional[float] = None, model: Optional[str] = None
-                  ) -> PynativePlanResult:
+def plan_pynative(path: str, budget: int, margin: Optional[float] = None, model: Optional[str] = None,
+                  offset: int = 0) -> PynativePlanResult:
     """The search on ``path`` for ``budget`` bytes per rank (module docstring). ConfigError (exit 2) for
-    what the search cannot model: a pipeline, sharding across ranks (unchecked by DryRun here)."""
+    what the search cannot model: a pipeline. ``offset``: bytes the launch adds to every peak (tune's
+    residual, measured on its probes), fitted beside the model's peak."""
     from . import sizing
 
     est0 = sizing.estimate_pynative(path, model)
@@ -79,6 +80,7 @@ def plan_pynative(path: str, budget: int, margin: Optional[float] = None, model:
                           key="parallelism.pipeline_parallel")
     m = DEFAULT_MARGIN if margin is None else margin
     target = int(budget * (1 - m))
+    fit_to = target - offset
     rows = est0.layers
     n = len(rows)
     data, _ = read_yaml(path)
@@ -102,7 +104,7 @@ def plan_pynative(path: str, budget: int, margin: Optional[float] = None, model:
         peak_of, flop_of, keep_of = _text_search(path, model, written, opts, n)
     picks = [0] * n
     peak = peak_of(picks)
-    while peak > target:
+    while peak > fit_to:
         best: Optional[Tuple[float, int, int]] = None
         for i in range(n):
             for k2 in range(picks[i] + 1, len(opts)):
@@ -116,17 +118,17 @@ def plan_pynative(path: str, budget: int, margin: Optional[float] = None, model:
         peak = peak_of(picks)
     # give back what the last changes took beyond the target: each layer, from the last, to its
     # cheapest option that still fits
-    if peak <= target:
+    if peak <= fit_to:
         for i in reversed(range(n)):
             for k2 in range(picks[i]):
                 if flop_of[k2] >= flop_of[picks[i]]:
                     continue
                 trial = picks[:i] + [k2] + picks[i + 1:]
                 p2 = peak_of(trial)
-                if p2 <= target:
+                if p2 <= fit_to:
                     picks, peak = trial, p2
                     break
-    fits = peak <= target
+    fits = peak <= fit_to
     new_text = written(picks)
     notes = []
     if "exclude_op" in str((data.get("recompute") or {}) if isinstance(data, dict) else ""):

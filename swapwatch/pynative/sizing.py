@@ -390,7 +390,9 @@ class PynativeStage(StageMemory):
         self.phases = phases
 
     def peak(self, cal: Any = None) -> int:
-        return self.phases.peak()
+        """The larger step's peak, plus a calibration's residual when one is given (tune's launch offset:
+        tune/memory_api.py:pynative_offset)."""
+        return self.phases.peak() + int(round(getattr(cal, "residual", 0.0) or 0.0))
 
     @property
     def phase(self) -> str:

@@ -40,8 +40,35 @@ def calibrate(run_dirs: Sequence[str], model: Optional[str] = None, config: Opti
     from ..memory.calibrate import calibrate as fit
 
     if config is not None and paths.pynative_tree(config) is not None:
-        return None
+        return pynative_offset(run_dirs, model)
     return fit(list(run_dirs), model)[0]
+
+
+def pynative_offset(run_dirs: Sequence[str], model: Optional[str] = None) -> Any:
+    """On the PyNative path, the one term tune fits: the bytes the launch adds to every run whatever the
+    strategy (the median of measured - predicted over the probes: under msrun the example model's CPU pool
+    holds 13 MiB more than in one process, for full and no recompute alike), as a residual-only
+    ``Calibration`` (not ``fitted``: the margin stays the uncalibrated one)."""
+    import os
+    import statistics
+
+    from .. import paths
+    from ..memory.calibrate import measure
+    from ..memory.model import Calibration
+
+    rows = []
+    for d in run_dirs:
+        est = paths.estimate(os.path.join(d, "config.yaml"), model)
+        m = measure(d, len(est.stages))
+        for st in est.stages:
+            if st.stage in m.used:
+                pred = st.peak()
+                rows.append({"run": d, "stage": st.stage, "predicted_bytes": pred, "measured_bytes": m.used[st.stage],
+                             "residual_bytes": m.used[st.stage] - pred})
+    if not rows:
+        return None
+    offset = statistics.median(r["residual_bytes"] for r in rows)
+    return Calibration(residual=float(offset), runs=rows, fitted=False)
 
 
 def residuals(calibration: Any) -> List[Dict[str, Any]]:
@@ -59,7 +86,7 @@ def plan(config: str, budget: int, calibration: Any = None, margin: Optional[flo
     if paths.pynative_tree(config) is not None:
         from ..pynative.planning import plan_pynative
 
-        return plan_pynative(config, budget, margin, model)
+        return plan_pynative(config, budget, margin, model, int(round(getattr(calibration, "residual", 0) or 0)))
     return make_plan(config, budget, (), allow_swap=allow_swap, model=model, margin=margin,
                      calibration=calibration)
 

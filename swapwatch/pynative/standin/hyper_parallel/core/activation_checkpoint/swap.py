@@ -57,18 +57,24 @@ class SwapTensor:
         self.state = "device"
 
 
-class Storage(list):
-    """The SwapTensors one swapped region saved in one forward (upstream's Storage): hashed and compared
-    by identity, so a group can hold it in a WeakSet."""
+class Storage:
+    """The SwapTensors one swapped region saved in one forward (upstream's Storage); a group holds it
+    weakly (hashed by identity)."""
 
-    __slots__ = ("__weakref__",)
-    __hash__ = object.__hash__
+    def __init__(self):
+        self.items = []
 
-    def __eq__(self, other):
-        return self is other
+    def append(self, item):
+        self.items.append(item)
 
-    def __ne__(self, other):
-        return self is not other
+    def clear(self):
+        self.items.clear()
+
+    def __iter__(self):
+        return iter(self.items)
+
+    def __len__(self):
+        return len(self.items)
 
 
 class SwapGroup:
