@@ -60,11 +60,12 @@ def test_tune_on_a_pynative_yaml_fits_uses_the_headroom_and_verifies_through_msr
     ex = subprocess.run([sys.executable, "-m", "swapwatch.cli", "explain", str(tuned), "--format", "json"],
                         capture_output=True, text=True, cwd=tmp_path, env=env_with_venv(), timeout=300)
     assert {f["code"] for f in json.loads(ex.stdout)["findings"]} <= {"SW501"}
-    # its rerun: the same measured peak, within the budget, verify PASS
+    # its rerun, launched as tune launched it: within the budget, above full recompute's peak, verify PASS
     rerun = subprocess.run([sys.executable, "-m", "swapwatch.cli", "run", "--config", str(tuned), "--run-dir",
-                            str(tmp_path / "rerun"), "--", sys.executable, TRAIN, "--config", str(tuned),
-                            "--steps", "4"], capture_output=True, text=True, cwd=tmp_path, env=env_with_venv(),
-                           timeout=1200)
+                            str(tmp_path / "rerun"), "--", "msrun", "--worker_num=2", "--local_worker_num=2",
+                            f"--master_port={free_port()}", "--log_dir=msrun_log", "--join=True", TRAIN, "--config",
+                            str(tuned), "--steps", "4"], capture_output=True, text=True, cwd=tmp_path,
+                           env=env_with_venv(), timeout=1200)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     info = json.loads((tmp_path / "rerun" / "run.json").read_text())
     assert info["verify"]["exit_code"] == 0, (tmp_path / "rerun" / "verify.txt").read_text()
