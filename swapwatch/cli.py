@@ -573,9 +573,10 @@ def plan_cmd(config, budget, run_dirs, output, force, fmt, allow_swap, model, ma
     from . import paths
 
     size = parse_size(budget)
+    pynative = paths.pynative_tree(config) is not None   # read first: the input is known to refuse_overwrite
     if output:
         refuse_overwrite(output, force)      # before the search: no work for a file we would not write
-    if paths.pynative_tree(config) is not None:   # the seam: the r2.x path plans in pynative/planning.py
+    if pynative:                              # the seam: the r2.x path plans in pynative/planning.py
         from .pynative import planning
 
         if run_dirs or allow_swap:
@@ -587,8 +588,10 @@ def plan_cmd(config, budget, run_dirs, output, force, fmt, allow_swap, model, ma
             click.echo(f"swapwatch plan: wrote {output}", err=True)
         click.echo(planning.render(pres, fmt), nl=False)
         if not pres.fits:
-            click.echo(f"swapwatch plan: nothing fits {budget}: the lowest peak is "
-                       f"{pres.peak / (1 << 30):.2f} GiB with every layer fully recomputed", err=True)
+            from .text import fmt_size
+
+            click.echo(f"swapwatch plan: nothing fits {budget}: the lowest peak is {fmt_size(pres.peak)} with every "
+                       f"layer fully recomputed", err=True)
         return pres.exit_code
     refuse_unmodelled(config, "plan")
     res = make_plan(config, size, run_dirs, allow_swap=allow_swap, model=model, margin=margin)

@@ -119,8 +119,10 @@ def test_live_recorded_case_is_still_what_dryrun_says(tmp_path):
     _require()
     rec = json.loads((CASES / f"{LIVE}.json").read_text(encoding="utf-8"))
     res = dryrun.measure(str(CASES / rec["yaml"]), timeout=1200, work_dir=str(tmp_path))
-    assert (res.used_bytes // MIB, res.actual_bytes // MIB) == (rec["used_peak_mib"], rec["actual_peak_mib"]), \
-        res.log_path
+    # the used peak is deterministic; the actual one (with fragments) moves by a few MiB between runs
+    # (qwen3_l4_b4_none: 35269 then 35254 MiB)
+    assert res.used_bytes // MIB == rec["used_peak_mib"], res.log_path
+    assert abs(res.actual_bytes // MIB - rec["actual_peak_mib"]) <= 0.01 * rec["actual_peak_mib"], res.log_path
     assert res.hyper_parallel == rec["hyper_parallel"]
 
 

@@ -207,10 +207,10 @@ def render(res: PynativePlanResult, fmt: str) -> str:
         return res.text
     if fmt == "json":
         return json.dumps(res.to_json(), indent=2) + "\n"
+    from ..text import fmt_size
     from .sizing import render as render_estimate
 
-    gib = 1 << 30
-    head = (f"plan: {'fits' if res.fits else 'does NOT fit'}: predicted peak {res.peak / gib:.2f} GiB, target "
-            f"{res.target / gib:.2f} GiB (budget {res.budget / gib:.2f} GiB less the {res.margin:.0%} margin); "
+    head = (f"plan: {'fits' if res.fits else 'does NOT fit'}: predicted peak {fmt_size(res.peak)}, target "
+            f"{fmt_size(res.target)} (budget {fmt_size(res.budget)} less the {res.margin:.0%} margin); "
             f"recompute {res.flops / 1e9:.0f} GFLOP per micro-batch\n")
     return head + render_estimate(res.estimate, "table")
