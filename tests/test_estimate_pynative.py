@@ -152,10 +152,11 @@ def test_missing_size_names_the_r2x_key_in_one_line(tmp_path):
 
 
 def test_calibrate_is_refused_and_dryrun_of_a_sharded_yaml_is_refused_on_pynative():
-    """--calibrate has no PyNative form; --dryrun runs one rank, so a YAML with tensor parallel 2 and an
-    FSDP shard of 4 is refused at that key, in one line, before anything runs."""
+    """--calibrate has no PyNative form (the command named, one line); --dryrun runs one rank, so a YAML with
+    tensor parallel 2 and an FSDP shard of 4 is refused at that key, in one line, before anything runs."""
     code, out, err = _run("estimate", SIZED, "--calibrate", SIZED)
-    assert code == 2 and len(err.strip().splitlines()) == 1 and "not for a PyNative (r2.x) YAML" in err
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "estimate --calibrate does not model the PyNative (r2.x) path yet" in err
     code, out, err = _run("estimate", SIZED, "--dryrun")
     assert code == 2 and not out and len(err.strip().splitlines()) == 1
     assert "parallelism.tensor_parallel" in err and "shards the model across ranks" in err

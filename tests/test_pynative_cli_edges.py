@@ -43,7 +43,7 @@ def test_estimate_and_plan_on_a_pynative_yaml_without_sizes_name_the_key():
 
 
 def test_diff_of_two_pynative_yamls_sizes_them_on_the_pynative_path(tmp_path, capsys):
-    # diff's memory lines come from the same dispatch as `estimate` (paths.estimate): a PyNative pair is
+    # diff's memory lines come from the same dispatch as `estimate` (codepaths: cp.size): a PyNative pair is
     # sized by pynative/sizing.py, not refused as a static YAML without model.model_config.num_layers
     from cli_helpers import fx, sw
 

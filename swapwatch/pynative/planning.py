@@ -58,6 +58,37 @@ class PynativePlanResult:
     def exit_code(self) -> int:
         return 0 if self.fits else 1
 
+    # what memory/render.py:render_plan and the plan command read of a PlanResult
+    not_in_peak = 0                           # one rank: nothing beside the peak (HCCL, ...)
+
+    @property
+    def planned(self) -> Any:
+        return self.estimate
+
+    @property
+    def stages(self) -> List[Any]:
+        from types import SimpleNamespace
+
+        return [SimpleNamespace(stage=0, flops=float(self.flops), levels={})]
+
+    @property
+    def lowest(self) -> Dict[int, int]:
+        return {0: self.peak}
+
+    def margin_line(self) -> str:
+        from ..text import fmt_size
+
+        return (f"planned to {fmt_size(self.target)}: the budget {fmt_size(self.budget)} less a {self.margin:.0%} "
+                f"margin (the PyNative model is uncalibrated; --margin sets it)")
+
+    def message(self) -> str:
+        from ..text import fmt_size
+
+        if self.fits:
+            return f"fits: predicted peak {fmt_size(self.peak)} <= {fmt_size(self.target)}"
+        return (f"nothing fits {fmt_size(self.budget)}: the lowest peak is {fmt_size(self.peak)} with every "
+                f"layer fully recomputed")
+
     def to_json(self) -> Dict[str, Any]:
         out = self.estimate.to_json()
         out.update({"budget_bytes": self.budget, "fits": self.fits, "margin": self.margin,
@@ -198,19 +229,36 @@ def _estimate_text(path: str, text: str, model: Optional[str]) -> Any:
     return est
 
 
-def render(res: PynativePlanResult, fmt: str) -> str:
-    """table: the estimate of the written YAML with the budget line; json: its JSON plus the plan's
-    fields; yaml: the written YAML."""
-    import json
+def probe_text(path: str, text: str, fraction: float) -> str:
+    """Tune's probe: ``text`` with full recompute on the first ``fraction`` of the layers and no select
+    recompute (the ``recompute:`` block only, as ``plan`` writes it)."""
+    from .config import load
 
-    if fmt == "yaml":
-        return res.text
-    if fmt == "json":
-        return json.dumps(res.to_json(), indent=2) + "\n"
-    from ..text import fmt_size
-    from .sizing import render as render_estimate
+    n = load(path).num_layers
+    return write_strategy(text, recompute_block(list(range(int(round(n * fraction)))), {}))
 
-    head = (f"plan: {'fits' if res.fits else 'does NOT fit'}: predicted peak {fmt_size(res.peak)}, target "
-            f"{fmt_size(res.target)} (budget {fmt_size(res.budget)} less the {res.margin:.0%} margin); "
-            f"recompute {res.flops / 1e9:.0f} GFLOP per micro-batch\n")
-    return head + render_estimate(res.estimate, "table")
+
+def launch_offset(run_dirs: Sequence[str], model: Optional[str] = None) -> Any:
+    """What tune fits on this path: the bytes the launch adds to every run whatever the strategy (the median
+    of measured - predicted over the probes: under msrun the example model's CPU pool holds 13 MiB more than
+    in one process, for full and no recompute alike), as a residual-only ``Calibration`` (not ``fitted``:
+    the plan's margin stays the uncalibrated one)."""
+    import os
+    import statistics
+
+    from ..memory.calibrate import measure
+    from ..memory.model import Calibration
+    from . import sizing
+
+    rows = []
+    for d in run_dirs:
+        est = sizing.estimate_pynative(os.path.join(d, "config.yaml"), model)
+        m = measure(d, len(est.stages))
+        for st in est.stages:
+            if st.stage in m.used:
+                pred = st.peak()
+                rows.append({"run": d, "stage": st.stage, "predicted_bytes": pred, "measured_bytes": m.used[st.stage],
+                             "residual_bytes": m.used[st.stage] - pred})
+    if not rows:
+        return None
+    return Calibration(residual=float(statistics.median(r["residual_bytes"] for r in rows)), runs=rows, fitted=False)

@@ -207,9 +207,9 @@ def step_limit_edit(doc: Dict[str, Any], steps: int) -> Tuple[Tuple[str, ...], A
 def uniform_text(text: str, config: str, model: Optional[str], fraction: float) -> str:
     """The YAML with full recompute on the first ``fraction`` of each stage chunk's layers and no
     select recompute (the probes), written by the same emitter as ``plan``."""
-    pyn = memory_api.uniform_strategy(text, config, model, fraction)
-    if pyn is not None:
-        return pyn
+    own = memory_api.probe_text(text, config, model, fraction)
+    if own is not None:
+        return own
     from ..memory.emit import emit_result
     from ..memory.tensor_table import LayerCost
     from ..memory.model import plan_of

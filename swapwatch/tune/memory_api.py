@@ -4,7 +4,8 @@ Why an adapter: the model and its calibration are being reworked in parallel (Dr
 tensor tables, calibration terms); ``tune`` needs four answers from it — predicted peak and
 recompute cost per stage of a YAML, a calibration fitted to run directories, a plan under a budget,
 and the calibration's own residuals — and nothing else. When the model's API changes, this file is
-the only one to re-point.
+the only one to re-point. Every answer comes from the YAML's :class:`~swapwatch.codepaths.CodePath`
+(the static paths' and the PyNative path's differ: probes, calibration, DryRun).
 """
 from __future__ import annotations
 
@@ -19,13 +20,16 @@ class StagePrediction:
     recompute_flops: float
 
 
-def predict(config: str, calibration: Any = None, model: Optional[str] = None) -> List[StagePrediction]:
-    """Per stage: the predicted peak of ``config``'s strategy and the forward FLOPs it recomputes."""
-    from .. import paths
+def predict(config: str, calibration: Any = None, model: Optional[str] = None,
+            command: str = "tune") -> List[StagePrediction]:
+    """Per stage: the predicted peak of ``config``'s strategy and the forward FLOPs it recomputes
+    (``codepaths``: the YAML's own path sizes it; ``command`` names who asks when it cannot)."""
+    from .. import codepaths
     from ..memory.model import NO_CALIBRATION
 
     cal = calibration if calibration is not None else NO_CALIBRATION
-    est = paths.estimate(config, model, cal)
+    doc, cp = codepaths.read(config)
+    est = cp.size(doc, command, model, calibration=calibration)
     flops: Dict[int, float] = {}
     for row in est.layers:
         flops[row["stage"]] = flops.get(row["stage"], 0.0) + float(row["recompute_flops"] or 0.0)
@@ -33,42 +37,16 @@ def predict(config: str, calibration: Any = None, model: Optional[str] = None) -
 
 
 def calibrate(run_dirs: Sequence[str], model: Optional[str] = None, config: Optional[str] = None) -> Any:
-    """A calibration fitted to ``run_dirs`` (``swapwatch run`` directories of this model); None on the
-    PyNative path, which has no calibration (its figure is checked against PyNative DryRun and the
-    example model's CPU runs: docs/estimate.md)."""
-    from .. import paths
-    from ..memory.calibrate import calibrate as fit
+    """What tune fits to its probes' ``run_dirs`` (``swapwatch run`` directories of this model): the
+    path's own (``CodePath.tune_calibration``)."""
+    from .. import codepaths
 
-    if config is not None and paths.pynative_tree(config) is not None:
-        return pynative_offset(run_dirs, model)
-    return fit(list(run_dirs), model)[0]
+    if config is None:
+        from ..memory.calibrate import calibrate as fit
 
-
-def pynative_offset(run_dirs: Sequence[str], model: Optional[str] = None) -> Any:
-    """On the PyNative path, the one term tune fits: the bytes the launch adds to every run whatever the
-    strategy (the median of measured - predicted over the probes: under msrun the example model's CPU pool
-    holds 13 MiB more than in one process, for full and no recompute alike), as a residual-only
-    ``Calibration`` (not ``fitted``: the margin stays the uncalibrated one)."""
-    import os
-    import statistics
-
-    from .. import paths
-    from ..memory.calibrate import measure
-    from ..memory.model import Calibration
-
-    rows = []
-    for d in run_dirs:
-        est = paths.estimate(os.path.join(d, "config.yaml"), model)
-        m = measure(d, len(est.stages))
-        for st in est.stages:
-            if st.stage in m.used:
-                pred = st.peak()
-                rows.append({"run": d, "stage": st.stage, "predicted_bytes": pred, "measured_bytes": m.used[st.stage],
-                             "residual_bytes": m.used[st.stage] - pred})
-    if not rows:
-        return None
-    offset = statistics.median(r["residual_bytes"] for r in rows)
-    return Calibration(residual=float(offset), runs=rows, fitted=False)
+        return fit(list(run_dirs), model)[0]
+    doc, cp = codepaths.read(config)
+    return cp.tune_calibration(doc, run_dirs, model)
 
 
 def residuals(calibration: Any) -> List[Dict[str, Any]]:
@@ -78,70 +56,45 @@ def residuals(calibration: Any) -> List[Dict[str, Any]]:
 
 def plan(config: str, budget: int, calibration: Any = None, margin: Optional[float] = None,
          model: Optional[str] = None, allow_swap: bool = False) -> Any:
-    """``swapwatch plan``'s answer (``PlanResult``, or on the PyNative path ``PynativePlanResult``: both
-    have ``fits`` and ``text``) for ``budget`` bytes."""
-    from .. import paths
-    from ..memory.planner import make_plan
+    """``swapwatch plan``'s answer (``PlanResult``) for ``budget`` bytes."""
+    from .. import codepaths
 
-    if paths.pynative_tree(config) is not None:
-        from ..pynative.planning import plan_pynative
-
-        return plan_pynative(config, budget, margin, model, int(round(getattr(calibration, "residual", 0) or 0)))
-    return make_plan(config, budget, (), allow_swap=allow_swap, model=model, margin=margin,
-                     calibration=calibration)
+    doc, cp = codepaths.read(config)
+    return cp.fit(doc, "tune", budget, allow_swap=allow_swap, model=model, margin=margin, calibration=calibration)
 
 
-def uniform_strategy(text: str, config: str, model: Optional[str], fraction: float) -> Optional[str]:
-    """On the PyNative path, ``text`` with full recompute on the first ``fraction`` of the layers and no
-    select recompute (tune's probes; ``recompute:`` written by ``pynative/r2_writer.py``); None on the
-    static paths (tune writes those with ``memory.emit``)."""
-    from .. import paths
+def probe_text(text: str, config: str, model: Optional[str], fraction: float) -> Optional[str]:
+    """The probe YAML with full recompute on the first ``fraction`` of the layers, when the path writes
+    its own (``CodePath.probe_text``); None: tune writes it with ``memory.emit``."""
+    from .. import codepaths
 
-    if paths.pynative_tree(config) is None:
-        return None
-    from ..pynative.config import load
-    from ..pynative.r2_writer import recompute_block, write_strategy
-
-    n = load(config).num_layers
-    return write_strategy(text, recompute_block(list(range(int(round(n * fraction)))), {}))
+    doc, cp = codepaths.read(config)
+    return cp.probe_text(doc, text, model, fraction)
 
 
 def stages_and_device(config: str, model: Optional[str] = None) -> Tuple[int, str]:
-    """(pipeline stages, ``context.device_target``) of ``config`` (Ascend when the YAML does not say): the
-    static loader's, or the r2.x sections' (``parallelism.pipeline_parallel``, ``context``)."""
-    from .. import paths
+    """(pipeline stages, ``context.device_target``) of ``config``."""
+    from .. import codepaths
 
-    if paths.pynative_tree(config) is not None:
-        from ..config import read_yaml
-        from ..pynative.config import load
-
-        data, _ = read_yaml(config)
-        ctx = (data.get("context") or {}) if isinstance(data, dict) else {}
-        return load(config).pipeline_parallel, str((ctx if isinstance(ctx, dict) else {}).get("device_target",
-                                                                                               "Ascend"))
-    from ..memory.model import plan_of
-
-    cfg, plan, _ = plan_of(config, model)
-    return plan.geometry.pipeline_stage, str((cfg.context or {}).get("device_target", "Ascend"))
+    doc, cp = codepaths.read(config)
+    return cp.stages_and_device(doc, model)
 
 
 def strategy_rows(config: str, model: Optional[str] = None) -> List[Dict[str, Any]]:
-    """The estimate's per-layer rows of ``config`` (stage, layer, choice), on either path."""
-    from .. import paths
+    """The estimate's per-layer rows of ``config`` (stage, layer, choice)."""
+    from .. import codepaths
 
-    return list(paths.estimate(config, model).layers)
+    doc, cp = codepaths.read(config)
+    return list(cp.size(doc, "tune", model).layers)
 
 
 def dryrun_available(config: Optional[str] = None) -> Optional[str]:
-    """None when DryRun probes can run here, else the one-line reason (estdry's harness,
-    ``swapwatch.memory.dryrun``, imported lazily: it may not be merged yet; on the PyNative path
-    ``swapwatch.pynative.dryrun``)."""
-    from .. import paths
+    """None when DryRun probes can run here, else the one-line reason (the path's DryRun)."""
+    from .. import codepaths
 
-    if config is not None and paths.pynative_tree(config) is not None:
-        from ..pynative import dryrun as pyn
-
-        return pyn.available()
+    if config is not None:
+        doc, cp = codepaths.read(config)
+        return cp.dryrun_missing()
     try:
         from ..memory import dryrun  # type: ignore[attr-defined]
     except ImportError:
@@ -150,17 +103,7 @@ def dryrun_available(config: Optional[str] = None) -> Optional[str]:
 
 
 def dryrun_measure(config: str, stages: Optional[Sequence[int]] = None, timeout: Optional[float] = None) -> Any:
-    """DryRun's peaks per stage (``DryRunResult``: ``stages`` of ``StagePeak``); on the PyNative path the
-    one simulated rank of ``swapwatch.pynative.dryrun`` as stage 0."""
-    from .. import paths
-    from ..memory import dryrun  # type: ignore[attr-defined]
+    from .. import codepaths
 
-    if paths.pynative_tree(config) is not None:
-        from ..pynative import dryrun as pyn
-
-        res = pyn.measure(config, timeout=timeout)
-        out = dryrun.DryRunResult(config=config, rank_size=1)
-        out.stages[0] = dryrun.StagePeak(stage=0, rank_id=0, used_bytes=res.used_bytes, actual_bytes=res.actual_bytes,
-                                         seconds=res.seconds, log_path=res.log_path)
-        return out
-    return dryrun.measure(config, stages, timeout=timeout)
+    doc, cp = codepaths.read(config)
+    return cp.dryrun(doc, "tune", stages)
