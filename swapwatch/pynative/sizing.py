@@ -330,8 +330,11 @@ def _estimate_from_tables(path: str, data: Dict[str, Any], cfg: Any, plan: Any, 
 
     table_name = TABLE_FAMILY.get(key, key)
     if table_name not in mm.tabled_families():
-        raise ConfigError(f"the PyNative path does not model model family {cfg.family!r} yet (no layer table "
-                          f"in swapwatch/pynative/tables/; modelled: {', '.join(sorted(mm.tabled_families()))})",
+        from ..errors import NotModelled
+
+        raise NotModelled(f"model family {cfg.family!r} on the PyNative path",
+                          f"no layer table in swapwatch/pynative/tables/; modelled: "
+                          f"{', '.join(sorted(mm.tabled_families()))}",
                           file=path, line=spec.lines.get("model.model_type", spec.lines.get("model")),
                           key="model.model_type")
     geo = cfg.stages
