@@ -22,8 +22,9 @@ pytestmark = pytest.mark.runtime
 TINY = REPO / "fixtures" / "pynative_memory" / "none.yaml"
 TRAIN = str(REPO / "swapwatch" / "examples" / "train.py")
 MiB = 1 << 20
-#: between the example's full recompute (42 MiB measured) and no recompute (75 MiB): fixtures/pynative_memory
-BUDGET = 55
+#: between the example's full recompute and no recompute under msrun (two workers: 55 and 88 MiB measured, the
+#: one-process figures of fixtures/pynative_memory plus the launch's 13 MiB)
+BUDGET = 70
 
 
 def _tune(cwd, *args):
