@@ -53,7 +53,14 @@ def test_corpus_is_complete_and_says_what_was_held_out():
 
 @pytest.mark.parametrize("rec", records(), ids=lambda r: r["yaml"][:-5])
 def test_estimate_agrees_with_pynative_dryrun(rec):
-    """Uncalibrated: the model's peak (the larger of both steps' phases) vs DryRun's used peak."""
+    """Uncalibrated: the model's peak (the larger of both steps' phases) vs DryRun's used peak. A family
+    recorded but not modelled yet (``modelled: false``: DeepSeek-V3) is refused in one line naming it."""
+    if rec.get("modelled") is False:
+        from swapwatch.errors import NotModelled
+
+        with pytest.raises(NotModelled, match=f"model family '{rec['family']}'"):
+            sizing.estimate_pynative(str(CASES / rec["yaml"]))
+        return
     used = rec["used_peak_mib"] * MIB
     if rec["steps"] == 1:                      # the tracker runs of the first step only
         est = sizing.estimate_pynative(str(CASES / rec["yaml"]))

@@ -35,6 +35,8 @@ def main() -> int:
     ap.add_argument("--seconds", type=float)
     ap.add_argument("--steps", type=int, default=2, help="optimizer steps the run made (the harness: 2)")
     ap.add_argument("--baseline", help="the case without this strategy (for the savings test)")
+    ap.add_argument("--family", default="qwen3")
+    ap.add_argument("--not-modelled", action="store_true", help="a family estimate refuses (no layer table yet)")
     a = ap.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     if a.log:
@@ -50,11 +52,13 @@ def main() -> int:
         res = dryrun.measure(a.config)
         used, actual, seconds, which, swap = res.used_bytes, res.actual_bytes, res.seconds, res.hyper_parallel, res.swap
     shutil.copyfile(a.config, OUT / f"{a.name}.yaml")
-    rec = {"yaml": f"{a.name}.yaml", "derived": a.derived, "family": "qwen3", "rank_size": 1, "steps": a.steps,
+    rec = {"yaml": f"{a.name}.yaml", "derived": a.derived, "family": a.family, "rank_size": 1, "steps": a.steps,
            "role": a.role, "used_peak_mib": used // MIB, "actual_peak_mib": actual // MIB, "seconds": seconds,
            "hyper_parallel": which, "swap": swap, "mindspore": "2.10.0", "mindformers": "2.1.0"}
     if a.baseline:
         rec["baseline"] = a.baseline
+    if a.not_modelled:
+        rec["modelled"] = False
     if a.predicted_mib is not None:
         rec["predicted_mib_before_run"] = a.predicted_mib
     (OUT / f"{a.name}.json").write_text(json.dumps(rec, indent=1) + "\n", encoding="utf-8")
