@@ -358,7 +358,12 @@ def run_cmd(config, run_dir, no_verify, no_report, ir, shim, force, command):
 
     With --config, explain's checks run first: error findings stop the launch (exit 1) unless
     --force. Exit code: the command's failure code (the worker's real code under msrun), else
-    verify's; a job that logged nothing to verify keeps its own code."""
+    verify's; a job that logged nothing to verify keeps its own code.
+
+    The command reads swapwatch's own stdin; its stdout and stderr stay apart (and are kept in
+    RUN_DIR/console.log and console.stderr.log). Ctrl-C, SIGTERM and SIGHUP stop its whole process
+    tree; Ctrl-\\, SIGUSR1/2 and the like are passed to it; Ctrl-Z suspends it with swapwatch
+    (docs/reliability.md)."""
     from .runner import run as run_command
 
     result = run_command(list(command), config=config, run_dir=run_dir, verify=not no_verify, ir=ir,

@@ -329,6 +329,14 @@ def _unflow(text: str, source: str, path: Path) -> str:
     in block style: the edits below splice whole lines, and a flow mapping has none per key. The
     values read back the same (:func:`splice` checks it); the rest of the file is untouched."""
     node = _compose(text)
+    if isinstance(node, yaml.MappingNode) and node.flow_style and node.value:
+        # the whole document is one flow mapping (a JSON file is one too): it becomes a block
+        # document, what comes before and after it (a comment header) kept
+        lines = text.splitlines(keepends=True)
+        start, (end, col) = node.start_mark.line, _end(node)
+        tail = lines[end][col:] if end < len(lines) else ""
+        body = [ln + "\n" for ln in _block(_load(text, source), "", _step(text), _dash(text, _step(text)))]
+        return "".join(lines[:start] + body + ([tail] if tail.strip() else []) + lines[end + 1:])
     for depth, k in enumerate(path[:-1]):
         if not isinstance(node, yaml.MappingNode):
             return text
