@@ -153,6 +153,9 @@ class PlanResult:
             out["lowest_peak_bytes"] = max(self.lowest.values())
             out["levers"] = list(self.levers)
         out["recompute_flops"] = sum(s.flops for s in self.stages)
+        # addition (issue 35): the search's objective, seconds per step (recompute at the device's
+        # throughput, swap's exposed transfer; memory/search.py Price)
+        out["time_cost_seconds"] = sum(s.seconds for s in self.stages)
         return out
 
 

@@ -139,7 +139,9 @@ def render_plan(res: PlanResult, fmt: str) -> str:
     flops = sum(s.flops for s in res.stages)
     out = [header(est), ""] + stage_rows(est, res.budget, plus) + ([not_in_peak_line(est)] if plus else []) \
         + [""] + layer_rows(est)
-    what = "forward FLOPs recomputed" + (", plus swap transfer not hidden by compute, in FLOP-equivalents"
-                                         if any(lv.swap for s in res.stages for lv in s.levels.values()) else "")
+    what = "forward FLOPs recomputed"
+    if any(lv.swap for s in res.stages for lv in s.levels.values()):
+        # a swap recomputes nothing: its cost is the transfer its prefetch window does not hide
+        what += f"; time cost {sum(s.seconds for s in res.stages):.4g} s per step with swap's exposed transfer"
     out += ["", f"{res.message()}; modelled cost {flops / 1e9:.4g} GFLOP per step ({what})"]
     return "\n".join(out) + "\n"
