@@ -14,32 +14,29 @@ from swapwatch.memory.search import Level, Price, StageShape, _Run, mckp, solve_
 from swapwatch.memory.tensor_table import LayerCost
 
 
-def brute_mckp(slots, room, host_room=math.inf):
-    """Every count vector of every slot: the least seconds within both rooms."""
+def brute_mckp(slots, room, caps=()):
+    """Every count vector of every slot: the least seconds within the room and every cap."""
     per_slot = []
     for n, items in slots:
         opts = []
         for combo in itertools.combinations_with_replacement(range(len(items)), n):
-            k = sum(items[i][0] for i in combo)
-            c = sum(items[i][1] for i in combo)
-            h = sum(items[i][2] for i in combo)
-            opts.append((k, c, h))
+            uses = tuple(sum(items[i][2][r] for i in combo) for r in range(len(caps)))
+            opts.append((sum(items[i][0] for i in combo), sum(items[i][1] for i in combo), uses))
         per_slot.append(opts)
     best = None
     for pick in itertools.product(*per_slot):
-        k, c, h = (sum(x[i] for x in pick) for i in range(3))
-        if k <= room + 1e-6 and h <= host_room + 1e-6 and (best is None or c < best - 1e-12):
+        k, c = sum(x[0] for x in pick), sum(x[1] for x in pick)
+        uses = [sum(x[2][r] for x in pick) for r in range(len(caps))]
+        if k <= room + 1e-6 and all(u <= cap + 1e-6 for u, cap in zip(uses, caps)) and (best is None or c < best):
             best = c
     return best
 
 
-def random_slots(rng, n_slots, max_layers, n_levels, host=False):
+def random_slots(rng, n_slots, max_layers, n_levels, resources=0):
     slots = []
     for _ in range(n_slots):
-        items = []
-        for li in range(n_levels):
-            items.append((float(rng.randint(1, 40)), float(rng.randint(0, 30)),
-                          float(rng.randint(0, 20)) if host else 0.0, li))
+        items = [(float(rng.randint(1, 40)), float(rng.randint(0, 30)),
+                  tuple(float(rng.randint(0, 20)) for _ in range(resources)), li) for li in range(n_levels)]
         slots.append((rng.randint(1, max_layers), items))
     return slots
 
@@ -47,28 +44,31 @@ def random_slots(rng, n_slots, max_layers, n_levels, host=False):
 @pytest.mark.parametrize("seed", range(60))
 def test_mckp_is_exact_on_random_instances(seed):
     rng = random.Random(seed)
-    slots = random_slots(rng, rng.randint(1, 3), 5, rng.randint(2, 5), host=seed % 3 == 0)
+    resources = seed % 3          # none; a host room; a host room and a link's seconds
+    slots = random_slots(rng, rng.randint(1, 3), 5, rng.randint(2, 5), resources)
     lo = int(sum(n * min(it[0] for it in items) for n, items in slots))
     hi = int(sum(n * max(it[0] for it in items) for n, items in slots))
-    host_room = math.inf if seed % 3 else float(rng.randint(0, 60))
+    caps = tuple(float(rng.randint(0, 60)) for _ in range(resources))
     for room in sorted({lo - 1, lo, (lo + hi) // 2, hi, rng.randint(lo, hi), rng.randint(lo, hi)}):
-        want = brute_mckp(slots, room, host_room)
-        got = mckp(slots, room, host_room)
+        want = brute_mckp(slots, room, caps)
+        got = mckp(slots, room, caps)
         assert (got is None) == (want is None), (seed, room)
         if got is not None:
             assert got.seconds == pytest.approx(want), (seed, room)
-            # the answer is what it says: counts per slot sum to its layers, within both rooms
+            # the answer is what it says: counts per slot sum to its layers, within the room and caps
             assert [sum(c.values()) for c in got.counts] == [n for n, _ in slots]
             by = [{it[3]: it for it in items} for _, items in slots]
             assert sum(m * by[j][i][0] for j, c in enumerate(got.counts) for i, m in c.items()) <= room + 1e-6
             assert sum(m * by[j][i][1] for j, c in enumerate(got.counts) for i, m in c.items()) == \
                 pytest.approx(got.seconds)
+            for r, cap in enumerate(caps):
+                assert sum(m * by[j][i][2][r] for j, c in enumerate(got.counts) for i, m in c.items()) <= cap + 1e-6
 
 
 def test_mckp_with_many_identical_layers_is_the_closed_form_plus_few():
     # 10,000 identical layers over levels keeping 10 / 6 / 1 bytes at 0 / 3 / 10 s: the LP mixes the
     # hull pair; the integer answer is found without enumerating counts
-    slots = [(10_000, [(10.0, 0.0, 0.0, 0), (6.0, 3.0, 0.0, 1), (1.0, 10.0, 0.0, 2)])]
+    slots = [(10_000, [(10.0, 0.0, (), 0), (6.0, 3.0, (), 1), (1.0, 10.0, (), 2)])]
     got = mckp(slots, 77_777.0)
     # every layer at 6 bytes is 60,000: 17,777 bytes more buy 4,444 layers at 10 (4 bytes each), one
     # byte left; the rest stay at 6

@@ -54,7 +54,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass, field
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from .tensor_table import TensorTable, LayerCost
 from .model import Calibration, inflight, stage_memory
@@ -96,6 +96,26 @@ class Price:
     host: float
     seconds: float
     flops: float
+    #: per micro-batch, what the layer uses of each additive per-stage resource beside memory (e.g.
+    #: seconds of the host link out and back), capped per stage by :attr:`Rooms.link`
+    link: Tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
+class Rooms:
+    """A stage's additive capacities beside device memory. ``host``: bytes one rank may hold on host
+    (the stage's layers' ``Price.host`` times the micro-batches in flight, summed); ``link``: given
+    the stage's :class:`StageShape`, the capacity of each entry of ``Price.link`` (summed over the
+    stage's layers, one micro-batch)."""
+
+    host: float = math.inf
+    link: Optional[Callable[["StageShape"], Sequence[float]]] = None
+
+    def caps(self, shape: "StageShape") -> Tuple[float, ...]:
+        return (self.host,) + (tuple(self.link(shape)) if self.link is not None else ())
+
+
+NO_ROOMS = Rooms()
 
 
 @dataclass(frozen=True)
@@ -313,18 +333,19 @@ def _same(a: LayerCost, b: LayerCost) -> bool:
 # The knapsack: slots of identical layers, one level each, least seconds within the room
 # ---------------------------------------------------------------------------------------------
 
-#: one (slot, level) choice: (kept bytes times the slot's in-flight weight, seconds, host bytes, level index)
-Item = Tuple[float, float, float, int]
+#: one (slot, level) choice: (kept bytes times the slot's in-flight weight, seconds, what it uses of
+#: each additive resource (host bytes, link seconds ...: :func:`mckp`'s ``caps``), level index)
+Item = Tuple[float, float, Tuple[float, ...], int]
 #: a slot: (layers, its choices)
 Slot = Tuple[int, List[Item]]
 
 
 def _efficient(items: Sequence[Item]) -> List[Item]:
-    """The items no other item beats on kept, seconds and host at once (a dominated level is never
-    worth taking: the dominating one fits wherever it does and costs no more)."""
+    """The items no other item beats on kept, seconds and every resource at once (a dominated level
+    is never worth taking: the dominating one fits wherever it does and costs no more)."""
     out: List[Item] = []
     for it in sorted(items, key=lambda x: (x[0], x[1], x[2], x[3])):
-        if any(o[0] <= it[0] and o[1] <= it[1] and o[2] <= it[2] for o in out):
+        if any(o[0] <= it[0] and o[1] <= it[1] and all(a <= b for a, b in zip(o[2], it[2])) for o in out):
             continue
         out.append(it)
     return out
@@ -349,37 +370,46 @@ def _hull(items: Sequence[Item]) -> List[Item]:
 
 @dataclass
 class Answer:
-    """The best assignment found: its seconds, kept bytes, host bytes, and per slot level -> count."""
+    """The best assignment found: its seconds, kept bytes, resource use, and per slot level -> count."""
 
     seconds: float
     kept: float
-    host: float
+    uses: Tuple[float, ...]
     counts: List[Dict[int, int]]
 
 
-def mckp(slots: Sequence[Slot], room: float, host_room: float = math.inf) -> Optional[Answer]:
+def mckp(slots: Sequence[Slot], room: float, caps: Sequence[float] = ()) -> Optional[Answer]:
     """Least total seconds with every slot's layers at one of its levels each, total kept within
-    ``room`` and total host within ``host_room``; None when nothing fits. Exact (module docstring)."""
-    slots = [(n, _efficient(items)) for n, items in slots if n > 0]
+    ``room`` and the total of each additive resource within its cap (``caps[r]``: e.g. the host
+    bytes a rank may hold, or the seconds a host link has per micro-batch); None when nothing fits.
+    Exact (module docstring): the LP bound and reduced costs use kept alone, the caps are checked on
+    every assignment enumerated and in the closed form."""
+    caps = tuple(caps)
+    R = len(caps)
+    slots = [(n, _efficient([(it[0], it[1], tuple(it[2]) + (0.0,) * (R - len(it[2])), it[3]) for it in items]))
+             for n, items in slots if n > 0]
     if not slots:
-        return Answer(0.0, 0.0, 0.0, [])
+        return Answer(0.0, 0.0, (0.0,) * R, [])
     scale = max((abs(it[1]) for _, items in slots for it in items), default=1.0) or 1.0
     tol_c = 1e-9 * scale * sum(n for n, _ in slots)
     tol_k = 1e-6 + 1e-12 * abs(room)
+    tol_r = [1e-9 + 1e-12 * abs(c) if not math.isinf(c) else 0.0 for c in caps]
+
+    def within(uses: Sequence[float]) -> bool:
+        return all(u <= c + t for u, c, t in zip(uses, caps, tol_r))
+
+    by_idx = [{it[3]: it for it in items} for _, items in slots]
 
     # each slot at its cheapest level (least kept among equals): optimal when it fits
-    cheap = [min(items, key=lambda x: (x[1], x[0], x[2])) for _, items in slots]
-    if sum(n * it[0] for (n, _), it in zip(slots, cheap)) <= room + tol_k and \
-            sum(n * it[2] for (n, _), it in zip(slots, cheap)) <= host_room + tol_k:
-        return Answer(sum(n * it[1] for (n, _), it in zip(slots, cheap)),
-                      sum(n * it[0] for (n, _), it in zip(slots, cheap)),
-                      sum(n * it[2] for (n, _), it in zip(slots, cheap)),
-                      [{it[3]: n} for (n, _), it in zip(slots, cheap)])
+    cheap = [{min(items, key=lambda x: (x[1], x[0], x[2]))[3]: n} for n, items in slots]
+    best = _evaluate(cheap, by_idx, room, within, tol_k, R)
+    if best is not None:
+        return best
     if sum(n * min(it[0] for it in items) for n, items in slots) > room + tol_k:
         return None
 
-    # 1. the LP relaxation: every slot at its hull's least-kept vertex, then hull segments in order
-    # of seconds saved per byte
+    # 1. the LP relaxation (kept only): every slot at its hull's least-kept vertex, then hull
+    # segments in order of seconds saved per byte
     hulls = [_hull(items) for _, items in slots]
     segs = sorted(((-(h[i + 1][1] - h[i][1]) / (h[i + 1][0] - h[i][0]), j, i)
                    for j, h in enumerate(hulls) for i in range(len(h) - 1)), key=lambda s: -s[0])
@@ -405,8 +435,7 @@ def mckp(slots: Sequence[Slot], room: float, host_room: float = math.inf) -> Opt
             counts.append({a[3]: n - moved, b[3]: moved} if moved else {a[3]: n})
         else:
             counts.append({h[at[j]][3]: n})
-    by_idx = [{it[3]: it for it in items} for _, items in slots]
-    best = _evaluate(counts, by_idx, room, host_room, tol_k)
+    best = _evaluate(counts, by_idx, room, within, tol_k, R)
     if best is not None and brk is not None:
         used = best.kept
         for _, j, i in segs[brk_at + 1:]:
@@ -419,7 +448,7 @@ def mckp(slots: Sequence[Slot], room: float, host_room: float = math.inf) -> Opt
             counts[j][a[3]] -= m
             counts[j][b[3]] = counts[j].get(b[3], 0) + m
             used += m * dk
-        better = _evaluate(counts, by_idx, room, host_room, tol_k)
+        better = _evaluate(counts, by_idx, room, within, tol_k, R)
         if better is not None and (better.seconds, better.kept) < (best.seconds, best.kept):
             best = better
 
@@ -443,36 +472,40 @@ def mckp(slots: Sequence[Slot], room: float, host_room: float = math.inf) -> Opt
             if it[3] not in fixed_idx:
                 variables.append((j, it, max(0.0, it[1] + lam * it[0] - g[j])))
     variables.sort(key=lambda v: -v[2])
-    ns = [n for n, _ in slots]
 
-    def leaf(rest: List[int], k: float, c: float, hb: float, chosen: List[Tuple[int, int, int]]) -> Optional[Answer]:
+    def leaf(rest: List[int], k: float, c: float, uses: List[float],
+             chosen: List[Tuple[int, int, int]]) -> Optional[Answer]:
+        uses = list(uses)
         for j, it in single.items():
             k += rest[j] * it[0]
             c += rest[j] * it[1]
-            hb += rest[j] * it[2]
+            for r in range(R):
+                uses[r] += rest[j] * it[2][r]
         x = 0
         if pair is not None:
-            # r layers between lo and hi: x of them at hi; kept grows with x (hi keeps more), host
-            # may grow or shrink; the seconds fall with x, so the largest x both rooms allow
+            # the pair's r layers: x of them at hi; kept grows with x (hi keeps more), a resource
+            # may grow or shrink; the seconds fall with x, so the largest x every cap allows
             j, hi, lo = pair
-            r = rest[j]
-            k += r * lo[0]
-            c += r * lo[1]
-            hb += r * lo[2]
-            dk, dh = hi[0] - lo[0], hi[2] - lo[2]
-            x_lo, x_hi = 0, r
-            x_hi = min(x_hi, int(math.floor((room - k + tol_k) / dk)))
-            if dh > 0:
-                x_hi = min(x_hi, int(math.floor((host_room - hb + tol_k) / dh)))
-            elif dh < 0 and hb > host_room + tol_k:
-                x_lo = max(x_lo, int(math.ceil((hb - host_room - tol_k) / -dh)))
+            n = rest[j]
+            k += n * lo[0]
+            c += n * lo[1]
+            for r in range(R):
+                uses[r] += n * lo[2][r]
+            x_lo, x_hi = 0, min(n, int(math.floor((room - k + tol_k) / (hi[0] - lo[0]))))
+            for r in range(R):
+                d = hi[2][r] - lo[2][r]
+                if d > 0:
+                    x_hi = min(x_hi, int(math.floor((caps[r] - uses[r] + tol_r[r]) / d)))
+                elif d < 0 and uses[r] > caps[r] + tol_r[r]:
+                    x_lo = max(x_lo, int(math.ceil((uses[r] - caps[r] - tol_r[r]) / -d)))
             if x_lo > x_hi:
                 return None
             x = x_hi
-            k += x * dk
+            k += x * (hi[0] - lo[0])
             c += x * (hi[1] - lo[1])
-            hb += x * dh
-        if k > room + tol_k or hb > host_room + tol_k:
+            for r in range(R):
+                uses[r] += x * (hi[2][r] - lo[2][r])
+        if k > room + tol_k or not within(uses):
             return None
         out: List[Dict[int, int]] = [dict() for _ in slots]
         for j, it in single.items():
@@ -486,13 +519,13 @@ def mckp(slots: Sequence[Slot], room: float, host_room: float = math.inf) -> Opt
                 out[j][lo[3]] = rest[j] - x
         for j, idx, m in chosen:
             out[j][idx] = out[j].get(idx, 0) + m
-        return Answer(c, k, hb, out)
+        return Answer(c, k, tuple(uses), out)
 
-    def walk(v: int, rest: List[int], k: float, c: float, hb: float, slack: float,
+    def walk(v: int, rest: List[int], k: float, c: float, uses: List[float], slack: float,
              chosen: List[Tuple[int, int, int]]) -> None:
         nonlocal best
         if v == len(variables):
-            got = leaf(rest, k, c, hb, chosen)
+            got = leaf(rest, k, c, uses, chosen)
             if got is not None and (best is None or got.seconds < best.seconds - tol_c
                                     or (got.seconds <= best.seconds + tol_c and got.kept < best.kept)):
                 best = got
@@ -507,22 +540,24 @@ def mckp(slots: Sequence[Slot], room: float, host_room: float = math.inf) -> Opt
             if k + m * it[0] > room + tol_k:
                 break
             rest[j] -= m
-            walk(v + 1, rest, k + m * it[0], c + m * it[1], hb + m * it[2], slack + m * d,
-                 chosen + [(j, it[3], m)] if m else chosen)
+            walk(v + 1, rest, k + m * it[0], c + m * it[1], [u + m * x for u, x in zip(uses, it[2])],
+                 slack + m * d, chosen + [(j, it[3], m)] if m else chosen)
             rest[j] += m
 
-    walk(0, list(ns), 0.0, 0.0, 0.0, 0.0, [])
+    walk(0, [n for n, _ in slots], 0.0, 0.0, [0.0] * R, 0.0, [])
     return best
 
 
-def _evaluate(counts: List[Dict[int, int]], by_idx: List[Dict[int, Item]], room: float, host_room: float,
-              tol: float) -> Optional[Answer]:
+def _evaluate(counts: List[Dict[int, int]], by_idx: List[Dict[int, Item]], room: float, within, tol: float,
+              R: int) -> Optional[Answer]:
+    """``counts`` as an :class:`Answer` when it fits, else None."""
     k = sum(m * by_idx[j][i][0] for j, cnt in enumerate(counts) for i, m in cnt.items())
     c = sum(m * by_idx[j][i][1] for j, cnt in enumerate(counts) for i, m in cnt.items())
-    h = sum(m * by_idx[j][i][2] for j, cnt in enumerate(counts) for i, m in cnt.items())
-    if k > room + tol or h > host_room + tol:
+    uses = tuple(sum(m * by_idx[j][i][2][r] for j, cnt in enumerate(counts) for i, m in cnt.items())
+                 for r in range(R))
+    if k > room + tol or not within(uses):
         return None
-    return Answer(c, k, h, [dict(x) for x in counts])
+    return Answer(c, k, uses, [dict(x) for x in counts])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -600,7 +635,7 @@ def _better(got: "_Best", best: Optional["_Best"], lowest: bool) -> bool:
 
 def solve_shape(shape: StageShape, all_chains: Sequence[Sequence[Level]], room: float, micro: int,
                 device: Device = DEFAULT_DEVICE, kinds: Optional[Kinds] = None, fam: Optional[TensorTable] = None,
-                host_room: float = math.inf, lowest: bool = False) -> Optional[_Best]:
+                rooms: Rooms = NO_ROOMS, lowest: bool = False) -> Optional[_Best]:
     """The cheapest assignment of ``shape``'s layers whose dynamic bytes are within ``room`` (with
     ``lowest``: the assignment with the least dynamic bytes, whatever it costs). Each chunk takes
     its own nesting order (MindFormers' count tables are per chunk: 2-D with interleave)."""
@@ -610,6 +645,7 @@ def solve_shape(shape: StageShape, all_chains: Sequence[Sequence[Level]], room: 
                    for ch in ordered] for run in shape.runs]
     mtp_prices = [[[price(mf, lv, device, kinds=kinds) for lv in ch] for ch in ordered] for mf in shape.mtp]
     chunks = sorted({run.chunk for run in shape.runs})
+    caps = rooms.caps(shape)
     best: Optional[_Best] = None
     for pick in itertools.product(range(len(ordered)), repeat=len(chunks)):
         of_chunk = dict(zip(chunks, pick))
@@ -625,7 +661,7 @@ def solve_shape(shape: StageShape, all_chains: Sequence[Sequence[Level]], room: 
                 for cap_t in _caps(trans, shape.floor):
                     for cap_w in _caps(wins):
                         got = _solve_caps(shape, [ordered[c] for c in chain_of], chain_of, prices, mtp, ranges, pin,
-                                          cap_t, cap_w, room, micro, host_room, lowest)
+                                          cap_t, cap_w, room, micro, caps, lowest)
                         if got is not None and _better(got, best, lowest):
                             best = got
     return best
@@ -657,7 +693,7 @@ def _handovers(shape: StageShape, sizes: Sequence[int]) -> Iterator[List[Tuple[i
 
 def _solve_caps(shape: StageShape, chains_of: List[List[Level]], chain_of: List[int], prices: List[List[Price]],
                 mtp_prices: List[List[Price]], ranges: List[Tuple[int, int]], pin: Optional[int], cap_t: float,
-                cap_w: float, room: float, micro: int, host_room: float, lowest: bool) -> Optional[_Best]:
+                cap_w: float, room: float, micro: int, caps: Tuple[float, ...], lowest: bool) -> Optional[_Best]:
     """One knapsack: levels within the caps and each run's hand-over range, the last run's last layer
     (and the MTP layers) at ``pin``."""
     def ok(p: Price) -> bool:
@@ -665,13 +701,20 @@ def _solve_caps(shape: StageShape, chains_of: List[List[Level]], chain_of: List[
 
     last = len(shape.runs) - 1
     extra = max(cap_t, shape.floor) + cap_w
-    fixed_k = fixed_h = 0.0
+    R = len(caps)
+
+    def uses(p: Price, weight: int) -> Tuple[float, ...]:
+        return (weight * p.host,) + tuple(p.link) + (0.0,) * (R - 1 - len(p.link))
+
+    fixed_k = 0.0
+    fixed_u = [0.0] * R
     if pin is not None:
         lp = prices[last][pin]
         if not ok(lp) or not all(ok(mp[pin]) for mp in mtp_prices):
             return None
         fixed_k = shape.runs[last].weight * lp.kept + shape.mtp_weight * sum(mp[pin].kept for mp in mtp_prices)
-        fixed_h = lp.host + sum(mp[pin].host for mp in mtp_prices)
+        for p, wt in [(lp, shape.runs[last].weight)] + [(mp[pin], shape.mtp_weight) for mp in mtp_prices]:
+            fixed_u = [a + b for a, b in zip(fixed_u, uses(p, wt))]
     slots: List[Slot] = []
     keys: Dict[Tuple, int] = {}
     members: List[List[int]] = []
@@ -682,7 +725,7 @@ def _solve_caps(shape: StageShape, chains_of: List[List[Level]], chain_of: List[
             hi, n = pin, n - 1
         # an item's level index is (chain, index) made one int: merged runs must share both
         base = chain_of[r] * 4096
-        items = [(run.weight * p.kept, p.kept if lowest else p.seconds, p.host, base + li)
+        items = [(run.weight * p.kept, p.kept if lowest else p.seconds, uses(p, run.weight), base + li)
                  for li, p in enumerate(prices[r]) if lo <= li <= hi and ok(p)]
         if n and not items:
             return None
@@ -698,7 +741,7 @@ def _solve_caps(shape: StageShape, chains_of: List[List[Level]], chain_of: List[
     left = room - extra - fixed_k
     if left < -1e-6:
         return None
-    ans = mckp(slots, math.inf if lowest else left, host_room - fixed_h)
+    ans = mckp(slots, math.inf if lowest else left, [c - f for c, f in zip(caps, fixed_u)])
     if ans is None:
         return None
     # per run: how many layers at each level (a merged slot's counts dealt run by run)
@@ -748,21 +791,21 @@ def _solve_caps(shape: StageShape, chains_of: List[List[Level]], chain_of: List[
 
 def solve_stage(spec: ModelSpec, fam: TensorTable, geo, stage: int, cal: Calibration, budget: int,
                 allow_swap: bool = False, kinds: Optional[Kinds] = None, device: Device = DEFAULT_DEVICE,
-                host_room: float = math.inf) -> StagePlan:
+                rooms: Rooms = NO_ROOMS) -> StagePlan:
     """The cheapest per-layer levels of ``stage`` whose predicted peak is <= ``budget``.
     ``kinds``: each layer's own table (:func:`kinds_of`): every layer is priced on its kind and the
-    MTP layer on its own. ``host_room``: bytes this rank may hold on host (swap)."""
+    MTP layer on its own. ``rooms``: the stage's capacities beside device memory (host bytes, link)."""
     shape = stage_shape(spec, fam, geo, stage, cal, kinds)
     if cal.peak(shape.static, shape.optimizer) > budget:
         return StagePlan(stage=stage, fits=False, static=shape.static)   # the optimizer step alone is over
     room = (budget - cal.static_scale * shape.static - cal.residual) / cal.scale - shape.fixed
     return plan_shape(shape, chains(fam, allow_swap, device=device), room, spec.micro_batch_num, device, kinds,
-                      fam, host_room)
+                      fam, rooms)
 
 
 def plan_shape(shape: StageShape, all_chains, room: float, micro: int, device: Device = DEFAULT_DEVICE,
                kinds: Optional[Kinds] = None, fam: Optional[TensorTable] = None,
-               host_room: float = math.inf) -> StagePlan:
+               rooms: Rooms = NO_ROOMS) -> StagePlan:
     """:func:`solve_shape` as the stage's :class:`StagePlan`."""
     out = StagePlan(stage=shape.stage, fits=False, static=shape.static)
     if room < 0:
@@ -771,7 +814,7 @@ def plan_shape(shape: StageShape, all_chains, room: float, micro: int, device: D
         out.fits = shape.floor <= room + 1e-6
         out.dynamic = shape.fixed + shape.floor
         return out
-    best = solve_shape(shape, all_chains, room, micro, device, kinds, fam, host_room)
+    best = solve_shape(shape, all_chains, room, micro, device, kinds, fam, rooms)
     if best is None:
         return out
     out.fits = True
