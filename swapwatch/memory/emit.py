@@ -254,6 +254,14 @@ def emit_result(text: str, source: str, geo, stages: Sequence[StagePlan], plan_o
     return EmitResult(out, edits, notes)
 
 
+def yaml_context(text: str, source: str) -> Dict[str, Any]:
+    """The YAML's ``context`` section as written (``max_device_memory`` and the other keys the
+    strategy engine does not keep), {} when it has none."""
+    doc = _load(text, source)
+    ctx = doc.get("context") if isinstance(doc, dict) else None
+    return ctx if isinstance(ctx, dict) else {}
+
+
 def _merge(edits: List[Tuple[Path, Any]], more: List[Tuple[Path, Any]]) -> List[Tuple[Path, Any]]:
     paths = {p for p, _ in more}
     return [e for e in edits if e[0] not in paths] + more

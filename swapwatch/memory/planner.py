@@ -18,7 +18,8 @@ from ..families import DEFAULT_FAMILY
 from ..text import fmt_size
 from .calibrate import calibrate
 from .model import NO_CALIBRATION, Calibration, Estimate, estimate, not_in_dryrun, plan_of, planning_family
-from .search import StagePlan, kinds_of, lowest_peak, solve_stage
+from .budget import Card, Margin, card_check, fragments_for, table_error, workspace_bound
+from .search import DEVICE_FLOPS, StagePlan, kinds_of, lowest_peak, solve_stage, stage_terms
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?i?B?|)\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40,
@@ -70,30 +71,43 @@ class PlanResult:
     estimate: Optional[Estimate] = None     # the planned YAML, estimated back
     lowest: Dict[int, int] = field(default_factory=dict)   # stage -> least reachable peak (when not)
     family: str = DEFAULT_FAMILY             # the memory model's tensor table
-    margin: float = 0.0                      # fraction of the budget held back (see plan_margin)
+    margin: float = 0.0                      # fraction of the budget held back at the tightest stage
     margin_why: str = ""
     notes: List[str] = field(default_factory=list)    # what the written YAML dropped, and why
     levers: List[str] = field(default_factory=list)   # when nothing fits: what would
     #: per rank, what ``peak_bytes`` (like DryRun L1, the allocator's peak) leaves out and the model
-    #: estimates on its own (``model.not_in_dryrun``: HCCL's communication buffers; kernel workspaces
-    #: are not estimated). The search fits ``peak + not_in_peak`` to :attr:`target` (issue 27 pt 3).
+    #: estimates on its own: HCCL's communication buffers, outside MindSpore's pool (memory/budget.py:
+    #: the card check counts them, the pool check does not)
     not_in_peak: int = 0
+    #: the pool check's parts (memory/budget.py); None: the library's flat ``margin``
+    parts: Optional[Margin] = None
+    #: stage -> the highest predicted peak the pool check allows there
+    caps: Dict[int, int] = field(default_factory=dict)
+    #: stage -> its static bytes (what fragments are not counted on)
+    statics: Dict[int, int] = field(default_factory=dict)
+    card: Optional[Card] = None
+    #: where the budget came from: ``--budget`` or ``context.max_device_memory``
+    budget_source: str = "--budget"
+    #: the YAML's own strategy was the answer: handed back unchanged (issue 35 point 3)
+    unchanged: bool = False
+    #: the YAML's own strategy as a candidate: {fits, time_cost_seconds, recompute_flops}
+    own: Dict[str, Any] = field(default_factory=dict)
 
     @property
     def target(self) -> int:
-        """What every stage's predicted peak plus :attr:`not_in_peak` must fit: the budget less the margin."""
-        return int(self.budget * (1.0 - self.margin))
+        """The highest predicted peak any stage may reach (the tightest stage's cap)."""
+        return min(self.caps.values()) if self.caps else int(self.budget * (1.0 - self.margin))
 
     @property
     def peak_target(self) -> int:
-        """What the search fits every stage's predicted peak (``peak_bytes``) into: the target less
-        what the peak leaves out (the communication buffers)."""
-        return self.target - self.not_in_peak
+        """What the search fits the tightest stage's predicted peak (``peak_bytes``) into."""
+        return self.target
 
-    def _within(self) -> str:
-        """What must fit the target: the peak alone, or the peak and the buffers it leaves out."""
-        return "predicted peak" if not self.not_in_peak else \
-            f"predicted peak + {fmt_size(self.not_in_peak)} of HCCL buffers (not in the peak)"
+    def need(self, stage: int, peak: int) -> int:
+        """What MindSpore's pool must hold on ``stage`` for a predicted ``peak`` (memory/budget.py)."""
+        if self.parts is None:
+            return peak
+        return self.parts.need(peak, self.statics.get(stage, 0))
 
     @property
     def exit_code(self) -> int:
@@ -107,24 +121,30 @@ class PlanResult:
         return self.estimate
 
     def margin_line(self) -> str:
-        """Says what the search aimed at, when a margin holds part of the budget back."""
+        """What the pool check holds back besides the peak (or the flat --margin)."""
+        if self.parts is not None:
+            return self.parts.line()
         if not self.margin:
             return ""
         return (f"planned to {fmt_size(self.target)}: the budget {fmt_size(self.budget)} less a "
                 f"{self.margin:.0%} margin ({self.margin_why}; --margin sets it)")
 
     def message(self) -> str:
+        what = "pool need (predicted peak + the margin's parts)" if self.parts is not None else "predicted peak"
         if self.fits:
-            return f"fits: every stage's {self._within()} is within {fmt_size(self.target)}" + \
-                (f" ({fmt_size(self.budget)} less the {self.margin:.0%} margin)" if self.margin else "")
+            head = f"fits: every stage's {what} is within {fmt_size(self.budget)}"
+            if self.parts is None and self.margin:
+                head = (f"fits: every stage's predicted peak is within {fmt_size(self.target)} "
+                        f"({fmt_size(self.budget)} less the {self.margin:.0%} margin)")
+            return head + ("; the YAML's own strategy, unchanged: nothing cheaper fits" if self.unchanged else "")
         bad = {s.stage: self.lowest[s.stage] for s in self.stages if not s.fits}
-        worst = max(bad, key=lambda k: bad[k])
-        need = max(self.lowest.values()) + self.not_in_peak
+        worst = max(bad, key=lambda k: self.need(k, bad[k]))
+        need = max(self.need(k, v) for k, v in self.lowest.items())
         levers = "; ".join(self.levers) if self.levers else "fewer layers / a smaller micro-batch per stage"
-        plus = f" + {fmt_size(self.not_in_peak)} of HCCL buffers (not in the peak)" if self.not_in_peak else ""
-        return (f"no strategy fits {fmt_size(self.target)}: stage(s) {', '.join(map(str, sorted(bad)))} "
+        plus = f" (pool need {fmt_size(self.need(worst, bad[worst]))})" if self.parts is not None else ""
+        return (f"no strategy fits {fmt_size(self.budget)}: stage(s) {', '.join(map(str, sorted(bad)))} "
                 f"cannot get below {fmt_size(bad[worst])}{plus} (stage {worst}, the most the model can drop "
-                f"with full recompute or the select sets); it would take a target of at least "
+                f"with full recompute or the select sets); it would take a budget of at least "
                 f"{fmt_size(need)} ({need} bytes). What would fit: {levers}")
 
     def to_json(self) -> Dict[str, Any]:
@@ -141,21 +161,33 @@ class PlanResult:
         out["margin"] = round(self.margin, 4)
         out["target_bytes"] = self.target
         out["notes"] = list(self.notes)
-        # additions (issue 27 pt 3): what the peak leaves out, per rank, and per stage the sum that
-        # was fitted to target_bytes (peak_bytes + not_in_peak_bytes)
+        # additions (issue 27 pt 3), semantics of issue 35: HCCL's buffers are outside MindSpore's
+        # pool (reported, in the card check, not fitted); total_bytes is what each stage's pool must
+        # hold, the sum fitted to the budget
         out["not_in_peak_bytes"] = self.not_in_peak
         out["peak_target_bytes"] = self.peak_target
         for st in out["stages"]:
             peak = st.get("peak_bytes", st.get("lowest_peak_bytes"))
             st["not_in_peak_bytes"] = self.not_in_peak
-            st["total_bytes"] = None if peak is None else peak + self.not_in_peak
+            st["total_bytes"] = None if peak is None else self.need(st["stage"], peak)
+            # additions (issue 35): the pool check per stage, its parts, the cap the search used
+            if self.parts is not None and peak is not None:
+                st["margin_bytes"] = self.parts.parts(peak, self.statics.get(st["stage"], 0))
+            st["pool_bytes"] = st["total_bytes"]
+            st["peak_cap_bytes"] = self.caps.get(st["stage"])
         if not self.fits:
             out["lowest_peak_bytes"] = max(self.lowest.values())
             out["levers"] = list(self.levers)
         out["recompute_flops"] = sum(s.flops for s in self.stages)
-        # addition (issue 35): the search's objective, seconds per step (recompute at the device's
-        # throughput, swap's exposed transfer; memory/search.py Price)
+        # additions (issue 35): the search's objective, seconds per step (recompute at the device's
+        # throughput, swap's exposed transfer; memory/search.py Price); the margin's parts; the card
+        # check; where the budget came from; the YAML's own strategy as a candidate
         out["time_cost_seconds"] = sum(s.seconds for s in self.stages)
+        out["margin_parts"] = self.parts.to_json() if self.parts is not None else {"flat_fraction": self.margin}
+        out["card"] = self.card.to_json() if self.card is not None else None
+        out["budget_source"] = self.budget_source
+        out["unchanged"] = self.unchanged
+        out["own_strategy"] = dict(self.own)
         return out
 
 
@@ -226,64 +258,154 @@ def held_out_error(cal: Calibration, model: Optional[str] = None) -> Optional[Tu
     return worst, weaker
 
 
-def make_plan(config: str, budget: int, run_dirs: Sequence[str] = (), allow_swap: bool = False,
+def margin_parts(cfg: Any, table: str, family: str, cal: Calibration, model: Optional[str]) -> Margin:
+    """The pool check's parts for this YAML (memory/budget.py): the model's error (with a
+    calibration that measures its own miss, that miss; else the recorded DryRun error of the tensor
+    table), the fragments MindSpore's pool may hold at the YAML's memory_optimize_level, and the
+    kernel workspaces."""
+    err, why = table_error(table, family)
+    if cal.fitted:
+        frac, cwhy = plan_margin(cal, None, model)
+        if not cwhy.startswith(("the model is uncalibrated", "one calibration run")):
+            err, why = frac, cwhy
+    context = cfg.context or {}
+    frag, fwhy = fragments_for(str(context.get("memory_optimize_level", "O0")))
+    ws, wwhy = workspace_bound(None)
+    return Margin(error=err, error_why=why, fragments=frag, fragments_why=fwhy, workspace=ws, workspace_why=wwhy)
+
+
+def make_plan(config: str, budget: Optional[int], run_dirs: Sequence[str] = (), allow_swap: bool = False,
               model: Optional[str] = None, margin: Optional[float] = 0.0,
               calibration: Optional[Calibration] = None) -> PlanResult:
     """``model``: the ``--model`` family; default the one the YAML names (as ``explain``).
-    ``margin``: the fraction of ``budget`` held back; None: :func:`plan_margin`'s default (what
-    ``swapwatch plan`` uses; the library's 0.0 keeps the search exact for callers that set the
-    target themselves); ``calibration``:
-    an already fitted calibration (``tune``), instead of fitting ``run_dirs``."""
+    ``budget``: MindSpore's pool per rank; None: the YAML's ``context.max_device_memory`` as
+    MindSpore reads it. ``margin``: a flat fraction of ``budget`` held back instead of the pool
+    check's parts; None: the parts (:func:`margin_parts`, what ``swapwatch plan`` uses; the library's
+    0.0 fits the predicted peaks to the budget exactly, for callers that set the target themselves);
+    ``calibration``: an already fitted calibration (``tune``), instead of fitting ``run_dirs``.
+
+    The YAML's own strategy is a candidate: when it passes the same check and nothing the search
+    finds costs less, the YAML is handed back unchanged (issue 35 point 3)."""
+    from .budget import max_device_memory
+
     cfg, plan, spec = plan_of(config, model)
     target = str((cfg.context or {}).get("device_target", "Ascend"))
     if allow_swap and target.lower() != "ascend":
         raise InputError(f"--allow-swap: swap only moves memory on Ascend, and context.device_target is {target}",
                          file=config)
+    from ..config import read_config_text       # once: a config given as a pipe was read already
+    from .emit import emit_result, yaml_context
+
+    text = read_config_text(config)
+    context = yaml_context(text, config)        # the whole context section (max_device_memory)
+    source = "--budget"
+    if budget is None:
+        budget = max_device_memory(context)
+        if budget is None:
+            raise InputError("no --budget, and the YAML sets no context.max_device_memory (e.g. \"58GB\") to "
+                             "plan to", file=config, key="context.max_device_memory")
+        source = "context.max_device_memory"
+    if margin is not None and not 0.0 <= margin < 1.0:
+        raise InputError(f"--margin: {margin} must be a fraction in [0, 1) (e.g. 0.05)")
     geo = plan.geometry
     # a family whose layers differ by kind (DeepSeek-V3: dense, MoE, MTP): its levels are the most
     # demanding kind's select sets (memory.model.planning_family), each layer priced on its own kind
-    # and the MTP layer on its own (memory.search.Kinds); the written YAML is then estimated and the
-    # search target tightened by any overshoot (the interleaved / swap searches price every layer
-    # as the heaviest kind)
+    # and the MTP layer on its own (memory.search.Kinds)
     fam = planning_family(spec, plan)
     kinds = kinds_of(spec, plan)
     cal = calibration if calibration is not None else (calibrate(run_dirs, model)[0] if run_dirs else NO_CALIBRATION)
-    frac, why = plan_margin(cal, margin, model)
-    # what DryRun L1 and so peak_bytes leave out (HCCL buffers) is fitted too: peak + buffers <= target.
-    # HCCL is Ascend's collective library: a CPU / GPU job has none of them (ModelSpec.hccl)
+    parts = None if margin is not None else margin_parts(cfg, fam.table, plan.fam.name, cal, model)
+    # HCCL is Ascend's collective library: a CPU / GPU job has none of them (ModelSpec.hccl); its
+    # buffers are outside MindSpore's pool: the card check, not the budget (memory/budget.py)
     extra = int(not_in_dryrun(spec)["communication_buffers_bytes"])
     result = PlanResult(config=config, budget=budget, fits=False, stages=[], calibration=cal, family=fam.name,
-                        margin=frac, margin_why=why, not_in_peak=extra)
-    goal = search = result.peak_target
-    from ..config import read_config_text       # once: a config given as a pipe was read already
-    from .emit import emit_result
-
-    text = read_config_text(config)
+                        margin=margin or 0.0, margin_why="--margin" if margin else "", not_in_peak=extra,
+                        parts=parts, budget_source=source)
+    if spec.hccl:
+        result.card = card_check(context, budget, extra)
+    P = geo.pipeline_stage
+    for p in range(P):
+        static = stage_terms(spec, fam, geo, p, NO_CALIBRATION, kinds)[0]
+        result.statics[p] = static
+        result.caps[p] = parts.cap(budget, static) if parts is not None else int(budget * (1.0 - (margin or 0.0)))
+    if parts is not None:
+        result.margin = 1.0 - min(result.caps.values()) / budget
+        result.margin_why = parts.line()
+    own = _own_candidate(result, config, model, cal, spec)
+    search = dict(result.caps)
     for _ in range(8):
-        stages = [solve_stage(spec, fam, geo, p, cal, search, allow_swap, kinds) for p in range(geo.pipeline_stage)]
+        stages = [solve_stage(spec, fam, geo, p, cal, search[p], allow_swap, kinds) for p in range(P)]
         result.stages = stages
         result.fits = all(s.fits for s in stages)
         if not result.fits:
-            result.lowest = {p: lowest_peak(spec, fam, geo, p, cal, allow_swap, kinds)
-                             for p in range(geo.pipeline_stage)}
-            result.levers = levers(config, cfg, spec, fam, geo, cal, goal, result.lowest, allow_swap, target, model,
-                                   kinds)
+            if own is not None:
+                return _hand_back(result, text, own)
+            result.lowest = {p: lowest_peak(spec, fam, geo, p, cal, allow_swap, kinds) for p in range(P)}
+            result.levers = levers(config, cfg, spec, fam, geo, cal, result.caps, result.lowest, allow_swap, target,
+                                   model, kinds)
             return result
+        seconds = sum(st.seconds for st in stages)
+        if own is not None and own[1] <= seconds * (1 + 1e-9) + 1e-12:
+            return _hand_back(result, text, own)
         written = emit_result(text, config, geo, stages, plan_of_text=lambda t: _plan_of_text(t, model, config))
         result.text = written.text
         result.notes = written.notes
         result.estimate = estimate_text(result.text, config, model, cal)
         result.estimate.budget_bytes = budget
-        over = max(st.peak(cal) for st in result.estimate.stages) - goal
-        if over <= 0:
+        over = {st.stage: st.peak(cal) - result.caps[st.stage] for st in result.estimate.stages}
+        if max(over.values()) <= 0:
             break
-        search -= over + goal // 256     # at least 0.4 % a round: a few rounds at most
+        for p, o in over.items():
+            if o > 0:
+                search[p] -= o + result.caps[p] // 256     # at least 0.4 % a round: a few rounds at most
     else:
         # still over the target after the rounds: never hand back a YAML as fitting that does not
         result.fits = False
-        result.lowest = {p: lowest_peak(spec, fam, geo, p, cal, allow_swap, kinds) for p in range(geo.pipeline_stage)}
+        result.lowest = {p: lowest_peak(spec, fam, geo, p, cal, allow_swap, kinds) for p in range(P)}
         return result
     _check_round_trip(result)
+    return result
+
+
+def _own_candidate(result: PlanResult, config: str, model: Optional[str], cal: Calibration,
+                   spec: Any) -> Optional[Tuple[Estimate, float]]:
+    """The YAML's own strategy, estimated, with its time cost (its recomputed FLOPs at the device's
+    throughput, every micro-batch), when every stage passes the same check as a plan and ``explain``
+    finds no error or warning in it (a trap or dead configuration handed back unchanged would stay;
+    a written plan clears it); else None."""
+    from ..explain import explain
+
+    own = estimate(config, model, cal)
+    flops = sum(r["recompute_flops"] for r in own.layers) * spec.micro_batch_num
+    seconds = flops / DEVICE_FLOPS
+    fits = all(st.peak(cal) <= result.caps[st.stage] for st in own.stages)
+    errors = sorted({f.code for f in explain(config, model=model).findings
+                     if f.severity in ("error", "warning")}) if fits else []
+    result.own = {"fits": fits, "time_cost_seconds": seconds, "recompute_flops": flops, "errors": errors}
+    return (own, seconds) if fits and not errors else None
+
+
+def _hand_back(result: PlanResult, text: str, own: Tuple[Estimate, float]) -> PlanResult:
+    """The YAML's own strategy as the answer: its text unchanged, its estimate."""
+    est, seconds = own
+    result.fits = True
+    result.unchanged = True
+    result.text = text
+    result.notes = ["the YAML's own strategy passes the pool check and nothing cheaper does: "
+                    "handed back unchanged"]
+    result.estimate = est
+    result.estimate.budget_bytes = result.budget
+    result.lowest = {}
+    # the stages as the YAML has them (for the JSON's cost and the renderers): no level search
+    per_stage: Dict[int, Tuple[float, float]] = {}
+    micro = est.spec.micro_batch_num
+    for r in est.layers:
+        f, _ = per_stage.get(r["stage"], (0.0, 0.0))
+        per_stage[r["stage"]] = (f + r["recompute_flops"] * micro, 0.0)
+    result.stages = [StagePlan(stage=st.stage, fits=True, static=st.static_total,
+                               flops=per_stage.get(st.stage, (0.0, 0.0))[0],
+                               seconds=per_stage.get(st.stage, (0.0, 0.0))[0] / DEVICE_FLOPS)
+                     for st in est.stages]
     return result
 
 
@@ -292,7 +414,7 @@ def _plan_of_text(text: str, model: Optional[str], config: str = "<string>"):
     return plan_of(config, model, text)[1]
 
 
-def levers(config: str, cfg: Any, spec, fam, geo, cal: Calibration, goal: int, lowest: Dict[int, int],
+def levers(config: str, cfg: Any, spec, fam, geo, cal: Calibration, caps: Dict[int, int], lowest: Dict[int, int],
            allow_swap: bool, device: str, model: Optional[str], kinds=None) -> List[str]:
     """When no recompute strategy fits: the other levers that would, each checked on the model
     (not a list of generic tips). Tried: the parallel optimizer (weights and optimizer states
@@ -306,19 +428,19 @@ def levers(config: str, cfg: Any, spec, fam, geo, cal: Calibration, goal: int, l
     if not spec.optimizer_shard and spec.dp > 1:
         sharded = dataclasses.replace(spec, optimizer_shard=True)
         low = {p: lowest_peak(sharded, fam, geo, p, cal, allow_swap, kinds) for p in range(P)}
-        if max(low.values()) <= goal:
+        if all(low[p] <= caps[p] for p in range(P)):
             out.append(f"the parallel optimizer (parallel.enable_parallel_optimizer: True shards weights and "
                        f"optimizer states over the {spec.dp} data-parallel ranks): lowest peak "
                        f"{fmt_size(max(low.values()))}")
-    bad = [p for p in range(P) if lowest[p] > goal]
-    room = [q for q in range(P) if lowest[q] <= goal]
+    bad = [p for p in range(P) if lowest[p] > caps[p]]
+    room = [q for q in range(P) if lowest[q] <= caps[q]]
     if P > 1 and geo.pp_interleave_num == 1 and bad and room:
-        found = _offset_lever(config, cfg, geo, cal, goal, bad, model, allow_swap)
+        found = _offset_lever(config, cfg, geo, cal, min(caps.values()), bad, model, allow_swap)
         if found:
             out.append(found)
     if device.lower() == "ascend" and not allow_swap:
         low = {p: lowest_peak(spec, fam, geo, p, cal, True, kinds) for p in range(P)}
-        if max(low.values()) <= goal:
+        if all(low[p] <= caps[p] for p in range(P)):
             out.append(f"layer swap to host (--allow-swap): lowest peak {fmt_size(max(low.values()))}")
     if not out:
         out.append("none of offset, the parallel optimizer or swap gets every stage under it: fewer layers "
@@ -375,6 +497,7 @@ def _check_round_trip(result: PlanResult) -> None:
         if got != (lv.full, frozenset(lv.patterns), lv.swap):
             raise AssertionError(f"planned YAML gives layer {lp.layer} {row['choice']!r}, search chose {lv.label!r}")
     for st in est.stages:
-        if st.peak(result.calibration) + result.not_in_peak > result.budget:
+        need = result.need(st.stage, st.peak(result.calibration))
+        if st.peak(result.calibration) > result.caps[st.stage] or need > result.budget:
             raise AssertionError(f"planned YAML predicts {st.peak(result.calibration)} bytes on stage {st.stage} "
-                                 f"and {result.not_in_peak} outside the peak, over the budget {result.budget}")
+                                 f"(pool need {need}), over the budget {result.budget}")

@@ -1,0 +1,198 @@
+"""What ``swapwatch plan --budget`` is compared to, and what is held back from it (issue 35, points
+1 and 2). The facts, each with its source, are in docs/estimate.md ("The budget: MindSpore's pool
+and the card"); this module is their one use.
+
+**Two checks, apart.**
+
+* *The pool.* ``context.max_device_memory`` caps MindSpore's own device memory pool (MindSpore
+  ``plugin/ascend/res_manager/mem_manager/ascend_memory_adapter.cc``: ``AscendMemAdapter::Initialize``
+  sizes the pool from it; ``mindspore.runtime.set_memory(max_size=)`` is the same cap), so the
+  budget is compared with what that pool must hold: the predicted peak (what DryRun L1 calls the
+  used peak), the model's error on it, the pool's fragments (DryRun's actual peak "with fragments"
+  is what the allocator really holds), and the kernel workspaces DryRun L1 leaves out (allocated
+  from the same pool in kernel-by-kernel mode). HCCL's buffers are not in the pool: HCCL allocates
+  them itself (CANN HCCL, ``HCCL_BUFFSIZE``), beside it.
+* *The card.* The pool's cap, HCCL's buffers and the runtime's own memory must fit the HBM the
+  runtime reports (a 64 GB Ascend 910B reports 62432 MiB). This is a property of
+  ``max_device_memory`` and the communicators, which no recompute changes: said beside the plan,
+  never fitted by recomputing.
+
+**The margin's parts** (:class:`Margin`), each from what is known, none a flat guess:
+
+* the model's error: the worst under-prediction of DryRun L1's used peak on the oracle tier's
+  recorded stages of the same tensor table (``model_error.json``, written from the records by
+  :func:`swapwatch.memory.calibrate.corpus_errors`), or with ``--calibrate`` the calibration's own
+  miss (each run predicted from the others); a table with no recorded case takes
+  :data:`UNKNOWN_ERROR`, said as such;
+* fragments: a bound of :data:`FRAGMENT_FRACTION` of the part of the peak above static memory under
+  ``memory_optimize_level: O0`` (MindSpore's dynamic pool), 0 under ``O1`` (SOMAS plans one static
+  block: no fragment on any recorded O1 stage);
+* kernel workspaces: :func:`workspace_bound`.
+``--margin F`` replaces the three with a flat fraction of the budget (``--margin 0``: the model's
+peak alone against the budget).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from typing import Any, Dict, Optional
+
+from ..text import fmt_size
+
+MIB = 1 << 20
+GIB = 1 << 30
+
+#: HBM the runtime reports for one device (``aclrtGetMemInfo``'s total: what MindSpore logs as
+#: "Device HBM memory size"), by device; a 64 GB 910B reports 62432 MiB (docs/estimate.md).
+CARD_HBM = {"Ascend 910B (64 GB)": 62432 * MIB}
+DEFAULT_CARD = "Ascend 910B (64 GB)"
+
+#: Fragments the pool may hold, as a fraction of the peak above static memory, under
+#: ``memory_optimize_level: O0``: DryRun L1's actual - used peak on the maintainer YAMLs at full size
+#: is 2.4-15.2 % of that part (docs/estimate.md "Fragmentation"); a bound, said as one.
+FRAGMENT_FRACTION = 0.15
+
+#: The model's error allowance for a tensor table with no recorded DryRun case (the figure the
+#: uncalibrated margin used to be for every family).
+UNKNOWN_ERROR = 0.10
+
+#: The recorded errors per tensor table (memory/calibrate.py:corpus_errors, tools/plan_margin_table.py).
+MODEL_ERROR_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "model_error.json")
+
+_MDM = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*GB\s*$")
+
+
+def max_device_memory(context: Optional[Dict[str, Any]]) -> Optional[int]:
+    """``context.max_device_memory`` in bytes as MindSpore reads it: ``"58GB"`` is 58 x 1024**3
+    (``ascend_memory_adapter.cc``: ``GetDeviceMemSizeFromContext`` multiplies by ``kGBToByte``,
+    1 << 30; the value must end in ``GB``). None when unset or not of that form."""
+    raw = (context or {}).get("max_device_memory")
+    m = _MDM.match(str(raw)) if raw is not None else None
+    if not m:
+        return None
+    return int(float(m.group(1)) * GIB)
+
+
+def model_errors() -> Dict[str, Any]:
+    with open(MODEL_ERROR_FILE, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def workspace_bound(spec: Any) -> "tuple[int, str]":
+    """(bytes, why) the kernel workspaces may add to a stage's pool peak beyond DryRun L1's figure.
+    DryRun level 2 (the workspaces) needs an NPU, and no recorded case measures them; until one
+    does, no bytes are reserved for them and the plan says so (docs/estimate.md "What DryRun L1
+    leaves out")."""
+    return 0, "kernel workspaces: not measured (DryRun level 2 needs an NPU), none reserved"
+
+
+@dataclass
+class Margin:
+    """What the pool check holds back besides the predicted peak (module docstring)."""
+
+    error: float                     # fraction of the predicted peak
+    error_why: str
+    fragments: float                 # fraction of the peak above static memory
+    fragments_why: str
+    workspace: int                   # bytes per stage
+    workspace_why: str
+    flat: Optional[float] = None     # --margin: a fraction of the budget instead of the parts
+
+    def cap(self, budget: int, static: float) -> int:
+        """The highest predicted peak whose pool need is within ``budget`` on a stage with
+        ``static`` bytes of weights, gradients and optimizer states."""
+        if self.flat is not None:
+            return int(budget * (1.0 - self.flat))
+        return int((budget - self.workspace + self.fragments * static) / (1.0 + self.error + self.fragments))
+
+    def parts(self, peak: int, static: float) -> Dict[str, int]:
+        """Per stage, the bytes each part adds to the predicted peak."""
+        if self.flat is not None:
+            return {"model_error_bytes": 0, "fragments_bytes": 0, "workspace_bytes": 0}
+        return {"model_error_bytes": int(round(self.error * peak)),
+                "fragments_bytes": int(round(self.fragments * max(0.0, peak - static))),
+                "workspace_bytes": int(self.workspace)}
+
+    def need(self, peak: int, static: float) -> int:
+        """What the pool must hold for a stage predicted at ``peak``."""
+        return peak + sum(self.parts(peak, static).values())
+
+    def to_json(self) -> Dict[str, Any]:
+        if self.flat is not None:
+            return {"flat_fraction": self.flat}
+        return {"model_error_fraction": round(self.error, 4), "model_error_source": self.error_why,
+                "fragments_fraction_above_static": round(self.fragments, 4), "fragments_source": self.fragments_why,
+                "workspace_bytes": self.workspace, "workspace_source": self.workspace_why}
+
+    def line(self) -> str:
+        if self.flat is not None:
+            return f"--margin {self.flat:g}: {self.flat:.0%} of the budget held back instead of the margin's parts"
+        return (f"pool check: predicted peak + {self.error:.1%} model error ({self.error_why}) + fragments "
+                f"{self.fragments:.0%} of the peak above static ({self.fragments_why}) + {self.workspace_why}")
+
+
+def table_error(table: str, family: str) -> "tuple[float, str]":
+    """(fraction, why): the worst under-prediction on the recorded DryRun stages of ``table``."""
+    row = model_errors().get("tables", {}).get(table)
+    if not row:
+        return UNKNOWN_ERROR, f"no DryRun case of the {table} tensor table recorded: {UNKNOWN_ERROR:.0%} assumed"
+    worst = max(0.0, -row["worst_error"])
+    of = "" if family == table or family in row.get("families", []) else f", none of {family} itself"
+    return worst, (f"worst under-prediction on the {row['stages']} recorded DryRun L1 stages of the {table} "
+                   f"tensor table{of}, in-sample")
+
+
+def fragments_for(memory_optimize_level: str) -> "tuple[float, str]":
+    if str(memory_optimize_level).upper() == "O1":
+        return 0.0, "memory_optimize_level O1: SOMAS plans one block, no fragment on any recorded O1 stage"
+    return FRAGMENT_FRACTION, "a bound for MindSpore's dynamic pool (O0) from DryRun's actual peaks"
+
+
+@dataclass
+class Card:
+    """The card check: MindSpore's pool cap + HCCL's buffers + the runtime within the HBM."""
+
+    pool: int
+    pool_source: str
+    hccl: int
+    hbm: int
+    device: str
+
+    @property
+    def left(self) -> int:
+        """What the card has left for the runtime (rts, the driver) after the pool and HCCL."""
+        return self.hbm - self.pool - self.hccl
+
+    @property
+    def fits(self) -> bool:
+        return self.left >= 0
+
+    @property
+    def below_recommended(self) -> bool:
+        """MindSpore warns when the card's memory outside the pool is under 1/16 of the HBM
+        (ascend_memory_adapter.cc: "It may lead to Out Of Memory in HCCL or other components")."""
+        return self.hbm - self.pool < self.hbm // 16
+
+    def line(self) -> str:
+        head = (f"card: {self.pool_source} {fmt_size(self.pool)} + HCCL buffers {fmt_size(self.hccl)} of the "
+                f"{fmt_size(self.hbm)} an {self.device} reports")
+        if not self.fits:
+            return (f"{head}: over by {fmt_size(-self.left)}: HCCL or the runtime would run out of memory; "
+                    f"a context.max_device_memory of at most {self.hbm - self.hccl >> 30}GB leaves them room")
+        warn = " (under the 1/16 of the HBM MindSpore warns about; it runs)" if self.below_recommended else ""
+        return f"{head}: {fmt_size(self.left)} left for the runtime{warn}"
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"pool_bytes": self.pool, "pool_source": self.pool_source, "hccl_bytes": self.hccl,
+                "hbm_bytes": self.hbm, "device": self.device, "left_bytes": self.left, "fits": self.fits}
+
+
+def card_check(context: Optional[Dict[str, Any]], budget: int, hccl: int, device: str = DEFAULT_CARD) -> Card:
+    """The card check for a job whose pool is capped at ``context.max_device_memory`` (or, unset, at
+    the budget planned to)."""
+    mdm = max_device_memory(context)
+    return Card(pool=mdm if mdm is not None else budget,
+                pool_source="context.max_device_memory" if mdm is not None else "the budget",
+                hccl=hccl, hbm=CARD_HBM[device], device=device)
