@@ -555,7 +555,10 @@ def estimate_cmd(config, run_dirs, fmt, model, dryrun, dryrun_stages):
 @click.option("--margin", type=float, default=None, metavar="F",
               help="Fraction of --budget held back instead of the margin's parts (default: the parts, each "
                    "from what is known: the model's recorded error, fragments, workspaces; docs/plan.md).")
-def plan_cmd(config, budget, run_dirs, output, force, fmt, allow_swap, model, margin):
+@click.option("--keep-offset", is_flag=True,
+              help="Keep the YAML's layer split (model.model_config.offset) instead of searching it with the "
+                   "recompute levels.")
+def plan_cmd(config, budget, run_dirs, output, force, fmt, allow_swap, model, margin, keep_offset):
     """The cheapest recompute strategy (least time recomputing) whose pool need (predicted peak,
     model error, fragments, workspaces) fits --budget on every stage, written into a copy of
     CONFIG; CONFIG's own strategy when nothing cheaper fits. Exit 0 fits; 1 nothing fits (says the
@@ -571,7 +574,8 @@ def plan_cmd(config, budget, run_dirs, output, force, fmt, allow_swap, model, ma
     size = parse_size(budget) if budget is not None else None
     if output:
         refuse_overwrite(output, force)      # before the search: no work for a file we would not write
-    res = make_plan(config, size, run_dirs, allow_swap=allow_swap, model=model, margin=margin)
+    res = make_plan(config, size, run_dirs, allow_swap=allow_swap, model=model, margin=margin,
+                    offsets=not keep_offset)
     # the table says the margin's parts and the card under the stages; other formats on stderr
     for line in filter(None, ([res.margin_line()] if fmt != "table" or res.parts is None else []) + res.notes):
         click.echo(f"swapwatch plan: {line}", err=True)

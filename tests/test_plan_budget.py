@@ -59,6 +59,7 @@ def test_pool_check_parts_per_stage_and_budget_from_the_yaml():
         parts = st["margin_bytes"]
         assert parts["model_error_bytes"] == round(err * st["peak_bytes"])
         assert parts["fragments_bytes"] == round(bd.FRAGMENT_FRACTION * (st["peak_bytes"] - static))
+        assert parts["workspace_bytes"] == round(max(bd.WORKSPACE_FLOOR, bd.WORKSPACE_FRACTION * st["peak_bytes"]))
         assert st["pool_bytes"] == st["total_bytes"] == st["peak_bytes"] + sum(parts.values()) <= res.budget
         assert st["peak_bytes"] <= st["peak_cap_bytes"] == res.parts.cap(res.budget, static)
         # the cap is tight: one byte of peak more and the need is over (to rounding)
@@ -70,7 +71,7 @@ def test_pool_check_parts_per_stage_and_budget_from_the_yaml():
     r = subprocess.run([sys.executable, "-m", "swapwatch.cli", "plan", Q32], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
     assert "budget: context.max_device_memory = 58.00 GiB" in r.stdout and r.stdout.count("pool check:") == 1
-    assert "card: context.max_device_memory 58.00 GiB + HCCL buffers 1.95 GiB" in r.stdout
+    assert "card: context.max_device_memory 58.00 GiB + HCCL buffers 1.95 GiB + runtime 350.0 MiB" in r.stdout
 
 
 def test_no_budget_and_no_max_device_memory_is_bad_input(tmp_path):

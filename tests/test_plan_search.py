@@ -268,8 +268,8 @@ def test_hccl_buffers_are_beside_the_pool_in_the_card_check(monkeypatch):
     card = js["card"]
     assert card["pool_bytes"] == 58 << 30 and card["hccl_bytes"] == buffers
     assert card["hbm_bytes"] == CARD_HBM[DEFAULT_CARD] == 62432 << 20
-    assert card["left_bytes"] == card["hbm_bytes"] - card["pool_bytes"] - buffers and card["fits"]
-    assert "left for the runtime" in res.card.line()
+    assert card["left_bytes"] == card["hbm_bytes"] - card["pool_bytes"] - buffers - card["runtime_bytes"]
+    assert card["fits"] and "to spare" in res.card.line()
     # a pool the card cannot hold beside the buffers: said, with the max_device_memory that would do
     text = open(QWEN).read().replace('max_device_memory: "58GB"', 'max_device_memory: "60GB"')
     over = card_of(text, monkeypatch)

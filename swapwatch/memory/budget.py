@@ -1,6 +1,6 @@
 """What ``swapwatch plan --budget`` is compared to, and what is held back from it (issue 35, points
-1 and 2). The facts, each with its source, are in docs/estimate.md ("The budget: MindSpore's pool
-and the card"); this module is their one use.
+1 and 2). The facts, each with its source, are in docs/estimate.md ("What the budget is checked
+against"); this module is their one use.
 
 **Two checks, apart.**
 
@@ -12,8 +12,8 @@ and the card"); this module is their one use.
   is what the allocator really holds), and the kernel workspaces DryRun L1 leaves out (allocated
   from the same pool in kernel-by-kernel mode). HCCL's buffers are not in the pool: HCCL allocates
   them itself (CANN HCCL, ``HCCL_BUFFSIZE``), beside it.
-* *The card.* The pool's cap, HCCL's buffers and the runtime's own memory must fit the HBM the
-  runtime reports (a 64 GB Ascend 910B reports 62432 MiB). This is a property of
+* *The card.* The pool's cap, HCCL's buffers and the runtime's own memory (:data:`RUNTIME_RESERVE`)
+  must fit the HBM the runtime reports (a 64 GB Ascend 910B reports 62432 MiB). This is a property of
   ``max_device_memory`` and the communicators, which no recompute changes: said beside the plan,
   never fitted by recomputing.
 
@@ -27,7 +27,8 @@ and the card"); this module is their one use.
 * fragments: a bound of :data:`FRAGMENT_FRACTION` of the part of the peak above static memory under
   ``memory_optimize_level: O0`` (MindSpore's dynamic pool), 0 under ``O1`` (SOMAS plans one static
   block: no fragment on any recorded O1 stage);
-* kernel workspaces: :func:`workspace_bound`.
+* kernel workspaces: :data:`WORKSPACE_FLOOR` or :data:`WORKSPACE_FRACTION` of the peak, the larger
+  (a measured card run against DryRun L1: docs/estimate.md).
 ``--margin F`` replaces the three with a flat fraction of the budget (``--margin 0``: the model's
 peak alone against the budget).
 """
@@ -58,6 +59,17 @@ FRAGMENT_FRACTION = 0.15
 #: uncalibrated margin used to be for every family).
 UNKNOWN_ERROR = 0.10
 
+#: Kernel workspaces (aclnn, allocated from MindSpore's pool; DryRun L1 leaves them out and level 2
+#: needs an NPU): the larger of a floor and a fraction of the predicted peak. A 910B card run of
+#: Qwen2.5-7B against DryRun L1 of the same job used 16 / 127 MiB more (no / full recompute)
+#: (docs/estimate.md "What the budget is checked against").
+WORKSPACE_FLOOR = 512 * MIB
+WORKSPACE_FRACTION = 0.015
+
+#: What the runtime (rts, the driver) holds on the card outside MindSpore's pool and HCCL's
+#: buffers, from one real-card run (docs/estimate.md): the card check counts it.
+RUNTIME_RESERVE = 350 * MIB
+
 #: The recorded errors per tensor table (memory/calibrate.py:corpus_errors, tools/plan_margin_table.py).
 MODEL_ERROR_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "model_error.json")
 
@@ -80,12 +92,12 @@ def model_errors() -> Dict[str, Any]:
         return json.load(fh)
 
 
-def workspace_bound(spec: Any) -> "tuple[int, str]":
-    """(bytes, why) the kernel workspaces may add to a stage's pool peak beyond DryRun L1's figure.
-    DryRun level 2 (the workspaces) needs an NPU, and no recorded case measures them; until one
-    does, no bytes are reserved for them and the plan says so (docs/estimate.md "What DryRun L1
-    leaves out")."""
-    return 0, "kernel workspaces: not measured (DryRun level 2 needs an NPU), none reserved"
+def workspace_bound() -> "tuple[int, float, str]":
+    """(floor bytes, fraction of the peak, why) of the kernel workspaces a stage's pool holds beyond
+    DryRun L1's figure: the larger of the two."""
+    return WORKSPACE_FLOOR, WORKSPACE_FRACTION, (f"kernel workspaces max({fmt_size(WORKSPACE_FLOOR)}, "
+                                                 f"{WORKSPACE_FRACTION:.1%} of the peak) (a card run against "
+                                                 f"DryRun L1)")
 
 
 @dataclass
@@ -96,16 +108,20 @@ class Margin:
     error_why: str
     fragments: float                 # fraction of the peak above static memory
     fragments_why: str
-    workspace: int                   # bytes per stage
+    workspace: int                   # bytes per stage at least
     workspace_why: str
+    workspace_fraction: float = 0.0  # of the predicted peak, when more than ``workspace``
     flat: Optional[float] = None     # --margin: a fraction of the budget instead of the parts
 
     def cap(self, budget: int, static: float) -> int:
         """The highest predicted peak whose pool need is within ``budget`` on a stage with
-        ``static`` bytes of weights, gradients and optimizer states."""
+        ``static`` bytes of weights, gradients and optimizer states (the need grows with the peak:
+        the lower of the caps of the workspace's two forms)."""
         if self.flat is not None:
             return int(budget * (1.0 - self.flat))
-        return int((budget - self.workspace + self.fragments * static) / (1.0 + self.error + self.fragments))
+        base = 1.0 + self.error + self.fragments
+        return int(min((budget - self.workspace + self.fragments * static) / base,
+                       (budget + self.fragments * static) / (base + self.workspace_fraction)))
 
     def parts(self, peak: int, static: float) -> Dict[str, int]:
         """Per stage, the bytes each part adds to the predicted peak."""
@@ -113,7 +129,7 @@ class Margin:
             return {"model_error_bytes": 0, "fragments_bytes": 0, "workspace_bytes": 0}
         return {"model_error_bytes": int(round(self.error * peak)),
                 "fragments_bytes": int(round(self.fragments * max(0.0, peak - static))),
-                "workspace_bytes": int(self.workspace)}
+                "workspace_bytes": int(round(max(self.workspace, self.workspace_fraction * peak)))}
 
     def need(self, peak: int, static: float) -> int:
         """What the pool must hold for a stage predicted at ``peak``."""
@@ -124,7 +140,8 @@ class Margin:
             return {"flat_fraction": self.flat}
         return {"model_error_fraction": round(self.error, 4), "model_error_source": self.error_why,
                 "fragments_fraction_above_static": round(self.fragments, 4), "fragments_source": self.fragments_why,
-                "workspace_bytes": self.workspace, "workspace_source": self.workspace_why}
+                "workspace_bytes": self.workspace, "workspace_fraction": self.workspace_fraction,
+                "workspace_source": self.workspace_why}
 
     def line(self) -> str:
         if self.flat is not None:
@@ -160,10 +177,12 @@ class Card:
     hbm: int
     device: str
 
+    runtime: int = RUNTIME_RESERVE
+
     @property
     def left(self) -> int:
-        """What the card has left for the runtime (rts, the driver) after the pool and HCCL."""
-        return self.hbm - self.pool - self.hccl
+        """What the card has left after the pool, HCCL and the runtime's own memory."""
+        return self.hbm - self.pool - self.hccl - self.runtime
 
     @property
     def fits(self) -> bool:
@@ -176,17 +195,20 @@ class Card:
         return self.hbm - self.pool < self.hbm // 16
 
     def line(self) -> str:
-        head = (f"card: {self.pool_source} {fmt_size(self.pool)} + HCCL buffers {fmt_size(self.hccl)} of the "
-                f"{fmt_size(self.hbm)} an {self.device} reports")
+        head = (f"card: {self.pool_source} {fmt_size(self.pool)} + HCCL buffers {fmt_size(self.hccl)} + runtime "
+                f"{fmt_size(self.runtime)} of the {fmt_size(self.hbm)} an {self.device} reports")
         if not self.fits:
             return (f"{head}: over by {fmt_size(-self.left)}: HCCL or the runtime would run out of memory; "
-                    f"a context.max_device_memory of at most {self.hbm - self.hccl >> 30}GB leaves them room")
-        warn = " (under the 1/16 of the HBM MindSpore warns about; it runs)" if self.below_recommended else ""
-        return f"{head}: {fmt_size(self.left)} left for the runtime{warn}"
+                    f"a context.max_device_memory of at most {self.hbm - self.hccl - self.runtime >> 30}GB leaves "
+                    f"them room")
+        warn = " (MindSpore warns: outside its pool is under 1/16 of the HBM; it runs)" if self.below_recommended \
+            else ""
+        return f"{head}: {fmt_size(self.left)} to spare{warn}"
 
     def to_json(self) -> Dict[str, Any]:
         return {"pool_bytes": self.pool, "pool_source": self.pool_source, "hccl_bytes": self.hccl,
-                "hbm_bytes": self.hbm, "device": self.device, "left_bytes": self.left, "fits": self.fits}
+                "runtime_bytes": self.runtime, "hbm_bytes": self.hbm, "device": self.device, "left_bytes": self.left,
+                "fits": self.fits}
 
 
 def card_check(context: Optional[Dict[str, Any]], budget: int, hccl: int, device: str = DEFAULT_CARD) -> Card:

@@ -8,6 +8,7 @@ written YAML does, and a disagreement with the search is a bug (exit 3), not a g
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -19,7 +20,8 @@ from ..text import fmt_size
 from .calibrate import calibrate
 from .model import NO_CALIBRATION, Calibration, Estimate, estimate, not_in_dryrun, plan_of, planning_family
 from .budget import Card, Margin, card_check, fragments_for, table_error, workspace_bound
-from .search import DEVICE_FLOPS, StagePlan, kinds_of, lowest_peak, solve_stage, stage_terms
+from .offsets import Split, head_seconds, layer_seconds, search_split, stage_geometry, stage_tables, step_seconds
+from .search import DEVICE_FLOPS, StagePlan, kinds_of, lowest_peak, solve_stage, stage_shape, stage_terms
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?i?B?|)\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40,
@@ -90,8 +92,14 @@ class PlanResult:
     budget_source: str = "--budget"
     #: the YAML's own strategy was the answer: handed back unchanged (issue 35 point 3)
     unchanged: bool = False
-    #: the YAML's own strategy as a candidate: {fits, time_cost_seconds, recompute_flops}
+    #: the YAML's own strategy as a candidate: {fits, time_cost_seconds, recompute_flops, errors, dryrun_stages}
     own: Dict[str, Any] = field(default_factory=dict)
+    #: stage -> DryRun's actual peak of this very YAML (a ``--calibrate`` source that ran its text)
+    measured_actual: Dict[int, int] = field(default_factory=dict)
+    #: the modelled 1F1B step time of the answer, seconds (memory/offsets.py)
+    step: float = 0.0
+    #: the layer split of the answer (the YAML's, or the one the split search wrote as offset)
+    geometry: Any = None
 
     @property
     def target(self) -> int:
@@ -103,8 +111,13 @@ class PlanResult:
         """What the search fits the tightest stage's predicted peak (``peak_bytes``) into."""
         return self.target
 
-    def need(self, stage: int, peak: int) -> int:
-        """What MindSpore's pool must hold on ``stage`` for a predicted ``peak`` (memory/budget.py)."""
+    def need(self, stage: int, peak: int, own: bool = False) -> int:
+        """What MindSpore's pool must hold on ``stage`` for a predicted ``peak`` (memory/budget.py);
+        for the YAML's own strategy (``own``, or handed back unchanged) on a stage DryRun ran, its
+        actual peak and the workspaces."""
+        if (own or self.unchanged) and stage in self.measured_actual:
+            a = self.measured_actual[stage]
+            return a + (self.parts.parts(a, a)["workspace_bytes"] if self.parts is not None else 0)
         if self.parts is None:
             return peak
         return self.parts.need(peak, self.statics.get(stage, 0))
@@ -173,6 +186,12 @@ class PlanResult:
             # additions (issue 35): the pool check per stage, its parts, the cap the search used
             if self.parts is not None and peak is not None:
                 st["margin_bytes"] = self.parts.parts(peak, self.statics.get(st["stage"], 0))
+                if self.unchanged and st["stage"] in self.measured_actual:
+                    # checked with DryRun's actual peak of this very YAML: only the workspaces added
+                    a = self.measured_actual[st["stage"]]
+                    st["dryrun_actual_bytes"] = a
+                    st["margin_bytes"] = {"model_error_bytes": 0, "fragments_bytes": 0,
+                                          "workspace_bytes": self.need(st["stage"], peak) - a}
             st["pool_bytes"] = st["total_bytes"]
             st["peak_cap_bytes"] = self.caps.get(st["stage"])
         if not self.fits:
@@ -188,6 +207,10 @@ class PlanResult:
         out["budget_source"] = self.budget_source
         out["unchanged"] = self.unchanged
         out["own_strategy"] = dict(self.own)
+        out["step_time_seconds"] = self.step
+        if self.geometry is not None:
+            out["layer_split"] = list(self.geometry.layer_list[0]) if self.geometry.pp_interleave_num == 1 \
+                else [list(r) for r in self.geometry.layer_list]
         return out
 
 
@@ -258,7 +281,8 @@ def held_out_error(cal: Calibration, model: Optional[str] = None) -> Optional[Tu
     return worst, weaker
 
 
-def margin_parts(cfg: Any, table: str, family: str, cal: Calibration, model: Optional[str]) -> Margin:
+def margin_parts(cfg: Any, table: str, family: str, cal: Calibration, model: Optional[str],
+                 ascend: bool = True) -> Margin:
     """The pool check's parts for this YAML (memory/budget.py): the model's error (with a
     calibration that measures its own miss, that miss; else the recorded DryRun error of the tensor
     table), the fragments MindSpore's pool may hold at the YAML's memory_optimize_level, and the
@@ -270,13 +294,14 @@ def margin_parts(cfg: Any, table: str, family: str, cal: Calibration, model: Opt
             err, why = frac, cwhy
     context = cfg.context or {}
     frag, fwhy = fragments_for(str(context.get("memory_optimize_level", "O0")))
-    ws, wwhy = workspace_bound(None)
-    return Margin(error=err, error_why=why, fragments=frag, fragments_why=fwhy, workspace=ws, workspace_why=wwhy)
+    ws, wfrac, wwhy = workspace_bound() if ascend else (0, 0.0, "no kernel workspaces off Ascend (aclnn's)")
+    return Margin(error=err, error_why=why, fragments=frag, fragments_why=fwhy, workspace=ws, workspace_why=wwhy,
+                  workspace_fraction=wfrac)
 
 
 def make_plan(config: str, budget: Optional[int], run_dirs: Sequence[str] = (), allow_swap: bool = False,
               model: Optional[str] = None, margin: Optional[float] = 0.0,
-              calibration: Optional[Calibration] = None) -> PlanResult:
+              calibration: Optional[Calibration] = None, offsets: bool = False) -> PlanResult:
     """``model``: the ``--model`` family; default the one the YAML names (as ``explain``).
     ``budget``: MindSpore's pool per rank; None: the YAML's ``context.max_device_memory`` as
     MindSpore reads it. ``margin``: a flat fraction of ``budget`` held back instead of the pool
@@ -285,7 +310,9 @@ def make_plan(config: str, budget: Optional[int], run_dirs: Sequence[str] = (), 
     ``calibration``: an already fitted calibration (``tune``), instead of fitting ``run_dirs``.
 
     The YAML's own strategy is a candidate: when it passes the same check and nothing the search
-    finds costs less, the YAML is handed back unchanged (issue 35 point 3)."""
+    finds is faster (the modelled step time), the YAML is handed back unchanged (issue 35 point 3).
+    ``offsets``: search the layer split with the levels and write it as ``offset`` (memory/offsets.py;
+    ``swapwatch plan`` does, ``--keep-offset`` does not); else the YAML's split is kept."""
     from .budget import max_device_memory
 
     cfg, plan, spec = plan_of(config, model)
@@ -313,28 +340,42 @@ def make_plan(config: str, budget: Optional[int], run_dirs: Sequence[str] = (), 
     # and the MTP layer on its own (memory.search.Kinds)
     fam = planning_family(spec, plan)
     kinds = kinds_of(spec, plan)
-    cal = calibration if calibration is not None else (calibrate(run_dirs, model)[0] if run_dirs else NO_CALIBRATION)
-    parts = None if margin is not None else margin_parts(cfg, fam.table, plan.fam.name, cal, model)
+    cal, actual = (calibration, {}) if calibration is not None else _calibration(run_dirs, model, config, text)
+    parts = None if margin is not None else margin_parts(cfg, fam.table, plan.fam.name, cal, model, spec.hccl)
     # HCCL is Ascend's collective library: a CPU / GPU job has none of them (ModelSpec.hccl); its
     # buffers are outside MindSpore's pool: the card check, not the budget (memory/budget.py)
     extra = int(not_in_dryrun(spec)["communication_buffers_bytes"])
     result = PlanResult(config=config, budget=budget, fits=False, stages=[], calibration=cal, family=fam.name,
                         margin=margin or 0.0, margin_why="--margin" if margin else "", not_in_peak=extra,
-                        parts=parts, budget_source=source)
+                        parts=parts, budget_source=source, measured_actual=actual)
     if spec.hccl:
         result.card = card_check(context, budget, extra)
     P = geo.pipeline_stage
+
+    def cap_of(static: int) -> int:
+        return parts.cap(budget, static) if parts is not None else int(budget * (1.0 - (margin or 0.0)))
+
     for p in range(P):
-        static = stage_terms(spec, fam, geo, p, NO_CALIBRATION, kinds)[0]
-        result.statics[p] = static
-        result.caps[p] = parts.cap(budget, static) if parts is not None else int(budget * (1.0 - (margin or 0.0)))
+        result.statics[p] = stage_terms(spec, fam, geo, p, NO_CALIBRATION, kinds)[0]
+        result.caps[p] = cap_of(result.statics[p])
     if parts is not None:
         result.margin = 1.0 - min(result.caps.values()) / budget
         result.margin_why = parts.line()
-    own = _own_candidate(result, config, model, cal, spec)
-    search = dict(result.caps)
+    own = _own_candidate(result, config, model, cal, spec, fam, kinds)
+    # the layer split is searched with the levels (memory/offsets.py) on one chunk per stage
+    split_on = offsets and P > 1 and geo.pp_interleave_num == 1 and cfg.layer_list is None
+    if offsets and P > 1 and not split_on:
+        result.notes.append("the layer split (offset) is kept: an interleaved pipeline's offsets are not searched")
+    tighten = [0] * P
     for _ in range(8):
-        stages = [solve_stage(spec, fam, geo, p, cal, search[p], allow_swap, kinds) for p in range(P)]
+        if split_on:
+            found = _split_search(spec, fam, geo, cal, kinds, allow_swap, cap_of, tighten)
+            stages = found.stages if found is not None else [StagePlan(stage=p, fits=False) for p in range(P)]
+            used = found.geometry if found is not None else geo
+        else:
+            stages = [solve_stage(spec, fam, geo, p, cal, result.caps[p] - tighten[p], allow_swap, kinds)
+                      for p in range(P)]
+            used = geo
         result.stages = stages
         result.fits = all(s.fits for s in stages)
         if not result.fits:
@@ -344,20 +385,25 @@ def make_plan(config: str, budget: Optional[int], run_dirs: Sequence[str] = (), 
             result.levers = levers(config, cfg, spec, fam, geo, cal, result.caps, result.lowest, allow_swap, target,
                                    model, kinds)
             return result
-        seconds = sum(st.seconds for st in stages)
-        if own is not None and own[1] <= seconds * (1 + 1e-9) + 1e-12:
+        for p in range(P):                     # the chosen split's static parts and caps
+            result.statics[p] = stage_terms(spec, fam, used, p, NO_CALIBRATION, kinds)[0]
+            result.caps[p] = cap_of(result.statics[p])
+        result.step = step_seconds(stage_times(spec, fam, kinds, used, stages), spec.micro_batch_num)
+        if own is not None and own[1] <= result.step * (1 + 1e-9):
             return _hand_back(result, text, own)
-        written = emit_result(text, config, geo, stages, plan_of_text=lambda t: _plan_of_text(t, model, config))
+        written = emit_result(text, config, used, stages, plan_of_text=lambda t: _plan_of_text(t, model, config),
+                              split=used is not geo)
         result.text = written.text
-        result.notes = written.notes
+        result.notes = written.notes + [n for n in result.notes if n.startswith("the layer split")]
         result.estimate = estimate_text(result.text, config, model, cal)
         result.estimate.budget_bytes = budget
+        result.geometry = used
         over = {st.stage: st.peak(cal) - result.caps[st.stage] for st in result.estimate.stages}
         if max(over.values()) <= 0:
             break
         for p, o in over.items():
             if o > 0:
-                search[p] -= o + result.caps[p] // 256     # at least 0.4 % a round: a few rounds at most
+                tighten[p] += o + result.caps[p] // 256    # at least 0.4 % a round: a few rounds at most
     else:
         # still over the target after the rounds: never hand back a YAML as fitting that does not
         result.fits = False
@@ -367,8 +413,73 @@ def make_plan(config: str, budget: Optional[int], run_dirs: Sequence[str] = (), 
     return result
 
 
+def stage_times(spec: Any, fam: Any, kinds: Any, geo: Any, stages: Sequence[StagePlan]) -> List[float]:
+    """Each stage's time per micro-batch: its layers' forward and backward, the head on the last
+    stage, and its plan's recompute and exposed swap (memory/offsets.py)."""
+    P = geo.pipeline_stage
+    out = []
+    for sp in stages:
+        p = sp.stage
+        layers = [i for v in range(geo.pp_interleave_num)
+                  for i in range(geo.chunk_starts[v][p], geo.chunk_starts[v][p] + geo.layer_list[v][p])]
+        out.append(layer_seconds(stage_tables(fam, kinds, layers)) + (head_seconds(spec) if sp.stage == P - 1 else 0.0)
+                   + sp.seconds / spec.micro_batch_num)
+    return out
+
+
+def _split_search(spec: Any, fam: Any, geo: Any, cal: Calibration, kinds: Any, allow_swap: bool, cap_of: Any,
+                  tighten: Sequence[int]) -> Optional[Split]:
+    """:func:`swapwatch.memory.offsets.search_split` with each (stage, first layer, count) solved by
+    the search at that stage's cap (layers of one table alike: solved once per count, moved)."""
+    L, P, micro = geo.num_layers, geo.pipeline_stage, spec.micro_batch_num
+    same: Dict[Tuple[int, int], Tuple[int, Optional[Tuple[StagePlan, float]]]] = {}
+
+    def solve(p: int, start: int, n: int) -> Optional[Tuple[StagePlan, float]]:
+        if kinds is None and (p, n) in same:
+            return same[(p, n)][1]           # its levels sit at another first layer: realize() moves them
+        g = stage_geometry(L, P, p, start, n)
+        shape = stage_shape(spec, fam, g, p, cal, kinds)
+        sp = solve_stage(spec, fam, g, p, cal, cap_of(shape.static) - tighten[p], allow_swap, kinds, shape=shape)
+        out = None
+        if sp.fits:
+            t = stage_times(spec, fam, kinds, g, [sp])[0]
+            out = (sp, t)
+        if kinds is None:
+            same[(p, n)] = (start, out)
+        return out
+
+    def realize(p: int, start: int, n: int) -> StagePlan:
+        got = same[(p, n)] if kinds is None else (start, solve(p, start, n))
+        s0, (sp, _) = got[0], got[1]         # type: ignore[misc]
+        return dataclasses.replace(sp, levels={i - s0 + start: lv for i, lv in sp.levels.items()})
+
+    return search_split(L, P, micro, geo.layer_list[0], solve, realize)
+
+
+def _calibration(run_dirs: Sequence[str], model: Optional[str], config: str,
+                 text: str) -> Tuple[Calibration, Dict[int, int]]:
+    """The calibration of ``run_dirs``, and per stage the actual peak (with fragments) a DryRun
+    among them measured for this very YAML (the same text): what the YAML's own strategy is
+    checked with (memory/budget.py: the pool holds DryRun's actual where the stage was run)."""
+    if not run_dirs:
+        return NO_CALIBRATION, {}
+    from ..config import read_config_text
+
+    cal, measured = calibrate(run_dirs, model, config)
+    actual: Dict[int, int] = {}
+    for m in measured.values():
+        try:
+            same = read_config_text(m.config) == text
+        except (InputError, OSError):
+            same = False
+        if same:
+            for stage, a in m.actual.items():
+                actual[stage] = max(actual.get(stage, 0), a)
+    return cal, actual
+
+
 def _own_candidate(result: PlanResult, config: str, model: Optional[str], cal: Calibration,
-                   spec: Any) -> Optional[Tuple[Estimate, float]]:
+                   spec: Any, fam: Any, kinds: Any) -> Optional[Tuple[Estimate, float]]:
     """The YAML's own strategy, estimated, with its time cost (its recomputed FLOPs at the device's
     throughput, every micro-batch), when every stage passes the same check as a plan and ``explain``
     finds no error or warning in it (a trap or dead configuration handed back unchanged would stay;
@@ -378,11 +489,21 @@ def _own_candidate(result: PlanResult, config: str, model: Optional[str], cal: C
     own = estimate(config, model, cal)
     flops = sum(r["recompute_flops"] for r in own.layers) * spec.micro_batch_num
     seconds = flops / DEVICE_FLOPS
-    fits = all(st.peak(cal) <= result.caps[st.stage] for st in own.stages)
+    # a stage DryRun measured for this very YAML: its actual peak (fragments in) and the workspaces;
+    # else the same check as a plan's
+    fits = all(result.need(st.stage, st.peak(cal), own=True) <= result.budget
+               if st.stage in result.measured_actual else st.peak(cal) <= result.caps[st.stage] for st in own.stages)
     errors = sorted({f.code for f in explain(config, model=model).findings
                      if f.severity in ("error", "warning")}) if fits else []
-    result.own = {"fits": fits, "time_cost_seconds": seconds, "recompute_flops": flops, "errors": errors}
-    return (own, seconds) if fits and not errors else None
+    per_stage = {st.stage: 0.0 for st in own.stages}
+    for r in own.layers:
+        per_stage[r["stage"]] += r["recompute_flops"] * spec.micro_batch_num / DEVICE_FLOPS
+    step = step_seconds(stage_times(spec, fam, kinds, own.plan.geometry,
+                                    [StagePlan(stage=p, fits=True, seconds=sec) for p, sec in per_stage.items()]),
+                        spec.micro_batch_num)
+    result.own = {"fits": fits, "time_cost_seconds": seconds, "recompute_flops": flops, "errors": errors,
+                  "dryrun_stages": sorted(result.measured_actual), "step_time_seconds": step}
+    return (own, step) if fits and not errors else None
 
 
 def _hand_back(result: PlanResult, text: str, own: Tuple[Estimate, float]) -> PlanResult:
@@ -396,6 +517,8 @@ def _hand_back(result: PlanResult, text: str, own: Tuple[Estimate, float]) -> Pl
     result.estimate = est
     result.estimate.budget_bytes = result.budget
     result.lowest = {}
+    result.step = seconds
+    result.geometry = est.plan.geometry
     # the stages as the YAML has them (for the JSON's cost and the renderers): no level search
     per_stage: Dict[int, Tuple[float, float]] = {}
     micro = est.spec.micro_batch_num
@@ -491,6 +614,9 @@ def _check_round_trip(result: PlanResult) -> None:
     """The written YAML must do what the search chose, layer for layer (else a bug of ours)."""
     est = result.planned
     chosen = {i: lv for s in result.stages for i, lv in s.levels.items()}
+    if result.geometry is not None and est.plan.geometry.layer_list != result.geometry.layer_list:
+        raise AssertionError(f"planned YAML splits the layers {est.plan.geometry.layer_list}, the search chose "
+                             f"{result.geometry.layer_list}")
     for lp, row in zip(est.plan.layers, est.layers):
         lv = chosen[lp.layer]
         got = (lp.full_recompute, frozenset(() if lp.full_recompute else lp.select_recompute), lp.layer_swap)

@@ -51,6 +51,7 @@ grows with the layer count.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from dataclasses import dataclass, field
@@ -791,16 +792,24 @@ def _solve_caps(shape: StageShape, chains_of: List[List[Level]], chain_of: List[
 
 def solve_stage(spec: ModelSpec, fam: TensorTable, geo, stage: int, cal: Calibration, budget: int,
                 allow_swap: bool = False, kinds: Optional[Kinds] = None, device: Device = DEFAULT_DEVICE,
-                rooms: Rooms = NO_ROOMS) -> StagePlan:
+                rooms: Rooms = NO_ROOMS, shape: Optional["StageShape"] = None) -> StagePlan:
     """The cheapest per-layer levels of ``stage`` whose predicted peak is <= ``budget``.
     ``kinds``: each layer's own table (:func:`kinds_of`): every layer is priced on its kind and the
-    MTP layer on its own. ``rooms``: the stage's capacities beside device memory (host bytes, link)."""
-    shape = stage_shape(spec, fam, geo, stage, cal, kinds)
+    MTP layer on its own. ``rooms``: the stage's capacities beside device memory (host bytes, link).
+    ``shape``: the stage's :func:`stage_shape`, when the caller has it already."""
+    if shape is None:
+        shape = stage_shape(spec, fam, geo, stage, cal, kinds)
     if cal.peak(shape.static, shape.optimizer) > budget:
         return StagePlan(stage=stage, fits=False, static=shape.static)   # the optimizer step alone is over
     room = (budget - cal.static_scale * shape.static - cal.residual) / cal.scale - shape.fixed
-    return plan_shape(shape, chains(fam, allow_swap, device=device), room, spec.micro_batch_num, device, kinds,
+    return plan_shape(shape, cached_chains(fam, allow_swap, device), room, spec.micro_batch_num, device, kinds,
                       fam, rooms)
+
+
+@functools.lru_cache(maxsize=32)
+def cached_chains(fam: TensorTable, allow_swap: bool, device: Device) -> List[List[Level]]:
+    """:func:`chains`, once per table (a plan's split search solves each stage many times)."""
+    return chains(fam, allow_swap, device=device)
 
 
 def plan_shape(shape: StageShape, all_chains, room: float, micro: int, device: Device = DEFAULT_DEVICE,
