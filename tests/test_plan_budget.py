@@ -24,7 +24,7 @@ GiB = 1 << 30
 
 
 @pytest.mark.parametrize("raw,want", [("58GB", 58 * GiB), ("54GB", 54 * GiB), ("58.5GB", int(58.5 * GiB)),
-                                      (" 60GB ", 60 * GiB), ("58GiB", None), ("58", None), (None, None)])
+                                      (" 60GB ", 60 * GiB), ("58GiB", 58 * GiB), ("58", None), (None, None)])
 def test_max_device_memory_is_read_as_mindspore_reads_it(raw, want):
     assert bd.max_device_memory({"max_device_memory": raw} if raw is not None else {}) == want
 

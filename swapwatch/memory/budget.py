@@ -38,8 +38,10 @@ import json
 import os
 import re
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any, Dict, Optional
 
+from ..errors import InputError
 from ..text import fmt_size
 
 MIB = 1 << 20
@@ -73,18 +75,62 @@ RUNTIME_RESERVE = 350 * MIB
 #: The recorded errors per tensor table (memory/calibrate.py:corpus_errors, tools/plan_margin_table.py).
 MODEL_ERROR_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "model_error.json")
 
-_MDM = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*GB\s*$")
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?i?B?|)\s*$", re.IGNORECASE)
+#: Every unit is a power of two, ``GB`` included: a budget is most often copied from the YAML's
+#: ``context.max_device_memory: "58GB"``, which MindSpore reads as 58 x 2**30 bytes
+#: (``mindspore/context.py:_Context.set_max_device_memory`` takes the number before ``GB`` as a
+#: float; ``ccsrc/plugin/device/ascend/hal/device/ascend_memory_adapter.cc:
+#: AscendMemAdapter::GetDeviceMemSizeFromContext`` multiplies it by ``kGBToByte``, ``1024 << 20``),
+#: and prints ``M`` for 2**20 bytes. A decimal reading (54.02 GiB for 58GB) planned 4 GiB short of
+#: the YAML's own limit (docs/units.md).
+_UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40,
+          "KIB": 1 << 10, "MIB": 1 << 20, "GIB": 1 << 30, "TIB": 1 << 40,
+          "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30, "TB": 1 << 40}
+
+
+def parse_size(text: str) -> int:
+    """``58GiB`` / ``58GB`` / ``45MB`` / ``62914560`` -> bytes, exactly. Every unit is a power of 2,
+    as MindSpore reads ``max_device_memory`` (:data:`_UNITS`; docs/units.md).
+
+    A budget under 1 MiB is refused rather than planned: no training step fits in it, so it is a
+    forgotten unit (``--budget 58``) or a unit one step too small (``58K``), and the message names
+    the size that was probably meant instead of answering ``no strategy fits 0.0 MiB``."""
+    m = _SIZE.match(str(text))
+    if not m or m.group(2).upper() not in _UNITS:
+        raise InputError(f"--budget: {text!r} is not a size (e.g. 58GiB, 45MB, 62914560)")
+    number, unit = m.group(1), m.group(2)
+    value = int(Fraction(number) * _UNITS[unit.upper()])     # exact: a float overflows
+    if Fraction(number) <= 0:
+        raise InputError(f"--budget: {text!r} must be more than 0 bytes")
+    if value >= 1 << 63:
+        raise InputError(f"--budget: {text[:40]!r} is more than any device holds (2**63 bytes)")
+    if value < 1 << 20:
+        meant = _meant(number, unit)
+        what = "has no unit, so it is" if not unit else "is"
+        raise InputError(f"--budget {text.strip()} {what} {value:,} byte(s), less than 1 MiB: "
+                         f"did you mean --budget {meant}?")
+    return value
+
+
+def _meant(number: str, unit: str) -> str:
+    """The budget a too-small one most likely stood for: a bare number (or bytes) below 1024 in GiB,
+    the unit a device's memory is counted in, a larger one in MiB (MindSpore's ``M``); a K or M
+    size the same number one unit up, in GiB (GB, G)."""
+    if not unit or unit.upper() == "B":
+        return f"{number}GiB" if float(number) < 1024 else f"{number}MiB"
+    return number + "G" + unit[1:]
 
 
 def max_device_memory(context: Optional[Dict[str, Any]]) -> Optional[int]:
-    """``context.max_device_memory`` in bytes as MindSpore reads it: ``"58GB"`` is 58 x 1024**3
-    (``ascend_memory_adapter.cc``: ``GetDeviceMemSizeFromContext`` multiplies by ``kGBToByte``,
-    1 << 30; the value must end in ``GB``). None when unset or not of that form."""
+    """``context.max_device_memory`` in bytes, as MindSpore reads it and as :func:`parse_size` reads
+    a budget (``"58GB"`` is 58 x 1024**3). None when unset or not a size."""
     raw = (context or {}).get("max_device_memory")
-    m = _MDM.match(str(raw)) if raw is not None else None
-    if not m:
+    if raw is None:
         return None
-    return int(float(m.group(1)) * GIB)
+    try:
+        return parse_size(str(raw))
+    except InputError:
+        return None
 
 
 def model_errors() -> Dict[str, Any]:

@@ -9,9 +9,7 @@ written YAML does, and a disagreement with the search is a bug (exit 3), not a g
 from __future__ import annotations
 
 import dataclasses
-import re
 from dataclasses import dataclass, field
-from fractions import Fraction
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import InputError
@@ -19,48 +17,9 @@ from ..families import DEFAULT_FAMILY
 from ..text import fmt_size
 from .calibrate import calibrate
 from .model import NO_CALIBRATION, Calibration, Estimate, estimate, not_in_dryrun, plan_of, planning_family
-from .budget import Card, Margin, card_check, fragments_for, table_error, workspace_bound
+from .budget import Card, Margin, card_check, fragments_for, parse_size, table_error, workspace_bound  # noqa: F401
 from .offsets import Split, head_seconds, layer_seconds, search_split, stage_geometry, stage_tables, step_seconds
 from .search import DEVICE_FLOPS, StagePlan, kinds_of, lowest_peak, solve_stage, stage_shape, stage_terms
-
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?i?B?|)\s*$", re.IGNORECASE)
-_UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40,
-          "KIB": 1 << 10, "MIB": 1 << 20, "GIB": 1 << 30, "TIB": 1 << 40,
-          "KB": 10 ** 3, "MB": 10 ** 6, "GB": 10 ** 9, "TB": 10 ** 12}
-
-
-def parse_size(text: str) -> int:
-    """``58GiB`` / ``45MB`` / ``62914560`` -> bytes. KiB/MiB/GiB and the bare K/M/G that MindSpore
-    prints are powers of 2; KB/MB/GB are powers of 10 (docs/units.md).
-
-    A budget under 1 MiB is refused rather than planned: no training step fits in it, so it is a
-    forgotten unit (``--budget 58``) or a unit one step too small (``58K``), and the message names
-    the size that was probably meant instead of answering ``no strategy fits 0.0 MiB``."""
-    m = _SIZE.match(str(text))
-    if not m or m.group(2).upper() not in _UNITS:
-        raise InputError(f"--budget: {text!r} is not a size (e.g. 58GiB, 45MB, 62914560)")
-    number, unit = m.group(1), m.group(2)
-    value = int(Fraction(number) * _UNITS[unit.upper()])     # exact: a float overflows
-    if Fraction(number) <= 0:
-        raise InputError(f"--budget: {text!r} must be more than 0 bytes")
-    if value >= 1 << 63:
-        raise InputError(f"--budget: {text[:40]!r} is more than any device holds (2**63 bytes)")
-    if value < 1 << 20:
-        meant = _meant(number, unit)
-        what = "has no unit, so it is" if not unit else "is"
-        raise InputError(f"--budget {text.strip()} {what} {value:,} byte(s), less than 1 MiB: "
-                         f"did you mean --budget {meant}?")
-    return value
-
-
-def _meant(number: str, unit: str) -> str:
-    """The budget a too-small one most likely stood for: a bare number (or bytes) below 1024 in GiB,
-    the unit a device's memory is counted in, a larger one in MiB (MindSpore's ``M``); a K or M
-    size the same number one unit up, in GiB (GB, G)."""
-    if not unit or unit.upper() == "B":
-        return f"{number}GiB" if float(number) < 1024 else f"{number}MiB"
-    return number + "G" + unit[1:]
-
 
 @dataclass
 class PlanResult:

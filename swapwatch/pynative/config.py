@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from ..config import mapping, nearest, read_yaml
-from ..errors import ConfigError, InputError
+from ..errors import ConfigError
 from .layer_spec import Refusal
 
 if TYPE_CHECKING:
@@ -105,23 +105,6 @@ def detect_path(data: Any) -> str:
     return "mcore" if data.get("use_legacy") is False else "legacy"
 
 
-def refuse_unmodelled(path: str, command: str) -> None:
-    """``estimate`` / ``plan`` model the static paths' LayerSetting only: on a PyNative YAML they
-    would stop at "layer count unknown" (the static loader looks for ``model.model_config``), which
-    blames the YAML. Say instead, at the section that makes it PyNative, that the command does not
-    model this path yet. A YAML that does not parse is left to the command's own loader."""
-    try:
-        data, lines = read_yaml(path)
-    except InputError:
-        return
-    if detect_path(data) != "pynative":
-        return
-    key = next((k for k in (*PYNATIVE_SECTIONS, *TRAINCONFIG_ONLY) if k in data), None)
-    raise ConfigError(f"a PyNative (r2.x) YAML: {command} does not model the PyNative path yet "
-                      f"(`swapwatch explain {path}` shows its per-layer strategy)",
-                      file=path, line=lines.get(key) if key else None, key=key)
-
-
 PATH_NAMES = {"pynative": "PyNative (r2.x: recompute / recompute_comm / swap, applied by apply_ac)",
               "mcore": "static graph, mcore (use_legacy: False)",
               "legacy": "static graph, legacy (recompute_config / swap_config)"}
@@ -176,8 +159,8 @@ def from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional[str]
         mc = mapping(model.get("model_config"))
         n = model.get("num_hidden_layers", model.get("num_layers", mc.get("num_layers")))
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-        raise ConfigError("the layer count is unknown: set model.num_hidden_layers in the YAML or pass "
-                          "--num-layers", file=source, line=lines.get("model"), key="model.num_hidden_layers")
+        raise ConfigError("the layer count is unknown: set model.num_hidden_layers in the YAML (explain also "
+                          "takes --num-layers N)", file=source, line=lines.get("model"), key="model.num_hidden_layers")
     mtp = model.get("num_nextn_predict_layers", model.get("mtp_num_layers", 0)) or 0
     if not isinstance(mtp, int) or isinstance(mtp, bool) or mtp < 0:
         raise ConfigError(f"expected a non-negative int, got {mtp!r}", file=source,
