@@ -67,25 +67,32 @@ def derived_path(name: str) -> str:
     return os.path.join(PLANS, f"{name}.yaml")
 
 
-def derive(name: str) -> str:
-    """Write the YAML DryRun runs for ``name`` (the maintainer YAML with the case's edits spliced in)."""
+def derive_text(name: str) -> str:
+    """The YAML DryRun runs for ``name``: the maintainer YAML with the case's edits spliced in."""
     case = CASES[name]
     src = os.path.join(SRC, case["source"])
     with open(src, encoding="utf-8") as fh:
         text = fh.read()
     edits = list(case["edits"].items())
     out = splice(text, src, edits) if edits else text
-    header = (f"# plan DryRun case {name} (bench/plan_dryrun.py): fixtures/configs/mindformers/{case['source']}, "
-              f"{case['why']}.\n")
+    return (f"# plan DryRun case {name} (bench/plan_dryrun.py): fixtures/configs/mindformers/{case['source']}, "
+            f"{case['why']}.\n") + out
+
+
+def derive(name: str) -> str:
+    """Write :func:`derive_text` beside the records."""
     os.makedirs(PLANS, exist_ok=True)
     with open(derived_path(name), "w", encoding="utf-8") as fh:
-        fh.write(header + out)
+        fh.write(derive_text(name))
     return derived_path(name)
 
 
-def plan(name: str) -> PlanResult:
-    """``swapwatch plan <derived YAML>`` (budget: its context.max_device_memory; the default margin)."""
-    return make_plan(derived_path(name), None, margin=None, offsets=True)
+def plan(name: str, calibrate: Optional[Sequence[str]] = None) -> PlanResult:
+    """``swapwatch plan <derived YAML> [--calibrate ...]`` (budget: its context.max_device_memory; the
+    default margin; the split searched). ``calibrate``: DryRun records of the derived YAML itself
+    (``<name>.own.json``), paths from the repository's root."""
+    runs = [os.path.join(ROOT, c) for c in (calibrate or [])]
+    return make_plan(derived_path(name), None, runs, margin=None, offsets=True)
 
 
 def planned_text(res: PlanResult) -> str:
@@ -98,11 +105,40 @@ def sha(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def record(name: str, stages: Optional[Sequence[int]] = None, timeout: float = 5400) -> None:
+def record_own(name: str, stages: Sequence[int], timeout: float = 7200) -> None:
+    """DryRun the derived YAML itself (the maintainers' strategy): ``<name>.own.json``, a DryRun
+    record ``--calibrate`` reads (``plan`` then checks that strategy's measured stages with DryRun's
+    actual peak)."""
+    from swapwatch.memory.dryrun import measure
+
+    path = derive(name)
+    js = os.path.join(PLANS, f"{name}.own.json")
+    done: Dict[int, Dict[str, Any]] = {}
+    if os.path.exists(js):
+        with open(js, encoding="utf-8") as fh:
+            done = {s["stage"]: s for s in json.load(fh)["stages"]}
+    for stage in stages:
+        out = measure(path, [stage], timeout=timeout, work_dir=f"/tmp/swapwatch-plan-dryrun/{name}.own")
+        p = out.stages[stage]
+        done[stage] = {"stage": stage, "rank_id": p.rank_id, "used_peak_mib": p.used_bytes // MIB,
+                       "actual_peak_mib": p.actual_bytes // MIB, "seconds": p.seconds}
+        _write_own(name, done)
+
+
+def _write_own(name: str, done: Dict[int, Dict[str, Any]]) -> None:
+    data = {"yaml": f"{name}.yaml", "source": CASES[name]["source"], "why": CASES[name]["why"],
+            "derived_sha256": sha(derive_text(name)), "stages": [done[s] for s in sorted(done)]}
+    with open(os.path.join(PLANS, f"{name}.own.json"), "w", encoding="utf-8") as fh:
+        json.dump(data, fh, indent=1)
+        fh.write("\n")
+
+
+def record(name: str, stages: Optional[Sequence[int]] = None, timeout: float = 7200) -> None:
     from swapwatch.memory.dryrun import measure
 
     derive(name)
-    res = plan(name)
+    cal = CASES[name].get("calibrate")
+    res = plan(name, cal)
     text = planned_text(res)
     path = os.path.join(PLANS, f"{name}.planned.yaml")
     with open(path, "w", encoding="utf-8") as fh:
@@ -120,9 +156,10 @@ def record(name: str, stages: Optional[Sequence[int]] = None, timeout: float = 5
         p = out.stages[stage]
         done[stage] = {"stage": stage, "rank_id": p.rank_id, "used_peak_mib": p.used_bytes // MIB,
                        "actual_peak_mib": p.actual_bytes // MIB, "seconds": p.seconds}
-        data = {"case": name, "source": CASES[name]["source"], "why": CASES[name]["why"],
-                "planned": os.path.basename(path), "planned_sha256": sha(text), "unchanged": res.unchanged,
-                "budget_bytes": res.budget, "stages": [done[s] for s in sorted(done)]}
+        data = {"case": name, "yaml": os.path.basename(path), "source": CASES[name]["source"],
+                "why": CASES[name]["why"], "planned": os.path.basename(path), "planned_sha256": sha(text),
+                "unchanged": res.unchanged, "calibrate": cal, "budget_bytes": res.budget,
+                "stages": [done[s] for s in sorted(done)]}
         with open(js, "w", encoding="utf-8") as fh:
             json.dump(data, fh, indent=1)
             fh.write("\n")
@@ -156,7 +193,7 @@ def table(names: Sequence[str]) -> List[str]:
             continue
         with open(js, encoding="utf-8") as fh:
             data = json.load(fh)
-        res = plan(name)
+        res = plan(name, data.get("calibrate"))
         own = estimate(derived_path(name))
         share = (res.to_json()["recompute_flops"] / res.own["recompute_flops"]) if res.own.get("recompute_flops") else 0
         mine = "unchanged" if res.unchanged else f"{recompute_summary(res.planned)} ({share:.0%} of their FLOPs)"
@@ -183,6 +220,7 @@ def main(argv=None) -> int:
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--table", action="store_true")
     ap.add_argument("--derive", action="store_true", help="derive and plan only (no DryRun)")
+    ap.add_argument("--own", action="store_true", help="DryRun the derived YAML itself (<name>.own.json)")
     args = ap.parse_args(argv)
     if args.list:
         for name, case in CASES.items():
@@ -192,9 +230,12 @@ def main(argv=None) -> int:
         print("\n".join(table(args.names or list(CASES))))
         return 0
     for name in args.names:
+        if args.own:
+            record_own(name, args.stage or [0])
+            continue
         if args.derive:
             derive(name)
-            res = plan(name)
+            res = plan(name, CASES[name].get("calibrate"))
             print(name, "unchanged" if res.unchanged else recompute_summary(res.planned) if res.fits else res.message())
             continue
         record(name, args.stage)
