@@ -75,6 +75,13 @@ def test_mckp_with_many_identical_layers_is_the_closed_form_plus_few():
     assert got is not None and got.counts == [{0: 4444, 1: 5556}] and got.seconds == 5556 * 3.0
 
 
+def test_an_uncapped_resource_is_no_constraint():
+    # host bytes with no host room (Rooms.host defaults to inf): the pair's closed form must not divide by it
+    slots = [(4, [(10.0, 0.0, (5.0,), 0), (1.0, 10.0, (0.0,), 1)])]
+    got = mckp(slots, 22.0, (math.inf,))
+    assert got is not None and got.counts == [{0: 2, 1: 2}] and got.seconds == 20.0
+
+
 def _level(label, kept, regen, flops, rank):
     return Level(label, (), label == "full", None, LayerCost(kept=kept, host=0, regen=regen, flops=flops), rank)
 

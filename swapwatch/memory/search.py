@@ -495,6 +495,8 @@ def mckp(slots: Sequence[Slot], room: float, caps: Sequence[float] = ()) -> Opti
             x_lo, x_hi = 0, min(n, int(math.floor((room - k + tol_k) / (hi[0] - lo[0]))))
             for r in range(R):
                 d = hi[2][r] - lo[2][r]
+                if math.isinf(caps[r]):
+                    continue                       # no cap on this resource
                 if d > 0:
                     x_hi = min(x_hi, int(math.floor((caps[r] - uses[r] + tol_r[r]) / d)))
                 elif d < 0 and uses[r] > caps[r] + tol_r[r]:
