@@ -354,6 +354,10 @@ def make_plan(config: str, budget: Optional[int], run_dirs: Sequence[str] = (), 
                               split=used is not geo)
         result.text = written.text
         result.notes = written.notes + [n for n in result.notes if n.startswith("the layer split")]
+        loose = [s.stage for s in stages if not s.exact]
+        if loose:
+            result.notes.append(f"stage(s) {', '.join(map(str, loose))}: the search stopped at its work bound "
+                                f"(capacities beside memory bind hard): the best found, not proven the least")
         result.estimate = estimate_text(result.text, config, model, cal)
         result.estimate.budget_bytes = budget
         result.geometry = used
