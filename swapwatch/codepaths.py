@@ -56,16 +56,17 @@ class CodePath:
         except NotModelled as exc:
             raise exc.for_command(command) from None
 
-    def fit(self, doc: TrainingDocument, command: str, budget: int, *, run_dirs: Sequence[str] = (),
+    def fit(self, doc: TrainingDocument, command: str, budget: Optional[int], *, run_dirs: Sequence[str] = (),
             allow_swap: bool = False, model: Optional[str] = None, margin: Optional[float] = 0.0,
-            calibration: Optional["Calibration"] = None) -> "PlanResult":
-        """``plan``'s answer for ``budget`` bytes (``memory.planner.make_plan``)."""
+            calibration: Optional["Calibration"] = None, offsets: bool = False) -> "PlanResult":
+        """``plan``'s answer for ``budget`` bytes (``memory.planner.make_plan``; None: the YAML's
+        ``context.max_device_memory``; ``offsets``: the layer split searched too)."""
         self.require(doc, command, "fit")
         from .memory.planner import make_plan
 
         try:
             return make_plan(doc.path, budget, run_dirs, allow_swap=allow_swap, model=model, margin=margin,
-                             calibration=calibration)
+                             calibration=calibration, offsets=offsets)
         except NotModelled as exc:
             raise exc.for_command(command) from None
 
