@@ -171,14 +171,21 @@ class ApplyAc(CodePath):
         except NotModelled as exc:
             raise exc.for_command(command) from None
 
-    def fit(self, doc: TrainingDocument, command: str, budget: int, *, run_dirs: Sequence[str] = (),
+    def fit(self, doc: TrainingDocument, command: str, budget: Optional[int], *, run_dirs: Sequence[str] = (),
             allow_swap: bool = False, model: Optional[str] = None, margin: Optional[float] = 0.0,
-            calibration: Optional["Calibration"] = None) -> "PlanResult":
+            calibration: Optional["Calibration"] = None, offsets: bool = False) -> "PlanResult":
         """``plan`` on the PyNative path (``pynative/planning.py``): no ``--calibrate`` and no
-        ``--allow-swap`` (the YAML's ``swap:`` is kept as it is); tune's launch offset as ``calibration``."""
+        ``--allow-swap`` (the YAML's ``swap:`` is kept as it is); tune's launch offset as ``calibration``.
+        One stage, so no layer split to search (``offsets`` has nothing to move); the r2.x YAML has no
+        ``context.max_device_memory``, so the budget is ``--budget``'s."""
         self.require(doc, command, "fit", *(["calibrate"] if run_dirs else []))
         if allow_swap:
             raise self.not_modelled(doc, "swap").for_command(command + " --allow-swap")
+        if budget is None:
+            from .errors import InputError
+
+            raise InputError(f"{command} on the PyNative path needs --budget (its YAML has no "
+                             "context.max_device_memory to default to)", file=doc.path)
         from .pynative.planning import plan_pynative
 
         offset = int(round(getattr(calibration, "residual", 0.0) or 0.0))

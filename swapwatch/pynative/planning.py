@@ -60,6 +60,9 @@ class PynativePlanResult:
 
     # what memory/render.py:render_plan and the plan command read of a PlanResult
     not_in_peak = 0                           # one rank: nothing beside the peak (HCCL, ...)
+    parts = None                              # a flat margin: no pool check's parts (memory/budget.py)
+    budget_source = "--budget"
+    card = None                               # no card check: one simulated rank, no HCCL communicators
 
     @property
     def planned(self) -> Any:
