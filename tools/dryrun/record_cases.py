@@ -37,6 +37,10 @@ QMOE = SRC + "pretrain_qwen3_30b_a3b_4k.yaml"
 DSV3 = SRC + "pretrain_deepseek3_671b.yaml"
 G4 = SRC + "finetune_glm4_9b.yaml"
 L31 = SRC + "finetune_llama3_1_70b.yaml"
+Q25_14 = SRC + "finetune_qwen2_5_14b_8k.yaml"
+Q25_32 = SRC + "finetune_qwen2_5_32b_8k.yaml"
+Q25_128K = SRC + "finetune_qwen2_5_14b_128k.yaml"
+Q25_72 = SRC + "finetune_qwen2_5_72b_32k.yaml"
 #: the legacy cuts (use_legacy absent: models/llama/llama.py): 8 layers on 2 stages, 4 micro batches
 #: (MindSpore unrolls every micro batch into the compiled graph; 1F1B holds at most pp of them)
 LEGACY_CUT = {"parallel_config.pipeline_stage": 2, "parallel_config.micro_batch_num": 4}
@@ -48,6 +52,9 @@ LLAMA_CUT = {**LEGACY_CUT, "optimizer": {"type": "AdamW", "betas": [0.9, 0.95], 
 #: the 8k sequence of the Qwen3-32B cuts
 S8K = {"model.model_config.seq_length": 8192, "model.model_config.max_position_embeddings": 8192,
        "train_dataset.data_loader.config.seq_length": 8192}
+#: a 16k sequence
+S16K = {"model.model_config.seq_length": 16384, "model.model_config.max_position_embeddings": 16384,
+        "train_dataset.data_loader.config.seq_length": 16384}
 #: the mcore swap switch (model_config.cpu_offloading: LayerSetting's TransformerSwapConfig(swap=...))
 SWAP = {"model.model_config.cpu_offloading": True}
 #: a case's "recompute" / "select" left as the maintainer YAML has it
@@ -230,6 +237,19 @@ CASES: Dict[str, Dict[str, Any]] = {
                                      "set": {**S8K, **SWAP, "model.model_config.op_swap":
                                              [{"op_name": "self_attention\\.core_attention", "backward_prefetch": 1,
                                                "layers": True}]}},
+    # the prefetch distance (backward_prefetch counts kernels: a swapped layer comes back during its own
+    # backward): PP2, 4 layers a stage, all swapped, 16k sequence so the activations are above the
+    # optimizer step; prefetch 1 and 3
+    "qwen3_32b_l8_pp2_s16k_lswap_p1": {"source": Q32, "family": "qwen3", "stages": [0], "layers": 8,
+                                       "recompute": False, "select": False,
+                                       "set": {"parallel_config.pipeline_stage": 2, **S16K, **SWAP,
+                                               "model.model_config.cpu_offloading_num_layers":
+                                               [{"backward_prefetch": 1, "layers": [0, 1, 2, 3]}]}},
+    "qwen3_32b_l8_pp2_s16k_lswap_p3": {"source": Q32, "family": "qwen3", "stages": [0], "layers": 8,
+                                       "recompute": False, "select": False,
+                                       "set": {"parallel_config.pipeline_stage": 2, **S16K, **SWAP,
+                                               "model.model_config.cpu_offloading_num_layers":
+                                               [{"backward_prefetch": 3, "layers": [0, 1, 2, 3]}]}},
     # SW211 on the maintainers' Llama-3.1-70B finetune (legacy, TP8 PP8, 8k sequence, fine-grain interleave,
     # MindFormers' default select set and select comm recompute on [10, 8, 6, 4, 2, 0, 0, 0] layers a stage):
     # every layer and width as shipped, 8 of the 256 micro-batches (as many as stages: the in-flight count
@@ -241,6 +261,17 @@ CASES: Dict[str, Dict[str, Any]] = {
                                   "recompute": SHIPPED, "select": False,
                                   "set": {"parallel_config.micro_batch_num": 8,
                                           "recompute_config.select_comm_recompute": False}},
+    # the maintainer YAMLs the model puts above their card (docs/estimate.md "The maintainer YAMLs above
+    # their card"): every layer, width and strategy as shipped, the first stage (the highest predicted),
+    # as many micro-batches as stages (the in-flight count that sets the peak is the pipeline's)
+    "qwen2_5_14b_8k_mb4": {"source": Q25_14, "family": "qwen2_5", "stages": [0], "layers": None,
+                           "recompute": SHIPPED, "select": SHIPPED, "set": {"parallel_config.micro_batch_num": 4}},
+    "qwen2_5_32b_8k_mb2": {"source": Q25_32, "family": "qwen2_5", "stages": [0], "layers": None,
+                           "recompute": SHIPPED, "select": SHIPPED, "set": {"parallel_config.micro_batch_num": 2}},
+    "qwen2_5_14b_128k_mb2": {"source": Q25_128K, "family": "qwen2_5", "stages": [0], "layers": None,
+                             "recompute": SHIPPED, "select": SHIPPED, "set": {"parallel_config.micro_batch_num": 2}},
+    "qwen2_5_72b_32k_mb8": {"source": Q25_72, "family": "qwen2_5", "stages": [0], "layers": None,
+                            "recompute": SHIPPED, "select": SHIPPED, "set": {"parallel_config.micro_batch_num": 8}},
     "qwen3_32b_l8_tp4_sp_select_comm": {"source": Q32, "family": "qwen3", "stages": [0, 3],
                                         "layers": 8, "recompute": False, "select": True,
                                         "set": {"parallel_config.use_seq_parallel": True,
