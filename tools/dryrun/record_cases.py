@@ -250,6 +250,18 @@ CASES: Dict[str, Dict[str, Any]] = {
                                        "set": {"parallel_config.pipeline_stage": 2, **S16K, **SWAP,
                                                "model.model_config.cpu_offloading_num_layers":
                                                [{"backward_prefetch": 3, "layers": [0, 1, 2, 3]}]}},
+    # swap on the legacy path (top-level swap_config; LayerSetting's swap mode): the plain Llama layer cut
+    "llama2_70b_l8_pp2_fgi1_lswap01": {"source": L70, "family": "llama2", "stages": [0], "layers": 8,
+                                       "recompute": False, "select": False,
+                                       "set": {**LLAMA_CUT, "model.model_config.fine_grain_interleave": 1,
+                                               "swap_config": {"swap": True, "layer_swap": [
+                                                   {"backward_prefetch": 1, "layers": [0, 1]}]}}},
+    "llama2_70b_l8_pp2_fgi1_opswap_attn": {"source": L70, "family": "llama2", "stages": [0], "layers": 8,
+                                           "recompute": False, "select": False,
+                                           "set": {**LLAMA_CUT, "model.model_config.fine_grain_interleave": 1,
+                                                   "swap_config": {"swap": True, "op_swap": [
+                                                       {"op_name": "attention", "backward_prefetch": 1,
+                                                        "layers": True}]}}},
     # SW211 on the maintainers' Llama-3.1-70B finetune (legacy, TP8 PP8, 8k sequence, fine-grain interleave,
     # MindFormers' default select set and select comm recompute on [10, 8, 6, 4, 2, 0, 0, 0] layers a stage):
     # every layer and width as shipped, 8 of the 256 micro-batches (as many as stages: the in-flight count
@@ -272,6 +284,9 @@ CASES: Dict[str, Dict[str, Any]] = {
                              "recompute": SHIPPED, "select": SHIPPED, "set": {"parallel_config.micro_batch_num": 2}},
     "qwen2_5_72b_32k_mb8": {"source": Q25_72, "family": "qwen2_5", "stages": [0], "layers": None,
                             "recompute": SHIPPED, "select": SHIPPED, "set": {"parallel_config.micro_batch_num": 8}},
+    "qwen3_32b_l8_s8k_tp8_none": {"source": Q32, "family": "qwen3", "stages": [0, 3],
+                                  "layers": 8, "recompute": False, "select": False,
+                                  "set": {"parallel_config.model_parallel": 8, **S8K}},
     "qwen3_32b_l8_tp4_sp_select_comm": {"source": Q32, "family": "qwen3", "stages": [0, 3],
                                         "layers": 8, "recompute": False, "select": True,
                                         "set": {"parallel_config.use_seq_parallel": True,
@@ -317,7 +332,7 @@ def describe(case: Dict[str, Any]) -> str:
     parts = [f"{case['layers']} layers (offset 0)" if case.get("layers") else "all layers (as shipped)",
              f"recompute {case['recompute']}",
              f"select_recompute {case['select']}"]
-    parts += [f"{k.rsplit('.', 1)[-1]} {v['type'] if isinstance(v, dict) else v}"
+    parts += [f"{k.rsplit('.', 1)[-1]} {v.get('type', v) if isinstance(v, dict) else v}"
               for k, v in case.get("set", {}).items()
               if not k.startswith("train_dataset") and "max_position" not in k]
     return ", ".join(parts)
