@@ -8,7 +8,7 @@ PY := $(BIN)/python
 export PATH := $(BIN):$(PATH)
 export PYTHONUNBUFFERED := 1
 
-.PHONY: install oracle core browser dryrun lint test test-fast docs wheel-test demo bench bench-plan bench-plan-search bench-tune clean
+.PHONY: install oracle core browser dryrun lint test test-fast docs wheel-test demo bench bench-plan bench-plan-search bench-tune bench-bounds clean
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -112,6 +112,11 @@ bench-plan: install
 # issue 27: how long plan's search takes (64 x 4, 128 x 1, 128 x 16 layers x stages; goal < 1 s each)
 bench-plan-search: install
 	$(PY) bench/plan_search.py
+
+# issue 36: large but legal inputs at two sizes ten times apart (patterns, strategy lines, layers, rank
+# ranges): CPU time, wall time and peak RSS, to read near-linearity off (docs/reliability.md)
+bench-bounds: install
+	nice -n 10 $(PY) bench/bounds.py $(BENCH_BOUNDS_ARGS)
 
 # issue 24: swapwatch tune on the tiny model through msrun (a benchmark, not a test; ~20 min)
 bench-tune: install

@@ -301,8 +301,9 @@ def test_128_layers_16_stages(tmp_path):
     assert all(st.peak() + res.not_in_peak <= res.target for st in res.estimate.stages)
 
 
-@pytest.mark.parametrize("text,want", [("58GiB", 58 << 30), ("45MB", 45_000_000), ("62914560", 62914560),
-                                       ("20M", 20 << 20), ("1.5GiB", 3 << 29)])
+@pytest.mark.parametrize("text,want", [("58GiB", 58 << 30), ("45MB", 45 << 20), ("62914560", 62914560),
+                                       ("20M", 20 << 20), ("1.5GiB", 3 << 29), ("58GB", 58 << 30), ("58gb", 58 << 30),
+                                       ("3.5GB", 7 << 29), ("64KB", 64 << 10), ("1TB", 1 << 40)])
 def test_sizes(text, want):
     assert parse_size(text) == want
 

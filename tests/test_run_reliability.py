@@ -251,11 +251,12 @@ def test_a_bug_mid_run_still_stops_a_child_that_ignores_sigint(tmp_path, monkeyp
     def broken(*_a, **_k):
         _wait_for(pid_file)
         raise ZeroDivisionError("a bug")
-    monkeypatch.setattr(runner, "_tee_some", broken)
+    monkeypatch.setattr(runner._Streams, "tee", broken)
     code = (f"import os, signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); "
             f"open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(300)")
     with pytest.raises(ZeroDivisionError):
-        runner.run([PY, "-c", code], run_dir=str(tmp_path / "r"), out=io.BytesIO(), verify=False, grace=1.0)
+        runner.run([PY, "-c", code], run_dir=str(tmp_path / "r"), out=io.BytesIO(), err=io.BytesIO(), verify=False,
+                   grace=1.0)
     assert _gone(int(pid_file.read_text()), 10)
 
 

@@ -247,20 +247,19 @@ def dryrun_case(path: str) -> Optional[Measured]:
     """A DryRun record (``fixtures/dryrun/cases/<name>.json``, what ``tools/dryrun/record_cases.py``
     writes: the YAML DryRun ran, beside it, and DryRun L1's used / actual peak per stage), as
     measured peaks; None when ``path`` is not a ``.json`` file (a run directory)."""
-    import json
+    from .. import json_input
 
     if not (path.endswith(".json") and os.path.isfile(path)):
         return None
+    data = json_input.read(path, "DryRun record")      # bounded: size, device, depth
     try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
         cfg = os.path.join(os.path.dirname(path), data["yaml"])
         # bytes where the record has them (fixtures/cpu_memory: the CPU pool), else DryRun's MiB
         used = {int(s["stage"]): int(s["used_peak_bytes"]) if "used_peak_bytes" in s
                 else int(s["used_peak_mib"]) << 20 for s in data["stages"]}
         actual = {int(s["stage"]): int(s["actual_peak_bytes"]) if "actual_peak_bytes" in s
                   else int(s["actual_peak_mib"]) << 20 for s in data["stages"] if "actual_peak_mib" in s}
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, OverflowError) as exc:
         raise InputError(f"not a DryRun record (yaml, stages[].used_peak_mib ...): {exc}", file=path) from None
     if not os.path.isfile(cfg):
         raise InputError(f"the DryRun record's YAML {cfg} does not exist", file=path)
@@ -319,18 +318,11 @@ def dryrun_log(path: str, config: Optional[str]) -> Optional[Measured]:
 
 
 def _run_json(run_dir: str) -> Dict[str, Any]:
-    import json
+    from ..json_input import read_run_json
 
-    path = os.path.join(run_dir, "run.json")
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except FileNotFoundError:
-        raise InputError("not a swapwatch run directory (no run.json)", file=run_dir) from None
-    except (OSError, ValueError) as exc:
-        raise InputError(f"cannot read run.json: {exc}", file=path) from None
-    if not isinstance(data, dict):
-        raise InputError("run.json is not a JSON object", file=path)
+    data = read_run_json(run_dir)            # bounded and type-checked
+    if data is None:
+        raise InputError("not a swapwatch run directory (no run.json)", file=run_dir)
     return data
 
 

@@ -309,6 +309,7 @@ def splice(text: str, source: str, edits: Sequence[Tuple[Path, Any]]) -> str:
     _BOOLS["style"] = _bool_style(text)
     out = text
     for path, value in edits:
+        out = _unflow(out, source, path)
         cur = _get_or_missing(_load(out, source), path)
         if value is DELETE:
             if cur is not _MISSING:
@@ -320,6 +321,27 @@ def splice(text: str, source: str, edits: Sequence[Tuple[Path, Any]]) -> str:
     if got != want:
         raise AssertionError(f"the written YAML of {source} does not read back as the input with the strategy edits")
     return out
+
+
+def _unflow(text: str, source: str, path: Path) -> str:
+    """``text`` with the flow mapping that holds ``path`` (``recompute_config: {recompute: False,
+    select_recompute: False}``, which MindFormers and ``explain`` read like a block one) rewritten
+    in block style: the edits below splice whole lines, and a flow mapping has none per key. The
+    values read back the same (:func:`splice` checks it); the rest of the file is untouched."""
+    node = _compose(text)
+    for depth, k in enumerate(path[:-1]):
+        if not isinstance(node, yaml.MappingNode):
+            return text
+        hit = None
+        for kn, vn in node.value:           # the last one wins, as in the loader
+            if isinstance(kn, yaml.ScalarNode) and kn.value == k:
+                hit = vn
+        if hit is None:
+            return text
+        if isinstance(hit, yaml.MappingNode) and hit.flow_style and hit.value:
+            return _set(text, path[:depth + 1], _get(_load(text, source), path[:depth + 1]))
+        node = hit
+    return text
 
 
 def _same(a: Any, b: Any) -> bool:

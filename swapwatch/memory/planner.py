@@ -21,14 +21,21 @@ from .model import NO_CALIBRATION, Calibration, Estimate, estimate, not_in_dryru
 from .search import StagePlan, kinds_of, lowest_peak, solve_stage
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?i?B?|)\s*$", re.IGNORECASE)
+#: Every unit is a power of two, ``GB`` included: a budget is most often copied from the YAML's
+#: ``context.max_device_memory: "58GB"``, which MindSpore reads as 58 x 2**30 bytes
+#: (``mindspore/context.py:_Context.set_max_device_memory`` takes the number before ``GB`` as a
+#: float; ``ccsrc/plugin/device/ascend/hal/device/ascend_memory_adapter.cc:
+#: AscendMemAdapter::GetDeviceMemSizeFromContext`` multiplies it by ``kGBToByte``, ``1024 << 20``),
+#: and prints ``M`` for 2**20 bytes. A decimal reading (54.02 GiB for 58GB) planned 4 GiB short of
+#: the YAML's own limit (docs/units.md).
 _UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40,
           "KIB": 1 << 10, "MIB": 1 << 20, "GIB": 1 << 30, "TIB": 1 << 40,
-          "KB": 10 ** 3, "MB": 10 ** 6, "GB": 10 ** 9, "TB": 10 ** 12}
+          "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30, "TB": 1 << 40}
 
 
 def parse_size(text: str) -> int:
-    """``58GiB`` / ``45MB`` / ``62914560`` -> bytes. KiB/MiB/GiB and the bare K/M/G that MindSpore
-    prints are powers of 2; KB/MB/GB are powers of 10 (docs/units.md).
+    """``58GiB`` / ``58GB`` / ``45MB`` / ``62914560`` -> bytes, exactly. Every unit is a power of 2,
+    as MindSpore reads ``max_device_memory`` (:data:`_UNITS`; docs/units.md).
 
     A budget under 1 MiB is refused rather than planned: no training step fits in it, so it is a
     forgotten unit (``--budget 58``) or a unit one step too small (``58K``), and the message names

@@ -40,11 +40,13 @@ import hashlib
 import json
 import os
 import statistics
+import subprocess
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from .. import json_input
 from ..errors import InputError
 from ..text import MIB, MIB_UNIT, fmt_bytes
 from . import memory_api
@@ -266,9 +268,9 @@ def measure_run(run_dir: Path, stages: int, device: str) -> Tuple[Dict[str, int]
 
 def _verdict(run_dir: Path, info: Dict[str, Any]) -> str:
     try:
-        data = json.loads((run_dir / "verify.json").read_text(encoding="utf-8"))
+        data = json_input.read(str(run_dir / "verify.json"), "verify.json")
         return str(data.get("verdict") or "").upper()
-    except (OSError, ValueError):
+    except (InputError, AttributeError):
         v = info.get("verify") or {}
         return "PASS" if v.get("exit_code") == 0 else ("" if not v else "FAIL")
 
@@ -341,10 +343,9 @@ class Tuner:
     def _open_dir(self) -> None:
         state = self.dir / STATE
         if state.exists():
-            try:
-                old = json.loads(state.read_text(encoding="utf-8"))
-            except ValueError:
-                raise InputError("the tune directory's tune.json is not JSON", file=str(state)) from None
+            old = json_input.read(str(state), "tune.json")      # bounded; not JSON: one line
+            if not isinstance(old, dict):
+                raise InputError("the tune directory's tune.json is not a JSON object", file=str(state))
             params = old.get("params", {})
             mine = self._params()
             for key in ("config_sha256", "budget", "command", "steps", "dryrun", "model"):
@@ -428,8 +429,9 @@ class Tuner:
             while (self.dir / f"attempt-{a.n:02d}.interrupted-{k}").exists():
                 k += 1
             rdir.rename(self.dir / f"attempt-{a.n:02d}.interrupted-{k}")
+        # the attempts run unattended, one after another: none reads tune's own stdin
         res = run(command_for(self.command, self.config, str(yaml_path)), config=str(yaml_path), run_dir=str(rdir),
-                  out=self.runner_out)
+                  out=self.runner_out, err=self.runner_out, stdin=subprocess.DEVNULL)
         a.run_dir = str(res.run_dir) if res.run_dir else None
         info = res.info or {}
         if info.get("interrupted"):
