@@ -32,7 +32,12 @@ TOLERANCE = 0.10
 #: (case, stage) -> the relative error recorded when the model was last changed, for stages outside
 #: TOLERANCE; the test asserts the error is still this one (to 0.5 %), so any change is seen
 KNOWN: dict = {
-    # none: every stage of the corpus is within the bound. The last one out, op swap of the whole MLP
+    # the maintainers' Qwen2.5-14B 8k finetune as shipped (legacy, TP2 sequence parallel, select recompute
+    # with the w1 / w2 reshapes on 8 of stage 0's 11 layers, full on 3): the model is 5.9 GiB high; its
+    # tracker run (memory_optimize_level O0) is the next step (docs/estimate.md "The maintainer YAMLs above
+    # their card")
+    ("qwen2_5_14b_8k_mb4", 0): 0.105,
+    # otherwise every stage of the corpus is within the bound. The last one out, op swap of the whole MLP
     # cell on the 8k Qwen3-32B cut (-16.9 %), came in with the SwiGlu split's outputs left on device
     # (TensorTable.pinned) and the prefetch window of one layer net of the later layers' (model.
     # swap_window; docs/estimate.md "Swap under DryRun L1")

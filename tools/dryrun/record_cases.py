@@ -59,6 +59,9 @@ S16K = {"model.model_config.seq_length": 16384, "model.model_config.max_position
 #: the Llama-3.1-70B finetune's first stage as shipped, the others cut to 2 layers (24 layers)
 L31_STAGE0 = {"model.model_config.num_layers": 24, "model.model_config.offset": [7, -1, -1, -1, -1, -1, -1, -1],
               "parallel_config.micro_batch_num": 8}
+#: the Qwen2.5 finetunes' select recompute patterns
+Q25_SELECT = ("feed_forward\\.mul", "feed_forward\\.w1\\.activation\\.silu", "feed_forward\\.w1\\.reshape",
+              "feed_forward\\.w2\\.reshape")
 #: the mcore swap switch (model_config.cpu_offloading: LayerSetting's TransformerSwapConfig(swap=...))
 SWAP = {"model.model_config.cpu_offloading": True}
 #: a case's "recompute" / "select" left as the maintainer YAML has it
@@ -304,9 +307,7 @@ CASES: Dict[str, Dict[str, Any]] = {
                           "recompute": [3, 0, 0, 0], "select": SHIPPED,
                           "set": {"model.model_config.num_layers": 17, "model.model_config.offset": [7, -2, -2, -2],
                                   "parallel_config.micro_batch_num": 4,
-                                  "recompute_config.select_recompute": {
-                                      p: [11, 0, 0, 0] for p in ("feed_forward\\.mul", "feed_forward\\.w1\\.activation\\.silu",
-                                                                 "feed_forward\\.w1\\.reshape", "feed_forward\\.w2\\.reshape")}}},
+                                  "recompute_config.select_recompute": {p: [11, 0, 0, 0] for p in Q25_SELECT}}},
     "qwen2_5_32b_8k_s0": {"source": Q25_32, "family": "qwen2_5", "stages": [0], "layers": None,
                           "recompute": SHIPPED, "select": SHIPPED,
                           "set": {"model.model_config.num_layers": 33, "model.model_config.offset": [15, -14],
