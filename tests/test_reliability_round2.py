@@ -573,3 +573,78 @@ def test_a_strategy_map_of_10000_layers_folds_what_looks_the_same(tmp_path):
     labels = [t.get_text() for ax in maps for t in ax.get_xticklabels()]
     assert labels == [f"{s * 1250}-{s * 1250 + 1249}" for s in range(8)]     # one column a stage
     assert "one column" in res.figure._suptitle.get_text()
+
+
+@pytest.mark.parametrize("kinds,ranks", [((), None), (("memory",), None), ((), "1"), ((), "7"), (("action",), "0-3")])
+def test_events_of_a_file_in_pieces_is_spooled_and_the_same(tmp_path, kinds, ranks):
+    """``swapwatch events`` held every event of a big file until its end (its rank is known only
+    then): 1.1 GB for a 220 MB log of 10**6 strategy lines. A file cut into pieces is written to a
+    spool as it comes; the JSONL is the same as when the file is read whole."""
+    from swapwatch.commands.events import event_filter
+    from swapwatch.parsers import iter_event_text
+    from swapwatch.parsers import reader
+
+    src = (RUNS / "select-2ranks" / "msrun_log" / "worker_1.log").read_text()
+    (tmp_path / "worker_1.log").write_text(src * 20)                 # SWAPWATCH rank 1 inside
+    (tmp_path / "worker_7.log").write_text((LOGS / "swap_case2.log").read_text() * 50)   # rank from the name
+    sel = event_filter(kinds, ranks)
+    spooled = []
+    real = reader._Spool.add
+
+    def add(self, events):
+        spooled.append(len(events))
+        return real(self, events)
+
+    reader._Spool.add = add
+    try:
+        cut = "".join(iter_event_text([str(tmp_path)], sel, piece=8192, jobs=1, show_progress=False))
+    finally:
+        reader._Spool.add = real
+    whole = "".join(iter_event_text([str(tmp_path)], sel, piece=10 ** 9, jobs=1, show_progress=False))
+    assert len(spooled) > 10 and cut == whole
+
+
+def _restyled(flow_keys, whole=False, json_doc=False):
+    """plan_tiny.yaml with the top-level sections ``flow_keys`` written in flow style (``whole``: the
+    whole document one flow mapping; ``json_doc``: JSON, which YAML reads too)."""
+    import json as _json
+
+    import yaml
+
+    doc = yaml.safe_load((CONFIGS / "plan_tiny.yaml").read_text())
+    if json_doc:
+        return _json.dumps(doc, indent=1)
+    if whole:
+        return "# a header comment\n" + yaml.safe_dump(doc, default_flow_style=True, width=10 ** 6)
+    parts = []
+    for k, v in doc.items():
+        if k in flow_keys and isinstance(v, (dict, list)):
+            parts.append(f"{k}: " + yaml.safe_dump(v, default_flow_style=True, width=10 ** 6).strip() + "\n")
+        else:
+            parts.append(yaml.safe_dump({k: v}, default_flow_style=False, width=10 ** 6, sort_keys=False))
+    return "".join(parts)
+
+
+@pytest.mark.parametrize("variant", ["whole document", "JSON", "recompute_config", "recompute_config+model",
+                                     "every section"])
+def test_plan_writes_back_every_style_explain_reads(tmp_path, variant):
+    import yaml
+
+    sections = list(yaml.safe_load((CONFIGS / "plan_tiny.yaml").read_text()))
+    text = {"whole document": lambda: _restyled((), whole=True), "JSON": lambda: _restyled((), json_doc=True),
+            "recompute_config": lambda: _restyled({"recompute_config"}),
+            "recompute_config+model": lambda: _restyled({"recompute_config", "model"}),
+            "every section": lambda: _restyled(set(sections))}[variant]()
+    cfg = tmp_path / "styled.yaml"
+    cfg.write_text(text)
+    assert sw("explain", cfg).returncode == 0
+    out = tmp_path / "out.yaml"
+    r = sw("plan", cfg, "--budget", "60MiB", "-o", out)
+    assert r.returncode == 0, r.stderr
+    planned, given = yaml.safe_load(out.read_text()), yaml.safe_load(text)
+    assert planned["recompute_config"]["select_recompute"]
+    assert {k: v for k, v in planned.items() if k != "recompute_config"} == \
+        {k: v for k, v in given.items() if k != "recompute_config"}            # nothing else changed
+    assert sw("explain", out).returncode == 0
+    if variant == "whole document":
+        assert out.read_text().startswith("# a header comment\n")

@@ -80,6 +80,11 @@ def test_a_run_dir_that_fills_up_never_stops_the_job(tmp_path):
         assert b"internal error" not in err and b"cannot write" in err and b"the job goes on" in err
         assert b"console.log is incomplete" in out
         assert not list((full / "r").glob("*.tmp"))
+        # the note says what reached the disk (the review's R8/N50: "after 0 bytes" beside 61,440)
+        import re
+        said = int(re.search(rb"console\.log is incomplete: writing it failed after ([\d,]+) bytes", out)
+                   .group(1).replace(b",", b""))
+        assert said == (full / "r" / "console.log").stat().st_size > 0
 
 
 @needs_root

@@ -400,3 +400,12 @@ def test_sigquit_under_msrun_reaches_msrun_and_nothing_is_left(tmp_path):
     info = _run_json(tmp_path)
     assert info["signals_passed"] == {"SIGQUIT": 1} and info["end"] and info["exit_code"] == 131
     assert all(_gone(pid, 10) for pid in pids)
+
+
+def test_swapwatchs_own_lines_escape_what_the_caller_named(tmp_path):
+    """N56: the closing line printed the run-dir name raw (an ``ESC[2J`` in it cleared the screen)."""
+    name = tmp_path / "r\x1b[2Jx"
+    out = io.BytesIO()
+    res = runner.run(["true"], run_dir=str(name), out=out, err=io.BytesIO(), verify=False, report=False)
+    assert res.exit_code == 0
+    assert b"\x1b" not in out.getvalue() and b"r\\x1b[2Jx (exit code 0)" in out.getvalue()

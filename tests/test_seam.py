@@ -1,4 +1,4 @@
-"""The seam between the code paths (swapwatch/paths.py, docs/DESIGN.md §1.2), through the real CLI and the real rules.
+"""The seam between the code paths (swapwatch/engine/codepaths.py, docs/DESIGN.md §1.2), through the real CLI and the real rules.
 
 * ``diff`` of two PyNative YAMLs compares them layer by layer through the plans' view; a PyNative YAML against a
   LayerSetting one is refused by the seam in one line, exit 2, whichever side it is on;

@@ -39,6 +39,10 @@ class Op:
     #: what select_comm_recompute frees when its patterns reach this op (``comm_frees`` in the
     #: table: the gathered copy the communication after it would keep; :meth:`TensorTable.comm_freed`)
     comm_frees: Tuple[str, ...] = ()
+    #: a multi-output primitive whose outputs the forward itself unpacks (``unpacked: true`` in the
+    #: table: the SwiGlu / QKV splits): a backward of ANOTHER op reads them through a forward
+    #: TupleGetItem, which MindSpore's offload pass does not move to host (:attr:`TensorTable.pinned`)
+    unpacked: bool = False
 
 
 def row_shard(spec: ModelSpec, kind: Optional[str]) -> int:
@@ -156,7 +160,7 @@ class TensorTable:
 
         self.ops: List[Op] = [
             Op(o["path"], tuple(o["in"]), (o["out"],) + tuple(o.get("also_out", ())), tuple(o["saves"]),
-               tuple(o["flops"]), tuple(o.get("comm_frees", ())))
+               tuple(o["flops"]), tuple(o.get("comm_frees", ())), bool(o.get("unpacked")))
             for o in data["ops"] if present(o)]
         self.op_flops = [float(product(list(o.flops), sym)) for o in self.ops]
         #: weight rows (a row ``{variant: tag, row: [...]}`` counts only when its tag holds)
@@ -196,6 +200,17 @@ class TensorTable:
         self.preset_ops = self._ops_at(p for p, v in (info.get("preset") or {}).items() if v.get("recompute"))
         self.preset_select_ops = self._ops_at(
             p for p, v in (info.get("preset_if_select_recompute") or {}).items() if v.get("recompute"))
+        #: tensors swap leaves on device: MindSpore's offload pass (``frontend/parallel/pass/
+        #: offload_activation.cc``, OffloadActivationOptimizer::GetActivationOffloadInfo) moves a forward
+        #: node's output to host when a backward node reads it and the node's primitive carries the
+        #: offload flag; an output of an ``unpacked`` op read by another op's backward is read through
+        #: the forward's TupleGetItem, whose primitive carries none. DryRun L1's tracker on the 8k
+        #: Qwen3-32B cut with ``op_swap: mlp`` holds both SwiGlu split outputs (the ``SplitWithSize``
+        #: blocks, 200 MiB fp32 each per layer and micro-batch) from forward to backward while
+        #: everything else of the MLP goes to host (docs/estimate.md "Swap under DryRun L1")
+        self.pinned: FrozenSet[str] = frozenset(
+            t for i, op in enumerate(self.ops) if op.unpacked for t in op.outs
+            if any(t in o.saves for j, o in enumerate(self.ops) if j != i))
         #: full recompute marks the layer cell: the ops producing the layer's output stay
         self.layer_boundary = frozenset(i for i, op in enumerate(self.ops) if op.outs[0] not in self.consumers)
         #: the backward's own working set: the gradient of the largest tensor and its input's
@@ -304,7 +319,7 @@ class TensorTable:
         # micro-batch's backward (docs/estimate.md "Fine-grain interleave")
         regen += sum(b for _, b, of in self.interleave if of in produced)
         early = sum(b for _, b, of in self.interleave if of not in produced)
-        on_host = set(kept) if layer_swap else set(kept) & set(swapped)
+        on_host = (set(kept) if layer_swap else set(kept) & set(swapped)) - self.pinned
         device = [(t, self.bytes[t]) for t in kept if t not in on_host] + list(self.extra_by_tensor)
         return LayerCost(kept=sum(b for _, b in device), host=sum(self.bytes[t] for t in on_host),
                          regen=regen, flops=sum(self.op_flops[i] for i in recomputed),

@@ -104,10 +104,17 @@ def read_head(path: str, n: int = HEAD_BYTES, stream: Any = None) -> bytes:
             return stream.read(n)
         with open_binary(path) as f:
             return f.read(n)
-    except (gzip.BadGzipFile, zlib.error) as exc:
-        raise InputError(f"cannot read log: not valid gzip data ({exc})", file=path) from None
-    except (OSError, EOFError) as exc:
-        raise InputError(f"cannot read log: {exc.__class__.__name__}: {exc}", file=path) from None
+    except (OSError, EOFError, zlib.error) as exc:
+        raise unreadable(exc, path) from None
+
+
+def unreadable(exc: BaseException, path: str) -> InputError:
+    """The one line for a log that cannot be read, wherever the read failed (its head here, its body in the
+    scan workers): a damaged ``.gz`` (``gzip.BadGzipFile``, ``zlib.error``) is not valid gzip data, an OS error
+    is said as it is."""
+    if isinstance(exc, (gzip.BadGzipFile, zlib.error)):
+        return InputError(f"cannot read log: not valid gzip data ({exc})", file=path)
+    return InputError(f"cannot read log: {exc.__class__.__name__}: {exc}", file=path)
 
 
 def silence(paths: Sequence[str]) -> str:

@@ -43,7 +43,6 @@ def sizes_view(tree: Dict[str, Any], lines: Dict[str, int]) -> Tuple[Dict[str, A
     return view, out
 
 
-
 def apply(layers: Any, config: str, log: Any) -> None:
     """Apply an r2.x YAML's per-layer strategy to the tiny Llama as ``apply_ac`` decides it
     (:func:`swapwatch.pynative.resolve.resolve`): a full layer -> ``Cell.recompute()`` on the layer, each
@@ -63,7 +62,6 @@ def apply(layers: Any, config: str, log: Any) -> None:
         cell = layers[la.layer]
         if la.full:
             cell.recompute()
-            log.info(f"Set full recompute at layer {la.layer}")
             continue
         for path in la.select:
             node = cell
@@ -73,5 +71,7 @@ def apply(layers: Any, config: str, log: Any) -> None:
                     raise InputError(f"layer {la.layer}: select path {path} is not a cell of the example "
                                      f"model (PyNative: cells only)", file=config)
             node.recompute()
-        if la.select:
-            log.info(f"Set select recompute at layer {la.layer}: {', '.join(la.select)}")
+    # what apply_ac logs for this strategy, in its order (the "Final ... Configuration Map" blocks, then the
+    # per-layer Set lines): the lines MindFormers' trainer would print beside the wrappers it installs
+    for line in plan.lines:
+        (log.warning if line.level == "WARNING" else log.info)(line.text)

@@ -54,6 +54,7 @@ from ..errors import InputError
 from ..job_signals import new_state, routed, signal_name
 from ..parsers.grammar import EXIT_RE
 from .proctree import Tree, parent_death_signal
+from ..text import escape
 
 #: Passes whose IR dumps show recompute clones and offload marks (docs/mindspore-facts.md §5).
 IR_PASSES = "add_recomputation,validate"
@@ -342,11 +343,16 @@ class _Copy:
 
     def _lost(self, exc: OSError) -> None:
         why = exc.strerror or str(exc)
+        kept = self.written
         if self.fh is not None:
+            with contextlib.suppress(OSError, ValueError):
+                # what reached the disk: the write that failed may have stored part of its chunk (the
+                # review saw "after 0 bytes" beside 61,440 bytes of console.log)
+                kept = max(kept, os.fstat(self.fh.fileno()).st_size)
             with contextlib.suppress(OSError, ValueError):
                 self.fh.close()
             self.fh = None
-        text = (f"{self.path.name} is incomplete: writing it failed after {self.written} bytes ({why}); "
+        text = (f"{self.path.name} is incomplete: writing it failed after {kept:,} bytes ({why}); "
                 "the job ran on and its output went to the terminal only")
         self.notes.append(text)
         with contextlib.suppress(Exception):
@@ -899,7 +905,9 @@ def _end_line(out, stop: Dict[str, Any]) -> None:
 
 
 def _say(out, text: str) -> None:
-    _write(out, (text + "\n").encode())
+    """One line of swapwatch's own: escaped (a run-dir name or a path in a note is the caller's, and an
+    ESC in it printed raw would reach the terminal: the review's N56)."""
+    _write(out, (escape(text) + "\n").encode())
 
 
 def _version() -> str:

@@ -90,6 +90,9 @@ def step_limit_edit(doc: Dict[str, Any], steps: int) -> Tuple[Tuple[str, ...], A
 def uniform_text(text: str, config: str, model: Optional[str], fraction: float) -> str:
     """The YAML with full recompute on the first ``fraction`` of each stage chunk's layers and no
     select recompute (the probes), written by the same emitter as ``plan``."""
+    own = memory_api.probe_text(text, config, model, fraction)
+    if own is not None:
+        return own
     from ..memory.emit import emit_result
     from ..memory.tensor_table import LayerCost
     from ..memory.model import plan_of
@@ -188,7 +191,7 @@ class Tuner:
         self.steps, self.dryrun, self.model, self.say = steps, dryrun, model, say
         self.command = list(command)
         if dryrun:
-            reason = memory_api.dryrun_available()
+            reason = memory_api.dryrun_available(config)
             if reason:
                 raise InputError(f"--dryrun: {reason}")
         else:
@@ -202,11 +205,7 @@ class Tuner:
         if self.final_path.resolve() == Path(config).resolve():
             raise InputError("the tune directory's final YAML would be CONFIG itself; pick another --dir",
                              file=config)
-        from ..memory.model import plan_of
-
-        cfg, plan, _ = plan_of(config, model)
-        self.stages = plan.geometry.pipeline_stage
-        self.device = str((cfg.context or {}).get("device_target", "Ascend"))
+        self.stages, self.device = memory_api.stages_and_device(config, model)
         self.runner_out = runner_out if runner_out is not None else _Sink()
         self.attempts: List[Attempt] = []
         self.cache: Dict[str, Attempt] = {}
@@ -371,7 +370,7 @@ class Tuner:
         # records (memory.calibrate takes both)
         usable = [p.record for p in probes if p.record and p.exit_code == 0] if self.dryrun else \
             [p.run_dir for p in probes if p.run_dir and p.exit_code == 0 and p.peak]
-        cal = memory_api.calibrate(usable, self.model) if usable else None
+        cal = memory_api.calibrate(usable, self.model, self.config) if usable else None
         rows = memory_api.residuals(cal) if cal is not None else []
         from ..memory.model import NO_CALIBRATION
 
@@ -446,7 +445,7 @@ class Tuner:
             steps = [abs(c[i].cost.kept - c[i + 1].cost.kept) for c in chains(fam) for i in range(len(c) - 1)]
             step = min((s for s in steps if s > 0), default=MiB)
             return max(MiB, int(step * getattr(cal, "scale", 1.0)))
-        except InputError:
+        except (InputError, KeyError):          # the PyNative path has no static levels: 1 MiB
             return MiB
 
     def _best(self) -> Optional[Attempt]:
@@ -509,16 +508,15 @@ class Tuner:
 def strategy_summary(config: str, model: Optional[str]) -> List[str]:
     """Per stage, the layers of each choice: ``stage 0: 0-1 full, 2-3 select:feed_forward``."""
     from ..text import ranges
-    from ..memory.model import estimate
 
-    est = estimate(config, model)
+    rows = memory_api.strategy_rows(config, model)
     out = []
-    for st in est.stages:
+    for stage in sorted({r["stage"] for r in rows}):
         groups: Dict[str, List[int]] = {}
-        for row in est.layers:
-            if row["stage"] == st.stage:
+        for row in rows:
+            if row["stage"] == stage:
                 groups.setdefault(row["choice"], []).append(row["layer"])
-        out.append(f"stage {st.stage}: " + ", ".join(f"{ranges(ls)} {c}" for c, ls in groups.items()))
+        out.append(f"stage {stage}: " + ", ".join(f"{ranges(ls)} {c}" for c, ls in groups.items()))
     return out
 
 
