@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from swapwatch.report import indented_json
 from swapwatch.commands.verify import verify
-from swapwatch.report.verify import _jsonable
+from swapwatch.report.verify import _jsonable, document
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LOGS = os.path.join(ROOT, "fixtures", "logs")
@@ -29,7 +29,7 @@ def _same(doc, indent=2):
 @pytest.mark.parametrize("path", ["msrun_2ranks", "msrun_missing_rank", "truncated.log", "quirks.log",
                                   "recompute_48l.log", "stdout_devices", "families", "cpu_swap"])
 def test_verify_reports_of_the_fixtures(path):
-    _same(verify([os.path.join(LOGS, path)]).to_json())
+    _same(document(verify([os.path.join(LOGS, path)])))
 
 
 class Level(enum.IntEnum):

@@ -247,7 +247,8 @@ def test_comparison_is_made_once_and_shared_by_rules_result_and_plot(tmp_path, m
     def no_second_comparison(*a, **kw):
         raise AssertionError("the plot compared again")
 
-    monkeypatch.setattr(strategy_map, "compare", no_second_comparison)
+    # the plot reaches compare only through its CodePath (engine.codepaths: compare.compare, looked up when called)
+    monkeypatch.setattr(compare_mod, "compare", no_second_comparison)
     res = strategy_map.plot_strategy(r, rank=0)
     assert set(res.diff["kind"]) == {"missing"} and set(res.diff["layer"]) == {25}
     assert len(res.diff) == len(r.comparison.ranks[0].missing)

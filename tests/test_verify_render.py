@@ -7,7 +7,7 @@ import pytest
 
 from swapwatch.errors import InputError
 from swapwatch.commands.verify import evaluate, normalise_codes, parse_env
-from swapwatch.report.verify import layer_map, render
+from swapwatch.report.verify import document, layer_map, render
 
 import verify_helpers as vh
 
@@ -23,7 +23,7 @@ def test_clean_run_passes():
     plan = vh.swap_case(1)
     r = evaluate(plan, vh.runlog_for(plan, ranks=(0, 1)), config_source="swap_case1.yaml")
     assert (r.verdict, r.exit_code, r.findings) == ("pass", 0, [])
-    doc = r.to_json()
+    doc = document(r)
     # DESIGN §3.3's fields are unchanged; the added ones come beside them
     assert {k: doc[k] for k in ("verdict", "ranks", "layers", "findings")} == \
         {"verdict": "pass", "ranks": [0, 1], "layers": 4, "findings": []}

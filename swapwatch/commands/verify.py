@@ -120,9 +120,9 @@ def _verify_read(runlog: "RunLog", config_path: Optional[str], skip: set, strict
         config, plan, source = cp.from_log(runlog)
     ir = read_ir(ir_dir) if ir_dir else None
     # without --config the log's own config is the reference: SW107 would compare it with itself
-    return evaluate(cp, plan, runlog, config=config, env=merged_env(runlog, env),
+    return evaluate(plan, runlog, config=config, env=merged_env(runlog, env),
                     ignore=skip, strict=strict, ir=ir, config_source=source,
-                    skip_codes=() if config_path else ("SW107", "SW109"))
+                    skip_codes=() if config_path else ("SW107", "SW109"), cp=cp)
 
 
 def _import_for_checks() -> None:
@@ -136,15 +136,21 @@ def _import_for_checks() -> None:
     load_rules()
 
 
-def evaluate(cp: "CodePath", plan: "PlanView", runlog: "RunLog", config: Optional["Config"] = None,
+def evaluate(plan: "PlanView", runlog: "RunLog", config: Optional["Config"] = None,
              env: Optional[Mapping[str, str]] = None, ignore: Iterable[str] = (), strict: bool = False,
-             ir: Any = None, config_source: str = "", skip_codes: Iterable[str] = ()) -> VerifyResult:
-    """Run every rule on an already built plan and RunLog of the code path ``cp`` (the core of :func:`verify`).
+             ir: Any = None, config_source: str = "", skip_codes: Iterable[str] = (),
+             cp: Optional["CodePath"] = None) -> VerifyResult:
+    """Run every rule on an already built plan and RunLog of the code path ``cp`` (the core of :func:`verify`;
+    None: the path that made ``plan``, ``codepaths.for_plan``).
 
     The plan-vs-log comparison is made here, once (``compare.compare`` of what the path's plan makes it log and
     of each rank's log as the path reads it; one pass per group of ranks that logged the same strategy), and
     shared: the rules read it from the context, the result keeps it."""
     skip = normalise_codes(ignore) | set(skip_codes)
+    if cp is None:
+        from ..engine import codepaths
+
+        cp = codepaths.for_plan(plan)
     comp = cp.compare(plan, runlog)
     ctx = CheckContext(plan=plan, config=config, env=dict(env or {}), runlog=runlog, ir=ir,
                        comparison=comp)

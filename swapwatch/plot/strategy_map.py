@@ -229,10 +229,10 @@ def frame_differences(plan: "PlanView", runlog: "RunLog", rank: int,
     diff = comparison.ranks.get(rank)
     rows = []
     if diff is not None:
-        cut = set(diff.cut_layers)
         # a rank without one strategy line cannot be verified: verify's map shows '?', not
-        # differences (verify_render.unverifiable), and so does the plot
+        # differences (report/verify.unverifiable), and so does the plot
         judged = comparison.union if comparison.union is not None else diff    # all ranks: each logs its stage
+        cut = set(judged.cut_layers)     # the layers the judged log(s) cannot speak for, as verify's map
         missing = judged.missing if diff.has_strategy_lines else []
         for e in missing:
             if e.layer not in cut and comparison.missing_differs(e):
