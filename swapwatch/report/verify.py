@@ -185,11 +185,14 @@ def layer_map_json(result: "VerifyResult") -> Dict[str, Any]:
             for layer, _ in cells:
                 differing[layer].add(r)
     stages = _stages(result.plan)
+    # an MTP layer with an id of its own (apply_ac's num_layers + i; LayerSetting sets it as the last decoder id)
+    sets = result.plan.all_layers() if result.plan is not None else []
+    mtp_only = {la for la, mtp in sets if mtp} - {la for la, mtp in sets if not mtp}
     out = []
     for row in layer_map(result, rank, fold=False):
         layer = row.layers[0]
         st = stages.get(layer)
-        out.append({"layer": layer, "stage": st[0] if st else None,
+        out.append({"layer": layer, "mtp": layer in mtp_only, "stage": st[0] if st else None,
                     "interleave": st[1] if st else None,
                     "expected": {a: c.expected for a, c in row.cells.items() if c.expected},
                     "actual": {a: c.actual for a, c in row.cells.items() if c.actual},
