@@ -150,9 +150,19 @@ class CodePath:
 
         return fit(list(run_dirs), model)[0]
 
-    def probe_text(self, doc: TrainingDocument, text: str, model: Optional[str], fraction: float) -> Optional[str]:
-        """Tune's probe YAML written by the path itself; None: tune writes it with ``memory.emit``."""
-        return None
+    def probe_text(self, doc: TrainingDocument, text: str, model: Optional[str], fraction: float) -> str:
+        """Tune's probe YAML: full recompute on the first ``fraction`` of each stage chunk's layers
+        (``memory.emit.uniform_probe``: the strategy keys spliced as ``plan`` writes them)."""
+        from ..memory.emit import uniform_probe
+
+        return uniform_probe(text, doc.path, model, fraction)
+
+    def level_step(self, doc: TrainingDocument, model: Optional[str]) -> Optional[int]:
+        """The smallest per-layer memory step between the path's levels (tune's bisection resolution);
+        None when the path prices no levels."""
+        from ..memory.search import smallest_level_step
+
+        return smallest_level_step(doc.path, model)
 
     def stages_and_device(self, doc: TrainingDocument, model: Optional[str]) -> "tuple[int, str]":
         """(pipeline stages, ``context.device_target``; Ascend when the YAML does not say)."""
@@ -363,10 +373,15 @@ class ApplyAc(CodePath):
 
         return launch_offset(run_dirs, model)
 
-    def probe_text(self, doc: TrainingDocument, text: str, model: Optional[str], fraction: float) -> Optional[str]:
+    def probe_text(self, doc: TrainingDocument, text: str, model: Optional[str], fraction: float) -> str:
+        """Written by ``pynative/planning.py``: only the ``recompute:`` block."""
         from ..pynative.planning import probe_text
 
         return probe_text(doc.path, text, fraction)
+
+    def level_step(self, doc: TrainingDocument, model: Optional[str]) -> Optional[int]:
+        """None: the PyNative plan searches its own options (``pynative/planning.py``), no static levels."""
+        return None
 
     def stages_and_device(self, doc: TrainingDocument, model: Optional[str]) -> "tuple[int, str]":
         from ..pynative.config import load

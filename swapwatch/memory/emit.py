@@ -28,12 +28,13 @@ from __future__ import annotations
 import copy
 import re
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import yaml
 
 from ..errors import ConfigError
 from .search import Level, StagePlan
+from .tensor_table import LayerCost
 
 Path = Tuple[str, ...]
 
@@ -639,3 +640,23 @@ def strategy_lines(text: str) -> List[Tuple[int, int]]:
             spans.append((hit[0].start_mark.line, _end(hit[1])[0]))
     return spans
 
+
+
+def uniform_probe(text: str, config: str, model: Optional[str], fraction: float) -> str:
+    """``tune``'s probe YAML on a LayerSetting path: full recompute on the first ``fraction`` of each stage
+    chunk's layers and no select recompute, written by the same emitter as ``plan`` (``CodePath.probe_text``)."""
+    from .model import plan_of
+
+    _, plan, _ = plan_of(config, model)
+    geo = plan.geometry
+    zero = LayerCost(kept=0, host=0, regen=0, flops=0.0)
+    full, none = Level("full", (), True, None, zero, 1), Level("none", (), False, None, zero, 0)
+    levels: Dict[int, Level] = {}
+    for v in range(geo.pp_interleave_num):
+        for st in range(geo.pipeline_stage):
+            start, n = geo.chunk_starts[v][st], geo.layer_list[v][st]
+            k = int(round(n * fraction))
+            for i in range(start, start + n):
+                levels[i] = full if i - start < k else none
+    return emit_result(text, config, geo, [StagePlan(stage=0, fits=True, levels=levels)],
+                       plan_of_text=lambda t: plan_of("<string>", model, t)[1]).text

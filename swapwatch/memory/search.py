@@ -1012,3 +1012,14 @@ def brute_force(levels: Sequence[Level], layer_weights: Sequence[int], micro: in
             cost = micro * sum(lv.time for lv in combo)
             best = cost if best is None else min(best, cost)
     return best
+
+
+def smallest_level_step(config: str, model: Optional[str] = None) -> int:
+    """The smallest per-layer step (bytes kept) between neighbouring levels of the YAML's family
+    (``tune``'s bisection resolution, ``CodePath.level_step``); 0 when every step is 0."""
+    from .model import memory_family, plan_of
+
+    _, plan, spec = plan_of(config, model)
+    fam = memory_family(spec, plan)
+    steps = [abs(c[i].cost.kept - c[i + 1].cost.kept) for c in chains(fam) for i in range(len(c) - 1)]
+    return min((s for s in steps if s > 0), default=0)

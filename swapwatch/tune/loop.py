@@ -89,28 +89,8 @@ def step_limit_edit(doc: Dict[str, Any], steps: int) -> Tuple[Tuple[str, ...], A
 
 def uniform_text(text: str, config: str, model: Optional[str], fraction: float) -> str:
     """The YAML with full recompute on the first ``fraction`` of each stage chunk's layers and no
-    select recompute (the probes), written by the same emitter as ``plan``."""
-    own = memory_api.probe_text(text, config, model, fraction)
-    if own is not None:
-        return own
-    from ..memory.emit import emit_result
-    from ..memory.tensor_table import LayerCost
-    from ..memory.model import plan_of
-    from ..memory.search import Level, StagePlan
-
-    _, plan, _ = plan_of(config, model)
-    geo = plan.geometry
-    zero = LayerCost(kept=0, host=0, regen=0, flops=0.0)
-    full, none = Level("full", (), True, None, zero, 1), Level("none", (), False, None, zero, 0)
-    levels: Dict[int, Level] = {}
-    for v in range(geo.pp_interleave_num):
-        for st in range(geo.pipeline_stage):
-            start, n = geo.chunk_starts[v][st], geo.layer_list[v][st]
-            k = int(round(n * fraction))
-            for i in range(start, start + n):
-                levels[i] = full if i - start < k else none
-    return emit_result(text, config, geo, [StagePlan(stage=0, fits=True, levels=levels)],
-                       plan_of_text=lambda t: plan_of("<string>", model, t)[1]).text
+    select recompute (the probes), as the config's code path writes it (``CodePath.probe_text``)."""
+    return memory_api.probe_text(text, config, model, fraction)
 
 
 def _sha(text: str) -> str:
@@ -437,16 +417,12 @@ class Tuner:
     def _resolution(self, cal: Any) -> int:
         """max(1 MiB, the smallest per-layer step of the model's levels on this config)."""
         try:
-            from ..memory.model import memory_family, plan_of
-            from ..memory.search import chains
-
-            _, plan, spec = plan_of(self.config, self.model)
-            fam = memory_family(spec, plan)
-            steps = [abs(c[i].cost.kept - c[i + 1].cost.kept) for c in chains(fam) for i in range(len(c) - 1)]
-            step = min((s for s in steps if s > 0), default=MiB)
-            return max(MiB, int(step * getattr(cal, "scale", 1.0)))
-        except (InputError, KeyError):          # the PyNative path has no static levels: 1 MiB
+            step = memory_api.level_step(self.config, self.model)
+        except (InputError, KeyError):
             return MiB
+        if not step:                            # a path without priced levels, or no step: 1 MiB
+            return MiB
+        return max(MiB, int(step * getattr(cal, "scale", 1.0)))
 
     def _best(self) -> Optional[Attempt]:
         """Among the attempts measured within the budget with verify PASS: the cheapest in

@@ -66,13 +66,22 @@ def plan(config: str, budget: int, calibration: Optional["Calibration"] = None, 
     return cp.fit(doc, "tune", budget, allow_swap=allow_swap, model=model, margin=margin, calibration=calibration)
 
 
-def probe_text(text: str, config: str, model: Optional[str], fraction: float) -> Optional[str]:
-    """The probe YAML with full recompute on the first ``fraction`` of the layers, when the path writes
-    its own (``CodePath.probe_text``); None: tune writes it with ``memory.emit``."""
+def probe_text(text: str, config: str, model: Optional[str], fraction: float) -> str:
+    """The probe YAML with full recompute on the first ``fraction`` of the layers, as the path writes it
+    (``CodePath.probe_text``)."""
     from ..engine import codepaths
 
     doc, cp = codepaths.read(config)
     return cp.probe_text(doc, text, model, fraction)
+
+
+def level_step(config: str, model: Optional[str] = None) -> Optional[int]:
+    """The smallest per-layer memory step between the levels of ``config``'s path (``CodePath.level_step``;
+    None: the path prices none)."""
+    from ..engine import codepaths
+
+    doc, cp = codepaths.read(config)
+    return cp.level_step(doc, model)
 
 
 def stages_and_device(config: str, model: Optional[str] = None) -> Tuple[int, str]:
