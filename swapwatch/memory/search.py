@@ -164,7 +164,7 @@ HOST_BYTES_PER_S = 2.4e10
 def swap_cost(fam: TensorTable, prefetch: int) -> LayerCost:
     """A layer swap with ``backward_prefetch``: everything it keeps goes to host and back; the
     transfer overlaps the backward (about twice the forward) of ``prefetch`` layers."""
-    base = fam.cost(frozenset(), frozenset(), frozenset(), True)
+    base = fam.cost(fam.preset_ops, frozenset(), frozenset(), True)   # what estimate counts (TensorTable.marks)
     transfer = 2 * base.host / HOST_BYTES_PER_S
     hidden = prefetch * 2 * fam.forward_flops() / DEVICE_FLOPS
     return LayerCost(kept=base.kept, host=base.host, regen=0,
