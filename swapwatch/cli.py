@@ -500,7 +500,12 @@ def plot_estimate_cmd(config, run_dirs, budget, output, fmt, model, force):
                    "MindFormers and CANN, no NPU) and print its peak beside the model's (docs/estimate.md).")
 @click.option("--dryrun-stage", "dryrun_stages", multiple=True, type=int, metavar="N",
               help="With --dryrun: only this pipeline stage (repeatable; default every stage).")
-def estimate_cmd(config, run_dirs, fmt, model, dryrun, dryrun_stages):
+@click.option("--host-bandwidth", default=None, metavar="RATE|DEVICE",
+              help="Host link a swap is priced with: 30GB/s, D2H,H2D (28GB/s,33GB/s) or a device (910b, 910c); "
+                   "default the 910b's, assumed (docs/plan.md, Swap).")
+@click.option("--host-memory", default=None, metavar="SIZE",
+              help="Host memory of one node, for swap's host bytes (default this machine's).")
+def estimate_cmd(config, run_dirs, fmt, model, dryrun, dryrun_stages, host_bandwidth, host_memory):
     """Predicted peak memory per pipeline stage of CONFIG's strategy, with its breakdown; measured
     beside it when a calibration run used CONFIG, DryRun L1's peak with --dryrun. Exit 0; 1 DryRun
     failed (the line names its log); 2 bad input or DryRun not available."""
@@ -519,7 +524,7 @@ def estimate_cmd(config, run_dirs, fmt, model, dryrun, dryrun_stages):
         return 0
     refuse_unmodelled(config, "estimate")
 
-    est = calibrated_estimate(config, run_dirs, model)
+    est = calibrated_estimate(config, run_dirs, model, swap_link(host_bandwidth, host_memory, run_dirs, model, config))
     # --dryrun: a self-contained block (swapwatch/memory/dryrun.py)
     if dryrun or dryrun_stages:
         from .memory import dryrun as dr
@@ -546,14 +551,22 @@ def estimate_cmd(config, run_dirs, fmt, model, dryrun, dryrun_stages):
 @click.option("-o", "--output", default=None, metavar="OUT.yaml", help="Write the planned YAML here.")
 @click.option("--force", is_flag=True, help="Replace OUT.yaml when it exists.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "yaml"]), default="table", show_default=True)
-@click.option("--allow-swap", is_flag=True, help="Also consider layer swap with a prefetch (Ascend only).")
+@click.option("--allow-swap", is_flag=True,
+              help="Also consider layer and op swap, each with the least backward_prefetch that hides its copies "
+                   "(Ascend only; docs/plan.md, Swap).")
+@click.option("--host-bandwidth", default=None, metavar="RATE|DEVICE",
+              help="Host link a swap is priced with: 30GB/s, D2H,H2D (28GB/s,33GB/s) or a device (910b, 910c); "
+                   "default the 910b's, assumed.")
+@click.option("--host-memory", default=None, metavar="SIZE",
+              help="Host memory of one node: swap's host bytes per rank x ranks per node must fit it "
+                   "(default this machine's).")
 @click.option("--model", default=None,
               help="Model family (default: the family the YAML names, as explain shows it; `swapwatch "
                    "families` lists them). Its tensor table is swapwatch/memory/<table>.yaml.")
 @click.option("--margin", type=float, default=None, metavar="F",
               help="Fraction of --budget held back (default: 0.10 uncalibrated; with --calibrate the "
                    "calibration's largest miss: residuals, and each run predicted from the others).")
-def plan_cmd(config, budget, run_dirs, output, force, fmt, allow_swap, model, margin):
+def plan_cmd(config, budget, run_dirs, output, force, fmt, allow_swap, host_bandwidth, host_memory, model, margin):
     """The cheapest recompute strategy (least forward FLOPs recomputed) whose predicted peak fits
     --budget on every stage, written into a copy of CONFIG. Exit 0 fits; 1 nothing fits (says the
     lowest reachable peak); 2 bad input."""
@@ -568,7 +581,8 @@ def plan_cmd(config, budget, run_dirs, output, force, fmt, allow_swap, model, ma
     size = parse_size(budget)
     if output:
         refuse_overwrite(output, force)      # before the search: no work for a file we would not write
-    res = make_plan(config, size, run_dirs, allow_swap=allow_swap, model=model, margin=margin)
+    res = make_plan(config, size, run_dirs, allow_swap=allow_swap, model=model, margin=margin,
+                    link=swap_link(host_bandwidth, host_memory, run_dirs, model, config))
     for line in filter(None, [res.margin_line()] + res.notes):
         click.echo(f"swapwatch plan: {line}", err=True)
     if output and res.fits:
@@ -581,6 +595,24 @@ def plan_cmd(config, budget, run_dirs, output, force, fmt, allow_swap, model, ma
         click.echo(f"swapwatch plan: {res.message()}", err=True)
     return res.exit_code
 
+
+
+def swap_link(host_bandwidth, host_memory, run_dirs, model, config):
+    """The ``swap_cost.Link`` of --host-bandwidth / --host-memory, with the throughput the --calibrate
+    runs' step times measure (memory/throughput.py; a run on another device target is not used)."""
+    from .memory.planner import parse_size
+    from .memory.swap_cost import make_link
+    from .memory.throughput import achieved_flops
+
+    mem = parse_size(host_memory, "--host-memory") if host_memory else None
+    flops = achieved_flops(run_dirs, model, device_target(config)) if run_dirs else None
+    return make_link(host_bandwidth, mem, flops)
+
+
+def device_target(config):
+    from .config import load_config
+
+    return str((load_config(config).context or {}).get("device_target", "Ascend"))
 
 
 # ---- tune (issue 24) -------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from .. import strategy
 from ..config import load_config
 from ..errors import InputError
+from .swap_cost import make_link, plan_swaps
 from .tensor_table import TensorTable, LayerCost, layout_kinds, table_for
 from .spec import ModelSpec, params_per_layer, product, spec_from_config, unsharded_per_layer
 
@@ -441,10 +442,13 @@ class StageMemory:
 def stage_memory(spec: ModelSpec, fam: TensorTable, geo: strategy.Geometry, stage: int,
                  costs: Sequence[LayerCost], prefetch: Sequence[Optional[int]] = (),
                  layer_fams: Optional[Sequence[TensorTable]] = None,
-                 mtp: Sequence[Tuple[TensorTable, LayerCost]] = ()) -> StageMemory:
+                 mtp: Sequence[Tuple[TensorTable, LayerCost]] = (),
+                 swap_window: Optional[int] = None) -> StageMemory:
     """The parts of ``stage``'s peak for per-layer ``costs`` (indexed by global layer id).
     ``layer_fams``: each layer's tensor table when the family's layers differ by kind; ``mtp``: the
-    MTP layers (on the last stage, one micro-batch in flight there) with their costs."""
+    MTP layers (on the last stage, one micro-batch in flight there) with their costs; ``swap_window``:
+    the swapped bytes on the device at once on MindSpore's offload schedule
+    (``swap_cost.stage_windows``, what ``estimate`` passes); None: the ``prefetch`` rule below."""
     P, V = geo.pipeline_stage, geo.pp_interleave_num
     counts = inflight(P, V, spec.micro_batch_num, stage)
     layers: List[int] = []
@@ -457,9 +461,11 @@ def stage_memory(spec: ModelSpec, fam: TensorTable, geo: strategy.Geometry, stag
         act += counts[v] * sum(costs[i].kept for i in chunk)
         swapped = sorted(((costs[i].host, prefetch[i] if i < len(prefetch) else None) for i in chunk
                           if costs[i].host), reverse=True)
-        if swapped:
+        if swapped and swap_window is None:
             depth = max((p or 1) for _, p in swapped)
             window = max(window, sum(h for h, _ in swapped[:depth]))
+    if swap_window is not None:
+        window = swap_window
     # the largest recompute transient on top of everything kept. Crediting it with what the layers
     # after it have freed by its backward looked right on paper and broke budgets on real MindSpore
     # (bench/plan.py: a plan predicted 44.2 MiB measured 48 MiB): the pool does not give that back
@@ -523,6 +529,10 @@ class Estimate:
     unmodelled: List[str] = field(default_factory=list)
     #: stage -> ``swapwatch.memory.dryrun.StagePeak`` (``estimate --dryrun``)
     dryrun: Dict[int, Any] = field(default_factory=dict)
+    #: stage -> ``swap_cost.StageSwaps``: what each swap costs (a stage without a swap is absent), and
+    #: the ``swap_cost.Link`` it was priced with
+    swaps: Dict[int, Any] = field(default_factory=dict)
+    link: Optional[Any] = None
 
     def to_json(self) -> Dict[str, Any]:
         cal = self.calibration
@@ -536,7 +546,41 @@ class Estimate:
             out["calibration"] = cal.to_json()
         if self.dryrun:
             out["dryrun"] = self.dryrun_json()
+        if self.swaps:
+            out["swap"] = self.swap_json()
         return out
+
+    def host_bytes(self, stage: int) -> int:
+        """Bytes one rank of ``stage`` holds on host at its first backward: every micro-batch in
+        flight keeps its swapped activations there (``inflight``)."""
+        geo = self.plan.geometry
+        counts = inflight(geo.pipeline_stage, geo.pp_interleave_num, self.spec.micro_batch_num, stage)
+        host = {row["layer"]: row["host_bytes"] for row in self.layers if not row.get("mtp")}
+        total = 0
+        for v in range(geo.pp_interleave_num):
+            start = geo.chunk_starts[v][stage]
+            total += counts[v] * sum(host.get(i, 0) for i in range(start, start + geo.layer_list[v][stage]))
+        return total
+
+    def swap_json(self) -> Dict[str, Any]:
+        """Each swap's bytes, copy times, compute windows and exposed time per micro-batch, per stage,
+        with the host memory it takes (DESIGN §3.3a ``swap``; swap_cost.py)."""
+        link = self.link
+        per_rank = {st: self.host_bytes(st) for st in self.swaps}
+        ranks = link.ranks_per_node if link is not None else 1
+        node = max(per_rank.values(), default=0) * ranks
+        stages = []
+        for st, sw in sorted(self.swaps.items()):
+            stages.append({"stage": st, "exposed_seconds_per_micro_batch": round(sw.exposed_seconds, 9),
+                           "exposed_seconds_per_step": round(sw.exposed_seconds * self.spec.micro_batch_num, 9),
+                           "forward_seconds": round(sw.forward_seconds, 9),
+                           "backward_seconds": round(sw.backward_seconds, 9),
+                           "window_bytes": sw.window_bytes, "host_bytes_per_rank": per_rank[st],
+                           "swaps": [c.to_json() for c in sw.costs]})
+        host_mem = link.host_memory if link is not None else None
+        return {"link": link.to_json() if link is not None else None, "host_bytes_per_node": node,
+                "host_fits": None if host_mem is None else node <= host_mem,
+                "hides": all(c.hides for sw in self.swaps.values() for c in sw.costs), "stages": stages}
 
     def dryrun_json(self) -> Dict[str, Any]:
         """DryRun L1's peaks beside the model's (``estimate --dryrun``, docs/estimate.md)."""
@@ -552,9 +596,10 @@ class Estimate:
 
 
 def estimate_plan(path: str, cfg: Any, plan: strategy.Plan, spec: ModelSpec,
-                  calibration: Calibration = NO_CALIBRATION) -> Estimate:
+                  calibration: Calibration = NO_CALIBRATION, link: Optional[Any] = None) -> Estimate:
     """Predict the peaks of an already resolved plan (``plan`` reuses it for its own output), on the
-    tensor table of the plan's model family (the one ``explain`` names)."""
+    tensor table of the plan's model family (the one ``explain`` names); its swaps priced with
+    ``link`` (a ``swap_cost.Link``; default the documented device's, said as assumed)."""
     fam = memory_family(spec, plan)
     kind_fams, mtp_fams = layer_families(spec, plan, fam)
     costs: List[LayerCost] = []
@@ -577,9 +622,17 @@ def estimate_plan(path: str, cfg: Any, plan: strategy.Plan, spec: ModelSpec,
                      "host_bytes": cost.host, "recompute_flops": cost.flops, "mtp": True})
     geo = plan.geometry
     mixed = layer_fams if any(f is not fam for f in layer_fams) else None
-    stages = [stage_memory(spec, fam, geo, p, costs, prefetch, mixed, mtp) for p in range(geo.pipeline_stage)]
+    # swap: its cost and its window on MindSpore's schedule, where backward_prefetch counts kernels
+    # (swap_cost.py, docs/mindspore-facts.md §6)
+    swaps: Dict[int, Any] = {}
+    if any(r["host_bytes"] for r in rows):
+        link = link if link is not None else make_link()
+        swaps = plan_swaps(plan.layers, layer_fams, geo, link)
+    stages = [stage_memory(spec, fam, geo, p, costs, prefetch, mixed, mtp,
+                           swaps[p].window_bytes if p in swaps else 0) for p in range(geo.pipeline_stage)]
     return Estimate(config=path, family=fam.name, spec=spec, plan=plan, fam=fam, stages=stages, layers=rows,
-                    calibration=calibration, unmodelled=list(spec.unmodelled))
+                    calibration=calibration, unmodelled=list(spec.unmodelled), swaps=swaps,
+                    link=link if swaps else None)
 
 
 def layer_families(spec: ModelSpec, plan: strategy.Plan,
@@ -648,8 +701,9 @@ def plan_of(path: str, model: Optional[str] = None, text: Optional[str] = None) 
 
 
 def estimate(path: str, model: Optional[str] = None, calibration: Calibration = NO_CALIBRATION,
-             text: Optional[str] = None) -> Estimate:
+             text: Optional[str] = None, link: Optional[Any] = None) -> Estimate:
     """Predicted peak per stage of the strategy the YAML at ``path`` asks for (``model``: the
-    ``--model`` family, default the one the YAML names; ``text``: see :func:`plan_of`)."""
+    ``--model`` family, default the one the YAML names; ``text``: see :func:`plan_of`; ``link``: what
+    its swaps are priced with, see :func:`estimate_plan`)."""
     cfg, plan, spec = plan_of(path, model, text)
-    return estimate_plan(path, cfg, plan, spec, calibration)
+    return estimate_plan(path, cfg, plan, spec, calibration, link)

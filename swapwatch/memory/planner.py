@@ -26,7 +26,7 @@ _UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40,
           "KB": 10 ** 3, "MB": 10 ** 6, "GB": 10 ** 9, "TB": 10 ** 12}
 
 
-def parse_size(text: str) -> int:
+def parse_size(text: str, flag: str = "--budget") -> int:
     """``58GiB`` / ``45MB`` / ``62914560`` -> bytes. KiB/MiB/GiB and the bare K/M/G that MindSpore
     prints are powers of 2; KB/MB/GB are powers of 10 (docs/units.md).
 
@@ -35,18 +35,18 @@ def parse_size(text: str) -> int:
     the size that was probably meant instead of answering ``no strategy fits 0.0 MiB``."""
     m = _SIZE.match(str(text))
     if not m or m.group(2).upper() not in _UNITS:
-        raise InputError(f"--budget: {text!r} is not a size (e.g. 58GiB, 45MB, 62914560)")
+        raise InputError(f"{flag}: {text!r} is not a size (e.g. 58GiB, 45MB, 62914560)")
     number, unit = m.group(1), m.group(2)
     value = int(Fraction(number) * _UNITS[unit.upper()])     # exact: a float overflows
     if Fraction(number) <= 0:
-        raise InputError(f"--budget: {text!r} must be more than 0 bytes")
+        raise InputError(f"{flag}: {text!r} must be more than 0 bytes")
     if value >= 1 << 63:
-        raise InputError(f"--budget: {text[:40]!r} is more than any device holds (2**63 bytes)")
+        raise InputError(f"{flag}: {text[:40]!r} is more than any device holds (2**63 bytes)")
     if value < 1 << 20:
         meant = _meant(number, unit)
         what = "has no unit, so it is" if not unit else "is"
-        raise InputError(f"--budget {text.strip()} {what} {value:,} byte(s), less than 1 MiB: "
-                         f"did you mean --budget {meant}?")
+        raise InputError(f"{flag} {text.strip()} {what} {value:,} byte(s), less than 1 MiB: "
+                         f"did you mean {flag} {meant}?")
     return value
 
 
@@ -225,12 +225,13 @@ def held_out_error(cal: Calibration, model: Optional[str] = None) -> Optional[Tu
 
 def make_plan(config: str, budget: int, run_dirs: Sequence[str] = (), allow_swap: bool = False,
               model: Optional[str] = None, margin: Optional[float] = 0.0,
-              calibration: Optional[Calibration] = None) -> PlanResult:
+              calibration: Optional[Calibration] = None, link: Optional[Any] = None) -> PlanResult:
     """``model``: the ``--model`` family; default the one the YAML names (as ``explain``).
     ``margin``: the fraction of ``budget`` held back; None: :func:`plan_margin`'s default (what
     ``swapwatch plan`` uses; the library's 0.0 keeps the search exact for callers that set the
     target themselves); ``calibration``:
-    an already fitted calibration (``tune``), instead of fitting ``run_dirs``."""
+    an already fitted calibration (``tune``), instead of fitting ``run_dirs``; ``link``: the host
+    link and throughput swaps are priced with (``swap_cost.Link``; default the 910B's, assumed)."""
     cfg, plan, spec = plan_of(config, model)
     target = str((cfg.context or {}).get("device_target", "Ascend"))
     if allow_swap and target.lower() != "ascend":
@@ -269,7 +270,7 @@ def make_plan(config: str, budget: int, run_dirs: Sequence[str] = (), allow_swap
         written = emit_result(text, config, geo, stages, plan_of_text=lambda t: _plan_of_text(t, model, config))
         result.text = written.text
         result.notes = written.notes
-        result.estimate = estimate_text(result.text, config, model, cal)
+        result.estimate = estimate_text(result.text, config, model, cal, link)
         result.estimate.budget_bytes = budget
         over = max(st.peak(cal) for st in result.estimate.stages) - goal
         if over <= 0:
@@ -355,9 +356,10 @@ def _offset_lever(config: str, cfg: Any, geo, cal: Calibration, goal: int, bad: 
     return ""
 
 
-def estimate_text(text: str, config: str, model: Optional[str], cal: Calibration) -> Estimate:
+def estimate_text(text: str, config: str, model: Optional[str], cal: Calibration,
+                  link: Optional[Any] = None) -> Estimate:
     """Estimate a YAML given as text (the planned copy), through the same engine as ``explain``."""
-    est = estimate(config, model, cal, text)
+    est = estimate(config, model, cal, text, link)
     est.config = config
     return est
 
@@ -368,8 +370,9 @@ def _check_round_trip(result: PlanResult) -> None:
     chosen = {i: lv for s in result.stages for i, lv in s.levels.items()}
     for lp, row in zip(est.plan.layers, est.layers):
         lv = chosen[lp.layer]
-        got = (lp.full_recompute, frozenset(() if lp.full_recompute else lp.select_recompute), lp.layer_swap)
-        if got != (lv.full, frozenset(lv.patterns), lv.swap):
+        got = (lp.full_recompute, frozenset(() if lp.full_recompute else lp.select_recompute), lp.layer_swap,
+               frozenset((lp.op_swap or {}).items()))
+        if got != (lv.full, frozenset(lv.patterns), lv.swap, frozenset(lv.op_swap)):
             raise AssertionError(f"planned YAML gives layer {lp.layer} {row['choice']!r}, search chose {lv.label!r}")
     for st in est.stages:
         if st.peak(result.calibration) + result.not_in_peak > result.budget:

@@ -78,6 +78,50 @@ def layer_rows(est: Estimate) -> List[str]:
     return _table(rows)
 
 
+def _secs(v: float) -> str:
+    return f"{v * 1e3:.3g} ms" if v >= 1e-6 else "0 ms"
+
+
+def swap_rows(est: Estimate) -> List[str]:
+    """Per swap (consecutive layers alike share a row): what it moves per micro-batch, the copy's time
+    each way, the compute window MindSpore's schedule gives it and how long kernels wait for it
+    (``swap_cost.py``), then the host memory it takes and the waits per step. Empty without swaps."""
+    if not est.swaps:
+        return []
+    js = est.swap_json()
+    link = est.link
+    rows = [["layers", "stage", "swap", "prefetch", "moves", "copy out / back", "window", "waits"]]
+    groups: Dict[Any, List[Dict[str, Any]]] = {}
+    for st in js["stages"]:
+        for c in st["swaps"]:
+            key = (st["stage"], c["swap"], c["backward_prefetch"], c["bytes"], _secs(c["d2h_seconds"]),
+                   _secs(c["h2d_seconds"]), _secs(c["window_seconds"]), _secs(c["exposed_seconds"]))
+            groups.setdefault(key, []).append({**c, "stage": st["stage"]})
+    for g in groups.values():
+        c = g[0]
+        copy = _secs(c["d2h_seconds"]) if c["d2h_seconds"] == c["h2d_seconds"] else \
+            f"{_secs(c['d2h_seconds'])} / {_secs(c['h2d_seconds'])}"
+        rows.append([ranges([x["layer"] for x in g], sep=","), str(c["stage"]), c["swap"], str(c["backward_prefetch"]),
+                     fmt_size(c["bytes"]), copy, _secs(c["window_seconds"]),
+                     "hidden" if c["hides"] else _secs(c["exposed_seconds"])])
+    out = [f"swaps, per micro-batch, at {link.line()}" if link is not None else "swaps, per micro-batch"]
+    out += _table(rows)
+    worst = max(js["stages"], key=lambda st: st["host_bytes_per_rank"])
+    node = js["host_bytes_per_node"]
+    host = (f"host memory: {fmt_size(worst['host_bytes_per_rank'])} per rank on stage {worst['stage']} (its "
+            f"micro-batches in flight) x {link.ranks_per_node if link else 1} ranks a node = {fmt_size(node)}")
+    if link is not None and link.host_memory:
+        host += (f", {'within' if js['host_fits'] else 'OVER'} the {fmt_size(link.host_memory)} a node has")
+    out.append(host)
+    waits = [st for st in js["stages"] if st["exposed_seconds_per_step"] > 0]
+    if waits:
+        out.append("waits per step (the step is that much longer): " + ", ".join(
+            f"stage {st['stage']} {_secs(st['exposed_seconds_per_step'])}" for st in waits))
+    else:
+        out.append("every swap hides behind compute (no kernel waits for a copy)")
+    return out
+
+
 def calibration_rows(est: Estimate) -> List[str]:
     cal = est.calibration
     if not cal.fitted:
@@ -93,6 +137,8 @@ def render_estimate(est: Estimate, fmt: str) -> str:
     if fmt == "json":
         return json.dumps(est.to_json(), indent=2) + "\n"
     out = [header(est), ""] + stage_rows(est) + [not_in_peak_line(est), ""] + layer_rows(est)
+    if est.swaps:
+        out += [""] + swap_rows(est)
     cal = calibration_rows(est)
     if cal:
         out += [""] + cal
@@ -138,7 +184,7 @@ def render_plan(res: PlanResult, fmt: str) -> str:
     est = res.planned
     flops = sum(s.flops for s in res.stages)
     out = [header(est), ""] + stage_rows(est, res.budget, plus) + ([not_in_peak_line(est)] if plus else []) \
-        + [""] + layer_rows(est)
+        + [""] + layer_rows(est) + ([""] + swap_rows(est) if est.swaps else [])
     what = "forward FLOPs recomputed" + (", plus swap transfer not hidden by compute, in FLOP-equivalents"
                                          if any(lv.swap for s in res.stages for lv in s.levels.values()) else "")
     out += ["", f"{res.message()}; modelled cost {flops / 1e9:.4g} GFLOP per step ({what})"]

@@ -51,6 +51,8 @@ class Level:
     swap: Optional[int]
     cost: LayerCost
     rank: int                        # position in its chain (0 = none): nesting order for emission
+    #: op swaps ``(op_name pattern, backward_prefetch)`` (memory.swap_cost prices them)
+    op_swap: Tuple[Tuple[str, int], ...] = ()
 
     @property
     def window(self) -> int:

@@ -116,7 +116,7 @@ class Link:
         host = ""
         if self.host_memory is not None:
             host = f"; host memory {self.host_memory / (1 << 30):.4g} GiB a node ({self.host_memory_from})"
-        return (f"swap priced at {bw} host link ({self.bandwidth_from}) and {self.flops / 1e12:.4g} TFLOP/s "
+        return (f"{bw} host link ({self.bandwidth_from}) and {self.flops / 1e12:.4g} TFLOP/s "
                 f"achieved ({self.flops_from}){host}")
 
 
@@ -502,26 +502,57 @@ def swap_items(table: Any, lp: Any) -> List[SwapItem]:
     return out
 
 
+def chunks(layers: Sequence[Any], tables: Sequence[Any], geo: Any):
+    """Per (stage, chunk): the stage, its layers' ``(id, program)`` and their swap items."""
+    by_id = {lp.layer: (lp, t) for lp, t in zip(layers, tables)}
+    for stage in range(geo.pipeline_stage):
+        for v in range(geo.pp_interleave_num):
+            start, n = geo.chunk_starts[v][stage], geo.layer_list[v][stage]
+            chunk = [by_id[i] for i in range(start, start + n) if i in by_id]
+            items = [it for lp, t in chunk for it in swap_items(t, lp)]
+            if items:
+                yield stage, [(lp.layer, program(t, t.effective(*t.marks(lp)[1:]))) for lp, t in chunk], items
+
+
+def stage_windows(layers: Sequence[Any], tables: Sequence[Any], geo: Any) -> Dict[int, int]:
+    """Per pipeline stage, the most swapped bytes on the device at once (:meth:`Schedule.window_bytes`,
+    the largest of its chunks'): what swap adds to the stage's peak. Structure only, no timing."""
+    out: Dict[int, int] = {}
+    for stage, progs, items in chunks(layers, tables, geo):
+        out[stage] = max(out.get(stage, 0), Schedule(progs, items).window_bytes())
+    return out
+
+
 def plan_swaps(layers: Sequence[Any], tables: Sequence[Any], geo: Any, link: Link) -> Dict[int, StageSwaps]:
     """What the swaps of a plan cost, per pipeline stage (its chunks simulated one after the other):
     ``layers`` the plan's LayerPlans, ``tables`` each layer's tensor table (same order), ``geo`` the
     plan's geometry. Stages without a swap are left out."""
     out: Dict[int, StageSwaps] = {}
-    by_id = {lp.layer: (lp, t) for lp, t in zip(layers, tables)}
-    for stage in range(geo.pipeline_stage):
-        total = StageSwaps()
-        for v in range(geo.pp_interleave_num):
-            start, n = geo.chunk_starts[v][stage], geo.layer_list[v][stage]
-            chunk = [by_id[i] for i in range(start, start + n) if i in by_id]
-            items = [it for lp, t in chunk for it in swap_items(t, lp)]
-            progs = [(lp.layer, program(t, t.effective(*t.marks(lp)[1:]))) for lp, t in chunk]
-            if not items:
-                continue
-            res = simulate(progs, items, link)
-            total.costs += res.costs
-            total.forward_seconds += res.forward_seconds
-            total.backward_seconds += res.backward_seconds
-            total.window_bytes = max(total.window_bytes, res.window_bytes)
-        if total.costs:
-            out[stage] = total
+    for stage, progs, items in chunks(layers, tables, geo):
+        res = simulate(progs, items, link)
+        total = out.setdefault(stage, StageSwaps())
+        total.costs += res.costs
+        total.forward_seconds += res.forward_seconds
+        total.backward_seconds += res.backward_seconds
+        total.window_bytes = max(total.window_bytes, res.window_bytes)
     return out
+
+
+#: the ``backward_prefetch`` values tried for a swap that does not hide (kernels; a legacy Llama layer's
+#: backward is ~60 of them, so the last reaches about four layers ahead)
+PREFETCH_CANDIDATES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
+
+
+def prefetch_that_hides(layers: Sequence[Tuple[int, LayerProgram]], items: Sequence[SwapItem],
+                        which: Sequence[int], link: Link) -> Optional[int]:
+    """The least ``backward_prefetch`` (of :data:`PREFETCH_CANDIDATES`, above the items' own) that
+    makes the items ``which`` (indices into ``items``) hide, the others unchanged; None when none does."""
+    floor = max(items[k].prefetch for k in which)
+    for p in PREFETCH_CANDIDATES:
+        if p <= floor:
+            continue
+        trial = [SwapItem(it.layer, it.what, p, it.tensors) if k in which else it for k, it in enumerate(items)]
+        res = simulate(layers, trial, link)
+        if all(res.costs[k].hides for k in which):
+            return p
+    return None

@@ -291,8 +291,8 @@ class TensorTable:
         """Bytes kept / regenerated / swapped and FLOPs recomputed when the ops ``marked`` (indices
         into ``ops``; ``boundary``: outputs of marked cells) are marked for recompute, the tensors
         ``swapped`` (or, with ``layer_swap``, everything kept a swap can move: :meth:`movable`) go to
-        host and the gathered copies
-        ``comm_freed`` are re-gathered in backward instead of kept (:meth:`comm_freed`)."""
+        host and the gathered copies ``comm_freed`` are re-gathered in backward instead of kept
+        (:meth:`comm_freed`)."""
         recomputed = self.effective(marked, boundary)
         produced = {t for i in recomputed for t in self.ops[i].outs}
         kept = self.kept(recomputed, comm_freed)
