@@ -204,7 +204,11 @@ def _origin(exc: BaseException) -> str:
                    "`swapwatch families` lists them).")
 @click.option("--all-layers", "all_layers", is_flag=True,
               help="One table row per layer (default: consecutive identical layers fold into ranges).")
-def explain_cmd(config, fmt, num_layers, pipeline_stage, pp_interleave_num, offset, env, model, all_layers):
+@click.option("--host-bandwidth", default=None, metavar="RATE|DEVICE",
+              help="Host link a swap's copies are timed with (SW212): 30GB/s, D2H,H2D or a device (910b, 910c); "
+                   "default the 910b's, assumed.")
+def explain_cmd(config, fmt, num_layers, pipeline_stage, pp_interleave_num, offset, env, model, all_layers,
+                host_bandwidth):
     """Show what MindFormers will apply to every layer for CONFIG (a training YAML or fragment).
 
     Exit 0; 1 if the config alone shows an error-severity finding; 2 bad input.
@@ -216,7 +220,8 @@ def explain_cmd(config, fmt, num_layers, pipeline_stage, pp_interleave_num, offs
     ex = explain(config, num_layers=num_layers, pipeline_stage=pipeline_stage,
                  pp_interleave_num=pp_interleave_num,
                  offset=parse_offset(offset) if offset is not None else None,
-                 env=parse_env(env), model=model)
+                 env=parse_env(env), model=model,
+                 link=swap_link(host_bandwidth, None, (), model, config) if host_bandwidth else None)
     click.echo(ex.render(fmt, all_layers=all_layers), nl=False)     # each path's explanation renders itself
     return ex.exit_code
 

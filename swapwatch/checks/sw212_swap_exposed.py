@@ -20,7 +20,8 @@ class SwapExposed(Rule):
     docs/mindspore-facts.md §6). swapwatch times the copies at the host bandwidth (the 910B default,
     30 GB/s a direction, assumed; ``plan`` / ``estimate --host-bandwidth`` set another) and the
     kernels by their FLOPs at the device's achieved throughput (200 TFLOP/s assumed), on the layer's
-    tensor table; the finding names the bytes, both times, the wait and a prefetch that hides it.
+    tensor table (``explain --host-bandwidth`` sets the link too); the finding names the bytes, both
+    times, the wait and a prefetch that hides it.
 
     **Why it matters.** The memory is saved, but every micro-batch pays the wait: a swap meant to
     beat recompute can cost more than recomputing. (Nothing in the logs says so: the ``Set ...
@@ -54,7 +55,7 @@ class SwapExposed(Rule):
             check_family(plan)
             spec = spec_from_config(cfg)
             spec.pp = cfg.pipeline_stage
-            est = estimate_plan(cfg.source or "<config>", cfg, plan, spec)
+            est = estimate_plan(cfg.source or "<config>", cfg, plan, spec, link=ctx.link)
         except (InputError, ValueError, KeyError, ZeroDivisionError):
             return          # no sizes, or a family without a tensor table: nothing to time
         if not est.swaps or est.link is None:

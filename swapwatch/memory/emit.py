@@ -154,11 +154,14 @@ def strategy_edits(doc: Dict[str, Any], geo, stages: Sequence[StagePlan]) -> Lis
     mcore = _mcore_swap_section(doc, create=True)
     if mcore is not None:
         mc_path, mc, keys = mcore
-        edits += [(mc_path + (keys["swap"],), True), (mc_path + (keys["layer_swap"],), entries or None),
-                  (mc_path + (keys["op_swap"],), op_entries or None)]
+        paths = (mc_path + (keys["swap"],), mc_path + (keys["layer_swap"],), mc_path + (keys["op_swap"],))
     else:
-        edits += [(("swap_config", "swap"), True), (("swap_config", "layer_swap"), entries or None),
-                  (("swap_config", "op_swap"), op_entries or None)]
+        paths = (("swap_config", "swap"), ("swap_config", "layer_swap"), ("swap_config", "op_swap"))
+    edits.append((paths[0], True))
+    for path, value in ((paths[1], entries), (paths[2], op_entries)):
+        # an empty list is written as none (null) where the YAML had the key, left out where it had not
+        if value or _get_or_missing(doc, path) is not _MISSING:
+            edits.append((path, value or None))
     edits.append((("context", "memory_optimize_level"), "O0"))
     # with swap on MindFormers formats the exclude keys and applies none of them (SW203): cleared
     section = _get(doc, base) or {}

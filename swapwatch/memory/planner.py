@@ -18,7 +18,7 @@ from ..families import DEFAULT_FAMILY
 from ..text import fmt_size
 from .calibrate import calibrate
 from .model import NO_CALIBRATION, Calibration, Estimate, estimate, not_in_dryrun, plan_of, planning_family
-from .search import StagePlan, kinds_of, lowest_peak, solve_stage
+from .search import StagePlan, SwapOffer, kinds_of, lowest_peak, solve_stage
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?i?B?|)\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40,
@@ -257,21 +257,39 @@ def make_plan(config: str, budget: int, run_dirs: Sequence[str] = (), allow_swap
     from .emit import emit_result
 
     text = read_config_text(config)
-    for _ in range(8):
-        stages = [solve_stage(spec, fam, geo, p, cal, search, allow_swap, kinds) for p in range(geo.pipeline_stage)]
+    from .swap_cost import make_link
+
+    priced = link if link is not None else make_link()
+    link = priced
+    # the swap levels are priced with the link (memory/swap_cost.py): the offer stands for allow_swap below
+    swap: Any = SwapOffer(priced) if allow_swap else False
+    host_notes: List[str] = []
+    for _ in range(8 + 8 * bool(allow_swap)):
+        stages = [solve_stage(spec, fam, geo, p, cal, search, swap, kinds) for p in range(geo.pipeline_stage)]
         result.stages = stages
         result.fits = all(s.fits for s in stages)
         if not result.fits:
-            result.lowest = {p: lowest_peak(spec, fam, geo, p, cal, allow_swap, kinds)
+            result.lowest = {p: lowest_peak(spec, fam, geo, p, cal, swap, kinds)
                              for p in range(geo.pipeline_stage)}
-            result.levers = levers(config, cfg, spec, fam, geo, cal, goal, result.lowest, allow_swap, target, model,
-                                   kinds)
+            result.levers = levers(config, cfg, spec, fam, geo, cal, goal, result.lowest, swap, target, model,
+                                   kinds, link)
             return result
         written = emit_result(text, config, geo, stages, plan_of_text=lambda t: _plan_of_text(t, model, config))
         result.text = written.text
-        result.notes = written.notes
+        result.notes = host_notes + written.notes
         result.estimate = estimate_text(result.text, config, model, cal, link)
         result.estimate.budget_bytes = budget
+        host = host_over(result.estimate)
+        if host is not None:
+            # the swaps' host bytes (micro-batches in flight x ranks a node) do not fit a node: offer only
+            # the swap levels that move less per layer than the largest chosen, and search again (a greedy
+            # step, not an exact search over host memory: docs/plan.md, "Swap")
+            swap = SwapOffer(priced, host - 1)
+            took = result.estimate.swap_json()["host_bytes_per_node"]
+            host_notes.append(f"host memory: the swaps took {fmt_size(took)} a node, over the "
+                              f"{fmt_size(priced.host_memory or 0)} it has: searched again without the swaps "
+                              f"moving {fmt_size(host)} or more per layer")
+            continue
         over = max(st.peak(cal) for st in result.estimate.stages) - goal
         if over <= 0:
             break
@@ -279,10 +297,21 @@ def make_plan(config: str, budget: int, run_dirs: Sequence[str] = (), allow_swap
     else:
         # still over the target after the rounds: never hand back a YAML as fitting that does not
         result.fits = False
-        result.lowest = {p: lowest_peak(spec, fam, geo, p, cal, allow_swap, kinds) for p in range(geo.pipeline_stage)}
+        result.lowest = {p: lowest_peak(spec, fam, geo, p, cal, swap, kinds) for p in range(geo.pipeline_stage)}
         return result
     _check_round_trip(result)
     return result
+
+
+def host_over(est: Estimate) -> Optional[int]:
+    """When the swaps of ``est`` need more host memory a node than its link says the node has: the
+    largest bytes one swapped layer moves per micro-batch (what the next search leaves out); else None."""
+    if not est.swaps or est.link is None or not est.link.host_memory:
+        return None
+    js = est.swap_json()
+    if js["host_fits"]:
+        return None
+    return max(row["host_bytes"] for row in est.layers)
 
 
 def _plan_of_text(text: str, model: Optional[str], config: str = "<string>"):
@@ -291,7 +320,7 @@ def _plan_of_text(text: str, model: Optional[str], config: str = "<string>"):
 
 
 def levers(config: str, cfg: Any, spec, fam, geo, cal: Calibration, goal: int, lowest: Dict[int, int],
-           allow_swap: bool, device: str, model: Optional[str], kinds=None) -> List[str]:
+           allow_swap: Any, device: str, model: Optional[str], kinds=None, link: Optional[Any] = None) -> List[str]:
     """When no recompute strategy fits: the other levers that would, each checked on the model
     (not a list of generic tips). Tried: the parallel optimizer (weights and optimizer states
     sharded over data parallel), ``offset`` moving layers off a stage that cannot fit to a stage
@@ -315,9 +344,9 @@ def levers(config: str, cfg: Any, spec, fam, geo, cal: Calibration, goal: int, l
         if found:
             out.append(found)
     if device.lower() == "ascend" and not allow_swap:
-        low = {p: lowest_peak(spec, fam, geo, p, cal, True, kinds) for p in range(P)}
+        low = {p: lowest_peak(spec, fam, geo, p, cal, link if link is not None else True, kinds) for p in range(P)}
         if max(low.values()) <= goal:
-            out.append(f"layer swap to host (--allow-swap): lowest peak {fmt_size(max(low.values()))}")
+            out.append(f"swap to host where its copies hide (--allow-swap): lowest peak {fmt_size(max(low.values()))}")
     if not out:
         out.append("none of offset, the parallel optimizer or swap gets every stage under it: fewer layers "
                    "or a smaller micro-batch per stage, or more pipeline stages")

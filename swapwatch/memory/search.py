@@ -37,6 +37,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, TypeVar
 
 from .tensor_table import TensorTable, LayerCost
 from .model import (NO_CALIBRATION, Calibration, inflight, stage_memory)
+from .swap_cost import Link, make_link, swap_choices
 from .spec import ModelSpec
 
 
@@ -53,11 +54,18 @@ class Level:
     rank: int                        # position in its chain (0 = none): nesting order for emission
     #: op swaps ``(op_name pattern, backward_prefetch)`` (memory.swap_cost prices them)
     op_swap: Tuple[Tuple[str, int], ...] = ()
+    #: swapped bytes on the device at once on MindSpore's schedule, every layer of the chunk taking
+    #: this level (swap_cost.SwapChoice.window)
+    swap_window: int = 0
 
     @property
     def window(self) -> int:
-        """The prefetch window this level brings back during backward (its layers, identical)."""
-        return 0 if self.swap is None else self.swap * self.cost.host
+        """The swap window this level adds to the stage's peak (a max over the stage's levels)."""
+        return self.swap_window
+
+    @property
+    def swaps(self) -> bool:
+        return self.swap is not None or bool(self.op_swap)
 
 
 @dataclass
@@ -156,30 +164,37 @@ def fam_parts(spec: ModelSpec, fam: TensorTable, geo, stage: int, cal: Calibrati
     return st.static_total, fixed, st.optimizer, floor
 
 
-#: What swap's cost is priced with (Ascend 910B-class, assumed): sustained matmul throughput and
-#: host <-> device bandwidth. Swap costs the transfer time the prefetch window does not hide behind
-#: the backward of the layers in it, in FLOP-equivalents so it compares with recompute.
-DEVICE_FLOPS = 2.0e14
-HOST_BYTES_PER_S = 2.4e10
+@dataclass(frozen=True)
+class SwapOffer:
+    """What swap levels the search may take: priced with ``link``, and (when the plan's host memory
+    did not fit a node) only those that move at most ``max_host`` bytes per layer and micro-batch."""
+
+    link: Link
+    max_host: Optional[int] = None
 
 
-def swap_cost(fam: TensorTable, prefetch: int) -> LayerCost:
-    """A layer swap with ``backward_prefetch``: everything it keeps goes to host and back; the
-    transfer overlaps the backward (about twice the forward) of ``prefetch`` layers."""
-    base = fam.cost(fam.preset_ops, frozenset(), frozenset(), True)   # what estimate counts (TensorTable.marks)
-    transfer = 2 * base.host / HOST_BYTES_PER_S
-    hidden = prefetch * 2 * fam.forward_flops() / DEVICE_FLOPS
-    return LayerCost(kept=base.kept, host=base.host, regen=0,
-                     flops=max(0.0, transfer - hidden) * DEVICE_FLOPS, by_tensor=base.by_tensor)
+def swap_levels(fam: TensorTable, allow_swap: Any, layers: int) -> List[Level]:
+    """The swap levels of ``fam`` (``swap_cost.swap_choices``: each hides its copies on MindSpore's
+    schedule at the link, every layer of a ``layers``-layer chunk taking it, with the least prefetch
+    that does). ``allow_swap``: a :class:`SwapOffer` or a ``swap_cost.Link`` (True: the 910B's
+    defaults, assumed)."""
+    if not allow_swap:
+        return []
+    offer = allow_swap if isinstance(allow_swap, SwapOffer) else \
+        SwapOffer(allow_swap if isinstance(allow_swap, Link) else make_link(host_memory=0))
+    return [Level(c.label, c.patterns, False, c.layer_swap, c.cost, -1, c.op_swap, c.window)
+            for c in swap_choices(fam, offer.link, layers)
+            if offer.max_host is None or c.cost.host <= offer.max_host]
 
 
-def chains(fam: TensorTable, allow_swap: bool = False, prefetches: Sequence[int] = (1, 2)) -> List[List[Level]]:
+def chains(fam: TensorTable, allow_swap: Any = False, layers: int = 16) -> List[List[Level]]:
     """Every nesting order of the family's select groups as a list of levels none < ... < full
-    (plus the swap levels, which sit beside the chain: swap mode takes layer ids, no nesting)."""
+    (plus the swap levels, which sit beside the chain: swap mode takes layer ids, no nesting;
+    ``allow_swap``: False, True or the ``swap_cost.Link`` they are priced with)."""
     out = []
     none = Level("none", (), False, None, fam.cost(frozenset()), 0)
     full = Level("full", (), True, None, fam.cost(fam.all_ops, fam.layer_boundary), 10 ** 6)
-    swaps = [Level(f"swap:{p}", (), False, p, swap_cost(fam, p), -p) for p in prefetches] if allow_swap else []
+    swaps = swap_levels(fam, allow_swap, layers)
     seen = set()
     for order in itertools.permutations(fam.groups):
         chain = [none]
@@ -252,7 +267,7 @@ def solve_stage(spec: ModelSpec, fam: TensorTable, geo, stage: int, cal: Calibra
     counts = inflight(P, V, spec.micro_batch_num, stage)
     chunks = [(list(range(geo.chunk_starts[v][stage], geo.chunk_starts[v][stage] + geo.layer_list[v][stage])),
                counts[v]) for v in range(V)]
-    all_chains = chains(fam, allow_swap)
+    all_chains = chains(fam, allow_swap, max(len(c[0]) for c in chunks))
     fixed: float            # stage_parts' bytes with kinds, calibrated (a float) without
     if kinds is not None and V == 1 and not allow_swap and chunks[0][0]:
         static, fixed, opt, floor = stage_parts(spec, geo, stage, kinds)
@@ -312,7 +327,7 @@ def solve_stage(spec: ModelSpec, fam: TensorTable, geo, stage: int, cal: Calibra
         ki += 1
         # MindFormers' order inside a chunk: full first, then the deeper select levels, none last;
         # swap levels take layer ids, put after the recompute prefix
-        ordered = sorted(zip(allowed, cnt), key=lambda x: -x[0].rank if x[0].swap is None else 10 ** 7)
+        ordered = sorted(zip(allowed, cnt), key=lambda x: -x[0].rank if not x[0].swaps else 10 ** 7)
         pos = 0
         for lv, k in ordered:
             for _ in range(k):
@@ -494,7 +509,7 @@ def lowest_peak(spec: ModelSpec, fam: TensorTable, geo, stage: int, cal: Calibra
                        for blocks in (sorted(ch, key=lambda lv: -lv.rank) for ch in chains(fam))
                        for cnt in compositions(geo.layer_list[0][stage], len(blocks)))
         return max(cal.peak(static, best_dyn + fixed), cal.peak(static, opt))
-    levels = [lv for ch in chains(fam, allow_swap) for lv in ch]
+    levels = [lv for ch in chains(fam, allow_swap, max(geo.layer_list[v][stage] for v in range(V))) for lv in ch]
     best = min(weight * min(lv.cost.kept for lv in levels if lv.cost.regen <= r and lv.window <= w) + max(r, floor) + w
                for r in {lv.cost.regen for lv in levels} for w in {lv.window for lv in levels}
                if any(lv.cost.regen <= r and lv.window <= w for lv in levels))

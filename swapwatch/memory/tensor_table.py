@@ -306,7 +306,8 @@ class TensorTable:
         # micro-batch's backward (docs/estimate.md "Fine-grain interleave")
         regen += sum(b for _, b, of in self.interleave if of in produced)
         early = sum(b for _, b, of in self.interleave if of not in produced)
-        on_host = set(self.movable(kept)) if layer_swap else set(self.movable(kept)) & set(swapped)
+        movable = set(self.movable(kept, recomputed))
+        on_host = movable if layer_swap else movable & set(swapped)
         device = [(t, self.bytes[t]) for t in kept if t not in on_host] + list(self.extra_by_tensor)
         return LayerCost(kept=sum(b for _, b in device), host=sum(self.bytes[t] for t in on_host),
                          regen=regen, flops=sum(self.op_flops[i] for i in recomputed),
@@ -322,14 +323,16 @@ class TensorTable:
         produced = {t for i in recomputed for t in self.ops[i].outs}
         return tuple(sorted(needed - produced - comm_freed))
 
-    def movable(self, tensors) -> Tuple[str, ...]:
-        """Those of ``tensors`` a swap can move to host: made by an op of the layer and not a weight's
-        compute-dtype copy. MindSpore's offload pass copies out only outputs of the marked cell's own
-        primitives; the layer's input comes from the cell before it, and the cast of a weight is moved
-        out of the layer's scope when the graph is compiled: DryRun's compiled graph of a swapped
-        Qwen2.5 layer copies out 18 tensors per micro-batch and none of them is a weight
-        (docs/mindspore-facts.md §6)."""
-        return tuple(t for t in tensors if t in self.producers and t not in self.weight_copies)
+    def movable(self, tensors, recomputed: FrozenSet[int] = frozenset()) -> Tuple[str, ...]:
+        """Those of ``tensors`` a swap can move to host: made by an op of the layer, not a weight's
+        compute-dtype copy, and not read by an op ``recomputed``. MindSpore's offload pass copies out
+        only outputs of the marked cell's own primitives; the layer's input comes from the cell before
+        it, and the cast of a weight is moved out of the layer's scope when the graph is compiled:
+        DryRun's compiled graph of a swapped Qwen2.5 layer copies out 18 tensors per micro-batch and
+        none of them is a weight (docs/mindspore-facts.md §6). An output a recomputed op reads is not
+        swapped (MindFormers' SWAP documentation, "Used together with Recomputation", point 2; SW202)."""
+        read = {t for i in recomputed for t in self.ops[i].ins}
+        return tuple(t for t in tensors if t in self.producers and t not in self.weight_copies and t not in read)
 
     def _net_regen(self, recomputed: FrozenSet[int], kept: FrozenSet[str]) -> int:
         """What a layer's recomputation adds at its backward, over what that backward has already
