@@ -17,7 +17,7 @@ class SwapExposed(Rule):
     ``backward_prefetch + 1`` places before the first op that reads it. ``backward_prefetch``
     counts **kernels**, not layers (a legacy Llama layer's backward is about 60 of them). When the
     copies take longer than the compute of those kernels, the step waits (docs/plan.md, "Swap";
-    docs/mindspore-facts.md §6). swapwatch times the copies at the host bandwidth (the 910B default,
+    docs/mindspore-facts.md §7). swapwatch times the copies at the host bandwidth (the 910B default,
     30 GB/s a direction, assumed; ``plan`` / ``estimate --host-bandwidth`` set another) and the
     kernels by their FLOPs at the device's achieved throughput (200 TFLOP/s assumed), on the layer's
     tensor table (``explain --host-bandwidth`` sets the link too); the finding names the bytes, both

@@ -623,7 +623,7 @@ def estimate_plan(path: str, cfg: Any, plan: strategy.Plan, spec: ModelSpec,
     geo = plan.geometry
     mixed = layer_fams if any(f is not fam for f in layer_fams) else None
     # swap: its cost and its window on MindSpore's schedule, where backward_prefetch counts kernels
-    # (swap_cost.py, docs/mindspore-facts.md §6)
+    # (swap_cost.py, docs/mindspore-facts.md §7)
     swaps: Dict[int, Any] = {}
     if any(r["host_bytes"] for r in rows):
         link = link if link is not None else make_link()

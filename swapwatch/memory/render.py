@@ -91,19 +91,21 @@ def swap_rows(est: Estimate) -> List[str]:
     js = est.swap_json()
     link = est.link
     rows = [["layers", "stage", "swap", "prefetch", "moves", "copy out / back", "window", "waits"]]
+    # swaps alike on a stage share a row (JSON has each): the window is the group's shortest, the wait
+    # its longest
     groups: Dict[Any, List[Dict[str, Any]]] = {}
     for st in js["stages"]:
         for c in st["swaps"]:
-            key = (st["stage"], c["swap"], c["backward_prefetch"], c["bytes"], _secs(c["d2h_seconds"]),
-                   _secs(c["h2d_seconds"]), _secs(c["window_seconds"]), _secs(c["exposed_seconds"]))
+            key = (st["stage"], c["swap"], c["backward_prefetch"], c["bytes"], c["hides"])
             groups.setdefault(key, []).append({**c, "stage": st["stage"]})
     for g in groups.values():
         c = g[0]
         copy = _secs(c["d2h_seconds"]) if c["d2h_seconds"] == c["h2d_seconds"] else \
             f"{_secs(c['d2h_seconds'])} / {_secs(c['h2d_seconds'])}"
+        window = min(x["window_seconds"] for x in g)
         rows.append([ranges([x["layer"] for x in g], sep=","), str(c["stage"]), c["swap"], str(c["backward_prefetch"]),
-                     fmt_size(c["bytes"]), copy, _secs(c["window_seconds"]),
-                     "hidden" if c["hides"] else _secs(c["exposed_seconds"])])
+                     fmt_size(c["bytes"]), copy, (">= " if len(g) > 1 else "") + _secs(window),
+                     "hidden" if c["hides"] else _secs(max(x["exposed_seconds"] for x in g))])
     out = [f"swaps, per micro-batch, at {link.line()}" if link is not None else "swaps, per micro-batch"]
     out += _table(rows)
     worst = max(js["stages"], key=lambda st: st["host_bytes_per_rank"])
@@ -185,7 +187,7 @@ def render_plan(res: PlanResult, fmt: str) -> str:
     flops = sum(s.flops for s in res.stages)
     out = [header(est), ""] + stage_rows(est, res.budget, plus) + ([not_in_peak_line(est)] if plus else []) \
         + [""] + layer_rows(est) + ([""] + swap_rows(est) if est.swaps else [])
-    what = "forward FLOPs recomputed" + (", plus swap transfer not hidden by compute, in FLOP-equivalents"
-                                         if any(lv.swap for s in res.stages for lv in s.levels.values()) else "")
+    what = "forward FLOPs recomputed" + ("; every swap chosen hides its copies"
+                                         if any(lv.swaps for s in res.stages for lv in s.levels.values()) else "")
     out += ["", f"{res.message()}; modelled cost {flops / 1e9:.4g} GFLOP per step ({what})"]
     return "\n".join(out) + "\n"

@@ -1,7 +1,7 @@
 """What a swap costs: the bytes it moves to host and back, the time the host link takes for them, and
 the compute it can hide behind, on MindSpore's own schedule of the offload (docs/plan.md, "Swap").
 
-MindSpore's schedule (docs/mindspore-facts.md §6, read from MindSpore 2.10's source and seen in a
+MindSpore's schedule (docs/mindspore-facts.md §7, read from MindSpore 2.10's source and seen in a
 DryRun's compiled graph):
 
 * every output of a primitive marked for offload (``Cell.offload`` marks every primitive of the cell,
@@ -173,7 +173,7 @@ def local_memory() -> Optional[int]:
 #: backward (the real graph adds reshapes, casts, transposes, the sums of a gradient used twice and
 #: the pipeline's send / receive): a ``backward_prefetch`` of N reaches N / ratio table kernels. Counted
 #: on the DryRun-compiled graph of a legacy Qwen2.5 (Llama) layer with flash attention: 55 forward and
-#: 61 backward kernels where the table's program has 31 and 40 (docs/mindspore-facts.md §6,
+#: 61 backward kernels where the table's program has 31 and 40 (docs/mindspore-facts.md §7,
 #: tests/test_swap_cost.py reads that graph's recorded execution order).
 FWD_KERNELS_PER_OP = 55 / 31
 BWD_KERNELS_PER_OP = 61 / 40
@@ -249,7 +249,7 @@ class SwapItem:
 
 def prefetch_kernels(value: Any) -> int:
     """``backward_prefetch`` as MindSpore takes it: an int, ``"Auto"`` (and anything not an int) 1
-    (offload_activation.cc: kDefaultPrefetch; docs/mindspore-facts.md §6)."""
+    (offload_activation.cc: kDefaultPrefetch; docs/mindspore-facts.md §7)."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 1
 
 

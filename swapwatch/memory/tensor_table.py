@@ -329,7 +329,7 @@ class TensorTable:
         only outputs of the marked cell's own primitives; the layer's input comes from the cell before
         it, and the cast of a weight is moved out of the layer's scope when the graph is compiled:
         DryRun's compiled graph of a swapped Qwen2.5 layer copies out 18 tensors per micro-batch and
-        none of them is a weight (docs/mindspore-facts.md §6). An output a recomputed op reads is not
+        none of them is a weight (docs/mindspore-facts.md §7). An output a recomputed op reads is not
         swapped (MindFormers' SWAP documentation, "Used together with Recomputation", point 2; SW202)."""
         read = {t for i in recomputed for t in self.ops[i].ins}
         return tuple(t for t in tensors if t in self.producers and t not in self.weight_copies and t not in read)
