@@ -111,8 +111,8 @@ class Link:
 
     def line(self) -> str:
         """One line saying what the swaps were priced with."""
-        bw = (f"{self.d2h / 1e9:.3g} GB/s" if self.d2h == self.h2d
-              else f"{self.d2h / 1e9:.3g} GB/s out, {self.h2d / 1e9:.3g} GB/s back")
+        bw = (f"{self.d2h / 1e9:.4g} GB/s" if self.d2h == self.h2d
+              else f"{self.d2h / 1e9:.4g} GB/s out, {self.h2d / 1e9:.4g} GB/s back")
         host = ""
         if self.host_memory is not None:
             host = f"; host memory {self.host_memory / (1 << 30):.4g} GiB a node ({self.host_memory_from})"
