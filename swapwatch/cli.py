@@ -514,32 +514,21 @@ def estimate_cmd(config, run_dirs, fmt, model, dryrun, dryrun_stages, host_bandw
     """Predicted peak memory per pipeline stage of CONFIG's strategy, with its breakdown; measured
     beside it when a calibration run used CONFIG, DryRun L1's peak with --dryrun. Exit 0; 1 DryRun
     failed (the line names its log); 2 bad input or DryRun not available."""
-    from .memory.calibrate import calibrated_estimate
+    from . import codepaths
     from .memory.render import render_estimate
-    from .pynative.config import refuse_unmodelled
-    from .pynative import sizing
 
-    from . import paths
-
-    if paths.pynative_tree(config) is not None:   # the seam: the r2.x path is sized by pynative/sizing.py
-        if run_dirs or dryrun or dryrun_stages:
-            raise InputError("--calibrate / --dryrun: not for a PyNative (r2.x) YAML (DryRun compiles graphs; "
-                             "docs/estimate.md, The PyNative path)", file=config)
-        click.echo(sizing.render(paths.estimate(config, model), fmt), nl=False)
-        return 0
-    refuse_unmodelled(config, "estimate")
-
-    est = calibrated_estimate(config, run_dirs, model, swap_link(host_bandwidth, host_memory, run_dirs, model, config))
+    doc, cp = codepaths.read(config)
+    needs = ["calibrate"] if run_dirs else []
+    cp.require(doc, "estimate", *needs, *(["dryrun"] if dryrun or dryrun_stages else []))
+    est = cp.size(doc, "estimate", model, calibrate=run_dirs,
+                  link=swap_link(host_bandwidth, host_memory, run_dirs, model, config))
     # --dryrun: a self-contained block (swapwatch/memory/dryrun.py)
     if dryrun or dryrun_stages:
-        from .memory import dryrun as dr
+        from .memory.dryrun import DryRunError
 
-        reason = dr.available()
-        if reason:
-            raise InputError(f"--dryrun: DryRun is not available here: {reason}")
         try:
-            res = dr.measure(config, sorted(set(dryrun_stages)) or None)
-        except dr.DryRunError as exc:
+            res = cp.dryrun(doc, "estimate", sorted(set(dryrun_stages)) or None)
+        except DryRunError as exc:
             click.echo(f"swapwatch estimate: {exc}", err=True)
             return 1
         est.dryrun = dict(res.stages)
@@ -575,19 +564,20 @@ def plan_cmd(config, budget, run_dirs, output, force, fmt, allow_swap, host_band
     """The cheapest recompute strategy (least forward FLOPs recomputed) whose predicted peak fits
     --budget on every stage, written into a copy of CONFIG. Exit 0 fits; 1 nothing fits (says the
     lowest reachable peak); 2 bad input."""
-    from .memory.planner import make_plan, parse_size
+    from . import codepaths
+    from .memory.planner import parse_size
     from .memory.render import render_plan
-    from .pynative.config import refuse_unmodelled
 
-    refuse_unmodelled(config, "plan")
+    doc, cp = codepaths.read(config)
+    cp.require(doc, "plan", "fit")
 
     from .outputs import refuse_overwrite, write_text
 
     size = parse_size(budget)
     if output:
         refuse_overwrite(output, force)      # before the search: no work for a file we would not write
-    res = make_plan(config, size, run_dirs, allow_swap=allow_swap, model=model, margin=margin,
-                    link=swap_link(host_bandwidth, host_memory, run_dirs, model, config))
+    res = cp.fit(doc, "plan", size, run_dirs=run_dirs, allow_swap=allow_swap, model=model, margin=margin,
+                 link=swap_link(host_bandwidth, host_memory, run_dirs, model, config))
     for line in filter(None, [res.margin_line()] + res.notes):
         click.echo(f"swapwatch plan: {line}", err=True)
     if output and res.fits:
@@ -643,12 +633,13 @@ def tune_cmd(config, budget, max_runs, margin, steps, directory, dryrun, model, 
 
     COMMAND names the config as {config} (or contains CONFIG's path). Writes <dir>/<stem>.tuned.yaml,
     tune.json, tune.txt, tune.png (docs/tune.md). Exit 0 found; 1 nothing fits; 2 bad input."""
+    from . import codepaths
     from .memory.planner import parse_size
-    from .pynative.config import refuse_unmodelled
     from .tune.loop import tune
     from .tune.report import render
 
-    refuse_unmodelled(config, "tune")
+    doc, cp = codepaths.read(config)
+    cp.require(doc, "tune", "fit")
     res = tune(config, parse_size(budget), list(command), max_runs=max_runs, margin=margin, steps=steps,
                directory=directory, dryrun=dryrun, model=model,
                say=lambda line: click.echo(line, err=True))

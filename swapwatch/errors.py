@@ -45,3 +45,30 @@ class InputError(Exception):
 
 class ConfigError(InputError):
     """A training YAML that MindFormers would reject, or that swapwatch cannot read."""
+
+
+class NotModelled(InputError):
+    """A code path or a model family that a command's sizer (or planner) does not model.
+
+    Raised where the limit is known (``codepaths``: a path; ``memory/tensor_table``: a family) and said
+    once, here, in one line naming the command: ``<where>: <command> does not model <what> yet (<hint>)``.
+    ``codepaths.CodePath`` puts the command's name on it (:meth:`for_command`), so ``estimate``, ``plot
+    estimate``, ``report``, ``diff``, ``plan`` and ``tune`` say the same line (exit 2; a note in ``report``
+    and ``diff``)."""
+
+    def __init__(self, what: str, hint: str = "", file: Optional[str] = None, line: Optional[int] = None,
+                 key: Optional[str] = None, command: Optional[str] = None):
+        self.what, self.hint, self.command = what, hint, command
+        super().__init__(self._text(), file=file, line=line, key=key)
+
+    def _text(self) -> str:
+        return (f"{self.command or 'swapwatch'} does not model {self.what} yet"
+                + (f" ({self.hint})" if self.hint else ""))
+
+    def for_command(self, command: str) -> "NotModelled":
+        """The same refusal, said by ``command`` (the first command to say it keeps it)."""
+        if self.command is None:
+            self.command = command
+            self.message = self._text()
+            self.args = (self.message,)
+        return self

@@ -67,17 +67,3 @@ def mixed_pair(path_a: str, path_b: str) -> Optional[str]:
             "one: apply_ac and LayerSetting apply different keys to different trees, so "
             "there is no per-layer diff; see each with `swapwatch explain`")
 
-
-def estimate(path: str, model: Optional[str] = None, calibration: Any = None) -> Any:
-    """The memory estimate of the YAML at ``path`` by its path's sizer: ``pynative/sizing.py`` for an r2.x
-    YAML (uncalibrated: the PyNative path takes no calibration), ``memory/model.py`` for a LayerSetting one.
-    One dispatch for every command that estimates (``estimate``, and ``diff`` / ``tune`` through
-    ``tune/memory_api.py``), so a PyNative YAML is never sized as if it were static."""
-    if pynative_tree(path) is not None:
-        from .pynative.sizing import estimate_pynative
-
-        return estimate_pynative(path, model)
-    from .memory.model import NO_CALIBRATION
-    from .memory.model import estimate as estimate_static
-
-    return estimate_static(path, model, calibration if calibration is not None else NO_CALIBRATION)

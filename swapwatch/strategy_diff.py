@@ -194,7 +194,7 @@ def estimate_lines(path_a: str, path_b: str) -> Tuple[List[Tuple[int, int, int, 
     from .tune.memory_api import predict
 
     try:
-        pa, pb = predict(path_a), predict(path_b)
+        pa, pb = predict(path_a, command="diff"), predict(path_b, command="diff")
     except InputError as exc:
         return [], f"no memory estimate: {exc.one_line()}"
     if len(pa) != len(pb):

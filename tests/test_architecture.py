@@ -23,6 +23,7 @@ PKG = os.path.join(ROOT, "swapwatch")
 PATH_NAMES = {"pynative", "legacy", "mcore"}
 #: modules that may compare path names, and why
 PATH_NAME_ALLOWED = {
+    "swapwatch.codepaths": "the one dispatch: which code path a YAML goes to",
     "swapwatch.paths": "the seam: which engine a YAML goes to",
     "swapwatch.pynative.config": "the config detection (detect_path)",
     "swapwatch.config": "the config detection (use_legacy)",
@@ -174,7 +175,7 @@ def test_only_the_seam_compares_path_names():
 
 def test_the_seam_itself_is_seen_comparing():
     """The scan is not blind: the seam and the detection do compare path names."""
-    assert _path_name_comparisons("swapwatch.paths") and _path_name_comparisons("swapwatch.pynative.config")
+    assert _path_name_comparisons("swapwatch.codepaths") and _path_name_comparisons("swapwatch.paths")
 
 
 @pytest.mark.parametrize("renderer", sorted(RENDERERS))

@@ -66,7 +66,8 @@ def test_an_unknown_family_is_one_line_and_exit_2(command, tmp_path):
     r = cli(*args)
     assert r.returncode == 2 and r.stdout == "" and r.stderr.count("\n") == 1, (r.stdout, r.stderr)
     assert "Traceback" not in r.stderr and not (tmp_path / "e.png").exists()
-    assert "no memory model for model family 'nosuch_moe'" in r.stderr, r.stderr
+    said = " ".join(command[:2]) if command[0] == "plot" else command[0]
+    assert f"{said} does not model model family 'nosuch_moe'" in r.stderr and "no memory model for it" in r.stderr
 
 
 def test_moe_and_mtp_layers_are_sized_on_their_own_kind():

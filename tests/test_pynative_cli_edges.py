@@ -38,15 +38,15 @@ def test_estimate_and_plan_say_they_do_not_model_pynative():
     for args in (("plan", PYN, "--budget", "1GiB"),):
         code, out = _run(*args)
         assert code == 2 and len(out.strip().splitlines()) == 1 and "Traceback" not in out
-        assert f"{PYN}:{_line(PYN, 'recompute:')}: recompute: a PyNative (r2.x) YAML: {args[0]} does not " \
-               f"model the PyNative path yet" in out
+        assert f"{PYN}:{_line(PYN, 'recompute:')}: recompute: {args[0]} does not model the PyNative (r2.x) " \
+               f"path yet" in out
         assert "layer count" not in out
     code, out = _run("estimate", TINY)                 # a static YAML is not touched
     assert code == 0 and "tinyllama, 4 layers" in out
 
 
 def test_diff_of_two_pynative_yamls_sizes_them_on_the_pynative_path(tmp_path, capsys):
-    # diff's memory lines come from the same dispatch as `estimate` (paths.estimate): a PyNative pair is
+    # diff's memory lines come from the same dispatch as `estimate` (codepaths: cp.size): a PyNative pair is
     # sized by pynative/sizing.py, not refused as a static YAML without model.model_config.num_layers
     from cli_helpers import fx, sw
 

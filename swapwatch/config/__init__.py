@@ -27,6 +27,7 @@ from __future__ import annotations
 # TrainingConfig dataclass and the template defaults), tree (merged tree -> TrainingConfig, finetune
 # config.json), swap (TransformerSwapConfig normalisation), validate (config classes + check_rules),
 # from_log (config_from_log). Every public name stays importable from ``swapwatch.config``.
+from .document import TrainingDocument
 from .from_log import config_from_log
 from .load import (MAX_ALIAS_VALUES, MAX_CONFIG_BYTES, MAX_DEPTH, forget_reads, mapping, nearest, parse_offset,
                    parse_yaml, read_config_bytes, read_config_text, read_yaml)
@@ -38,6 +39,6 @@ from .validate import _op_swap_key, validate
 
 __all__ = ["DEFAULT_OP_SWAP", "INT32_MAX", "INT64_MAX", "MAX_ALIAS_VALUES", "MAX_CONFIG_BYTES", "MAX_DEPTH",
            "MAX_LAYERS", "MCORE_SWAP_KEYS", "RECOMPUTE_BOOL_KEYS", "RECOMPUTE_DEFAULTS", "RENAMED_KEYS",
-           "SWAP_DEFAULTS", "SwapStrategy", "TrainingConfig", "_op_swap_key", "config_from_dicts",
+           "SWAP_DEFAULTS", "SwapStrategy", "TrainingConfig", "TrainingDocument", "_op_swap_key", "config_from_dicts",
            "config_from_log", "forget_reads", "load_config", "mapping", "nearest", "normalize_swap_config",
            "parse_offset", "parse_yaml", "read_config_bytes", "read_config_text", "read_yaml", "validate"]

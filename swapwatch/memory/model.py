@@ -27,7 +27,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .. import strategy
 from ..config import load_config
-from ..errors import InputError
+from ..errors import NotModelled
 from .swap_cost import make_link, plan_swaps
 from .tensor_table import TensorTable, LayerCost, layout_kinds, table_for
 from .spec import ModelSpec, params_per_layer, product, spec_from_config, unsharded_per_layer
@@ -529,6 +529,11 @@ class Estimate:
     unmodelled: List[str] = field(default_factory=list)
     #: stage -> ``swapwatch.memory.dryrun.StagePeak`` (``estimate --dryrun``)
     dryrun: Dict[int, Any] = field(default_factory=dict)
+    #: what no check covers on the sizer's path (the text header's ``<unchecked_where>, unchecked:`` line),
+    #: and whether ``--calibrate`` can fit it: the sizer of each code path says (``codepaths``)
+    unchecked: List[str] = field(default_factory=list)
+    unchecked_where: str = ""
+    calibrates: bool = True
     #: stage -> ``swap_cost.StageSwaps``: what each swap costs (a stage without a swap is absent), and
     #: the ``swap_cost.Link`` it was priced with
     swaps: Dict[int, Any] = field(default_factory=dict)
@@ -679,8 +684,8 @@ def check_family(plan: strategy.Plan) -> None:
     family without one should say so, not ask for a size key the table would not use)."""
     mf = plan.fam
     if not mf.known:
-        raise InputError(f"no memory model for model family {mf.name!r} ({mf.origin}); "
-                         f"--model names a known family (`swapwatch families`)")
+        raise NotModelled(f"model family {mf.name!r} ({mf.origin})",
+                          "no memory model for it; --model names a known family: `swapwatch families`")
     table_for(mf.name, mf.origin)
 
 

@@ -35,13 +35,16 @@ def header(est: Estimate) -> str:
         if cal.static_scale == 0.0:
             line += " (CPU pool: no weights, gradients or optimizer states in it)"
     else:
-        line += "\nuncalibrated (tensor bytes only; --calibrate RUN_DIR fits the allocator's share)"
+        how = "--calibrate RUN_DIR fits the allocator's share" if est.calibrates else "no --calibrate on this path"
+        line += f"\nuncalibrated (tensor bytes only; {how})"
     if est.unmodelled:
         # swapwatch.memory.keys: keys that change memory and the model does not size
         line += (f"\nunmodelled: {', '.join(est.unmodelled)} (their effect is left out: the figures are a "
                  f"bound, not a prediction; docs/estimate.md)")
     if sp.frozen_base:
         line += "\nLoRA (pet_config): frozen base weights counted without gradients or optimizer states"
+    if est.unchecked:
+        line += f"\n{est.unchecked_where}, unchecked: " + "; ".join(est.unchecked)
     return line
 
 

@@ -22,7 +22,7 @@ from typing import Dict, FrozenSet, Iterator, List, Optional, Sequence, Set, Tup
 
 from .. import strategy
 from ..patterns import under
-from ..errors import InputError
+from ..errors import InputError, NotModelled
 from ..families import DEFAULT_FAMILY
 from ..layouts import load_layout
 from .spec import ModelSpec, product
@@ -101,14 +101,14 @@ def table_for(family: str, origin: str = "") -> Tuple[str, FrozenSet[str]]:
     found = tables().get(family)
     where = f" ({origin})" if origin else ""
     if found is None:
-        raise InputError(f"no memory model for model family {family!r}{where} yet; families with one: "
-                         f"{', '.join(sorted(tables()))}")
+        raise NotModelled(f"model family {family!r}{where}",
+                          f"no memory model for it; families with one: {', '.join(sorted(tables()))}")
     data = family_data(found[0])
     if "kinds" in data:
         missing = [k for k in layout_kinds(family) if k not in data["kinds"]]
         if missing:
-            raise InputError(f"no memory model for the {', '.join(missing)} layers of model family "
-                             f"{family!r}{where} yet (swapwatch/memory/{found[0]}.yaml)")
+            raise NotModelled(f"the {', '.join(missing)} layers of model family {family!r}{where}",
+                              f"no memory model for them in swapwatch/memory/{found[0]}.yaml")
     return found
 
 
@@ -135,9 +135,9 @@ class TensorTable:
         active = tags | {"flash" if spec.flash else "plain", "gqa" if spec.kv_heads < spec.heads else "mha",
                          "interleaved" if spec.fine_grain > 1 else "not_interleaved"}
         if family_data(self.table).get("requires_flash") and not spec.flash:
-            raise InputError(f"no memory model for model family {family!r} without flash attention yet "
-                             f"(model.model_config.use_flash_attention is False; swapwatch/memory/{self.table}.yaml "
-                             f"tables the FlashAttention path only)", file=spec.source)
+            raise NotModelled(f"model family {family!r} without flash attention",
+                              f"model.model_config.use_flash_attention is False; swapwatch/memory/{self.table}.yaml "
+                              f"tables the FlashAttention path only", file=spec.source)
         dbytes = {"compute": spec.compute_bytes, "softmax": spec.softmax_bytes, "norm": spec.norm_bytes,
                   "residual": spec.residual_bytes, "float32": 4,
                   # a weight's compute-dtype copy: nothing when the parameter already has that dtype,

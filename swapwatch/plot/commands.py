@@ -157,13 +157,14 @@ def estimate_command(config: str, run_dirs: Sequence[str] = (), output: Optional
                      fmt: Optional[str] = None, budget: Optional[str] = None, model: Optional[str] = None,
                      force: bool = False) -> str:
     """``swapwatch plot estimate``: predicted components per stage vs measured; returns the line to print."""
-    from ..memory.calibrate import calibrated_estimate
+    from .. import codepaths
     from ..memory.planner import parse_size
     from .estimate import plot_estimate
 
     size = parse_size(budget) if budget is not None else None
     target = output_path(output, fmt, "estimate", force)
-    est = calibrated_estimate(config, run_dirs, model)
+    doc, cp = codepaths.read(config)
+    est = cp.size(doc, "plot estimate", model, calibrate=run_dirs)
     plot_estimate(est, budget=size).save(*target)
     n = len(est.stages)
     return f"wrote {target.path}: {n} stage{'s' if n != 1 else ''}, " + (

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from ..config import mapping, nearest, read_yaml
-from ..errors import ConfigError, InputError
+from ..errors import ConfigError
 from .layer_spec import Refusal
 
 if TYPE_CHECKING:
@@ -103,23 +103,6 @@ def detect_path(data: Any) -> str:
             and "swap_config" not in data and "parallel_config" not in data:
         return "pynative"
     return "mcore" if data.get("use_legacy") is False else "legacy"
-
-
-def refuse_unmodelled(path: str, command: str) -> None:
-    """``estimate`` / ``plan`` model the static paths' LayerSetting only: on a PyNative YAML they
-    would stop at "layer count unknown" (the static loader looks for ``model.model_config``), which
-    blames the YAML. Say instead, at the section that makes it PyNative, that the command does not
-    model this path yet. A YAML that does not parse is left to the command's own loader."""
-    try:
-        data, lines = read_yaml(path)
-    except InputError:
-        return
-    if detect_path(data) != "pynative":
-        return
-    key = next((k for k in (*PYNATIVE_SECTIONS, *TRAINCONFIG_ONLY) if k in data), None)
-    raise ConfigError(f"a PyNative (r2.x) YAML: {command} does not model the PyNative path yet "
-                      f"(`swapwatch explain {path}` shows its per-layer strategy)",
-                      file=path, line=lines.get(key) if key else None, key=key)
 
 
 PATH_NAMES = {"pynative": "PyNative (r2.x: recompute / recompute_comm / swap, applied by apply_ac)",

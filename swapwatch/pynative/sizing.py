@@ -35,7 +35,7 @@ What PyNative keeps, as modelled here (``mindformers/pynative/distributed/activa
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
 
 from ..config import read_yaml
@@ -370,24 +370,13 @@ def _not_sized(plan: Any, table_family: str) -> List[str]:
 @dataclass
 class PynativeEstimate(Estimate):
     """The static :class:`Estimate` plus what the PyNative sizing leaves unchecked (``unchecked``; the
-    JSON adds ``"path": "pynative"`` and that list, docs/DESIGN.md §3.3a)."""
+    JSON adds ``"path": "pynative"`` and that list, docs/DESIGN.md §3.3a); no ``--calibrate`` on this path."""
 
-    unchecked: List[str] = field(default_factory=list)
+    unchecked_where: str = "PyNative (r2.x) path"
+    calibrates: bool = False
 
     def to_json(self) -> Dict[str, Any]:
         out = super().to_json()
         out["path"] = "pynative"
         out["unchecked"] = list(self.unchecked)
         return out
-
-
-def render(est: Any, fmt: str) -> str:
-    """The static renderer's output with the ``unchecked`` line under the header (table format)."""
-    from ..memory.render import render_estimate
-
-    text = render_estimate(est, fmt)
-    if fmt == "json":
-        return text
-    head, sep, rest = text.partition("\n\n")
-    head = head.replace("--calibrate RUN_DIR fits the allocator's share", "no --calibrate on this path")
-    return head + "\nPyNative (r2.x) path, unchecked: " + "; ".join(est.unchecked) + sep + rest

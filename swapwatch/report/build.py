@@ -193,12 +193,13 @@ def _strategy(part: RunPart) -> None:
 def _estimate(part: RunPart, cfg: str, run_dir: str) -> None:
     """``estimate`` of the run's config (uncalibrated: the model's own prediction) beside the
     peaks the run measured per stage (``memory.calibrate.measure``), drawn as ``plot estimate``."""
+    from .. import codepaths
     from ..memory.calibrate import measure
-    from ..memory.model import estimate
     from ..plot.estimate import plot_estimate
 
     try:
-        est = estimate(cfg)
+        doc, cp = codepaths.read(cfg)
+        est = cp.size(doc, "report")
     except InputError as exc:
         part.notes.append(f"estimate: {exc.one_line()}")
         return

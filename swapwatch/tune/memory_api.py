@@ -19,13 +19,16 @@ class StagePrediction:
     recompute_flops: float
 
 
-def predict(config: str, calibration: Any = None, model: Optional[str] = None) -> List[StagePrediction]:
-    """Per stage: the predicted peak of ``config``'s strategy and the forward FLOPs it recomputes."""
-    from .. import paths
+def predict(config: str, calibration: Any = None, model: Optional[str] = None,
+            command: str = "tune") -> List[StagePrediction]:
+    """Per stage: the predicted peak of ``config``'s strategy and the forward FLOPs it recomputes
+    (``codepaths``: the YAML's own path sizes it; ``command`` names who asks when it cannot)."""
+    from .. import codepaths
     from ..memory.model import NO_CALIBRATION
 
     cal = calibration if calibration is not None else NO_CALIBRATION
-    est = paths.estimate(config, model, cal)
+    doc, cp = codepaths.read(config)
+    est = cp.size(doc, command, model, calibration=calibration)
     flops: Dict[int, float] = {}
     for row in est.layers:
         flops[row["stage"]] = flops.get(row["stage"], 0.0) + float(row["recompute_flops"] or 0.0)
@@ -47,10 +50,10 @@ def residuals(calibration: Any) -> List[Dict[str, Any]]:
 def plan(config: str, budget: int, calibration: Any = None, margin: Optional[float] = None,
          model: Optional[str] = None, allow_swap: bool = False) -> Any:
     """``swapwatch plan``'s answer (``PlanResult``) for ``budget`` bytes."""
-    from ..memory.planner import make_plan
+    from .. import codepaths
 
-    return make_plan(config, budget, (), allow_swap=allow_swap, model=model, margin=margin,
-                     calibration=calibration)
+    doc, cp = codepaths.read(config)
+    return cp.fit(doc, "tune", budget, allow_swap=allow_swap, model=model, margin=margin, calibration=calibration)
 
 
 def dryrun_available() -> Optional[str]:
