@@ -88,8 +88,9 @@ def test_host_memory_of_a_node_bounds_the_swaps():
     link = make_link("120GB/s", host_memory=64 * GiB)
     res = make_plan(QWEN, BUDGET, allow_swap=True, margin=None, link=link)
     js = res.to_json()["swap"]
+    # the search keeps each rank's host bytes (in flight x swapped) within the node's over its 8 ranks
     assert res.fits and js["host_fits"] and js["host_bytes_per_node"] <= 64 * GiB
-    assert any("host memory: the swaps took" in n for n in res.notes)      # the greedy step said
+    assert all(st["host_bytes_per_rank"] <= 8 * GiB for st in js["stages"])
     unbounded = make_plan(QWEN, BUDGET, allow_swap=True, margin=None, link=make_link("120GB/s", host_memory=2048 * GiB))
     assert unbounded.to_json()["swap"]["host_bytes_per_node"] > 64 * GiB
 
@@ -102,4 +103,5 @@ def test_plan_cli_json_and_table(tmp_path):
     assert js["swap"]["hides"] is True and js["swap"]["stages"][0]["swaps"][0]["backward_prefetch"] == 16
     r = cli("plan", QWEN, "--budget", "15GiB", "--allow-swap", "--host-bandwidth", "120GB/s", "--host-memory", "2TiB")
     assert "every swap hides behind compute" in r.stdout
-    assert re.search(r"^2-15\s+0\s+layer\s+16\s+206.3 MiB\s+1.8 ms\s+>= \S+ ms\s+hidden$", r.stdout, re.M)
+    # the swapped layers spread among the others (planner.spread_swaps); each row says they hide
+    assert re.search(r"^[\d,-]+\s+0\s+layer\s+16\s+206.3 MiB\s+1.8 ms\s+>= \S+ ms\s+hidden$", r.stdout, re.M)

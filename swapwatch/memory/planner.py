@@ -8,6 +8,7 @@ written YAML does, and a disagreement with the search is a bug (exit 3), not a g
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -153,6 +154,9 @@ class PlanResult:
             out["lowest_peak_bytes"] = max(self.lowest.values())
             out["levers"] = list(self.levers)
         out["recompute_flops"] = sum(s.flops for s in self.stages)
+        # addition (issue 35): the search's objective, seconds per step (recompute at the device's
+        # throughput, swap's exposed transfer; memory/search.py Price)
+        out["time_cost_seconds"] = sum(s.seconds for s in self.stages)
         return out
 
 
@@ -257,15 +261,21 @@ def make_plan(config: str, budget: int, run_dirs: Sequence[str] = (), allow_swap
     from .emit import emit_result
 
     text = read_config_text(config)
+    from .search import DEFAULT_DEVICE, Device, Rooms
     from .swap_cost import make_link
 
     priced = link if link is not None else make_link()
     link = priced
-    # the swap levels are priced with the link (memory/swap_cost.py): the offer stands for allow_swap below
+    # with swap: the swap levels priced with the link (memory/swap_cost.py), recompute at its throughput,
+    # and per stage the host memory of a rank (a node's over its ranks) a capacity the search keeps to
     swap: Any = SwapOffer(priced) if allow_swap else False
-    host_notes: List[str] = []
-    for _ in range(8 + 8 * bool(allow_swap)):
-        stages = [solve_stage(spec, fam, geo, p, cal, search, swap, kinds) for p in range(geo.pipeline_stage)]
+    device = Device(flops_per_s=priced.flops, host_bytes_per_s=priced.h2d, link=priced) if allow_swap \
+        else DEFAULT_DEVICE
+    host_room = priced.host_memory / priced.ranks_per_node if allow_swap and priced.host_memory else math.inf
+    rooms = Rooms(host=host_room)
+    for _ in range(8):
+        stages = [solve_stage(spec, fam, geo, p, cal, search, swap, kinds, device, rooms)
+                  for p in range(geo.pipeline_stage)]
         result.stages = stages
         result.fits = all(s.fits for s in stages)
         if not result.fits:
@@ -274,22 +284,18 @@ def make_plan(config: str, budget: int, run_dirs: Sequence[str] = (), allow_swap
             result.levers = levers(config, cfg, spec, fam, geo, cal, goal, result.lowest, swap, target, model,
                                    kinds, link)
             return result
+        spread_swaps(stages, geo)
         written = emit_result(text, config, geo, stages, plan_of_text=lambda t: _plan_of_text(t, model, config))
         result.text = written.text
-        result.notes = host_notes + written.notes
+        result.notes = written.notes
         result.estimate = estimate_text(result.text, config, model, cal, link)
         result.estimate.budget_bytes = budget
-        host = host_over(result.estimate)
-        if host is not None:
-            # the swaps' host bytes (micro-batches in flight x ranks a node) do not fit a node: offer only
-            # the swap levels that move less per layer than the largest chosen, and search again (a greedy
-            # step, not an exact search over host memory: docs/plan.md, "Swap")
-            swap = SwapOffer(priced, host - 1)
-            took = result.estimate.swap_json()["host_bytes_per_node"]
-            host_notes.append(f"host memory: the swaps took {fmt_size(took)} a node, over the "
-                              f"{fmt_size(priced.host_memory or 0)} it has: searched again without the swaps "
-                              f"moving {fmt_size(host)} or more per layer")
-            continue
+        waiting = sorted(st for st, sw in result.estimate.swaps.items() if sw.exposed_seconds > 1e-9)
+        if waiting:
+            # each swap level hides with every layer of its chunk taking it; swaps of different levels
+            # side by side can still queue on the link: said, with the waits in the table (docs/plan.md)
+            result.notes.append(f"swap: the copies of stage(s) {', '.join(map(str, waiting))} wait a little where "
+                                f"different swaps sit side by side (the table's waits column)")
         over = max(st.peak(cal) for st in result.estimate.stages) - goal
         if over <= 0:
             break
@@ -303,15 +309,41 @@ def make_plan(config: str, budget: int, run_dirs: Sequence[str] = (), allow_swap
     return result
 
 
-def host_over(est: Estimate) -> Optional[int]:
-    """When the swaps of ``est`` need more host memory a node than its link says the node has: the
-    largest bytes one swapped layer moves per micro-batch (what the next search leaves out); else None."""
-    if not est.swaps or est.link is None or not est.link.host_memory:
-        return None
-    js = est.swap_json()
-    if js["host_fits"]:
-        return None
-    return max(row["host_bytes"] for row in est.layers)
+def spread_swaps(stages: Sequence[StagePlan], geo) -> None:
+    """With swap, every strategy key takes layer ids, so where a level sits in its chunk is free: the
+    swapped layers are spread evenly among the others (copies that queue on the host link wait; with
+    other layers between them, their copies run behind those layers' compute), after the fully
+    recomputed layers, which stay first (a swap before a fully recomputed layer on its stage is
+    voided: SW202). The chunk's last layer keeps its level (the MTP layer takes it). Layers of a chunk
+    are alike to the model, so this changes no byte and no second of the search's answer."""
+    levels = {i: lv for sp in stages for i, lv in sp.levels.items()}
+    if not any(lv.swaps for lv in levels.values()):
+        return
+    owner = {i: sp for sp in stages for i in sp.levels}
+    for v in range(geo.pp_interleave_num):
+        for p in range(geo.pipeline_stage):
+            start, n = geo.chunk_starts[v][p], geo.layer_list[v][p]
+            ids = [i for i in range(start, start + n) if i in levels]
+            if len(ids) < 2:
+                continue
+            movable = ids[:-1]
+            full = [levels[i] for i in movable if levels[i].full]
+            swaps = [levels[i] for i in movable if levels[i].swaps and not levels[i].full]
+            rest = [levels[i] for i in movable if not levels[i].swaps and not levels[i].full]
+            if not swaps or not rest:
+                continue
+            m = len(swaps) + len(rest)
+            at = {int((k + 0.5) * m / len(swaps)) for k in range(len(swaps))}
+            order, si, ri = [], 0, 0
+            for pos in range(m):
+                if pos in at and si < len(swaps):
+                    order.append(swaps[si])
+                    si += 1
+                else:
+                    order.append(rest[ri] if ri < len(rest) else swaps[si])
+                    ri, si = (ri + 1, si) if ri < len(rest) else (ri, si + 1)
+            for i, lv in zip(movable, full + order):
+                owner[i].levels[i] = lv
 
 
 def _plan_of_text(text: str, model: Optional[str], config: str = "<string>"):

@@ -190,7 +190,9 @@ def render_plan(res: PlanResult, fmt: str) -> str:
     flops = sum(s.flops for s in res.stages)
     out = [header(est), ""] + stage_rows(est, res.budget, plus) + ([not_in_peak_line(est)] if plus else []) \
         + [""] + layer_rows(est) + ([""] + swap_rows(est) if est.swaps else [])
-    what = "forward FLOPs recomputed" + ("; every swap chosen hides its copies"
-                                         if any(lv.swaps for s in res.stages for lv in s.levels.values()) else "")
+    what = "forward FLOPs recomputed"
+    if any(lv.swaps for s in res.stages for lv in s.levels.values()):
+        # a swap recomputes nothing: its time cost is the copies its prefetch window does not hide
+        what += f"; time cost {sum(s.seconds for s in res.stages):.4g} s per step with swap's exposed copies"
     out += ["", f"{res.message()}; modelled cost {flops / 1e9:.4g} GFLOP per step ({what})"]
     return "\n".join(out) + "\n"

@@ -1,5 +1,5 @@
 """Choose per layer none / select / full (/ swap) so that every stage fits the budget at the least
-recompute cost: the search behind ``swapwatch plan``.
+time cost: the search behind ``swapwatch plan``.
 
 The model (:mod:`swapwatch.memory.model`) makes a stage's peak
 
@@ -11,40 +11,127 @@ swap's prefetch brings back, and ``fixed`` the backward workspace and the head. 
 apart in time from the layers' backward (``ModelSpec.loss_apart``: the head is counted against the
 recompute and workspace, the larger side) the head leaves ``fixed`` and becomes the transient's
 *floor* (``max(transient, head - workspace)``), which every transient term below takes. Stages are
-independent, so each is solved alone:
+independent for a given layer split (:mod:`swapwatch.memory.offsets` searches the split itself).
 
-* the choices are *levels*: none, the family's select groups nested in one order (``g1``, then
-  ``g1+g2`` ...), full, and with swap ``swap:p``. Nesting is what MindFormers' count tables force
-  (a pattern with count N applies to the first N layers of each chunk), and searching every order
-  of the groups covers every count table of those patterns;
-* layers of one chunk are identical to the model, so a chunk's choice is how many layers take each
-  level; the Pareto front (kept bytes, FLOPs) of those count vectors is built level by level, and
-  the chunks' fronts are combined the same way;
-* the two max terms are handled exactly by trying each pair of distinct values as caps (only
-  levels at or below them allowed) and keeping the cheapest feasible answer.
+**Levels.** A layer's choice is a :class:`Level`: none, the family's select groups nested in one
+order (``g1``, then ``g1+g2`` ...), full, and with swap ``swap:p``. Nesting is what MindFormers'
+count tables force (a pattern with count N applies to the first N layers of each chunk), and
+searching every order of the groups (:func:`chains`) covers every count table of those patterns.
+What a level costs on a layer of one tensor table is a :class:`Price` (:func:`price`): bytes kept per
+micro-batch in flight, the recompute transient, the swap window, the bytes on host, and a **time
+cost in seconds** per micro-batch (recomputed forward FLOPs at the device's throughput; a swap's
+transfer time its prefetch window does not hide), so recompute and swap compare on one scale.
 
-The answer is exact for the model: :func:`brute_force` (tests) enumerates every per-layer
-assignment of small cases and finds the same cost. A stage with one chunk and no swap (the common
-case) is solved by enumerating every count vector of every nesting order with numpy, which is fast
-even for 128 layers in one stage; interleaved chunks and swap use the Pareto search.
+**The exact search.** Layers of one chunk and one tensor table are identical to the model, and
+MindFormers gives levels by position (full first, then the deeper select sets, none last): a stage
+is a few *slots* (a run of identical layers with the micro-batches its chunk holds in flight), and
+the choice is how many layers of each slot take each level: a multiple-choice knapsack whose classes
+come in identical copies. The two max terms are made linear by trying each distinct value as a cap
+(levels above it not allowed) and keeping the cheapest answer that fits; kinds that differ by
+position (DeepSeek-V3's dense layers, then MoE) enumerate the level at which one run hands over to
+the next; the MTP layer, which takes the last decoder layer's level, enumerates that level. Each
+knapsack (:func:`mckp`) is solved exactly by
+
+1. its LP relaxation: each slot's lower convex hull of (kept, seconds), slots moved along their hull
+   segments in order of seconds saved per byte (the classic greedy), which gives the multiplier
+   ``lam`` and a lower bound ``LB``;
+2. an incumbent ``U`` from rounding the LP down and filling what is left greedily;
+3. the reduced cost ``d = seconds + lam * kept - g`` of each (slot, level) (``g`` the slot's least
+   ``seconds + lam * kept``), so that any assignment costs at least ``LB + sum(count * d)``: only
+   count vectors with ``sum(count * d) <= U - LB`` can beat the incumbent, and those are
+   enumerated; the layers left over go to the levels with ``d = 0`` (the LP's hull pair), whose
+   best split is a closed form.
+
+This is exact for the model (:func:`brute_force` in the tests enumerates every per-layer assignment
+of small cases and finds the same cost), and its work depends on the number of levels and slots and
+on how far the integer answer is from the LP's, not on the number of layers: 1,000 or 10,000 layers
+on a stage cost what 8 do (``make bench-plan-search``). The enumeration is bounded by the counts
+when reduced costs are 0 off the hull pair (exactly collinear levels), the one case where its work
+grows with the layer count.
 """
 from __future__ import annotations
 
-import functools
 import itertools
+import math
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple, TypeVar
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from .tensor_table import TensorTable, LayerCost
-from .model import (NO_CALIBRATION, Calibration, inflight, stage_memory)
-from .swap_cost import Link, make_link, swap_choices
+from .model import Calibration, inflight, stage_memory
 from .spec import ModelSpec
+from .swap_cost import Link, make_link, price_choice, swap_choices
+
+
+#: What a level's time cost is priced with when nothing measured says otherwise (an Ascend
+#: 910B-class device, assumed: docs/plan.md "Time cost"): sustained matmul throughput of one device
+#: in FLOP/s and the host <-> device bandwidth in bytes/s, one direction.
+DEVICE_FLOPS = 2.0e14
+HOST_BYTES_PER_S = 2.4e10
+
+
+@dataclass(frozen=True)
+class Device:
+    """The throughputs a level's time cost is priced with (:func:`price`); ``link``: the
+    ``swap_cost.Link`` the swap levels were priced with (their copies on MindSpore's schedule)."""
+
+    flops_per_s: float = DEVICE_FLOPS
+    host_bytes_per_s: float = HOST_BYTES_PER_S
+    link: Any = None
+
+
+DEFAULT_DEVICE = Device()
+
+
+@dataclass(frozen=True)
+class Price:
+    """What one layer at one level costs the model, per micro-batch: the search's numbers.
+
+    ``kept``: bytes on device from forward to backward (times the micro-batches in flight);
+    ``transient``: bytes regenerated during the layer's backward (the stage takes the largest);
+    ``window``: bytes a swap's prefetch brings back during backward (the stage takes the largest);
+    ``host``: bytes on host (summed: a host-memory budget); ``seconds``: the time cost (recompute
+    at the device's throughput, a swap's exposed transfer); ``flops``: forward FLOPs recomputed
+    (reported, not searched on)."""
+
+    kept: float
+    transient: float
+    window: float
+    host: float
+    seconds: float
+    flops: float
+    #: per micro-batch, what the layer uses of each additive per-stage resource beside memory (e.g.
+    #: seconds of the host link out and back), capped per stage by :attr:`Rooms.link`
+    link: Tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
+class Rooms:
+    """A stage's additive capacities beside device memory. ``host``: bytes one rank may hold on host
+    (the stage's layers' ``Price.host`` times the micro-batches in flight, summed); ``link``: given
+    the stage's :class:`StageShape`, the capacity of each entry of ``Price.link`` (summed over the
+    stage's layers, one micro-batch)."""
+
+    host: float = math.inf
+    link: Optional[Callable[["StageShape"], Sequence[float]]] = None
+
+    def caps(self, shape: "StageShape") -> Tuple[float, ...]:
+        return (self.host,) + (tuple(self.link(shape)) if self.link is not None else ())
+
+
+NO_ROOMS = Rooms()
 
 
 @dataclass(frozen=True)
 class Level:
     """One per-layer choice: a label, the select patterns it applies (in group order), whether it is
-    full recompute or a layer swap (with its prefetch), and what it costs the model."""
+    full recompute or a layer swap (with its ``backward_prefetch``), what it costs on the planning
+    family's table (``cost``), and its place in its chain (``rank``: 0 = none, higher recomputes
+    more; MindFormers gives levels by position, highest rank first: :func:`position_order`).
+
+    ``seconds``: the time cost per micro-batch on the planning family (None: the recomputed FLOPs
+    at :data:`DEVICE_FLOPS`); ``window_bytes``: what its prefetch brings back (None: ``swap`` x
+    host bytes). Levels of other kinds (op swap) add fields here and say how they are priced in
+    :func:`price`; the search itself only reads :class:`Price`."""
 
     label: str
     patterns: Tuple[str, ...]
@@ -52,20 +139,42 @@ class Level:
     swap: Optional[int]
     cost: LayerCost
     rank: int                        # position in its chain (0 = none): nesting order for emission
+    seconds: Optional[float] = None
+    window_bytes: Optional[int] = None
     #: op swaps ``(op_name pattern, backward_prefetch)`` (memory.swap_cost prices them)
     op_swap: Tuple[Tuple[str, int], ...] = ()
-    #: swapped bytes on the device at once on MindSpore's schedule, every layer of the chunk taking
-    #: this level (swap_cost.SwapChoice.window)
-    swap_window: int = 0
-
-    @property
-    def window(self) -> int:
-        """The swap window this level adds to the stage's peak (a max over the stage's levels)."""
-        return self.swap_window
+    #: per micro-batch, the seconds of the host link out and back its copies take (``Price.link``)
+    link: Tuple[float, ...] = ()
 
     @property
     def swaps(self) -> bool:
+        """A layer swap or an op swap: swap mode (layer ids), placed after the count-table levels."""
         return self.swap is not None or bool(self.op_swap)
+
+    @property
+    def window(self) -> int:
+        """The prefetch window this level brings back during backward (its layers, identical)."""
+        if self.window_bytes is not None:
+            return self.window_bytes
+        return 0 if self.swap is None else self.swap * self.cost.host
+
+    @property
+    def time(self) -> float:
+        """Seconds per micro-batch on the planning family."""
+        return self.cost.flops / DEVICE_FLOPS if self.seconds is None else self.seconds
+
+    def price(self) -> Price:
+        """:class:`Price` on the planning family (what ``cost`` says)."""
+        c = self.cost
+        return Price(kept=c.kept, transient=c.regen, window=self.window, host=c.host, seconds=self.time,
+                     flops=c.flops, link=self.link)
+
+
+def position_order(chain: Sequence[Level]) -> List[Level]:
+    """The levels in the order MindFormers gives them over a chunk's layers: full first, the deeper
+    select sets, none; swap levels (layer ids, no count table) after them (the planner spreads them
+    among the others before writing: planner.spread_swaps)."""
+    return sorted(chain, key=lambda lv: (lv.swaps, -lv.rank, lv.swap or 0))
 
 
 @dataclass
@@ -75,7 +184,8 @@ class StagePlan:
     levels: Dict[int, Level] = field(default_factory=dict)     # layer -> level
     dynamic: float = 0      # bytes; a float once calibrated (Calibration.per_step)
     static: int = 0
-    flops: float = 0.0
+    flops: float = 0.0      # forward FLOPs recomputed per step (every micro-batch)
+    seconds: float = 0.0    # the time cost per step: recompute and exposed swap (the objective)
 
 
 @dataclass
@@ -108,10 +218,37 @@ def level_cost(f: TensorTable, lv: "Level") -> LayerCost:
     none / swap: the preset marks)."""
     if lv.full:
         return f.cost(f.all_ops, f.layer_boundary)
+    swapped = f.outputs_of(f.ops_reached([p for p, _ in lv.op_swap], "swap")[0]) if lv.op_swap else frozenset()
     if lv.patterns:
         marked, boundary = f.ops_reached(lv.patterns)
-        return f.cost(marked | f.preset_ops | f.preset_select_ops, boundary)
-    return f.cost(f.preset_ops, frozenset(), frozenset(), lv.swap is not None)
+        return f.cost(marked | f.preset_ops | f.preset_select_ops, boundary, swapped, lv.swap is not None)
+    return f.cost(f.preset_ops, frozenset(), swapped, lv.swap is not None)
+
+
+def price(f: TensorTable, lv: Level, device: Device = DEFAULT_DEVICE, own: bool = False,
+          kinds: Optional[Kinds] = None) -> Price:
+    """What ``lv`` costs on a layer of table ``f``. ``own``: ``f`` is the table the level was built
+    on, its ``cost`` is the answer (the levels of :func:`chains`); else the layer is priced as the
+    written YAML counts it (:func:`level_cost`). A recompute level's seconds are its FLOPs at the
+    device's throughput, a swap's the transfer its prefetch window does not hide (:func:`swap_seconds`)."""
+    if own and (device == DEFAULT_DEVICE or lv.swaps):
+        return lv.price()                 # a swap level was priced on this table with device.link
+    if lv.swaps:
+        # another kind's table: the same swap at the same prefetch, played on this table
+        # (swap_cost.price_choice); its waits, if any, are its time cost
+        got = price_choice(f, device.link if device.link is not None else make_link(host_memory=0),
+                           tuple(p for p, _ in lv.op_swap) or None, lv.patterns,
+                           lv.swap if lv.swap is not None else lv.op_swap[0][1], layers=16)
+        if got is None:                   # recompute voids it on this kind: priced as its select part
+            c = level_cost(f, lv)
+            return Price(kept=c.kept, transient=c.regen, window=0, host=c.host, seconds=c.flops / device.flops_per_s,
+                         flops=c.flops)
+        c = got.cost
+        return Price(kept=c.kept, transient=c.regen, window=got.window, host=c.host,
+                     seconds=c.flops / device.flops_per_s + got.exposed, flops=c.flops, link=got.link)
+    c = lv.cost if own else (kinds.cost(f, lv) if kinds is not None else level_cost(f, lv))
+    return Price(kept=c.kept, transient=c.regen, window=0, host=c.host, seconds=c.flops / device.flops_per_s,
+                 flops=c.flops)
 
 
 def kinds_of(spec: ModelSpec, plan) -> Optional[Kinds]:
@@ -137,60 +274,59 @@ def step_terms(workspace: float, head: float, gathered: float, apart: bool,
     return cal.per_step(workspace, gathered), max(0.0, cal.per_step(0, head) - cal.per_step(workspace, 0))
 
 
-def stage_parts(spec: ModelSpec, geo, stage: int, kinds: Kinds) -> Tuple[int, float, int, float]:
-    """(static, fixed, optimizer step, transient floor) of ``stage`` with its layers' kinds:
-    stage_memory's figures with no activation kept (fixed and floor: :func:`step_terms`, in bytes)."""
+def stage_terms(spec: ModelSpec, fam: TensorTable, geo, stage: int, cal: Calibration,
+                kinds: Optional[Kinds] = None) -> Tuple[int, float, int, float]:
+    """(static, fixed, optimizer step, transient floor) of ``stage``: static and the optimizer step
+    are :func:`swapwatch.memory.model.stage_memory`'s own figures with no activation kept (each layer
+    on its kind's table with ``kinds``; the per-row optimizer shard and the states on host of
+    model.static_parts / swap_optimizer_step included), so the search and ``estimate`` agree; fixed
+    and floor are :func:`step_terms` of the backward workspace, the head and the gathered weights,
+    calibrated. The fine-grain interleave's early copies (TensorTable.early_bound) count as if no
+    layer recomputed the tensors they copy: a bound, so a plan the search accepts fits the estimate."""
     zero = LayerCost(kept=0, host=0, regen=0, flops=0.0)
-    st = stage_memory(spec, kinds.mem, geo, stage, [zero] * len(kinds.layers), (), kinds.layers,
-                      [(mf, zero) for mf in kinds.mtp])
-    fixed, floor = step_terms(st.workspace, st.head, st.gathered, st.loss_apart, NO_CALIBRATION)
+    n = sum(sum(row) for row in geo.layer_list)
+    if kinds is not None:
+        st = stage_memory(spec, kinds.mem, geo, stage, [zero] * len(kinds.layers), (), kinds.layers,
+                          [(mf, zero) for mf in kinds.mtp])
+        tables = [kinds.layers[i] for i in st.layers]
+    else:
+        st = stage_memory(spec, fam, geo, stage, [zero] * n)
+        tables = [fam] * len(st.layers)
+    workspace = st.workspace + sum(f.early_bound for f in tables) if st.layers else 0
+    fixed, floor = step_terms(workspace, st.head, st.gathered, st.loss_apart, cal)
     return st.static_total, fixed, st.optimizer, floor
 
 
 def fam_parts(spec: ModelSpec, fam: TensorTable, geo, stage: int, cal: Calibration) -> Tuple[int, float, int, float]:
-    """(static, fixed, optimizer step, transient floor) of ``stage`` with every layer priced on
-    ``fam``: static and the step are stage_memory's own figures (the per-row optimizer shard and the
-    states on host of model.static_parts / swap_optimizer_step included), so the search and
-    ``estimate`` agree; fixed and floor are :func:`step_terms` of the backward workspace, the head and
-    the gathered weights, calibrated.
-    The fine-grain interleave's early copies (TensorTable.early_bound) count as if no layer recomputed
-    the tensors they copy: a bound, so a plan the search accepts fits the estimate too."""
-    zero = LayerCost(kept=0, host=0, regen=0, flops=0.0)
-    n = sum(sum(row) for row in geo.layer_list)
-    st = stage_memory(spec, fam, geo, stage, [zero] * n)
-    n_layers = sum(geo.layer_list[v][stage] for v in range(geo.pp_interleave_num))
-    fixed, floor = step_terms(fam.workspace + n_layers * fam.early_bound if n_layers else 0, st.head, st.gathered,
-                              st.loss_apart, cal)
-    return st.static_total, fixed, st.optimizer, floor
+    """:func:`stage_terms` with every layer on ``fam``."""
+    return stage_terms(spec, fam, geo, stage, cal)
 
 
 @dataclass(frozen=True)
 class SwapOffer:
-    """What swap levels the search may take: priced with ``link``, and (when the plan's host memory
-    did not fit a node) only those that move at most ``max_host`` bytes per layer and micro-batch."""
+    """What the search may swap: the levels of ``swap_cost.swap_choices`` at ``link``."""
 
-    link: Link
-    max_host: Optional[int] = None
+    link: Any
 
 
-def swap_levels(fam: TensorTable, allow_swap: Any, layers: int) -> List[Level]:
-    """The swap levels of ``fam`` (``swap_cost.swap_choices``: each hides its copies on MindSpore's
-    schedule at the link, every layer of a ``layers``-layer chunk taking it, with the least prefetch
-    that does). ``allow_swap``: a :class:`SwapOffer` or a ``swap_cost.Link`` (True: the 910B's
-    defaults, assumed)."""
+def swap_levels(fam: TensorTable, allow_swap: Any, layers: int = 16) -> List[Level]:
+    """The swap levels of ``fam``: each a ``swap_cost.SwapChoice`` (its copies hide on MindSpore's
+    schedule at the link, with the least prefetch that does), its time cost the recompute of its
+    select part. ``allow_swap``: a :class:`SwapOffer`, a ``swap_cost.Link``, or True (the 910B's
+    defaults, assumed); ``layers``: the chunk's, every one of which takes the level when it is priced."""
     if not allow_swap:
         return []
-    offer = allow_swap if isinstance(allow_swap, SwapOffer) else \
-        SwapOffer(allow_swap if isinstance(allow_swap, Link) else make_link(host_memory=0))
-    return [Level(c.label, c.patterns, False, c.layer_swap, c.cost, -1, c.op_swap, c.window)
-            for c in swap_choices(fam, offer.link, layers)
-            if offer.max_host is None or c.cost.host <= offer.max_host]
+    link = allow_swap.link if isinstance(allow_swap, SwapOffer) else \
+        allow_swap if isinstance(allow_swap, Link) else make_link(host_memory=0)
+    return [Level(c.label, c.patterns, False, c.layer_swap, c.cost, -1, seconds=c.cost.flops / link.flops,
+                  window_bytes=c.window, op_swap=c.op_swap, link=c.link) for c in swap_choices(fam, link, layers)]
 
 
-def chains(fam: TensorTable, allow_swap: Any = False, layers: int = 16) -> List[List[Level]]:
+def chains(fam: TensorTable, allow_swap: Any = False, device: Device = DEFAULT_DEVICE,
+           layers: int = 16) -> List[List[Level]]:
     """Every nesting order of the family's select groups as a list of levels none < ... < full
     (plus the swap levels, which sit beside the chain: swap mode takes layer ids, no nesting;
-    ``allow_swap``: False, True or the ``swap_cost.Link`` they are priced with)."""
+    ``allow_swap``: :func:`swap_levels`)."""
     out = []
     none = Level("none", (), False, None, fam.cost(frozenset()), 0)
     full = Level("full", (), True, None, fam.cost(fam.all_ops, fam.layer_boundary), 10 ** 6)
@@ -217,259 +353,502 @@ def _same(a: LayerCost, b: LayerCost) -> bool:
     return (a.kept, a.regen, a.host, a.flops) == (b.kept, b.regen, b.host, b.flops)
 
 
-Front = List[Tuple[float, float, Tuple[int, ...]]]       # (weight, flops, counts per level)
-#: a front's third member: counts per level (:data:`Front`), or one count key per chunk (a stage's combined front)
-_Counts = TypeVar("_Counts", Tuple[int, ...], Tuple[Tuple[int, ...], ...])
+# ---------------------------------------------------------------------------------------------
+# The knapsack: slots of identical layers, one level each, least seconds within the room
+# ---------------------------------------------------------------------------------------------
+
+#: one (slot, level) choice: (kept bytes times the slot's in-flight weight, seconds, what it uses of
+#: each additive resource (host bytes, link seconds ...: :func:`mckp`'s ``caps``), level index)
+Item = Tuple[float, float, Tuple[float, ...], int]
+#: a slot: (layers, its choices)
+Slot = Tuple[int, List[Item]]
 
 
-def _prune(points: List[Tuple[float, float, _Counts]], cap: float) -> List[Tuple[float, float, _Counts]]:
-    """Pareto front (smaller weight and smaller cost are better) of the points within ``cap``."""
-    pts = sorted((p for p in points if p[0] <= cap + 1e-9), key=lambda p: (p[0], p[1]))
-    out: List[Tuple[float, float, _Counts]] = []
-    best = float("inf")
-    for p in pts:
-        if p[1] < best - 1e-9:
-            out.append(p)
-            best = p[1]
+def _efficient(items: Sequence[Item]) -> List[Item]:
+    """The items no other item beats on kept, seconds and every resource at once (a dominated level
+    is never worth taking: the dominating one fits wherever it does and costs no more)."""
+    out: List[Item] = []
+    for it in sorted(items, key=lambda x: (x[0], x[1], x[2], x[3])):
+        if any(o[0] <= it[0] and o[1] <= it[1] and all(a <= b for a, b in zip(o[2], it[2])) for o in out):
+            continue
+        out.append(it)
     return out
 
 
-def chunk_front(levels: Sequence[Level], n: int, cap: float) -> Front:
-    """Pareto front over count vectors of ``n`` identical layers spread over ``levels``."""
-    start: Front = [(0.0, 0.0, ())]
-    fronts: List[Front] = [start] + [[] for _ in range(n)]
-    for lv in levels:
-        w, c = float(lv.cost.kept), float(lv.cost.flops)
-        new: List[Front] = [[] for _ in range(n + 1)]
-        for m in range(n + 1):
-            cand: Front = []
-            for used in range(m + 1):
-                k = m - used
-                for pw, pc, cnt in fronts[used]:
-                    cand.append((pw + k * w, pc + k * c, cnt + (k,)))
-            new[m] = _prune(cand, cap)
-        fronts = new
-    return fronts[n]
+def _hull(items: Sequence[Item]) -> List[Item]:
+    """The lower convex hull of (kept, seconds), kept ascending, seconds strictly descending."""
+    pts: List[Item] = []
+    for it in sorted(items, key=lambda x: (x[0], x[1])):
+        if pts and it[1] >= pts[-1][1]:
+            continue                                     # more kept, no cheaper: not on the frontier
+        while len(pts) >= 2:
+            (k1, c1, _, _), (k2, c2, _, _) = pts[-2], pts[-1]
+            # pts[-1] above or on the segment pts[-2] -> it: not a hull vertex
+            if (c2 - c1) * (it[0] - k1) >= (it[1] - c1) * (k2 - k1):
+                pts.pop()
+            else:
+                break
+        pts.append(it)
+    return pts
 
 
-def combine(a: List[Tuple[float, float, _Counts]], b: List[Tuple[float, float, _Counts]],
-            cap: float) -> List[Tuple[float, float, _Counts]]:
-    return _prune([(x[0] + y[0], x[1] + y[1], x[2] + y[2]) for x in a for y in b], cap)
+@dataclass
+class Answer:
+    """The best assignment found: its seconds, kept bytes, resource use, and per slot level -> count."""
+
+    seconds: float
+    kept: float
+    uses: Tuple[float, ...]
+    counts: List[Dict[int, int]]
+
+
+def mckp(slots: Sequence[Slot], room: float, caps: Sequence[float] = ()) -> Optional[Answer]:
+    """Least total seconds with every slot's layers at one of its levels each, total kept within
+    ``room`` and the total of each additive resource within its cap (``caps[r]``: e.g. the host
+    bytes a rank may hold, or the seconds a host link has per micro-batch); None when nothing fits.
+    Exact (module docstring): the LP bound and reduced costs use kept alone, the caps are checked on
+    every assignment enumerated and in the closed form."""
+    caps = tuple(caps)
+    R = len(caps)
+    slots = [(n, _efficient([(it[0], it[1], tuple(it[2]) + (0.0,) * (R - len(it[2])), it[3]) for it in items]))
+             for n, items in slots if n > 0]
+    if not slots:
+        return Answer(0.0, 0.0, (0.0,) * R, [])
+    scale = max((abs(it[1]) for _, items in slots for it in items), default=1.0) or 1.0
+    tol_c = 1e-9 * scale * sum(n for n, _ in slots)
+    tol_k = 1e-6 + 1e-12 * abs(room)
+    tol_r = [1e-9 + 1e-12 * abs(c) if not math.isinf(c) else 0.0 for c in caps]
+
+    def within(uses: Sequence[float]) -> bool:
+        return all(u <= c + t for u, c, t in zip(uses, caps, tol_r))
+
+    by_idx = [{it[3]: it for it in items} for _, items in slots]
+
+    # each slot at its cheapest level (least kept among equals): optimal when it fits
+    cheap = [{min(items, key=lambda x: (x[1], x[0], x[2]))[3]: n} for n, items in slots]
+    best = _evaluate(cheap, by_idx, room, within, tol_k, R)
+    if best is not None:
+        return best
+    if sum(n * min(it[0] for it in items) for n, items in slots) > room + tol_k:
+        return None
+
+    # 1. the LP relaxation (kept only): every slot at its hull's least-kept vertex, then hull
+    # segments in order of seconds saved per byte
+    hulls = [_hull(items) for _, items in slots]
+    segs = sorted(((-(h[i + 1][1] - h[i][1]) / (h[i + 1][0] - h[i][0]), j, i)
+                   for j, h in enumerate(hulls) for i in range(len(h) - 1)), key=lambda s: -s[0])
+    left = room - sum(n * h[0][0] for (n, _), h in zip(slots, hulls))
+    at = [0] * len(slots)                     # hull vertex each slot's layers are at
+    lam, brk, moved, brk_at = 0.0, None, 0, len(segs)
+    for pos, (rho, j, i) in enumerate(segs):
+        n = slots[j][0]
+        dk = hulls[j][i + 1][0] - hulls[j][i][0]
+        if n * dk <= left + tol_k:
+            left -= n * dk
+            at[j] = i + 1
+            continue
+        lam, brk, moved, brk_at = rho, (j, i), max(0, min(n, int(math.floor((left + tol_k) / dk)))), pos
+        break
+
+    # 2. an incumbent: the LP rounded down, then what is left filled greedily one layer at a time
+    counts: List[Dict[int, int]] = []
+    for j, (n, _) in enumerate(slots):
+        h = hulls[j]
+        if brk is not None and brk[0] == j:
+            a, b = h[brk[1]], h[brk[1] + 1]
+            counts.append({a[3]: n - moved, b[3]: moved} if moved else {a[3]: n})
+        else:
+            counts.append({h[at[j]][3]: n})
+    best = _evaluate(counts, by_idx, room, within, tol_k, R)
+    if best is not None and brk is not None:
+        used = best.kept
+        for _, j, i in segs[brk_at + 1:]:
+            a, b = hulls[j][i], hulls[j][i + 1]
+            have = counts[j].get(a[3], 0)
+            dk = b[0] - a[0]
+            m = min(have, int(math.floor((room - used + tol_k) / dk))) if dk > 0 else have
+            if m <= 0:
+                continue
+            counts[j][a[3]] -= m
+            counts[j][b[3]] = counts[j].get(b[3], 0) + m
+            used += m * dk
+        better = _evaluate(counts, by_idx, room, within, tol_k, R)
+        if better is not None and (better.seconds, better.kept) < (best.seconds, best.kept):
+            best = better
+
+    # 3. reduced costs at lam; the levels with none left to the closed form (the LP's vertex per
+    # slot, the break slot's pair)
+    g = [min(it[1] + lam * it[0] for it in items) for _, items in slots]
+    lb = sum(n * gj for (n, _), gj in zip(slots, g)) - lam * room
+    pair: Optional[Tuple[int, Item, Item]] = None
+    single: Dict[int, Item] = {}
+    if brk is not None:
+        j, i = brk
+        hi, lo = hulls[j][i + 1], hulls[j][i]          # hi keeps more and costs less
+        pair = (j, hi, lo)
+    for j, h in enumerate(hulls):
+        if pair is None or pair[0] != j:
+            single[j] = h[at[j]] if brk is not None else min(slots[j][1], key=lambda x: (x[1], x[0], x[2]))
+    variables: List[Tuple[int, Item, float]] = []
+    for j, (_, items) in enumerate(slots):
+        fixed_idx = {pair[1][3], pair[2][3]} if pair is not None and pair[0] == j else {single[j][3]}
+        for it in items:
+            if it[3] not in fixed_idx:
+                variables.append((j, it, max(0.0, it[1] + lam * it[0] - g[j])))
+    variables.sort(key=lambda v: -v[2])
+
+    def leaf(rest: List[int], k: float, c: float, uses: List[float],
+             chosen: List[Tuple[int, int, int]]) -> Optional[Answer]:
+        uses = list(uses)
+        for j, it in single.items():
+            k += rest[j] * it[0]
+            c += rest[j] * it[1]
+            for r in range(R):
+                uses[r] += rest[j] * it[2][r]
+        x = 0
+        if pair is not None:
+            # the pair's r layers: x of them at hi; kept grows with x (hi keeps more), a resource
+            # may grow or shrink; the seconds fall with x, so the largest x every cap allows
+            j, hi, lo = pair
+            n = rest[j]
+            k += n * lo[0]
+            c += n * lo[1]
+            for r in range(R):
+                uses[r] += n * lo[2][r]
+            x_lo, x_hi = 0, min(n, int(math.floor((room - k + tol_k) / (hi[0] - lo[0]))))
+            for r in range(R):
+                d = hi[2][r] - lo[2][r]
+                if d > 0 and not math.isinf(caps[r]):            # an infinite cap bounds nothing
+                    x_hi = min(x_hi, int(math.floor((caps[r] - uses[r] + tol_r[r]) / d)))
+                elif d < 0 and uses[r] > caps[r] + tol_r[r]:
+                    x_lo = max(x_lo, int(math.ceil((uses[r] - caps[r] - tol_r[r]) / -d)))
+            if x_lo > x_hi:
+                return None
+            x = x_hi
+            k += x * (hi[0] - lo[0])
+            c += x * (hi[1] - lo[1])
+            for r in range(R):
+                uses[r] += x * (hi[2][r] - lo[2][r])
+        if k > room + tol_k or not within(uses):
+            return None
+        out: List[Dict[int, int]] = [dict() for _ in slots]
+        for j, it in single.items():
+            if rest[j]:
+                out[j][it[3]] = rest[j]
+        if pair is not None:
+            j, hi, lo = pair
+            if x:
+                out[j][hi[3]] = x
+            if rest[j] - x:
+                out[j][lo[3]] = rest[j] - x
+        for j, idx, m in chosen:
+            out[j][idx] = out[j].get(idx, 0) + m
+        return Answer(c, k, tuple(uses), out)
+
+    def walk(v: int, rest: List[int], k: float, c: float, uses: List[float], slack: float,
+             chosen: List[Tuple[int, int, int]]) -> None:
+        nonlocal best
+        if v == len(variables):
+            got = leaf(rest, k, c, uses, chosen)
+            if got is not None and (best is None or got.seconds < best.seconds - tol_c
+                                    or (got.seconds <= best.seconds + tol_c and got.kept < best.kept)):
+                best = got
+            return
+        j, it, d = variables[v]
+        top = rest[j]
+        if d > 0 and best is not None:
+            top = min(top, int(math.floor((best.seconds - lb - slack + tol_c) / d)))
+        for m in range(0, top + 1):
+            if m and best is not None and lb + slack + m * d > best.seconds + tol_c:
+                break
+            if k + m * it[0] > room + tol_k:
+                break
+            rest[j] -= m
+            walk(v + 1, rest, k + m * it[0], c + m * it[1], [u + m * x for u, x in zip(uses, it[2])],
+                 slack + m * d, chosen + [(j, it[3], m)] if m else chosen)
+            rest[j] += m
+
+    walk(0, [n for n, _ in slots], 0.0, 0.0, [0.0] * R, 0.0, [])
+    return best
+
+
+def _evaluate(counts: List[Dict[int, int]], by_idx: List[Dict[int, Item]], room: float, within, tol: float,
+              R: int) -> Optional[Answer]:
+    """``counts`` as an :class:`Answer` when it fits, else None."""
+    k = sum(m * by_idx[j][i][0] for j, cnt in enumerate(counts) for i, m in cnt.items())
+    c = sum(m * by_idx[j][i][1] for j, cnt in enumerate(counts) for i, m in cnt.items())
+    uses = tuple(sum(m * by_idx[j][i][2][r] for j, cnt in enumerate(counts) for i, m in cnt.items())
+                 for r in range(R))
+    if k > room + tol or not within(uses):
+        return None
+    return Answer(c, k, uses, [dict(x) for x in counts])
+
+
+# ---------------------------------------------------------------------------------------------
+# A stage: its slots, the caps on the max terms, the hand-over levels between kinds
+# ---------------------------------------------------------------------------------------------
+
+@dataclass
+class _Run:
+    """Consecutive layers of one chunk on one table: identical to the model."""
+
+    chunk: int
+    layers: List[int]
+    table: TensorTable
+    weight: int
+
+
+@dataclass
+class StageShape:
+    """What the search needs of one stage: its runs of identical layers, in position order per
+    chunk, the MTP layers that take its last decoder layer's level, and the fixed terms."""
+
+    stage: int
+    runs: List[_Run]
+    mtp: List[TensorTable]            # priced at the last run's last layer's level
+    mtp_weight: int
+    static: int
+    fixed: float
+    optimizer: int
+    floor: float
+
+
+def stage_shape(spec: ModelSpec, fam: TensorTable, geo, stage: int, cal: Calibration,
+                kinds: Optional[Kinds] = None) -> StageShape:
+    P, V = geo.pipeline_stage, geo.pp_interleave_num
+    counts = inflight(P, V, spec.micro_batch_num, stage)
+    static, fixed, opt, floor = stage_terms(spec, fam, geo, stage, cal, kinds)
+    runs: List[_Run] = []
+    for v in range(V):
+        start, n = geo.chunk_starts[v][stage], geo.layer_list[v][stage]
+        for i in range(start, start + n):
+            t = kinds.layers[i] if kinds is not None else fam
+            if runs and runs[-1].chunk == v and runs[-1].table is t:
+                runs[-1].layers.append(i)
+            else:
+                runs.append(_Run(chunk=v, layers=[i], table=t, weight=counts[v]))
+    mtp = list(kinds.mtp) if kinds is not None and stage == P - 1 and runs else []
+    return StageShape(stage=stage, runs=runs, mtp=mtp, mtp_weight=counts[-1], static=static, fixed=fixed,
+                      optimizer=opt, floor=floor)
+
+
+@dataclass
+class _Best:
+    seconds: float
+    dynamic: float
+    assign: Dict[int, Level]
+    flops: float
+
+
+def _caps(values: Sequence[float], floor: float = 0.0) -> List[float]:
+    """The distinct values worth trying as a cap: those above ``floor`` and the largest under it
+    (below the floor every cap adds the same)."""
+    vals = sorted(set(values))
+    under = [v for v in vals if v <= floor]
+    return ([under[-1]] if under else []) + [v for v in vals if v > floor]
+
+
+def _better(got: "_Best", best: Optional["_Best"], lowest: bool) -> bool:
+    if best is None:
+        return True
+    if lowest:
+        return got.dynamic < best.dynamic
+    tol = 1e-12 * max(1.0, abs(best.seconds))
+    return got.seconds < best.seconds - tol or (got.seconds <= best.seconds + tol and got.dynamic < best.dynamic)
+
+
+def solve_shape(shape: StageShape, all_chains: Sequence[Sequence[Level]], room: float, micro: int,
+                device: Device = DEFAULT_DEVICE, kinds: Optional[Kinds] = None, fam: Optional[TensorTable] = None,
+                rooms: Rooms = NO_ROOMS, lowest: bool = False) -> Optional[_Best]:
+    """The cheapest assignment of ``shape``'s layers whose dynamic bytes are within ``room`` (with
+    ``lowest``: the assignment with the least dynamic bytes, whatever it costs). Each chunk takes
+    its own nesting order (MindFormers' count tables are per chunk: 2-D with interleave)."""
+    ordered = [position_order(ch) for ch in all_chains]
+    # per run and chain: the price of each level; per MTP layer and chain
+    run_prices = [[[price(run.table, lv, device, own=kinds is None and run.table is fam, kinds=kinds) for lv in ch]
+                   for ch in ordered] for run in shape.runs]
+    mtp_prices = [[[price(mf, lv, device, kinds=kinds) for lv in ch] for ch in ordered] for mf in shape.mtp]
+    chunks = sorted({run.chunk for run in shape.runs})
+    caps = rooms.caps(shape)
+    best: Optional[_Best] = None
+    for pick in itertools.product(range(len(ordered)), repeat=len(chunks)):
+        of_chunk = dict(zip(chunks, pick))
+        chain_of = [of_chunk[run.chunk] for run in shape.runs]
+        prices = [run_prices[r][c] for r, c in enumerate(chain_of)]
+        mtp = [mp[chain_of[-1]] for mp in mtp_prices]
+        trans = [p.transient for rp in prices for p in rp] + [p.transient for mp in mtp for p in mp]
+        wins = [p.window for rp in prices for p in rp]
+        for ranges in _handovers(shape, [len(ordered[c]) for c in chain_of]):
+            last = len(shape.runs) - 1
+            pins = range(ranges[last][0], ranges[last][1] + 1) if shape.mtp else [None]
+            for pin in pins:
+                for cap_t in _caps(trans, shape.floor):
+                    for cap_w in _caps(wins):
+                        got = _solve_caps(shape, [ordered[c] for c in chain_of], chain_of, prices, mtp, ranges, pin,
+                                          cap_t, cap_w, room, micro, caps, lowest)
+                        if got is not None and _better(got, best, lowest):
+                            best = got
+    return best
+
+
+def _handovers(shape: StageShape, sizes: Sequence[int]) -> Iterator[List[Tuple[int, int]]]:
+    """Per run, the range of level indices (position order of its chain, ``sizes[r]`` levels) it
+    may take: within a chunk, a run's levels come after every level of the runs before it
+    (MindFormers gives levels by position), so each run gets ``[b_{i-1}, b_i]`` for a non-decreasing
+    hand-over sequence ``b``."""
+    by_chunk: Dict[int, List[int]] = {}
+    for r, run in enumerate(shape.runs):
+        by_chunk.setdefault(run.chunk, []).append(r)
+    per_chunk = []
+    for rs in by_chunk.values():
+        L = sizes[rs[0]]
+        opts = []
+        for b in itertools.combinations_with_replacement(range(L), len(rs) - 1):
+            bounds = (0,) + b + (L - 1,)
+            opts.append([(rs[i], (bounds[i], bounds[i + 1])) for i in range(len(rs))])
+        per_chunk.append(opts)
+    for combo in itertools.product(*per_chunk):
+        ranges = [(0, 0)] * len(shape.runs)
+        for part in combo:
+            for r, rg in part:
+                ranges[r] = rg
+        yield ranges
+
+
+def _solve_caps(shape: StageShape, chains_of: List[List[Level]], chain_of: List[int], prices: List[List[Price]],
+                mtp_prices: List[List[Price]], ranges: List[Tuple[int, int]], pin: Optional[int], cap_t: float,
+                cap_w: float, room: float, micro: int, caps: Tuple[float, ...], lowest: bool) -> Optional[_Best]:
+    """One knapsack: levels within the caps and each run's hand-over range, the last run's last layer
+    (and the MTP layers) at ``pin``."""
+    def ok(p: Price) -> bool:
+        return p.transient <= cap_t and p.window <= cap_w
+
+    last = len(shape.runs) - 1
+    extra = max(cap_t, shape.floor) + cap_w
+    R = len(caps)
+
+    def uses(p: Price, weight: int) -> Tuple[float, ...]:
+        return (weight * p.host,) + tuple(p.link) + (0.0,) * (R - 1 - len(p.link))
+
+    fixed_k = 0.0
+    fixed_u = [0.0] * R
+    if pin is not None:
+        lp = prices[last][pin]
+        if not ok(lp) or not all(ok(mp[pin]) for mp in mtp_prices):
+            return None
+        fixed_k = shape.runs[last].weight * lp.kept + shape.mtp_weight * sum(mp[pin].kept for mp in mtp_prices)
+        for p, wt in [(lp, shape.runs[last].weight)] + [(mp[pin], shape.mtp_weight) for mp in mtp_prices]:
+            fixed_u = [a + b for a, b in zip(fixed_u, uses(p, wt))]
+    slots: List[Slot] = []
+    keys: Dict[Tuple, int] = {}
+    members: List[List[int]] = []
+    for r, run in enumerate(shape.runs):
+        lo, hi = ranges[r]
+        n = len(run.layers)
+        if pin is not None and r == last:
+            hi, n = pin, n - 1
+        # an item's level index is (chain, index) made one int: merged runs must share both
+        base = chain_of[r] * 4096
+        items = [(run.weight * p.kept, p.kept if lowest else p.seconds, uses(p, run.weight), base + li)
+                 for li, p in enumerate(prices[r]) if lo <= li <= hi and ok(p)]
+        if n and not items:
+            return None
+        key = tuple(items)
+        if key in keys:                          # identical runs (chunks alike): one slot
+            s = keys[key]
+            slots[s] = (slots[s][0] + n, slots[s][1])
+            members[s].append(r)
+        else:
+            keys[key] = len(slots)
+            slots.append((n, items))
+            members.append([r])
+    left = room - extra - fixed_k
+    if left < -1e-6:
+        return None
+    ans = mckp(slots, math.inf if lowest else left, [c - f for c, f in zip(caps, fixed_u)])
+    if ans is None:
+        return None
+    # per run: how many layers at each level (a merged slot's counts dealt run by run)
+    per_run: Dict[int, Dict[int, int]] = {}
+    live = [s for s, (n, _) in enumerate(slots) if n > 0]
+    counts = {s: dict(ans.counts[i]) for i, s in enumerate(live)}
+    for s, rs in enumerate(members):
+        cnt = counts.get(s, {})
+        for r in rs:
+            n = len(shape.runs[r].layers) - (1 if pin is not None and r == last else 0)
+            mine: Dict[int, int] = {}
+            for key_li in sorted(cnt):
+                take = min(n - sum(mine.values()), cnt[key_li])
+                if take:
+                    mine[key_li % 4096] = take
+                    cnt[key_li] -= take
+            if pin is not None and r == last:
+                mine[pin] = mine.get(pin, 0) + 1
+            per_run[r] = mine
+    # the assignment, in position order, and what it really holds (its own max terms)
+    assign: Dict[int, Level] = {}
+    trans_used = max((mp[pin].transient for mp in mtp_prices), default=0.0) if pin is not None else 0.0
+    win_used = 0.0
+    kept = shape.mtp_weight * sum(mp[pin].kept for mp in mtp_prices) if pin is not None else 0.0
+    secs = sum(mp[pin].seconds for mp in mtp_prices) if pin is not None else 0.0
+    flops = sum(mp[pin].flops for mp in mtp_prices) if pin is not None else 0.0
+    for r, run in enumerate(shape.runs):
+        pos = 0
+        mine = per_run.get(r, {})
+        for li in sorted(mine):
+            p, m = prices[r][li], mine[li]
+            for _ in range(m):
+                assign[run.layers[pos]] = chains_of[r][li]
+                pos += 1
+            trans_used = max(trans_used, p.transient)
+            win_used = max(win_used, p.window)
+            kept += run.weight * p.kept * m
+            secs += p.seconds * m
+            flops += p.flops * m
+        if pos != len(run.layers):
+            raise AssertionError(f"search dealt {pos} of {len(run.layers)} layers of a run")
+    dynamic = kept + max(trans_used, shape.floor) + win_used
+    if dynamic > room + 1e-6:
+        return None
+    return _Best(seconds=secs * micro, dynamic=dynamic, assign=assign, flops=flops * micro)
 
 
 def solve_stage(spec: ModelSpec, fam: TensorTable, geo, stage: int, cal: Calibration, budget: int,
-                allow_swap: bool = False, kinds: Optional[Kinds] = None) -> StagePlan:
+                allow_swap: bool = False, kinds: Optional[Kinds] = None, device: Device = DEFAULT_DEVICE,
+                rooms: Rooms = NO_ROOMS) -> StagePlan:
     """The cheapest per-layer levels of ``stage`` whose predicted peak is <= ``budget``.
-    ``kinds``: each layer's own table (:func:`kinds_of`); a stage of one chunk without swap is then
-    searched with every layer priced on its kind and the MTP layer on its own (the interleaved and
-    swap searches take every layer as ``fam``'s, the heaviest kind: cautious)."""
-    P, V = geo.pipeline_stage, geo.pp_interleave_num
-    counts = inflight(P, V, spec.micro_batch_num, stage)
-    chunks = [(list(range(geo.chunk_starts[v][stage], geo.chunk_starts[v][stage] + geo.layer_list[v][stage])),
-               counts[v]) for v in range(V)]
-    all_chains = chains(fam, allow_swap, max(len(c[0]) for c in chunks))
-    fixed: float            # stage_parts' bytes with kinds, calibrated (a float) without
-    if kinds is not None and V == 1 and not allow_swap and chunks[0][0]:
-        static, fixed, opt, floor = stage_parts(spec, geo, stage, kinds)
-        if cal.peak(static, opt) > budget:
-            return StagePlan(stage=stage, fits=False, static=static)
-        room = (budget - static - cal.residual) / cal.scale - fixed
-        return _solve_kinds_chunk(stage, static, fixed, room, chunks[0][0], counts[0], spec.micro_batch_num,
-                                  all_chains, kinds, stage == P - 1, floor)
-    static, fixed, opt, floor = fam_parts(spec, fam, geo, stage, cal)
-    room = (budget - cal.static_scale * static - cal.residual) / cal.scale - fixed   # 0 x static: CPU pool
-    if cal.peak(static, opt) > budget:
-        return StagePlan(stage=stage, fits=False, static=static)   # the optimizer step alone is over
-    if V == 1 and not allow_swap and chunks[0][0]:
-        return _solve_single_chunk(stage, static, fixed, room, chunks[0][0], counts[0], spec.micro_batch_num,
-                                   all_chains, floor)
-    # the largest recompute transient and the largest swap window of the stage add to the peak:
-    # try every pair of caps (levels above a cap not allowed) and keep the cheapest that fits
-    caps = sorted({(r, w) for r in {lv.cost.regen for ch in all_chains for lv in ch}
-                   for w in {lv.window for ch in all_chains for lv in ch}}, key=lambda rw: max(rw[0], floor) + rw[1])
-    best: Optional[Tuple[float, float, List[Tuple[List[Level], Tuple[int, ...]]]]] = None
-    for cap_r, cap_w in caps:
-        cap_extra = max(cap_r, floor) + cap_w
-        cap = room - cap_extra
-        if cap < 0:
-            break
-        total: List[Tuple[float, float, Tuple[Tuple[int, ...], ...]]] = [(0.0, 0.0, ())]
-        picks: List[Dict[Tuple[int, ...], List[Level]]] = []
-        for layers, w in chunks:
-            if not layers:
-                picks.append({})
-                continue
-            merged: Front = []
-            owner: Dict[Tuple[int, ...], List[Level]] = {}
-            for ci, ch in enumerate(all_chains):
-                allowed = [lv for lv in ch if lv.cost.regen <= cap_r and lv.window <= cap_w]
-                for kw, kc, cnt in chunk_front(allowed, len(layers), cap / w):
-                    key = (ci,) + cnt
-                    owner[key] = allowed
-                    merged.append((kw * w, kc * spec.micro_batch_num, key))
-            front = _prune(merged, cap)
-            picks.append(owner)
-            total = combine(total, [(p[0], p[1], (p[2],)) for p in front], cap)
-        # the front is sorted by weight, so its last point is the cheapest that fits
-        if total and (best is None or total[-1][1] < best[1] - 1e-9):
-            kw, kc, keys = total[-1]
-            chosen = [(picks[v][key], key[1:]) for v, key in enumerate(keys)] if keys else []
-            best = (kw + cap_extra, kc, chosen)
-    out = StagePlan(stage=stage, fits=best is not None, static=static)
+    ``kinds``: each layer's own table (:func:`kinds_of`): every layer is priced on its kind and the
+    MTP layer on its own. ``rooms``: the stage's capacities beside device memory (host bytes, link)."""
+    shape = stage_shape(spec, fam, geo, stage, cal, kinds)
+    if cal.peak(shape.static, shape.optimizer) > budget:
+        return StagePlan(stage=stage, fits=False, static=shape.static)   # the optimizer step alone is over
+    room = (budget - cal.static_scale * shape.static - cal.residual) / cal.scale - shape.fixed
+    longest = max((geo.layer_list[v][stage] for v in range(geo.pp_interleave_num)), default=1)
+    return plan_shape(shape, chains(fam, allow_swap, device=device, layers=longest), room, spec.micro_batch_num,
+                      device, kinds,
+                      fam, rooms)
+
+
+def plan_shape(shape: StageShape, all_chains, room: float, micro: int, device: Device = DEFAULT_DEVICE,
+               kinds: Optional[Kinds] = None, fam: Optional[TensorTable] = None,
+               rooms: Rooms = NO_ROOMS) -> StagePlan:
+    """:func:`solve_shape` as the stage's :class:`StagePlan`."""
+    out = StagePlan(stage=shape.stage, fits=False, static=shape.static)
+    if room < 0:
+        return out
+    if not shape.runs:
+        out.fits = shape.floor <= room + 1e-6
+        out.dynamic = shape.fixed + shape.floor
+        return out
+    best = solve_shape(shape, all_chains, room, micro, device, kinds, fam, rooms)
     if best is None:
         return out
-    out.flops = best[1]
-    ki = 0
-    for layers, _ in chunks:
-        if not layers:
-            continue
-        allowed, cnt = best[2][ki]
-        ki += 1
-        # MindFormers' order inside a chunk: full first, then the deeper select levels, none last;
-        # swap levels take layer ids, put after the recompute prefix
-        ordered = sorted(zip(allowed, cnt), key=lambda x: -x[0].rank if not x[0].swaps else 10 ** 7)
-        pos = 0
-        for lv, k in ordered:
-            for _ in range(k):
-                out.levels[layers[pos]] = lv
-                pos += 1
-    out.dynamic = fixed + extra_of(out.levels.values(), floor) + sum(
-        w * sum(out.levels[i].cost.kept for i in layers) for layers, w in chunks)
+    out.fits = True
+    out.levels = best.assign
+    out.seconds = best.seconds
+    out.flops = best.flops
+    out.dynamic = best.dynamic + shape.fixed
     return out
-
-
-#: Rows of count vectors held at once: the enumeration goes block by block, in the same
-#: lexicographic order as one array would hold them, so memory stays flat whatever the layer count
-#: (one (n+1)**(k-1) array was 4.1 GB at 500 layers per stage, 22 GiB at 1,000; docs/reliability.md).
-BLOCK_ROWS = 1 << 16
-
-
-@functools.lru_cache(maxsize=64)
-def _small(n: int, k: int):
-    import numpy as np
-
-    if k == 1:
-        return np.array([[n]], dtype=np.int64)
-    if k == 3:              # the common block, built directly in O(rows): (a, b, n - a - b), lexicographic
-        a = np.repeat(np.arange(n + 1, dtype=np.int64), np.arange(n + 1, 0, -1))
-        starts = np.concatenate([[0], np.cumsum(np.arange(n + 1, 0, -1))[:-1]])
-        b = np.arange(len(a), dtype=np.int64) - starts[a]
-        return np.stack([a, b, n - a - b], axis=1)
-    grids = np.indices((n + 1,) * (k - 1), dtype=np.int64).reshape(k - 1, -1).T
-    grids = grids[grids.sum(axis=1) <= n]
-    return np.concatenate([grids, n - grids.sum(axis=1, keepdims=True)], axis=1)
-
-
-def compositions(n: int, k: int, rows: Optional[int] = None):
-    """Every k-tuple of non-negative ints summing to n, as (m, k) int64 blocks in lexicographic
-    order; a block holds at most about ``2 * rows`` rows (:data:`BLOCK_ROWS`), or ``n + 1`` when
-    ``rows`` is smaller."""
-    import numpy as np
-
-    rows = BLOCK_ROWS if rows is None else rows
-
-    if k <= 2 or (n + 1) ** (k - 1) <= 4 * rows:      # the grid _small filters stays small
-        yield _small(n, k)
-        return
-    for first in range(n + 1):
-        for block in compositions(n - first, k - 1, rows):
-            yield np.concatenate([np.full((len(block), 1), first, dtype=np.int64), block], axis=1)
-
-
-def block_transient(block_levels: Sequence[Level], counts) -> "Any":
-    """The largest recompute transient among the levels a count row uses (numpy over rows)."""
-    import numpy as np
-
-    regen = np.array([lv.cost.regen for lv in block_levels], dtype=np.float64)
-    return np.where(counts > 0, regen, 0.0).max(axis=1)
-
-
-def _solve_single_chunk(stage: int, static: int, fixed: float, room: float, layers: List[int], w: int, micro: int,
-                        all_chains: List[List[Level]], floor: float = 0.0) -> StagePlan:
-    """One chunk, no swap: every count vector of every chain, exactly as the estimate counts it
-    (every micro-batch in flight keeps everything, plus the largest transient, at least ``floor``)."""
-    import numpy as np
-
-    best = None
-    for ch in all_chains:
-        blocks = sorted(ch, key=lambda lv: -lv.rank)              # MindFormers' order: full first
-        kept = np.array([lv.cost.kept for lv in blocks], dtype=np.float64)
-        flops = np.array([lv.cost.flops for lv in blocks], dtype=np.float64)
-        mine = None                   # this chain's first (cost, dyn) minimum in enumeration order
-        for cnt in compositions(len(layers), len(blocks)):
-            dyn = w * (cnt @ kept) + np.maximum(block_transient(blocks, cnt), floor)
-            ok = np.nonzero(dyn <= room + 1e-6)[0]
-            if not len(ok):
-                continue
-            cost = (cnt[ok] @ flops) * micro
-            mine = _cheapest(mine, ok, dyn, cost, cnt)
-        best = _better(best, mine, blocks)
-    return _stage_plan(stage, static, best, layers, fixed)
-
-
-def _kind_tables(kinds: Kinds, layers: List[int], blocks: Sequence[Level], with_mtp: bool):
-    """Per level (rows, in ``blocks`` order) over the chunk's positions: prefix sums of kept bytes
-    and FLOPs, the largest transient over every position range ``[a, b)``, and the MTP layers'
-    kept / transient / FLOPs at that level (0 off the last stage)."""
-    import numpy as np
-
-    n, L = len(layers), len(blocks)
-    kept = np.zeros((L, n + 1))
-    flops = np.zeros((L, n + 1))
-    regen = np.zeros((L, n + 1, n + 1))
-    mtp = np.zeros((3, L))
-    for b, lv in enumerate(blocks):
-        costs = [kinds.cost(kinds.layers[i], lv) for i in layers]
-        kept[b, 1:] = np.cumsum([c.kept for c in costs])
-        flops[b, 1:] = np.cumsum([c.flops for c in costs])
-        r = np.array([c.regen for c in costs], dtype=np.float64)
-        for a in range(n):
-            regen[b, a, a + 1:] = np.maximum.accumulate(r[a:])
-        if with_mtp and kinds.mtp:
-            mc = [kinds.cost(mf, lv) for mf in kinds.mtp]
-            mtp[:, b] = (sum(c.kept for c in mc), max(c.regen for c in mc), sum(c.flops for c in mc))
-    return kept, flops, regen, mtp
-
-
-def _rows(tables, cnt, w: int, floor: float = 0.0):
-    """(dynamic bytes, FLOPs per micro-batch) of count rows ``cnt`` (levels in MindFormers' order:
-    the first ``cnt[0]`` positions take the first level ...); the MTP layers take the level of the
-    chunk's last position (the last decoder layer's)."""
-    import numpy as np
-
-    kept, flops, regen, mtp = tables
-    ends = np.cumsum(cnt, axis=1)
-    starts = ends - cnt
-    idx = np.arange(cnt.shape[1])[None, :]
-    k = (kept[idx, ends] - kept[idx, starts]).sum(axis=1)
-    f = (flops[idx, ends] - flops[idx, starts]).sum(axis=1)
-    tr = regen[idx, starts, ends].max(axis=1)
-    last = cnt.shape[1] - 1 - np.argmax(cnt[:, ::-1] > 0, axis=1)
-    k = k + mtp[0][last]
-    tr = np.maximum(np.maximum(tr, mtp[1][last]), floor)
-    return w * k + tr, f + mtp[2][last]
-
-
-def _solve_kinds_chunk(stage: int, static: int, fixed: float, room: float, layers: List[int], w: int, micro: int,
-                       all_chains: List[List[Level]], kinds: Kinds, last_stage: bool, floor: float = 0.0) -> StagePlan:
-    """:func:`_solve_single_chunk` with each layer priced on its own kind (and the MTP layers on
-    theirs): every count vector of every chain, as the estimate counts the written YAML."""
-    import numpy as np
-
-    best = None
-    for ch in all_chains:
-        blocks = sorted(ch, key=lambda lv: -lv.rank)              # MindFormers' order: full first
-        tables = _kind_tables(kinds, layers, blocks, last_stage)
-        mine = None
-        for cnt in compositions(len(layers), len(blocks)):
-            dyn, fl = _rows(tables, cnt, w, floor)
-            ok = np.nonzero(dyn <= room + 1e-6)[0]
-            if not len(ok):
-                continue
-            cost = fl[ok] * micro
-            mine = _cheapest(mine, ok, dyn, cost, cnt)
-        best = _better(best, mine, blocks)
-    return _stage_plan(stage, static, best, layers, fixed)
 
 
 def extra_of(levels, floor: float = 0.0) -> float:
@@ -479,89 +858,33 @@ def extra_of(levels, floor: float = 0.0) -> float:
     return max(max(lv.cost.regen for lv in levels), floor) + max(lv.window for lv in levels)
 
 
+def lowest_dynamic(shape: StageShape, all_chains, device: Device = DEFAULT_DEVICE, kinds: Optional[Kinds] = None,
+                   fam: Optional[TensorTable] = None) -> float:
+    """The least dynamic bytes ``shape`` can reach with these levels (the fixed part included)."""
+    if not shape.runs:
+        return shape.fixed + shape.floor
+    best = solve_shape(shape, all_chains, math.inf, 1, device, kinds, fam, lowest=True)
+    return (best.dynamic if best is not None else math.inf) + shape.fixed
+
+
 def lowest_peak(spec: ModelSpec, fam: TensorTable, geo, stage: int, cal: Calibration, allow_swap: bool = False,
                 kinds: Optional[Kinds] = None) -> int:
-    """The least predicted peak ``stage`` can reach with these choices: for each transient cap,
-    every layer at the level that keeps least among those the cap allows (``kinds``: as
-    :func:`solve_stage`)."""
-    P, V = geo.pipeline_stage, geo.pp_interleave_num
-    counts = inflight(P, V, spec.micro_batch_num, stage)
-    layers = list(range(geo.chunk_starts[0][stage], geo.chunk_starts[0][stage] + geo.layer_list[0][stage]))
-    fixed: float            # as in solve_stage
-    if kinds is not None and V == 1 and not allow_swap and layers:
-        import numpy as np
-
-        static, fixed, opt, floor = stage_parts(spec, geo, stage, kinds)
-        best_dyn = float("inf")
-        for ch in chains(fam):
-            blocks = sorted(ch, key=lambda lv: -lv.rank)
-            tables = _kind_tables(kinds, layers, blocks, stage == P - 1)
-            for cnt in compositions(len(layers), len(blocks)):
-                best_dyn = min(best_dyn, float(np.min(_rows(tables, cnt, counts[0], floor)[0])))
-        return max(cal.peak(static, best_dyn + fixed), cal.peak(static, opt))
-    static, fixed, opt, floor = fam_parts(spec, fam, geo, stage, cal)
-    weight = sum(counts[v] * geo.layer_list[v][stage] for v in range(V))
-    if V == 1 and not allow_swap and weight:
-        import numpy as np
-
-        best_dyn = min(float(np.min(counts[0] * (cnt @ np.array([lv.cost.kept for lv in blocks], dtype=np.float64))
-                                    + np.maximum(block_transient(blocks, cnt), floor)))
-                       for blocks in (sorted(ch, key=lambda lv: -lv.rank) for ch in chains(fam))
-                       for cnt in compositions(geo.layer_list[0][stage], len(blocks)))
-        return max(cal.peak(static, best_dyn + fixed), cal.peak(static, opt))
-    levels = [lv for ch in chains(fam, allow_swap, max(geo.layer_list[v][stage] for v in range(V))) for lv in ch]
-    best = min(weight * min(lv.cost.kept for lv in levels if lv.cost.regen <= r and lv.window <= w) + max(r, floor) + w
-               for r in {lv.cost.regen for lv in levels} for w in {lv.window for lv in levels}
-               if any(lv.cost.regen <= r and lv.window <= w for lv in levels))
-    return max(cal.peak(static, best + fixed), cal.peak(static, opt))
+    """The least predicted peak ``stage`` can reach with these choices (every transient cap tried,
+    each layer at the level that keeps least among those the cap allows, as the search counts it)."""
+    shape = stage_shape(spec, fam, geo, stage, cal, kinds)
+    longest = max((geo.layer_list[v][stage] for v in range(geo.pp_interleave_num)), default=1)
+    dyn = lowest_dynamic(shape, chains(fam, allow_swap, layers=longest), kinds=kinds, fam=fam)
+    return max(cal.peak(shape.static, dyn), cal.peak(shape.static, shape.optimizer))
 
 
 def brute_force(levels: Sequence[Level], layer_weights: Sequence[int], micro: int, room: float,
                 floor: float = 0.0) -> Optional[float]:
-    """Least total FLOPs over every per-layer assignment of ``levels`` with
+    """Least total seconds over every per-layer assignment of ``levels`` with
     ``sum(weight * kept) + extra_of(levels, floor) <= room`` (tests check :func:`solve_stage` against it)."""
     best = None
     for combo in itertools.product(levels, repeat=len(layer_weights)):
         dyn = sum(w * lv.cost.kept for w, lv in zip(layer_weights, combo)) + extra_of(combo, floor)
         if dyn <= room + 1e-9:
-            cost = micro * sum(lv.cost.flops for lv in combo)
+            cost = micro * sum(lv.time for lv in combo)
             best = cost if best is None else min(best, cost)
     return best
-
-
-def _cheapest(mine: Any, ok: Any, dyn: Any, cost: Any, cnt: Any) -> Any:
-    """The cheapest of the compositions ``cnt[ok]`` (then the lowest peak), kept when it beats ``mine``:
-    ``(cost, dynamic bytes, composition)``."""
-    import numpy as np
-
-    pick = np.lexsort((dyn[ok], cost))[0]
-    j, c = ok[pick], float(cost[pick])
-    if mine is None or (c, float(dyn[j])) < (mine[0], mine[1]):
-        return (c, float(dyn[j]), cnt[j].copy())
-    return mine
-
-
-def _better(best: Any, mine: Any, blocks: Sequence["Level"]) -> Any:
-    """``best`` over the block orders so far, or this order's ``mine`` when it is cheaper (then lower)."""
-    if mine is None:
-        return best
-    c, d, row = mine
-    if best is None or c < best[0] - 1e-9 or (abs(c - best[0]) <= 1e-9 and d < best[1]):
-        return (c, d, blocks, row)
-    return best
-
-
-def _stage_plan(stage: int, static: int, best: Any, layers: List[int], fixed: float) -> "StagePlan":
-    """The stage's answer from the search's ``best`` ``(cost, dynamic, blocks, composition)``: each
-    layer's level, in the blocks' order over the stage's ``layers``."""
-    out = StagePlan(stage=stage, fits=best is not None, static=static)
-    if best is None:
-        return out
-    out.flops, dyn, blocks, cnt = best[0], best[1], best[2], best[3]
-    pos = 0
-    for lv, k in zip(blocks, cnt):
-        for _ in range(int(k)):
-            out.levels[layers[pos]] = lv
-            pos += 1
-    out.dynamic = int(round(dyn + fixed))
-    return out
