@@ -284,7 +284,6 @@ def make_plan(config: str, budget: int, run_dirs: Sequence[str] = (), allow_swap
             result.levers = levers(config, cfg, spec, fam, geo, cal, goal, result.lowest, swap, target, model,
                                    kinds, link)
             return result
-        spread_swaps(stages, geo)
         written = emit_result(text, config, geo, stages, plan_of_text=lambda t: _plan_of_text(t, model, config))
         result.text = written.text
         result.notes = written.notes
@@ -307,43 +306,6 @@ def make_plan(config: str, budget: int, run_dirs: Sequence[str] = (), allow_swap
         return result
     _check_round_trip(result)
     return result
-
-
-def spread_swaps(stages: Sequence[StagePlan], geo) -> None:
-    """With swap, every strategy key takes layer ids, so where a level sits in its chunk is free: the
-    swapped layers are spread evenly among the others (copies that queue on the host link wait; with
-    other layers between them, their copies run behind those layers' compute), after the fully
-    recomputed layers, which stay first (a swap before a fully recomputed layer on its stage is
-    voided: SW202). The chunk's last layer keeps its level (the MTP layer takes it). Layers of a chunk
-    are alike to the model, so this changes no byte and no second of the search's answer."""
-    levels = {i: lv for sp in stages for i, lv in sp.levels.items()}
-    if not any(lv.swaps for lv in levels.values()):
-        return
-    owner = {i: sp for sp in stages for i in sp.levels}
-    for v in range(geo.pp_interleave_num):
-        for p in range(geo.pipeline_stage):
-            start, n = geo.chunk_starts[v][p], geo.layer_list[v][p]
-            ids = [i for i in range(start, start + n) if i in levels]
-            if len(ids) < 2:
-                continue
-            movable = ids[:-1]
-            full = [levels[i] for i in movable if levels[i].full]
-            swaps = [levels[i] for i in movable if levels[i].swaps and not levels[i].full]
-            rest = [levels[i] for i in movable if not levels[i].swaps and not levels[i].full]
-            if not swaps or not rest:
-                continue
-            m = len(swaps) + len(rest)
-            at = {int((k + 0.5) * m / len(swaps)) for k in range(len(swaps))}
-            order, si, ri = [], 0, 0
-            for pos in range(m):
-                if pos in at and si < len(swaps):
-                    order.append(swaps[si])
-                    si += 1
-                else:
-                    order.append(rest[ri] if ri < len(rest) else swaps[si])
-                    ri, si = (ri + 1, si) if ri < len(rest) else (ri, si + 1)
-            for i, lv in zip(movable, full + order):
-                owner[i].levels[i] = lv
 
 
 def _plan_of_text(text: str, model: Optional[str], config: str = "<string>"):

@@ -192,7 +192,8 @@ def render_plan(res: PlanResult, fmt: str) -> str:
         + [""] + layer_rows(est) + ([""] + swap_rows(est) if est.swaps else [])
     what = "forward FLOPs recomputed"
     if any(lv.swaps for s in res.stages for lv in s.levels.values()):
-        # a swap recomputes nothing: its time cost is the copies its prefetch window does not hide
-        what += f"; time cost {sum(s.seconds for s in res.stages):.4g} s per step with swap's exposed copies"
+        # a swap recomputes nothing: its time cost is the copies its prefetch window does not hide, and
+        # plan offers only swaps that hide (memory/swap_cost.py)
+        what += f"; time cost {sum(s.seconds for s in res.stages):.4g} s per step, the swaps' copies hidden"
     out += ["", f"{res.message()}; modelled cost {flops / 1e9:.4g} GFLOP per step ({what})"]
     return "\n".join(out) + "\n"

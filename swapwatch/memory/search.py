@@ -172,8 +172,8 @@ class Level:
 
 def position_order(chain: Sequence[Level]) -> List[Level]:
     """The levels in the order MindFormers gives them over a chunk's layers: full first, the deeper
-    select sets, none; swap levels (layer ids, no count table) after them (the planner spreads them
-    among the others before writing: planner.spread_swaps)."""
+    select sets, none; swap levels (layer ids, no count table) after them: a stage's swapped layers
+    are its last, after none, never before a fully recomputed layer (which would void them: SW202)."""
     return sorted(chain, key=lambda lv: (lv.swaps, -lv.rank, lv.swap or 0))
 
 
