@@ -3,7 +3,9 @@
 ``make bench`` times whole commands; this splits the part the pool workers do (most of it) into
 its stages, so docs/performance.md can say where the remaining time is, in numbers:
 
-* ``prefilter``: finding the candidate lines' literals (``parsers/prefilter.py``, per byte);
+* ``prefilter``: finding the candidate lines' literals (``parsers/prefilter.py``, per byte:
+  Hyperscan's matcher or numpy's, whichever ``prefilter.compiled`` picks; ``SWAPWATCH_PREFILTER=numpy``
+  for the numpy path alone);
 * ``classify``: turning candidate lines into events or classify-cache entries
   (``parsers/classify.py``, per line);
 * ``settle``: authority and completeness of a rank (``reader._settle``; ``reader._settle_found``
@@ -44,7 +46,8 @@ from swapwatch.parsers import inputs, model, prefilter, reader  # noqa: E402
 from swapwatch import events_output  # noqa: E402
 
 #: stage -> the functions timed for it (none calls another one of the list)
-STAGES = {"prefilter": [(prefilter.Prefilter, "find"), (prefilter.WordPrefilter, "find")],
+STAGES = {"prefilter": [(prefilter.Prefilter, "find"), (prefilter.WordPrefilter, "find"),
+                        (prefilter.HyperscanPrefilter, "find")],
           "classify": [(reader, "classify_cached"), (reader, "classify_proto"), (reader, "classify")],
           "settle": [(reader, "_settle"), (reader, "_settle_found")],
           "pack": [(reader, "pack"), (reader.templates, "summary"), (reader.templates, "pack_extras")],

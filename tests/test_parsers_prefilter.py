@@ -3,11 +3,16 @@ yields exactly the lines a line-by-line reading selects, and the fast events out
 import io
 import json
 import os
+import platform
+import sys
+
+import pytest
 
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from swapwatch.events_output import event_dict, jsonl_line
 from swapwatch.parsers import grammar, iter_events
+from swapwatch.parsers import prefilter
 from swapwatch.parsers.prefilter import Prefilter, WordPrefilter
 from swapwatch.parsers.scanner import Needles, Scan
 
@@ -84,6 +89,57 @@ def test_word_prefilter_on_real_logs():
             assert set(pf.find(data, lo, hi)) == {h for h in want if h[0] >= lo and h[0] + len(h[1]) <= hi}
 
 
+#: Where setup.cfg installs the hyperscan wheel (a core dependency): there its path must run
+WHEEL_HERE = sys.platform.startswith("linux") and platform.machine() == "x86_64" and sys.version_info >= (3, 10)
+needs_hyperscan = pytest.mark.skipif(prefilter.backend() != "hyperscan",
+                                     reason="hyperscan not installed (test_hyperscan_runs_where_it_is_installed)")
+
+
+def test_hyperscan_runs_where_it_is_installed():
+    """Where setup.cfg makes hyperscan a core dependency, it is installed and usable, so the tests
+    below that need it run here (and cannot skip silently); SWAPWATCH_PREFILTER=numpy turns it off."""
+    if os.environ.get("SWAPWATCH_PREFILTER", "").lower() == "numpy" or not WHEEL_HERE:
+        pytest.skip("the numpy path by request, or a platform without the wheel")
+    assert prefilter.backend() == "hyperscan"
+
+
+@needs_hyperscan
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(lits=st.lists(LITERAL, min_size=1, max_size=6), draw=st.data(), cut=st.tuples(st.integers(0, 40),
+                                                                                     st.integers(0, 40)))
+def test_hyperscan_prefilter_finds_what_find_finds(lits, draw, cut):
+    """Hyperscan's matcher: every occurrence inside [lo, hi), overlapping ones, one literal inside
+    another, at the region's edges (a bytearray and a bytes buffer alike), and nothing else."""
+    lits = [lit for lit in lits if b"\n" not in lit] or [b"Set"]
+    pieces = st.one_of(st.sampled_from(lits), st.sampled_from([bytes([c]) for c in ALPHABET]),
+                       st.sampled_from(lits).map(lambda b: b[1:]))
+    data = b"".join(draw.draw(st.lists(pieces, max_size=300)))
+    lo, hi = min(cut[0], len(data)), max(min(cut[0], len(data)), len(data) - cut[1])
+    pf = prefilter.HyperscanPrefilter(lits)
+    for buf in (data, bytearray(data)):
+        got = pf.find(buf, lo, hi)
+        assert len(got) == len(set(got))
+        assert set(got) == by_find(data, set(lits), lo, hi)
+
+
+@needs_hyperscan
+def test_compiled_picks_by_region():
+    """With hyperscan: small regions and the unprefixed (short) needles go to Hyperscan, a region of
+    WORD_REGION+ bytes of the prefixed (long) needles to the word prefilter, which is faster there;
+    a literal with a NUL byte (the binding cuts it) to numpy; with the numpy path, numpy always."""
+    pre, raw = Needles.for_file(True).searched, Needles.for_file(False).searched
+    big = b"x" * prefilter.WORD_REGION
+    assert isinstance(prefilter.compiled(pre, big, 0, len(big) - 1), prefilter.HyperscanPrefilter)
+    assert isinstance(prefilter.compiled(pre, big, 0, len(big)), WordPrefilter)
+    assert isinstance(prefilter.compiled(raw, big, 0, len(big)), prefilter.HyperscanPrefilter)
+    assert isinstance(prefilter.compiled((b"a\0b",), big, 0, 10), Prefilter)
+    with prefilter.using("numpy"):
+        assert prefilter.backend() == "numpy"
+        assert isinstance(prefilter.compiled(raw, big, 0, 100), Prefilter)
+        assert isinstance(prefilter.compiled(pre, big, 0, 100), WordPrefilter)
+    assert prefilter.backend() == "hyperscan"
+
+
 def naive_lines(data: bytes, needles: Needles):
     """The candidate definition of the scanner's docstring, one line at a time."""
     starts = grammar.mf_info_starts()
@@ -117,9 +173,11 @@ FRAGMENTS = [b"2026-07-14 06:47:08,133 - mf[models/utils.py:205] - ", b"INFO - "
 def test_scanner_yields_the_lines_a_line_reader_selects(parts, prefixed, chunk):
     data = b"".join(parts) + b"\n"
     needles = Needles.for_file(prefixed)
-    scan = Scan(io.BytesIO(data), needles, chunk=chunk)
-    assert list(scan) == naive_lines(data, needles)
-    assert scan.newlines == data.count(b"\n")
+    for name in ["numpy"] + (["hyperscan"] if prefilter.backend() == "hyperscan" else []):
+        with prefilter.using(name):
+            scan = Scan(io.BytesIO(data), needles, chunk=chunk)
+            assert list(scan) == naive_lines(data, needles), name
+            assert scan.newlines == data.count(b"\n")
 
 
 def test_event_lines_are_to_json_on_every_fixture():

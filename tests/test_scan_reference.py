@@ -1,7 +1,8 @@
 """The scanner against a slow obvious reference (:func:`_naive`: the whole input split into lines,
 each tested for the literals and the record shape): for any input and any chunk size, the same
 candidate lines with the same line numbers, the same ``partial`` flags, the same lines read ahead by
-``follow``, and the same ``newlines``/``bytes``. The reference shares nothing with the scanner's
+``follow``, and the same ``newlines``/``bytes``, through each prefilter path (Hyperscan's and the
+numpy fallback). The reference shares nothing with the scanner's
 chunking, prefilter, dense/sparse line location or record test (breaking any of them fails here).
 
 Inputs: every fixture log (gz ones decompressed and also read through gzip), and logs generated
@@ -15,7 +16,11 @@ import random
 
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from swapwatch.parsers import scanner
+from swapwatch.parsers import prefilter, scanner
+
+#: The prefilter paths every scan here runs through: numpy's (the fallback) and, where the wheel is
+#: installed, Hyperscan's (test_parsers_prefilter says where it must be)
+BACKENDS = ["numpy"] + (["hyperscan"] if prefilter.backend() == "hyperscan" else [])
 
 LOGS = os.path.join(os.path.dirname(__file__), "..", "fixtures", "logs")
 
@@ -61,11 +66,18 @@ def _run(data: bytes, prefixed: bool, chunk: int, owned=None, start: int = 0, gz
 
 
 def _same(data: bytes, prefixed: bool, chunk: int, **kw):
-    new = _run(data, prefixed, chunk, **kw)
+    """The scan through each prefilter path (Hyperscan's where installed, numpy's always) is the
+    reference's."""
+    outs = []
+    for name in BACKENDS:
+        with prefilter.using(name):
+            outs.append(_run(data, prefixed, chunk, **kw))
     if kw.pop("gz", False):          # the whole input, read through gzip
         kw.pop("start", None)
-    assert new == _naive(data, prefixed, **kw)
-    return new
+    want = _naive(data, prefixed, **kw)
+    for name, new in zip(BACKENDS, outs):
+        assert new == want, name
+    return outs[0]
 
 
 def _naive(data: bytes, prefixed: bool, owned=None, start: int = 0, max_follow: int = 3):
@@ -189,3 +201,76 @@ def test_dense_stretch_edges():
             data = b"\n".join([rec, bad] * n) + tail
             for chunk in (1 << 20, 100, 5000):
                 _same(data, True, chunk)
+
+
+def test_scans_at_once_keep_their_own_buffers():
+    """Scans read into buffers reused across the files of a process (scanner._buffer): scans
+    iterated in turn, one abandoned half-way, and one after them all give what each gives alone."""
+    import itertools
+
+    names = sorted(FIXTURES, key=lambda n: -len(FIXTURES[n]))[:3]
+
+    def scan(name, chunk):
+        return scanner.Scan(io.BytesIO(FIXTURES[name]), scanner.Needles.for_file(True), chunk=chunk)
+    alone = {name: list(scan(name, 977)) for name in names}
+    assert all(alone.values())
+    its = [iter(scan(name, 977)) for name in names]
+    got = {name: [] for name in names}
+    for row in itertools.zip_longest(*its):
+        for name, item in zip(names, row):
+            if item is not None:
+                got[name].append(item)
+    assert got == alone
+    half = iter(scan(names[0], 333))
+    next(half)                                   # left open: its buffer is not given back
+    assert list(scan(names[1], 1 << 20)) == alone[names[1]]
+    assert next(half) == alone[names[0]][1]
+
+
+class _Memo(dict):
+    """reader._MEMO stand-in: counts the lines the scanner handed over by their bytes; ``off``
+    remembers nothing (every line decoded and classified)."""
+
+    def __init__(self, off=False):
+        super().__init__()
+        self.off, self.hits = off, 0
+
+    def get(self, key, default=None):
+        got = None if self.off else super().get(key, default)
+        self.hits += got is not None
+        return got
+
+    def __setitem__(self, key, value):
+        if not self.off:
+            super().__setitem__(key, value)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2 ** 32 - 1), chunk=st.sampled_from([977, 1 << 20]))
+def test_templated_scan_by_remembered_bytes_is_the_decoded_one(seed, chunk):
+    """reader._scan_templated lets the scanner hand over a record line classify already saw by its
+    bytes after the timestamp (Scan.memo): with the memo cold, warm (a second rank's log), or off,
+    every file gives the same entries, line numbers and extras (generated logs: garbled stamps,
+    CR/NUL junk before records, colour codes, cut lines; the real strategy block)."""
+    from swapwatch.parsers import reader
+
+    rnd = random.Random(seed)
+    rec = b" - mf[models/utils.py:205] - INFO - Set full recompute at layer 1\n"
+    odd = b"2026-07-14 06:47:08,133" + rec + b"2026-07-14\xc2\xa06:47:08,133" + rec   # a non-ASCII stamp
+    logs = [_generated(rnd, 20000) for _ in range(2)] + [FIXTURES["recompute_48l.log"], odd]
+
+    def found(data, memo):
+        saved, reader._MEMO = reader._MEMO, memo
+        try:
+            scan = scanner.Scan(io.BytesIO(data), scanner.Needles.for_file(True), chunk=chunk)
+            entries, lines, positions, extras = reader._scan_templated(scan, 5, True)
+        finally:
+            reader._MEMO = saved
+        return ([[e.to_json() for e in x.events] for x in entries], list(lines), positions,
+                [e.to_json() for e in extras])
+    warm = _Memo()
+    for data in logs:
+        off = found(data, _Memo(off=True))
+        assert found(data, _Memo()) == off
+        assert found(data, warm) == off and found(data, warm) == off
+    assert warm.hits > 100                # the remembered path ran (the strategy block's lines)

@@ -15,11 +15,25 @@ separator with its level and message start, the MindSpore/msrun needles), :class
 does the same with a quarter of the work (see its docstring): it reads the region as 64-bit words,
 one per 8 bytes, so its gather, the costly numpy step, touches 8x fewer elements, and the 8-byte
 words make its second stage nearly exact. Both find exactly what ``bytes.find`` finds.
+
+Where the ``hyperscan`` wheel is installed (a core dependency on x86_64 Linux, the ``hyperscan``
+extra elsewhere: setup.cfg), :class:`HyperscanPrefilter` serves most regions: Hyperscan's SIMD
+literal matcher (FDR/Teddy) has no per-call set-up to speak of, so it is 2-5x faster than the
+numpy gathers on small regions (a 100 KB rank log) and on the unprefixed needle set (short
+literals: the byte-pair :class:`Prefilter`). On big regions of prefixed logs the 64-bit-word
+:class:`WordPrefilter` stays faster (one multiply and gather per 8 bytes whatever the number of
+literals, where FDR's cost grows with it: 0.33 against 0.49 s/GB for the 27 prefixed needles,
+docs/performance.md), so :func:`compiled` picks by the region's size (:data:`WORD_REGION`). The
+numpy classes are the whole path where the wheel is missing, or with ``SWAPWATCH_PREFILTER=numpy``
+(the benchmark's fallback figures, the tests of both paths). Every class has the same contract:
+``find(buf, lo, hi)`` returns each occurrence wholly inside ``buf[lo:hi]`` as ``(start, literal)``.
 """
 from __future__ import annotations
 
+import os
+from contextlib import contextmanager
 from itertools import repeat
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -280,8 +294,97 @@ class WordPrefilter:
         return out
 
 
+class HyperscanPrefilter:
+    """One literal set compiled into a Hyperscan block-mode database (literal mode, no regex).
+
+    Block mode, not stream mode: the scanner hands over whole lines (a region ends after a line
+    feed, a literal holds none), so no occurrence spans two regions and there is no stream state to
+    carry; stream mode measured the same speed here (0.48 against 0.48 s/GB) and would split the
+    one ``find(buf, lo, hi)`` contract the numpy classes share. Hyperscan reports every end offset
+    of every literal, overlapping ones included, which is what ``bytes.find`` finds; a literal
+    holding a NUL byte is refused (the binding cuts it there), and the numpy classes take it.
+    """
+
+    def __init__(self, literals: Sequence[bytes]):
+        lits = list(dict.fromkeys(literals))
+        if not lits or any(not lit or b"\0" in lit for lit in lits) or _hs is None:
+            raise ValueError("HyperscanPrefilter needs non-empty literals without NUL bytes, and hyperscan")
+        self.lits = lits
+        self.lens = [len(lit) for lit in lits]
+        self.db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
+        self.db.compile(expressions=lits, ids=list(range(len(lits))), flags=0, literal=True)
+
+    def find(self, buf: Any, lo: int, hi: int) -> List[Tuple[int, bytes]]:
+        """(start, literal) of every occurrence of a literal wholly inside ``buf[lo:hi]``."""
+        out: List[Tuple[int, bytes]] = []
+        if hi <= lo:
+            return out
+        add, lits, lens = out.append, self.lits, self.lens
+
+        def on_match(i: int, _start: int, end: int, _flags: int, _ctx: Any) -> None:
+            add((lo + end - lens[i], lits[i]))
+        self.db.scan(memoryview(buf)[lo:hi], match_event_handler=on_match)
+        return out
+
+
+def _load_hyperscan() -> Any:
+    """The ``hyperscan`` module, or None where the wheel is missing (setup.cfg installs it only
+    where PyPI has one for every libc of the platform) or cannot run on this CPU, or when
+    ``SWAPWATCH_PREFILTER=numpy`` asks for the numpy path."""
+    if os.environ.get("SWAPWATCH_PREFILTER", "").strip().lower() == "numpy":
+        return None
+    try:
+        import hyperscan
+        db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+        db.compile(expressions=[b"swapwatch"], ids=[0], flags=0, literal=True)
+        db.scan(b"a swapwatch probe", match_event_handler=lambda *_: None)
+    except Exception:       # ImportError, or the library refusing this CPU (it needs SSSE3)
+        return None
+    return hyperscan
+
+
+_hs: Any = _load_hyperscan()
+
+
+def backend() -> str:
+    """``"hyperscan"`` or ``"numpy"``: what :func:`compiled` builds (``make bench`` prints it)."""
+    return "numpy" if _hs is None else "hyperscan"
+
+
+def use(name: str) -> None:
+    """Switch this process to the ``"numpy"`` path or to ``"hyperscan"`` (when installed)."""
+    global _hs
+    if name == "numpy":
+        _hs = None
+    else:
+        import hyperscan          # ImportError where it is not installed
+
+        _hs = hyperscan
+    _CACHE.clear()
+    _SEEN.clear()
+    _HS.clear()
+
+
+@contextmanager
+def using(name: str) -> Iterator[None]:
+    """:func:`use` for a block, then back to what was in use: the tests run every fixture
+    through both paths."""
+    before = backend()
+    use(name)
+    try:
+        yield
+    finally:
+        use(before)
+
+
+#: With hyperscan, regions of at least this many bytes of a long-literal set (prefixed logs) go
+#: to :class:`WordPrefilter`: measured faster from ~200 KB on (docs/performance.md); below it,
+#: numpy's per-call overhead makes Hyperscan the faster one (0.08 against 0.14 ms a 100 KB log).
+WORD_REGION = 256 << 10
+
 _CACHE: Dict[Tuple[bytes, ...], Any] = {}
 _SEEN: Dict[Tuple[bytes, ...], int] = {}   # bytes scanned with the first compilation (until RESAMPLE)
+_HS: Dict[Tuple[bytes, ...], Optional[HyperscanPrefilter]] = {}
 #: After this many bytes the literal set is compiled once more, from the region at hand: the first
 #: region a process sees may be a log's head (its strategy block), whose byte pairs are not those
 #: of the MindSpore noise that makes up the rest (a head-only sample let ``emory size: `` stand
@@ -289,20 +392,31 @@ _SEEN: Dict[Tuple[bytes, ...], int] = {}   # bytes scanned with the first compil
 RESAMPLE = 16 << 20
 
 
-def compiled(literals: Tuple[bytes, ...], buf: bytes, lo: int, hi: int) -> Any:
-    """The prefilter of ``literals``, compiled per process from the first region it sees (and once
-    more after :data:`RESAMPLE` bytes), sampled in slices spread over the region (a log's head is
-    its strategy block, unlike the rest; the logs of one job look alike, and 10,000 small files
-    must not pay for it 10,000 times)."""
+def compiled(literals: Tuple[bytes, ...], buf: Any, lo: int, hi: int) -> Any:
+    """The prefilter of ``literals`` for the region ``buf[lo:hi]``: Hyperscan's when installed
+    (compiled once per process), except for a big region of a long-literal set, which the
+    numpy :class:`WordPrefilter` scans faster (:data:`WORD_REGION`); the numpy ones compiled per
+    process from the first region they see (and once more after :data:`RESAMPLE` bytes), sampled
+    in slices spread over the region (a log's head is its strategy block, unlike the rest; the
+    logs of one job look alike, and 10,000 small files must not pay for it 10,000 times)."""
+    long = min(len(lit) for lit in literals) >= WordPrefilter.MIN_LEN if literals else False
+    if _hs is not None and not (long and hi - lo >= WORD_REGION):
+        hp = _HS.get(literals, False)
+        if hp is False:
+            try:
+                hp = _HS[literals] = HyperscanPrefilter(literals)
+            except ValueError:              # a NUL byte in a literal: the numpy path takes the set
+                hp = _HS[literals] = None
+        if hp is not None:
+            return hp
     pf = _CACHE.get(literals)
     seen = _SEEN.get(literals, 0)
     if pf is None or 0 <= seen < RESAMPLE <= seen + hi - lo:
         if hi - lo <= SAMPLE:
-            sample = buf[lo:hi]
+            sample = bytes(buf[lo:hi])
         else:
             step, size = (hi - lo) // _SLICES, SAMPLE // _SLICES
             sample = b"".join(buf[a:a + size] for a in range(lo, hi - size, step))
-        long = min(len(lit) for lit in literals) >= WordPrefilter.MIN_LEN if literals else False
         pf = _CACHE[literals] = (WordPrefilter if long else Prefilter)(literals, sample)
         _SEEN[literals] = -1 if seen else 0          # -1: compiled for good
     elif seen >= 0:

@@ -84,10 +84,10 @@ class Packed:
     mf_after: bool
 
 
-def _decide(piece: Piece, first: bytes) -> Tuple[bool, Optional[int]]:
+def _decide(piece: Piece, first: Any) -> Tuple[bool, Optional[int]]:
     """(prefixed, head rank) of a whole-file piece, from its head ``first`` (the file's first
     ``inp.HEAD_BYTES``, read in the worker, so the parent never holds 1,000 heads, and read once:
-    the scan starts with the same bytes)."""
+    a view of the scan's buffer, :meth:`Scan.head`, which the scan then starts with)."""
     head = first[:SMALL_HEAD]
     if len(head) == SMALL_HEAD:           # more file than this: is the small head conclusive?
         pre = is_prefixed(head)
@@ -104,17 +104,16 @@ def _parse_piece(piece: Piece, progress=None) -> PieceResult:
     rank = piece.rank
     try:
         with inp.open_binary(piece.path) as f:
-            first = b""
-            if prefixed is None:                 # a whole file (start 0): decided from its head
-                first = inp.read_head(piece.path, stream=f)
-                prefixed, head_rank = _decide(piece, first)
-                if head_rank is not None:
-                    rank = head_rank
-            elif piece.start:
+            if piece.start:
                 f.seek(piece.start)
             owned = None if piece.end is None else piece.end - piece.start
-            scan = Scan(f, Needles.for_file(prefixed), owned=owned, chunk=piece.chunk, progress=progress,
-                        first=first)
+            scan = Scan(f, None if prefixed is None else Needles.for_file(prefixed), owned=owned,
+                        chunk=piece.chunk, progress=progress)
+            if prefixed is None:                 # a whole file (start 0): decided from its head
+                prefixed, head_rank = _decide(piece, _head(scan, piece.path))
+                scan.needles = Needles.for_file(prefixed)
+                if head_rank is not None:
+                    rank = head_rank
             events: List[Event] = []
             found = None
             if piece.pack or piece.encode is not None:      # a whole file (see _plan)
@@ -138,6 +137,19 @@ def _parse_piece(piece: Piece, progress=None) -> PieceResult:
         else:
             _encode_found(piece, rank, result, found)
     return result
+
+
+def _head(scan: Scan, path: str) -> Any:
+    """The file's head (:meth:`Scan.head`); a file that cannot be read there says so as
+    :func:`inputs.read_head` words it."""
+    try:
+        return scan.head(inp.HEAD_BYTES)
+    except (OSError, EOFError) as exc:
+        raise InputError(f"cannot read log: {exc.__class__.__name__}: {exc}", file=path) from None
+    except Exception as exc:  # zlib.error / gzip.BadGzipFile: a damaged .gz
+        if exc.__class__.__name__ in ("error", "BadGzipFile"):
+            raise InputError(f"cannot read log: {exc.__class__.__name__}: {exc}", file=path) from None
+        raise
 
 
 def _partial(evs: List[Event], rank: Optional[int], line: int, text: str) -> List[Event]:
@@ -165,10 +177,21 @@ def _scan_templated(scan: Scan, rank: Optional[int], prefixed: bool) -> Found:
     add_entry = entries.append
     add_line = lines.append
     proto = classify_proto
+    if prefixed:
+        if len(_MEMO) >= MEMO_MAX:
+            _MEMO.clear()
+        scan.memo = _MEMO
     for line, text in scan:
+        if text.__class__ is Entry:                             # a record line remembered by its bytes
+            if text.events:                                     # type: ignore[attr-defined]
+                add_entry(text)                                 # type: ignore[arg-type]
+                add_line(line)
+            continue
         hit = proto(text, follow, prefixed)
         if hit.__class__ is Entry:
             protos = hit.events                                 # type: ignore[union-attr]
+            if scan.key is not None:
+                _MEMO[scan.key] = hit
             if not protos:
                 continue
             if not scan.partial:
@@ -189,6 +212,14 @@ def _scan_templated(scan: Scan, rank: Optional[int], prefixed: bool) -> Found:
             positions.extend([len(entries)] * len(evs))
             extras.extend(evs)
     return entries, lines, positions, extras
+
+
+#: Record lines of prefixed logs already classified by this process, by their bytes after the
+#: timestamp (:attr:`Scan.memo`): what ``classify_proto`` keys its cache by, without decoding the
+#: line or slicing its text (the strategy block is the same on every rank: ~130 of a rank log's
+#: ~140 candidate lines). Bounded like classify's cache.
+_MEMO: Dict[bytes, Entry] = {}
+MEMO_MAX = 8192
 
 
 def _pack_found(piece: Piece, rank: Optional[int], result: PieceResult, found: Found) -> None:
