@@ -14,7 +14,7 @@ import pytest
 from swapwatch.errors import InputError
 from swapwatch.memory import swap_cost
 from swapwatch.memory.model import layer_families, memory_family, plan_of
-from swapwatch.memory.swap_cost import (BWD_KERNELS_PER_OP, FWD_KERNELS_PER_OP, LayerProgram, Link, Schedule,
+from swapwatch.memory.swap_cost import (BWD_KERNELS_PER_OP, FWD_KERNELS_PER_OP, LayerProgram, Link,
                                         SwapItem, make_link, parse_rate, plan_swaps, program, simulate,
                                         swap_items)
 
@@ -202,16 +202,6 @@ def test_copies_share_the_link_in_order():
     layers = [(i, prog) for i in range(10)]
     assert simulate(layers, one, link(1e9)).exposed_seconds == 0
     assert simulate(layers, two, link(1e9)).exposed_seconds > 0
-
-
-def test_window_bytes_counts_what_is_on_the_device_at_once():
-    prog = _layer(10, 1e9)
-    layers = [(0, prog), (1, prog)]
-    one = Schedule(layers, [SwapItem(0, "layer", 1, (("a", 1000),))])
-    both = Schedule(layers, [SwapItem(0, "layer", 1, (("a", 1000),)), SwapItem(1, "layer", 1, (("a", 10),))])
-    assert one.window_bytes() == 1000 and both.window_bytes() == 1000       # never both at once here
-    far = Schedule(layers, [SwapItem(0, "layer", 9, (("a", 1000),)), SwapItem(1, "layer", 9, (("a", 10),))])
-    assert far.window_bytes() == 1010                                       # 27 places: into layer 1
 
 
 def test_plan_swaps_of_the_recorded_case():

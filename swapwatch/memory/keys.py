@@ -201,6 +201,10 @@ RULES: Tuple[Rule, ...] = (
     Rule(MC + "use_pad_tokens", UNMODELLED, "MoE token padding to the expert capacity", when=_truthy),
     Rule(MC + "quantization_bit", UNMODELLED, "quantised weights", when=_truthy),
     Rule(MC + "pre_seq_len", UNMODELLED, "P-Tuning v2 prefix keys and values", when=_truthy),
+    # the Qwen2.5-14B 128k finetune (context_parallel 16); without context parallel there is no ring
+    Rule(MC + "use_ring_attention", UNMODELLED, "ring attention's key / value blocks passed around the "
+         "context-parallel ranks", when=_truthy, where=lambda c: c.cp > 1),
+    Rule(MC + "use_ring_attention", IRRELEVANT, "no ring without context parallel, or off"),
     Rule(MC + "pet_config.*", MODELLED, "LoRA (models/build_model.py:build_network wraps the model with "
          "get_pet_model): the frozen base weights carry no gradients or optimizer states"),
     # -- modelled ------------------------------------------------------------------------------------
@@ -289,7 +293,10 @@ RULES: Tuple[Rule, ...] = (
         "moe_aux_loss_coeff", "router_aux_loss_coef", "moe_router_bias_update_rate", "moe_router_enable_expert_bias",
         "moe_router_load_balancing_type", "moe_router_pre_softmax", "norm_topk_prob", "n_group", "topk_group",
         "routed_scaling_factor", "use_fused_ops_topkrouter", "mtp_loss_factor", "prefix_projection",
-        "moe_token_dispatcher_type", "mla_qkv_concat", "use_pad_tokens", "quantization_bit", "pre_seq_len")),
+        "moe_token_dispatcher_type", "mla_qkv_concat", "use_pad_tokens", "quantization_bit", "pre_seq_len",
+        "is_dynamic")),
+    # the Qwen2.5-32B finetune YAML sets it; no MindFormers 2.1.0 module reads it
+    Rule(MC + "compute_in_2d", IRRELEVANT, "read nowhere in MindFormers 2.1.0"),
 )
 
 

@@ -9,8 +9,8 @@ Per stage (the worst rank of that stage), in bytes:
 * **activations**: what each layer keeps for backward (:mod:`swapwatch.memory.tensor_table`), times the
   micro-batches in flight when the stage starts its first backward: ``min(m, P - p)`` for 1F1B, the
   warm-up of the interleaved schedule per chunk otherwise (one micro-batch without pipeline: the
-  gradient accumulation steps run one after another). Swapped tensors live on host except inside the
-  prefetch window (the ``backward_prefetch`` largest swapped layers of the stage come back).
+  gradient accumulation steps run one after another). Swapped tensors live on host except while their
+  own layer runs its backward (:func:`swap_window`: MindSpore's prefetch is a few kernels ahead).
 * **other**: the largest recompute transient of one layer, the backward's working set, and on the
   last stage the head's logits (compute dtype, fp32 copy and the loss' softmax).
 * **optimizer step**: a second phase (:func:`optimizer_step`): the clipped gradients and AdamW's
@@ -439,16 +439,39 @@ class StageMemory:
                 "measured_peak_bytes": measured}
 
 
+def swap_window(chunk: Sequence[LayerCost]) -> int:
+    """Bytes a swapped layer's backward brings back above the first backward's activations, for the
+    layers of one chunk in forward order (one micro-batch: the one whose backward runs).
+
+    MindSpore moves an offloaded tensor back ``backward_prefetch`` KERNELS before its first backward
+    user (``plugin/ascend/graph_optimizer/pass/heterogeneous/insert_pre_fetch_depend.cc``,
+    ``InsertPreFetchDepend::CalExecutionOrder``: the MoveTo to the device runs after the kernel
+    ``prefetch`` positions before that user), and a layer's backward is tens of kernels (about 42 a
+    layer and micro-batch on the Qwen3-32B cut's execution order), so a swapped layer's tensors are
+    back only while that layer runs its backward, never a whole layer ahead. By then the layers after
+    it have run theirs and freed what they kept for that micro-batch: at layer ``i`` the device holds
+    ``host_i`` more and ``sum(kept_j, j > i)`` less than at the first backward. DryRun L1 on the 8k
+    Qwen3-32B cut: layer 0 swapped under a kept layer 1 adds nothing (15627 MiB; the previous window,
+    a whole layer at the first backward, was 1597 MiB too high there), the last layer swapped adds
+    its own (docs/estimate.md "Swap under DryRun L1")."""
+    worst, later = 0, 0
+    for cost in reversed(chunk):
+        if cost.host:
+            worst = max(worst, cost.host - later)
+        later += cost.kept
+    return worst
+
+
 def stage_memory(spec: ModelSpec, fam: TensorTable, geo: strategy.Geometry, stage: int,
                  costs: Sequence[LayerCost], prefetch: Sequence[Optional[int]] = (),
                  layer_fams: Optional[Sequence[TensorTable]] = None,
-                 mtp: Sequence[Tuple[TensorTable, LayerCost]] = (),
-                 swap_window: Optional[int] = None) -> StageMemory:
+                 mtp: Sequence[Tuple[TensorTable, LayerCost]] = ()) -> StageMemory:
     """The parts of ``stage``'s peak for per-layer ``costs`` (indexed by global layer id).
+    ``prefetch``: per layer, a prefetch distance in LAYERS (the r2.x PyNative trainer's
+    ``default_prefetch``); the graph path passes none: its ``backward_prefetch`` counts kernels and
+    a swapped layer comes back during its own backward (:func:`swap_window`).
     ``layer_fams``: each layer's tensor table when the family's layers differ by kind; ``mtp``: the
-    MTP layers (on the last stage, one micro-batch in flight there) with their costs; ``swap_window``:
-    the swapped bytes on the device at once on MindSpore's offload schedule
-    (``swap_cost.stage_windows``, what ``estimate`` passes); None: the ``prefetch`` rule below."""
+    MTP layers (on the last stage, one micro-batch in flight there) with their costs."""
     P, V = geo.pipeline_stage, geo.pp_interleave_num
     counts = inflight(P, V, spec.micro_batch_num, stage)
     layers: List[int] = []
@@ -459,13 +482,16 @@ def stage_memory(spec: ModelSpec, fam: TensorTable, geo: strategy.Geometry, stag
         chunk = list(range(start, start + n))
         layers += chunk
         act += counts[v] * sum(costs[i].kept for i in chunk)
-        swapped = sorted(((costs[i].host, prefetch[i] if i < len(prefetch) else None) for i in chunk
-                          if costs[i].host), reverse=True)
-        if swapped and swap_window is None:
-            depth = max((p or 1) for _, p in swapped)
-            window = max(window, sum(h for h, _ in swapped[:depth]))
-    if swap_window is not None:
-        window = swap_window
+        if any(prefetch):
+            # the r2.x PyNative trainer's swap (pynative/sizing.py): default_prefetch LAYERS come back at
+            # a time, the largest swapped layers of the stage
+            swapped = sorted(((costs[i].host, prefetch[i] if i < len(prefetch) else None) for i in chunk
+                              if costs[i].host), reverse=True)
+            if swapped:
+                depth = max((p or 1) for _, p in swapped)
+                window = max(window, sum(h for h, _ in swapped[:depth]))
+        else:
+            window = max(window, swap_window([costs[i] for i in chunk]))
     # the largest recompute transient on top of everything kept. Crediting it with what the layers
     # after it have freed by its backward looked right on paper and broke budgets on real MindSpore
     # (bench/plan.py: a plan predicted 44.2 MiB measured 48 MiB): the pool does not give that back
@@ -580,7 +606,7 @@ class Estimate:
                            "exposed_seconds_per_step": round(sw.exposed_seconds * self.spec.micro_batch_num, 9),
                            "forward_seconds": round(sw.forward_seconds, 9),
                            "backward_seconds": round(sw.backward_seconds, 9),
-                           "window_bytes": sw.window_bytes, "host_bytes_per_rank": per_rank[st],
+                           "window_bytes": self.stages[st].swap_window, "host_bytes_per_rank": per_rank[st],
                            "swaps": [c.to_json() for c in sw.costs]})
         host_mem = link.host_memory if link is not None else None
         return {"link": link.to_json() if link is not None else None, "host_bytes_per_node": node,
@@ -608,14 +634,12 @@ def estimate_plan(path: str, cfg: Any, plan: strategy.Plan, spec: ModelSpec,
     fam = memory_family(spec, plan)
     kind_fams, mtp_fams = layer_families(spec, plan, fam)
     costs: List[LayerCost] = []
-    prefetch: List[Optional[int]] = []
     layer_fams: List[TensorTable] = []
     rows = []
     for lp, lf in zip(plan.layers, kind_fams):
         label, cost = lf.layer_choice(lp)
         costs.append(cost)
         layer_fams.append(lf)
-        prefetch.append(lf.prefetch_of(lp))
         rows.append({"layer": lp.layer, "stage": lp.stage, "choice": label, "activation_bytes": cost.kept,
                      "host_bytes": cost.host, "recompute_flops": cost.flops})
     mtp = []
@@ -627,14 +651,13 @@ def estimate_plan(path: str, cfg: Any, plan: strategy.Plan, spec: ModelSpec,
                      "host_bytes": cost.host, "recompute_flops": cost.flops, "mtp": True})
     geo = plan.geometry
     mixed = layer_fams if any(f is not fam for f in layer_fams) else None
-    # swap: its cost and its window on MindSpore's schedule, where backward_prefetch counts kernels
-    # (swap_cost.py, docs/mindspore-facts.md §7)
+    # swap: what each swap costs in time on MindSpore's schedule, where backward_prefetch counts kernels
+    # (swap_cost.py, docs/mindspore-facts.md §7); its memory is swap_window's
     swaps: Dict[int, Any] = {}
     if any(r["host_bytes"] for r in rows):
         link = link if link is not None else make_link()
         swaps = plan_swaps(plan.layers, layer_fams, geo, link)
-    stages = [stage_memory(spec, fam, geo, p, costs, prefetch, mixed, mtp,
-                           swaps[p].window_bytes if p in swaps else 0) for p in range(geo.pipeline_stage)]
+    stages = [stage_memory(spec, fam, geo, p, costs, (), mixed, mtp) for p in range(geo.pipeline_stage)]
     return Estimate(config=path, family=fam.name, spec=spec, plan=plan, fam=fam, stages=stages, layers=rows,
                     calibration=calibration, unmodelled=list(spec.unmodelled), swaps=swaps,
                     link=link if swaps else None)

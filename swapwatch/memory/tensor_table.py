@@ -39,6 +39,10 @@ class Op:
     #: what select_comm_recompute frees when its patterns reach this op (``comm_frees`` in the
     #: table: the gathered copy the communication after it would keep; :meth:`TensorTable.comm_freed`)
     comm_frees: Tuple[str, ...] = ()
+    #: a multi-output primitive whose outputs the forward itself unpacks (``unpacked: true`` in the
+    #: table: the SwiGlu / QKV splits): a backward of ANOTHER op reads them through a forward
+    #: TupleGetItem, which MindSpore's offload pass does not move to host (:attr:`TensorTable.pinned`)
+    unpacked: bool = False
 
 
 def row_shard(spec: ModelSpec, kind: Optional[str]) -> int:
@@ -159,7 +163,7 @@ class TensorTable:
 
         self.ops: List[Op] = [
             Op(o["path"], tuple(o["in"]), (o["out"],) + tuple(o.get("also_out", ())), tuple(o["saves"]),
-               tuple(o["flops"]), tuple(o.get("comm_frees", ())))
+               tuple(o["flops"]), tuple(o.get("comm_frees", ())), bool(o.get("unpacked")))
             for o in data["ops"] if present(o)]
         self.op_flops = [float(product(list(o.flops), sym)) for o in self.ops]
         #: weight rows (a row ``{variant: tag, row: [...]}`` counts only when its tag holds)
@@ -199,6 +203,17 @@ class TensorTable:
         self.preset_ops = self._ops_at(p for p, v in (info.get("preset") or {}).items() if v.get("recompute"))
         self.preset_select_ops = self._ops_at(
             p for p, v in (info.get("preset_if_select_recompute") or {}).items() if v.get("recompute"))
+        #: tensors swap leaves on device: MindSpore's offload pass (``frontend/parallel/pass/
+        #: offload_activation.cc``, OffloadActivationOptimizer::GetActivationOffloadInfo) moves a forward
+        #: node's output to host when a backward node reads it and the node's primitive carries the
+        #: offload flag; an output of an ``unpacked`` op read by another op's backward is read through
+        #: the forward's TupleGetItem, whose primitive carries none. DryRun L1's tracker on the 8k
+        #: Qwen3-32B cut with ``op_swap: mlp`` holds both SwiGlu split outputs (the ``SplitWithSize``
+        #: blocks, 200 MiB fp32 each per layer and micro-batch) from forward to backward while
+        #: everything else of the MLP goes to host (docs/estimate.md "Swap under DryRun L1")
+        self.pinned: FrozenSet[str] = frozenset(
+            t for i, op in enumerate(self.ops) if op.unpacked for t in op.outs
+            if any(t in o.saves for j, o in enumerate(self.ops) if j != i))
         #: full recompute marks the layer cell: the ops producing the layer's output stay
         self.layer_boundary = frozenset(i for i, op in enumerate(self.ops) if op.outs[0] not in self.consumers)
         #: the backward's own working set: the gradient of the largest tensor and its input's
@@ -324,15 +339,20 @@ class TensorTable:
         return tuple(sorted(needed - produced - comm_freed))
 
     def movable(self, tensors, recomputed: FrozenSet[int] = frozenset()) -> Tuple[str, ...]:
-        """Those of ``tensors`` a swap can move to host: made by an op of the layer, not a weight's
-        compute-dtype copy, and not read by an op ``recomputed``. MindSpore's offload pass copies out
-        only outputs of the marked cell's own primitives; the layer's input comes from the cell before
-        it, and the cast of a weight is moved out of the layer's scope when the graph is compiled:
-        DryRun's compiled graph of a swapped Qwen2.5 layer copies out 18 tensors per micro-batch and
-        none of them is a weight (docs/mindspore-facts.md §7). An output a recomputed op reads is not
-        swapped (MindFormers' SWAP documentation, "Used together with Recomputation", point 2; SW202)."""
+        """Those of ``tensors`` a swap can move to host: made by an op of the layer, not read by an op
+        ``recomputed``, not left on device by the offload pass (:attr:`pinned`), and on the legacy path
+        not a weight's compute-dtype copy. MindSpore's offload pass copies out only outputs of the
+        marked cell's own primitives: the layer's input comes from the cell before it; on the legacy
+        Llama layer the cast of a weight is moved out of the layer's scope when the graph is compiled
+        (DryRun's compiled graph of a swapped Qwen2.5 layer copies out 18 tensors per micro-batch, none
+        of them a weight: docs/mindspore-facts.md §7), while the mcore layer's copies go to host with
+        the rest (DryRun L1 on the Qwen3-32B cuts: a layer swap leaves the stage at its optimizer
+        floor, 11643 MiB, only with the weight copies gone: docs/estimate.md "Swap under DryRun L1").
+        An output a recomputed op reads is not swapped (MindFormers' SWAP documentation, "Used
+        together with Recomputation", point 2; SW202)."""
         read = {t for i in recomputed for t in self.ops[i].ins}
-        return tuple(t for t in tensors if t in self.producers and t not in self.weight_copies and t not in read)
+        return tuple(t for t in tensors if t in self.producers and t not in read and t not in self.pinned
+                     and (self.spec.mcore or t not in self.weight_copies))
 
     def _net_regen(self, recomputed: FrozenSet[int], kept: FrozenSet[str]) -> int:
         """What a layer's recomputation adds at its backward, over what that backward has already

@@ -10,6 +10,8 @@ for the stages asked, and write fixtures/dryrun/cases/<name>.json:
 usage: .venv/bin/python tools/dryrun/record_cases.py [NAME ...]   (default: every case without a .json)
        --list   print the cases;  --force   re-record cases that have a .json
        --stage N (repeatable)   run only these stages, keeping the others already in the .json
+       NAME --stage S --adopt RAN.yaml LOG SECONDS   record a stage DryRun already ran by hand (RAN.yaml must
+                            parse to the case's derived YAML; LOG is its log)
        --compare NAME ...   print each recorded stage's uncalibrated estimate beside DryRun's used peak
                             (markdown rows; no DryRun run: the figures of docs/estimate.md and README.md)
 Needs `make dryrun`. Runs one DryRun per stage, one after another (23-65 s per 8-layer stage when idle).
@@ -34,6 +36,11 @@ Q25 = SRC + "finetune_qwen2_5_7b_8k.yaml"
 QMOE = SRC + "pretrain_qwen3_30b_a3b_4k.yaml"
 DSV3 = SRC + "pretrain_deepseek3_671b.yaml"
 G4 = SRC + "finetune_glm4_9b.yaml"
+L31 = SRC + "finetune_llama3_1_70b.yaml"
+Q25_14 = SRC + "finetune_qwen2_5_14b_8k.yaml"
+Q25_32 = SRC + "finetune_qwen2_5_32b_8k.yaml"
+Q25_128K = SRC + "finetune_qwen2_5_14b_128k.yaml"
+Q25_72 = SRC + "finetune_qwen2_5_72b_32k.yaml"
 #: the legacy cuts (use_legacy absent: models/llama/llama.py): 8 layers on 2 stages, 4 micro batches
 #: (MindSpore unrolls every micro batch into the compiled graph; 1F1B holds at most pp of them)
 LEGACY_CUT = {"parallel_config.pipeline_stage": 2, "parallel_config.micro_batch_num": 4}
@@ -42,6 +49,16 @@ LEGACY_CUT = {"parallel_config.pipeline_stage": 2, "parallel_config.micro_batch_
 LLAMA_CUT = {**LEGACY_CUT, "optimizer": {"type": "AdamW", "betas": [0.9, 0.95], "eps": 1.e-8,
                                          "weight_decay": 0.0, "learning_rate": 1.e-5}}
 
+#: the 8k sequence of the Qwen3-32B cuts
+S8K = {"model.model_config.seq_length": 8192, "model.model_config.max_position_embeddings": 8192,
+       "train_dataset.data_loader.config.seq_length": 8192}
+#: a 16k sequence
+S16K = {"model.model_config.seq_length": 16384, "model.model_config.max_position_embeddings": 16384,
+        "train_dataset.data_loader.config.seq_length": 16384}
+#: the mcore swap switch (model_config.cpu_offloading: LayerSetting's TransformerSwapConfig(swap=...))
+SWAP = {"model.model_config.cpu_offloading": True}
+#: a case's "recompute" / "select" left as the maintainer YAML has it
+SHIPPED = "as shipped"
 #: name -> source YAML, family, stages to measure, and the changes (dotted key -> value; "recompute"
 #: is a shorthand for recompute_config.recompute / select_recompute)
 CASES: Dict[str, Dict[str, Any]] = {
@@ -179,6 +196,101 @@ CASES: Dict[str, Dict[str, Any]] = {
                                  "layers": 8, "recompute": False, "select": False,
                                  "set": {**LEGACY_CUT, "recompute_config.recompute_slice_activation": False,
                                          "recompute_config.parallel_optimizer_comm_recompute": True}},
+    # issue 35 point 5, where the model missed (held out: the estimate is printed before DryRun runs,
+    # docs/estimate.md "Issue 35's three shapes"): the 8k sequence at TP8 (sequence parallel, as the TP8
+    # cases above) without recompute; sequence parallel at TP4 with MindFormers' select set and select
+    # comm recompute; the DeepSeek-V3 shipped layout's first stage (VPP 2, full recompute: the 16-layer
+    # case above, stage 0)
+    "qwen3_32b_l8_s8k_tp8_sp_none": {"source": Q32, "family": "qwen3", "stages": [0, 3],
+                                     "layers": 8, "recompute": False, "select": False,
+                                     "set": {"parallel_config.model_parallel": 8,
+                                             "parallel_config.use_seq_parallel": True,
+                                             "model.model_config.seq_length": 8192,
+                                             "model.model_config.max_position_embeddings": 8192,
+                                             "train_dataset.data_loader.config.seq_length": 8192}},
+    # swap (issue 34 point 4: does graph-mode DryRun L1 simulate swap_config's offload? docs/estimate.md
+    # "Swap under DryRun L1"): the mcore swap keys (model_config.cpu_offloading, cpu_offloading_num_layers,
+    # op_swap) on the 4k cut (stage 0 peaks at its optimizer step once the layers are swapped) and on the
+    # 8k cut (stage 0 activation-bound: 20415 MiB without swap, 11643 under full recompute)
+    "qwen3_32b_l8_lswap01": {"source": Q32, "family": "qwen3", "stages": [0], "layers": 8,
+                             "recompute": False, "select": False,
+                             "set": {**SWAP, "model.model_config.cpu_offloading_num_layers":
+                                     [{"backward_prefetch": 1, "layers": [0, 1]}]}},
+    "qwen3_32b_l8_s8k_lswap0": {"source": Q32, "family": "qwen3", "stages": [0], "layers": 8,
+                                "recompute": False, "select": False,
+                                "set": {**S8K, **SWAP, "model.model_config.cpu_offloading_num_layers":
+                                        [{"backward_prefetch": 1, "layers": [0]}]}},
+    "qwen3_32b_l8_s8k_lswap01": {"source": Q32, "family": "qwen3", "stages": [0], "layers": 8,
+                                 "recompute": False, "select": False,
+                                 "set": {**S8K, **SWAP, "model.model_config.cpu_offloading_num_layers":
+                                         [{"backward_prefetch": 1, "layers": [0, 1]}]}},
+    "qwen3_32b_l8_s8k_lswap01_p2": {"source": Q32, "family": "qwen3", "stages": [0], "layers": 8,
+                                    "recompute": False, "select": False,
+                                    "set": {**S8K, **SWAP, "model.model_config.cpu_offloading_num_layers":
+                                            [{"backward_prefetch": 2, "layers": [0, 1]}]}},
+    "qwen3_32b_l8_s8k_opswap_mlp": {"source": Q32, "family": "qwen3", "stages": [0], "layers": 8,
+                                    "recompute": False, "select": False,
+                                    "set": {**S8K, **SWAP, "model.model_config.op_swap":
+                                            [{"op_name": "mlp", "backward_prefetch": 1, "layers": True}]}},
+    "qwen3_32b_l8_s8k_opswap_attn": {"source": Q32, "family": "qwen3", "stages": [0], "layers": 8,
+                                     "recompute": False, "select": False,
+                                     "set": {**S8K, **SWAP, "model.model_config.op_swap":
+                                             [{"op_name": "self_attention\\.core_attention", "backward_prefetch": 1,
+                                               "layers": True}]}},
+    # the prefetch distance (backward_prefetch counts kernels: a swapped layer comes back during its own
+    # backward): PP2, 4 layers a stage, all swapped, 16k sequence so the activations are above the
+    # optimizer step; prefetch 1 and 3
+    "qwen3_32b_l8_pp2_s16k_lswap_p1": {"source": Q32, "family": "qwen3", "stages": [0], "layers": 8,
+                                       "recompute": False, "select": False,
+                                       "set": {"parallel_config.pipeline_stage": 2, **S16K, **SWAP,
+                                               "model.model_config.cpu_offloading_num_layers":
+                                               [{"backward_prefetch": 1, "layers": [0, 1, 2, 3]}]}},
+    "qwen3_32b_l8_pp2_s16k_lswap_p3": {"source": Q32, "family": "qwen3", "stages": [0], "layers": 8,
+                                       "recompute": False, "select": False,
+                                       "set": {"parallel_config.pipeline_stage": 2, **S16K, **SWAP,
+                                               "model.model_config.cpu_offloading_num_layers":
+                                               [{"backward_prefetch": 3, "layers": [0, 1, 2, 3]}]}},
+    # swap on the legacy path (top-level swap_config; LayerSetting's swap mode): the plain Llama layer cut
+    "llama2_70b_l8_pp2_fgi1_lswap01": {"source": L70, "family": "llama2", "stages": [0], "layers": 8,
+                                       "recompute": False, "select": False,
+                                       "set": {**LLAMA_CUT, "model.model_config.fine_grain_interleave": 1,
+                                               "swap_config": {"swap": True, "layer_swap": [
+                                                   {"backward_prefetch": 1, "layers": [0, 1]}]}}},
+    "llama2_70b_l8_pp2_fgi1_opswap_attn": {"source": L70, "family": "llama2", "stages": [0], "layers": 8,
+                                           "recompute": False, "select": False,
+                                           "set": {**LLAMA_CUT, "model.model_config.fine_grain_interleave": 1,
+                                                   "swap_config": {"swap": True, "op_swap": [
+                                                       {"op_name": "attention", "backward_prefetch": 1,
+                                                        "layers": True}]}}},
+    # SW211 on the maintainers' Llama-3.1-70B finetune (legacy, TP8 PP8, 8k sequence, fine-grain interleave,
+    # MindFormers' default select set and select comm recompute on [10, 8, 6, 4, 2, 0, 0, 0] layers a stage):
+    # every layer and width as shipped, 8 of the 256 micro-batches (as many as stages: the in-flight count
+    # on the first stage is the pipeline's either way), and the same without the select sets
+    "llama3_1_70b_mb8": {"source": L31, "family": "llama3_1", "stages": [0], "layers": None,
+                         "recompute": SHIPPED, "select": SHIPPED,
+                         "set": {"parallel_config.micro_batch_num": 8}},
+    "llama3_1_70b_mb8_noselect": {"source": L31, "family": "llama3_1", "stages": [0], "layers": None,
+                                  "recompute": SHIPPED, "select": False,
+                                  "set": {"parallel_config.micro_batch_num": 8,
+                                          "recompute_config.select_comm_recompute": False}},
+    # the maintainer YAMLs the model puts above their card (docs/estimate.md "The maintainer YAMLs above
+    # their card"): every layer, width and strategy as shipped, the first stage (the highest predicted),
+    # as many micro-batches as stages (the in-flight count that sets the peak is the pipeline's)
+    "qwen2_5_14b_8k_mb4": {"source": Q25_14, "family": "qwen2_5", "stages": [0], "layers": None,
+                           "recompute": SHIPPED, "select": SHIPPED, "set": {"parallel_config.micro_batch_num": 4}},
+    "qwen2_5_32b_8k_mb2": {"source": Q25_32, "family": "qwen2_5", "stages": [0], "layers": None,
+                           "recompute": SHIPPED, "select": SHIPPED, "set": {"parallel_config.micro_batch_num": 2}},
+    "qwen2_5_14b_128k_mb2": {"source": Q25_128K, "family": "qwen2_5", "stages": [0], "layers": None,
+                             "recompute": SHIPPED, "select": SHIPPED, "set": {"parallel_config.micro_batch_num": 2}},
+    "qwen2_5_72b_32k_mb8": {"source": Q25_72, "family": "qwen2_5", "stages": [0], "layers": None,
+                            "recompute": SHIPPED, "select": SHIPPED, "set": {"parallel_config.micro_batch_num": 8}},
+    "qwen3_32b_l8_s8k_tp8_none": {"source": Q32, "family": "qwen3", "stages": [0, 3],
+                                  "layers": 8, "recompute": False, "select": False,
+                                  "set": {"parallel_config.model_parallel": 8, **S8K}},
+    "qwen3_32b_l8_tp4_sp_select_comm": {"source": Q32, "family": "qwen3", "stages": [0, 3],
+                                        "layers": 8, "recompute": False, "select": True,
+                                        "set": {"parallel_config.use_seq_parallel": True,
+                                                "recompute_config.select_comm_recompute": True}},
 }
 
 
@@ -199,8 +311,10 @@ def derive(name: str, case: Dict[str, Any]) -> Path:
         mc[layer_key] = case["layers"]
         mc["offset"] = 0
     rc = data.setdefault("recompute_config", {})
-    rc["recompute"] = case["recompute"]
-    rc["select_recompute"] = case["select"]
+    if case["recompute"] != SHIPPED:
+        rc["recompute"] = case["recompute"]
+    if case["select"] != SHIPPED:
+        rc["select_recompute"] = case["select"]
     for key, value in case.get("set", {}).items():
         setdotted(data, key, value)
     pc = data["parallel_config"]
@@ -218,7 +332,7 @@ def describe(case: Dict[str, Any]) -> str:
     parts = [f"{case['layers']} layers (offset 0)" if case.get("layers") else "all layers (as shipped)",
              f"recompute {case['recompute']}",
              f"select_recompute {case['select']}"]
-    parts += [f"{k.rsplit('.', 1)[-1]} {v['type'] if isinstance(v, dict) else v}"
+    parts += [f"{k.rsplit('.', 1)[-1]} {v.get('type', v) if isinstance(v, dict) else v}"
               for k, v in case.get("set", {}).items()
               if not k.startswith("train_dataset") and "max_position" not in k]
     return ", ".join(parts)
@@ -233,6 +347,20 @@ def versions() -> Dict[str, str]:
     return {"mindspore": out[0], "mindformers": out[1]}
 
 
+def _write(name: str, path: Path, rank_size: int, stage: Dict[str, Any]) -> None:
+    """Add one measured stage to the case's .json (the stages already there are kept)."""
+    case = CASES[name]
+    js = CASES_DIR / f"{name}.json"
+    done: Dict[int, Dict[str, Any]] = {}
+    if js.exists():
+        done = {s["stage"]: s for s in json.loads(js.read_text(encoding="utf-8"))["stages"]}
+    done[stage["stage"]] = stage
+    out = {"yaml": path.name, "source": case["source"], "derived": describe(case), "family": case["family"],
+           "rank_size": rank_size, "stages": [done[s] for s in sorted(done)], **versions()}
+    js.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
+    print(name, stage["stage"], stage["used_peak_mib"], stage["seconds"], flush=True)
+
+
 def record(name: str, stages: Optional[List[int]] = None, timeout: float = 1800) -> None:
     """Run the case's stages one at a time and rewrite its .json after each (a full-size stage takes
     minutes to an hour: a stage finished is kept when a later one fails or is stopped); a stage
@@ -242,18 +370,32 @@ def record(name: str, stages: Optional[List[int]] = None, timeout: float = 1800)
     case = CASES[name]
     path = derive(name, case)
     js = CASES_DIR / f"{name}.json"
-    done: Dict[int, Dict[str, Any]] = {}
-    if js.exists() and stages is not None:
-        done = {s["stage"]: s for s in json.loads(js.read_text(encoding="utf-8"))["stages"]}
+    if js.exists() and stages is None:
+        js.unlink()
     for stage in stages if stages is not None else case["stages"]:
         res = measure(str(path), [stage], timeout=timeout, work_dir=f"/tmp/swapwatch-dryrun-record/{name}")
         p = res.stages[stage]
-        done[stage] = {"stage": p.stage, "rank_id": p.rank_id, "used_peak_mib": p.used_bytes // MIB,
-                       "actual_peak_mib": p.actual_bytes // MIB, "seconds": p.seconds}
-        out = {"yaml": path.name, "source": case["source"], "derived": describe(case), "family": case["family"],
-               "rank_size": res.rank_size, "stages": [done[s] for s in sorted(done)], **versions()}
-        js.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
-        print(name, stage, done[stage]["used_peak_mib"], done[stage]["seconds"], flush=True)
+        _write(name, path, res.rank_size, {"stage": p.stage, "rank_id": p.rank_id,
+                                           "used_peak_mib": p.used_bytes // MIB,
+                                           "actual_peak_mib": p.actual_bytes // MIB, "seconds": p.seconds})
+
+
+def adopt(name: str, stage: int, ran: str, log: str, seconds: float) -> None:
+    """Record a stage from a DryRun already run by hand (``--adopt RAN.yaml LOG SECONDS``): the case's
+    derived YAML must hold exactly what RAN.yaml held (the same mapping once parsed: DryRun is
+    deterministic, so its peaks are the case's), and LOG must be that run's log (the two peak lines)."""
+    from swapwatch.memory.dryrun import MIB, rank_layout, read_peaks
+
+    path = derive(name, CASES[name])
+    if yaml.safe_load(path.read_text(encoding="utf-8")) != yaml.safe_load(Path(ran).read_text(encoding="utf-8")):
+        raise SystemExit(f"{name}: {ran} is not the case's YAML ({path}): not adopted")
+    used, actual = read_peaks(Path(log).read_text(encoding="utf-8", errors="replace"))
+    if used is None or actual is None:
+        raise SystemExit(f"{name}: {log} has no peak lines: not adopted")
+    rank_size, pp = rank_layout(str(path))
+    _write(name, path, rank_size, {"stage": stage, "rank_id": stage * (rank_size // pp),
+                                   "used_peak_mib": used // MIB, "actual_peak_mib": actual // MIB,
+                                   "seconds": seconds})
 
 
 def compare(names: List[str]) -> None:
@@ -279,6 +421,10 @@ def main(argv: list) -> int:
     if "--list" in argv:
         for name, case in CASES.items():
             print(f"{name}: {case['source']}: {describe(case)}; stages {case['stages']}")
+        return 0
+    if "--adopt" in argv:                 # NAME --stage S --adopt RAN.yaml LOG SECONDS
+        i = argv.index("--adopt")
+        adopt(argv[0], int(argv[argv.index("--stage") + 1]), argv[i + 1], argv[i + 2], float(argv[i + 3]))
         return 0
     stages = [int(argv[i + 1]) for i, a in enumerate(argv) if a == "--stage"] or None
     argv = [a for i, a in enumerate(argv) if a != "--stage" and (i == 0 or argv[i - 1] != "--stage")]
