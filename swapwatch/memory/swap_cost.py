@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 from ..errors import InputError
+from ..text import fmt_size
 
 
 # ---------------------------------------------------------------------------------------------
@@ -115,7 +116,7 @@ class Link:
               else f"{self.d2h / 1e9:.4g} GB/s out, {self.h2d / 1e9:.4g} GB/s back")
         host = ""
         if self.host_memory is not None:
-            host = f"; host memory {self.host_memory / (1 << 30):.4g} GiB a node ({self.host_memory_from})"
+            host = f"; host memory {fmt_size(self.host_memory)} a node ({self.host_memory_from})"
         return (f"{bw} host link ({self.bandwidth_from}) and {self.flops / 1e12:.4g} TFLOP/s "
                 f"achieved ({self.flops_from}){host}")
 
