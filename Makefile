@@ -8,7 +8,7 @@ PY := $(BIN)/python
 export PATH := $(BIN):$(PATH)
 export PYTHONUNBUFFERED := 1
 
-.PHONY: install oracle core browser dryrun lint test test-fast docs wheel-test demo bench bench-plan bench-plan-search bench-tune clean
+.PHONY: install oracle core browser dryrun dryrun-pynative lint test test-fast docs wheel-test demo bench bench-plan bench-plan-search bench-tune bench-bounds clean
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -44,6 +44,19 @@ $(DRYRUN)/.built: $(ORACLE)/.ready tools/dryrun/make_cann_stubs.sh tools/dryrun/
 
 dryrun: $(DRYRUN)/.built
 
+# PyNative DryRun (docs/estimate.md, "The PyNative path"): MindFormers' PyNative Trainer under
+# MS_SIMULATION_LEVEL=1 needs numpy 1, so its own venv from its own lock (the oracle's with numpy 1.26);
+# hyper_parallel (not on PyPI) is the stand-in in swapwatch/pynative/standin/. Uses the CANN stand-ins above.
+PYNATIVE := .pynative-venv
+$(PYNATIVE)/.ready: tests/oracle/pynative.lock
+	test -x $(PYNATIVE)/bin/python || $(PYTHON) -m venv $(PYNATIVE)
+	$(PYNATIVE)/bin/python -m pip install -q --no-deps -r tests/oracle/pynative.lock
+	cd /tmp && LOG_MF_PATH=/tmp/swapwatch-pynative-check PYTHONPATH=$(CURDIR)/swapwatch/pynative/standin \
+	  $(CURDIR)/$(PYNATIVE)/bin/python -c 'from mindformers.pynative.trainer import Trainer' >/dev/null
+	touch $@
+
+dryrun-pynative: $(DRYRUN)/.built $(PYNATIVE)/.ready
+
 # A core-only install (`pip install .`, no extras: no MindSpore, no psutil), as a user on an Ascend
 # cluster has it: tests/test_core_install.py runs every command once from it (SWAPWATCH_CORE_VENV).
 # Reinstalled whenever a package file changes, so it always holds the code under test.
@@ -70,7 +83,7 @@ lint: install
 
 # SWAPWATCH_REQUIRE_ALL: MindSpore, msrun, the oracle, the core venv, the DryRun stand-ins and Chromium
 # must be there (no silent skips).
-test: install oracle core browser dryrun lint docs wheel-test
+test: install oracle core browser dryrun dryrun-pynative lint docs wheel-test
 	SWAPWATCH_REQUIRE_ALL=1 SWAPWATCH_CORE_VENV=$(CURDIR)/$(CORE) $(PY) -m pytest -q tests
 
 # ---- test tiers, docs, package (issue 25; docs/development.md) ----------------------------------
@@ -113,9 +126,14 @@ bench-plan: install
 bench-plan-search: install
 	$(PY) bench/plan_search.py
 
+# issue 36: large but legal inputs at two sizes ten times apart (patterns, strategy lines, layers, rank
+# ranges): CPU time, wall time and peak RSS, to read near-linearity off (docs/reliability.md)
+bench-bounds: install
+	nice -n 10 $(PY) bench/bounds.py $(BENCH_BOUNDS_ARGS)
+
 # issue 24: swapwatch tune on the tiny model through msrun (a benchmark, not a test; ~20 min)
 bench-tune: install
 	nice -n 10 $(PY) bench/tune.py
 
 clean:
-	rm -rf $(VENV) $(ORACLE) $(CORE) $(DRYRUN) .pytest_cache .hypothesis demo-runs bench/out site dist .nox
+	rm -rf $(VENV) $(ORACLE) $(CORE) $(DRYRUN) $(PYNATIVE) .pytest_cache .hypothesis demo-runs bench/out site dist .nox

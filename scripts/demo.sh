@@ -51,8 +51,9 @@ echo
 
 job recompute "$DEMO_CONFIG" --ir 2>&1 | grep --line-buffered -v -E "$NOISE"
 rc=${PIPESTATUS[0]}
-hidden=$(grep -c -E "$NOISE" "$run/recompute/console.log" 2>/dev/null)
-echo "== recompute done (exit code $rc; ${hidden:-0} msrun connection-retry lines not shown, they are in $run/recompute/console.log)"
+# the job's stdout and stderr are kept apart (console.log, console.stderr.log): count both
+hidden=$(cat "$run/recompute/console.log" "$run/recompute/console.stderr.log" 2>/dev/null | grep -c -E "$NOISE")
+echo "== recompute done (exit code $rc; ${hidden:-0} msrun connection-retry lines not shown, they are in $run/recompute/console*.log)"
 echo
 
 echo "== swapwatch plot memory $run/baseline $run/recompute -o $run/memory.png"
@@ -82,7 +83,7 @@ grep -E '^stage [0-9]+:' "$run/explain.txt" | sed 's/^/                  /'
 echo "   applied:     baseline:  $(last "$run/baseline/verify.txt")"
 echo "                recompute: $(last "$run/recompute/verify.txt")"
 echo "   bought:      ${bought:-(no pool peaks in the logs)} (plot: $run/memory.png)"
-echo "   files:       $run/{baseline,recompute}/ (run.json, console.log, msrun_log/, verify.txt, verify.json; ir/ of recompute)"
+echo "   files:       $run/{baseline,recompute}/ (run.json, console.log, console.stderr.log, msrun_log/, verify.txt, verify.json; ir/ of recompute)"
 echo "   reports:     $run/baseline/report.html, $run/recompute/report.html (one page each, open in a browser)"
 echo "   took:        $((SECONDS / 60)) min $((SECONDS % 60)) s"
 echo "== verdict: exit code $rc ($([ "$rc" -eq 0 ] && echo 'the run did what the YAML asks' || echo 'see above'))"

@@ -51,9 +51,12 @@ def main(argv=None) -> None:
     try:
         _main(argv)
     finally:
-        from .config import forget_reads
-
-        forget_reads(command=False)          # the command's one reading of its files ends with it
+        # the command's one reading of its files ends with it; only if the config package imported
+        # whole: a Ctrl-C that lands while it imports leaves it half there, and importing it again
+        # here raised AttributeError (a traceback, exit 1) over the interrupt's own message
+        load = sys.modules.get("swapwatch.config.load")
+        if load is not None and hasattr(load, "forget_reads"):
+            load.forget_reads(command=False)
         if previous is not None:             # a library caller's own SIGINT handling comes back
             import signal
 
@@ -360,7 +363,12 @@ def run_cmd(config, run_dir, no_verify, no_report, ir, shim, force, command):
 
     With --config, explain's checks run first: error findings stop the launch (exit 1) unless
     --force. Exit code: the command's failure code (the worker's real code under msrun), else
-    verify's; a job that logged nothing to verify keeps its own code."""
+    verify's; a job that logged nothing to verify keeps its own code.
+
+    The command reads swapwatch's own stdin; its stdout and stderr stay apart (and are kept in
+    RUN_DIR/console.log and console.stderr.log). Ctrl-C, SIGTERM and SIGHUP stop its whole process
+    tree; Ctrl-\\, SIGUSR1/2 and the like are passed to it; Ctrl-Z suspends it with swapwatch
+    (docs/reliability.md)."""
     from .runner import run as run_command
 
     result = run_command(list(command), config=config, run_dir=run_dir, verify=not no_verify, ir=ir,
@@ -538,7 +546,9 @@ def estimate_cmd(config, run_dirs, fmt, model, dryrun, dryrun_stages, host_bandw
 
 @cli.command("plan")
 @click.argument("config")
-@click.option("--budget", required=True, metavar="SIZE", help="Peak memory per rank: 58GiB, 45MB, 62914560 (bytes).")
+@click.option("--budget", default=None, metavar="SIZE",
+              help="MindSpore's memory pool per rank: 58GiB, 45MB, 62914560 (bytes); default the YAML's "
+                   "context.max_device_memory (docs/plan.md, \"What the budget is compared to\").")
 @click.option("--calibrate", "run_dirs", multiple=True, metavar="RUN_DIR|DRYRUN.json|YAML=DRYRUN.log",
               help="A `swapwatch run` directory of this model, a DryRun record or a raw DryRun log of the YAML "
                    "named (repeatable): calibrates the prediction (docs/estimate.md, \"Calibration\").")
@@ -558,11 +568,17 @@ def estimate_cmd(config, run_dirs, fmt, model, dryrun, dryrun_stages, host_bandw
               help="Model family (default: the family the YAML names, as explain shows it; `swapwatch "
                    "families` lists them). Its tensor table is swapwatch/memory/<table>.yaml.")
 @click.option("--margin", type=float, default=None, metavar="F",
-              help="Fraction of --budget held back (default: 0.10 uncalibrated; with --calibrate the "
-                   "calibration's largest miss: residuals, and each run predicted from the others).")
-def plan_cmd(config, budget, run_dirs, output, force, fmt, allow_swap, host_bandwidth, host_memory, model, margin):
-    """The cheapest recompute strategy (least forward FLOPs recomputed) whose predicted peak fits
-    --budget on every stage, written into a copy of CONFIG. Exit 0 fits; 1 nothing fits (says the
+              help="Fraction of --budget held back instead of the margin's parts (default: the parts, each "
+                   "from what is known: the model's recorded error, fragments, workspaces; docs/plan.md).")
+@click.option("--keep-offset", is_flag=True,
+              help="Keep the YAML's layer split (model.model_config.offset) instead of searching it with the "
+                   "recompute levels.")
+def plan_cmd(config, budget, run_dirs, output, force, fmt, allow_swap, host_bandwidth, host_memory, model, margin,
+             keep_offset):
+    """The cheapest recompute (and with --allow-swap, swap) strategy (least time recomputing, swaps
+    whose copies hide) whose pool need (predicted peak, model error, fragments, workspaces) fits
+    --budget on every stage, written into a copy of CONFIG; CONFIG's own strategy when nothing
+    cheaper fits. Exit 0 fits; 1 nothing fits (says the
     lowest reachable peak); 2 bad input."""
     from . import codepaths
     from .memory.planner import parse_size
@@ -573,12 +589,13 @@ def plan_cmd(config, budget, run_dirs, output, force, fmt, allow_swap, host_band
 
     from .outputs import refuse_overwrite, write_text
 
-    size = parse_size(budget)
+    size = parse_size(budget) if budget is not None else None
     if output:
         refuse_overwrite(output, force)      # before the search: no work for a file we would not write
     res = cp.fit(doc, "plan", size, run_dirs=run_dirs, allow_swap=allow_swap, model=model, margin=margin,
-                 link=swap_link(host_bandwidth, host_memory, run_dirs, model, config))
-    for line in filter(None, [res.margin_line()] + res.notes):
+                 offsets=not keep_offset, link=swap_link(host_bandwidth, host_memory, run_dirs, model, config))
+    # the table says the margin's parts and the card under the stages; other formats on stderr
+    for line in filter(None, ([res.margin_line()] if fmt != "table" or res.parts is None else []) + res.notes):
         click.echo(f"swapwatch plan: {line}", err=True)
     if output and res.fits:
         write_text(output, res.text, force)  # whole or nothing (temp file + rename), re-checked
@@ -595,7 +612,7 @@ def plan_cmd(config, budget, run_dirs, output, force, fmt, allow_swap, host_band
 def swap_link(host_bandwidth, host_memory, run_dirs, model, config):
     """The ``swap_cost.Link`` of --host-bandwidth / --host-memory, with the throughput the --calibrate
     runs' step times measure (memory/throughput.py; a run on another device target is not used)."""
-    from .memory.planner import parse_size
+    from .memory.budget import parse_size
     from .memory.swap_cost import make_link
     from .memory.throughput import achieved_flops
 

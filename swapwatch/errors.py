@@ -9,14 +9,30 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-#: C0 and C1 control characters but tab: from a YAML key or a log line they would reach the
-#: terminal raw (ESC sequences set the title or clear the screen, CR overwrites the error line).
-_CONTROLS = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+#: Every character past C0 that is not text to show: DEL and the C1 controls, and Unicode's format
+#: characters (category Cf: the bidi embeddings, overrides and isolates U+202A-202E / U+2066-2069,
+#: zero-width U+200B-200F and U+2060-2064, the BOM U+FEFF, the tag characters U+E0000-E007F ...)
+#: and line / paragraph separators (Zl, Zp). Printed raw, a key ``x\u202egpj.exe`` shows as
+#: ``xexe.jpg`` and a zero-width space makes two different keys look the same ("Trojan source").
+#: tests/test_text.py checks the list against ``unicodedata`` (Cc, Cf, Zl, Zp).
+UNSHOWN = ("\x7f-\x9f\xad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\u200f"
+           "\u2028-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd"
+           "\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f")
+#: Those and the C0 controls but tab: from a YAML key or a log line they would reach the terminal
+#: raw (ESC sequences set the title or clear the screen, CR overwrites the error line).
+_CONTROLS = re.compile(f"[\x00-\x08\x0a-\x1f{UNSHOWN}]")
+
+
+def escaped_char(c: str) -> str:
+    """How an unshown character is written: ``\\x1b``, ``\\u202e``, ``\\U000e0041``."""
+    n = ord(c)
+    return f"\\x{n:02x}" if n < 0x100 else f"\\u{n:04x}" if n < 0x10000 else f"\\U{n:08x}"
 
 
 def escape_controls(text: str) -> str:
-    """``text`` with every control character but tab shown as ``\\xNN`` (one visible line)."""
-    return _CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    """``text`` with every control and invisible format character but tab written as its escape
+    (one visible line that shows every character it holds)."""
+    return _CONTROLS.sub(lambda m: escaped_char(m.group()), text)
 
 
 class InputError(Exception):

@@ -12,7 +12,7 @@ from dataclasses import fields
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from .errors import InputError
-from .text import parse_ranks
+from .text import RankSet, parse_ranks
 
 FIRST = ("kind", "rank", "source")
 
@@ -31,7 +31,7 @@ def event_filter(kinds: Iterable[str], ranks: Optional[str]) -> "EventSelect":
     unknown = sorted(wanted - set(known))
     if unknown:
         raise InputError(f"--kind {unknown[0]}: unknown event kind; known: {', '.join(sorted(known))}")
-    return EventSelect(frozenset(wanted), frozenset(_parse_ranks(ranks)) if ranks is not None else None)
+    return EventSelect(frozenset(wanted), parse_ranks(ranks, "--rank"))
 
 
 class EventSelect:
@@ -39,7 +39,7 @@ class EventSelect:
     and write the JSONL of a whole rank file themselves (:meth:`text`), so the parent process only
     copies text out instead of unpickling and encoding every event on its own (docs/performance.md)."""
 
-    def __init__(self, kinds: frozenset, ranks: Optional[frozenset]):
+    def __init__(self, kinds: frozenset, ranks: Optional[RankSet]):
         self.kinds = kinds
         self.ranks = ranks
 
@@ -84,10 +84,6 @@ class EventSelect:
             if self(e):
                 out.append(jsonl_line(e))
         return "\n".join(out) + "\n" if out else ""
-
-
-def _parse_ranks(text: str) -> List[int]:
-    return parse_ranks(text, "--rank") or []
 
 
 def csv_columns(kinds: Iterable[str] = ()) -> List[str]:

@@ -159,10 +159,11 @@ class ModelFamily:
         return f"{self.name} ({self.path}; {self.origin})"
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=1 << 16)
 def _walk(key: str, pattern: str, mode: str) -> patterns.WalkResult:
     """The memo behind :meth:`ModelFamily.walk`: a layout key's tree is immutable data, so one
-    walk per (tree, pattern, mode) serves every plan, layer and rule."""
+    walk per (tree, pattern, mode) serves every plan, layer and rule. Large enough for a config of
+    tens of thousands of patterns (4,096 thrashed at 20,000: every layer walked again)."""
     return patterns.walk_layout(load_layout(key), pattern, mode)
 
 

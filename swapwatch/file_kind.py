@@ -10,12 +10,25 @@ from __future__ import annotations
 import gzip
 import os
 import re
+import zlib
 from typing import Optional
 
 from .errors import InputError
 
 #: Top-level keys of a MindFormers training YAML (any of them makes a mapping a training config).
 YAML_KEYS = ("recompute_config", "swap_config", "parallel_config", "model", "context", "runner_config")
+#: Every top-level key MindFormers' configs use (the legacy / mcore ``MindFormerConfig`` sections
+#: and the r2.x PyNative ones): a mapping with none of them is some other tool's YAML (a k8s
+#: manifest, an ``mkdocs.yml``), which no setting of ``num_layers`` would make a training config.
+TRAINING_KEYS = frozenset(YAML_KEYS + (
+    "parallel", "run_mode", "seed", "use_parallel", "use_legacy", "trainer", "runner_wrapper", "optimizer",
+    "lr_schedule", "callbacks", "train_dataset", "train_dataset_task", "eval_dataset", "eval_dataset_task",
+    "eval_callbacks", "output_dir", "load_checkpoint", "src_strategy_path_or_dir", "auto_trans_ckpt",
+    "only_save_strategy", "resume_training", "moe_config", "processor", "pretrained_model_dir",
+    "micro_batch_interleave_num", "profile", "profile_memory", "profile_start_step", "profile_stop_step",
+    "metric", "do_eval", "layer_scale", "layer_decay", "lr_scale", "wrapper", "monitor_config",
+    "train_precision_sync", "infer_precision_sync", "load_ckpt_format", "recompute", "recompute_comm", "swap",
+    "parallelism", "training", "model_config", "checkpoint", "dataset", "tokenizer", "distribute_parallel_config"))
 HEAD_BYTES = 64 * 1024
 
 
@@ -51,6 +64,19 @@ def looks_like_yaml_config(path: str) -> bool:
     return isinstance(data, dict) and any(k in data for k in YAML_KEYS)
 
 
+def reject_foreign_yaml(data: object, path: Optional[str]) -> None:
+    """A YAML mapping with no top-level key MindFormers reads (:data:`TRAINING_KEYS`), or an
+    empty one: raise "not a MindFormers training YAML" (one line) rather than ask for a layer
+    count that would not make it one."""
+    if isinstance(data, dict) and any(k in TRAINING_KEYS for k in data):
+        return
+    keys = ", ".join(str(k) for k in list(data)[:6]) if isinstance(data, dict) else ""
+    more = ", ..." if isinstance(data, dict) and len(data) > 6 else ""
+    raise InputError("not a MindFormers training YAML: " + (
+        f"none of its top-level keys ({keys}{more}) is one MindFormers reads (model, parallel_config, "
+        "recompute_config, swap_config, context, runner_config, ...)" if keys else "it is empty"), file=path)
+
+
 def reject_log_as_config(path: str) -> None:
     """A worker log was given where a training YAML belongs (explain, estimate, plan, diff,
     ``--config``): raise the one line that points to ``verify``. Called by ``config.load_config``
@@ -72,5 +98,5 @@ def _head(path: str) -> Optional[str]:
         opener = gzip.open if path.endswith(".gz") else open
         with opener(path, "rb") as fh:
             return fh.read(HEAD_BYTES).decode("utf-8", "replace")
-    except (OSError, EOFError):
+    except (OSError, EOFError, zlib.error):     # no gzip, or corrupt: the log reader says so in one line
         return None

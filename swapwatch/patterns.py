@@ -17,11 +17,16 @@ pathological pattern cannot hang the tool; a timeout counts as no match there as
 does not cover *compiling*: ``regex`` expands a counted repeat in memory (``a{1000000000}``, 13
 bytes, asks for tens of GB), so every segment is first sized by :func:`expansion` and one that
 expands past :data:`MAX_EXPANSION` positions is refused (:class:`PatternError`, one line) before
-it is compiled (docs/reliability.md).
+it is compiled, and the distinct segments of one config's patterns together may expand to at most
+:data:`MAX_TOTAL_EXPANSION` (:func:`check_total`: 400 patterns each just under the per-segment
+bound, a 10 KB YAML, took 3 GB). Compiled segments are kept in one cache bounded by the same total
+(:func:`compiled`), not in ``regex``'s own cache of 500 (which 20,000 patterns thrashed, so every
+match compiled its pattern again).
 """
 from __future__ import annotations
 
 import functools
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Iterable, List, Optional, Sequence, Tuple
 
@@ -36,6 +41,12 @@ MATCH_TIMEOUT = 1.0
 #: ``(ab){2}c`` is 5). ``regex`` spends about 300 bytes per position when compiling, so this keeps
 #: one compile under ~30 MB; real recompute patterns are a few dozen positions.
 MAX_EXPANSION = 100_000
+#: Positions the distinct segments of one config's patterns (select / comm recompute and their
+#: excludes, op swap names; YAML or a log's ``initial ... from dict`` line) may unroll to in all:
+#: about 200 MB of compiled patterns at worst (measured: 1.5 million positions, 275 MB resident).
+#: Real configs use a few hundred (20,000 patterns ``attention\.wqN`` are ~140,000); the
+#: per-segment bound alone let 400 patterns take 3 GB.
+MAX_TOTAL_EXPANSION = 1_000_000
 _COUNT = regex.compile(r"\{\s*(\d*)\s*(?:(,)\s*(\d*)\s*)?\}")
 
 
@@ -112,6 +123,71 @@ def check_size(segment: str) -> None:
                            "timeout bounds matching)")
 
 
+def total_expansion(patterns: Iterable[str]) -> Tuple[int, int, bool]:
+    """(positions, distinct segments, one is past the per-segment bound) of ``patterns``
+    together: each distinct segment counted once (``feed_forward`` shared by 100 patterns is
+    compiled once), each at least 1."""
+    segs = {s for p in patterns for s in split_pattern(p)}
+    total = 0
+    for s in segs:
+        one = expansion(s) if len(s) <= MAX_EXPANSION else MAX_EXPANSION + 1
+        if one > MAX_EXPANSION:
+            return total, len(segs), True
+        total += max(1, one)
+        if total > MAX_TOTAL_EXPANSION * 10:
+            break
+    return total, len(segs), False
+
+
+def check_total(patterns: Iterable[str]) -> None:
+    """PatternError when the distinct segments of ``patterns`` (one config's) would unroll to
+    more than :data:`MAX_TOTAL_EXPANSION` positions in all. A segment past the per-segment bound
+    is left to :func:`check_size`, whose error names that pattern."""
+    pats = list(patterns)
+    total, segs, single = total_expansion(pats)
+    if total > MAX_TOTAL_EXPANSION and not single:
+        more = "more than " if total > MAX_TOTAL_EXPANSION * 10 else ""
+        raise PatternError(f"the {len(pats):,} patterns of this config ({segs:,} distinct segments) unroll to "
+                           f"{more}{total:,} positions in all when compiled, more than the {MAX_TOTAL_EXPANSION:,} "
+                           f"swapwatch compiles for one config (each segment may have up to {MAX_EXPANSION:,})")
+
+
+class _Cache:
+    """Compiled segments, least recently used first, bounded by the positions they unrolled to
+    (:data:`MAX_TOTAL_EXPANSION`): memory stays bounded however many configs a process reads."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget, self.total = budget, 0
+        self.items: "OrderedDict[str, Tuple[Any, int]]" = OrderedDict()
+
+    def get(self, segment: str) -> Any:
+        hit = self.items.get(segment)
+        if hit is not None:
+            self.items.move_to_end(segment)
+            return hit[0]
+        check_size(segment)
+        try:
+            pat = regex.compile(segment, cache_pattern=False)
+        except regex.error as exc:
+            raise PatternError(f"invalid pattern segment {segment!r}: {exc}") from None
+        cost = max(1, expansion(segment))
+        self.items[segment] = (pat, cost)
+        self.total += cost
+        while self.total > self.budget and len(self.items) > 1:
+            _, (_, c) = self.items.popitem(last=False)
+            self.total -= c
+        return pat
+
+
+_COMPILED = _Cache(MAX_TOTAL_EXPANSION)
+
+
+def compiled(segment: str) -> Any:
+    """``segment`` compiled (a ``regex`` pattern), sized first (:func:`check_size`) and cached;
+    PatternError when it is too large or no regular expression."""
+    return _COMPILED.get(segment)
+
+
 def _clip(text: str, width: int = 40) -> str:
     return repr(text if len(text) <= width else text[:width] + "...")
 
@@ -123,26 +199,34 @@ def split_pattern(pattern: str) -> List[str]:
 
 def segment_fullmatch(segment: str, name: str, timeout: float = MATCH_TIMEOUT) -> bool:
     """True when ``segment`` fullmatches ``name``; a timeout counts as no match
-    (``parallel_core/training_graph/transformer/utils.py:regex_match``, which only WARNs)."""
-    check_size(segment)
+    (``parallel_core/training_graph/transformer/utils.py:regex_match``, which only WARNs).
+    Memoised per (segment, name): the walks of a config meet the same pairs on every layer kind
+    and every mode (20,000 patterns were 8 million matches, 22 a walk)."""
+    if timeout == MATCH_TIMEOUT:
+        return _fullmatch_memo(segment, name)
+    return _fullmatch(segment, name, timeout)
+
+
+@functools.lru_cache(maxsize=1 << 18)
+def _fullmatch_memo(segment: str, name: str) -> bool:
+    return _fullmatch(segment, name, MATCH_TIMEOUT)
+
+
+def _fullmatch(segment: str, name: str, timeout: float) -> bool:
+    pat = compiled(segment)
     try:
-        return regex.fullmatch(segment, name, timeout=timeout) is not None
+        return pat.fullmatch(name, timeout=timeout) is not None
     except TimeoutError:
         return False
-    except regex.error as exc:
-        raise PatternError(f"invalid pattern segment {segment!r}: {exc}") from None
 
 
 def validate(pattern: str) -> Optional[str]:
     """Return why ``pattern`` cannot be compiled, or None when every segment is a valid regex."""
     for seg in split_pattern(pattern):
         try:
-            check_size(seg)
-            regex.compile(seg)
+            compiled(seg)
         except PatternError as exc:
-            return str(exc)
-        except regex.error as exc:
-            return f"segment {seg!r}: {exc}"
+            return str(exc).replace("invalid pattern segment", "segment", 1)
     return None
 
 

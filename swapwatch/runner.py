@@ -10,20 +10,25 @@ each of these once:
 * environment: sets what the strategy needs, never overriding a value the user set (both are
   recorded in ``run.json``); the interpreter's ``bin`` goes first on ``PATH`` so msrun's bare
   ``python`` is the right one;
-* the command runs in its own session/process group, its stdout+stderr stream byte for byte to the
-  terminal and to ``<run-dir>/console.log``;
-* SIGINT/SIGTERM stop the whole tree: the runner is the subreaper of its descendants and
-  snapshots them *before* signalling (msrun's workers are session leaders, out of reach of the
-  process group; :mod:`swapwatch.proctree`, standard library only), then SIGINT to the group (msrun
-  kills its workers on SIGINT, not on SIGTERM), a grace period, then SIGKILL for whatever is left;
+* the command runs in its own session/process group and sees what it would see without
+  swapwatch: swapwatch's own stdin (a terminal stays the job's terminal, a pipe reaches it), its
+  stdout and its stderr apart, each streamed byte for byte to swapwatch's stdout / stderr and to
+  ``<run-dir>/console.log`` / ``console.stderr.log``;
+* SIGINT/SIGTERM/SIGHUP (and the other requests to end) stop the whole tree: the runner is the
+  subreaper of its descendants and snapshots them *before* signalling (msrun's workers are session
+  leaders, out of reach of the process group; :mod:`swapwatch.proctree`, standard library only),
+  then SIGINT to the group (msrun kills its workers on SIGINT, not on SIGTERM), a grace period,
+  then SIGKILL for whatever is left; SIGQUIT, SIGUSR1/2 ... are passed to the job, Ctrl-Z
+  suspends the tree with swapwatch (:mod:`swapwatch.job_signals` has every signal's fate);
 * msrun's ``--log_dir`` (or msrun_launcher.sh's positional LOG_DIR) is copied into
   ``<run-dir>/msrun_log`` (a copy, because the next msrun run truncates the originals);
 * ``run.json`` is written at start and rewritten at the end, also on crash or interrupt;
 * exit code: the child's failure code (the worker's real code from msrun's ``Error code: N.`` line
   when msrun only says 1), else ``swapwatch verify``'s code on the run directory.
 
-Run directory layout: ``run.json``, ``console.log`` (the launcher's own output; under msrun
-``--join=True`` it also contains ``tail -f`` copies of the worker logs), ``msrun_log/worker_N.log``
+Run directory layout: ``run.json``, ``console.log`` and ``console.stderr.log`` (the launcher's own
+stdout and stderr; under msrun ``--join=True`` they also hold ``tail -f`` copies of the worker logs),
+``msrun_log/worker_N.log``
 and ``scheduler.log`` (per-rank logs), ``ir/`` (with ``--ir``), ``verify.txt``.
 """
 from __future__ import annotations
@@ -39,7 +44,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,8 +51,10 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, overload
 
 from .config import TrainingConfig, load_config, read_config_bytes, read_yaml
 from .errors import InputError
+from .job_signals import new_state, routed, signal_name
 from .parsers.grammar import EXIT_RE
 from .proctree import Tree, parent_death_signal
+from .text import escape
 from .paths import is_pynative
 
 #: Passes whose IR dumps show recompute clones and offload marks (docs/mindspore-facts.md §5).
@@ -56,8 +62,8 @@ IR_PASSES = "add_recomputation,validate"
 #: Seconds each step of the stop sequence waits: SIGINT to the child's group, then SIGTERM to every
 #: process of the tree, then SIGKILL for whatever is left (docs/reliability.md).
 GRACE_SECONDS = 20.0
-#: The signals that stop a run cleanly (recorded, then the stop sequence).
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+#: The run directory's copies of the job's two output streams (DESIGN §3.3b).
+STDOUT_COPY, STDERR_COPY = "console.log", "console.stderr.log"
 #: After the command exits, its output pipe is read until EOF, or until it is quiet this long ...
 DRAIN_QUIET = 2.0
 #: ... or at most this long in all: a descendant that keeps the pipe open (a monitor, ``tail -f``, a
@@ -238,16 +244,18 @@ def copy_msrun_logs(log_dir: Optional[str], cwd: Path, dest: Path) -> Optional[s
 
 
 def worker_exit_code(console: Path) -> Optional[int]:
-    """The first worker's real exit code from msrun's ``... Error code: N.`` line."""
-    try:
-        with console.open("rb") as fh:
-            for line in fh:
-                if b"Error code:" in line:
-                    m = _ERROR_CODE.search(line)
-                    if m:
-                        return int(m.group("code"))
-    except OSError:
-        return None
+    """The first worker's real exit code from msrun's ``... Error code: N.`` line, in the launcher's
+    stdout copy ``console`` or in the stderr copy beside it (msrun logs through Python's logging)."""
+    for path in (console, console.with_name(STDERR_COPY)):
+        try:
+            with path.open("rb") as fh:
+                for line in fh:
+                    if b"Error code:" in line:
+                        m = _ERROR_CODE.search(line)
+                        if m:
+                            return int(m.group("code"))
+        except OSError:
+            continue
     return None
 
 
@@ -340,11 +348,16 @@ class _Copy:
 
     def _lost(self, exc: OSError) -> None:
         why = exc.strerror or str(exc)
+        kept = self.written
         if self.fh is not None:
+            with contextlib.suppress(OSError, ValueError):
+                # what reached the disk: the write that failed may have stored part of its chunk (the
+                # review saw "after 0 bytes" beside 61,440 bytes of console.log)
+                kept = max(kept, os.fstat(self.fh.fileno()).st_size)
             with contextlib.suppress(OSError, ValueError):
                 self.fh.close()
             self.fh = None
-        text = (f"{self.path.name} is incomplete: writing it failed after {self.written} bytes ({why}); "
+        text = (f"{self.path.name} is incomplete: writing it failed after {kept:,} bytes ({why}); "
                 "the job ran on and its output went to the terminal only")
         self.notes.append(text)
         with contextlib.suppress(Exception):
@@ -376,19 +389,25 @@ def _now() -> str:
 
 def run(command: Sequence[str], config: Optional[str] = None, run_dir: Optional[str] = None,
         verify: bool = True, ir: bool = False, mindformers_shim: bool = False,
-        out=None, grace: float = GRACE_SECONDS, force: bool = False, report: bool = True) -> RunResult:
+        out=None, grace: float = GRACE_SECONDS, force: bool = False, report: bool = True,
+        err=None, stdin: Any = None) -> RunResult:
     """Run ``command`` as described in the module docstring; returns the run dir and exit code.
 
     With ``config``, the config-time checks of ``explain`` run first (preflight): error findings
-    stop here with exit 1 and no run directory, unless ``force``. SIGINT/SIGTERM are recorded from
-    the moment the run directory may exist, so an interrupt at any point leaves a complete run.json.
+    stop here with exit 1 and no run directory, unless ``force``. Signals are routed
+    (:mod:`swapwatch.job_signals`) from the moment the run directory may exist, so an interrupt at
+    any point leaves a complete run.json. ``out`` / ``err``: where the job's stdout / stderr (and
+    swapwatch's own lines) go, as bytes (default: swapwatch's stdout / stderr); ``stdin``: the
+    job's stdin as ``subprocess.Popen`` takes it (default: swapwatch's own, inherited as it is).
     """
     command = list(command)
     if not command:
         raise InputError("no command given: swapwatch run [OPTIONS] -- COMMAND...")
     out = out if out is not None else _stdout_bytes()
-    stop = {"sig": None, "count": 0}
-    with _signals_recorded(stop):
+    err = err if err is not None else _stderr_bytes()
+    stop = new_state()
+    stop["err"], stop["stdin"] = err, stdin
+    with routed(stop):
         res = _run(command, config, run_dir, verify, ir, mindformers_shim, out, grace, force, stop)
         if report and verify and res.run_dir is not None and not stop["sig"]:
             # issue 26: RUN_DIR/report.html of the finished run, built on verify's result (so not with
@@ -404,31 +423,6 @@ def run(command: Sequence[str], config: Optional[str] = None, run_dir: Optional[
             if res.info["report"]:
                 _say(out, f"swapwatch run: report {res.run_dir / res.info['report']}")
     return res
-
-
-@contextlib.contextmanager
-def _signals_recorded(stop: Dict[str, Any]):
-    """SIGINT/SIGTERM/SIGHUP only set ``stop`` while the run is on; the supervisor acts on it.
-
-    SIGHUP (the terminal closed, the ssh connection dropped) is an interrupt like the others: left
-    at its default it would kill swapwatch on the spot, leave run.json without an end and the job
-    either dead at its next write to the gone pipe or running on unreachable (docs/reliability.md)."""
-    def on_signal(signum, _frame):
-        stop["sig"] = stop["sig"] or signum
-        stop["count"] += 1
-
-    if threading.current_thread() is not threading.main_thread():
-        yield                                   # signal handlers can only be set in the main thread
-        return
-    # a signal the caller ignores stays ignored: `nohup swapwatch run ...` asked for the job to outlive
-    # the terminal (SIGHUP), a background job of a shell script has SIGINT ignored (POSIX); catching
-    # them would stop the very job they were meant to keep running (docs/reliability.md)
-    old = {s: signal.signal(s, on_signal) for s in STOP_SIGNALS if signal.getsignal(s) is not signal.SIG_IGN}
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
 
 
 def _run(command, config, run_dir, verify, ir, mindformers_shim, out, grace, force, stop) -> RunResult:
@@ -459,7 +453,9 @@ def _run(command, config, run_dir, verify, ir, mindformers_shim, out, grace, for
         "world_size": launch["world_size"], "local_worker_num": launch["local_worker_num"],
         "ranks": launch["ranks"], "found_ranks": None,
         "msrun_log_dir": None, "ir_dir": "ir" if ir else None, "verify": None, "leftover_killed": [],
-        "pid": None,
+        "pid": None, "streams": {"stdin": _describe_stdin(stop["stdin"]), "stdout": STDOUT_COPY,
+                                 "stderr": STDERR_COPY},
+        "signals_passed": {},
     }
     run_json = rdir / "run.json"
     why = _write_json(run_json, info)
@@ -504,6 +500,7 @@ def _run(command, config, run_dir, verify, ir, mindformers_shim, out, grace, for
     finally:
         info["end"] = _now()
         info["exit_code"] = code
+        info["signals_passed"] = dict(stop["passed"])
         info["notes"] = notes
         if not write_json(run_json, info):
             notes.append(f"{run_json} could not be completed: its end and exit code are only here")
@@ -551,8 +548,33 @@ def _copy_config(config: str, sha: str, dest: Path, notes: List[str]) -> None:
 
 
 def _mark_interrupted(info: Dict[str, Any], stop: Dict[str, Any]) -> None:
-    info["interrupted"] = signal.Signals(stop["sig"]).name
+    info["interrupted"] = signal_name(stop["sig"])
     info["interrupted_signal"] = int(stop["sig"])
+
+
+def _describe_stdin(stdin: Any) -> str:
+    """What the job reads (run.json ``streams.stdin``): ``terminal``, ``pipe``, ``file``,
+    ``/dev/null``, ``closed`` ... of swapwatch's own stdin when it is inherited."""
+    if stdin is subprocess.DEVNULL:
+        return "/dev/null (given by the caller)"
+    try:
+        st = os.fstat(0)
+    except OSError:
+        return "closed"
+    import stat as _stat
+
+    if os.isatty(0):
+        return "terminal"
+    mode = st.st_mode
+    if _stat.S_ISFIFO(mode):
+        return "pipe"
+    if _stat.S_ISSOCK(mode):
+        return "socket"
+    if _stat.S_ISREG(mode):
+        return "file"
+    if _stat.S_ISCHR(mode) and os.path.realpath("/proc/self/fd/0") == os.devnull:
+        return "/dev/null"
+    return "device"
 
 
 def preflight(config: str, env: Dict[str, str], force: bool, out, notes: List[str]) -> Optional[int]:
@@ -591,29 +613,43 @@ def preflight(config: str, env: Dict[str, str], force: bool, out, notes: List[st
 
 def _supervise(command, env, rdir: Path, info: Dict[str, Any], out, grace: float, notes: List[str],
                stop: Dict[str, Any], launch: Optional[Dict[str, Any]] = None) -> int:
-    """Start the child, tee its output, act on ``stop``; returns the child's exit code."""
-    console = _Copy(rdir / "console.log", notes)
+    """Start the child, tee its two output streams, act on ``stop``; returns the child's exit code.
+
+    The child inherits swapwatch's stdin as it is (``stop["stdin"]`` when a caller gives another):
+    a terminal stays a terminal (``isatty`` is true, the line discipline is the terminal's; the job
+    can read it because it is not the job's controlling terminal: no SIGTTIN in its own session),
+    a pipe reaches the job, end of file is the caller's. Its stdout and stderr are two pipes, each
+    copied as it comes, byte for byte, to its own file and to swapwatch's stdout / stderr."""
+    copies = (_Copy(rdir / STDOUT_COPY, notes), _Copy(rdir / STDERR_COPY, notes))
     tree = Tree()
     launcher = (launch or {}).get("launcher")
+    streams = None
     try:
         try:
-            proc = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, start_new_session=True,
+            proc = subprocess.Popen(command, env=env, stdin=stop.get("stdin"), stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, start_new_session=True,
                                     preexec_fn=parent_death_signal(signal.SIGINT if launcher else signal.SIGTERM))
         except OSError as exc:   # not executable, not a program (ENOEXEC), ...
             raise InputError(f"cannot start the command: {exc.strerror or exc}", file=command[0]) from None
         tree.attach(proc.pid)
+        stop["tree"], stop["running"] = tree, True
+        assert proc.stdout is not None and proc.stderr is not None      # both are PIPE
+        streams = _Streams([(proc.stdout.fileno(), copies[0], out), (proc.stderr.fileno(), copies[1], stop["err"])])
         info["pid"] = proc.pid
         write_json(rdir / "run.json", info)
         try:
-            return _pump(proc, tree, rdir, info, out, grace, notes, stop, console, launch or {})
+            return _pump(proc, tree, rdir, info, streams, grace, notes, stop, launch or {})
         except BaseException:
             _emergency_stop(proc, tree, grace)   # never leave the tree behind, whatever went wrong
             raise
     finally:
+        stop["running"], stop["tree"] = False, None
         tree.close()
-        console.close()
-        stop["mid_line"] = console.last != b"\n"     # swapwatch's closing lines start on a line of their own
+        for c in copies:
+            c.close()
+        if streams is not None:
+            streams.close()
+        stop["mid_line"] = copies[0].last != b"\n"     # swapwatch's closing lines start on a line of their own
 
 
 def _emergency_stop(proc, tree: "Tree", grace: float) -> None:
@@ -664,14 +700,12 @@ class _Stopper:
             self.terminate() if self.step == 1 else self.kill()
 
 
-def _pump(proc, tree: "Tree", rdir: Path, info: Dict[str, Any], out, grace: float, notes: List[str],
-          stop: Dict[str, Any], console, launch: Dict[str, Any]) -> int:
+def _pump(proc, tree: "Tree", rdir: Path, info: Dict[str, Any], streams: "_Streams", grace: float,
+          notes: List[str], stop: Dict[str, Any], launch: Dict[str, Any]) -> int:
     """Tee the child's output until it is gone; turn a signal into a clean stop of the tree; then
-    drain the pipe (bounded) and deal with what the command left running."""
-    fd = proc.stdout.fileno()
+    drain the pipes (bounded) and deal with what the command left running."""
     stopper = _Stopper(tree, grace)
     last_snap = 0.0
-    eof = False
     while proc.poll() is None:
         now = time.monotonic()
         if now - last_snap > 0.5:
@@ -682,19 +716,20 @@ def _pump(proc, tree: "Tree", rdir: Path, info: Dict[str, Any], out, grace: floa
             _mark_interrupted(info, stop)
             write_json(rdir / "run.json", info)
         stopper.tick(stop["count"])
-        if eof:
+        if streams.eof:
             time.sleep(0.1)
-        elif not _tee_some(fd, console, out, 0.2):
-            eof = True
+        else:
+            streams.tee(0.2)
     rc = proc.wait()
+    stop["running"] = False          # from now on a passed signal has no job to go to
     info["child_exit_code"] = rc
-    if not eof:
-        eof = _drain_after_exit(fd, console, out, stop)
+    if not streams.eof:
+        _drain_after_exit(streams, stop)
     tree.snapshot()
     left = tree.alive()
     if left and launch.get("launcher") and not launch.get("join") and not stop["sig"]:
         # msrun --join=False returns at once: its workers ARE the job; watch them to their end
-        eof = _watch(tree, fd, console, out, stop, eof)
+        _watch(tree, streams, stop)
         left = tree.alive()
     if left:
         if stop["sig"] and not info["interrupted"]:
@@ -704,64 +739,79 @@ def _pump(proc, tree: "Tree", rdir: Path, info: Dict[str, Any], out, grace: floa
             stopper.terminate()      # the command is over: what it left gets SIGTERM, then SIGKILL
         while tree.alive() and stopper.step < 3:
             stopper.tick(stop["count"])
-            if eof:
+            if streams.eof:
                 time.sleep(0.1)
-            elif not _tee_some(fd, console, out, 0.1):
-                eof = True
+            else:
+                streams.tee(0.1)
         info["leftover_killed"] = left
         notes.append(f"stopped {len(left)} leftover process(es) the command left running "
                      f"(SIGTERM, then SIGKILL after {grace:g} s): {named}")
-    if not eof:
-        _drain_after_exit(fd, console, out, stop, quiet=0.5, limit=2.0)
+    if not streams.eof:
+        _drain_after_exit(streams, stop, quiet=0.5, limit=2.0)
     return rc
 
 
-def _tee_once(fd: int, console, out, wait: float) -> Optional[bool]:
-    """Copy one read of the pipe if something comes within ``wait`` seconds: True when copied,
-    False at EOF, None when nothing came."""
-    ready, _, _ = select.select([fd], [], [], wait)
-    if not ready:
-        return None
-    chunk = os.read(fd, 1 << 16)
-    if not chunk:
-        return False
-    console.write(chunk)
-    _write(out, chunk)
-    return True
+class _Streams:
+    """The job's output pipes, each with its copy in the run directory and its terminal stream.
+
+    One ``select`` waits on every pipe still open; what comes is copied as it comes (a read of up
+    to 64 KiB), so each stream is byte for byte and in order within itself in both places. Across
+    the two streams the order is the order the reads came in (two pipes cannot say more: a job
+    that writes to stdout and stderr within one read's time may have them swapped)."""
+
+    def __init__(self, pairs: List[Tuple[int, "_Copy", Any]]) -> None:
+        self.open: Dict[int, Tuple["_Copy", Any]] = {fd: (copy, sink) for fd, copy, sink in pairs}
+
+    @property
+    def eof(self) -> bool:
+        """Every pipe reached its end (no process holds a write end any more)."""
+        return not self.open
+
+    def tee(self, wait: float) -> Optional[bool]:
+        """Copy what the pipes have within ``wait`` seconds: True when something was copied,
+        False when the last pipe reached its end, None when nothing came."""
+        if not self.open:
+            return False
+        ready, _, _ = select.select(list(self.open), [], [], wait)
+        if not ready:
+            return None
+        for fd in ready:
+            chunk = os.read(fd, 1 << 16)
+            copy, sink = self.open[fd]
+            if not chunk:
+                del self.open[fd]
+                continue
+            copy.write(chunk)
+            _write(sink, chunk)
+        return True
+
+    def close(self) -> None:
+        self.open.clear()
 
 
-def _tee_some(fd: int, console, out, wait: float) -> bool:
-    """Copy what the pipe has within ``wait`` seconds; False at EOF."""
-    return _tee_once(fd, console, out, wait) is not False
-
-
-def _watch(tree: "Tree", fd: int, console, out, stop: Dict[str, Any], eof: bool) -> bool:
+def _watch(tree: "Tree", streams: _Streams, stop: Dict[str, Any]) -> None:
     """Keep teeing while the launcher's detached workers run; a signal ends the wait."""
     while tree.alive() and not stop["sig"]:
         tree.snapshot()
-        if eof:
+        if streams.eof:
             time.sleep(0.2)
-        elif not _tee_some(fd, console, out, 0.2):
-            eof = True
-    return eof
+        else:
+            streams.tee(0.2)
 
 
-def _drain_after_exit(fd: int, console, out, stop: Dict[str, Any], quiet: float = DRAIN_QUIET,
-                      limit: float = DRAIN_LIMIT) -> bool:
-    """The child is gone; its descendants may still hold the pipe (e.g. msrun's ``tail -f``).
-    Read until EOF, until nothing came for ``quiet`` seconds, until ``limit`` seconds passed, or
-    until a signal came. Returns True at EOF."""
+def _drain_after_exit(streams: _Streams, stop: Dict[str, Any], quiet: float = DRAIN_QUIET,
+                      limit: float = DRAIN_LIMIT) -> None:
+    """The child is gone; its descendants may still hold the pipes (e.g. msrun's ``tail -f``).
+    Read until both pipes end, until nothing came for ``quiet`` seconds, until ``limit`` seconds
+    passed, or until a signal came."""
     end = time.monotonic() + limit
-    while not stop["sig"]:
+    while not stop["sig"] and not streams.eof:
         left = end - time.monotonic()
         if left <= 0:
-            return False
-        got = _tee_once(fd, console, out, min(quiet, left))
-        if got is None:              # quiet for `quiet` seconds: whoever holds the pipe is not the job
-            return False
-        if got is False:
-            return True
-    return False
+            return
+        if streams.tee(min(quiet, left)) is None:
+            return                   # quiet for `quiet` seconds: whoever holds the pipes is not the job
+
 
 
 def _verify(rdir: Path, config: Optional[str], ir: bool, info: Dict[str, Any], out,
@@ -839,6 +889,12 @@ def _stdout_bytes():
     return getattr(sys.stdout, "buffer", sys.stdout)
 
 
+def _stderr_bytes():
+    if sys.stderr is None:           # fd 2 closed at start: the job's stderr goes to its copy only
+        return _Nowhere()
+    return getattr(sys.stderr, "buffer", sys.stderr)
+
+
 def _write(out, data: bytes) -> None:
     try:
         out.write(data)
@@ -854,7 +910,9 @@ def _end_line(out, stop: Dict[str, Any]) -> None:
 
 
 def _say(out, text: str) -> None:
-    _write(out, (text + "\n").encode())
+    """One line of swapwatch's own: escaped (a run-dir name or a path in a note is the caller's, and an
+    ESC in it printed raw would reach the terminal: the review's N56)."""
+    _write(out, (escape(text) + "\n").encode())
 
 
 def _version() -> str:

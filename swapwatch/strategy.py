@@ -312,6 +312,10 @@ def plan(config: "TrainingConfig", layout: Any = None, model: Optional[str] = No
             for pat in tables[key]:
                 if not isinstance(pat, str):
                     raise err(f"recompute_config.{key}", f"pattern {pat!r} must be a string")
+        # the total first: validating compiles each pattern (docs/reliability.md, pattern totals)
+        _check_total([p for key, _ in SELECT_KEYS for p in tables[key]], "recompute_config", err)
+        for key, _ in SELECT_KEYS:
+            for pat in tables[key]:
                 bad = patterns.validate(pat)
                 if bad:
                     raise err(f"recompute_config.{key}.{pat}", f"pattern is not a valid regular expression: {bad}")
@@ -333,6 +337,8 @@ def plan(config: "TrainingConfig", layout: Any = None, model: Optional[str] = No
         ls_norm, os_norm = config.swap_strategy if hasattr(config, "swap_strategy") \
             else normalize_swap_config(sc, config)
         layer_swap = [_swap_entry(e, "swap_config.layer_swap", err) for e in ls_norm]
+        _check_total([p for key, _ in SELECT_KEYS for p in tables.get(key, ())] + list(os_norm), "swap_config.op_swap",
+                     err)
         for name, entries in os_norm.items():
             bad = patterns.validate(name)
             if bad:
@@ -398,6 +404,14 @@ def _check_double_recompute(result: Plan, err) -> None:
                                   f"the primitive {t.path}; MindSpore allows that once per primitive, so "
                                   f"MindFormers crashes (TypeError: 'bool' object is not callable)")
                     seen[t.path] = (key, pat)
+
+
+def _check_total(pats: List[str], key: str, err) -> None:
+    """One config's patterns together stay within what swapwatch compiles (patterns.check_total)."""
+    try:
+        patterns.check_total(pats)
+    except patterns.PatternError as exc:
+        raise err(key, str(exc)) from None
 
 
 def _fmt(fn, key: str, value: Any, ids: bool, err) -> Any:

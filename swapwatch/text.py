@@ -13,10 +13,11 @@ tests/test_text.py holds the architecture assertion.
 """
 from __future__ import annotations
 
+import bisect
 import re
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
-from .errors import InputError
+from .errors import UNSHOWN, InputError, escaped_char
 
 MIB = 1 << 20
 GIB = 1 << 30
@@ -83,10 +84,12 @@ def fmt_size(n: float) -> str:
 # Id sets
 # ---------------------------------------------------------------------------------------------
 
-def ranges(values: Iterable[int], limit: Optional[int] = None, sep: str = ", ") -> str:
+def ranges(values: Union[Iterable[int], "RankSet"], limit: Optional[int] = None, sep: str = ", ") -> str:
     """``0-3, 5, 7-9``: the one way swapwatch writes a set of layer or rank ids (sorted, each id
     once; ``sep`` between runs, ``","`` in the compact memory tables); with ``limit``, at most that
     many runs and then ``… (N in all)``. :func:`parse_ranks` reads it back."""
+    if isinstance(values, RankSet):          # its spans are the runs already (never expanded)
+        return _join_runs([str(a) if a == b else f"{a}-{b}" for a, b in values.spans], values.count(), limit, sep)
     vals = sorted(set(values))
     runs: List[str] = []
     start = None
@@ -95,18 +98,73 @@ def ranges(values: Iterable[int], limit: Optional[int] = None, sep: str = ", ") 
         if i + 1 == len(vals) or vals[i + 1] != v + 1:
             runs.append(str(start) if start == v else f"{start}-{v}")
             start = None
+    return _join_runs(runs, len(vals), limit, sep)
+
+
+def _join_runs(runs: List[str], count: int, limit: Optional[int], sep: str) -> str:
     if limit is not None and len(runs) > limit:
         head = runs[:limit - 1]
-        return f"{sep.join(head)}{sep}…{sep}{runs[-1]} ({len(vals)} in all)"
+        return f"{sep.join(head)}{sep}…{sep}{runs[-1]} ({count} in all)"
     return sep.join(runs)
 
 
-def parse_ranks(text: Optional[str], option: str = "--ranks") -> Optional[List[int]]:
-    """``0,1,4-7`` (or :func:`ranges`' ``0-1, 4-7``) -> [0, 1, 4, 5, 6, 7]; None stays None.
-    Bad input is one :class:`~swapwatch.errors.InputError` line naming ``option``."""
+class RankSet:
+    """A set of rank ids kept as its ranges: sorted, disjoint, non-adjacent ``(first, last)``
+    pairs. Why not a list: ``--rank 0-100000000000`` is 17 bytes and would be 10**11 ints (the
+    2026-11-28 review: 5 GB, then exit 3); as ranges it costs what its text costs, and a rank is
+    looked up by bisection. It has no ``__iter__`` on purpose: nothing may expand it."""
+
+    __slots__ = ("spans", "_firsts")
+
+    def __init__(self, spans: Iterable[Tuple[int, int]]) -> None:
+        merged: List[Tuple[int, int]] = []
+        for a, b in sorted(spans):
+            if merged and a <= merged[-1][1] + 1:
+                if b > merged[-1][1]:
+                    merged[-1] = (merged[-1][0], b)
+            else:
+                merged.append((a, b))
+        self.spans: Tuple[Tuple[int, int], ...] = tuple(merged)
+        self._firsts = [a for a, _ in merged]
+
+    def __contains__(self, rank: object) -> bool:
+        if not isinstance(rank, int):
+            return False
+        i = bisect.bisect_right(self._firsts, rank) - 1
+        return i >= 0 and rank <= self.spans[i][1]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RankSet) and other.spans == self.spans
+
+    def __hash__(self) -> int:
+        return hash(self.spans)
+
+    def __getstate__(self) -> Tuple[Tuple[int, int], ...]:
+        return self.spans
+
+    def __setstate__(self, spans: Tuple[Tuple[int, int], ...]) -> None:
+        self.spans = spans
+        self._firsts = [a for a, _ in spans]
+
+    def count(self) -> int:
+        """How many ranks (an int, however large: never a list)."""
+        return sum(b - a + 1 for a, b in self.spans)
+
+    def __str__(self) -> str:
+        """``0-3, 5``: as :func:`ranges` writes the same ids."""
+        return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in self.spans)
+
+    def __repr__(self) -> str:
+        return f"RankSet({str(self)!r})"
+
+
+def parse_ranks(text: Optional[str], option: str = "--ranks") -> Optional[RankSet]:
+    """``0,1,4-7`` (or :func:`ranges`' ``0-1, 4-7``) -> the :class:`RankSet` of 0, 1, 4-7; None
+    stays None. Ranges stay ranges (memory is the text's, whatever the range). Bad input is one
+    :class:`~swapwatch.errors.InputError` line naming ``option``."""
     if text is None:
         return None
-    out: List[int] = []
+    spans: List[Tuple[int, int]] = []
     for part in str(text).split(","):
         part = part.strip()
         if not part:
@@ -116,32 +174,30 @@ def parse_ranks(text: Optional[str], option: str = "--ranks") -> Optional[List[i
             a = int(lo)
             b = int(hi) if sep else a
         except ValueError:
-            raise InputError(f"{option} {text}: expected rank numbers like 0,1,4-7") from None
+            shown = text if len(text) <= 60 else text[:60] + "..."
+            raise InputError(f"{option} {shown}: expected rank numbers like 0,1,4-7") from None
         if a < 0 or b < a:
             raise InputError(f"{option} {text}: {part} is not a rank or an increasing range")
-        out.extend(range(a, b + 1))
-    if not out:
+        spans.append((a, b))
+    if not spans:
         raise InputError(f"{option} {text!r}: no rank given")
-    return sorted(set(out))
+    return RankSet(spans)
 
 
 # ---------------------------------------------------------------------------------------------
 # Terminal-safe text and the table writer
 # ---------------------------------------------------------------------------------------------
 
-#: C0 controls, DEL, C1 controls, and the Unicode bidi / line-separator controls ("Trojan
-#: source"): a log line can carry any of them, and printed raw they move the cursor, clear the
-#: screen, recolour or reorder the text around them.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+#: C0 controls and every other character that is not text to show (:data:`errors.UNSHOWN`: DEL,
+#: C1, the bidi and zero-width format characters, line separators): a log line can carry any of
+#: them, and printed raw they move the cursor, clear the screen, recolour, reorder or hide text.
+_CONTROL = re.compile(f"[\x00-\x1f{UNSHOWN}]")
 _NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
 
 
 def _escape_char(m: "re.Match[str]") -> str:
     c = m.group(0)
-    named = _NAMED.get(c)
-    if named:
-        return named
-    return f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
+    return _NAMED.get(c) or escaped_char(c)
 
 
 def escape(text: str) -> str:

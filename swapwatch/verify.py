@@ -90,17 +90,12 @@ def run_dir_config(paths: Sequence[str]) -> Optional[str]:
     """The config of a ``swapwatch run --config`` run: ``verify RUN_DIR`` without ``--config``
     uses the YAML as launched, which the run directory keeps (``config.yaml``, DESIGN §3.3b) and
     ``run.json`` names; None for anything else (one path only: several run dirs may differ)."""
-    import json
+    from .json_input import read_run_json
 
     if len(paths) != 1 or not os.path.isdir(paths[0]):
         return None
-    run_json = os.path.join(paths[0], "run.json")
-    try:
-        with open(run_json, encoding="utf-8") as fh:
-            info = json.load(fh)
-    except (OSError, ValueError):
-        return None             # not a run dir (or a broken run.json: parsers.inputs says so)
-    cfg = info.get("config") if isinstance(info, dict) else None
+    info = read_run_json(paths[0])     # a broken run.json is one line here, as in the parsers
+    cfg = info.get("config") if info is not None else None
     if not isinstance(cfg, dict) or not cfg.get("path"):
         return None             # a run without --config: the log's own config, as before
     copy = os.path.join(paths[0], str(cfg.get("copy") or "config.yaml"))
@@ -123,10 +118,11 @@ def _verify_read(runlog: Any, config_path: Optional[str], skip: set, strict: boo
         from .checks.sw106_incomplete_log import printed_mindformers
 
         if not any(printed_mindformers(rl) for rl in runlog.ranks.values()):
+            from .parsers.inputs import silence
+
             files = [f for rl in runlog.ranks.values() for f in rl.files][:3]
-            raise InputError("no MindFormers line at all in these logs (no config, no strategy, no step): "
-                             "nothing to verify (is this a worker log of a MindFormers job?); with --config "
-                             "the verdict is NOT VERIFIED", file=", ".join(files) or None)
+            raise InputError(f"{silence(files)}; with --config the verdict is NOT VERIFIED",
+                             file=", ".join(files) or None)
         config, source = config_from_log(runlog)
     ir = read_ir(ir_dir) if ir_dir else None
     # without --config the log's own config is the reference: SW107 would compare it with itself

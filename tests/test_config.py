@@ -124,7 +124,7 @@ def test_located_one_line_errors(tmp_path, text, expected):
 def test_missing_num_layers(tmp_path):
     assert err(tmp_path, "recompute_config: {recompute: True}\n") == (
         "x.yaml: model.model_config.num_layers: the layer count is unknown: set model.model_config.num_layers "
-        "in the YAML, or pass --num-layers N for a fragment")
+        "in the YAML (explain also takes --num-layers N for a fragment)")
 
 
 GEO = "model:\n  model_config:\n    num_layers: {L}\n    offset: {off}\n{extra}parallel_config:\n  pipeline_stage: {P}\n"

@@ -37,8 +37,9 @@ def test_demo_script_runs_the_whole_loop(tmp_path):
     (run,) = [p for p in tmp_path.iterdir() if p.is_dir()]
     noise = re.compile(NOISE)
     assert not [ln for ln in out.splitlines() if noise.search(ln)]
-    hidden = sum(1 for ln in (run / "recompute" / "console.log").read_text().splitlines() if noise.search(ln))
-    assert f"; {hidden} msrun connection-retry lines not shown, they are in {run}/recompute/console.log)" in out
+    hidden = sum(1 for name in ("console.log", "console.stderr.log")
+                 for ln in (run / "recompute" / name).read_text().splitlines() if noise.search(ln))
+    assert f"; {hidden} msrun connection-retry lines not shown, they are in {run}/recompute/console*.log)" in out
     summary = out[out.index("== summary"):]
     assert "stage 0: layers 0-3 (4), full 1, select 3, comm 3, swap 0" in summary
     assert re.search(r"applied: +baseline: +PASS: 0 error\(s\)", summary), summary

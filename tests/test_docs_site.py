@@ -49,7 +49,8 @@ def test_every_nav_page_exists():
     assert all((REPO / "docs" / p).exists() for p in listed), listed
     mine = {p.name for p in (REPO / "docs").glob("*.md")}
     # the pages this branch wrote are all in nav; others may arrive from other branches first
-    assert {"index.md", "install.md", "compatibility.md", "rules.md", "development.md", "units.md"} <= listed
+    assert {"index.md", "install.md", "compatibility.md", "rules.md", "development.md", "units.md",
+            "estimate.md"} <= listed
     assert listed <= mine
 
 
@@ -64,6 +65,15 @@ def test_site_builds_strict(tmp_path):
     assert "WARNING" not in r.stderr, r.stderr[-3000:]
     for page in ("index.html", "rules/index.html", "compatibility/index.html", "DESIGN/index.html"):
         assert (tmp_path / "site" / page).exists(), page
+    # the site reads offline (issue 36): no page loads a script, a style sheet or an image from the
+    # network (the built-in theme took highlight.js from cdnjs); a link a reader may follow is fine
+    import re
+
+    loads = re.compile(r'<(?:script|img|link)\b[^>]*\b(?:src|href)="(?:https?:)?//[^"]*"')
+    remote = {m.group(0) for page in (tmp_path / "site").rglob("*.html")
+              for m in loads.finditer(page.read_text(encoding="utf-8"))}
+    assert remote == set(), sorted(remote)[:5]
+    assert (tmp_path / "site" / "estimate" / "index.html").exists()
 
 
 @pytest.mark.docs

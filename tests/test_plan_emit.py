@@ -17,7 +17,7 @@ from swapwatch.errors import InputError
 from swapwatch.explain import explain
 from swapwatch.memory.emit import splice, strategy_lines, unified
 from swapwatch.memory.model import estimate
-from swapwatch.memory.planner import UNCALIBRATED_MARGIN, make_plan
+from swapwatch.memory.planner import make_plan
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAINTAINER = sorted(glob.glob(os.path.join(ROOT, "fixtures", "configs", "mindformers", "*.yaml")))
@@ -50,12 +50,11 @@ def _planned(path):
         first = make_plan(path, 1, margin=0.0)
     except InputError:
         return None
-    # plan fits each stage's peak plus the HCCL buffers it leaves out (issue 27 pt 3)
-    floor = max(first.lowest.values()) + first.not_in_peak
+    floor = max(first.lowest.values())
     # a family whose layers differ by kind (DeepSeek-V3: dense, MoE, MTP) is searched with each
     # layer priced on its own kind and the MTP layer included (memory.search.Kinds): its floor is
     # the real one, and it is checked at the same budgets as the others
-    top = max(st.peak() for st in estimate(path).stages) + first.not_in_peak
+    top = max(st.peak() for st in estimate(path).stages)
     out = []
     for frac in (0.0, 0.5, 1.5):
         budget = int(floor + frac * max(top - floor, floor // 10)) + 1
@@ -146,19 +145,28 @@ def test_shadowed_comm_pattern_is_dropped_and_said(tmp_path):
 
 
 def test_default_margin_on_an_uncalibrated_model():
+    """The default margin is the pool check's parts (memory/budget.py): the tiny Llama's tensor table
+    has no DryRun case recorded, so its error is the assumed 10 %, said as such."""
+    from swapwatch.memory.budget import UNKNOWN_ERROR
+
     budget = 60 * MiB
     res = make_plan(TINY, budget, margin=None)
-    assert res.margin == UNCALIBRATED_MARGIN and "uncalibrated" in res.margin_line()
-    assert res.target == int(budget * (1 - UNCALIBRATED_MARGIN))
-    assert all(st.peak() <= res.target for st in res.estimate.stages)
+    assert res.fits and res.parts is not None and res.parts.error == UNKNOWN_ERROR and res.parts.workspace == 0
+    assert "no DryRun case of the tinyllama tensor table recorded" in res.margin_line()
+    assert res.target == min(res.parts.cap(budget, res.statics[p]) for p in res.caps)
+    assert all(res.need(st.stage, st.peak()) <= budget for st in res.estimate.stages)
     js = res.to_json()
-    assert js["margin"] == UNCALIBRATED_MARGIN and js["target_bytes"] == res.target
+    assert js["target_bytes"] == res.target and js["margin_parts"]["model_error_fraction"] == UNKNOWN_ERROR
+    assert js["margin"] == round(1 - res.target / budget, 4) > 0
     with pytest.raises(InputError, match="--margin"):
         make_plan(TINY, budget, margin=1.5)
-    # what `swapwatch plan` says on stderr
+    # what `swapwatch plan` says: the table carries the pool check's line, other formats say it on stderr
     r = subprocess.run([sys.executable, "-m", "swapwatch.cli", "plan", TINY, "--budget", "60MiB"],
                        capture_output=True, text=True, cwd=ROOT)
-    assert r.returncode == 0 and "less a 10% margin (the model is uncalibrated" in r.stderr, r.stderr
+    assert r.returncode == 0 and "pool check: predicted peak + 10.0% model error" in r.stdout, r.stdout
+    r = subprocess.run([sys.executable, "-m", "swapwatch.cli", "plan", TINY, "--budget", "60MiB", "--format", "json"],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0 and "pool check:" in r.stderr, r.stderr
 
 
 def test_nothing_fits_names_the_levers_that_would(tmp_path):
@@ -174,8 +182,7 @@ def test_nothing_fits_names_the_levers_that_would(tmp_path):
     heavy = first.lowest
     even = make_plan(QWEN, 1, margin=0.0).lowest
     assert max(heavy, key=heavy.get) == 3 and max(even.values()) < heavy[3]
-    # peaks plus the HCCL buffers they leave out are fitted (issue 27 pt 3)
-    budget = (max(even.values()) + heavy[3]) // 2 + first.not_in_peak
+    budget = (max(even.values()) + heavy[3]) // 2
     res = make_plan(str(src), budget, margin=0.0)
     assert not res.fits
     assert any(lv.startswith("model.model_config.offset: [0, 0, 0, 0]") for lv in res.levers), res.levers
@@ -195,7 +202,7 @@ def test_parallel_optimizer_lever(tmp_path):
     src = tmp_path / "noopt.yaml"
     src.write_text(text)
     first = make_plan(QWEN, 1, margin=0.0)
-    low = max(first.lowest.values()) + first.not_in_peak       # + the HCCL buffers (issue 27 pt 3)
+    low = max(first.lowest.values())
     res = make_plan(str(src), low + MiB, margin=0.0)
     assert not res.fits and any("parallel optimizer" in lv for lv in res.levers), res.levers
 

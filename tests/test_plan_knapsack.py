@@ -75,6 +75,13 @@ def test_mckp_with_many_identical_layers_is_the_closed_form_plus_few():
     assert got is not None and got.counts == [{0: 4444, 1: 5556}] and got.seconds == 5556 * 3.0
 
 
+def test_an_uncapped_resource_is_no_constraint():
+    # host bytes with no host room (Rooms.host defaults to inf): the pair's closed form must not divide by it
+    slots = [(4, [(10.0, 0.0, (5.0,), 0), (1.0, 10.0, (0.0,), 1)])]
+    got = mckp(slots, 22.0, (math.inf,))
+    assert got is not None and got.counts == [{0: 2, 1: 2}] and got.seconds == 20.0
+
+
 def _level(label, kept, regen, flops, rank):
     return Level(label, (), label == "full", None, LayerCost(kept=kept, host=0, regen=regen, flops=flops), rank)
 
@@ -141,3 +148,26 @@ def test_price_is_what_the_search_reads():
     slow = search.Device(flops_per_s=1e12)
     t = _Table()
     assert search.price(t, lv, slow, kinds=_Kinds({(id(t), "select:a"): lv.cost})).seconds == 4.0
+
+
+def test_hard_capacities_stop_at_the_work_bound_with_a_feasible_answer():
+    """Two capacities beside memory binding on 1,500 layers: the kept-bytes bound is far from the
+    answer and the enumeration wide; it stops at NODE_LIMIT with the best assignment found, which
+    fits every constraint, and says it is not proven the least (exact False)."""
+    rng = random.Random(1)
+    n = 1000
+    levels = [(100.0, 0.0, (0.0, 0.0), 0), (60.0, 3.0, (0.0, 0.0), 1), (10.0, 10.0, (0.0, 0.0), 2),
+              (20.0, 0.1, (8.0, 3.0), 3), (40.0, 0.05, (4.0, 1.5), 4), (30.0, 1.0, (2.0, 2.0), 5)]
+    slots = [(n, [(k * rng.uniform(0.8, 1.2), c, u, i) for k, c, u, i in levels]),
+             (n // 2, [(k * 2, c, u, i) for k, c, u, i in levels])]
+    room, caps = n * 100.0, (n * 1.5, n * 1.0)
+    got = mckp(slots, room, caps)
+    assert got is not None and not got.exact
+    by = [{it[3]: it for it in items} for _, items in slots]
+    assert [sum(c.values()) for c in got.counts] == [n for n, _ in slots]
+    assert sum(m * by[j][i][0] for j, c in enumerate(got.counts) for i, m in c.items()) <= room
+    for r, cap in enumerate(caps):
+        assert sum(m * by[j][i][2][r] for j, c in enumerate(got.counts) for i, m in c.items()) <= cap + 1e-6
+    # no layer at a level that uses no capacity could be made cheaper and still fit: the greedy's
+    # answer is at least locally best, and better than leaving every layer at the cheapest free level
+    assert got.seconds < n * 3.0 + (n // 2) * 3.0

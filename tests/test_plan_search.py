@@ -247,36 +247,47 @@ def test_64_layer_yaml_plans_a_mix():
     assert "none" in choices and len(choices) >= 2
 
 
-def test_a_budget_between_peak_and_peak_plus_buffers_does_not_fit(monkeypatch):
-    """issue 27 pt 3: peak_bytes is DryRun L1's figure (the allocator's peak); the HCCL buffers it
-    leaves out are fitted beside it, so a budget the peak alone fits but the sum does not is no fit."""
+def test_hccl_buffers_are_beside_the_pool_in_the_card_check(monkeypatch):
+    """issue 35 pt 1: HCCL's buffers are HCCL's own device memory, outside MindSpore's pool that the
+    budget (max_device_memory) caps: the pool check fits the peak alone (margin 0 here), and the
+    card check counts the buffers beside the pool against the HBM (memory/budget.py)."""
+    from swapwatch.memory.budget import CARD_HBM, DEFAULT_CARD
     from swapwatch.memory.model import not_in_dryrun
 
     est = estimate(QWEN)
     buffers = not_in_dryrun(est.spec)["communication_buffers_bytes"]
     assert buffers == 6 * 2 * (200 << 20)          # 6 communicators at dp 8 tp 8 pp 4, HCCL_BUFFSIZE 200 MB
-    floor = make_plan(QWEN, 1 << 30, margin=0.0)
-    low = max(floor.lowest.values())
-    assert floor.not_in_peak == buffers and not floor.fits
-    between = low + buffers // 2                   # the lowest peak fits, the lowest peak + buffers does not
-    res = make_plan(QWEN, between, margin=0.0)
-    assert not res.fits and max(res.lowest.values()) <= between
+    low = max(make_plan(QWEN, 1 << 30, margin=0.0).lowest.values())
+    res = make_plan(QWEN, low + (64 << 20), margin=0.0)     # the peak fits; peak + buffers would not
+    assert res.fits and res.not_in_peak == buffers
     js = res.to_json()
-    assert js["not_in_peak_bytes"] == buffers and js["lowest_peak_bytes"] == low
-    assert all(st["total_bytes"] == st["lowest_peak_bytes"] + buffers for st in js["stages"])
-    assert "+ 2.34 GiB of HCCL buffers (not in the peak)" in res.message()
-    # with room for both it fits, and every stage's sum is within the budget
-    res = make_plan(QWEN, low + buffers + (256 << 20), margin=0.0)
-    assert res.fits
-    js = res.to_json()
-    assert js["peak_target_bytes"] == res.budget - buffers
+    assert js["not_in_peak_bytes"] == buffers and js["peak_target_bytes"] == res.budget
     for st in js["stages"]:
-        assert st["not_in_peak_bytes"] == buffers and st["total_bytes"] == st["peak_bytes"] + buffers
-        assert st["total_bytes"] <= res.budget
-    assert "+ 2.34 GiB of HCCL buffers (not in the peak) is within" in res.message()
-    # HCCL_BUFFSIZE sizes them: smaller buffers leave the peak more room
+        assert st["not_in_peak_bytes"] == buffers and st["total_bytes"] == st["peak_bytes"] <= res.budget
+    # the YAML's max_device_memory (58GB, read as 58 GiB) is the pool the card holds, beside the buffers
+    card = js["card"]
+    assert card["pool_bytes"] == 58 << 30 and card["hccl_bytes"] == buffers
+    assert card["hbm_bytes"] == CARD_HBM[DEFAULT_CARD] == 62432 << 20
+    assert card["left_bytes"] == card["hbm_bytes"] - card["pool_bytes"] - buffers - card["runtime_bytes"]
+    assert card["fits"] and "to spare" in res.card.line()
+    # a pool the card cannot hold beside the buffers: said, with the max_device_memory that would do
+    text = open(QWEN).read().replace('max_device_memory: "58GB"', 'max_device_memory: "60GB"')
+    over = card_of(text, monkeypatch)
+    assert not over.fits and "over by" in over.line() and "at most 58GB" in over.line()
+    # HCCL_BUFFSIZE sizes them
     monkeypatch.setenv("HCCL_BUFFSIZE", "50")
-    assert make_plan(QWEN, between, margin=0.0).fits
+    assert make_plan(QWEN, low + (64 << 20), margin=0.0).card.hccl == 6 * 2 * (50 << 20)
+
+
+def card_of(text, monkeypatch):
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as fh:
+        fh.write(text)
+    try:
+        return make_plan(fh.name, 40 << 30, margin=0.0).card
+    finally:
+        os.unlink(fh.name)
 
 
 def test_no_hccl_buffers_off_ascend():
@@ -292,11 +303,12 @@ def test_128_layers_16_stages(tmp_path):
     p.write_text(text)
     res = make_plan(str(p), 13 << 30)           # its speed: bench/plan_search.py
     assert res.fits and len(res.estimate.stages) == 16
-    assert all(st.peak() + res.not_in_peak <= res.target for st in res.estimate.stages)
+    assert all(st.peak() <= res.target for st in res.estimate.stages)
 
 
-@pytest.mark.parametrize("text,want", [("58GiB", 58 << 30), ("45MB", 45_000_000), ("62914560", 62914560),
-                                       ("20M", 20 << 20), ("1.5GiB", 3 << 29)])
+@pytest.mark.parametrize("text,want", [("58GiB", 58 << 30), ("45MB", 45 << 20), ("62914560", 62914560),
+                                       ("20M", 20 << 20), ("1.5GiB", 3 << 29), ("58GB", 58 << 30), ("58gb", 58 << 30),
+                                       ("3.5GB", 7 << 29), ("2048KB", 2 << 20), ("1TB", 1 << 40)])
 def test_sizes(text, want):
     assert parse_size(text) == want
 
@@ -433,13 +445,13 @@ def test_mixed_kinds_are_searched_per_kind_with_the_mtp_layer(tmp_path):
     geo = plan.geometry
     heaviest = [lowest_peak(spec, fam, geo, p, NO_CALIBRATION) for p in (0, 1)]
     first = make_plan(src, 1, margin=0.0)
-    low, buffers = first.lowest, first.not_in_peak
+    low = first.lowest
     # stage 0 holds the 3 dense layers: lighter than MoE ones; stage 1 the MTP layer, whose own
     # embedding output and head logits no recompute drops: the heaviest-kind search got both wrong
     assert low[0] < heaviest[0] and low[1] > heaviest[1]
     # the floor is exact: a budget at it fits, one 64 MiB under does not
-    assert not make_plan(src, max(low.values()) + buffers - (64 << 20), margin=0.0).fits
-    tight = make_plan(src, max(low.values()) + buffers + (16 << 20), margin=0.0)
+    assert not make_plan(src, max(low.values()) - (64 << 20), margin=0.0).fits
+    tight = make_plan(src, max(low.values()) + (16 << 20), margin=0.0)
     assert tight.fits, tight.message()
     costs = []
     for gib in (37, 39, 42):
@@ -452,7 +464,7 @@ def test_mixed_kinds_are_searched_per_kind_with_the_mtp_layer(tmp_path):
         out = tmp_path / f"planned_{gib}.yaml"
         out.write_text(res.text)
         est = estimate(str(out))
-        assert all(st.peak() + buffers <= budget for st in est.stages)
+        assert all(st.peak() <= budget for st in est.stages)
         # the MTP layer takes the last decoder layer's choice
         rows = {(r["layer"], bool(r.get("mtp"))): r["choice"] for r in est.layers}
         assert rows[(7, True)] == "mtp:" + rows[(7, False)]
@@ -469,7 +481,7 @@ def test_mixed_kinds_are_searched_per_kind_with_the_mtp_layer(tmp_path):
         uni.write_text(text.replace("  recompute:\n  - 1\n  select_recompute: true",
                                     f"  recompute:\n{full}\n  select_recompute: {sel}"))
         est = estimate(str(uni))
-        if all(st.peak() + buffers <= budget for st in est.stages):
+        if all(st.peak() <= budget for st in est.stages):
             assert sum(r["recompute_flops"] for r in est.layers) * spec.micro_batch_num >= \
                 sum(s.flops for s in mid.stages) - 1e-6
 
@@ -481,7 +493,8 @@ def test_mixed_kinds_planned_yaml_explains_clean_from_the_cli(tmp_path):
     assert r.returncode == 0, r.stderr
     r = cli("explain", str(out))
     assert r.returncode == 0 and "Findings: none" in r.stdout, r.stdout
-    r = cli("estimate", str(out), "--format", "json")
-    js = json.loads(r.stdout)
-    assert all(st["peak_bytes"] + js["not_in_peak"]["communication_buffers_bytes"] <= int(44 * 0.9 * (1 << 30))
-               for st in js["stages"])
+    # every stage's pool need (the peak and the margin's parts) within the budget, the peak under it
+    plan_js = json.loads(cli("plan", src, "--budget", "44GiB", "--format", "json").stdout)
+    js = json.loads(cli("estimate", str(out), "--format", "json").stdout)
+    assert [st["peak_bytes"] for st in js["stages"]] == [st["peak_bytes"] for st in plan_js["stages"]]
+    assert all(st["peak_bytes"] < st["total_bytes"] <= 44 << 30 for st in plan_js["stages"])

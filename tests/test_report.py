@@ -232,7 +232,8 @@ def test_a_failing_worker_gets_a_report_and_keeps_its_exit_code(tmp_path):
     facts = {r[0]: r[1] for t in parse(page).tables if t["head"] == ["what", "value"] for r in t["rows"]}
     assert facts["exit code"] == "1"
     # which worker failed, and where its log says so
-    assert re.fullmatch(r"rank 0: traceback \(.*console\.log:\d+\)", facts["ranks that stopped with an error"])
+    # (the traceback went to the job's stderr: its copy, console.stderr.log, read as the same rank)
+    assert re.fullmatch(r"rank 0: traceback \(.*console\.stderr\.log:\d+\)", facts["ranks that stopped with an error"])
 
 
 def test_a_report_that_fails_is_a_warning_and_never_the_exit_code(tmp_path):

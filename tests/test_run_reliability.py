@@ -80,6 +80,11 @@ def test_a_run_dir_that_fills_up_never_stops_the_job(tmp_path):
         assert b"internal error" not in err and b"cannot write" in err and b"the job goes on" in err
         assert b"console.log is incomplete" in out
         assert not list((full / "r").glob("*.tmp"))
+        # the note says what reached the disk (the review's R8/N50: "after 0 bytes" beside 61,440)
+        import re
+        said = int(re.search(rb"console\.log is incomplete: writing it failed after ([\d,]+) bytes", out)
+                   .group(1).replace(b",", b""))
+        assert said == (full / "r" / "console.log").stat().st_size > 0
 
 
 @needs_root
@@ -251,11 +256,12 @@ def test_a_bug_mid_run_still_stops_a_child_that_ignores_sigint(tmp_path, monkeyp
     def broken(*_a, **_k):
         _wait_for(pid_file)
         raise ZeroDivisionError("a bug")
-    monkeypatch.setattr(runner, "_tee_some", broken)
+    monkeypatch.setattr(runner._Streams, "tee", broken)
     code = (f"import os, signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); "
             f"open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(300)")
     with pytest.raises(ZeroDivisionError):
-        runner.run([PY, "-c", code], run_dir=str(tmp_path / "r"), out=io.BytesIO(), verify=False, grace=1.0)
+        runner.run([PY, "-c", code], run_dir=str(tmp_path / "r"), out=io.BytesIO(), err=io.BytesIO(), verify=False,
+                   grace=1.0)
     assert _gone(int(pid_file.read_text()), 10)
 
 

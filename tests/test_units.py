@@ -34,7 +34,7 @@ def test_a_budget_under_one_mib_names_what_was_meant(text, meant):
     assert ("has no unit" in msg) == (text.strip().isdigit() or text.strip().replace(".", "").isdigit())
 
 
-@pytest.mark.parametrize("text,want", [("1MiB", 1 << 20), ("1048576", 1 << 20), ("1M", 1 << 20), ("2MB", 2_000_000),
+@pytest.mark.parametrize("text,want", [("1MiB", 1 << 20), ("1048576", 1 << 20), ("1M", 1 << 20), ("2MB", 2 << 20),
                                        ("58GiB", 58 << 30), ("8G", 8 << 30)])
 def test_a_budget_of_one_mib_or_more_is_taken(text, want):
     assert parse_size(text) == want

@@ -51,6 +51,7 @@ class UnaskedAction(Rule):
         if comp is None:
             return
         for rank, diff in comp.ranks.items():
+            yield from self._past_ceiling(ctx, rank)
             for s in diff.extra:
                 what = describe(s.action, s.path)
                 value = f" (value {s.value})" if s.action in actions.SWAP_ACTIONS else ""
@@ -61,6 +62,21 @@ class UnaskedAction(Rule):
                     expected="(not configured)",
                     actual=s.value if s.action in actions.SWAP_ACTIONS else (s.path or s.action),
                     source=s.source)
+
+    def _past_ceiling(self, ctx: CheckContext, rank: int) -> Iterable[Finding]:
+        """Strategy lines for layer ids no config swapwatch reads can have (the parsers count them
+        instead of keeping one event each: ``parsers.reader.LAYER_CEILING``): one finding for all."""
+        rank_log = ctx.runlog.ranks.get(rank) if ctx.runlog is not None else None
+        if rank_log is None or "notice" not in rank_log.kinds():
+            return
+        for n in rank_log.of("notice"):
+            if n.what == "past_layer_ceiling":                               # type: ignore[attr-defined]
+                d = n.data                                                   # type: ignore[attr-defined]
+                yield self.finding(
+                    f"the log shows {d['count']:,} strategy line(s) for layers {d['first_layer']}-{d['last_layer']}, "
+                    f"past any layer count (swapwatch reads configs of at most {d['ceiling']:,} layers): the "
+                    "config applies nothing there; counted, not compared one by one",
+                    rank=rank, expected="(no such layer)", actual=f"{d['count']:,} line(s)", source=n.source)
 
     def _apply_ac(self, comp: "ApplyAcComparison") -> Iterable[Finding]:
         """``apply_ac``: a logged ``Set ...`` line, path or map entry the config does not lead to, per rank."""

@@ -60,6 +60,7 @@ class PatternMatchesNothing(Rule):
         if not fam.known:
             return                        # unknown family: nothing to resolve against (SW307)
         cfg = config_of(ctx)
+        suggested = 0                     # "did you mean" for the first MAX_SUGGESTIONS (nearest_path)
         for action in ACTIONS:
             layers_of: Dict[str, List[int]] = {}
             for lp in plan.layers:
@@ -82,11 +83,14 @@ class PatternMatchesNothing(Rule):
                            f"{action.replace('_', ' ')} only acts on primitives")
                 else:
                     why = f"nothing in the {plan.model} layer is named like that"
-                    near = nearest_path(fam.layout(plan.layout_key(layers[0])), pat)
-                    if near == pat:
-                        near = None
-                    other = None if near else other_path_name(
-                        plan.walker(layers[0]), pat, strategy.WALK_MODE[action], fam.path)
+                    suggested += 1
+                    near = other = None
+                    if suggested <= MAX_SUGGESTIONS:
+                        near = nearest_path(fam.layout(plan.layout_key(layers[0])), pat)
+                        if near == pat:
+                            near = None
+                        other = None if near else other_path_name(
+                            plan.walker(layers[0]), pat, strategy.WALK_MODE[action], fam.path)
                     if near:
                         why += f" (did you mean '{near}'?)"
                     elif other:
@@ -117,6 +121,10 @@ class PatternMatchesNothing(Rule):
                                op=key, source=plan.config.where(section))
 
 
+#: Patterns of one config that get a "did you mean": each suggestion compares the pattern with every
+#: path of the layer (difflib); thousands of patterns that match nothing are no typos, and 20,000
+#: of them spent most of explain's time here (docs/reliability.md: near-linear, in seconds).
+MAX_SUGGESTIONS = 100
 #: Regex syntax besides the ``\.`` separator: such a pattern is not a misspelt path, so no suggestion.
 _REGEX_META = re.compile(r"[*+?()\[\]{}|^$\\]")
 _ANY_PREFIX = ".*\\."

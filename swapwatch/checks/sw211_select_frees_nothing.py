@@ -58,8 +58,11 @@ class SelectFreesNothing(Rule):
                 continue
             from ..text import ranges
 
+            # each pattern as the YAML has it, single-quoted (a ' doubled), so it can be copied back:
+            # repr() doubled every backslash ('feed_forward\\.mul'), which is another regex in a YAML
+            shown = ", ".join("'" + p.replace("'", "''") + "'" for p in pats)
             yield self.finding(
-                f"select_recompute {', '.join(repr(p) for p in pats)} frees nothing on layer(s) "
+                f"select_recompute {shown} frees nothing on layer(s) "
                 f"{ranges(layers, sep=',')}: each reached op ({', '.join(sorted(reached))}) feeds an op "
                 "outside the set, so MindSpore drops every mark",
                 layer=layers[0], op=", ".join(pats), source=where(cfg, "recompute_config.select_recompute"),

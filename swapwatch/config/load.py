@@ -54,13 +54,20 @@ def read_config_bytes(path: str) -> bytes:
         fd = os.open(path, os.O_RDONLY)       # a FIFO with no writer blocks here, as `cat` does
     except OSError as exc:
         raise InputError(f"cannot read config: {exc.strerror}", file=path) from None
-    with os.fdopen(fd, "rb") as fh:
+    # the kind of file is decided on the descriptor, before ``fdopen``: it refuses a directory
+    # itself (IsADirectoryError), which would be exit 3 instead of the one line below
+    try:
         st = os.fstat(fd)
-        mode = st.st_mode
-        if stat.S_ISDIR(mode):
-            raise InputError("cannot read config: Is a directory", file=path)
-        if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)):
-            raise InputError("cannot read config: not a regular file or a pipe (a device has no end)", file=path)
+    except OSError as exc:
+        os.close(fd)
+        raise InputError(f"cannot read config: {exc.strerror}", file=path) from None
+    mode = st.st_mode
+    why = ("Is a directory" if stat.S_ISDIR(mode) else None if stat.S_ISREG(mode) or stat.S_ISFIFO(mode)
+           or stat.S_ISSOCK(mode) else "not a regular file or a pipe (a device has no end)")
+    if why is not None:
+        os.close(fd)
+        raise InputError(f"cannot read config: {why}", file=path)
+    with os.fdopen(fd, "rb") as fh:
         try:
             data = fh.read(MAX_CONFIG_BYTES + 1)
         except OSError as exc:

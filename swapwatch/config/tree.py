@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import difflib
-import json
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from ..errors import ConfigError
@@ -180,10 +179,14 @@ def _from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional[str
         num_layers = model_config.get("num_layers", model_config.get("num_hidden_layers"))
         n_src = n_key
     if num_layers is None:
+        from ..file_kind import reject_foreign_yaml
+
+        reject_foreign_yaml(data, source)         # a k8s manifest, an mkdocs.yml: not a fragment
         hint = " (this YAML takes it from pretrained_model_dir's config.json, which swapwatch does not " \
                "read)" if data.get("pretrained_model_dir") else ""
-        raise ConfigError(f"the layer count is unknown{hint}: set model.model_config.num_layers in the YAML, "
-                          "or pass --num-layers N for a fragment", file=source, key=f"{mc}.num_layers")
+        # only explain takes --num-layers (for a fragment): the hint says so instead of offering it here
+        raise ConfigError(f"the layer count is unknown{hint}: set model.model_config.num_layers in the YAML "
+                          "(explain also takes --num-layers N for a fragment)", file=source, key=f"{mc}.num_layers")
     num_layers = _positive_int(num_layers, n_src, err, limit=MAX_LAYERS, why=_LAYERS_WHY)
     mtp_depth = 0
     if overrides["num_layers"] is None and model_config.get("mtp_depth") not in (None, 0) and not mcore:
@@ -307,11 +310,11 @@ def _pretrained_config(data: Dict[str, Any], source: Optional[str]) -> Tuple[Dic
     if not os.path.isabs(pdir) and source:
         pdir = os.path.join(os.path.dirname(os.path.abspath(source)), pdir) if not os.path.isdir(pdir) else pdir
     path = os.path.join(pdir, "config.json")
-    try:
-        with open(path, encoding="utf-8") as fh:
-            hf = json.load(fh)
-    except (OSError, ValueError):
+    if not os.path.isfile(path):
         return {}, None
+    from .. import json_input
+
+    hf = json_input.read(path, "config.json")     # bounded (size, depth): a bad one is one line
     return (hf, path) if isinstance(hf, dict) else ({}, None)
 
 

@@ -102,7 +102,6 @@ def apply_pynative(layers, config: str, log) -> None:
         cell = layers[la.layer]
         if la.full:
             cell.recompute()
-            log.info(f"Set full recompute at layer {la.layer}")
             continue
         for path in la.select:
             node = cell
@@ -112,8 +111,10 @@ def apply_pynative(layers, config: str, log) -> None:
                     raise InputError(f"layer {la.layer}: select path {path} is not a cell of the example "
                                      f"model (PyNative: cells only)", file=config)
             node.recompute()
-        if la.select:
-            log.info(f"Set select recompute at layer {la.layer}: {', '.join(la.select)}")
+    # what apply_ac logs for this strategy, in its order (the "Final ... Configuration Map" blocks, then the
+    # per-layer Set lines): the lines MindFormers' trainer would print beside the wrappers it installs
+    for line in plan.lines:
+        (log.warning if line.level == "WARNING" else log.info)(line.text)
 
 
 def parse_args(argv=None) -> argparse.Namespace:

@@ -247,20 +247,19 @@ def dryrun_case(path: str) -> Optional[Measured]:
     """A DryRun record (``fixtures/dryrun/cases/<name>.json``, what ``tools/dryrun/record_cases.py``
     writes: the YAML DryRun ran, beside it, and DryRun L1's used / actual peak per stage), as
     measured peaks; None when ``path`` is not a ``.json`` file (a run directory)."""
-    import json
+    from .. import json_input
 
     if not (path.endswith(".json") and os.path.isfile(path)):
         return None
+    data = json_input.read(path, "DryRun record")      # bounded: size, device, depth
     try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
         cfg = os.path.join(os.path.dirname(path), data["yaml"])
         # bytes where the record has them (fixtures/cpu_memory: the CPU pool), else DryRun's MiB
         used = {int(s["stage"]): int(s["used_peak_bytes"]) if "used_peak_bytes" in s
                 else int(s["used_peak_mib"]) << 20 for s in data["stages"]}
         actual = {int(s["stage"]): int(s["actual_peak_bytes"]) if "actual_peak_bytes" in s
                   else int(s["actual_peak_mib"]) << 20 for s in data["stages"] if "actual_peak_mib" in s}
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, OverflowError) as exc:
         raise InputError(f"not a DryRun record (yaml, stages[].used_peak_mib ...): {exc}", file=path) from None
     if not os.path.isfile(cfg):
         raise InputError(f"the DryRun record's YAML {cfg} does not exist", file=path)
@@ -319,18 +318,11 @@ def dryrun_log(path: str, config: Optional[str]) -> Optional[Measured]:
 
 
 def _run_json(run_dir: str) -> Dict[str, Any]:
-    import json
+    from ..json_input import read_run_json
 
-    path = os.path.join(run_dir, "run.json")
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except FileNotFoundError:
-        raise InputError("not a swapwatch run directory (no run.json)", file=run_dir) from None
-    except (OSError, ValueError) as exc:
-        raise InputError(f"cannot read run.json: {exc}", file=path) from None
-    if not isinstance(data, dict):
-        raise InputError("run.json is not a JSON object", file=path)
+    data = read_run_json(run_dir)            # bounded and type-checked
+    if data is None:
+        raise InputError("not a swapwatch run directory (no run.json)", file=run_dir)
     return data
 
 
@@ -349,3 +341,40 @@ def calibrated_estimate(config: str, run_dirs: Sequence[str], model: Optional[st
         for stage, used in m.used.items():
             est.measured[stage] = max(est.measured.get(stage, 0), used)
     return est
+
+
+def corpus_errors(cases_dir: str) -> Dict[str, Any]:
+    """The model's error against DryRun L1 on every recorded stage of the oracle tier (the ``.json``
+    records beside the YAMLs DryRun ran, ``fixtures/dryrun/cases``), per tensor table: the worst
+    signed error ``(estimate - used) / used`` over the stages without swap (what a recompute plan's
+    margin takes: memory/budget.py), over all stages, and per kind of strategy on the stage (the
+    first word of each layer's choice: none, select, full, swap ...). Uncalibrated, as ``plan``
+    uses the model. Written to ``memory/model_error.json`` by tools/plan_margin_table.py;
+    tests/test_plan_margin.py checks the file is what the records say."""
+    import glob
+    import json
+
+    tables: Dict[str, Dict[str, Any]] = {}
+    for rec in sorted(glob.glob(os.path.join(cases_dir, "*.json"))):
+        with open(rec, encoding="utf-8") as fh:
+            data = json.load(fh)
+        yaml_path = os.path.join(cases_dir, data["yaml"])
+        est = estimate(yaml_path)
+        name = os.path.basename(rec)[:-5]
+        for row in data.get("stages", []):
+            stage, used = row["stage"], row["used_peak_mib"] << 20
+            err = (est.stages[stage].peak() - used) / used
+            kinds = sorted({r["choice"].removeprefix("mtp:").split(":")[0] for r in est.layers
+                            if r["stage"] == stage})
+            t = tables.setdefault(est.fam.table, {"worst_error": 0.0, "worst_case": "", "worst_error_all": 0.0,
+                                                  "stages": 0, "families": [], "by_kind": {}})
+            t["stages"] += 1
+            if est.family not in t["families"]:
+                t["families"].append(est.family)
+            swap = any(k not in ("none", "select", "full") for k in kinds)
+            if not swap and err < t["worst_error"]:
+                t["worst_error"], t["worst_case"] = round(err, 4), f"{name} stage {stage}"
+            t["worst_error_all"] = round(min(t["worst_error_all"], err), 4)
+            key = "+".join(kinds)
+            t["by_kind"][key] = round(min(t["by_kind"].get(key, 0.0), err), 4)
+    return {"source": "fixtures/dryrun/cases (DryRun L1 used peak, uncalibrated estimate)", "tables": tables}

@@ -82,21 +82,40 @@ def _cann() -> Tuple[Optional[Path], Optional[Path]]:
 
 def available() -> Optional[str]:
     """None when DryRun can run here, else the one-line reason (what is missing)."""
-    py = _python()
-    if not os.access(py, os.X_OK):
-        return f"no Python with MindSpore at {py} (SWAPWATCH_DRYRUN_PYTHON)"
+    return interpreter_missing(_python(), "SWAPWATCH_DRYRUN_PYTHON")
+
+
+def cann_missing() -> Optional[str]:
+    """None when CANN (the stand-ins of ``make dryrun`` or a real toolkit) is found, else why not."""
     stubs, toolkit = _cann()
     if stubs is None and toolkit is None:
         return ("no CANN: neither the stand-ins of `make dryrun` (.dryrun-stubs/, SWAPWATCH_DRYRUN_STUBS) "
                 "nor an Ascend toolkit (ASCEND_HOME_PATH) was found")
     if stubs is not None and not (stubs / "latest" / "lib64" / "libascendcl.so").exists():
         return f"the CANN stand-ins in {stubs} are incomplete (run `make dryrun`)"
+    return None
+
+
+def interpreter_missing(py: str, env_name: str, probe_code: str = "") -> Optional[str]:
+    """None when ``py`` can run a DryRun (CANN found, MindSpore and MindFormers importable, and
+    ``probe_code`` exits 0 if given), else the one-line reason naming ``env_name``, the variable that
+    picks another interpreter."""
+    if not os.access(py, os.X_OK):
+        return f"no Python with MindSpore at {py} ({env_name})"
+    reason = cann_missing()
+    if reason:
+        return reason
     probe = subprocess.run(
         [py, "-c", "import importlib.util as u, sys; "
                    "sys.exit(0 if u.find_spec('mindspore') and u.find_spec('mindformers') else 1)"],
         capture_output=True, timeout=60, check=False)
     if probe.returncode != 0:
-        return f"MindSpore and MindFormers are not both importable by {py} (SWAPWATCH_DRYRUN_PYTHON)"
+        return f"MindSpore and MindFormers are not both importable by {py} ({env_name})"
+    if probe_code:
+        extra = subprocess.run([py, "-c", probe_code], capture_output=True, text=True, timeout=120, check=False)
+        if extra.returncode != 0:
+            tail = (extra.stderr.strip().splitlines() or ["failed"])[-1]
+            return f"{py} ({env_name}) cannot run it: {tail}"
     return None
 
 
@@ -137,7 +156,9 @@ def read_peaks(text: str) -> Tuple[Optional[int], Optional[int]]:
     return (int(used[-1]) * MIB if used else None, int(actual[-1]) * MIB if actual else None)
 
 
-def _env(rank_size: int, rank_id: int, work: Path) -> Dict[str, str]:
+def simulation_env(rank_size: int, rank_id: int, work: Path) -> Dict[str, str]:
+    """The environment of a DryRun child: CANN on the library and Python paths, one simulated rank
+    ``rank_id`` of ``rank_size``, MindSpore's warnings (the peak lines) on, MindFormers' logs under ``work``."""
     env = dict(os.environ)
     stubs, toolkit = _cann()
     if stubs is not None:
@@ -180,7 +201,7 @@ def measure(config_path: str, stages: Optional[Sequence[int]] = None, *, timeout
         with open(log, "w", encoding="utf-8") as out:
             try:
                 proc = subprocess.run([_python(), str(CHILD), str(path.resolve())], cwd=sub,
-                                      env=_env(rank_size, rank, sub), stdout=out, stderr=subprocess.STDOUT,
+                                      env=simulation_env(rank_size, rank, sub), stdout=out, stderr=subprocess.STDOUT,
                                       timeout=timeout, check=False)
             except subprocess.TimeoutExpired as exc:
                 raise DryRunError(f"DryRun of stage {s} (rank {rank}) timed out after {timeout:.0f} s; "

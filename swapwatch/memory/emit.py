@@ -45,9 +45,12 @@ class _Delete:
 
 DELETE: Any = _Delete()
 
+#: where MindFormers reads the pipeline's layer split (``swapwatch.strategy.compute_geometry``)
+OFFSET_KEY: Path = ("model", "model_config", "offset")
+
 #: key paths (prefixes) that are the strategy: the only lines emit may change
 STRATEGY_KEYS: Tuple[Path, ...] = (("recompute_config",), ("parallel_config", "recompute"), ("swap_config",),
-                                   ("context", "memory_optimize_level"))
+                                   ("context", "memory_optimize_level"), OFFSET_KEY)
 
 
 @dataclass
@@ -261,13 +264,31 @@ def emit(text: str, source: str, geo, stages: Sequence[StagePlan]) -> str:
     return emit_result(text, source, geo, stages).text
 
 
-def emit_result(text: str, source: str, geo, stages: Sequence[StagePlan], plan_of_text=None) -> EmitResult:
+def offset_edits(doc: Dict[str, Any], geo) -> List[Tuple[Path, Any]]:
+    """The edit writing ``geo``'s split (one chunk per stage) as ``model.model_config.offset``, when
+    it differs from the YAML's: one int per stage, the layers each stage holds less the even split
+    (MindFormers: ``num_layers // pipeline_stage + offset[p]``; the offsets add up to the remainder)."""
+    want = [int(x) for x in geo.offset[0]]
+    cur = _get_or_missing(doc, OFFSET_KEY)
+    P = len(want)
+    if cur is _MISSING or cur is None:
+        have = [0] * P
+    elif isinstance(cur, int) and not isinstance(cur, bool):
+        have = [cur] * P
+    else:
+        have = list(cur) if isinstance(cur, list) else []
+    return [] if have == want else [(OFFSET_KEY, want)]
+
+
+def emit_result(text: str, source: str, geo, stages: Sequence[StagePlan], plan_of_text=None,
+                split: bool = False) -> EmitResult:
     """:func:`emit`, with the edits made and notes on what was dropped.
 
     ``plan_of_text(text) -> Plan`` (the engine explain uses) lets emit find the select / comm
-    patterns the new strategy leaves on no layer, and drop them."""
+    patterns the new strategy leaves on no layer, and drop them. ``split``: write ``geo``'s layer
+    split too (:func:`offset_edits`)."""
     doc = _load(text, source)
-    edits = strategy_edits(doc, geo, stages)
+    edits = strategy_edits(doc, geo, stages) + (offset_edits(doc, geo) if split else [])
     out = splice(text, source, edits)
     notes: List[str] = []
     if plan_of_text is not None:
@@ -277,6 +298,14 @@ def emit_result(text: str, source: str, geo, stages: Sequence[StagePlan], plan_o
             edits = _merge(edits, drops)
             out = splice(text, source, edits)
     return EmitResult(out, edits, notes)
+
+
+def yaml_context(text: str, source: str) -> Dict[str, Any]:
+    """The YAML's ``context`` section as written (``max_device_memory`` and the other keys the
+    strategy engine does not keep), {} when it has none."""
+    doc = _load(text, source)
+    ctx = doc.get("context") if isinstance(doc, dict) else None
+    return ctx if isinstance(ctx, dict) else {}
 
 
 def _merge(edits: List[Tuple[Path, Any]], more: List[Tuple[Path, Any]]) -> List[Tuple[Path, Any]]:
@@ -334,6 +363,7 @@ def splice(text: str, source: str, edits: Sequence[Tuple[Path, Any]]) -> str:
     _BOOLS["style"] = _bool_style(text)
     out = text
     for path, value in edits:
+        out = _unflow(out, source, path)
         cur = _get_or_missing(_load(out, source), path)
         if value is DELETE:
             if cur is not _MISSING:
@@ -345,6 +375,35 @@ def splice(text: str, source: str, edits: Sequence[Tuple[Path, Any]]) -> str:
     if got != want:
         raise AssertionError(f"the written YAML of {source} does not read back as the input with the strategy edits")
     return out
+
+
+def _unflow(text: str, source: str, path: Path) -> str:
+    """``text`` with the flow mapping that holds ``path`` (``recompute_config: {recompute: False,
+    select_recompute: False}``, which MindFormers and ``explain`` read like a block one) rewritten
+    in block style: the edits below splice whole lines, and a flow mapping has none per key. The
+    values read back the same (:func:`splice` checks it); the rest of the file is untouched."""
+    node = _compose(text)
+    if isinstance(node, yaml.MappingNode) and node.flow_style and node.value:
+        # the whole document is one flow mapping (a JSON file is one too): it becomes a block
+        # document, what comes before and after it (a comment header) kept
+        lines = text.splitlines(keepends=True)
+        start, (end, col) = node.start_mark.line, _end(node)
+        tail = lines[end][col:] if end < len(lines) else ""
+        body = [ln + "\n" for ln in _block(_load(text, source), "", _step(text), _dash(text, _step(text)))]
+        return "".join(lines[:start] + body + ([tail] if tail.strip() else []) + lines[end + 1:])
+    for depth, k in enumerate(path[:-1]):
+        if not isinstance(node, yaml.MappingNode):
+            return text
+        hit = None
+        for kn, vn in node.value:           # the last one wins, as in the loader
+            if isinstance(kn, yaml.ScalarNode) and kn.value == k:
+                hit = vn
+        if hit is None:
+            return text
+        if isinstance(hit, yaml.MappingNode) and hit.flow_style and hit.value:
+            return _set(text, path[:depth + 1], _get(_load(text, source), path[:depth + 1]))
+        node = hit
+    return text
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -227,8 +227,9 @@ def legacy_optimizer_step(spec: ModelSpec, fam: TensorTable, stage: int, n_layer
     # parameters in the order the optimizer takes them (embedding, each layer's weights, head), each
     # its fp32 next_param on this rank; updating one frees its next_param only (no clipped copy)
     layers = [product(row, sym) for row in fam.params_rows] * n_layers if layer_params is None else [layer_params]
-    order = ([4 * emb // emb_split] if stage == 0 else []) + [4 * size // spec.shard for size in layers] + \
-        ([4 * emb // spec.shard] if stage == spec.pp - 1 and not (spec.tie_embeddings and spec.pp == 1) else [])
+    shard = spec.shard            # a property: read once, not once per layer row (plan's split search)
+    order = ([4 * emb // emb_split] if stage == 0 else []) + [4 * size // shard for size in layers] + \
+        ([4 * emb // shard] if stage == spec.pp - 1 and not (spec.tie_embeddings and spec.pp == 1) else [])
     temps, done = 0, 0
     for size in order:
         temps = max(temps, 2 * size - done)

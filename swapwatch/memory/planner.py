@@ -8,10 +8,9 @@ written YAML does, and a disagreement with the search is a bug (exit 3), not a g
 """
 from __future__ import annotations
 
+import dataclasses
 import math
-import re
 from dataclasses import dataclass, field
-from fractions import Fraction
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import InputError
@@ -19,46 +18,10 @@ from ..families import DEFAULT_FAMILY
 from ..text import fmt_size
 from .calibrate import calibrate
 from .model import NO_CALIBRATION, Calibration, Estimate, estimate, not_in_dryrun, plan_of, planning_family
-from .search import StagePlan, SwapOffer, kinds_of, lowest_peak, solve_stage
-
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?i?B?|)\s*$", re.IGNORECASE)
-_UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40,
-          "KIB": 1 << 10, "MIB": 1 << 20, "GIB": 1 << 30, "TIB": 1 << 40,
-          "KB": 10 ** 3, "MB": 10 ** 6, "GB": 10 ** 9, "TB": 10 ** 12}
-
-
-def parse_size(text: str, flag: str = "--budget") -> int:
-    """``58GiB`` / ``45MB`` / ``62914560`` -> bytes. KiB/MiB/GiB and the bare K/M/G that MindSpore
-    prints are powers of 2; KB/MB/GB are powers of 10 (docs/units.md).
-
-    A budget under 1 MiB is refused rather than planned: no training step fits in it, so it is a
-    forgotten unit (``--budget 58``) or a unit one step too small (``58K``), and the message names
-    the size that was probably meant instead of answering ``no strategy fits 0.0 MiB``."""
-    m = _SIZE.match(str(text))
-    if not m or m.group(2).upper() not in _UNITS:
-        raise InputError(f"{flag}: {text!r} is not a size (e.g. 58GiB, 45MB, 62914560)")
-    number, unit = m.group(1), m.group(2)
-    value = int(Fraction(number) * _UNITS[unit.upper()])     # exact: a float overflows
-    if Fraction(number) <= 0:
-        raise InputError(f"{flag}: {text!r} must be more than 0 bytes")
-    if value >= 1 << 63:
-        raise InputError(f"{flag}: {text[:40]!r} is more than any device holds (2**63 bytes)")
-    if value < 1 << 20:
-        meant = _meant(number, unit)
-        what = "has no unit, so it is" if not unit else "is"
-        raise InputError(f"{flag} {text.strip()} {what} {value:,} byte(s), less than 1 MiB: "
-                         f"did you mean {flag} {meant}?")
-    return value
-
-
-def _meant(number: str, unit: str) -> str:
-    """The budget a too-small one most likely stood for: a bare number (or bytes) below 1024 in GiB,
-    the unit a device's memory is counted in, a larger one in MiB (MindSpore's ``M``); a K or M
-    size the same number one unit up, in GiB (GB, G)."""
-    if not unit or unit.upper() == "B":
-        return f"{number}GiB" if float(number) < 1024 else f"{number}MiB"
-    return number + "G" + unit[1:]
-
+from .budget import Card, Margin, card_check, fragments_for, parse_size, table_error, workspace_bound  # noqa: F401
+from .offsets import Split, head_seconds, layer_seconds, search_split, stage_geometry, stage_tables, step_seconds
+from .search import (DEFAULT_DEVICE, NO_ROOMS, Device, Rooms, StagePlan, SwapOffer, kinds_of, lowest_peak, solve_stage,
+                     stage_shape, stage_terms)
 
 @dataclass
 class PlanResult:
@@ -71,30 +34,54 @@ class PlanResult:
     estimate: Optional[Estimate] = None     # the planned YAML, estimated back
     lowest: Dict[int, int] = field(default_factory=dict)   # stage -> least reachable peak (when not)
     family: str = DEFAULT_FAMILY             # the memory model's tensor table
-    margin: float = 0.0                      # fraction of the budget held back (see plan_margin)
+    margin: float = 0.0                      # fraction of the budget held back at the tightest stage
     margin_why: str = ""
     notes: List[str] = field(default_factory=list)    # what the written YAML dropped, and why
     levers: List[str] = field(default_factory=list)   # when nothing fits: what would
     #: per rank, what ``peak_bytes`` (like DryRun L1, the allocator's peak) leaves out and the model
-    #: estimates on its own (``model.not_in_dryrun``: HCCL's communication buffers; kernel workspaces
-    #: are not estimated). The search fits ``peak + not_in_peak`` to :attr:`target` (issue 27 pt 3).
+    #: estimates on its own: HCCL's communication buffers, outside MindSpore's pool (memory/budget.py:
+    #: the card check counts them, the pool check does not)
     not_in_peak: int = 0
+    #: the pool check's parts (memory/budget.py); None: the library's flat ``margin``
+    parts: Optional[Margin] = None
+    #: stage -> the highest predicted peak the pool check allows there
+    caps: Dict[int, int] = field(default_factory=dict)
+    #: stage -> its static bytes (what fragments are not counted on)
+    statics: Dict[int, int] = field(default_factory=dict)
+    card: Optional[Card] = None
+    #: where the budget came from: ``--budget`` or ``context.max_device_memory``
+    budget_source: str = "--budget"
+    #: the YAML's own strategy was the answer: handed back unchanged (issue 35 point 3)
+    unchanged: bool = False
+    #: the YAML's own strategy as a candidate: {fits, time_cost_seconds, recompute_flops, errors, dryrun_stages}
+    own: Dict[str, Any] = field(default_factory=dict)
+    #: stage -> DryRun's actual peak of this very YAML (a ``--calibrate`` source that ran its text)
+    measured_actual: Dict[int, int] = field(default_factory=dict)
+    #: the modelled 1F1B step time of the answer, seconds (memory/offsets.py)
+    step: float = 0.0
+    #: the layer split of the answer (the YAML's, or the one the split search wrote as offset)
+    geometry: Any = None
 
     @property
     def target(self) -> int:
-        """What every stage's predicted peak plus :attr:`not_in_peak` must fit: the budget less the margin."""
-        return int(self.budget * (1.0 - self.margin))
+        """The highest predicted peak any stage may reach (the tightest stage's cap)."""
+        return min(self.caps.values()) if self.caps else int(self.budget * (1.0 - self.margin))
 
     @property
     def peak_target(self) -> int:
-        """What the search fits every stage's predicted peak (``peak_bytes``) into: the target less
-        what the peak leaves out (the communication buffers)."""
-        return self.target - self.not_in_peak
+        """What the search fits the tightest stage's predicted peak (``peak_bytes``) into."""
+        return self.target
 
-    def _within(self) -> str:
-        """What must fit the target: the peak alone, or the peak and the buffers it leaves out."""
-        return "predicted peak" if not self.not_in_peak else \
-            f"predicted peak + {fmt_size(self.not_in_peak)} of HCCL buffers (not in the peak)"
+    def need(self, stage: int, peak: int, own: bool = False) -> int:
+        """What MindSpore's pool must hold on ``stage`` for a predicted ``peak`` (memory/budget.py);
+        for the YAML's own strategy (``own``, or handed back unchanged) on a stage DryRun ran, its
+        actual peak and the workspaces."""
+        if (own or self.unchanged) and stage in self.measured_actual:
+            a = self.measured_actual[stage]
+            return a + (self.parts.parts(a, a)["workspace_bytes"] if self.parts is not None else 0)
+        if self.parts is None:
+            return peak
+        return self.parts.need(peak, self.statics.get(stage, 0))
 
     @property
     def exit_code(self) -> int:
@@ -108,24 +95,30 @@ class PlanResult:
         return self.estimate
 
     def margin_line(self) -> str:
-        """Says what the search aimed at, when a margin holds part of the budget back."""
+        """What the pool check holds back besides the peak (or the flat --margin)."""
+        if self.parts is not None:
+            return self.parts.line()
         if not self.margin:
             return ""
         return (f"planned to {fmt_size(self.target)}: the budget {fmt_size(self.budget)} less a "
                 f"{self.margin:.0%} margin ({self.margin_why}; --margin sets it)")
 
     def message(self) -> str:
+        what = "pool need (predicted peak + the margin's parts)" if self.parts is not None else "predicted peak"
         if self.fits:
-            return f"fits: every stage's {self._within()} is within {fmt_size(self.target)}" + \
-                (f" ({fmt_size(self.budget)} less the {self.margin:.0%} margin)" if self.margin else "")
+            head = f"fits: every stage's {what} is within {fmt_size(self.budget)}"
+            if self.parts is None and self.margin:
+                head = (f"fits: every stage's predicted peak is within {fmt_size(self.target)} "
+                        f"({fmt_size(self.budget)} less the {self.margin:.0%} margin)")
+            return head + ("; the YAML's own strategy, unchanged: nothing cheaper fits" if self.unchanged else "")
         bad = {s.stage: self.lowest[s.stage] for s in self.stages if not s.fits}
-        worst = max(bad, key=lambda k: bad[k])
-        need = max(self.lowest.values()) + self.not_in_peak
+        worst = max(bad, key=lambda k: self.need(k, bad[k]))
+        need = max(self.need(k, v) for k, v in self.lowest.items())
         levers = "; ".join(self.levers) if self.levers else "fewer layers / a smaller micro-batch per stage"
-        plus = f" + {fmt_size(self.not_in_peak)} of HCCL buffers (not in the peak)" if self.not_in_peak else ""
-        return (f"no strategy fits {fmt_size(self.target)}: stage(s) {', '.join(map(str, sorted(bad)))} "
+        plus = f" (pool need {fmt_size(self.need(worst, bad[worst]))})" if self.parts is not None else ""
+        return (f"no strategy fits {fmt_size(self.budget)}: stage(s) {', '.join(map(str, sorted(bad)))} "
                 f"cannot get below {fmt_size(bad[worst])}{plus} (stage {worst}, the most the model can drop "
-                f"with full recompute or the select sets); it would take a target of at least "
+                f"with full recompute or the select sets); it would take a budget of at least "
                 f"{fmt_size(need)} ({need} bytes). What would fit: {levers}")
 
     def to_json(self) -> Dict[str, Any]:
@@ -142,21 +135,43 @@ class PlanResult:
         out["margin"] = round(self.margin, 4)
         out["target_bytes"] = self.target
         out["notes"] = list(self.notes)
-        # additions (issue 27 pt 3): what the peak leaves out, per rank, and per stage the sum that
-        # was fitted to target_bytes (peak_bytes + not_in_peak_bytes)
+        # additions (issue 27 pt 3), semantics of issue 35: HCCL's buffers are outside MindSpore's
+        # pool (reported, in the card check, not fitted); total_bytes is what each stage's pool must
+        # hold, the sum fitted to the budget
         out["not_in_peak_bytes"] = self.not_in_peak
         out["peak_target_bytes"] = self.peak_target
         for st in out["stages"]:
             peak = st.get("peak_bytes", st.get("lowest_peak_bytes"))
             st["not_in_peak_bytes"] = self.not_in_peak
-            st["total_bytes"] = None if peak is None else peak + self.not_in_peak
+            st["total_bytes"] = None if peak is None else self.need(st["stage"], peak)
+            # additions (issue 35): the pool check per stage, its parts, the cap the search used
+            if self.parts is not None and peak is not None:
+                st["margin_bytes"] = self.parts.parts(peak, self.statics.get(st["stage"], 0))
+                if self.unchanged and st["stage"] in self.measured_actual:
+                    # checked with DryRun's actual peak of this very YAML: only the workspaces added
+                    a = self.measured_actual[st["stage"]]
+                    st["dryrun_actual_bytes"] = a
+                    st["margin_bytes"] = {"model_error_bytes": 0, "fragments_bytes": 0,
+                                          "workspace_bytes": self.need(st["stage"], peak) - a}
+            st["pool_bytes"] = st["total_bytes"]
+            st["peak_cap_bytes"] = self.caps.get(st["stage"])
         if not self.fits:
             out["lowest_peak_bytes"] = max(self.lowest.values())
             out["levers"] = list(self.levers)
         out["recompute_flops"] = sum(s.flops for s in self.stages)
-        # addition (issue 35): the search's objective, seconds per step (recompute at the device's
-        # throughput, swap's exposed transfer; memory/search.py Price)
+        # additions (issue 35): the search's objective, seconds per step (recompute at the device's
+        # throughput, swap's exposed transfer; memory/search.py Price); the margin's parts; the card
+        # check; where the budget came from; the YAML's own strategy as a candidate
         out["time_cost_seconds"] = sum(s.seconds for s in self.stages)
+        out["margin_parts"] = self.parts.to_json() if self.parts is not None else {"flat_fraction": self.margin}
+        out["card"] = self.card.to_json() if self.card is not None else None
+        out["budget_source"] = self.budget_source
+        out["unchanged"] = self.unchanged
+        out["own_strategy"] = dict(self.own)
+        out["step_time_seconds"] = self.step
+        if self.geometry is not None:
+            out["layer_split"] = list(self.geometry.layer_list[0]) if self.geometry.pp_interleave_num == 1 \
+                else [list(r) for r in self.geometry.layer_list]
         return out
 
 
@@ -227,42 +242,79 @@ def held_out_error(cal: Calibration, model: Optional[str] = None) -> Optional[Tu
     return worst, weaker
 
 
-def make_plan(config: str, budget: int, run_dirs: Sequence[str] = (), allow_swap: bool = False,
+def margin_parts(cfg: Any, table: str, family: str, cal: Calibration, model: Optional[str],
+                 ascend: bool = True) -> Margin:
+    """The pool check's parts for this YAML (memory/budget.py): the model's error (with a
+    calibration that measures its own miss, that miss; else the recorded DryRun error of the tensor
+    table), the fragments MindSpore's pool may hold at the YAML's memory_optimize_level, and the
+    kernel workspaces."""
+    err, why = table_error(table, family)
+    if cal.fitted:
+        frac, cwhy = plan_margin(cal, None, model)
+        if not cwhy.startswith(("the model is uncalibrated", "one calibration run")):
+            err, why = frac, cwhy
+    context = cfg.context or {}
+    frag, fwhy = fragments_for(str(context.get("memory_optimize_level", "O0")))
+    ws, wfrac, wwhy = workspace_bound() if ascend else (0, 0.0, "no kernel workspaces off Ascend (aclnn's)")
+    return Margin(error=err, error_why=why, fragments=frag, fragments_why=fwhy, workspace=ws, workspace_why=wwhy,
+                  workspace_fraction=wfrac)
+
+
+def make_plan(config: str, budget: Optional[int], run_dirs: Sequence[str] = (), allow_swap: bool = False,
               model: Optional[str] = None, margin: Optional[float] = 0.0,
-              calibration: Optional[Calibration] = None, link: Optional[Any] = None) -> PlanResult:
+              calibration: Optional[Calibration] = None, offsets: bool = False,
+              link: Optional[Any] = None) -> PlanResult:
     """``model``: the ``--model`` family; default the one the YAML names (as ``explain``).
-    ``margin``: the fraction of ``budget`` held back; None: :func:`plan_margin`'s default (what
-    ``swapwatch plan`` uses; the library's 0.0 keeps the search exact for callers that set the
-    target themselves); ``calibration``:
-    an already fitted calibration (``tune``), instead of fitting ``run_dirs``; ``link``: the host
-    link and throughput swaps are priced with (``swap_cost.Link``; default the 910B's, assumed)."""
+    ``budget``: MindSpore's pool per rank; None: the YAML's ``context.max_device_memory`` as
+    MindSpore reads it. ``margin``: a flat fraction of ``budget`` held back instead of the pool
+    check's parts; None: the parts (:func:`margin_parts`, what ``swapwatch plan`` uses; the library's
+    0.0 fits the predicted peaks to the budget exactly, for callers that set the target themselves);
+    ``calibration``: an already fitted calibration (``tune``), instead of fitting ``run_dirs``.
+
+    The YAML's own strategy is a candidate: when it passes the same check and nothing the search
+    finds is faster (the modelled step time), the YAML is handed back unchanged (issue 35 point 3).
+    ``offsets``: search the layer split with the levels and write it as ``offset`` (memory/offsets.py;
+    ``swapwatch plan`` does, ``--keep-offset`` does not); else the YAML's split is kept. ``link``: the
+    host link and throughput swaps are priced with (``swap_cost.Link``; default the 910B's, assumed)."""
+    from .budget import max_device_memory
+    from .swap_cost import make_link
+
     cfg, plan, spec = plan_of(config, model)
     target = str((cfg.context or {}).get("device_target", "Ascend"))
     if allow_swap and target.lower() != "ascend":
         raise InputError(f"--allow-swap: swap only moves memory on Ascend, and context.device_target is {target}",
                          file=config)
+    from ..config import read_config_text       # once: a config given as a pipe was read already
+    from .emit import emit_result, yaml_context
+
+    text = read_config_text(config)
+    context = yaml_context(text, config)        # the whole context section (max_device_memory)
+    source = "--budget"
+    if budget is None:
+        budget = max_device_memory(context)
+        if budget is None:
+            raise InputError("no --budget, and the YAML sets no context.max_device_memory (e.g. \"58GB\") to "
+                             "plan to", file=config, key="context.max_device_memory")
+        source = "context.max_device_memory"
+    if margin is not None and not 0.0 <= margin < 1.0:
+        raise InputError(f"--margin: {margin} must be a fraction in [0, 1) (e.g. 0.05)")
     geo = plan.geometry
     # a family whose layers differ by kind (DeepSeek-V3: dense, MoE, MTP): its levels are the most
     # demanding kind's select sets (memory.model.planning_family), each layer priced on its own kind
-    # and the MTP layer on its own (memory.search.Kinds); the written YAML is then estimated and the
-    # search target tightened by any overshoot (the interleaved / swap searches price every layer
-    # as the heaviest kind)
+    # and the MTP layer on its own (memory.search.Kinds)
     fam = planning_family(spec, plan)
     kinds = kinds_of(spec, plan)
-    cal = calibration if calibration is not None else (calibrate(run_dirs, model)[0] if run_dirs else NO_CALIBRATION)
-    frac, why = plan_margin(cal, margin, model)
-    # what DryRun L1 and so peak_bytes leave out (HCCL buffers) is fitted too: peak + buffers <= target.
-    # HCCL is Ascend's collective library: a CPU / GPU job has none of them (ModelSpec.hccl)
+    cal, actual = (calibration, {}) if calibration is not None else _calibration(run_dirs, model, config, text)
+    parts = None if margin is not None else margin_parts(cfg, fam.table, plan.fam.name, cal, model, spec.hccl)
+    # HCCL is Ascend's collective library: a CPU / GPU job has none of them (ModelSpec.hccl); its
+    # buffers are outside MindSpore's pool: the card check, not the budget (memory/budget.py)
     extra = int(not_in_dryrun(spec)["communication_buffers_bytes"])
     result = PlanResult(config=config, budget=budget, fits=False, stages=[], calibration=cal, family=fam.name,
-                        margin=frac, margin_why=why, not_in_peak=extra)
-    goal = search = result.peak_target
-    from ..config import read_config_text       # once: a config given as a pipe was read already
-    from .emit import emit_result
-
-    text = read_config_text(config)
-    from .search import DEFAULT_DEVICE, Device, Rooms
-    from .swap_cost import make_link
+                        margin=margin or 0.0, margin_why="--margin" if margin else "", not_in_peak=extra,
+                        parts=parts, budget_source=source, measured_actual=actual)
+    if spec.hccl:
+        result.card = card_check(context, budget, extra)
+    P = geo.pipeline_stage
 
     priced = link if link is not None else make_link()
     link = priced
@@ -273,38 +325,201 @@ def make_plan(config: str, budget: int, run_dirs: Sequence[str] = (), allow_swap
         else DEFAULT_DEVICE
     host_room = priced.host_memory / priced.ranks_per_node if allow_swap and priced.host_memory else math.inf
     rooms = Rooms(host=host_room)
+
+    def cap_of(static: int) -> int:
+        return parts.cap(budget, static) if parts is not None else int(budget * (1.0 - (margin or 0.0)))
+
+    for p in range(P):
+        result.statics[p] = stage_terms(spec, fam, geo, p, NO_CALIBRATION, kinds)[0]
+        result.caps[p] = cap_of(result.statics[p])
+    if parts is not None:
+        result.margin = 1.0 - min(result.caps.values()) / budget
+        result.margin_why = parts.line()
+    own = _own_candidate(result, config, model, cal, spec, fam, kinds, device, link)
+    # the layer split is searched with the levels (memory/offsets.py) on one chunk per stage
+    split_on = offsets and P > 1 and geo.pp_interleave_num == 1 and cfg.layer_list is None
+    if offsets and P > 1 and not split_on:
+        result.notes.append("the layer split (offset) is kept: an interleaved pipeline's offsets are not searched")
+    tighten = [0] * P
     for _ in range(8):
-        stages = [solve_stage(spec, fam, geo, p, cal, search, swap, kinds, device, rooms)
-                  for p in range(geo.pipeline_stage)]
+        if split_on:
+            found = _split_search(spec, fam, geo, cal, kinds, swap, cap_of, tighten, device, rooms)
+            stages = found.stages if found is not None else [StagePlan(stage=p, fits=False) for p in range(P)]
+            used = found.geometry if found is not None else geo
+        else:
+            stages = [solve_stage(spec, fam, geo, p, cal, result.caps[p] - tighten[p], swap, kinds, device, rooms)
+                      for p in range(P)]
+            used = geo
         result.stages = stages
         result.fits = all(s.fits for s in stages)
         if not result.fits:
-            result.lowest = {p: lowest_peak(spec, fam, geo, p, cal, swap, kinds)
-                             for p in range(geo.pipeline_stage)}
-            result.levers = levers(config, cfg, spec, fam, geo, cal, goal, result.lowest, swap, target, model,
-                                   kinds, link)
+            if own is not None:
+                return _hand_back(result, text, own, device)
+            result.lowest = {p: lowest_peak(spec, fam, geo, p, cal, swap, kinds) for p in range(P)}
+            result.levers = levers(config, cfg, spec, fam, geo, cal, result.caps, result.lowest, swap, target,
+                                   model, kinds, link)
             return result
-        written = emit_result(text, config, geo, stages, plan_of_text=lambda t: _plan_of_text(t, model, config))
+        for p in range(P):                     # the chosen split's static parts and caps
+            result.statics[p] = stage_terms(spec, fam, used, p, NO_CALIBRATION, kinds)[0]
+            result.caps[p] = cap_of(result.statics[p])
+        result.step = step_seconds(stage_times(spec, fam, kinds, used, stages, device), spec.micro_batch_num)
+        if own is not None and own[1] <= result.step * (1 + 1e-9):
+            return _hand_back(result, text, own, device)
+        written = emit_result(text, config, used, stages, plan_of_text=lambda t: _plan_of_text(t, model, config),
+                              split=used is not geo)
         result.text = written.text
-        result.notes = written.notes
+        result.notes = written.notes + [n for n in result.notes if n.startswith("the layer split")]
+        loose = [s.stage for s in stages if not s.exact]
+        if loose:
+            result.notes.append(f"stage(s) {', '.join(map(str, loose))}: the search stopped at its work bound "
+                                f"(capacities beside memory bind hard): the best found, not proven the least")
         result.estimate = estimate_text(result.text, config, model, cal, link)
         result.estimate.budget_bytes = budget
+        result.geometry = used
         waiting = sorted(st for st, sw in result.estimate.swaps.items() if sw.exposed_seconds > 1e-9)
         if waiting:
             # each swap level hides with every layer of its chunk taking it; swaps of different levels
             # side by side can still queue on the link: said, with the waits in the table (docs/plan.md)
             result.notes.append(f"swap: the copies of stage(s) {', '.join(map(str, waiting))} wait a little where "
                                 f"different swaps sit side by side (the table's waits column)")
-        over = max(st.peak(cal) for st in result.estimate.stages) - goal
-        if over <= 0:
+        over = {st.stage: st.peak(cal) - result.caps[st.stage] for st in result.estimate.stages}
+        if max(over.values()) <= 0:
             break
-        search -= over + goal // 256     # at least 0.4 % a round: a few rounds at most
+        for p, o in over.items():
+            if o > 0:
+                tighten[p] += o + result.caps[p] // 256    # at least 0.4 % a round: a few rounds at most
     else:
         # still over the target after the rounds: never hand back a YAML as fitting that does not
         result.fits = False
-        result.lowest = {p: lowest_peak(spec, fam, geo, p, cal, swap, kinds) for p in range(geo.pipeline_stage)}
+        result.lowest = {p: lowest_peak(spec, fam, geo, p, cal, swap, kinds) for p in range(P)}
         return result
     _check_round_trip(result)
+    return result
+
+
+def stage_times(spec: Any, fam: Any, kinds: Any, geo: Any, stages: Sequence[StagePlan],
+                device: Device = DEFAULT_DEVICE) -> List[float]:
+    """Each stage's time per micro-batch: its layers' forward and backward, the head on the last
+    stage (at ``device``'s throughput, the one the levels were priced at), and its plan's recompute
+    and exposed swap (memory/offsets.py)."""
+    P = geo.pipeline_stage
+    out = []
+    for sp in stages:
+        p = sp.stage
+        layers = [i for v in range(geo.pp_interleave_num)
+                  for i in range(geo.chunk_starts[v][p], geo.chunk_starts[v][p] + geo.layer_list[v][p])]
+        out.append(layer_seconds(stage_tables(fam, kinds, layers), device)
+                   + (head_seconds(spec, device) if sp.stage == P - 1 else 0.0) + sp.seconds / spec.micro_batch_num)
+    return out
+
+
+def _split_search(spec: Any, fam: Any, geo: Any, cal: Calibration, kinds: Any, allow_swap: Any, cap_of: Any,
+                  tighten: Sequence[int], device: Device = DEFAULT_DEVICE, rooms: Rooms = NO_ROOMS) -> Optional[Split]:
+    """:func:`swapwatch.memory.offsets.search_split` with each (stage, first layer, count) solved by
+    the search at that stage's cap (layers of one table alike: solved once per count, moved);
+    ``allow_swap`` / ``device`` / ``rooms``: the swap offer, the throughputs and the host room, as
+    :func:`make_plan` hands them to :func:`solve_stage` without a split search."""
+    L, P, micro = geo.num_layers, geo.pipeline_stage, spec.micro_batch_num
+    same: Dict[Tuple[int, int], Tuple[int, Optional[Tuple[StagePlan, float]]]] = {}
+
+    def solve(p: int, start: int, n: int) -> Optional[Tuple[StagePlan, float]]:
+        if kinds is None and (p, n) in same:
+            return same[(p, n)][1]           # its levels sit at another first layer: realize() moves them
+        g = stage_geometry(L, P, p, start, n)
+        shape = stage_shape(spec, fam, g, p, cal, kinds)
+        sp = solve_stage(spec, fam, g, p, cal, cap_of(shape.static) - tighten[p], allow_swap, kinds, device, rooms,
+                         shape=shape)
+        out = None
+        if sp.fits:
+            t = stage_times(spec, fam, kinds, g, [sp], device)[0]
+            out = (sp, t)
+        if kinds is None:
+            same[(p, n)] = (start, out)
+        return out
+
+    def realize(p: int, start: int, n: int) -> StagePlan:
+        got = same[(p, n)] if kinds is None else (start, solve(p, start, n))
+        s0, (sp, _) = got[0], got[1]         # type: ignore[misc]
+        return dataclasses.replace(sp, levels={i - s0 + start: lv for i, lv in sp.levels.items()})
+
+    return search_split(L, P, micro, geo.layer_list[0], solve, realize)
+
+
+def _calibration(run_dirs: Sequence[str], model: Optional[str], config: str,
+                 text: str) -> Tuple[Calibration, Dict[int, int]]:
+    """The calibration of ``run_dirs``, and per stage the actual peak (with fragments) a DryRun
+    among them measured for this very YAML (the same text): what the YAML's own strategy is
+    checked with (memory/budget.py: the pool holds DryRun's actual where the stage was run)."""
+    if not run_dirs:
+        return NO_CALIBRATION, {}
+    from ..config import read_config_text
+
+    cal, measured = calibrate(run_dirs, model, config)
+    actual: Dict[int, int] = {}
+    for m in measured.values():
+        try:
+            same = read_config_text(m.config) == text
+        except (InputError, OSError):
+            same = False
+        if same:
+            for stage, a in m.actual.items():
+                actual[stage] = max(actual.get(stage, 0), a)
+    return cal, actual
+
+
+def _own_candidate(result: PlanResult, config: str, model: Optional[str], cal: Calibration,
+                   spec: Any, fam: Any, kinds: Any, device: Device = DEFAULT_DEVICE,
+                   link: Optional[Any] = None) -> Optional[Tuple[Estimate, float]]:
+    """The YAML's own strategy, estimated, with its time cost (its recomputed FLOPs at the device's
+    throughput, every micro-batch), when every stage passes the same check as a plan and ``explain``
+    finds no error or warning in it (a trap or dead configuration handed back unchanged would stay;
+    a written plan clears it); else None."""
+    from ..explain import explain
+
+    own = estimate(config, model, cal, link=link)
+    flops = sum(r["recompute_flops"] for r in own.layers) * spec.micro_batch_num
+    seconds = flops / device.flops_per_s
+    # a stage DryRun measured for this very YAML: its actual peak (fragments in) and the workspaces;
+    # else the same check as a plan's
+    fits = all(result.need(st.stage, st.peak(cal), own=True) <= result.budget
+               if st.stage in result.measured_actual else st.peak(cal) <= result.caps[st.stage] for st in own.stages)
+    errors = sorted({f.code for f in explain(config, model=model).findings
+                     if f.severity in ("error", "warning")}) if fits else []
+    per_stage = {st.stage: 0.0 for st in own.stages}
+    for r in own.layers:
+        per_stage[r["stage"]] += r["recompute_flops"] * spec.micro_batch_num / device.flops_per_s
+    step = step_seconds(stage_times(spec, fam, kinds, own.plan.geometry,
+                                    [StagePlan(stage=p, fits=True, seconds=sec) for p, sec in per_stage.items()],
+                                    device), spec.micro_batch_num)
+    result.own = {"fits": fits, "time_cost_seconds": seconds, "recompute_flops": flops, "errors": errors,
+                  "dryrun_stages": sorted(result.measured_actual), "step_time_seconds": step}
+    return (own, step) if fits and not errors else None
+
+
+def _hand_back(result: PlanResult, text: str, own: Tuple[Estimate, float],
+               device: Device = DEFAULT_DEVICE) -> PlanResult:
+    """The YAML's own strategy as the answer: its text unchanged, its estimate."""
+    est, seconds = own
+    result.fits = True
+    result.unchanged = True
+    result.text = text
+    result.notes = ["the YAML's own strategy passes the pool check and nothing cheaper does: "
+                    "handed back unchanged"]
+    result.estimate = est
+    result.estimate.budget_bytes = result.budget
+    result.lowest = {}
+    result.step = seconds
+    result.geometry = est.plan.geometry
+    # the stages as the YAML has them (for the JSON's cost and the renderers): no level search
+    per_stage: Dict[int, Tuple[float, float]] = {}
+    micro = est.spec.micro_batch_num
+    for r in est.layers:
+        f, _ = per_stage.get(r["stage"], (0.0, 0.0))
+        per_stage[r["stage"]] = (f + r["recompute_flops"] * micro, 0.0)
+    result.stages = [StagePlan(stage=st.stage, fits=True, static=st.static_total,
+                               flops=per_stage.get(st.stage, (0.0, 0.0))[0],
+                               seconds=per_stage.get(st.stage, (0.0, 0.0))[0] / device.flops_per_s)
+                     for st in est.stages]
     return result
 
 
@@ -313,7 +528,7 @@ def _plan_of_text(text: str, model: Optional[str], config: str = "<string>"):
     return plan_of(config, model, text)[1]
 
 
-def levers(config: str, cfg: Any, spec, fam, geo, cal: Calibration, goal: int, lowest: Dict[int, int],
+def levers(config: str, cfg: Any, spec, fam, geo, cal: Calibration, caps: Dict[int, int], lowest: Dict[int, int],
            allow_swap: Any, device: str, model: Optional[str], kinds=None, link: Optional[Any] = None) -> List[str]:
     """When no recompute strategy fits: the other levers that would, each checked on the model
     (not a list of generic tips). Tried: the parallel optimizer (weights and optimizer states
@@ -327,19 +542,19 @@ def levers(config: str, cfg: Any, spec, fam, geo, cal: Calibration, goal: int, l
     if not spec.optimizer_shard and spec.dp > 1:
         sharded = dataclasses.replace(spec, optimizer_shard=True)
         low = {p: lowest_peak(sharded, fam, geo, p, cal, allow_swap, kinds) for p in range(P)}
-        if max(low.values()) <= goal:
+        if all(low[p] <= caps[p] for p in range(P)):
             out.append(f"the parallel optimizer (parallel.enable_parallel_optimizer: True shards weights and "
                        f"optimizer states over the {spec.dp} data-parallel ranks): lowest peak "
                        f"{fmt_size(max(low.values()))}")
-    bad = [p for p in range(P) if lowest[p] > goal]
-    room = [q for q in range(P) if lowest[q] <= goal]
+    bad = [p for p in range(P) if lowest[p] > caps[p]]
+    room = [q for q in range(P) if lowest[q] <= caps[q]]
     if P > 1 and geo.pp_interleave_num == 1 and bad and room:
-        found = _offset_lever(config, cfg, geo, cal, goal, bad, model, allow_swap)
+        found = _offset_lever(config, cfg, geo, cal, min(caps.values()), bad, model, allow_swap)
         if found:
             out.append(found)
     if device.lower() == "ascend" and not allow_swap:
         low = {p: lowest_peak(spec, fam, geo, p, cal, link if link is not None else True, kinds) for p in range(P)}
-        if max(low.values()) <= goal:
+        if all(low[p] <= caps[p] for p in range(P)):
             out.append(f"swap to host where its copies hide (--allow-swap): lowest peak {fmt_size(max(low.values()))}")
     if not out:
         out.append("none of offset, the parallel optimizer or swap gets every stage under it: fewer layers "
@@ -391,6 +606,9 @@ def _check_round_trip(result: PlanResult) -> None:
     """The written YAML must do what the search chose, layer for layer (else a bug of ours)."""
     est = result.planned
     chosen = {i: lv for s in result.stages for i, lv in s.levels.items()}
+    if result.geometry is not None and est.plan.geometry.layer_list != result.geometry.layer_list:
+        raise AssertionError(f"planned YAML splits the layers {est.plan.geometry.layer_list}, the search chose "
+                             f"{result.geometry.layer_list}")
     for lp, row in zip(est.plan.layers, est.layers):
         lv = chosen[lp.layer]
         got = (lp.full_recompute, frozenset(() if lp.full_recompute else lp.select_recompute), lp.layer_swap,
@@ -398,6 +616,7 @@ def _check_round_trip(result: PlanResult) -> None:
         if got != (lv.full, frozenset(lv.patterns), lv.swap, frozenset(lv.op_swap)):
             raise AssertionError(f"planned YAML gives layer {lp.layer} {row['choice']!r}, search chose {lv.label!r}")
     for st in est.stages:
-        if st.peak(result.calibration) + result.not_in_peak > result.budget:
+        need = result.need(st.stage, st.peak(result.calibration))
+        if st.peak(result.calibration) > result.caps[st.stage] or need > result.budget:
             raise AssertionError(f"planned YAML predicts {st.peak(result.calibration)} bytes on stage {st.stage} "
-                                 f"and {result.not_in_peak} outside the peak, over the budget {result.budget}")
+                                 f"(pool need {need}), over the budget {result.budget}")

@@ -174,22 +174,45 @@ def dryrun_rows(est: Estimate) -> List[str]:
                            "out kernel workspaces and communication buffers"]
 
 
+def pool_rows(res: PlanResult, est: Estimate) -> List[str]:
+    """``plan``'s stage table: the predicted peak, the margin's parts, what MindSpore's pool must
+    hold (the sum checked against the budget: memory/budget.py) and the budget."""
+    parts = res.parts is not None
+    rows = [["stage", "layers", "predicted peak", "static", "activations", "other"]
+            + (["+ model error", "+ fragments", "+ workspaces", "pool need"] if parts else [])
+            + ["budget", "measured", "error"]]
+    for st, js in zip(est.stages, res.to_json()["stages"]):
+        c = js["components"]
+        meas = js["measured_peak_bytes"]
+        err = f"{(js['peak_bytes'] - meas) / meas:+.1%}" if meas else "-"
+        extra: List[str] = []
+        if parts:
+            m = js["margin_bytes"]
+            extra = [fmt_size(m["model_error_bytes"]), fmt_size(m["fragments_bytes"]), fmt_size(m["workspace_bytes"]),
+                     fmt_size(js["pool_bytes"])]
+        rows.append([str(st.stage), ranges(st.layers, sep=","), fmt_size(js["peak_bytes"]), fmt_size(c["static"]),
+                     fmt_size(c["activations"]), fmt_size(c["other"])] + extra
+                    + [fmt_size(res.budget) if parts or not res.margin else fmt_size(res.target),
+                       fmt_size(meas) if meas else "-", err])
+    return _table(rows)
+
+
 def render_plan(res: PlanResult, fmt: str) -> str:
     if fmt == "json":
         return json.dumps(res.to_json(), indent=2) + "\n"
     if fmt == "yaml":
         return res.text if res.fits and res.text is not None else ""
-    plus = res.not_in_peak          # issue 27 pt 3: plan fits peak + HCCL buffers (a column when any)
+    parts = res.parts is not None
     if not res.fits:
-        rows = [["stage", "lowest reachable peak"] + (["+ HCCL buffers"] if plus else []) + ["budget"]]
+        rows = [["stage", "lowest reachable peak"] + (["pool need"] if parts else []) + ["budget"]]
         rows += [[str(s.stage), fmt_size(res.lowest[s.stage])]
-                 + ([fmt_size(res.lowest[s.stage] + plus)] if plus else []) + [fmt_size(res.budget)]
+                 + ([fmt_size(res.need(s.stage, res.lowest[s.stage]))] if parts else []) + [fmt_size(res.budget)]
                  for s in res.stages]
-        return "\n".join(_table(rows) + ["", res.message()]) + "\n"
+        return "\n".join(_table(rows) + [""] + _budget_lines(res) + [res.message()]) + "\n"
     est = res.planned
     flops = sum(s.flops for s in res.stages)
-    out = [header(est), ""] + stage_rows(est, res.budget, plus) + ([not_in_peak_line(est)] if plus else []) \
-        + [""] + layer_rows(est) + ([""] + swap_rows(est) if est.swaps else [])
+    out = [header(est), ""] + pool_rows(res, est) + _budget_lines(res) + [""] + layer_rows(est) \
+        + ([""] + swap_rows(est) if est.swaps else [])
     what = "forward FLOPs recomputed"
     if any(lv.swaps for s in res.stages for lv in s.levels.values()):
         # a swap recomputes nothing: its time cost is the copies its prefetch window does not hide, and
@@ -197,3 +220,16 @@ def render_plan(res: PlanResult, fmt: str) -> str:
         what += f"; time cost {sum(s.seconds for s in res.stages):.4g} s per step, the swaps' copies hidden"
     out += ["", f"{res.message()}; modelled cost {flops / 1e9:.4g} GFLOP per step ({what})"]
     return "\n".join(out) + "\n"
+
+
+def _budget_lines(res: PlanResult) -> List[str]:
+    """The budget's reading, once: what the pool check adds (memory/budget.py), the card check, and
+    what the peak leaves out beside the pool."""
+    out = []
+    if res.budget_source != "--budget":
+        out.append(f"budget: {res.budget_source} = {fmt_size(res.budget)} (MindSpore reads GB as GiB)")
+    if res.parts is not None:
+        out.append(res.parts.line())
+    if res.card is not None:
+        out.append(res.card.line())
+    return out

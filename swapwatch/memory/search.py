@@ -51,6 +51,7 @@ grows with the layer count.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from dataclasses import dataclass, field
@@ -186,6 +187,7 @@ class StagePlan:
     static: int = 0
     flops: float = 0.0      # forward FLOPs recomputed per step (every micro-batch)
     seconds: float = 0.0    # the time cost per step: recompute and exposed swap (the objective)
+    exact: bool = True      # False: a knapsack stopped at search.NODE_LIMIT (capacities beside memory bound hard)
 
 
 @dataclass
@@ -400,6 +402,14 @@ class Answer:
     kept: float
     uses: Tuple[float, ...]
     counts: List[Dict[int, int]]
+    #: False when the enumeration stopped at :data:`NODE_LIMIT` before proving this the least
+    exact: bool = True
+
+
+#: Most count vectors :func:`mckp` enumerates. Reached only when capacities beside memory bind hard
+#: (the kept-bytes LP bound is then far from the answer and the enumeration wide): the best found so
+#: far is the answer, marked ``exact=False`` (the planner says so). Never reached without them.
+NODE_LIMIT = 20_000
 
 
 def mckp(slots: Sequence[Slot], room: float, caps: Sequence[float] = ()) -> Optional[Answer]:
@@ -476,10 +486,29 @@ def mckp(slots: Sequence[Slot], room: float, caps: Sequence[float] = ()) -> Opti
         if better is not None and (better.seconds, better.kept) < (best.seconds, best.kept):
             best = better
 
-    # 3. reduced costs at lam; the levels with none left to the closed form (the LP's vertex per
-    # slot, the break slot's pair)
-    g = [min(it[1] + lam * it[0] for it in items) for _, items in slots]
-    lb = sum(n * gj for (n, _), gj in zip(slots, g)) - lam * room
+    # 3. reduced costs at lam (and, when a capacity binds, the multipliers of the Lagrangian dual:
+    # _dual); the levels with none left to the closed form (the LP's vertex per slot, the break
+    # slot's pair)
+    mu = [0.0] * R
+    if any(not math.isinf(c) for c in caps):
+        # a binding capacity leaves the kept-only LP's incumbent out of reach: a greedy one that
+        # respects every capacity, then the dual's picks and multipliers
+        greedy = _greedy(slots, room, caps)
+        if greedy is not None:
+            got = _evaluate(greedy, by_idx, room, within, tol_k, R)
+            if got is not None and (best is None or (got.seconds, got.kept) < (best.seconds, best.kept)):
+                best = got
+        lam, mu, more = _dual(slots, room, caps, lam, best)
+        for cand in more:
+            got = _evaluate(cand, by_idx, room, within, tol_k, R)
+            if got is not None and (best is None or (got.seconds, got.kept) < (best.seconds, best.kept)):
+                best = got
+
+    def lagr(it: Item) -> float:
+        return it[1] + lam * it[0] + sum(m * u for m, u in zip(mu, it[2]) if m)
+
+    g = [min(lagr(it) for it in items) for _, items in slots]
+    lb = sum(n * gj for (n, _), gj in zip(slots, g)) - lam * room - sum(m * c for m, c in zip(mu, caps) if m)
     pair: Optional[Tuple[int, Item, Item]] = None
     single: Dict[int, Item] = {}
     if brk is not None:
@@ -494,7 +523,7 @@ def mckp(slots: Sequence[Slot], room: float, caps: Sequence[float] = ()) -> Opti
         fixed_idx = {pair[1][3], pair[2][3]} if pair is not None and pair[0] == j else {single[j][3]}
         for it in items:
             if it[3] not in fixed_idx:
-                variables.append((j, it, max(0.0, it[1] + lam * it[0] - g[j])))
+                variables.append((j, it, max(0.0, lagr(it) - g[j])))
     variables.sort(key=lambda v: -v[2])
 
     def leaf(rest: List[int], k: float, c: float, uses: List[float],
@@ -518,7 +547,9 @@ def mckp(slots: Sequence[Slot], room: float, caps: Sequence[float] = ()) -> Opti
             x_lo, x_hi = 0, min(n, int(math.floor((room - k + tol_k) / (hi[0] - lo[0]))))
             for r in range(R):
                 d = hi[2][r] - lo[2][r]
-                if d > 0 and not math.isinf(caps[r]):            # an infinite cap bounds nothing
+                if math.isinf(caps[r]):
+                    continue                       # no cap on this resource
+                if d > 0:
                     x_hi = min(x_hi, int(math.floor((caps[r] - uses[r] + tol_r[r]) / d)))
                 elif d < 0 and uses[r] > caps[r] + tol_r[r]:
                     x_lo = max(x_lo, int(math.ceil((uses[r] - caps[r] - tol_r[r]) / -d)))
@@ -545,9 +576,14 @@ def mckp(slots: Sequence[Slot], room: float, caps: Sequence[float] = ()) -> Opti
             out[j][idx] = out[j].get(idx, 0) + m
         return Answer(c, k, tuple(uses), out)
 
+    nodes = [0]
+
     def walk(v: int, rest: List[int], k: float, c: float, uses: List[float], slack: float,
              chosen: List[Tuple[int, int, int]]) -> None:
         nonlocal best
+        nodes[0] += 1
+        if nodes[0] > NODE_LIMIT:
+            return
         if v == len(variables):
             got = leaf(rest, k, c, uses, chosen)
             if got is not None and (best is None or got.seconds < best.seconds - tol_c
@@ -569,7 +605,107 @@ def mckp(slots: Sequence[Slot], room: float, caps: Sequence[float] = ()) -> Opti
             rest[j] += m
 
     walk(0, [n for n, _ in slots], 0.0, 0.0, [0.0] * R, 0.0, [])
+    if best is not None and nodes[0] > NODE_LIMIT:
+        best.exact = False
     return best
+
+
+def _greedy(slots: Sequence[Slot], room: float, caps: Sequence[float]) -> Optional[List[Dict[int, int]]]:
+    """A feasible assignment under kept bytes and every capacity, when one is easy to find: each
+    slot at the level using least of the constraints (each over its capacity), then layers moved to
+    cheaper levels while everything fits, the move saving most seconds first."""
+    R = len(caps)
+    limits = [room] + list(caps)
+
+    def use(it: Item) -> List[float]:
+        return [it[0]] + list(it[2])
+
+    def share(it: Item) -> float:
+        return sum(u / c for u, c in zip(use(it), limits) if not math.isinf(c) and c > 0)
+
+    counts = [{min(items, key=lambda it: (share(it), it[1]))[3]: n} for n, items in slots]
+    by_idx = [{it[3]: it for it in items} for _, items in slots]
+    total = [sum(n * use(by_idx[j][i])[r] for j, cnt in enumerate(counts) for i, n in cnt.items())
+             for r in range(R + 1)]
+    if any(t > c + 1e-6 * max(1.0, abs(c)) for t, c in zip(total, limits) if not math.isinf(c)):
+        return None
+    for _ in range(64):
+        best_move = None
+        for j, (_, items) in enumerate(slots):
+            for a, m_a in counts[j].items():
+                if not m_a:
+                    continue
+                ia = by_idx[j][a]
+                for ib in items:
+                    if ib[1] >= ia[1]:
+                        continue
+                    delta = [b - x for b, x in zip(use(ib), use(ia))]
+                    m = m_a
+                    for r in range(R + 1):
+                        if delta[r] > 0 and not math.isinf(limits[r]):
+                            m = min(m, int(math.floor((limits[r] - total[r] + 1e-9) / delta[r])))
+                    if m > 0 and (best_move is None or m * (ia[1] - ib[1]) > best_move[0]):
+                        best_move = (m * (ia[1] - ib[1]), j, a, ib[3], m, delta)
+        if best_move is None:
+            break
+        _, j, a, b, m, delta = best_move
+        counts[j][a] -= m
+        counts[j][b] = counts[j].get(b, 0) + m
+        total = [t + m * d for t, d in zip(total, delta)]
+    return [{i: n for i, n in cnt.items() if n} for cnt in counts]
+
+
+def _dual(slots: Sequence[Slot], room: float, caps: Sequence[float], lam: float,
+          best: Optional[Answer]) -> Tuple[float, List[float], List[List[Dict[int, int]]]]:
+    """Multipliers for kept bytes and each finite capacity that raise the Lagrangian bound
+    ``sum_j n_j min_l (seconds + lam kept + mu . uses) - lam room - mu . caps`` (any multipliers
+    >= 0 give a valid bound: a better one prunes the enumeration of :func:`mckp` more when a
+    capacity binds, which the kept-only LP ignores), by subgradient ascent on scaled multipliers
+    (each constraint divided by its capacity); and the assignments the Lagrangian picked on the
+    way (all of a slot's layers at one level), which may fit: incumbents."""
+    R = len(caps)
+    scale = [c if not math.isinf(c) and c > 0 else 1.0 for c in caps]
+    k_scale = room if room > 0 else 1.0
+    x = [lam * k_scale] + [0.0] * R                  # scaled multipliers: seconds per whole capacity
+
+    def value(x: List[float]) -> Tuple[float, List[Item], List[float]]:
+        lam_, mu_ = x[0] / k_scale, [x[r + 1] / scale[r] if not math.isinf(caps[r]) else 0.0 for r in range(R)]
+        total = -lam_ * room - sum(m * c for m, c in zip(mu_, caps) if m)
+        picks: List[Item] = []
+        grad = [-1.0] + [-1.0 if not math.isinf(caps[r]) else 0.0 for r in range(R)]
+        for n, items in slots:
+            it = min(items, key=lambda y: y[1] + lam_ * y[0] + sum(m * u for m, u in zip(mu_, y[2]) if m))
+            total += n * (it[1] + lam_ * it[0] + sum(m * u for m, u in zip(mu_, it[2]) if m))
+            picks.append(it)
+            grad[0] += n * it[0] / k_scale
+            for r in range(R):
+                if not math.isinf(caps[r]):
+                    grad[r + 1] += n * it[2][r] / scale[r]
+        return total, picks, grad
+
+    best_x, (best_v, picks, grad) = list(x), value(x)
+    found = [[{it[3]: n} for (n, _), it in zip(slots, picks)]]
+    theta, stall = 1.0, 0
+    for _ in range(80):
+        norm = sum(gr * gr for gr in grad)
+        if norm <= 1e-18:
+            break
+        v = value(x)[0]
+        target = best.seconds if best is not None else v + max(1.0, abs(v)) * 0.1
+        step = theta * max(target - v, 1e-12 * max(1.0, abs(v))) / norm
+        x = [max(0.0, xi + step * gi) for xi, gi in zip(x, grad)]
+        v, picks, grad = value(x)
+        found.append([{it[3]: n} for (n, _), it in zip(slots, picks)])
+        if v > best_v + 1e-12 * max(1.0, abs(best_v)):
+            best_v, best_x, stall = v, list(x), 0
+        else:
+            stall += 1
+            if stall >= 5:
+                theta, stall = theta / 2, 0
+                if theta < 1e-4:
+                    break
+    return best_x[0] / k_scale, [best_x[r + 1] / scale[r] if not math.isinf(caps[r]) else 0.0
+                                 for r in range(R)], found
 
 
 def _evaluate(counts: List[Dict[int, int]], by_idx: List[Dict[int, Item]], room: float, within, tol: float,
@@ -638,6 +774,7 @@ class _Best:
     dynamic: float
     assign: Dict[int, Level]
     flops: float
+    exact: bool = True
 
 
 def _caps(values: Sequence[float], floor: float = 0.0) -> List[float]:
@@ -671,6 +808,7 @@ def solve_shape(shape: StageShape, all_chains: Sequence[Sequence[Level]], room: 
     chunks = sorted({run.chunk for run in shape.runs})
     caps = rooms.caps(shape)
     best: Optional[_Best] = None
+    inexact = False
     for pick in itertools.product(range(len(ordered)), repeat=len(chunks)):
         of_chunk = dict(zip(chunks, pick))
         chain_of = [of_chunk[run.chunk] for run in shape.runs]
@@ -686,8 +824,12 @@ def solve_shape(shape: StageShape, all_chains: Sequence[Sequence[Level]], room: 
                     for cap_w in _caps(wins):
                         got = _solve_caps(shape, [ordered[c] for c in chain_of], chain_of, prices, mtp, ranges, pin,
                                           cap_t, cap_w, room, micro, caps, lowest)
-                        if got is not None and _better(got, best, lowest):
-                            best = got
+                        if got is not None:
+                            inexact = inexact or not got.exact
+                            if _better(got, best, lowest):
+                                best = got
+    if best is not None and inexact:
+        best.exact = False
     return best
 
 
@@ -810,23 +952,31 @@ def _solve_caps(shape: StageShape, chains_of: List[List[Level]], chain_of: List[
     dynamic = kept + max(trans_used, shape.floor) + win_used
     if dynamic > room + 1e-6:
         return None
-    return _Best(seconds=secs * micro, dynamic=dynamic, assign=assign, flops=flops * micro)
+    return _Best(seconds=secs * micro, dynamic=dynamic, assign=assign, flops=flops * micro, exact=ans.exact)
 
 
 def solve_stage(spec: ModelSpec, fam: TensorTable, geo, stage: int, cal: Calibration, budget: int,
                 allow_swap: bool = False, kinds: Optional[Kinds] = None, device: Device = DEFAULT_DEVICE,
-                rooms: Rooms = NO_ROOMS) -> StagePlan:
+                rooms: Rooms = NO_ROOMS, shape: Optional["StageShape"] = None) -> StagePlan:
     """The cheapest per-layer levels of ``stage`` whose predicted peak is <= ``budget``.
     ``kinds``: each layer's own table (:func:`kinds_of`): every layer is priced on its kind and the
-    MTP layer on its own. ``rooms``: the stage's capacities beside device memory (host bytes, link)."""
-    shape = stage_shape(spec, fam, geo, stage, cal, kinds)
+    MTP layer on its own. ``rooms``: the stage's capacities beside device memory (host bytes, link).
+    ``shape``: the stage's :func:`stage_shape`, when the caller has it already."""
+    if shape is None:
+        shape = stage_shape(spec, fam, geo, stage, cal, kinds)
     if cal.peak(shape.static, shape.optimizer) > budget:
         return StagePlan(stage=stage, fits=False, static=shape.static)   # the optimizer step alone is over
     room = (budget - cal.static_scale * shape.static - cal.residual) / cal.scale - shape.fixed
     longest = max((geo.layer_list[v][stage] for v in range(geo.pp_interleave_num)), default=1)
-    return plan_shape(shape, chains(fam, allow_swap, device=device, layers=longest), room, spec.micro_batch_num,
-                      device, kinds,
-                      fam, rooms)
+    return plan_shape(shape, cached_chains(fam, allow_swap, device, longest), room, spec.micro_batch_num,
+                      device, kinds, fam, rooms)
+
+
+@functools.lru_cache(maxsize=32)
+def cached_chains(fam: TensorTable, allow_swap: Any, device: Device, layers: int = 16) -> List[List[Level]]:
+    """:func:`chains`, once per table, swap offer and chunk length (a plan's split search solves each
+    stage many times; the swap levels are priced with every layer of the chunk taking them)."""
+    return chains(fam, allow_swap, device=device, layers=layers)
 
 
 def plan_shape(shape: StageShape, all_chains, room: float, micro: int, device: Device = DEFAULT_DEVICE,
@@ -844,6 +994,7 @@ def plan_shape(shape: StageShape, all_chains, room: float, micro: int, device: D
     if best is None:
         return out
     out.fits = True
+    out.exact = best.exact
     out.levels = best.assign
     out.seconds = best.seconds
     out.flops = best.flops

@@ -275,6 +275,8 @@ def spec_from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional
             raise err(f"{MC}.{key}", f"unknown dtype {value!r} (known: float32, float16, bfloat16)")
         return DTYPE_BYTES[value.lower()]
 
+    keys = {name: get(name)[1] for name in ("hidden_size", "num_heads", "intermediate_size", "seq_length",
+                                            "vocab_size", "num_layers", "num_experts")}
     hidden = pos(*get("hidden_size", required=True))
     heads = pos(*get("num_heads", required=True))
     kv_raw, kv_key = get("n_kv_heads")
@@ -352,6 +354,10 @@ def spec_from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional
     compute = dtype(("compute_dtype",), "float16", "bfloat16")
     param_bytes = dtype(("param_init_type", "params_dtype"), "float16", "float32")
     state_bytes = 4 if opt_type.lower().replace("_", "") in FP32_STATE_OPTIMIZERS else param_bytes
+    _fits_int64(dict(hidden_size=hidden, num_heads=heads, intermediate_size=max(ffn, moe_ffn), seq_length=seq,
+                     vocab_size=vocab, num_layers=layers, num_experts=max(1, experts),
+                     **{"runner_config.batch_size": batch}),
+                {**keys, "runner_config.batch_size": "runner_config.batch_size"}, err)
     return ModelSpec(
         source=source, num_layers=layers, hidden=hidden, heads=heads, kv_heads=kv, ffn=ffn, seq=seq,
         vocab=vocab, head_dim=head_dim, batch=batch,
@@ -374,6 +380,42 @@ def spec_from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional
                                 .get("jit_level", "")).upper() == "O1",
         optimizer_swap=flag(opt, "swap", "optimizer.swap"),
         hccl=str(section(data, "context", "").get("device_target", "Ascend")).lower() == "ascend")
+
+
+#: The largest figures the memory model builds from the sizes, whole (before any parallel split) and
+#: with generous bytes an element: each must fit int64 (``memory_overflow`` below). (what, bytes,
+#: the sizes it multiplies)
+_PRODUCTS = (
+    ("the embedding table (vocab_size x hidden_size, with its gradient and optimizer states)",
+     lambda z: z["vocab_size"] * z["hidden_size"] * 16, ("vocab_size", "hidden_size")),
+    ("the logits (batch_size x seq_length x vocab_size, fp32)",
+     lambda z: z["runner_config.batch_size"] * z["seq_length"] * z["vocab_size"] * 4,
+     ("runner_config.batch_size", "seq_length", "vocab_size")),
+    ("the attention scores (batch_size x num_heads x seq_length x seq_length, fp32)",
+     lambda z: z["runner_config.batch_size"] * z["num_heads"] * z["seq_length"] ** 2 * 4,
+     ("runner_config.batch_size", "num_heads", "seq_length")),
+    ("the layers' weights (num_layers x hidden_size x (4 hidden_size + 3 x intermediate_size x num_experts), "
+     "with their gradients and optimizer states)",
+     lambda z: z["num_layers"] * z["hidden_size"] * (4 * z["hidden_size"] + 3 * z["intermediate_size"]
+                                                     * z["num_experts"]) * 16,
+     ("num_layers", "hidden_size", "intermediate_size", "num_experts")),
+    ("the activations (num_layers x batch_size x seq_length x (hidden_size + intermediate_size), fp32)",
+     lambda z: z["num_layers"] * z["runner_config.batch_size"] * z["seq_length"]
+     * (z["hidden_size"] + z["intermediate_size"]) * 4,
+     ("num_layers", "runner_config.batch_size", "seq_length", "hidden_size", "intermediate_size")),
+)
+
+
+def _fits_int64(sizes: Dict[str, int], keys: Dict[str, str], err: Any) -> None:
+    """Each size fits int64 on its own (``pos``); their products must too: MindSpore counts memory in
+    int64, and ``hidden_size: 2**62`` with ``vocab_size: 2**63-1`` gave a peak of 10**14 GiB (exit 0).
+    The error names the largest size of the product that overflows (the likeliest typo)."""
+    for what, figure, names in _PRODUCTS:
+        n = figure(sizes)
+        if n > INT64_MAX:
+            big = max(names, key=lambda k: sizes[k])
+            raise err(keys[big], f"{big.rsplit('.', 1)[-1]} {sizes[big]:,} makes {what} {float(n):.3g} bytes, "
+                                 "past int64 (2**63-1), what MindSpore counts memory in: a size this large is a typo")
 
 
 def llama_ffn(hidden: int, multiple_of: Any = 256, multiplier: Any = None) -> int:

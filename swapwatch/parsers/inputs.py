@@ -9,7 +9,6 @@ once. Anything that holds no log, or cannot be read, is an :class:`InputError` n
 from __future__ import annotations
 
 import gzip
-import json
 import os
 import re
 import stat
@@ -18,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ..errors import InputError
+from ..json_input import read_run_json
 from ..outputs import note_input
 from . import msrun
 
@@ -35,6 +35,12 @@ class LogFile:
     name_rank: Optional[int] = None
     gz: bool = False
     size: int = 0
+    #: the stdout copy this file is the stderr of (a ``swapwatch run`` directory's
+    #: ``console.stderr.log`` beside its ``console.log``): one process, so one rank, whichever
+    #: stream names it (:func:`swapwatch.parsers.reader.read_logs`)
+    partner: Optional[str] = None
+    #: ``stdout`` / ``stderr`` for the two stream copies of a run directory, else None
+    stream: Optional[str] = None
 
 
 @dataclass
@@ -99,7 +105,50 @@ def read_head(path: str, n: int = HEAD_BYTES, stream: Any = None) -> bytes:
         with open_binary(path) as f:
             return f.read(n)
     except (OSError, EOFError, zlib.error) as exc:
-        raise InputError(f"cannot read log: {exc.__class__.__name__}: {exc}", file=path) from None
+        raise unreadable(exc, path) from None
+
+
+def unreadable(exc: BaseException, path: str) -> InputError:
+    """The one line for a log that cannot be read, wherever the read failed (its head here, its body in the
+    scan workers): a damaged ``.gz`` (``gzip.BadGzipFile``, ``zlib.error``) is not valid gzip data, an OS error
+    is said as it is."""
+    if isinstance(exc, (gzip.BadGzipFile, zlib.error)):
+        return InputError(f"cannot read log: not valid gzip data ({exc})", file=path)
+    return InputError(f"cannot read log: {exc.__class__.__name__}: {exc}", file=path)
+
+
+def silence(paths: Sequence[str]) -> str:
+    """Why logs that gave no MindFormers event say nothing, in words for an error line: a ``.gz``
+    whose data is cut short (a copy that stopped) says so, and a log of MindFormers records with
+    no strategy, config or step line says what it lacks instead of "no MindFormers line"."""
+    from .scanner import is_prefixed
+
+    cut: List[Tuple[str, int]] = []
+    prefixed = False
+    for p in paths[:16]:                   # what the first logs are like: enough to say which
+        try:
+            if p.endswith(".gz"):
+                with GzipUntilCut(p) as f:
+                    head = f.read(HEAD_BYTES)
+                    if f.cut:
+                        cut.append((p, len(head)))
+            else:
+                head = read_head(p)
+        except (InputError, OSError):
+            continue
+        prefixed = prefixed or is_prefixed(head)
+    if prefixed:
+        why = ("these logs hold MindFormers records, but no strategy line ('Set ... at layer N'), no "
+               "'initial ... from dict' config and no step line: nothing to verify from the logs alone "
+               "(MindFormers logs no strategy line when the config enables none)")
+    else:
+        why = ("no MindFormers line at all in these logs (no config, no strategy, no step): nothing to verify "
+               "(is this a worker log of a MindFormers job?)")
+    if cut:
+        path, n = cut[0]
+        at = "before its first line" if n == 0 else f"after {n:,} byte(s) of log"
+        why += f"; the gzip data of {path} ends {at} (a .gz cut short{f', {len(cut)} of them' if len(cut) > 1 else ''})"
+    return why
 
 
 def _walk(root: str, depth: int) -> Iterable[str]:
@@ -169,21 +218,15 @@ def _expected_from_run_json(info: Dict[str, Any]) -> Optional[List[int]]:
 
 
 def _from_dir(d: str, out: Inputs, expected: set, had_expect: List[bool]) -> None:
-    rj = os.path.join(d, "run.json")
-    if os.path.isfile(rj):
-        try:
-            with open(rj, encoding="utf-8") as f:
-                info = json.load(f)
-        except (OSError, ValueError) as exc:
-            raise InputError(f"cannot read run.json: {exc}", file=rj) from None
-        if isinstance(info, dict):
-            out.run_info.update(info)
-            exp = _expected_from_run_json(info)
-            if exp is not None:
-                expected.update(exp)
-                had_expect[0] = True
-            elif "ranks" in info:           # recorded as unknown: do not guess 0..max from the names
-                had_expect[0] = True
+    info = read_run_json(d)         # bounded and type-checked (swapwatch/json_input.py)
+    if info is not None:
+        out.run_info.update(info)
+        exp = _expected_from_run_json(info)
+        if exp is not None:
+            expected.update(exp)
+            had_expect[0] = True
+        elif "ranks" in info:           # recorded as unknown: do not guess 0..max from the names
+            had_expect[0] = True
     # each file's name, rank and directory worked out once (10,000 files: every os.path call
     # a file is ~10 ms before the scan can start)
     files = list(_walk_named(d, 2))
@@ -193,11 +236,13 @@ def _from_dir(d: str, out: Inputs, expected: set, had_expect: List[bool]) -> Non
     scheds = [p for p, _, name in files if name in ("scheduler.log", "scheduler.log.gz")]
     chosen = workers or [w for w in files if _LOG_RE.search(w[2]) and w[0] not in scheds]
     by_dir: Dict[str, int] = {}
+    first = len(out.files)
     for p, where, _ in chosen:
         rank = msrun.rank_from_name(p)
         out.files.append(LogFile(p, display(p), "rank", rank, p.endswith(".gz")))
         if rank is not None:
             by_dir[where] = max(by_dir.get(where, -1), rank)
+    _pair_streams(out.files[first:], info)
     for p in scheds:
         out.files.append(LogFile(p, display(p), "scheduler", None, p.endswith(".gz")))
     if workers and not had_expect[0]:
@@ -205,6 +250,25 @@ def _from_dir(d: str, out: Inputs, expected: set, had_expect: List[bool]) -> Non
             expected.update(range(hi + 1))
     if not chosen:
         raise InputError("no worker logs here (looked for worker_*.log and *.log up to two levels down)", file=d)
+
+
+#: A ``swapwatch run`` directory's copies of the job's stdout and stderr (runner.STDOUT_COPY /
+#: STDERR_COPY; written by the runner, read here: the parsers sit below the runner).
+STDOUT_COPY, STDERR_COPY = "console.log", "console.stderr.log"
+
+
+def _pair_streams(files: List[LogFile], info: Optional[Dict[str, Any]]) -> None:
+    """In a run directory (it has a run.json), the stderr copy is the same process as the stdout
+    copy beside it: MindFormers logs to stdout, MindSpore's C++ log (the memory pool lines, GLOG)
+    and tracebacks go to stderr."""
+    if info is None:
+        return
+    by_path = {f.path: f for f in files}
+    for f in files:
+        head, name = os.path.split(f.path)
+        if name == STDERR_COPY and os.path.join(head, STDOUT_COPY) in by_path:
+            f.partner, f.stream = os.path.join(head, STDOUT_COPY), "stderr"
+            by_path[f.partner].stream = "stdout"
 
 
 def discover(paths: Sequence[str]) -> Inputs:

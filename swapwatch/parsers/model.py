@@ -114,7 +114,9 @@ class NoticeEvent(Event):
     ``config_error`` (MindFormers check errors), ``traceback``, ``empty_config``, ``regex_timeout``,
     ``pp_interleave_reset``, ``oom`` (Ascend "Out of Memory!!!"), ``malformed_swapwatch``,
     ``rank_guessed`` (no rank evidence in the file), ``no_mindformers_lines`` (STDOUT_DEVICES),
-    ``partial_line`` (the log ends mid-line; that line is not parsed).
+    ``partial_line`` (the log ends mid-line; that line is not parsed), ``past_layer_ceiling`` (the
+    strategy lines of a file for layer ids past any config's, counted instead of kept:
+    ``reader.LAYER_CEILING``; ``count``, ``first_layer``, ``last_layer``, ``ceiling``).
     ``data`` holds the parsed fields (``op``, ``layer``, ``pattern``, ``path``, ``text``...).
     """
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import gc
 import os
+import zlib
 from array import array
 from collections import deque
 from concurrent.futures import ProcessPoolExecutor
@@ -44,6 +45,11 @@ PARALLEL_MIN = 48 << 20    # below this total, process pieces in-process (pool s
 PACK_MIN = 128            # above this many rank logs, each rank's events are kept packed (model.pack)
 SMALL_HEAD = 64 << 10     # most logs are decided by their first 64 KB (the full head is 1 MB)
 TAIL_SLACK = 200           # log lines after a block that show the process moved on
+#: Strategy lines for a layer id from here on are counted, not kept (:class:`_Ceiling`): no config
+#: swapwatch reads has more layers (``config.training.MAX_LAYERS``, the same figure; parsers sit below
+#: config, tests/test_reliability_round2.py checks they agree). A 220 MB log of 10**6 such lines was
+#: 2.5 GB and one SW102 finding per layer; now it is at most this many layers of events.
+LAYER_CEILING = 10_000
 
 
 @dataclass
@@ -99,6 +105,19 @@ def _decide(piece: Piece, first: Any) -> Tuple[bool, Optional[int]]:
 
 
 def _parse_piece(piece: Piece, progress=None) -> PieceResult:
+    """One piece's events, scanned with the cyclic garbage collector paused: events hold no cycle
+    (reference counting frees them), and a piece of 10**5 strategy lines allocates 10**5 of them,
+    which the collector rescanned again and again (40 % of the scan's CPU)."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        return _parse_piece_now(piece, progress)
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _parse_piece_now(piece: Piece, progress=None) -> PieceResult:
     head_rank = None
     prefixed = piece.prefixed
     rank = piece.rank
@@ -124,12 +143,8 @@ def _parse_piece(piece: Piece, progress=None) -> PieceResult:
                     if scan.partial and evs:
                         evs = _partial(evs, rank, line, text)
                     events.extend(evs)
-    except (OSError, EOFError) as exc:
-        raise InputError(f"cannot read log: {exc.__class__.__name__}: {exc}", file=piece.path) from None
-    except Exception as exc:  # zlib.error / gzip.BadGzipFile: a damaged .gz
-        if exc.__class__.__name__ in ("error", "BadGzipFile"):
-            raise InputError(f"cannot read log: {exc}", file=piece.path) from None
-        raise
+    except (OSError, EOFError, zlib.error) as exc:
+        raise inp.unreadable(exc, piece.path) from None
     result = PieceResult(piece.index, events, scan.newlines, scan.bytes, head_rank)
     if found is not None:
         if piece.pack:
@@ -144,12 +159,9 @@ def _head(scan: Scan, path: str) -> Any:
     :func:`inputs.read_head` words it."""
     try:
         return scan.head(inp.HEAD_BYTES)
-    except (OSError, EOFError) as exc:
-        raise InputError(f"cannot read log: {exc.__class__.__name__}: {exc}", file=path) from None
-    except Exception as exc:  # zlib.error / gzip.BadGzipFile: a damaged .gz
-        if exc.__class__.__name__ in ("error", "BadGzipFile"):
-            raise InputError(f"cannot read log: {exc.__class__.__name__}: {exc}", file=path) from None
-        raise
+    except (OSError, EOFError, zlib.error) as exc:
+        raise inp.unreadable(exc, path) from None
+
 
 
 def _partial(evs: List[Event], rank: Optional[int], line: int, text: str) -> List[Event]:
@@ -392,8 +404,10 @@ def _plan(files: Sequence[inp.LogFile], chunk: int, piece: int, pack_files: bool
                     cut.append(a)
         if len(cut) == 1:
             pieces.append(Piece(len(pieces), f.path, f.display, 0, None, None, f.name_rank, chunk,
-                                head_rank=wants_rank and f.role == "rank", pack=pack_files and f.role == "rank",
-                                encode=encode, rank_file=f.role == "rank"))
+                                head_rank=wants_rank and f.role == "rank",
+                                pack=pack_files and f.role == "rank" and f.partner is None,
+                                # the two streams of one process take one rank: decided here, in order
+                                encode=encode if f.stream is None else None, rank_file=f.role == "rank"))
             continue
         head = inp.read_head(f.path)
         if wants_rank:
@@ -510,12 +524,85 @@ def iter_file_events(paths: Sequence[str], chunk: int = CHUNK, jobs: Optional[in
     yield from _iter_found(found, chunk, jobs, piece, show_progress)
 
 
+class _Ceiling:
+    """The strategy lines of one file past :data:`LAYER_CEILING`, counted as they stream by and
+    summed up in one notice (``past_layer_ceiling``: count, layer range, first source) at the end
+    of the file's events, so memory stays at most the ceiling's worth of layers per block."""
+
+    def __init__(self) -> None:
+        self.count, self.lo, self.hi, self.first = 0, 0, 0, ""
+        self.rank: Optional[int] = None
+
+    def keep(self, e: Event) -> bool:
+        if e.kind != "action" or e.layer < LAYER_CEILING:                # type: ignore[attr-defined]
+            return True
+        layer = e.layer                                                  # type: ignore[attr-defined]
+        if not self.count:
+            self.lo = self.hi = layer
+            self.first, self.rank = e.source, e.rank
+        self.count += 1
+        self.lo, self.hi = min(self.lo, layer), max(self.hi, layer)
+        return False
+
+    def notice(self) -> Optional[NoticeEvent]:
+        if not self.count:
+            return None
+        return NoticeEvent(self.rank, self.first, what="past_layer_ceiling",
+                           data={"count": self.count, "first_layer": self.lo, "last_layer": self.hi,
+                                 "ceiling": LAYER_CEILING})
+
+
+class _Spool:
+    """``swapwatch events`` of one rank file cut into pieces, written as its pieces come: JSONL with
+    the rank left ``null`` in a spooled temporary file (memory up to :data:`SPOOL_MEMORY`, then disk),
+    because the file's rank (its first SWAPWATCH rank, else its name's) is known only at its end.
+    Holding every event of the file instead was 1.1 GB for a 220 MB log of 10**6 strategy lines."""
+
+    NULL = '{"rank":null,'
+
+    def __init__(self, select: Any) -> None:
+        import tempfile
+
+        self.kinds = select.__class__(select.kinds, None)     # the kinds now; the rank at the end
+        self.fh = tempfile.SpooledTemporaryFile(max_size=SPOOL_MEMORY, mode="w+", encoding="utf-8")  # noqa: SIM115
+        self.rank: Optional[int] = None
+
+    def add(self, events: List[Event]) -> None:
+        if self.rank is None:
+            self.rank = _events_rank(events, None)
+        for e in events:
+            e.rank = None
+        self.fh.write(self.kinds.text(events))
+
+    def blocks(self, rank: Optional[int], size: int = 1 << 20) -> Iterator[str]:
+        """The file's JSONL with ``rank`` in every line, in blocks of about ``size`` characters."""
+        self.fh.seek(0)
+        head = self.NULL if rank is None else '{"rank":%d,' % rank
+        out: List[str] = []
+        n = 0
+        for line in self.fh:
+            out.append(head + line[len(self.NULL):] if rank is not None else line)
+            n += len(line)
+            if n >= size:
+                yield "".join(out)
+                out, n = [], 0
+        if out:
+            yield "".join(out)
+        self.fh.close()
+
+
+#: What a :class:`_Spool` keeps in memory before it goes to disk.
+SPOOL_MEMORY = 32 << 20
+
+
 def _iter_found(found: inp.Inputs, chunk: int, jobs: Optional[int], piece: int, show_progress: bool,
                 pack_files: bool = False, encode: Any = None,
-                while_scanning: Optional[Callable[[], None]] = None) -> Iterator[Tuple[inp.LogFile, Any, int]]:
+                while_scanning: Optional[Callable[[], None]] = None,
+                ceiling: bool = False) -> Iterator[Tuple[inp.LogFile, Any, int]]:
     """As :func:`iter_file_events`; with ``pack_files`` a whole rank file may come back as a
     :class:`Packed` rank instead of its events, with ``encode`` a whole file as its JSONL text;
-    ``while_scanning`` see :func:`read_logs`."""
+    ``while_scanning`` see :func:`read_logs`; ``ceiling``: strategy lines past
+    :data:`LAYER_CEILING` are summed up, not kept (:class:`_Ceiling`)."""
     pieces = _plan(found.files, chunk, piece, pack_files, encode)
     templates.reset(reading=True)
     total = sum(f.size for f in found.files)
@@ -524,16 +611,24 @@ def _iter_found(found: inp.Inputs, chunk: int, jobs: Optional[int], piece: int, 
     cur: Optional[str] = None
     base = 0
     acc: List[Event] = []
-    whole: Union[Packed, str, None] = None   # a whole file's one piece, packed or encoded, instead of acc
+    whole: Union[Packed, str, _Spool, None] = None   # a whole file's one piece, packed or encoded, instead of acc
+    past = _Ceiling()
+
+    def done() -> Tuple[inp.LogFile, Any, int]:
+        progress.file_done()
+        n = past.notice()
+        if n is not None:
+            acc.append(n)
+        return by_path[cur], (acc if whole is None else whole), base   # type: ignore[index]
+
     try:
         for p, r in zip(pieces, _run(pieces, total, jobs, progress, while_scanning)):
             if p.head_rank:
                 _apply_head_rank(by_path[p.path], r.head_rank)
             if p.path != cur:
                 if cur is not None:
-                    progress.file_done()
-                    yield by_path[cur], (acc if whole is None else whole), base
-                cur, base, acc, whole = p.path, 0, [], None
+                    yield done()
+                cur, base, acc, whole, past = p.path, 0, [], None, _Ceiling()
             if r.packed is not None:
                 whole = r.packed           # the whole file (Piece.pack is only set for those)
             elif r.text is not None:
@@ -541,11 +636,15 @@ def _iter_found(found: inp.Inputs, chunk: int, jobs: Optional[int], piece: int, 
             else:
                 for e in r.events:
                     e.source = f"{p.display}:{base + int(e.source)}"
-                acc.extend(r.events)
+                if encode is not None and p.prefixed is not None and by_path[p.path].role == "rank":
+                    if whole is None:      # a rank file cut into pieces: its JSONL spooled as it comes
+                        whole = _Spool(encode)
+                    whole.add(r.events)    # type: ignore[union-attr]
+                else:
+                    acc.extend(filter(past.keep, r.events) if ceiling else r.events)
             base += r.newlines
         if cur is not None:
-            progress.file_done()
-            yield by_path[cur], (acc if whole is None else whole), base
+            yield done()
     finally:
         progress.close()
         templates.reset()
@@ -553,8 +652,9 @@ def _iter_found(found: inp.Inputs, chunk: int, jobs: Optional[int], piece: int, 
 
 def iter_events(paths: Sequence[str], **kw) -> Iterator[Event]:
     """Every parsed event of every file, in file order (ranks as far as each file tells)."""
+    ranks: Dict[str, Optional[int]] = {}
     for f, events, _ in iter_file_events(paths, **kw):
-        rank = _file_rank(f, events)
+        rank = ranks[f.path] = _partner_rank(f, _file_rank(f, events), ranks)
         for e in events:
             if rank is not None and f.role == "rank":
                 e.rank = rank
@@ -567,16 +667,30 @@ def iter_event_text(paths: Sequence[str], select: Any, **kw) -> Iterator[str]:
     selector, :class:`swapwatch.events_output.EventSelect`). A file scanned as one piece is
     written by the worker that scanned it; a big file cut into pieces is written here."""
     found = inp.discover(paths)
+    ranks: Dict[str, Optional[int]] = {}
     for f, events, _ in _iter_found(found, kw.pop("chunk", CHUNK), kw.pop("jobs", None), kw.pop("piece", PIECE),
                                     kw.pop("show_progress", True), encode=select):
+        if isinstance(events, _Spool):
+            rank = ranks[f.path] = events.rank if events.rank is not None else f.name_rank
+            if select.ranks is None or rank in select.ranks:
+                yield from events.blocks(rank)
+            continue
         if not isinstance(events, str):
-            rank = _file_rank(f, events) if f.role == "rank" else None
+            rank = ranks[f.path] = _partner_rank(f, _file_rank(f, events), ranks) if f.role == "rank" else None
             if rank is not None:
                 for e in events:
                     e.rank = rank
             events = select.text(events)
         if events:
             yield events
+
+
+def _partner_rank(f: inp.LogFile, rank: Optional[int], known: Dict[str, Optional[int]]) -> Optional[int]:
+    """A run directory's stderr copy takes its stdout copy's rank (one process: ``LogFile.partner``)
+    when it names none itself; the stdout copy comes first (discovery order)."""
+    if rank is None and f.partner is not None:
+        return known.get(f.partner)
+    return rank
 
 
 def _file_rank(f: inp.LogFile, events: List[Event]) -> Optional[int]:
@@ -610,10 +724,12 @@ def read_logs(paths: Sequence[str], chunk: int = CHUNK, jobs: Optional[int] = No
     packing = sum(f.role == "rank" for f in found.files) > PACK_MIN
     mf_any = False                  # some rank printed MindFormers lines (before the authority filter)
     mf_after: Dict[int, bool] = {}  # packed ranks: MindFormers lines left after it
+    path_rank: Dict[str, Optional[int]] = {}   # each rank file's rank (a stderr copy takes its partner's)
     for f, events, nlines in _iter_found(found, chunk, jobs, piece, show_progress, pack_files=packing,
-                                         while_scanning=while_scanning):
+                                         while_scanning=while_scanning, ceiling=True):
         lines[f.display] = nlines
         if isinstance(events, Packed):
+            path_rank[f.path] = events.rank_log.rank
             if events.rank_log.rank not in run.ranks:
                 rl = run.ranks[events.rank_log.rank] = events.rank_log
                 share(rl)
@@ -627,7 +743,7 @@ def read_logs(paths: Sequence[str], chunk: int = CHUNK, jobs: Optional[int] = No
                 with inp.open_binary(f.path) as fh:
                     expected.update(scheduler_ranks(iter(lambda: fh.read(CHUNK), b"")))
             continue
-        rank = _file_rank(f, events)
+        rank = path_rank[f.path] = _partner_rank(f, _file_rank(f, events), path_rank)
         if rank is None:
             unranked.append((f, events))
             continue
@@ -638,10 +754,16 @@ def read_logs(paths: Sequence[str], chunk: int = CHUNK, jobs: Optional[int] = No
             _settle(rl, lines)
             mf_after[rank] = _has_mindformers(rl)
             pack(rl)
+    partners = sum(f.partner is not None for f, _ in unranked)
     for f, events in unranked:
-        rank = 0 if not run.ranks and len(unranked) == 1 else max(list(run.ranks) + [-1]) + 1
-        events.insert(0, NoticeEvent(rank, f"{f.display}:1", what="rank_guessed",
-                                     data={"file": f.display, "rank": rank}))
+        guess = path_rank.get(f.partner) if f.partner is not None else None
+        if guess is None:
+            rank = 0 if not run.ranks and len(unranked) - partners == 1 else max(list(run.ranks) + [-1]) + 1
+            events.insert(0, NoticeEvent(rank, f"{f.display}:1", what="rank_guessed",
+                                         data={"file": f.display, "rank": rank}))
+        else:
+            rank = guess
+        path_rank[f.path] = rank
         _add(run, rank, f, events)
         mf_after.pop(rank, None)
     run.expected_ranks = sorted(expected) if expected else None
@@ -659,6 +781,13 @@ def _add(run: RunLog, rank: int, f: inp.LogFile, events: List[Event]) -> RankLog
     rl = run.ranks.get(rank)
     if rl is None:
         rl = run.ranks[rank] = RankLog(rank)
+    elif rl.files and os.path.dirname(rl.files[0]) != os.path.dirname(f.display):
+        # one run logs each rank once (a run directory's stdout and stderr copies are one file's two
+        # halves, in one directory); two directories with the same rank are two runs or a copy, and
+        # read as one rank they were a made-up second LayerSetting block (SW109 "an MTP block")
+        raise InputError(f"rank {rank} appears twice: in {rl.files[0]} and in {f.display}; a run logs each rank "
+                         "once (two attempts, or a copy of the same logs?): verify each directory on its own",
+                         file=f.display)
     rl.files.append(f.display)
     for e in events:
         e.rank = rank

@@ -18,7 +18,7 @@ ranks that stand out are drawn and named, so 128 ranks read as well as 8.
 from __future__ import annotations
 
 import textwrap
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import pandas as pd
@@ -27,7 +27,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
 from ..errors import InputError
-from ..text import fmt_bytes, ranges, unit_for
+from ..text import RankSet, fmt_bytes, ranges, unit_for
 from . import _render
 from .result import MemoryPlot
 from .runs import run_names
@@ -76,7 +76,7 @@ def _as_list(runlogs: Any) -> List[Any]:
     return [runlogs] if hasattr(runlogs, "ranks") else list(runlogs)
 
 
-def memory_frame(runlogs: Any, ranks: Optional[Iterable[int]] = None) -> pd.DataFrame:
+def memory_frame(runlogs: Any, ranks: Optional[Union[RankSet, Iterable[int]]] = None) -> pd.DataFrame:
     """Every memory event of every run, one row each: the data behind :func:`plot_memory`.
 
     Columns: ``run`` (unique display name), ``label``, ``strategy``, ``rank``, ``step`` (nullable
@@ -84,7 +84,7 @@ def memory_frame(runlogs: Any, ranks: Optional[Iterable[int]] = None) -> pd.Data
     Runs keep the order given, which is the order on the plot.
     """
     runlogs = _as_list(runlogs)
-    keep = None if ranks is None else {int(r) for r in ranks}
+    keep = ranks                 # membership only: a RankSet is never expanded
     rows = []
     for (key, label, strategy), rl in zip(run_names(runlogs), runlogs):
         for rank in sorted(rl.ranks):
@@ -374,7 +374,7 @@ def _wrap_label(key: str) -> str:
     return "\n".join(textwrap.wrap(key, 18)) or key
 
 
-def plot_memory(runlogs: Any, ranks: Optional[Iterable[int]] = None) -> MemoryPlot:
+def plot_memory(runlogs: Any, ranks: Optional[Union[RankSet, Iterable[int]]] = None) -> MemoryPlot:
     """Draw the memory figure for one or more runs (``.save(out)`` writes it).
 
     The data behind it is :func:`memory_frame` (then :func:`step_frame` and :func:`peak_frame`).

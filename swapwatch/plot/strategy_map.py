@@ -41,6 +41,12 @@ NOT_EFFECTIVE = "not_effective"
 NO_MATCH_MARK = "∅"
 #: A map wider than this many layers wraps onto several bands (a 48-layer map is two bands of 24).
 BAND_LAYERS = 32
+#: Above this many layers, neighbouring layers whose cells are all the same (in every panel, the
+#: differences and the pipeline chunk included) are drawn as one column named by their range, as
+#: verify's table folds them (:func:`_fold`); and the columns left wrap onto at most
+#: :data:`MAX_BANDS` bands. A 10,000-layer map was 313 bands of 32 and ran for minutes.
+FOLD_LAYERS = 256
+MAX_BANDS = 16
 
 #: Row order, display names and colours; excludes are grey and hatched: they *remove* recompute.
 MECHANISMS = tuple((k.name, k.plot_name, k.color) for k in actions.KINDS)
@@ -305,8 +311,10 @@ def _fmt_value(v: Any) -> str:
 
 def _draw_map(ax, frame: pd.DataFrame, keys, n_layers: int, stages: List[int], inters: List[int],
               title: str, diffs: Optional[pd.DataFrame] = None, cut: AbstractSet[int] = frozenset(),
-              span: Optional[Tuple[int, int]] = None, effects: Optional[Dict] = None) -> None:
-    """One band of the map: layers ``span`` = [lo, hi) (default all)."""
+              span: Optional[Tuple[int, int]] = None, effects: Optional[Dict] = None,
+              labels: Optional[List[str]] = None) -> None:
+    """One band of the map: layers ``span`` = [lo, hi) (default all). ``labels``: the columns are
+    folded layer ranges (:func:`_fold`), named by these."""
     lo, hi = span or (0, n_layers)
     row_of = {k: i for i, k in enumerate(keys)}
     text_ok = hi - lo <= 40
@@ -374,11 +382,61 @@ def _draw_map(ax, frame: pd.DataFrame, keys, n_layers: int, stages: List[int], i
     width = hi - lo
     step = 1 if width <= 32 else int(np.ceil(width / 32))
     ax.set_xticks(range(lo, hi, step))
+    if labels is not None:
+        ax.set_xticklabels([labels[i] for i in range(lo, hi, step)], rotation=90 if step == 1 and width > 12 else 0,
+                           fontsize=7)
     ax.grid(False)
     for sp in ("top", "right", "left"):
         ax.spines[sp].set_visible(False)
     ax.tick_params(axis="y", length=0)
     ax.set_title(title, loc="left")
+
+
+def _fold(panels: List[Tuple[str, pd.DataFrame]], diffs: Optional[pd.DataFrame], cut: Set[int],
+          stages: List[int], inters: List[int], n_layers: int):
+    """Neighbouring layers that look the same drawn as one column: the panels' frames, the
+    differences, the cut layers and stage / interleave ids re-indexed by column, and each
+    column's label (``"8"``, ``"9-1249"``). Two layers fold when every panel has the same cells on
+    both, the same differences are outlined, both or neither are past a cut, and they are in the
+    same pipeline chunk: nothing drawn differs from the unfolded map but the width."""
+    sig: Dict[int, list] = {}
+    for p, (_, f) in enumerate(panels):
+        for r in f.itertuples(index=False):
+            sig.setdefault(int(r.layer), []).append((p, r.mechanism, _norm_item(r.item), _fmt_value(r.value),
+                                                     bool(r.overridden), bool(r.partial), r.effect or ""))
+    if diffs is not None:
+        for d in diffs.itertuples(index=False):
+            sig.setdefault(int(d.layer), []).append(("diff", d.mechanism, _norm_item(d.item), d.kind))
+    col_of: List[int] = []
+    labels: List[str] = []
+    firsts: List[int] = []
+    prev: Any = object()
+    for layer in range(n_layers):
+        chunk = (stages[layer], inters[layer]) if layer < len(stages) and layer < len(inters) else (0, 0)
+        key = (tuple(sorted(sig.get(layer, ()), key=repr)), layer in cut, chunk)
+        if key != prev:
+            firsts.append(layer)
+            labels.append(str(layer))
+            prev = key
+        elif labels:
+            labels[-1] = f"{firsts[-1]}-{layer}"
+        col_of.append(len(firsts) - 1)
+    keep = set(firsts)
+
+    def refold(f: pd.DataFrame) -> pd.DataFrame:
+        if f.empty:
+            return f
+        g = f[f["layer"].isin(keep)].copy()
+        g["layer"] = [col_of[int(x)] for x in g["layer"]]
+        g.attrs = dict(f.attrs)
+        return g
+
+    out_panels = [(t, refold(f)) for t, f in panels]
+    out_diffs = refold(diffs) if diffs is not None else None
+    out_cut = {col_of[x] for x in cut if 0 <= x < n_layers}
+    out_stages = [stages[x] if x < len(stages) else 0 for x in firsts]
+    out_inters = [inters[x] if x < len(inters) else 0 for x in firsts]
+    return out_panels, out_diffs, out_cut, out_stages, out_inters, labels
 
 
 def bands(n_layers: int, per_band: int = BAND_LAYERS) -> List[Tuple[int, int]]:
@@ -494,7 +552,11 @@ def plot_strategy(what: Any, plan: Any = None, rank: Optional[int] = None, title
     keys = _row_keys([f for _, f in panels])
     effects = _row_effects([f for _, f in panels])
     stages, inters = _stage_ids(ref_plan, what, n_layers)
-    spans = bands(n_layers)
+    drawn, d_diffs, d_cut, n_cols, labels = panels, diffs, cut, n_layers, None
+    if n_layers > FOLD_LAYERS:
+        drawn, d_diffs, d_cut, stages, inters, labels = _fold(panels, diffs, cut, stages, inters, n_layers)
+        n_cols = len(labels)
+    spans = bands(n_cols, max(BAND_LAYERS, int(np.ceil(n_cols / MAX_BANDS))))
     band_w = max(hi - lo for lo, hi in spans)
     label_w = 0.065 * max(len(_row_label(k, effects.get(k, set()))) for k in keys)   # inches at 8 pt
     width = min(20.0, max(7.5, label_w + 0.6 + 0.34 * band_w))
@@ -506,21 +568,27 @@ def plot_strategy(what: Any, plan: Any = None, rank: Optional[int] = None, title
         axes = fig.subplots(len(heights), 1, squeeze=False, gridspec_kw={"height_ratios": heights})[:, 0]
         k = 0
         for b, span in enumerate(spans):
-            for i, (ptitle, frame) in enumerate(panels):
+            for i, (ptitle, frame) in enumerate(drawn):
                 ax = axes[k]
                 k += 1
-                last = i == len(panels) - 1
-                band_title = ptitle if b == 0 else (f"layers {span[0]}-{span[1] - 1}" if i == 0 else "")
-                _draw_map(ax, frame, keys, n_layers, stages, inters, band_title,
-                          diffs if (last and diffs is not None and len(panels) > 1) else None,
-                          cut if last else set(), span=span, effects=effects)
+                last = i == len(drawn) - 1
+                first_l, last_l = (span[0], span[1] - 1) if labels is None else \
+                    (labels[span[0]].split("-")[0], labels[span[1] - 1].split("-")[-1])
+                band_title = ptitle if b == 0 else (f"layers {first_l}-{last_l}" if i == 0 else "")
+                _draw_map(ax, frame, keys, n_cols, stages, inters, band_title,
+                          d_diffs if (last and d_diffs is not None and len(drawn) > 1) else None,
+                          d_cut if last else set(), span=span, effects=effects, labels=labels)
                 if last:
                     ax.set_xlabel("layer")
         handles = _legend_handles([f for _, f in panels], diffs is not None and not diffs.empty, bool(cut))
         # legend entries are ~3 inches wide: as many columns as fit, so nothing is cut off
         fig.legend(handles=handles, loc="outside lower center", fontsize=8,
                    ncols=max(1, min(3, len(handles), int(width // 3.3))))
-        fig.suptitle(title or _default_title(what, ref_plan, n_layers, name), fontsize=11)
+        head = title or _default_title(what, ref_plan, n_layers, name)
+        if labels is not None:          # said in the title, wrapped to the figure (11 pt: ~12 characters an inch)
+            head = "\n".join(textwrap.wrap(f"{head}  ·  neighbouring layers that look the same are one column "
+                                            f"({n_cols} columns)", max(60, int(width * 12))))
+        fig.suptitle(head, fontsize=11)
     return StrategyPlot(figure=fig, frames=dict(panels), diff=diffs, cut=sorted(cut))
 
 

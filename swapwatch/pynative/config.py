@@ -159,8 +159,8 @@ def from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional[str]
         mc = mapping(model.get("model_config"))
         n = model.get("num_hidden_layers", model.get("num_layers", mc.get("num_layers")))
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-        raise ConfigError("the layer count is unknown: set model.num_hidden_layers in the YAML or pass "
-                          "--num-layers", file=source, line=lines.get("model"), key="model.num_hidden_layers")
+        raise ConfigError("the layer count is unknown: set model.num_hidden_layers in the YAML (explain also "
+                          "takes --num-layers N)", file=source, line=lines.get("model"), key="model.num_hidden_layers")
     mtp = model.get("num_nextn_predict_layers", model.get("mtp_num_layers", 0)) or 0
     if not isinstance(mtp, int) or isinstance(mtp, bool) or mtp < 0:
         raise ConfigError(f"expected a non-negative int, got {mtp!r}", file=source,

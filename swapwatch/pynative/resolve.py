@@ -26,7 +26,7 @@ import regex
 
 from ..errors import ConfigError
 from ..plan_view import APPLY_AC
-from ..patterns import PatternError, check_size, under
+from ..patterns import PatternError, check_size, check_total, under
 from .config import PynativeConfig
 from .layer_paths import cells_of, layer_lists
 from .layer_spec import RECOMPUTE_TAG, Refusal, SPEC_RE, layer_ids
@@ -216,6 +216,10 @@ def _ids(specs: Any) -> Set[int]:
 def _expand(paths: Dict[int, Tuple[str, ...]], module_dict: Dict[str, Any], label: str, config_name: str,
             no_match: List[Tuple[str, str]], lines: List[LogLine]) -> Dict[int, List[str]]:
     out: Dict[int, List[str]] = {}
+    try:
+        check_total(module_dict)       # the keys together, before any is compiled (docs/reliability.md)
+    except PatternError as exc:
+        raise ConfigError(str(exc), key=label) from None
     for key, ranges in module_dict.items():
         matched = False
         try:

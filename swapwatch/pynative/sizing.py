@@ -41,7 +41,7 @@ from typing import Any, Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
 from ..config import read_yaml
 from ..config.tree import _pretrained_config
 from ..errors import ConfigError
-from ..memory.model import Estimate
+from ..memory.model import Estimate, StageMemory
 from ..patterns import under
 
 #: synthetic static key -> the r2.x key path it came from (errors are reported at the latter)
@@ -78,6 +78,10 @@ PYNATIVE_KEEPS: Dict[str, Dict[str, Tuple[Tuple[str, str], ...]]] = {
 #: trainer's ``checkpoint_wrapper`` (saved-tensor hooks, ``early_stop``) keeps no output of its own
 REENTRANT_CHECKPOINT = frozenset({"tinyllama"})
 
+#: what PyNative DryRun L1 (one rank of MindFormers' own trainer, fixtures/dryrun/pynative/) leaves unchecked for
+#: the models sized from ``pynative/tables`` (the header's ``unchecked`` line and the JSON's list)
+UNCHECKED_TABLES = ("checked against PyNative DryRun L1 of one rank (docs/estimate.md, The PyNative path); "
+                    "Ascend-side terms outside it unverified: kernel workspaces, HCCL buffers",)
 #: what no check here covers (the header's ``unchecked`` line and the JSON's ``unchecked`` list)
 UNCHECKED_ALWAYS = ("no DryRun for the PyNative path (DryRun compiles graphs): checked only against the example "
                     "model run in PyNative mode on CPU (docs/estimate.md)",
@@ -259,6 +263,8 @@ def estimate_pynative(path: str, model: Optional[str] = None, calibration: Any =
     if spec.num_layers != cfg.num_layers:
         spec.num_layers = cfg.num_layers
     key = family_key(cfg.family)
+    if key != "tinyllama":
+        return _estimate_from_tables(path, data, cfg, plan, spec, notes, key, calibration)
     table_family = TABLE_FAMILY[key]
     kinds: Dict[Optional[str], Any] = {}
 
@@ -313,6 +319,116 @@ def estimate_pynative(path: str, model: Optional[str] = None, calibration: Any =
     return est
 
 
+def _estimate_from_tables(path: str, data: Dict[str, Any], cfg: Any, plan: Any, spec: Any, notes: List[str],
+                          key: str, calibration: Any) -> Any:
+    """The estimate of a MindFormers PyNative model from its own layer table (``pynative/memory_model.py``,
+    ``pynative/tables/<family>.yaml``): one stage per pipeline stage, each sized with the layers
+    ``apply_pp`` gives it. A family with no table is refused in one line naming it."""
+    from ..memory.model import NO_CALIBRATION
+    from ..plan import Plan
+    from . import memory_model as mm
+
+    table_name = TABLE_FAMILY.get(key, key)
+    if table_name not in mm.tabled_families():
+        from ..errors import NotModelled
+
+        raise NotModelled(f"model family {cfg.family!r} on the PyNative path",
+                          f"no layer table in swapwatch/pynative/tables/; modelled: "
+                          f"{', '.join(sorted(mm.tabled_families()))}",
+                          file=path, line=spec.lines.get("model.model_type", spec.lines.get("model")),
+                          key="model.model_type")
+    geo = cfg.stages
+    assert geo is not None
+    tp = max(1, spec.tp)
+    dp_shard = spec.dp if isinstance(spec.dp, int) and spec.dp > 1 else 1
+    unchecked = list(UNCHECKED_TABLES)
+    if tp > 1 or dp_shard > 1 or geo.pipeline_stage > 1 or spec.cp > 1 or spec.ep > 1:
+        unchecked.append("sharding across ranks (tensor parallel divides heads, FFN and vocabulary; the FSDP "
+                         "shard divides weights, gradients and optimizer states; pipeline stages hold "
+                         "their layers and 1F1B's micro-batches in flight): PyNative DryRun here runs one "
+                         "rank")
+    prefetch = plan.sections["swap"].get("default_prefetch", 1) if cfg.swap.get("enable") else None
+    rows: List[Dict[str, Any]] = []
+    stages: List[StageMemory] = []
+    per_stage: Dict[int, List[int]] = {}
+    for la in plan.layers:
+        per_stage.setdefault(cfg.stage_of(la.layer)[0], []).append(la.layer)
+    first_table: Any = None
+    for p in range(geo.pipeline_stage):
+        ids = [i for i in per_stage.get(p, []) if i < cfg.num_layers]
+        shape = mm.Shape(b=spec.batch, s=spec.seq, h=spec.hidden, heads=max(1, spec.heads // tp),
+                         kv_heads=max(1, spec.kv_heads // tp), head_dim=spec.head_dim, ffn=spec.ffn // tp,
+                         vocab=spec.vocab // tp, layers=len(ids), compute_bytes=spec.compute_bytes,
+                         params_bytes=spec.param_bytes, tied=spec.tie_embeddings)
+        table = mm.LayerTable(table_name, shape)
+        first_table = first_table or table
+        costs = []
+        for la in plan.layers:
+            if la.layer not in ids:
+                continue
+            c = table.cost(full=la.full, select=la.select, exclude=la.exclude if la.full else (),
+                           layer_swap=la.layer_swap, op_swap=la.op_swap)
+            costs.append(c)
+            rows.append({"layer": la.layer, "stage": p, "choice": c.label, "activation_bytes": c.kept,
+                         "host_bytes": c.host, "recompute_flops": c.flops})
+        in_flight = min(geo.pipeline_stage - p, max(1, spec.micro_batch_num)) if geo.pipeline_stage > 1 else 1
+        ph = mm.phases(shape, table, costs, prefetch, first=p == 0, last=p == geo.pipeline_stage - 1,
+                       in_flight=in_flight, shard=dp_shard)
+        stages.append(PynativeStage(stage=p, layers=ids, static={}, activations=0, swap_window=0, transient=0,
+                                    workspace=0, head=0, phases=ph))
+    splan = Plan(geometry=geo, swap=bool(cfg.swap.get("enable")), formative={}, layers=[])
+    assert first_table is not None
+    return PynativeEstimate(config=path, family=key, spec=spec, plan=splan, fam=first_table, stages=stages,
+                            layers=rows, calibration=calibration or NO_CALIBRATION,
+                            unmodelled=list(spec.unmodelled),
+                            unchecked=unchecked + notes + _not_sized(plan, table_name, tabled=True))
+
+
+class PynativeStage(StageMemory):
+    """A stage of the PyNative model: its figures are :class:`memory_model.Phases`' (the graph path's
+    StageMemory fields stay 0); the JSON keeps the static estimate's shape (DESIGN §3.3a)."""
+
+    def __init__(self, *args: Any, phases: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.phases = phases
+
+    def peak(self, cal: Any = None) -> int:
+        """The larger step's peak, plus a calibration's residual when one is given (tune's launch offset:
+        tune/memory_api.py:pynative_offset)."""
+        return self.phases.peak() + int(round(getattr(cal, "residual", 0.0) or 0.0))
+
+    @property
+    def phase(self) -> str:
+        return "optimizer" if self.phases.phase() == "optimizer" else "activations"
+
+    def to_json(self, cal: Any = None, measured: Optional[int] = None) -> Dict[str, Any]:
+        ph = self.phases
+        base = ph.weights + ph.states + ph.shared
+        act = ph.activation_phase() - base
+        opt = ph.optimizer_steady - base
+        on_opt = self.phase == "optimizer"
+        parts = {} if on_opt else dict(ph.forward_end_parts if ph.forward_end >= ph.backward else ph.backward_parts)
+        grads = ph.grads if on_opt else parts.pop("grads", 0)
+        static = {"weights": ph.weights, "grads": grads, "optimizer_states": ph.states, "shared": ph.shared}
+        dyn = opt - ph.grads if on_opt else act - grads
+        out = {"stage": self.stage, "layers": self.layers, "peak_bytes": self.peak(), "peak_phase": self.phase,
+               "activation_phase_bytes": act, "optimizer_step_bytes": opt,
+               "components": {"static": sum(static.values()),
+                              "activations": 0 if on_opt else parts.get("saved_activations", 0)
+                              + parts.get("swap_prefetch_window", 0),
+                              "other": dyn if on_opt else dyn - parts.get("saved_activations", 0)
+                              - parts.get("swap_prefetch_window", 0)},
+               "breakdown": {**static, "calibration_residual": 0,
+                             "saved_activations": parts.get("saved_activations", 0),
+                             "swap_prefetch_window": parts.get("swap_prefetch_window", 0),
+                             "recompute_transient": parts.get("recompute_transient", 0),
+                             "backward_workspace": 0, "head_and_logits": parts.get("head_and_logits", 0),
+                             "gathered_weights": 0, "optimizer_step": dyn if on_opt else 0,
+                             "first_step_peak": ph.peak(steady=False)}}
+        out["measured_peak_bytes"] = measured
+        return out
+
+
 def _layer_grads(spec: Any, fams: Sequence[Any], div: int) -> List[int]:
     """Gradient bytes of each layer (its weights' elements in the parameter dtype, split ``div`` ways as
     the FSDP strategy splits them; none for a frozen base under LoRA, as ``memory.model.static_parts``)."""
@@ -357,11 +473,14 @@ def _backward_order(st: Any, costs: Sequence[Any], geo: Any, layer_grads: Sequen
     st.static["grads"] = best[3]
 
 
-def _not_sized(plan: Any, table_family: str) -> List[str]:
+def _not_sized(plan: Any, table_family: str, tabled: bool = False) -> List[str]:
     out = []
     if any(la.comm for la in plan.layers):
         out.append("recompute_comm: what communication ops keep is not sized (no effect in the figure)")
-    if table_family != "tinyllama":
+    if any(la.exclude and la.full for la in plan.layers):
+        out.append("exclude_op: its saves are kept as the real checkpoint_exclude_wrapper keeps them; the "
+                   "DryRun stand-in recomputes them (not checked)")
+    if table_family != "tinyllama" and not tabled:
         out.append(f"the layer's tensors are the graph path's table (swapwatch/memory/{table_family}.yaml, "
                    f"matched on the PyNative module paths), not measured on the PyNative model")
     return out
@@ -380,3 +499,28 @@ class PynativeEstimate(Estimate):
         out["path"] = "pynative"
         out["unchecked"] = list(self.unchecked)
         return out
+
+    def dryrun_json(self) -> Dict[str, Any]:
+        """PyNative DryRun L1's peaks beside the model's (``estimate --dryrun``): one simulated rank."""
+        out = super().dryrun_json()
+        out["level"] = "PyNative DryRun L1"
+        return out
+
+
+def attach_dryrun(est: Any, config: str) -> None:
+    """``estimate --dryrun`` on an r2.x YAML: MindFormers' PyNative Trainer under PyNative DryRun
+    (``pynative/dryrun.py``), its peaks set beside stage 0's. DryRunError (exit 1) names the log; what
+    cannot run here is InputError (exit 2) with the reason."""
+    from ..errors import InputError
+    from ..memory.dryrun import StagePeak
+    from . import dryrun
+
+    data, lines = read_yaml(config)
+    dryrun.one_rank_refusal(data if isinstance(data, dict) else {}, lines, config)
+    reason = dryrun.available()
+    if reason:
+        raise InputError(f"--dryrun: PyNative DryRun is not available here: {reason}", file=config)
+    res = dryrun.measure(config)
+    est.dryrun = {0: StagePeak(stage=0, rank_id=0, used_bytes=res.used_bytes, actual_bytes=res.actual_bytes,
+                               seconds=res.seconds, log_path=res.log_path)}
+

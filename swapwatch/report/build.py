@@ -11,12 +11,12 @@ a failure of the report: the page says what it could not show and why, in the co
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence
 
 from ..errors import InputError
+from ..json_input import read_run_json
 from .verdict import Verdict, read_verdict, unverified
 
 #: ``swapwatch run`` keeps the YAML as launched under this name (runner.CONFIG_COPY).
@@ -57,13 +57,7 @@ class Report:
 def _read_run_json(path: str) -> Optional[Dict[str, Any]]:
     if not os.path.isdir(path):
         return None
-    p = os.path.join(path, "run.json")
-    try:
-        with open(p, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+    return read_run_json(path)          # bounded and type-checked: a broken one is one line
 
 
 def _sha256(path: str) -> Optional[str]:
@@ -223,8 +217,10 @@ def build(paths: Sequence[str], config: Optional[str] = None) -> Report:
 
     if not paths:
         raise InputError("no run given (swapwatch run directories, msrun log dirs or worker logs)")
-    if config is not None and not os.path.isfile(config):
-        raise InputError("no such file", file=config)
+    if config is not None:
+        from ..config import read_config_bytes
+
+        read_config_bytes(config)     # a missing file, a directory, a device: its own one line, now
     groups = group_paths(paths)
     from ..file_kind import reject_yaml_for_verify
 

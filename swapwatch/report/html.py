@@ -19,7 +19,7 @@ import html
 import io
 import re
 import shlex
-from typing import Any, Dict, Iterable, List, Optional, Sequence
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from .. import __version__, finding_groups, layer_table
 from .build import Report, RunPart
@@ -277,6 +277,14 @@ def _findings(part: RunPart, codes: set) -> str:
     return "\n".join(out)
 
 
+def _row_unit(*values: Any) -> Tuple[str, float]:
+    """One unit for a table row, the one its largest figure takes: the newcomer read "15.7 GiB |
+    16.7 GiB | 1084 MiB" in one row; figures in one unit compare at a glance. None / NaN: missing."""
+    from ..text import unit_for
+
+    return unit_for(max((v for v in values if v is not None and v == v), default=0))
+
+
 def _estimate(part: RunPart, idx: int) -> str:
     est = part.estimate
     if est is None:
@@ -289,7 +297,8 @@ def _estimate(part: RunPart, idx: int) -> str:
         pred = st["peak_bytes"]
         meas = st.get("measured_peak_bytes")
         err = f"{(pred - meas) / meas:+.1%}" if meas else "-"
-        rows.append([st["stage"], fmt_bytes(pred), "-" if meas is None else fmt_bytes(meas), err])
+        unit = _row_unit(pred, meas)
+        rows.append([st["stage"], fmt_bytes(pred, unit), "-" if meas is None else fmt_bytes(meas, unit), err])
     out.append(_table(["stage", "predicted peak", "measured peak (worst rank)", "prediction error"], rows,
                       cls="estimate"))
     note = (f"predicted for the model {est.config} describes (family {est.family}; sizes from the YAML, "
@@ -348,8 +357,9 @@ def _memory(report: Report) -> str:
         # ranks with the same peaks fold into one row, as verify folds ranks that agree
         for (run, family, used, actual), g in peaks.groupby(["run", "family", "used", "actual"],
                                                              observed=True, dropna=False, sort=False):
+            unit = _row_unit(used, actual)
             rows.append([run, family, layer_table.ranges(sorted(g["rank"]), 6), len(g),
-                         fmt_bytes(used), fmt_bytes(actual), fmt_bytes(actual - used)])
+                         fmt_bytes(used, unit), fmt_bytes(actual, unit), fmt_bytes(actual - used, unit)])
         out.append(_table(["run", "figures", "ranks", "count", "peak used", "actual peak", "fragmentation"],
                           rows, cls="peaks"))
     if mem.incomparable:

@@ -40,11 +40,13 @@ import hashlib
 import json
 import os
 import statistics
+import subprocess
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from .. import json_input
 from ..errors import InputError
 from ..text import MIB, MIB_UNIT, fmt_bytes
 from . import memory_api
@@ -207,6 +209,9 @@ def step_limit_edit(doc: Dict[str, Any], steps: int) -> Tuple[Tuple[str, ...], A
 def uniform_text(text: str, config: str, model: Optional[str], fraction: float) -> str:
     """The YAML with full recompute on the first ``fraction`` of each stage chunk's layers and no
     select recompute (the probes), written by the same emitter as ``plan``."""
+    own = memory_api.probe_text(text, config, model, fraction)
+    if own is not None:
+        return own
     from ..memory.emit import emit_result
     from ..memory.tensor_table import LayerCost
     from ..memory.model import plan_of
@@ -266,9 +271,9 @@ def measure_run(run_dir: Path, stages: int, device: str) -> Tuple[Dict[str, int]
 
 def _verdict(run_dir: Path, info: Dict[str, Any]) -> str:
     try:
-        data = json.loads((run_dir / "verify.json").read_text(encoding="utf-8"))
+        data = json_input.read(str(run_dir / "verify.json"), "verify.json")
         return str(data.get("verdict") or "").upper()
-    except (OSError, ValueError):
+    except (InputError, AttributeError):
         v = info.get("verify") or {}
         return "PASS" if v.get("exit_code") == 0 else ("" if not v else "FAIL")
 
@@ -306,7 +311,7 @@ class Tuner:
         self.steps, self.dryrun, self.model, self.say = steps, dryrun, model, say
         self.command = list(command)
         if dryrun:
-            reason = memory_api.dryrun_available()
+            reason = memory_api.dryrun_available(config)
             if reason:
                 raise InputError(f"--dryrun: {reason}")
         else:
@@ -320,11 +325,7 @@ class Tuner:
         if self.final_path.resolve() == Path(config).resolve():
             raise InputError("the tune directory's final YAML would be CONFIG itself; pick another --dir",
                              file=config)
-        from ..memory.model import plan_of
-
-        cfg, plan, _ = plan_of(config, model)
-        self.stages = plan.geometry.pipeline_stage
-        self.device = str((cfg.context or {}).get("device_target", "Ascend"))
+        self.stages, self.device = memory_api.stages_and_device(config, model)
         self.runner_out = runner_out if runner_out is not None else _Sink()
         self.attempts: List[Attempt] = []
         self.cache: Dict[str, Attempt] = {}
@@ -341,10 +342,9 @@ class Tuner:
     def _open_dir(self) -> None:
         state = self.dir / STATE
         if state.exists():
-            try:
-                old = json.loads(state.read_text(encoding="utf-8"))
-            except ValueError:
-                raise InputError("the tune directory's tune.json is not JSON", file=str(state)) from None
+            old = json_input.read(str(state), "tune.json")      # bounded; not JSON: one line
+            if not isinstance(old, dict):
+                raise InputError("the tune directory's tune.json is not a JSON object", file=str(state))
             params = old.get("params", {})
             mine = self._params()
             for key in ("config_sha256", "budget", "command", "steps", "dryrun", "model"):
@@ -428,8 +428,9 @@ class Tuner:
             while (self.dir / f"attempt-{a.n:02d}.interrupted-{k}").exists():
                 k += 1
             rdir.rename(self.dir / f"attempt-{a.n:02d}.interrupted-{k}")
+        # the attempts run unattended, one after another: none reads tune's own stdin
         res = run(command_for(self.command, self.config, str(yaml_path)), config=str(yaml_path), run_dir=str(rdir),
-                  out=self.runner_out)
+                  out=self.runner_out, err=self.runner_out, stdin=subprocess.DEVNULL)
         a.run_dir = str(res.run_dir) if res.run_dir else None
         info = res.info or {}
         if info.get("interrupted"):
@@ -487,7 +488,7 @@ class Tuner:
         # records (memory.calibrate takes both)
         usable = [p.record for p in probes if p.record and p.exit_code == 0] if self.dryrun else \
             [p.run_dir for p in probes if p.run_dir and p.exit_code == 0 and p.peak]
-        cal = memory_api.calibrate(usable, self.model) if usable else None
+        cal = memory_api.calibrate(usable, self.model, self.config) if usable else None
         rows = memory_api.residuals(cal) if cal is not None else []
         from ..memory.model import NO_CALIBRATION
 
@@ -562,7 +563,7 @@ class Tuner:
             steps = [abs(c[i].cost.kept - c[i + 1].cost.kept) for c in chains(fam) for i in range(len(c) - 1)]
             step = min((s for s in steps if s > 0), default=MiB)
             return max(MiB, int(step * getattr(cal, "scale", 1.0)))
-        except InputError:
+        except (InputError, KeyError):          # the PyNative path has no static levels: 1 MiB
             return MiB
 
     def _best(self) -> Optional[Attempt]:
@@ -625,16 +626,15 @@ class Tuner:
 def strategy_summary(config: str, model: Optional[str]) -> List[str]:
     """Per stage, the layers of each choice: ``stage 0: 0-1 full, 2-3 select:feed_forward``."""
     from ..text import ranges
-    from ..memory.model import estimate
 
-    est = estimate(config, model)
+    rows = memory_api.strategy_rows(config, model)
     out = []
-    for st in est.stages:
+    for stage in sorted({r["stage"] for r in rows}):
         groups: Dict[str, List[int]] = {}
-        for row in est.layers:
-            if row["stage"] == st.stage:
+        for row in rows:
+            if row["stage"] == stage:
                 groups.setdefault(row["choice"], []).append(row["layer"])
-        out.append(f"stage {st.stage}: " + ", ".join(f"{ranges(ls)} {c}" for c, ls in groups.items()))
+        out.append(f"stage {stage}: " + ", ".join(f"{ranges(ls)} {c}" for c, ls in groups.items()))
     return out
 
 

@@ -4,12 +4,13 @@ Why an adapter: the model and its calibration are being reworked in parallel (Dr
 tensor tables, calibration terms); ``tune`` needs four answers from it — predicted peak and
 recompute cost per stage of a YAML, a calibration fitted to run directories, a plan under a budget,
 and the calibration's own residuals — and nothing else. When the model's API changes, this file is
-the only one to re-point.
+the only one to re-point. Every answer comes from the YAML's :class:`~swapwatch.codepaths.CodePath`
+(the static paths' and the PyNative path's differ: probes, calibration, DryRun).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 
 @dataclass
@@ -35,11 +36,17 @@ def predict(config: str, calibration: Any = None, model: Optional[str] = None,
     return [StagePrediction(st.stage, st.peak(cal), flops.get(st.stage, 0.0)) for st in est.stages]
 
 
-def calibrate(run_dirs: Sequence[str], model: Optional[str] = None) -> Any:
-    """A calibration fitted to ``run_dirs`` (``swapwatch run`` directories of this model)."""
-    from ..memory.calibrate import calibrate as fit
+def calibrate(run_dirs: Sequence[str], model: Optional[str] = None, config: Optional[str] = None) -> Any:
+    """What tune fits to its probes' ``run_dirs`` (``swapwatch run`` directories of this model): the
+    path's own (``CodePath.tune_calibration``)."""
+    from .. import codepaths
 
-    return fit(list(run_dirs), model)[0]
+    if config is None:
+        from ..memory.calibrate import calibrate as fit
+
+        return fit(list(run_dirs), model)[0]
+    doc, cp = codepaths.read(config)
+    return cp.tune_calibration(doc, run_dirs, model)
 
 
 def residuals(calibration: Any) -> List[Dict[str, Any]]:
@@ -56,9 +63,38 @@ def plan(config: str, budget: int, calibration: Any = None, margin: Optional[flo
     return cp.fit(doc, "tune", budget, allow_swap=allow_swap, model=model, margin=margin, calibration=calibration)
 
 
-def dryrun_available() -> Optional[str]:
-    """None when DryRun probes can run here, else the one-line reason (estdry's harness,
-    ``swapwatch.memory.dryrun``, imported lazily: it may not be merged yet)."""
+def probe_text(text: str, config: str, model: Optional[str], fraction: float) -> Optional[str]:
+    """The probe YAML with full recompute on the first ``fraction`` of the layers, when the path writes
+    its own (``CodePath.probe_text``); None: tune writes it with ``memory.emit``."""
+    from .. import codepaths
+
+    doc, cp = codepaths.read(config)
+    return cp.probe_text(doc, text, model, fraction)
+
+
+def stages_and_device(config: str, model: Optional[str] = None) -> Tuple[int, str]:
+    """(pipeline stages, ``context.device_target``) of ``config``."""
+    from .. import codepaths
+
+    doc, cp = codepaths.read(config)
+    return cp.stages_and_device(doc, model)
+
+
+def strategy_rows(config: str, model: Optional[str] = None) -> List[Dict[str, Any]]:
+    """The estimate's per-layer rows of ``config`` (stage, layer, choice)."""
+    from .. import codepaths
+
+    doc, cp = codepaths.read(config)
+    return list(cp.size(doc, "tune", model).layers)
+
+
+def dryrun_available(config: Optional[str] = None) -> Optional[str]:
+    """None when DryRun probes can run here, else the one-line reason (the path's DryRun)."""
+    from .. import codepaths
+
+    if config is not None:
+        doc, cp = codepaths.read(config)
+        return cp.dryrun_missing()
     try:
         from ..memory import dryrun  # type: ignore[attr-defined]
     except ImportError:
@@ -67,6 +103,7 @@ def dryrun_available() -> Optional[str]:
 
 
 def dryrun_measure(config: str, stages: Optional[Sequence[int]] = None, timeout: Optional[float] = None) -> Any:
-    from ..memory import dryrun  # type: ignore[attr-defined]
+    from .. import codepaths
 
-    return dryrun.measure(config, stages, timeout=timeout)
+    doc, cp = codepaths.read(config)
+    return cp.dryrun(doc, "tune", stages)

@@ -71,8 +71,8 @@ def find_oom(lines: Iterable[str], file: str = "") -> Optional[OOM]:
 
 
 def run_logs(run_dir: Path) -> List[Path]:
-    """A run directory's logs: the console and msrun's per-worker logs."""
-    out = [run_dir / "console.log"]
+    """A run directory's logs: the console (stdout and stderr copies) and msrun's per-worker logs."""
+    out = [run_dir / "console.log", run_dir / "console.stderr.log"]
     out += sorted((run_dir / "msrun_log").glob("*.log")) if (run_dir / "msrun_log").is_dir() else []
     return [p for p in out if p.is_file()]
 

@@ -1,0 +1,308 @@
+"""``swapwatch plan`` on the maintainer YAMLs, checked stage by stage with MindSpore DryRun L1 (issue 35:
+"docs/plan.md carries the table re-measured").
+
+For each maintainer YAML of ``fixtures/configs/mindformers/`` that DryRun can run here:
+
+1. *derive* the YAML (``fixtures/dryrun/plans/<name>.yaml``): the maintainer YAML with as few edits
+   as DryRun here needs, spliced into its text (each said in :data:`CASES`): fewer micro-batches where
+   MindSpore would unroll too many copies, never fewer than the pipeline holds in flight (1F1B holds
+   ``min(m, P - p)`` on stage p); MindFormers 2.1.0's AdamW where the YAML names an optimizer 2.1.0
+   lacks;
+2. *plan* it at its own ``context.max_device_memory`` with the default margin and the split searched
+   (what ``swapwatch plan CONFIG`` does): ``<name>.planned.yaml``;
+3. *record* DryRun L1 of the planned YAML stage by stage, each stage through a **stage cut**
+   (``<name>.planned.s<p>.yaml``): the planned YAML with stage p's layers and strategy as they are and
+   every other stage cut to one layer (``num_layers`` and ``offset``), the other stages' counts
+   clipped to it, and ``micro_batch_num`` ``P - p`` (what stage p holds in flight). MindSpore builds
+   and unrolls the whole network before the pipeline split, so compiling costs layers x micro-batches
+   of the whole job (Llama2-70B at full size: 640 layer copies, stage 0 did not finish in 90 minutes
+   here); a stage cut keeps everything stage p's peak depends on (its layers, its micro-batches in
+   flight, the embedding or head it holds) at 17-40 % of the copies. The model agrees: the estimate
+   of stage p is the same on the cut as on the planned YAML (tests/test_plan_dryrun.py checks it).
+   Results in ``<name>.json``, rewritten after each stage; the planned YAML's sha256 is kept (a
+   record of another plan is not reused);
+4. optionally the maintainers' own strategy the same way (``--own``: ``<name>.own.json``, whose
+   ``yaml`` is the derived YAML the stage cuts stand for: a DryRun record ``--calibrate`` reads).
+
+tests/test_plan_dryrun.py re-plans every recorded case and requires the same planned YAML, and checks
+each recorded stage: DryRun's actual peak (with fragments) within the budget, the estimate's error.
+
+    python bench/plan_dryrun.py --list
+    python bench/plan_dryrun.py NAME [--stage N]...     # derive, plan, record (minutes per stage)
+    python bench/plan_dryrun.py --table [NAME]...       # docs/plan.md's rows from the records
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+from typing import Any, Dict, List, Optional, Sequence
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from swapwatch.memory.emit import DELETE, splice  # noqa: E402
+from swapwatch.memory.planner import PlanResult, make_plan  # noqa: E402
+
+PLANS = os.path.join(ROOT, "fixtures", "dryrun", "plans")
+SRC = os.path.join(ROOT, "fixtures", "configs", "mindformers")
+MIB = 1 << 20
+
+#: MindFormers 2.1.0 has no FP32StateAdamWeightDecay (the Llama2-70B YAML's); its AdamW keeps both
+#: moments in fp32 as well (mindformers core/optim/__init__.py: AdamW), as the oracle tier's Llama cuts
+ADAMW = {("optimizer", "type"): "AdamW", ("optimizer", "beta1"): DELETE, ("optimizer", "beta2"): DELETE,
+         ("optimizer", "betas"): [0.9, 0.95], ("optimizer", "weight_decay"): 0.0}
+
+#: name -> source YAML, the edits (key path -> value) and why
+CASES: Dict[str, Dict[str, Any]] = {
+    "qwen3_32b": {"source": "pretrain_qwen3_32b_4k.yaml", "edits": {}, "why": "as shipped"},
+    "llama2_70b": {"source": "pretrain_llama2_70b.yaml",
+                   "edits": {**ADAMW, ("parallel_config", "micro_batch_num"): 8},
+                   "why": "AdamW for FP32StateAdamWeightDecay (not in MindFormers 2.1.0); 8 of the 128 "
+                          "micro-batches (8 stages: every stage holds as many in flight)"},
+    "qwen3_30b_a3b": {"source": "pretrain_qwen3_30b_a3b_4k.yaml",
+                      "edits": {("parallel_config", "micro_batch_num"): 4},
+                      "why": "4 of the 16 micro-batches (4 stages: every stage holds as many in flight)"},
+    "glm4_9b": {"source": "finetune_glm4_9b.yaml", "edits": {("parallel_config", "micro_batch_num"): 4},
+                "why": "4 of the 64 micro-batches (4 stages: every stage holds as many in flight)"},
+    "qwen2_5_7b": {"source": "finetune_qwen2_5_7b_8k.yaml", "edits": {("parallel_config", "micro_batch_num"): 2},
+                   "why": "2 of the 16 micro-batches (2 stages: every stage holds as many in flight)"},
+}
+
+
+def derived_path(name: str) -> str:
+    return os.path.join(PLANS, f"{name}.yaml")
+
+
+def derive_text(name: str) -> str:
+    """The YAML DryRun runs for ``name``: the maintainer YAML with the case's edits spliced in."""
+    case = CASES[name]
+    src = os.path.join(SRC, case["source"])
+    with open(src, encoding="utf-8") as fh:
+        text = fh.read()
+    edits = list(case["edits"].items())
+    out = splice(text, src, edits) if edits else text
+    return (f"# plan DryRun case {name} (bench/plan_dryrun.py): fixtures/configs/mindformers/{case['source']}, "
+            f"{case['why']}.\n") + out
+
+
+def derive(name: str) -> str:
+    """Write :func:`derive_text` beside the records."""
+    os.makedirs(PLANS, exist_ok=True)
+    with open(derived_path(name), "w", encoding="utf-8") as fh:
+        fh.write(derive_text(name))
+    return derived_path(name)
+
+
+def plan(name: str, calibrate: Optional[Sequence[str]] = None) -> PlanResult:
+    """``swapwatch plan <derived YAML> [--calibrate ...]`` (budget: its context.max_device_memory; the
+    default margin; the split searched). ``calibrate``: DryRun records of the derived YAML itself
+    (``<name>.own.json``), paths from the repository's root."""
+    runs = [os.path.join(ROOT, c) for c in (calibrate or [])]
+    return make_plan(derived_path(name), None, runs, margin=None, offsets=True)
+
+
+def planned_text(res: PlanResult) -> str:
+    if not res.fits or res.text is None:
+        raise SystemExit(f"{res.config}: {res.message()}")
+    return res.text
+
+
+def sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+LAYER_KEYS = (("model", "model_config", "num_layers"), ("model", "model_config", "num_hidden_layers"))
+COUNT_KEYS = ("recompute", "select_recompute", "select_comm_recompute")
+
+
+def stage_cut_text(text: str, source: str, stage: int) -> str:
+    """``text`` (a planned YAML, one chunk per stage) with every stage but ``stage`` cut to one layer,
+    the per-stage counts of those stages clipped to it, and ``micro_batch_num`` the micro-batches
+    ``stage`` holds in flight (module docstring, step 3)."""
+    import yaml
+
+    from swapwatch.memory.model import plan_of
+
+    _, plan, spec = plan_of(source, None, text)
+    geo = plan.geometry
+    if geo.pp_interleave_num != 1:
+        raise SystemExit(f"{source}: stage cuts take one chunk per stage")
+    P, counts = geo.pipeline_stage, list(geo.layer_list[0])
+    new = [counts[q] if q == stage else 1 for q in range(P)]
+    total = sum(new)
+    doc = yaml.safe_load(text)
+    mc = doc["model"]["model_config"]
+    key = next(k for k in LAYER_KEYS if k[-1] in mc)
+    edits: List[Any] = [(key, total), (("model", "model_config", "offset"), [n - total // P for n in new]),
+                        (("parallel_config", "micro_batch_num"), max(1, min(spec.micro_batch_num, P - stage)))]
+    base = ("recompute_config",) if isinstance(doc.get("recompute_config"), dict) else ("parallel_config", "recompute")
+    section = doc.get("recompute_config") or (doc.get("parallel_config") or {}).get("recompute") or {}
+    for k in COUNT_KEYS:
+        v = section.get(k) if isinstance(section, dict) else None
+        if isinstance(v, list) and len(v) == P and all(isinstance(x, int) for x in v):
+            edits.append((base + (k,), [v[q] if q == stage else min(v[q], 1) for q in range(P)]))
+        elif isinstance(v, dict):
+            edits.append((base + (k,), {pat: ([c[q] if q == stage else min(c[q], 1) for q in range(P)]
+                                              if isinstance(c, list) and len(c) == P else c)
+                                        for pat, c in v.items()}))
+    return splice(text, source, edits)
+
+
+def _measure_cut(name: str, text: str, source: str, stage: int, tag: str, timeout: float) -> Dict[str, Any]:
+    """DryRun ``stage`` of the stage cut of ``text``; the cut is kept beside the records."""
+    from swapwatch.memory.dryrun import measure
+
+    cut = stage_cut_text(text, source, stage)
+    path = os.path.join(PLANS, f"{name}.{tag}.s{stage}.yaml")
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(cut)
+    out = measure(path, [stage], timeout=timeout, work_dir=f"/tmp/swapwatch-plan-dryrun/{name}.{tag}.s{stage}")
+    p = out.stages[stage]
+    return {"stage": stage, "rank_id": p.rank_id, "used_peak_mib": p.used_bytes // MIB,
+            "actual_peak_mib": p.actual_bytes // MIB, "seconds": p.seconds, "ran": os.path.basename(path),
+            "ran_sha256": sha(cut), "rank_size": out.rank_size}
+
+
+def record_own(name: str, stages: Sequence[int], timeout: float = 7200) -> None:
+    """DryRun the derived YAML itself (the maintainers' strategy): ``<name>.own.json``, a DryRun
+    record ``--calibrate`` reads (``plan`` then checks that strategy's measured stages with DryRun's
+    actual peak)."""
+    path = derive(name)
+    text = derive_text(name)
+    js = os.path.join(PLANS, f"{name}.own.json")
+    done: Dict[int, Dict[str, Any]] = {}
+    if os.path.exists(js):
+        with open(js, encoding="utf-8") as fh:
+            done = {s["stage"]: s for s in json.load(fh)["stages"]}
+    for stage in stages:
+        done[stage] = _measure_cut(name, text, path, stage, "own", timeout)
+        _write_own(name, done)
+        print(name, "own", stage, done[stage]["used_peak_mib"], done[stage]["actual_peak_mib"], flush=True)
+
+
+def _write_own(name: str, done: Dict[int, Dict[str, Any]]) -> None:
+    data = {"yaml": f"{name}.yaml", "source": CASES[name]["source"], "why": CASES[name]["why"],
+            "derived_sha256": sha(derive_text(name)), "stages": [done[s] for s in sorted(done)]}
+    with open(os.path.join(PLANS, f"{name}.own.json"), "w", encoding="utf-8") as fh:
+        json.dump(data, fh, indent=1)
+        fh.write("\n")
+
+
+def record(name: str, stages: Optional[Sequence[int]] = None, timeout: float = 7200) -> None:
+    derive(name)
+    cal = CASES[name].get("calibrate")
+    res = plan(name, cal)
+    text = planned_text(res)
+    path = os.path.join(PLANS, f"{name}.planned.yaml")
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    js = os.path.join(PLANS, f"{name}.json")
+    done: Dict[int, Dict[str, Any]] = {}
+    if os.path.exists(js):
+        with open(js, encoding="utf-8") as fh:
+            old = json.load(fh)
+        if old.get("planned_sha256") == sha(text):
+            done = {s["stage"]: s for s in old["stages"]}
+    wanted = list(stages) if stages else [p for p in range(len(res.planned.stages)) if p not in done]
+    own = {}
+    if res.unchanged and os.path.exists(os.path.join(PLANS, f"{name}.own.json")):
+        with open(os.path.join(PLANS, f"{name}.own.json"), encoding="utf-8") as fh:
+            own = {s["stage"]: s for s in json.load(fh)["stages"]}
+    for stage in wanted:
+        cut_sha = sha(stage_cut_text(text, path, stage))
+        if stage in own and own[stage].get("ran_sha256") == cut_sha:
+            done[stage] = dict(own[stage])     # the plan is the maintainers' YAML: the same stage cut ran
+        else:
+            done[stage] = _measure_cut(name, text, path, stage, "planned", timeout)
+        p = done[stage]
+        data = {"case": name, "yaml": os.path.basename(path), "source": CASES[name]["source"],
+                "why": CASES[name]["why"], "planned": os.path.basename(path), "planned_sha256": sha(text),
+                "unchanged": res.unchanged, "calibrate": cal, "budget_bytes": res.budget,
+                "stages": [done[s] for s in sorted(done)]}
+        with open(js, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=1)
+            fh.write("\n")
+        print(name, stage, p["used_peak_mib"], p["actual_peak_mib"], p["seconds"], flush=True)
+
+
+def recompute_summary(est) -> str:
+    """'17 full + 1 select (mlp)' from an estimate's layer rows."""
+    counts: Dict[str, int] = {}
+    for r in est.layers:
+        if r.get("mtp"):
+            continue
+        c = r["choice"]
+        if c == "none":
+            continue
+        key = "full" if c == "full" else "select (" + c.split(":", 1)[1] + ")" if c.startswith("select:") else c
+        counts[key] = counts.get(key, 0) + 1
+    return " + ".join(f"{n} {k}" for k, n in counts.items()) or "nothing"
+
+
+def table(names: Sequence[str]) -> List[str]:
+    """docs/plan.md's rows: one per stage of each recorded case."""
+    from swapwatch.memory.model import estimate
+
+    rows = ["| maintainer YAML | budget | maintainers recompute | plan recomputes | stage | estimate | + error | "
+            "+ fragments | + workspaces | pool need | DryRun used | DryRun actual | estimate error | fits |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for name in names:
+        js = os.path.join(PLANS, f"{name}.json")
+        if not os.path.exists(js):
+            continue
+        with open(js, encoding="utf-8") as fh:
+            data = json.load(fh)
+        res = plan(name, data.get("calibrate"))
+        own = estimate(derived_path(name))
+        share = (res.to_json()["recompute_flops"] / res.own["recompute_flops"]) if res.own.get("recompute_flops") else 0
+        mine = "unchanged" if res.unchanged else f"{recompute_summary(res.planned)} ({share:.0%} of their FLOPs)"
+        by = {s["stage"]: s for s in data["stages"]}
+        for st in res.to_json()["stages"]:
+            d = by.get(st["stage"])
+            m = st.get("margin_bytes", {})
+            used = d["used_peak_mib"] if d else None
+            act = d["actual_peak_mib"] if d else None
+            rows.append(
+                f"| `{CASES[name]['source']}` | {res.budget // MIB} MiB | {recompute_summary(own)} | {mine} | "
+                f"{st['stage']} | {st['peak_bytes'] // MIB} | {m.get('model_error_bytes', 0) // MIB} | "
+                f"{m.get('fragments_bytes', 0) // MIB} | {m.get('workspace_bytes', 0) // MIB} | "
+                f"{st['pool_bytes'] // MIB} | {used if used else '-'} | {act if act else '-'} | "
+                + (f"{(st['peak_bytes'] / MIB - used) / used:+.1%} | " if used else "- | ")
+                + ("yes" if act and act * MIB <= res.budget else "no" if act else "-") + " |")
+    return rows
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("names", nargs="*")
+    ap.add_argument("--stage", type=int, action="append")
+    ap.add_argument("--list", action="store_true")
+    ap.add_argument("--table", action="store_true")
+    ap.add_argument("--derive", action="store_true", help="derive and plan only (no DryRun)")
+    ap.add_argument("--own", action="store_true", help="DryRun the derived YAML itself (<name>.own.json)")
+    args = ap.parse_args(argv)
+    if args.list:
+        for name, case in CASES.items():
+            print(f"{name:14s} {case['source']}: {case['why']}")
+        return 0
+    if args.table:
+        print("\n".join(table(args.names or list(CASES))))
+        return 0
+    for name in args.names:
+        if args.own:
+            record_own(name, args.stage or [0])
+            continue
+        if args.derive:
+            derive(name)
+            res = plan(name, CASES[name].get("calibrate"))
+            print(name, "unchanged" if res.unchanged else recompute_summary(res.planned) if res.fits else res.message())
+            continue
+        record(name, args.stage)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

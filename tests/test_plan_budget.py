@@ -1,0 +1,124 @@
+"""What `plan --budget` is compared to (issue 35 points 1-3): MindSpore's pool against the budget with
+the margin's parts, the card apart, the budget read from the YAML as MindSpore reads it, and the
+YAML's own strategy as a candidate."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from swapwatch.errors import InputError
+from swapwatch.memory import budget as bd
+from swapwatch.memory.calibrate import corpus_errors
+from swapwatch.memory.emit import splice
+from swapwatch.memory.model import estimate
+from swapwatch.memory.planner import make_plan
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+Q32 = "fixtures/configs/mindformers/pretrain_qwen3_32b_4k.yaml"
+QWEN = "fixtures/configs/plan_qwen64.yaml"
+GiB = 1 << 30
+
+
+@pytest.mark.parametrize("raw,want", [("58GB", 58 * GiB), ("54GB", 54 * GiB), ("58.5GB", int(58.5 * GiB)),
+                                      (" 60GB ", 60 * GiB), ("58GiB", 58 * GiB), ("58", None), (None, None)])
+def test_max_device_memory_is_read_as_mindspore_reads_it(raw, want):
+    assert bd.max_device_memory({"max_device_memory": raw} if raw is not None else {}) == want
+
+
+def test_the_model_error_table_is_what_the_records_say():
+    """memory/model_error.json is written from the oracle tier (tools/plan_margin_table.py): re-derived
+    here from the records and the model as it is now, it must be the same file (a change of the model
+    or the records re-writes it)."""
+    with open(bd.MODEL_ERROR_FILE, encoding="utf-8") as fh:
+        stored = json.load(fh)
+    assert corpus_errors(os.path.join(ROOT, "fixtures", "dryrun", "cases")) == stored, \
+        "stale: run `python tools/plan_margin_table.py`"
+    # each table's worst figure is its worst stage without swap, and an under-prediction or 0
+    for row in stored["tables"].values():
+        assert row["worst_error"] <= 0 and row["worst_error_all"] <= row["worst_error"]
+        assert row["worst_error"] == min([0.0] + [v for k, v in row["by_kind"].items()
+                                                  if set(k.split("+")) <= {"none", "select", "full", "mtp"}])
+
+
+def test_pool_check_parts_per_stage_and_budget_from_the_yaml():
+    """No --budget: the YAML's max_device_memory ("58GB": 58 GiB); each stage's pool need is its
+    predicted peak plus the model's recorded error, the fragments bound above static and the
+    workspaces, and the search's cap per stage is the highest peak that need allows."""
+    res = make_plan(Q32, None, margin=None)
+    assert res.fits and res.budget == 58 * GiB and res.budget_source == "context.max_device_memory"
+    err, _ = bd.table_error("qwen3", "qwen3")
+    assert res.parts is not None and res.parts.error == err > 0 and res.parts.fragments == bd.FRAGMENT_FRACTION
+    js = res.to_json()
+    assert js["budget_source"] == "context.max_device_memory" and js["margin_parts"]["model_error_fraction"] == err
+    for st, est_st in zip(js["stages"], res.planned.stages):
+        static = est_st.static_total
+        parts = st["margin_bytes"]
+        assert parts["model_error_bytes"] == round(err * st["peak_bytes"])
+        assert parts["fragments_bytes"] == round(bd.FRAGMENT_FRACTION * (st["peak_bytes"] - static))
+        assert parts["workspace_bytes"] == round(max(bd.WORKSPACE_FLOOR, bd.WORKSPACE_FRACTION * st["peak_bytes"]))
+        assert st["pool_bytes"] == st["total_bytes"] == st["peak_bytes"] + sum(parts.values()) <= res.budget
+        assert st["peak_bytes"] <= st["peak_cap_bytes"] == res.parts.cap(res.budget, static)
+        # the cap is tight: one byte of peak more and the need is over (to rounding)
+        assert res.parts.need(st["peak_cap_bytes"] + (8 << 20), static) > res.budget
+    # the card: the pool's cap, HCCL's buffers (5 communicators x 2 x 200 MiB) and 60.97 GiB of HBM
+    assert js["card"]["pool_bytes"] == 58 * GiB and js["card"]["hccl_bytes"] == 5 * 2 * (200 << 20)
+    # the maintainers recompute every layer; the plan less, and it says the parts once under the table
+    assert js["recompute_flops"] < res.own["recompute_flops"] and not res.unchanged
+    r = subprocess.run([sys.executable, "-m", "swapwatch.cli", "plan", Q32], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert "budget: context.max_device_memory = 58.00 GiB" in r.stdout and r.stdout.count("pool check:") == 1
+    assert "card: context.max_device_memory 58.00 GiB + HCCL buffers 1.95 GiB + runtime 350.0 MiB" in r.stdout
+
+
+def test_no_budget_and_no_max_device_memory_is_bad_input(tmp_path):
+    p = tmp_path / "nomdm.yaml"
+    p.write_text(open(QWEN).read().replace('  max_device_memory: "58GB"\n', ""))
+    with pytest.raises(InputError, match="no --budget, and the YAML sets no context.max_device_memory"):
+        make_plan(str(p), None)
+    r = subprocess.run([sys.executable, "-m", "swapwatch.cli", "plan", str(p)], capture_output=True, text=True)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "context.max_device_memory" in r.stderr
+
+
+def test_fragments_are_not_counted_under_somas():
+    # plan_qwen64.yaml runs memory_optimize_level O1: one static block, no fragment
+    res = make_plan(QWEN, 15 * GiB, margin=None)
+    assert res.parts is not None and res.parts.fragments == 0 and "O1" in res.parts.fragments_why
+    assert all(st["margin_bytes"]["fragments_bytes"] == 0 for st in res.to_json()["stages"])
+
+
+def test_the_yamls_own_strategy_is_handed_back_unchanged_when_nothing_cheaper_fits(tmp_path):
+    """issue 35 pt 3: with room for no recompute at all, a YAML that recomputes nothing is the answer,
+    its text unchanged; a margin never adds recompute to it. A YAML that recomputes, at a budget
+    where recomputing less fits, is planned (less)."""
+    none = tmp_path / "none.yaml"
+    none.write_text(open(Q32).read().replace("  recompute: True", "  recompute: False", 1))
+    top = max(st.peak() for st in estimate(str(none)).stages)
+    res = make_plan(str(none), top * 2, margin=None)
+    assert res.fits and res.unchanged and res.text == none.read_text()
+    assert res.to_json()["unchanged"] is True and res.to_json()["recompute_flops"] == res.own["recompute_flops"]
+    assert any("handed back unchanged" in n for n in res.notes)
+    full = make_plan(Q32, top * 2, margin=None)
+    assert full.fits and not full.unchanged and full.to_json()["recompute_flops"] == 0
+    # at the lowest budget the stages other than the tightest still recompute less than the YAML
+    low = max(make_plan(Q32, 1, margin=0.0).lowest.values())
+    tight = make_plan(Q32, low, margin=0.0)
+    assert tight.fits and not tight.unchanged and tight.to_json()["recompute_flops"] < tight.own["recompute_flops"]
+
+
+def test_a_yaml_with_a_warning_is_rewritten_not_handed_back(tmp_path):
+    # dead swap configuration (SW208): the YAML's strategy fits, but handing it back keeps the trap
+    src = "fixtures/configs/families/qwen3_swap_entries.yaml"
+    res = make_plan(src, 1 << 40, margin=0.0)
+    assert res.fits and not res.unchanged and "SW208" in res.own["errors"]
+
+
+def test_offset_edit_keeps_the_search_exact(tmp_path):
+    # the offset splice the harness uses leaves a YAML the planner reads as MindFormers would
+    text = splice(open(QWEN).read(), QWEN, [(("model", "model_config", "offset"), [1, 0, 0, -1])])
+    p = tmp_path / "off.yaml"
+    p.write_text(text)
+    assert [len(s.layers) for s in estimate(str(p)).stages] == [17, 16, 16, 15]

@@ -1,0 +1,62 @@
+"""`plan` on the maintainer YAMLs against MindSpore DryRun L1 (issue 35): the records of
+bench/plan_dryrun.py (fixtures/dryrun/plans/) still describe what `plan` writes today, and on every
+recorded stage the planned YAML fits by DryRun (its actual peak, fragments in, and the workspaces
+within the budget) and recomputes no more than the maintainers' own strategy. No DryRun here (the
+records are the measurement; bench/plan_dryrun.py re-records them)."""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+
+import plan_dryrun  # noqa: E402
+
+from swapwatch.memory.model import estimate  # noqa: E402
+
+MIB = 1 << 20
+#: the plan records (``<name>.own.json`` are DryRuns of the maintainers' strategy, calibration sources)
+RECORDS = sorted(p for p in glob.glob(os.path.join(plan_dryrun.PLANS, "*.json")) if ".own." not in p)
+
+
+def test_the_maintainer_yamls_are_recorded():
+    names = {os.path.basename(p)[:-5] for p in RECORDS}
+    assert names <= set(plan_dryrun.CASES)
+    assert {"qwen3_32b", "llama2_70b"} <= names, names
+
+
+@pytest.mark.parametrize("path", RECORDS, ids=lambda p: os.path.basename(p)[:-5])
+def test_plan_fits_by_dryrun_and_recomputes_no_more(path):
+    with open(path, encoding="utf-8") as fh:
+        rec = json.load(fh)
+    name = rec["case"]
+    derived = plan_dryrun.derived_path(name)
+    with open(derived, encoding="utf-8") as fh:
+        text = fh.read()
+    # the derived YAML is the maintainer YAML with the case's edits, as the harness writes it
+    assert plan_dryrun.derive_text(name) == text
+    res = plan_dryrun.plan(name, rec.get("calibrate"))
+    assert res.fits, res.message()
+    # what plan writes today is what DryRun ran
+    assert plan_dryrun.sha(plan_dryrun.planned_text(res)) == rec["planned_sha256"], \
+        f"plan's answer changed: re-record with `python bench/plan_dryrun.py {name}`"
+    assert rec["budget_bytes"] == res.budget
+    ws = res.parts.parts if res.parts is not None else None
+    for st in rec["stages"]:
+        used, actual = st["used_peak_mib"] * MIB, st["actual_peak_mib"] * MIB
+        workspace = ws(actual, actual)["workspace_bytes"] if ws else 0
+        assert actual + workspace <= res.budget, (name, st)
+        # the model's error allowance held on this stage: predicted peak x (1 + error) covers DryRun's used peak
+        peak = res.planned.stages[st["stage"]].peak(res.calibration)
+        err = res.parts.error if res.parts is not None else 0.0
+        assert peak * (1 + err) >= used * (1 - 1e-9) or res.unchanged, (name, st, peak, used)
+    # no more recompute than the maintainers (less wherever anything faster fits: the step time)
+    own = estimate(derived)
+    own_flops = sum(r["recompute_flops"] for r in own.layers) * own.spec.micro_batch_num
+    assert res.to_json()["recompute_flops"] <= own_flops * (1 + 1e-9)
+    assert res.step <= res.own["step_time_seconds"] * (1 + 1e-9)
