@@ -422,6 +422,10 @@ def mckp(slots: Sequence[Slot], room: float, caps: Sequence[float] = ()) -> Opti
     R = len(caps)
     slots = [(n, _efficient([(it[0], it[1], tuple(it[2]) + (0.0,) * (R - len(it[2])), it[3]) for it in items]))
              for n, items in slots if n > 0]
+    # a capacity no assignment can exceed (every layer at its level that uses most of it) binds nothing:
+    # no constraint (a node's host memory against a few swapped layers; the dual's ascent is then skipped)
+    caps = tuple(math.inf if sum(n * max(it[2][r] for it in items) for n, items in slots) <= c else c
+                 for r, c in enumerate(caps))
     if not slots:
         return Answer(0.0, 0.0, (0.0,) * R, [])
     scale = max((abs(it[1]) for _, items in slots for it in items), default=1.0) or 1.0
