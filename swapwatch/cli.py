@@ -585,7 +585,8 @@ def plan_cmd(config, budget, run_dirs, output, force, fmt, allow_swap, host_band
     from .memory.render import render_plan
 
     doc, cp = codepaths.read(config)
-    cp.require(doc, "plan", "fit")
+    # --calibrate checked before the link reads the runs for their throughput (swap_link)
+    cp.require(doc, "plan", "fit", *(["calibrate"] if run_dirs else []))
 
     from .outputs import refuse_overwrite, write_text
 
