@@ -37,9 +37,13 @@ def test_a_fast_link_swaps_and_recomputes_less(no_swap, tmp_path):
     res = make_plan(QWEN, BUDGET, allow_swap=True, margin=None, link=link)
     assert res.fits and no_swap.fits
     js = res.to_json()
-    assert js["recompute_flops"] < no_swap.to_json()["recompute_flops"] / 100      # 3.3 vs 231,800 GFLOP
+    assert js["recompute_flops"] < no_swap.to_json()["recompute_flops"] / 100      # 2.1 vs 100,000 GFLOP
     swaps = _swaps(res)
-    assert len(swaps) >= 32 and all(c["hides"] for c in swaps)
+    assert len(swaps) >= 20 and all(c["hides"] for c in swaps)
+    # swap writes memory_optimize_level O0: checked with O0's fragments (the YAML's O1 has none), and
+    # still the faster plan (its modelled step against the best without swap at O1), said
+    assert 'memory_optimize_level: "O0"' in res.text and res.parts.fragments > 0 and no_swap.parts.fragments == 0
+    assert res.step < no_swap.step and any("O0's fragments" in n for n in res.notes)
     # per swap: the bytes, the copy's seconds and the window's (DESIGN §3.3a `swap`)
     for c in swaps:
         assert c["bytes"] > 0 and c["transfer_seconds"] == pytest.approx(c["bytes"] / 120e9, abs=1e-9)
@@ -65,8 +69,9 @@ def test_a_slow_link_swaps_nothing_it_cannot_hide(no_swap):
         assert res.to_json()["recompute_flops"] <= no_swap.to_json()["recompute_flops"]
     # at 1 GB/s even the attention's 53 MiB cannot hide: the plan is recompute only
     slow = make_plan(QWEN, BUDGET, allow_swap=True, margin=None, link=make_link("1GB/s", host_memory=2048 * GiB))
-    assert not slow.estimate.swaps
+    assert not slow.estimate.swaps and slow.parts.fragments == 0
     assert slow.to_json()["recompute_flops"] == no_swap.to_json()["recompute_flops"]
+    assert any(n.startswith("swap (--allow-swap): none written") for n in slow.notes)
 
 
 def test_op_swap_entries_are_what_mindformers_logs(tmp_path):
@@ -103,4 +108,4 @@ def test_plan_cli_json_and_table(tmp_path):
     assert js["swap"]["hides"] is True and js["swap"]["stages"][0]["swaps"][0]["backward_prefetch"] == 16
     r = cli("plan", QWEN, "--budget", "15GiB", "--allow-swap", "--host-bandwidth", "120GB/s", "--host-memory", "2TiB")
     assert "every swap hides behind compute" in r.stdout
-    assert re.search(r"^2-15\s+0\s+layer\s+16\s+206.3 MiB\s+1.8 ms\s+>= \S+ ms\s+hidden$", r.stdout, re.M)
+    assert re.search(r"^4-15\s+0\s+layer\s+16\s+206.3 MiB\s+1.8 ms\s+>= \S+ ms\s+hidden$", r.stdout, re.M)

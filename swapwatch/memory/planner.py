@@ -9,6 +9,7 @@ written YAML does, and a disagreement with the search is a bug (exit 3), not a g
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -243,18 +244,19 @@ def held_out_error(cal: Calibration, model: Optional[str] = None) -> Optional[Tu
 
 
 def margin_parts(cfg: Any, table: str, family: str, cal: Calibration, model: Optional[str],
-                 ascend: bool = True) -> Margin:
+                 ascend: bool = True, level: Optional[str] = None) -> Margin:
     """The pool check's parts for this YAML (memory/budget.py): the model's error (with a
     calibration that measures its own miss, that miss; else the recorded DryRun error of the tensor
     table), the fragments MindSpore's pool may hold at the YAML's memory_optimize_level, and the
-    kernel workspaces."""
+    kernel workspaces. ``level``: the ``memory_optimize_level`` the written YAML will have, when not
+    the YAML's (a swap plan's O0)."""
     err, why = table_error(table, family)
     if cal.fitted:
         frac, cwhy = plan_margin(cal, None, model)
         if not cwhy.startswith(("the model is uncalibrated", "one calibration run")):
             err, why = frac, cwhy
     context = cfg.context or {}
-    frag, fwhy = fragments_for(str(context.get("memory_optimize_level", "O0")))
+    frag, fwhy = fragments_for(level or str(context.get("memory_optimize_level", "O0")))
     ws, wfrac, wwhy = workspace_bound() if ascend else (0, 0.0, "no kernel workspaces off Ascend (aclnn's)")
     return Margin(error=err, error_why=why, fragments=frag, fragments_why=fwhy, workspace=ws, workspace_why=wwhy,
                   workspace_fraction=wfrac)
@@ -264,6 +266,41 @@ def make_plan(config: str, budget: Optional[int], run_dirs: Sequence[str] = (), 
               model: Optional[str] = None, margin: Optional[float] = 0.0,
               calibration: Optional[Calibration] = None, offsets: bool = False,
               link: Optional[Any] = None) -> PlanResult:
+    """The plan (:func:`search_plan`). With swap allowed and the pool check's parts (``margin`` None):
+    a swap needs ``memory_optimize_level: O0`` (the plan writes it; SW301), MindSpore's dynamic pool,
+    whose fragments the pool check counts where the YAML's O1 has none (memory/budget.py). So a plan
+    with swaps is searched with O0's parts and one without swap with the YAML's level, and the faster
+    (the modelled step time) is the answer, said in the notes."""
+    run = functools.partial(search_plan, config, budget, run_dirs, model=model, margin=margin,
+                            calibration=calibration, offsets=offsets, link=link)
+    if not allow_swap or margin is not None:
+        return run(allow_swap=allow_swap)
+    swapped = run(allow_swap=True, level="O0")
+    level = str((plan_of(config, model)[0].context or {}).get("memory_optimize_level", "O0")).upper()
+    if level != "O1":
+        return swapped                        # O0 already: the one search is the answer
+    plain = run(allow_swap=False)
+    swaps = swapped.fits and not swapped.unchanged and any(lv.swaps for s in swapped.stages for lv in s.levels.values())
+    if swaps and (not plain.fits or swapped.step < plain.step * (1 - 1e-9)):
+        swapped.notes.append("swap: written with memory_optimize_level O0 (swap needs it), so the pool check "
+                             "counts O0's fragments; still faster than the best plan without swap at O1 "
+                             f"(modelled step {swapped.step:.4g} s against {plain.step:.4g} s)"
+                             if plain.fits else "swap: written with memory_optimize_level O0 (swap needs it), "
+                             "so the pool check counts O0's fragments; no plan without swap fits")
+        return swapped
+    if plain.fits:
+        why = (f"its best plan (modelled step {swapped.step:.4g} s) is not faster than the one without swap "
+               f"({plain.step:.4g} s)" if swaps else "no swap fits there")
+        plain.notes.append("swap (--allow-swap): none written: a swap needs memory_optimize_level O0, whose "
+                           f"fragments the pool check counts where O1 has none; {why}")
+        return plain
+    return swapped
+
+
+def search_plan(config: str, budget: Optional[int], run_dirs: Sequence[str] = (), allow_swap: bool = False,
+                model: Optional[str] = None, margin: Optional[float] = 0.0,
+                calibration: Optional[Calibration] = None, offsets: bool = False,
+                link: Optional[Any] = None, level: Optional[str] = None) -> PlanResult:
     """``model``: the ``--model`` family; default the one the YAML names (as ``explain``).
     ``budget``: MindSpore's pool per rank; None: the YAML's ``context.max_device_memory`` as
     MindSpore reads it. ``margin``: a flat fraction of ``budget`` held back instead of the pool
@@ -275,7 +312,9 @@ def make_plan(config: str, budget: Optional[int], run_dirs: Sequence[str] = (), 
     finds is faster (the modelled step time), the YAML is handed back unchanged (issue 35 point 3).
     ``offsets``: search the layer split with the levels and write it as ``offset`` (memory/offsets.py;
     ``swapwatch plan`` does, ``--keep-offset`` does not); else the YAML's split is kept. ``link``: the
-    host link and throughput swaps are priced with (``swap_cost.Link``; default the 910B's, assumed)."""
+    host link and throughput swaps are priced with (``swap_cost.Link``; default the 910B's, assumed).
+    ``level``: the ``memory_optimize_level`` the pool check's fragments are counted at, when not the
+    YAML's (:func:`make_plan`)."""
     from .budget import max_device_memory
     from .swap_cost import make_link
 
@@ -305,7 +344,7 @@ def make_plan(config: str, budget: Optional[int], run_dirs: Sequence[str] = (), 
     fam = planning_family(spec, plan)
     kinds = kinds_of(spec, plan)
     cal, actual = (calibration, {}) if calibration is not None else _calibration(run_dirs, model, config, text)
-    parts = None if margin is not None else margin_parts(cfg, fam.table, plan.fam.name, cal, model, spec.hccl)
+    parts = None if margin is not None else margin_parts(cfg, fam.table, plan.fam.name, cal, model, spec.hccl, level)
     # HCCL is Ascend's collective library: a CPU / GPU job has none of them (ModelSpec.hccl); its
     # buffers are outside MindSpore's pool: the card check, not the budget (memory/budget.py)
     extra = int(not_in_dryrun(spec)["communication_buffers_bytes"])
