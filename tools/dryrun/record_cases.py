@@ -10,6 +10,7 @@ for the stages asked, and write fixtures/dryrun/cases/<name>.json:
 usage: .venv/bin/python tools/dryrun/record_cases.py [NAME ...]   (default: every case without a .json)
        --list   print the cases;  --force   re-record cases that have a .json
        --stage N (repeatable)   run only these stages, keeping the others already in the .json
+       --timeout S   seconds a stage may take (default 1800)
        NAME --stage S --adopt RAN.yaml LOG SECONDS   record a stage DryRun already ran by hand (RAN.yaml must
                             parse to the case's derived YAML; LOG is its log)
        --compare NAME ...   print each recorded stage's uncalibrated estimate beside DryRun's used peak
@@ -55,6 +56,12 @@ S8K = {"model.model_config.seq_length": 8192, "model.model_config.max_position_e
 #: a 16k sequence
 S16K = {"model.model_config.seq_length": 16384, "model.model_config.max_position_embeddings": 16384,
         "train_dataset.data_loader.config.seq_length": 16384}
+#: the Llama-3.1-70B finetune's first stage as shipped, the others cut to 2 layers (24 layers)
+L31_STAGE0 = {"model.model_config.num_layers": 24, "model.model_config.offset": [7, -1, -1, -1, -1, -1, -1, -1],
+              "parallel_config.micro_batch_num": 8}
+#: the Qwen2.5 finetunes' select recompute patterns
+Q25_SELECT = ("feed_forward\\.mul", "feed_forward\\.w1\\.activation\\.silu", "feed_forward\\.w1\\.reshape",
+              "feed_forward\\.w2\\.reshape")
 #: the mcore swap switch (model_config.cpu_offloading: LayerSetting's TransformerSwapConfig(swap=...))
 SWAP = {"model.model_config.cpu_offloading": True}
 #: a case's "recompute" / "select" left as the maintainer YAML has it
@@ -264,15 +271,17 @@ CASES: Dict[str, Dict[str, Any]] = {
                                                         "layers": True}]}}},
     # SW211 on the maintainers' Llama-3.1-70B finetune (legacy, TP8 PP8, 8k sequence, fine-grain interleave,
     # MindFormers' default select set and select comm recompute on [10, 8, 6, 4, 2, 0, 0, 0] layers a stage):
-    # every layer and width as shipped, 8 of the 256 micro-batches (as many as stages: the in-flight count
-    # on the first stage is the pipeline's either way), and the same without the select sets
-    "llama3_1_70b_mb8": {"source": L31, "family": "llama3_1", "stages": [0], "layers": None,
-                         "recompute": SHIPPED, "select": SHIPPED,
-                         "set": {"parallel_config.micro_batch_num": 8}},
-    "llama3_1_70b_mb8_noselect": {"source": L31, "family": "llama3_1", "stages": [0], "layers": None,
-                                  "recompute": SHIPPED, "select": False,
-                                  "set": {"parallel_config.micro_batch_num": 8,
-                                          "recompute_config.select_comm_recompute": False}},
+    # its first stage as shipped (10 layers, all with both select sets, 8 micro-batches in flight), the
+    # other stages cut to 2 layers each (24 layers, offset [7, -1, ...]: the 80-layer graph did not compile
+    # within 30 min on the shared machine), 8 of the 256 micro-batches (as many as stages: the in-flight
+    # count on the first stage is the pipeline's either way); and the same without the select sets
+    "llama3_1_70b_s0": {"source": L31, "family": "llama3_1", "stages": [0], "layers": None,
+                        "recompute": SHIPPED, "select": SHIPPED,
+                        "set": {**L31_STAGE0, "recompute_config.select_recompute": [10, 0, 0, 0, 0, 0, 0, 0],
+                                "recompute_config.select_comm_recompute": [10, 0, 0, 0, 0, 0, 0, 0]}},
+    "llama3_1_70b_s0_noselect": {"source": L31, "family": "llama3_1", "stages": [0], "layers": None,
+                                 "recompute": SHIPPED, "select": False,
+                                 "set": {**L31_STAGE0, "recompute_config.select_comm_recompute": False}},
     # the maintainer YAMLs the model puts above their card (docs/estimate.md "The maintainer YAMLs above
     # their card"): every layer, width and strategy as shipped, the first stage (the highest predicted),
     # as many micro-batches as stages (the in-flight count that sets the peak is the pipeline's)
@@ -287,6 +296,31 @@ CASES: Dict[str, Dict[str, Any]] = {
     "qwen3_32b_l8_s8k_tp8_none": {"source": Q32, "family": "qwen3", "stages": [0, 3],
                                   "layers": 8, "recompute": False, "select": False,
                                   "set": {"parallel_config.model_parallel": 8, **S8K}},
+    # sequence parallel with select comm recompute on the MoE family (its attention has the same gathered
+    # input as Qwen3-32B's, qwen3_moe.yaml; its MoE layer another one)
+    "qwen3_moe_l8_sp_comm": {"source": QMOE, "family": "qwen3_moe", "stages": [0, 3], "layers": 8,
+                             "recompute": False, "select": False,
+                             "set": {"recompute_config.select_comm_recompute": True}},
+    # the same, the first stage as shipped and the others cut to 2 layers (the full graphs did not compile
+    # within 30 min on the shared machine under load): the offsets give stage 0 its shipped layer count
+    "qwen2_5_14b_8k_s0": {"source": Q25_14, "family": "qwen2_5", "stages": [0], "layers": None,
+                          "recompute": [3, 0, 0, 0], "select": SHIPPED,
+                          "set": {"model.model_config.num_layers": 17, "model.model_config.offset": [7, -2, -2, -2],
+                                  "parallel_config.micro_batch_num": 4,
+                                  "recompute_config.select_recompute": {p: [11, 0, 0, 0] for p in Q25_SELECT}}},
+    "qwen2_5_32b_8k_s0": {"source": Q25_32, "family": "qwen2_5", "stages": [0], "layers": None,
+                          "recompute": SHIPPED, "select": SHIPPED,
+                          "set": {"model.model_config.num_layers": 33, "model.model_config.offset": [15, -14],
+                                  "parallel_config.micro_batch_num": 2}},
+    "qwen2_5_14b_128k_s0": {"source": Q25_128K, "family": "qwen2_5", "stages": [0], "layers": None,
+                            "recompute": SHIPPED, "select": SHIPPED,
+                            "set": {"model.model_config.num_layers": 26, "model.model_config.offset": [11, -11],
+                                    "parallel_config.micro_batch_num": 2}},
+    "qwen2_5_72b_32k_s0": {"source": Q25_72, "family": "qwen2_5", "stages": [0], "layers": None,
+                           "recompute": SHIPPED, "select": SHIPPED,
+                           "set": {"model.model_config.num_layers": 24,
+                                   "model.model_config.offset": [7, -1, -1, -1, -1, -1, -1, -1],
+                                   "parallel_config.micro_batch_num": 8}},
     "qwen3_32b_l8_tp4_sp_select_comm": {"source": Q32, "family": "qwen3", "stages": [0, 3],
                                         "layers": 8, "recompute": False, "select": True,
                                         "set": {"parallel_config.use_seq_parallel": True,
@@ -427,7 +461,9 @@ def main(argv: list) -> int:
         adopt(argv[0], int(argv[argv.index("--stage") + 1]), argv[i + 1], argv[i + 2], float(argv[i + 3]))
         return 0
     stages = [int(argv[i + 1]) for i, a in enumerate(argv) if a == "--stage"] or None
-    argv = [a for i, a in enumerate(argv) if a != "--stage" and (i == 0 or argv[i - 1] != "--stage")]
+    timeout = float(argv[argv.index("--timeout") + 1]) if "--timeout" in argv else 1800.0
+    argv = [a for i, a in enumerate(argv)
+            if a not in ("--stage", "--timeout") and (i == 0 or argv[i - 1] not in ("--stage", "--timeout"))]
     names = [a for a in argv if not a.startswith("--")] or \
         [n for n in CASES if force or not (CASES_DIR / f"{n}.json").exists()]
     for name in names:
@@ -437,7 +473,7 @@ def main(argv: list) -> int:
         if "--derive-only" in argv:
             derive(name, CASES[name])
             continue
-        record(name, stages)
+        record(name, stages, timeout)
     return 0
 
 
