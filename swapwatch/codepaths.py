@@ -46,27 +46,31 @@ class CodePath:
         raise NotImplementedError
 
     def size(self, doc: TrainingDocument, command: str, model: Optional[str] = None, *,
-             calibrate: Sequence[str] = (), calibration: Optional["Calibration"] = None) -> "Estimate":
+             calibrate: Sequence[str] = (), calibration: Optional["Calibration"] = None,
+             link: Any = None) -> "Estimate":
         """The memory estimate of ``doc`` (``model``: the ``--model`` family): fitted to the runs / DryRun
-        records ``calibrate`` names, or with an already fitted ``calibration``. NotModelled (exit 2) for what
-        the path or the family does not model, said by ``command``."""
+        records ``calibrate`` names, or with an already fitted ``calibration``; its swaps priced with ``link``
+        (``memory.swap_cost.Link``). NotModelled (exit 2) for what the path or the family does not model,
+        said by ``command``."""
         self.require(doc, command, "size", *(["calibrate"] if calibrate or calibration is not None else []))
         try:
-            return self._size(doc, model, calibrate, calibration)
+            return self._size(doc, model, calibrate, calibration, link)
         except NotModelled as exc:
             raise exc.for_command(command) from None
 
     def fit(self, doc: TrainingDocument, command: str, budget: Optional[int], *, run_dirs: Sequence[str] = (),
             allow_swap: bool = False, model: Optional[str] = None, margin: Optional[float] = 0.0,
-            calibration: Optional["Calibration"] = None, offsets: bool = False) -> "PlanResult":
+            calibration: Optional["Calibration"] = None, offsets: bool = False,
+            link: Any = None) -> "PlanResult":
         """``plan``'s answer for ``budget`` bytes (``memory.planner.make_plan``; None: the YAML's
-        ``context.max_device_memory``; ``offsets``: the layer split searched too)."""
+        ``context.max_device_memory``; ``offsets``: the layer split searched too; ``link``: what swaps
+        are priced with)."""
         self.require(doc, command, "fit")
         from .memory.planner import make_plan
 
         try:
             return make_plan(doc.path, budget, run_dirs, allow_swap=allow_swap, model=model, margin=margin,
-                             calibration=calibration, offsets=offsets)
+                             calibration=calibration, offsets=offsets, link=link)
         except NotModelled as exc:
             raise exc.for_command(command) from None
 
@@ -82,7 +86,7 @@ class CodePath:
         return dr.measure(doc.path, stages)
 
     def _size(self, doc: TrainingDocument, model: Optional[str], calibrate: Sequence[str],
-              calibration: Optional["Calibration"]) -> "Estimate":
+              calibration: Optional["Calibration"], link: Any = None) -> "Estimate":
         raise NotImplementedError
 
     # -- what ``tune`` asks (tune/memory_api.py) ---------------------------------------------------------
@@ -127,14 +131,14 @@ class LayerSetting(CodePath):
             "static graph, legacy (recompute_config / swap_config)"
 
     def _size(self, doc: TrainingDocument, model: Optional[str], calibrate: Sequence[str],
-              calibration: Optional["Calibration"]) -> "Estimate":
+              calibration: Optional["Calibration"], link: Any = None) -> "Estimate":
         if calibrate:
             from .memory.calibrate import calibrated_estimate
 
-            return calibrated_estimate(doc.path, calibrate, model)
+            return calibrated_estimate(doc.path, calibrate, model, link)
         from .memory.model import NO_CALIBRATION, estimate
 
-        return estimate(doc.path, model, calibration if calibration is not None else NO_CALIBRATION)
+        return estimate(doc.path, model, calibration if calibration is not None else NO_CALIBRATION, link=link)
 
 
 class ApplyAc(CodePath):
@@ -156,15 +160,17 @@ class ApplyAc(CodePath):
                            line=doc.lines.get(key) if key else None, key=key)
 
     def _size(self, doc: TrainingDocument, model: Optional[str], calibrate: Sequence[str],
-              calibration: Optional["Calibration"]) -> "Estimate":
+              calibration: Optional["Calibration"], link: Any = None) -> "Estimate":
         from .pynative.sizing import estimate_pynative
 
         return estimate_pynative(doc.path, model, calibration)
 
     def size(self, doc: TrainingDocument, command: str, model: Optional[str] = None, *,
-             calibrate: Sequence[str] = (), calibration: Optional["Calibration"] = None) -> "Estimate":
+             calibrate: Sequence[str] = (), calibration: Optional["Calibration"] = None,
+             link: Any = None) -> "Estimate":
         """As :meth:`CodePath.size`; ``calibration`` may be tune's launch offset (a residual only:
-        ``tune/memory_api.py``), which is not ``--calibrate``."""
+        ``tune/memory_api.py``), which is not ``--calibrate``; ``link`` prices nothing here (the
+        PyNative swap's schedule is not graph mode's: ``memory/swap_cost.py`` does not model it)."""
         self.require(doc, command, "size", *(["calibrate"] if calibrate else []))
         try:
             return self._size(doc, model, calibrate, calibration)
@@ -173,11 +179,13 @@ class ApplyAc(CodePath):
 
     def fit(self, doc: TrainingDocument, command: str, budget: Optional[int], *, run_dirs: Sequence[str] = (),
             allow_swap: bool = False, model: Optional[str] = None, margin: Optional[float] = 0.0,
-            calibration: Optional["Calibration"] = None, offsets: bool = False) -> "PlanResult":
+            calibration: Optional["Calibration"] = None, offsets: bool = False,
+            link: Any = None) -> "PlanResult":
         """``plan`` on the PyNative path (``pynative/planning.py``): no ``--calibrate`` and no
-        ``--allow-swap`` (the YAML's ``swap:`` is kept as it is); tune's launch offset as ``calibration``.
-        One stage, so no layer split to search (``offsets`` has nothing to move); the r2.x YAML has no
-        ``context.max_device_memory``, so the budget is ``--budget``'s."""
+        ``--allow-swap`` (the YAML's ``swap:`` is kept as it is, so ``link`` prices nothing here);
+        tune's launch offset as ``calibration``. One stage, so no layer split to search (``offsets`` has
+        nothing to move); the r2.x YAML has no ``context.max_device_memory``, so the budget is
+        ``--budget``'s."""
         self.require(doc, command, "fit", *(["calibrate"] if run_dirs else []))
         if allow_swap:
             raise self.not_modelled(doc, "swap").for_command(command + " --allow-swap")

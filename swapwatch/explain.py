@@ -17,12 +17,14 @@ from .text import severity_rank
 
 def explain(path: str, num_layers: Optional[int] = None, pipeline_stage: Optional[int] = None,
             pp_interleave_num: Optional[int] = None, offset: Any = None,
-            env: Optional[Mapping[str, str]] = None, model: Optional[str] = None) -> Explanation:
+            env: Optional[Mapping[str, str]] = None, model: Optional[str] = None,
+            link: Any = None) -> Explanation:
     """Explain the YAML at ``path``. Raises InputError/ConfigError (exit 2) for bad input.
 
     The model family comes from the YAML (``swapwatch.families.detect``) unless ``model``
     (``--model``) names one; each layer is resolved on its own tree of that family. A PyNative (r2.x)
-    YAML is explained by :mod:`swapwatch.pynative.explain` (a ``PynativeExplanation``)."""
+    YAML is explained by :mod:`swapwatch.pynative.explain` (a ``PynativeExplanation``). ``link``: the
+    host link a swap's copies are timed with (``memory.swap_cost.Link``, SW212; None: the defaults)."""
     pynative = paths.explain_pynative(path, num_layers, model)      # the seam: the PyNative path's own
     if pynative is not None:
         return pynative
@@ -38,7 +40,7 @@ def explain(path: str, num_layers: Optional[int] = None, pipeline_stage: Optiona
         check_code_path(from_name(model), config.mcore)
     plan = strategy.plan(config, model=model)
     layout = None        # per layer, from plan.family
-    ctx = CheckContext(plan=plan, config=config, env=dict(env or {}))
+    ctx = CheckContext(plan=plan, config=config, env=dict(env or {}), link=link)
     findings = sorted(run_rules(ctx, needs=("config",)),
                       key=lambda f: (severity_rank(f.severity), f.code,
                                      -1 if f.layer is None else f.layer))

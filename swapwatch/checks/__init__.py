@@ -142,6 +142,9 @@ class CheckContext:
     runlog: Optional["RunLog"] = None
     ir: Any = None            # parsers.ir evidence
     comparison: "Comparison | ApplyAcComparison | None" = None
+    #: what a swap's copies are timed with (``memory.swap_cost.Link``: ``--host-bandwidth``); None:
+    #: the documented device defaults (SW212)
+    link: Any = None
 
     def __post_init__(self) -> None:
         if self.comparison is None and self.runlog is not None and comparable(self.plan):
