@@ -121,7 +121,9 @@ COUNT_KEYS = ("recompute", "select_recompute", "select_comm_recompute")
 def stage_cut_text(text: str, source: str, stage: int) -> str:
     """``text`` (a planned YAML, one chunk per stage) with every stage but ``stage`` cut to one layer,
     the per-stage counts of those stages clipped to it, and ``micro_batch_num`` the micro-batches
-    ``stage`` holds in flight (module docstring, step 3)."""
+    ``stage`` holds in flight (module docstring, step 3), at least 2: MindSpore refuses a pipeline of
+    one micro-batch ("batch data must be split into micro batch"), and the last stage holds one
+    whatever the number."""
     import yaml
 
     from swapwatch.memory.model import plan_of
@@ -137,7 +139,7 @@ def stage_cut_text(text: str, source: str, stage: int) -> str:
     mc = doc["model"]["model_config"]
     key = next(k for k in LAYER_KEYS if k[-1] in mc)
     edits: List[Any] = [(key, total), (("model", "model_config", "offset"), [n - total // P for n in new]),
-                        (("parallel_config", "micro_batch_num"), max(1, min(spec.micro_batch_num, P - stage)))]
+                        (("parallel_config", "micro_batch_num"), max(2, min(spec.micro_batch_num, P - stage)))]
     base = ("recompute_config",) if isinstance(doc.get("recompute_config"), dict) else ("parallel_config", "recompute")
     section = doc.get("recompute_config") or (doc.get("parallel_config") or {}).get("recompute") or {}
     for k in COUNT_KEYS:

@@ -208,7 +208,11 @@ def _origin(exc: BaseException) -> str:
                    "`swapwatch families` lists them).")
 @click.option("--all-layers", "all_layers", is_flag=True,
               help="One table row per layer (default: consecutive identical layers fold into ranges).")
-def explain_cmd(config, fmt, num_layers, pipeline_stage, pp_interleave_num, offset, env, model, all_layers):
+@click.option("--host-bandwidth", default=None, metavar="RATE|DEVICE",
+              help="Host link a swap's copies are timed with (SW212): 30GB/s, D2H,H2D or a device (910b, 910c); "
+                   "default the 910b's, assumed.")
+def explain_cmd(config, fmt, num_layers, pipeline_stage, pp_interleave_num, offset, env, model, all_layers,
+                host_bandwidth):
     """Show what MindFormers will apply to every layer for CONFIG (a training YAML or fragment).
 
     Exit 0; 1 if the config alone shows an error-severity finding; 2 bad input.
@@ -220,7 +224,8 @@ def explain_cmd(config, fmt, num_layers, pipeline_stage, pp_interleave_num, offs
     ex = explain(config, num_layers=num_layers, pipeline_stage=pipeline_stage,
                  pp_interleave_num=pp_interleave_num,
                  offset=parse_offset(offset) if offset is not None else None,
-                 env=parse_env(env), model=model)
+                 env=parse_env(env), model=model,
+                 link=swap_link(host_bandwidth, None, (), model, config) if host_bandwidth else None)
     from .report.explain import render
 
     click.echo(render(ex, fmt, all_layers=all_layers), nl=False)
@@ -511,7 +516,12 @@ def plot_estimate_cmd(config, run_dirs, budget, output, fmt, model, force):
                    "MindFormers and CANN, no NPU) and print its peak beside the model's (docs/estimate.md).")
 @click.option("--dryrun-stage", "dryrun_stages", multiple=True, type=int, metavar="N",
               help="With --dryrun: only this pipeline stage (repeatable; default every stage).")
-def estimate_cmd(config, run_dirs, fmt, model, dryrun, dryrun_stages):
+@click.option("--host-bandwidth", default=None, metavar="RATE|DEVICE",
+              help="Host link a swap is priced with: 30GB/s, D2H,H2D (28GB/s,33GB/s) or a device (910b, 910c); "
+                   "default the 910b's, assumed (docs/plan.md, Swap).")
+@click.option("--host-memory", default=None, metavar="SIZE",
+              help="Host memory of one node, for swap's host bytes (default this machine's).")
+def estimate_cmd(config, run_dirs, fmt, model, dryrun, dryrun_stages, host_bandwidth, host_memory):
     """Predicted peak memory per pipeline stage of CONFIG's strategy, with its breakdown; measured
     beside it when a calibration run used CONFIG, DryRun L1's peak with --dryrun. Exit 0; 1 DryRun
     failed (the line names its log); 2 bad input or DryRun not available."""
@@ -521,7 +531,8 @@ def estimate_cmd(config, run_dirs, fmt, model, dryrun, dryrun_stages):
     doc, cp = codepaths.read(config)
     needs = ["calibrate"] if run_dirs else []
     cp.require(doc, "estimate", *needs, *(["dryrun"] if dryrun or dryrun_stages else []))
-    est = cp.size(doc, "estimate", model, calibrate=run_dirs)
+    est = cp.size(doc, "estimate", model, calibrate=run_dirs,
+                  link=swap_link(host_bandwidth, host_memory, run_dirs, model, config))
     # --dryrun: a self-contained block (swapwatch/memory/dryrun.py)
     if dryrun or dryrun_stages:
         from .memory.dryrun import DryRunError
@@ -547,7 +558,15 @@ def estimate_cmd(config, run_dirs, fmt, model, dryrun, dryrun_stages):
 @click.option("-o", "--output", default=None, metavar="OUT.yaml", help="Write the planned YAML here.")
 @click.option("--force", is_flag=True, help="Replace OUT.yaml when it exists.")
 @click.option("--format", "fmt", type=click.Choice(formats.PLAN), default="table", show_default=True)
-@click.option("--allow-swap", is_flag=True, help="Also consider layer swap with a prefetch (Ascend only).")
+@click.option("--allow-swap", is_flag=True,
+              help="Also consider layer and op swap, each with the least backward_prefetch that hides its copies "
+                   "(Ascend only; docs/plan.md, Swap).")
+@click.option("--host-bandwidth", default=None, metavar="RATE|DEVICE",
+              help="Host link a swap is priced with: 30GB/s, D2H,H2D (28GB/s,33GB/s) or a device (910b, 910c); "
+                   "default the 910b's, assumed.")
+@click.option("--host-memory", default=None, metavar="SIZE",
+              help="Host memory of one node: swap's host bytes per rank x ranks per node must fit it "
+                   "(default this machine's).")
 @click.option("--model", default=None,
               help="Model family (default: the family the YAML names, as explain shows it; `swapwatch "
                    "families` lists them). Its tensor table is swapwatch/memory/<table>.yaml.")
@@ -557,17 +576,20 @@ def estimate_cmd(config, run_dirs, fmt, model, dryrun, dryrun_stages):
 @click.option("--keep-offset", is_flag=True,
               help="Keep the YAML's layer split (model.model_config.offset) instead of searching it with the "
                    "recompute levels.")
-def plan_cmd(config, budget, run_dirs, output, force, fmt, allow_swap, model, margin, keep_offset):
-    """The cheapest recompute strategy (least time recomputing) whose pool need (predicted peak,
-    model error, fragments, workspaces) fits --budget on every stage, written into a copy of
-    CONFIG; CONFIG's own strategy when nothing cheaper fits. Exit 0 fits; 1 nothing fits (says the
+def plan_cmd(config, budget, run_dirs, output, force, fmt, allow_swap, host_bandwidth, host_memory, model, margin,
+             keep_offset):
+    """The cheapest recompute (and with --allow-swap, swap) strategy (least time recomputing, swaps
+    whose copies hide) whose pool need (predicted peak, model error, fragments, workspaces) fits
+    --budget on every stage, written into a copy of CONFIG; CONFIG's own strategy when nothing
+    cheaper fits. Exit 0 fits; 1 nothing fits (says the
     lowest reachable peak); 2 bad input."""
     from .engine import codepaths
     from .memory.planner import parse_size
     from .memory.render import render_plan
 
     doc, cp = codepaths.read(config)
-    cp.require(doc, "plan", "fit")
+    # --calibrate checked before the link reads the runs for their throughput (swap_link)
+    cp.require(doc, "plan", "fit", *(["calibrate"] if run_dirs else []))
 
     from .commands.outputs import refuse_overwrite, write_text
 
@@ -575,7 +597,7 @@ def plan_cmd(config, budget, run_dirs, output, force, fmt, allow_swap, model, ma
     if output:
         refuse_overwrite(output, force)      # before the search: no work for a file we would not write
     res = cp.fit(doc, "plan", size, run_dirs=run_dirs, allow_swap=allow_swap, model=model, margin=margin,
-                 offsets=not keep_offset)
+                 offsets=not keep_offset, link=swap_link(host_bandwidth, host_memory, run_dirs, model, config))
     # the table says the margin's parts and the card under the stages; other formats on stderr
     for line in filter(None, ([res.margin_line()] if fmt != "table" or res.parts is None else []) + res.notes):
         click.echo(f"swapwatch plan: {line}", err=True)
@@ -589,6 +611,24 @@ def plan_cmd(config, budget, run_dirs, output, force, fmt, allow_swap, model, ma
         click.echo(f"swapwatch plan: {res.message()}", err=True)
     return res.exit_code
 
+
+
+def swap_link(host_bandwidth, host_memory, run_dirs, model, config):
+    """The ``swap_cost.Link`` of --host-bandwidth / --host-memory, with the throughput the --calibrate
+    runs' step times measure (memory/throughput.py; a run on another device target is not used)."""
+    from .memory.budget import parse_size
+    from .memory.swap_cost import make_link
+    from .memory.throughput import achieved_flops
+
+    mem = parse_size(host_memory, "--host-memory") if host_memory else None
+    flops = achieved_flops(run_dirs, model, device_target(config)) if run_dirs else None
+    return make_link(host_bandwidth, mem, flops)
+
+
+def device_target(config):
+    from .config import load_config
+
+    return str((load_config(config).context or {}).get("device_target", "Ascend"))
 
 
 # ---- tune (issue 24) -------------------------------------------------------------------------

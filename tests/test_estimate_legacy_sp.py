@@ -83,7 +83,9 @@ def test_sw202_next_layer_only_on_the_same_stage(tmp_path):
     norm consumes its output), none across a stage boundary, where the last layer's output goes
     to the Send to the next stage, which nothing recomputes. `plan --allow-swap` on plan_qwen64
     swaps layer 15 (stage 0's last) under layer 16's full recompute (tests/test_plan_search.py)."""
+    # (a backward_prefetch of 1 cannot hide the layer's copies: SW212 warns of that on both, issue 34)
     within = explain(swap_yaml(tmp_path, "[15]", 14))
-    assert [f.code for f in within.findings] == ["SW202"] and within.findings[0].layer == 14
+    codes = [f.code for f in within.findings if f.code != "SW212"]
+    assert codes == ["SW202"] and [f for f in within.findings if f.code == "SW202"][0].layer == 14
     across = explain(swap_yaml(tmp_path, "[16]", 15))
-    assert across.exit_code == 0 and not across.findings
+    assert across.exit_code == 0 and [f.code for f in across.findings] == ["SW212"]

@@ -276,7 +276,9 @@ def test_mtp_row_in_explain_table():
     ("qwen3_select", set()),
     ("deepseek_v3_mtp", set()),
     ("glm4_select", set()),
-    ("qwen3_swap_conflict", {"SW201"}),
+    # besides the conflict, its op swap of the attention core at backward_prefetch 1 cannot hide its
+    # copies at the 910B's host link (SW212, issue 34); the config read from the log alone has no sizes
+    ("qwen3_swap_conflict", {"SW201", "SW212"}),
     ("qwen3_moe_ignored_swap", {"SW306", "SW104"}),
     # MindFormers' default select set (feed_forward.mul + w1.activation.silu) frees nothing on the
     # legacy layer (its product goes to w2's unmarked input reshape): SW211, before launch

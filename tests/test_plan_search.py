@@ -365,25 +365,12 @@ def test_cli_yaml_and_json_formats():
     assert r.returncode == 0 and json.loads(r.stdout)["stages"][0]["peak_bytes"] > 0
 
 
-def test_allow_swap_plans_layer_swaps_that_explain_accepts(tmp_path):
-    # between the lowest peak with swap and the lowest without on the Qwen-72B-like Llama tree (the
-    # last stage: its head and loss stay whatever the layers do)
+def test_allow_swap_floor_keeps_the_layer_input_on_device():
+    # MindSpore copies out only what the swapped layer's own primitives make (docs/mindspore-facts.md
+    # §6): the layer input a preset recompute keeps stays, so swap's floor is recompute's less little
     lows = [make_plan(QWEN, 1 << 30, allow_swap=s, margin=0.0) for s in (False, True)]
     lowest = [max(r.lowest.values()) for r in lows]
-    assert lowest[1] < lowest[0]
-    budget = (lowest[0] + lowest[1]) // 2
-    res = make_plan(QWEN, budget, allow_swap=True, margin=0.0)
-    assert res.fits
-    choices = [r["choice"] for r in res.estimate.layers]
-    assert any(c.startswith("swap:") for c in choices)
-    out = tmp_path / "swap.yaml"
-    out.write_text(res.text)
-    ex = explain(str(out))
-    assert ex.exit_code == 0 and not ex.findings
-    assert 'memory_optimize_level: "O0"' in res.text and "layer_swap:" in res.text   # quoting kept
-    # swap reaches a budget that recompute alone cannot (the layer's input also goes to host)
-    without = make_plan(QWEN, budget, margin=0.0)
-    assert not without.fits and max(without.lowest.values()) > budget
+    assert lowest[1] <= lowest[0] and lowest[0] - lowest[1] < 64 << 20
 
 
 def test_allow_swap_refused_off_ascend(tmp_path):

@@ -227,7 +227,10 @@ def test_plan_writes_back_a_flow_style_recompute_config(tmp_path, variant):
     assert r.returncode == 0, r.stderr
     written = out.read_text()
     planned = yaml.safe_load(written)["recompute_config"]
-    assert planned["select_recompute"] and planned["recompute"] is False, planned
+    # the levels are the search's (since plan35's pool check at 60 MiB: select on some layers, full on
+    # one): what matters here is that the flow mapping was written back as block lines
+    assert planned["select_recompute"] and (planned["recompute"] is False or isinstance(planned["recompute"], list)), \
+        planned
     # only the flow mapping became block lines: every other line of the file is as it was
     kept = [ln for ln in text.splitlines() if "recompute" not in ln and not ln.strip().startswith("select_")]
     assert [ln for ln in written.splitlines() if ln in kept] == kept
@@ -532,7 +535,8 @@ def test_a_budget_in_gb_is_what_max_device_memory_means():
     assert parse_size("3.5GB") == 7 << 29 and parse_size("45MB") == 45 << 20
     a = sw("plan", CONFIGS / "plan_qwen64.yaml", "--budget", "58GB")
     b = sw("plan", CONFIGS / "plan_qwen64.yaml", "--budget", "58GiB")
-    assert a.returncode == b.returncode and a.stdout == b.stdout and "the budget 58.00 GiB" in a.stderr
+    # the table says the budget under the stages since plan35 (the pool check): "within 58.00 GiB"
+    assert a.returncode == b.returncode and a.stdout == b.stdout and "within 58.00 GiB" in a.stdout
 
 
 # ---- item 16: the newcomer's small ones ---------------------------------------------------------------

@@ -92,6 +92,9 @@ class CheckContext:
     runlog: Optional["RunLog"] = None
     ir: Any = None            # parsers.ir evidence
     comparison: Optional["Comparison"] = None
+    #: what a swap's copies are timed with (``memory.swap_cost.Link``: ``--host-bandwidth``); None:
+    #: the documented device defaults (SW212)
+    link: Any = None
 
     @property
     def view(self) -> str:

@@ -58,9 +58,10 @@ class CodePath:
     def explain(self, doc: TrainingDocument, *, num_layers: Optional[int] = None,
                 pipeline_stage: Optional[int] = None, pp_interleave_num: Optional[int] = None,
                 offset: Any = None, env: Optional[Mapping[str, str]] = None,
-                model: Optional[str] = None) -> "Explanation":
+                model: Optional[str] = None, link: Any = None) -> "Explanation":
         """``explain`` of ``doc``: its plan and the config-time findings (``model``: the ``--model`` family;
-        the rest override a fragment's keys). Bad input: one line, exit 2."""
+        ``link``: the host link SW212 times a swap's copies with; the rest override a fragment's keys). Bad
+        input: one line, exit 2."""
         raise NotImplementedError
 
     def configure(self, doc: TrainingDocument) -> Tuple["Config", "PlanView"]:
@@ -103,27 +104,31 @@ class CodePath:
         return compare(self.expected_log(plan), runlog, self.logged)
 
     def size(self, doc: TrainingDocument, command: str, model: Optional[str] = None, *,
-             calibrate: Sequence[str] = (), calibration: Optional["Calibration"] = None) -> "Estimate":
+             calibrate: Sequence[str] = (), calibration: Optional["Calibration"] = None,
+             link: Any = None) -> "Estimate":
         """The memory estimate of ``doc`` (``model``: the ``--model`` family): fitted to the runs / DryRun
-        records ``calibrate`` names, or with an already fitted ``calibration``. NotModelled (exit 2) for what
-        the path or the family does not model, said by ``command``."""
+        records ``calibrate`` names, or with an already fitted ``calibration``; its swaps priced with ``link``
+        (``memory.swap_cost.Link``). NotModelled (exit 2) for what the path or the family does not model,
+        said by ``command``."""
         self.require(doc, command, "size", *(["calibrate"] if calibrate or calibration is not None else []))
         try:
-            return self._size(doc, model, calibrate, calibration)
+            return self._size(doc, model, calibrate, calibration, link)
         except NotModelled as exc:
             raise exc.for_command(command) from None
 
     def fit(self, doc: TrainingDocument, command: str, budget: Optional[int], *, run_dirs: Sequence[str] = (),
             allow_swap: bool = False, model: Optional[str] = None, margin: Optional[float] = 0.0,
-            calibration: Optional["Calibration"] = None, offsets: bool = False) -> "PlanResult":
+            calibration: Optional["Calibration"] = None, offsets: bool = False,
+            link: Any = None) -> "PlanResult":
         """``plan``'s answer for ``budget`` bytes (``memory.planner.make_plan``; None: the YAML's
-        ``context.max_device_memory``; ``offsets``: the layer split searched too)."""
+        ``context.max_device_memory``; ``offsets``: the layer split searched too; ``link``: what swaps
+        are priced with)."""
         self.require(doc, command, "fit")
         from ..memory.planner import make_plan
 
         try:
             return make_plan(doc.path, budget, run_dirs, allow_swap=allow_swap, model=model, margin=margin,
-                             calibration=calibration, offsets=offsets)
+                             calibration=calibration, offsets=offsets, link=link)
         except NotModelled as exc:
             raise exc.for_command(command) from None
 
@@ -139,7 +144,7 @@ class CodePath:
         return dr.measure(doc.path, stages)
 
     def _size(self, doc: TrainingDocument, model: Optional[str], calibrate: Sequence[str],
-              calibration: Optional["Calibration"]) -> "Estimate":
+              calibration: Optional["Calibration"], link: Any = None) -> "Estimate":
         raise NotImplementedError
 
     # -- what ``tune`` asks (tune/memory_api.py) ---------------------------------------------------------
@@ -203,7 +208,7 @@ class LayerSetting(CodePath):
     def explain(self, doc: TrainingDocument, *, num_layers: Optional[int] = None,
                 pipeline_stage: Optional[int] = None, pp_interleave_num: Optional[int] = None,
                 offset: Any = None, env: Optional[Mapping[str, str]] = None,
-                model: Optional[str] = None) -> "Explanation":
+                model: Optional[str] = None, link: Any = None) -> "Explanation":
         """The family comes from the YAML (``families.detect``) unless ``model`` names one; each layer is
         resolved on its own tree of that family (``strategy.plan``)."""
         from . import strategy
@@ -221,7 +226,7 @@ class LayerSetting(CodePath):
         if model is not None:
             check_code_path(from_name(model), config.mcore)
         plan = strategy.plan(config, model=model)
-        ctx = CheckContext(plan=plan, config=config, env=dict(env or {}))
+        ctx = CheckContext(plan=plan, config=config, env=dict(env or {}), link=link)
         findings = sorted(run_rules(ctx, needs=("config",)),
                           key=lambda f: (severity_rank(f.severity), f.code, -1 if f.layer is None else f.layer))
         notes = []
@@ -277,14 +282,14 @@ class LayerSetting(CodePath):
         return config, plan(config), source
 
     def _size(self, doc: TrainingDocument, model: Optional[str], calibrate: Sequence[str],
-              calibration: Optional["Calibration"]) -> "Estimate":
+              calibration: Optional["Calibration"], link: Any = None) -> "Estimate":
         if calibrate:
             from ..memory.calibrate import calibrated_estimate
 
-            return calibrated_estimate(doc.path, calibrate, model)
+            return calibrated_estimate(doc.path, calibrate, model, link)
         from ..memory.model import NO_CALIBRATION, estimate
 
-        return estimate(doc.path, model, calibration if calibration is not None else NO_CALIBRATION)
+        return estimate(doc.path, model, calibration if calibration is not None else NO_CALIBRATION, link=link)
 
 
 class ApplyAc(CodePath):
@@ -306,15 +311,17 @@ class ApplyAc(CodePath):
                            line=doc.lines.get(key) if key else None, key=key)
 
     def _size(self, doc: TrainingDocument, model: Optional[str], calibrate: Sequence[str],
-              calibration: Optional["Calibration"]) -> "Estimate":
+              calibration: Optional["Calibration"], link: Any = None) -> "Estimate":
         from ..pynative.sizing import estimate_pynative
 
         return estimate_pynative(doc.path, model, calibration)
 
     def size(self, doc: TrainingDocument, command: str, model: Optional[str] = None, *,
-             calibrate: Sequence[str] = (), calibration: Optional["Calibration"] = None) -> "Estimate":
+             calibrate: Sequence[str] = (), calibration: Optional["Calibration"] = None,
+             link: Any = None) -> "Estimate":
         """As :meth:`CodePath.size`; ``calibration`` may be tune's launch offset (a residual only:
-        ``tune/memory_api.py``), which is not ``--calibrate``."""
+        ``tune/memory_api.py``), which is not ``--calibrate``; ``link`` prices nothing here (the
+        PyNative swap's schedule is not graph mode's: ``memory/swap_cost.py`` does not model it)."""
         self.require(doc, command, "size", *(["calibrate"] if calibrate else []))
         try:
             return self._size(doc, model, calibrate, calibration)
@@ -323,11 +330,13 @@ class ApplyAc(CodePath):
 
     def fit(self, doc: TrainingDocument, command: str, budget: Optional[int], *, run_dirs: Sequence[str] = (),
             allow_swap: bool = False, model: Optional[str] = None, margin: Optional[float] = 0.0,
-            calibration: Optional["Calibration"] = None, offsets: bool = False) -> "PlanResult":
+            calibration: Optional["Calibration"] = None, offsets: bool = False,
+            link: Any = None) -> "PlanResult":
         """``plan`` on the PyNative path (``pynative/planning.py``): no ``--calibrate`` and no
-        ``--allow-swap`` (the YAML's ``swap:`` is kept as it is); tune's launch offset as ``calibration``.
-        One stage, so no layer split to search (``offsets`` has nothing to move); the r2.x YAML has no
-        ``context.max_device_memory``, so the budget is ``--budget``'s."""
+        ``--allow-swap`` (the YAML's ``swap:`` is kept as it is, so ``link`` prices nothing here);
+        tune's launch offset as ``calibration``. One stage, so no layer split to search (``offsets`` has
+        nothing to move); the r2.x YAML has no ``context.max_device_memory``, so the budget is
+        ``--budget``'s."""
         self.require(doc, command, "fit", *(["calibrate"] if run_dirs else []))
         if allow_swap:
             raise self.not_modelled(doc, "swap").for_command(command + " --allow-swap")
@@ -398,7 +407,7 @@ class ApplyAc(CodePath):
     def explain(self, doc: TrainingDocument, *, num_layers: Optional[int] = None,
                 pipeline_stage: Optional[int] = None, pp_interleave_num: Optional[int] = None,
                 offset: Any = None, env: Optional[Mapping[str, str]] = None,
-                model: Optional[str] = None) -> "Explanation":
+                model: Optional[str] = None, link: Any = None) -> "Explanation":
         """The model paths come from ``model.model_type`` unless ``model`` names them (the stage split is
         ``parallelism``'s: the static overrides do not apply)."""
         from ..pynative.explain import explain_tree

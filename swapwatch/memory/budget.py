@@ -88,27 +88,28 @@ _UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40,
           "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30, "TB": 1 << 40}
 
 
-def parse_size(text: str) -> int:
+def parse_size(text: str, flag: str = "--budget") -> int:
     """``58GiB`` / ``58GB`` / ``45MB`` / ``62914560`` -> bytes, exactly. Every unit is a power of 2,
-    as MindSpore reads ``max_device_memory`` (:data:`_UNITS`; docs/units.md).
+    as MindSpore reads ``max_device_memory`` (:data:`_UNITS`; docs/units.md). ``flag``: the option
+    the size came from, named in the message (``--budget``, ``--host-memory``).
 
     A budget under 1 MiB is refused rather than planned: no training step fits in it, so it is a
     forgotten unit (``--budget 58``) or a unit one step too small (``58K``), and the message names
     the size that was probably meant instead of answering ``no strategy fits 0.0 MiB``."""
     m = _SIZE.match(str(text))
     if not m or m.group(2).upper() not in _UNITS:
-        raise InputError(f"--budget: {text!r} is not a size (e.g. 58GiB, 45MB, 62914560)")
+        raise InputError(f"{flag}: {text!r} is not a size (e.g. 58GiB, 45MB, 62914560)")
     number, unit = m.group(1), m.group(2)
     value = int(Fraction(number) * _UNITS[unit.upper()])     # exact: a float overflows
     if Fraction(number) <= 0:
-        raise InputError(f"--budget: {text!r} must be more than 0 bytes")
+        raise InputError(f"{flag}: {text!r} must be more than 0 bytes")
     if value >= 1 << 63:
-        raise InputError(f"--budget: {text[:40]!r} is more than any device holds (2**63 bytes)")
+        raise InputError(f"{flag}: {text[:40]!r} is more than any device holds (2**63 bytes)")
     if value < 1 << 20:
         meant = _meant(number, unit)
         what = "has no unit, so it is" if not unit else "is"
-        raise InputError(f"--budget {text.strip()} {what} {value:,} byte(s), less than 1 MiB: "
-                         f"did you mean --budget {meant}?")
+        raise InputError(f"{flag} {text.strip()} {what} {value:,} byte(s), less than 1 MiB: "
+                         f"did you mean {flag} {meant}?")
     return value
 
 

@@ -326,10 +326,12 @@ def _run_json(run_dir: str) -> Dict[str, Any]:
     return data
 
 
-def calibrated_estimate(config: str, run_dirs: Sequence[str], model: Optional[str] = None) -> Estimate:
+def calibrated_estimate(config: str, run_dirs: Sequence[str], model: Optional[str] = None,
+                        link: Optional[Any] = None) -> Estimate:
     """``estimate`` of ``config`` with the calibration of ``run_dirs``; measured peaks beside the
-    prediction where a calibration run used this very config."""
-    est = estimate(config, model)
+    prediction where a calibration run used this very config; ``link``: what its swaps are priced
+    with (``swap_cost.Link``)."""
+    est = estimate(config, model, link=link)
     if not run_dirs:
         return est
     cal, measured = calibrate(run_dirs, model, config)

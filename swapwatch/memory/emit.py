@@ -115,7 +115,7 @@ def strategy_edits(doc: Dict[str, Any], geo, stages: Sequence[StagePlan]) -> Lis
     levels: Dict[int, Level] = {}
     for sp in stages:
         levels.update(sp.levels)
-    swap = any(lv.swap is not None for lv in levels.values())
+    swap = any(lv.swap is not None or lv.op_swap for lv in levels.values())
     edits: List[Tuple[Path, Any]] = []
     base = recompute_base(doc, edits)
 
@@ -154,18 +154,43 @@ def strategy_edits(doc: Dict[str, Any], geo, stages: Sequence[StagePlan]) -> Lis
                 order.append(p)
     sel = {Pattern(p): sorted(i for i, lv in levels.items() if p in lv.patterns) for p in order}
     edits.append((base + ("select_recompute",), sel if sel else False))
-    entries = [{"backward_prefetch": pf, "layers": sorted(i for i, lv in levels.items() if lv.swap == pf)}
-               for pf in sorted({lv.swap for lv in levels.values() if lv.swap is not None})]
+    entries, op_entries = swap_entries(levels)
     mcore = _mcore_swap_section(doc, create=True)
     if mcore is not None:
         mc_path, mc, keys = mcore
-        edits += [(mc_path + (keys["swap"],), True), (mc_path + (keys["layer_swap"],), entries),
-                  (mc_path + (keys["op_swap"],), None)]
+        paths = (mc_path + (keys["swap"],), mc_path + (keys["layer_swap"],), mc_path + (keys["op_swap"],))
     else:
-        edits += [(("swap_config", "swap"), True), (("swap_config", "layer_swap"), entries),
-                  (("swap_config", "op_swap"), None)]
+        paths = (("swap_config", "swap"), ("swap_config", "layer_swap"), ("swap_config", "op_swap"))
+    edits.append((paths[0], True))
+    for path, value in ((paths[1], entries), (paths[2], op_entries)):
+        # an empty list is written as none (null) where the YAML had the key, left out where it had not
+        if value or _get_or_missing(doc, path) is not _MISSING:
+            edits.append((path, value or None))
     edits.append((("context", "memory_optimize_level"), "O0"))
+    # with swap on MindFormers formats the exclude keys and applies none of them (SW203): cleared
+    section = _get(doc, base) or {}
+    for key in ("select_recompute_exclude", "select_comm_recompute_exclude"):
+        if isinstance(section, dict) and section.get(key) not in (None, False, [], {}):
+            edits.append((base + (key,), False))
     return edits
+
+
+def swap_entries(levels: Dict[int, Level]) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
+    """The swap-mode ``layer_swap`` and ``op_swap`` lists of ``levels`` (layer -> level): one entry per
+    prefetch (layer swap) and per (op pattern, prefetch), each with explicit layer ids, so each layer is
+    in exactly one entry per pattern (MindFormers takes the first entry that lists a layer:
+    ``LayerSetting._set_layer_swap`` / ``_set_op_swap``; SW209) and no entry says ``layers: True``
+    (``TransformerSwapConfig`` would then collapse the group to its first prefetch)."""
+    layer = [{"backward_prefetch": pf, "layers": sorted(i for i, lv in levels.items() if lv.swap == pf)}
+             for pf in sorted({lv.swap for lv in levels.values() if lv.swap is not None})]
+    pairs: List[Tuple[str, int]] = []
+    for i in sorted(levels):
+        for pair in levels[i].op_swap:
+            if pair not in pairs:
+                pairs.append(pair)
+    ops = [{"op_name": Pattern(pat), "backward_prefetch": pf,
+            "layers": sorted(i for i, lv in levels.items() if (pat, pf) in lv.op_swap)} for pat, pf in pairs]
+    return layer, ops
 
 
 def recompute_base(doc: Dict[str, Any], edits: List[Tuple[Path, Any]]) -> Path:

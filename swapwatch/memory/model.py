@@ -28,6 +28,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from ..engine import strategy
 from ..config import load_config
 from ..errors import NotModelled
+from .swap_cost import make_link, plan_swaps
 from .tensor_table import TensorTable, LayerCost, layout_kinds, table_for
 from .spec import ModelSpec, params_per_layer, product, spec_from_config, unsharded_per_layer
 
@@ -560,6 +561,10 @@ class Estimate:
     unchecked: List[str] = field(default_factory=list)
     unchecked_where: str = ""
     calibrates: bool = True
+    #: stage -> ``swap_cost.StageSwaps``: what each swap costs (a stage without a swap is absent), and
+    #: the ``swap_cost.Link`` it was priced with
+    swaps: Dict[int, Any] = field(default_factory=dict)
+    link: Optional[Any] = None
 
     def to_json(self) -> Dict[str, Any]:
         cal = self.calibration
@@ -573,7 +578,41 @@ class Estimate:
             out["calibration"] = cal.to_json()
         if self.dryrun:
             out["dryrun"] = self.dryrun_json()
+        if self.swaps:
+            out["swap"] = self.swap_json()
         return out
+
+    def host_bytes(self, stage: int) -> int:
+        """Bytes one rank of ``stage`` holds on host at its first backward: every micro-batch in
+        flight keeps its swapped activations there (``inflight``)."""
+        geo = self.plan.geometry
+        counts = inflight(geo.pipeline_stage, geo.pp_interleave_num, self.spec.micro_batch_num, stage)
+        host = {row["layer"]: row["host_bytes"] for row in self.layers if not row.get("mtp")}
+        total = 0
+        for v in range(geo.pp_interleave_num):
+            start = geo.chunk_starts[v][stage]
+            total += counts[v] * sum(host.get(i, 0) for i in range(start, start + geo.layer_list[v][stage]))
+        return total
+
+    def swap_json(self) -> Dict[str, Any]:
+        """Each swap's bytes, copy times, compute windows and exposed time per micro-batch, per stage,
+        with the host memory it takes (DESIGN §3.3a ``swap``; swap_cost.py)."""
+        link = self.link
+        per_rank = {st: self.host_bytes(st) for st in self.swaps}
+        ranks = link.ranks_per_node if link is not None else 1
+        node = max(per_rank.values(), default=0) * ranks
+        stages = []
+        for st, sw in sorted(self.swaps.items()):
+            stages.append({"stage": st, "exposed_seconds_per_micro_batch": round(sw.exposed_seconds, 9),
+                           "exposed_seconds_per_step": round(sw.exposed_seconds * self.spec.micro_batch_num, 9),
+                           "forward_seconds": round(sw.forward_seconds, 9),
+                           "backward_seconds": round(sw.backward_seconds, 9),
+                           "window_bytes": self.stages[st].swap_window, "host_bytes_per_rank": per_rank[st],
+                           "swaps": [c.to_json() for c in sw.costs]})
+        host_mem = link.host_memory if link is not None else None
+        return {"link": link.to_json() if link is not None else None, "host_bytes_per_node": node,
+                "host_fits": None if host_mem is None else node <= host_mem,
+                "hides": all(c.hides for sw in self.swaps.values() for c in sw.costs), "stages": stages}
 
     def dryrun_json(self) -> Dict[str, Any]:
         """DryRun L1's peaks beside the model's (``estimate --dryrun``, docs/estimate.md)."""
@@ -589,9 +628,10 @@ class Estimate:
 
 
 def estimate_plan(path: str, cfg: Any, plan: strategy.Plan, spec: ModelSpec,
-                  calibration: Calibration = NO_CALIBRATION) -> Estimate:
+                  calibration: Calibration = NO_CALIBRATION, link: Optional[Any] = None) -> Estimate:
     """Predict the peaks of an already resolved plan (``plan`` reuses it for its own output), on the
-    tensor table of the plan's model family (the one ``explain`` names)."""
+    tensor table of the plan's model family (the one ``explain`` names); its swaps priced with
+    ``link`` (a ``swap_cost.Link``; default the documented device's, said as assumed)."""
     fam = memory_family(spec, plan)
     kind_fams, mtp_fams = layer_families(spec, plan, fam)
     costs: List[LayerCost] = []
@@ -612,9 +652,16 @@ def estimate_plan(path: str, cfg: Any, plan: strategy.Plan, spec: ModelSpec,
                      "host_bytes": cost.host, "recompute_flops": cost.flops, "mtp": True})
     geo = plan.geometry
     mixed = layer_fams if any(f is not fam for f in layer_fams) else None
+    # swap: what each swap costs in time on MindSpore's schedule, where backward_prefetch counts kernels
+    # (swap_cost.py, docs/mindspore-facts.md §7); its memory is swap_window's
+    swaps: Dict[int, Any] = {}
+    if any(r["host_bytes"] for r in rows):
+        link = link if link is not None else make_link()
+        swaps = plan_swaps(plan.layers, layer_fams, geo, link)
     stages = [stage_memory(spec, fam, geo, p, costs, (), mixed, mtp) for p in range(geo.pipeline_stage)]
     return Estimate(config=path, family=fam.name, spec=spec, plan=plan, fam=fam, stages=stages, layers=rows,
-                    calibration=calibration, unmodelled=list(spec.unmodelled))
+                    calibration=calibration, unmodelled=list(spec.unmodelled), swaps=swaps,
+                    link=link if swaps else None)
 
 
 def layer_families(spec: ModelSpec, plan: strategy.Plan,
@@ -681,8 +728,9 @@ def plan_of(path: str, model: Optional[str] = None, text: Optional[str] = None) 
 
 
 def estimate(path: str, model: Optional[str] = None, calibration: Calibration = NO_CALIBRATION,
-             text: Optional[str] = None) -> Estimate:
+             text: Optional[str] = None, link: Optional[Any] = None) -> Estimate:
     """Predicted peak per stage of the strategy the YAML at ``path`` asks for (``model``: the
-    ``--model`` family, default the one the YAML names; ``text``: see :func:`plan_of`)."""
+    ``--model`` family, default the one the YAML names; ``text``: see :func:`plan_of`; ``link``: what
+    its swaps are priced with, see :func:`estimate_plan`)."""
     cfg, plan, spec = plan_of(path, model, text)
-    return estimate_plan(path, cfg, plan, spec, calibration)
+    return estimate_plan(path, cfg, plan, spec, calibration, link)

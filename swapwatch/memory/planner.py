@@ -9,6 +9,8 @@ written YAML does, and a disagreement with the search is a bug (exit 3), not a g
 from __future__ import annotations
 
 import dataclasses
+import functools
+import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -19,7 +21,8 @@ from .calibrate import calibrate
 from .model import NO_CALIBRATION, Calibration, Estimate, estimate, not_in_dryrun, plan_of, planning_family
 from .budget import Card, Margin, card_check, fragments_for, parse_size, table_error, workspace_bound  # noqa: F401
 from .offsets import Split, head_seconds, layer_seconds, search_split, stage_geometry, stage_tables, step_seconds
-from .search import DEVICE_FLOPS, StagePlan, kinds_of, lowest_peak, solve_stage, stage_shape, stage_terms
+from .search import (DEFAULT_DEVICE, NO_ROOMS, Device, Rooms, StagePlan, SwapOffer, kinds_of, lowest_peak, solve_stage,
+                     stage_shape, stage_terms)
 
 @dataclass
 class PlanResult:
@@ -241,18 +244,19 @@ def held_out_error(cal: Calibration, model: Optional[str] = None) -> Optional[Tu
 
 
 def margin_parts(cfg: Any, table: str, family: str, cal: Calibration, model: Optional[str],
-                 ascend: bool = True) -> Margin:
+                 ascend: bool = True, level: Optional[str] = None) -> Margin:
     """The pool check's parts for this YAML (memory/budget.py): the model's error (with a
     calibration that measures its own miss, that miss; else the recorded DryRun error of the tensor
     table), the fragments MindSpore's pool may hold at the YAML's memory_optimize_level, and the
-    kernel workspaces."""
+    kernel workspaces. ``level``: the ``memory_optimize_level`` the written YAML will have, when not
+    the YAML's (a swap plan's O0)."""
     err, why = table_error(table, family)
     if cal.fitted:
         frac, cwhy = plan_margin(cal, None, model)
         if not cwhy.startswith(("the model is uncalibrated", "one calibration run")):
             err, why = frac, cwhy
     context = cfg.context or {}
-    frag, fwhy = fragments_for(str(context.get("memory_optimize_level", "O0")))
+    frag, fwhy = fragments_for(level or str(context.get("memory_optimize_level", "O0")))
     ws, wfrac, wwhy = workspace_bound() if ascend else (0, 0.0, "no kernel workspaces off Ascend (aclnn's)")
     return Margin(error=err, error_why=why, fragments=frag, fragments_why=fwhy, workspace=ws, workspace_why=wwhy,
                   workspace_fraction=wfrac)
@@ -260,7 +264,43 @@ def margin_parts(cfg: Any, table: str, family: str, cal: Calibration, model: Opt
 
 def make_plan(config: str, budget: Optional[int], run_dirs: Sequence[str] = (), allow_swap: bool = False,
               model: Optional[str] = None, margin: Optional[float] = 0.0,
-              calibration: Optional[Calibration] = None, offsets: bool = False) -> PlanResult:
+              calibration: Optional[Calibration] = None, offsets: bool = False,
+              link: Optional[Any] = None) -> PlanResult:
+    """The plan (:func:`search_plan`). With swap allowed and the pool check's parts (``margin`` None):
+    a swap needs ``memory_optimize_level: O0`` (the plan writes it; SW301), MindSpore's dynamic pool,
+    whose fragments the pool check counts where the YAML's O1 has none (memory/budget.py). So a plan
+    with swaps is searched with O0's parts and one without swap with the YAML's level, and the faster
+    (the modelled step time) is the answer, said in the notes."""
+    run = functools.partial(search_plan, config, budget, run_dirs, model=model, margin=margin,
+                            calibration=calibration, offsets=offsets, link=link)
+    if not allow_swap or margin is not None:
+        return run(allow_swap=allow_swap)
+    swapped = run(allow_swap=True, level="O0")
+    level = str((plan_of(config, model)[0].context or {}).get("memory_optimize_level", "O0")).upper()
+    if level != "O1":
+        return swapped                        # O0 already: the one search is the answer
+    plain = run(allow_swap=False)
+    swaps = swapped.fits and not swapped.unchanged and any(lv.swaps for s in swapped.stages for lv in s.levels.values())
+    if swaps and (not plain.fits or swapped.step < plain.step * (1 - 1e-9)):
+        swapped.notes.append("swap: written with memory_optimize_level O0 (swap needs it), so the pool check "
+                             "counts O0's fragments; still faster than the best plan without swap at O1 "
+                             f"(modelled step {swapped.step:.4g} s against {plain.step:.4g} s)"
+                             if plain.fits else "swap: written with memory_optimize_level O0 (swap needs it), "
+                             "so the pool check counts O0's fragments; no plan without swap fits")
+        return swapped
+    if plain.fits:
+        why = (f"its best plan (modelled step {swapped.step:.4g} s) is not faster than the one without swap "
+               f"({plain.step:.4g} s)" if swaps else "no swap fits there")
+        plain.notes.append("swap (--allow-swap): none written: a swap needs memory_optimize_level O0, whose "
+                           f"fragments the pool check counts where O1 has none; {why}")
+        return plain
+    return swapped
+
+
+def search_plan(config: str, budget: Optional[int], run_dirs: Sequence[str] = (), allow_swap: bool = False,
+                model: Optional[str] = None, margin: Optional[float] = 0.0,
+                calibration: Optional[Calibration] = None, offsets: bool = False,
+                link: Optional[Any] = None, level: Optional[str] = None) -> PlanResult:
     """``model``: the ``--model`` family; default the one the YAML names (as ``explain``).
     ``budget``: MindSpore's pool per rank; None: the YAML's ``context.max_device_memory`` as
     MindSpore reads it. ``margin``: a flat fraction of ``budget`` held back instead of the pool
@@ -271,8 +311,12 @@ def make_plan(config: str, budget: Optional[int], run_dirs: Sequence[str] = (), 
     The YAML's own strategy is a candidate: when it passes the same check and nothing the search
     finds is faster (the modelled step time), the YAML is handed back unchanged (issue 35 point 3).
     ``offsets``: search the layer split with the levels and write it as ``offset`` (memory/offsets.py;
-    ``swapwatch plan`` does, ``--keep-offset`` does not); else the YAML's split is kept."""
+    ``swapwatch plan`` does, ``--keep-offset`` does not); else the YAML's split is kept. ``link``: the
+    host link and throughput swaps are priced with (``swap_cost.Link``; default the 910B's, assumed).
+    ``level``: the ``memory_optimize_level`` the pool check's fragments are counted at, when not the
+    YAML's (:func:`make_plan`)."""
     from .budget import max_device_memory
+    from .swap_cost import make_link
 
     cfg, plan, spec = plan_of(config, model)
     target = str((cfg.context or {}).get("device_target", "Ascend"))
@@ -300,7 +344,7 @@ def make_plan(config: str, budget: Optional[int], run_dirs: Sequence[str] = (), 
     fam = planning_family(spec, plan)
     kinds = kinds_of(spec, plan)
     cal, actual = (calibration, {}) if calibration is not None else _calibration(run_dirs, model, config, text)
-    parts = None if margin is not None else margin_parts(cfg, fam.table, plan.fam.name, cal, model, spec.hccl)
+    parts = None if margin is not None else margin_parts(cfg, fam.table, plan.fam.name, cal, model, spec.hccl, level)
     # HCCL is Ascend's collective library: a CPU / GPU job has none of them (ModelSpec.hccl); its
     # buffers are outside MindSpore's pool: the card check, not the budget (memory/budget.py)
     extra = int(not_in_dryrun(spec)["communication_buffers_bytes"])
@@ -311,6 +355,16 @@ def make_plan(config: str, budget: Optional[int], run_dirs: Sequence[str] = (), 
         result.card = card_check(context, budget, extra)
     P = geo.pipeline_stage
 
+    priced = link if link is not None else make_link()
+    link = priced
+    # with swap: the swap levels priced with the link (memory/swap_cost.py), recompute at its throughput,
+    # and per stage the host memory of a rank (a node's over its ranks) a capacity the search keeps to
+    swap: Any = SwapOffer(priced) if allow_swap else False
+    device = Device(flops_per_s=priced.flops, host_bytes_per_s=priced.h2d, link=priced) if allow_swap \
+        else DEFAULT_DEVICE
+    host_room = priced.host_memory / priced.ranks_per_node if allow_swap and priced.host_memory else math.inf
+    rooms = Rooms(host=host_room)
+
     def cap_of(static: int) -> int:
         return parts.cap(budget, static) if parts is not None else int(budget * (1.0 - (margin or 0.0)))
 
@@ -320,7 +374,7 @@ def make_plan(config: str, budget: Optional[int], run_dirs: Sequence[str] = (), 
     if parts is not None:
         result.margin = 1.0 - min(result.caps.values()) / budget
         result.margin_why = parts.line()
-    own = _own_candidate(result, config, model, cal, spec, fam, kinds, cfg, plan)
+    own = _own_candidate(result, config, model, cal, spec, fam, kinds, cfg, plan, device, link)
     # the layer split is searched with the levels (memory/offsets.py) on one chunk per stage
     split_on = offsets and P > 1 and geo.pp_interleave_num == 1 and cfg.layer_list is None
     if offsets and P > 1 and not split_on:
@@ -328,28 +382,28 @@ def make_plan(config: str, budget: Optional[int], run_dirs: Sequence[str] = (), 
     tighten = [0] * P
     for _ in range(8):
         if split_on:
-            found = _split_search(spec, fam, geo, cal, kinds, allow_swap, cap_of, tighten)
+            found = _split_search(spec, fam, geo, cal, kinds, swap, cap_of, tighten, device, rooms)
             stages = found.stages if found is not None else [StagePlan(stage=p, fits=False) for p in range(P)]
             used = found.geometry if found is not None else geo
         else:
-            stages = [solve_stage(spec, fam, geo, p, cal, result.caps[p] - tighten[p], allow_swap, kinds)
+            stages = [solve_stage(spec, fam, geo, p, cal, result.caps[p] - tighten[p], swap, kinds, device, rooms)
                       for p in range(P)]
             used = geo
         result.stages = stages
         result.fits = all(s.fits for s in stages)
         if not result.fits:
             if own is not None:
-                return _hand_back(result, text, own)
-            result.lowest = {p: lowest_peak(spec, fam, geo, p, cal, allow_swap, kinds) for p in range(P)}
-            result.levers = levers(config, cfg, spec, fam, geo, cal, result.caps, result.lowest, allow_swap, target,
-                                   model, kinds)
+                return _hand_back(result, text, own, device)
+            result.lowest = {p: lowest_peak(spec, fam, geo, p, cal, swap, kinds) for p in range(P)}
+            result.levers = levers(config, cfg, spec, fam, geo, cal, result.caps, result.lowest, swap, target,
+                                   model, kinds, link)
             return result
         for p in range(P):                     # the chosen split's static parts and caps
             result.statics[p] = stage_terms(spec, fam, used, p, NO_CALIBRATION, kinds)[0]
             result.caps[p] = cap_of(result.statics[p])
-        result.step = step_seconds(stage_times(spec, fam, kinds, used, stages), spec.micro_batch_num)
+        result.step = step_seconds(stage_times(spec, fam, kinds, used, stages, device), spec.micro_batch_num)
         if own is not None and own[1] <= result.step * (1 + 1e-9):
-            return _hand_back(result, text, own)
+            return _hand_back(result, text, own, device)
         written = emit_result(text, config, used, stages, plan_of_text=lambda t: _plan_of_text(t, model, config),
                               split=used is not geo)
         result.text = written.text
@@ -358,9 +412,15 @@ def make_plan(config: str, budget: Optional[int], run_dirs: Sequence[str] = (), 
         if loose:
             result.notes.append(f"stage(s) {', '.join(map(str, loose))}: the search stopped at its work bound "
                                 f"(capacities beside memory bind hard): the best found, not proven the least")
-        result.estimate = estimate_text(result.text, config, model, cal)
+        result.estimate = estimate_text(result.text, config, model, cal, link)
         result.estimate.budget_bytes = budget
         result.geometry = used
+        waiting = sorted(st for st, sw in result.estimate.swaps.items() if sw.exposed_seconds > 1e-9)
+        if waiting:
+            # each swap level hides with every layer of its chunk taking it; swaps of different levels
+            # side by side can still queue on the link: said, with the waits in the table (docs/plan.md)
+            result.notes.append(f"swap: the copies of stage(s) {', '.join(map(str, waiting))} wait a little where "
+                                f"different swaps sit side by side (the table's waits column)")
         over = {st.stage: st.peak(cal) - result.caps[st.stage] for st in result.estimate.stages}
         if max(over.values()) <= 0:
             break
@@ -370,30 +430,34 @@ def make_plan(config: str, budget: Optional[int], run_dirs: Sequence[str] = (), 
     else:
         # still over the target after the rounds: never hand back a YAML as fitting that does not
         result.fits = False
-        result.lowest = {p: lowest_peak(spec, fam, geo, p, cal, allow_swap, kinds) for p in range(P)}
+        result.lowest = {p: lowest_peak(spec, fam, geo, p, cal, swap, kinds) for p in range(P)}
         return result
     _check_round_trip(result)
     return result
 
 
-def stage_times(spec: Any, fam: Any, kinds: Any, geo: Any, stages: Sequence[StagePlan]) -> List[float]:
+def stage_times(spec: Any, fam: Any, kinds: Any, geo: Any, stages: Sequence[StagePlan],
+                device: Device = DEFAULT_DEVICE) -> List[float]:
     """Each stage's time per micro-batch: its layers' forward and backward, the head on the last
-    stage, and its plan's recompute and exposed swap (memory/offsets.py)."""
+    stage (at ``device``'s throughput, the one the levels were priced at), and its plan's recompute
+    and exposed swap (memory/offsets.py)."""
     P = geo.pipeline_stage
     out = []
     for sp in stages:
         p = sp.stage
         layers = [i for v in range(geo.pp_interleave_num)
                   for i in range(geo.chunk_starts[v][p], geo.chunk_starts[v][p] + geo.layer_list[v][p])]
-        out.append(layer_seconds(stage_tables(fam, kinds, layers)) + (head_seconds(spec) if sp.stage == P - 1 else 0.0)
-                   + sp.seconds / spec.micro_batch_num)
+        out.append(layer_seconds(stage_tables(fam, kinds, layers), device)
+                   + (head_seconds(spec, device) if sp.stage == P - 1 else 0.0) + sp.seconds / spec.micro_batch_num)
     return out
 
 
-def _split_search(spec: Any, fam: Any, geo: Any, cal: Calibration, kinds: Any, allow_swap: bool, cap_of: Any,
-                  tighten: Sequence[int]) -> Optional[Split]:
+def _split_search(spec: Any, fam: Any, geo: Any, cal: Calibration, kinds: Any, allow_swap: Any, cap_of: Any,
+                  tighten: Sequence[int], device: Device = DEFAULT_DEVICE, rooms: Rooms = NO_ROOMS) -> Optional[Split]:
     """:func:`swapwatch.memory.offsets.search_split` with each (stage, first layer, count) solved by
-    the search at that stage's cap (layers of one table alike: solved once per count, moved)."""
+    the search at that stage's cap (layers of one table alike: solved once per count, moved);
+    ``allow_swap`` / ``device`` / ``rooms``: the swap offer, the throughputs and the host room, as
+    :func:`make_plan` hands them to :func:`solve_stage` without a split search."""
     L, P, micro = geo.num_layers, geo.pipeline_stage, spec.micro_batch_num
     same: Dict[Tuple[int, int], Tuple[int, Optional[Tuple[StagePlan, float]]]] = {}
 
@@ -402,10 +466,11 @@ def _split_search(spec: Any, fam: Any, geo: Any, cal: Calibration, kinds: Any, a
             return same[(p, n)][1]           # its levels sit at another first layer: realize() moves them
         g = stage_geometry(L, P, p, start, n)
         shape = stage_shape(spec, fam, g, p, cal, kinds)
-        sp = solve_stage(spec, fam, g, p, cal, cap_of(shape.static) - tighten[p], allow_swap, kinds, shape=shape)
+        sp = solve_stage(spec, fam, g, p, cal, cap_of(shape.static) - tighten[p], allow_swap, kinds, device, rooms,
+                         shape=shape)
         out = None
         if sp.fits:
-            t = stage_times(spec, fam, kinds, g, [sp])[0]
+            t = stage_times(spec, fam, kinds, g, [sp], device)[0]
             out = (sp, t)
         if kinds is None:
             same[(p, n)] = (start, out)
@@ -442,7 +507,8 @@ def _calibration(run_dirs: Sequence[str], model: Optional[str], config: str,
 
 
 def _own_candidate(result: PlanResult, config: str, model: Optional[str], cal: Calibration,
-                   spec: Any, fam: Any, kinds: Any, cfg: Any, plan: Any) -> Optional[Tuple[Estimate, float]]:
+                   spec: Any, fam: Any, kinds: Any, cfg: Any, plan: Any, device: Device = DEFAULT_DEVICE,
+                   link: Optional[Any] = None) -> Optional[Tuple[Estimate, float]]:
     """The YAML's own strategy, estimated, with its time cost (its recomputed FLOPs at the device's
     throughput, every micro-batch), when every stage passes the same check as a plan and ``explain``
     finds no error or warning in it (a trap or dead configuration handed back unchanged would stay;
@@ -452,9 +518,9 @@ def _own_candidate(result: PlanResult, config: str, model: Optional[str], cal: C
     from ..checks import CheckContext, run_rules
     from ..model.families import check_code_path, from_name
 
-    own = estimate(config, model, cal)
+    own = estimate(config, model, cal, link=link)
     flops = sum(r["recompute_flops"] for r in own.layers) * spec.micro_batch_num
-    seconds = flops / DEVICE_FLOPS
+    seconds = flops / device.flops_per_s
     # a stage DryRun measured for this very YAML: its actual peak (fragments in) and the workspaces;
     # else the same check as a plan's
     fits = all(result.need(st.stage, st.peak(cal), own=True) <= result.budget
@@ -465,16 +531,17 @@ def _own_candidate(result: PlanResult, config: str, model: Optional[str], cal: C
                      if f.severity in ("error", "warning")}) if fits else []
     per_stage = {st.stage: 0.0 for st in own.stages}
     for r in own.layers:
-        per_stage[r["stage"]] += r["recompute_flops"] * spec.micro_batch_num / DEVICE_FLOPS
+        per_stage[r["stage"]] += r["recompute_flops"] * spec.micro_batch_num / device.flops_per_s
     step = step_seconds(stage_times(spec, fam, kinds, own.plan.geometry,
-                                    [StagePlan(stage=p, fits=True, seconds=sec) for p, sec in per_stage.items()]),
-                        spec.micro_batch_num)
+                                    [StagePlan(stage=p, fits=True, seconds=sec) for p, sec in per_stage.items()],
+                                    device), spec.micro_batch_num)
     result.own = {"fits": fits, "time_cost_seconds": seconds, "recompute_flops": flops, "errors": errors,
                   "dryrun_stages": sorted(result.measured_actual), "step_time_seconds": step}
     return (own, step) if fits and not errors else None
 
 
-def _hand_back(result: PlanResult, text: str, own: Tuple[Estimate, float]) -> PlanResult:
+def _hand_back(result: PlanResult, text: str, own: Tuple[Estimate, float],
+               device: Device = DEFAULT_DEVICE) -> PlanResult:
     """The YAML's own strategy as the answer: its text unchanged, its estimate."""
     est, seconds = own
     result.fits = True
@@ -495,7 +562,7 @@ def _hand_back(result: PlanResult, text: str, own: Tuple[Estimate, float]) -> Pl
         per_stage[r["stage"]] = (f + r["recompute_flops"] * micro, 0.0)
     result.stages = [StagePlan(stage=st.stage, fits=True, static=st.static_total,
                                flops=per_stage.get(st.stage, (0.0, 0.0))[0],
-                               seconds=per_stage.get(st.stage, (0.0, 0.0))[0] / DEVICE_FLOPS)
+                               seconds=per_stage.get(st.stage, (0.0, 0.0))[0] / device.flops_per_s)
                      for st in est.stages]
     return result
 
@@ -506,7 +573,7 @@ def _plan_of_text(text: str, model: Optional[str], config: str = "<string>"):
 
 
 def levers(config: str, cfg: Any, spec, fam, geo, cal: Calibration, caps: Dict[int, int], lowest: Dict[int, int],
-           allow_swap: bool, device: str, model: Optional[str], kinds=None) -> List[str]:
+           allow_swap: Any, device: str, model: Optional[str], kinds=None, link: Optional[Any] = None) -> List[str]:
     """When no recompute strategy fits: the other levers that would, each checked on the model
     (not a list of generic tips). Tried: the parallel optimizer (weights and optimizer states
     sharded over data parallel), ``offset`` moving layers off a stage that cannot fit to a stage
@@ -530,9 +597,9 @@ def levers(config: str, cfg: Any, spec, fam, geo, cal: Calibration, caps: Dict[i
         if found:
             out.append(found)
     if device.lower() == "ascend" and not allow_swap:
-        low = {p: lowest_peak(spec, fam, geo, p, cal, True, kinds) for p in range(P)}
+        low = {p: lowest_peak(spec, fam, geo, p, cal, link if link is not None else True, kinds) for p in range(P)}
         if all(low[p] <= caps[p] for p in range(P)):
-            out.append(f"layer swap to host (--allow-swap): lowest peak {fmt_size(max(low.values()))}")
+            out.append(f"swap to host where its copies hide (--allow-swap): lowest peak {fmt_size(max(low.values()))}")
     if not out:
         out.append("none of offset, the parallel optimizer or swap gets every stage under it: fewer layers "
                    "or a smaller micro-batch per stage, or more pipeline stages")
@@ -571,9 +638,10 @@ def _offset_lever(config: str, cfg: Any, geo, cal: Calibration, goal: int, bad: 
     return ""
 
 
-def estimate_text(text: str, config: str, model: Optional[str], cal: Calibration) -> Estimate:
+def estimate_text(text: str, config: str, model: Optional[str], cal: Calibration,
+                  link: Optional[Any] = None) -> Estimate:
     """Estimate a YAML given as text (the planned copy), through the same engine as ``explain``."""
-    est = estimate(config, model, cal, text)
+    est = estimate(config, model, cal, text, link)
     est.config = config
     return est
 
@@ -587,8 +655,9 @@ def _check_round_trip(result: PlanResult) -> None:
                              f"{result.geometry.layer_list}")
     for lp, row in zip(est.plan.layers, est.layers):
         lv = chosen[lp.layer]
-        got = (lp.full_recompute, frozenset(() if lp.full_recompute else lp.select_recompute), lp.layer_swap)
-        if got != (lv.full, frozenset(lv.patterns), lv.swap):
+        got = (lp.full_recompute, frozenset(() if lp.full_recompute else lp.select_recompute), lp.layer_swap,
+               frozenset((lp.op_swap or {}).items()))
+        if got != (lv.full, frozenset(lv.patterns), lv.swap, frozenset(lv.op_swap)):
             raise AssertionError(f"planned YAML gives layer {lp.layer} {row['choice']!r}, search chose {lv.label!r}")
     for st in est.stages:
         need = result.need(st.stage, st.peak(result.calibration))

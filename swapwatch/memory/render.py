@@ -81,6 +81,52 @@ def layer_rows(est: Estimate) -> List[str]:
     return _table(rows)
 
 
+def _secs(v: float) -> str:
+    return f"{v * 1e3:.3g} ms" if v >= 1e-6 else "0 ms"
+
+
+def swap_rows(est: Estimate) -> List[str]:
+    """Per swap (consecutive layers alike share a row): what it moves per micro-batch, the copy's time
+    each way, the compute window MindSpore's schedule gives it and how long kernels wait for it
+    (``swap_cost.py``), then the host memory it takes and the waits per step. Empty without swaps."""
+    if not est.swaps:
+        return []
+    js = est.swap_json()
+    link = est.link
+    rows = [["layers", "stage", "swap", "prefetch", "moves", "copy out / back", "window", "waits"]]
+    # swaps alike on a stage share a row (JSON has each): the window is the group's shortest, the wait
+    # its longest
+    groups: Dict[Any, List[Dict[str, Any]]] = {}
+    for st in js["stages"]:
+        for c in st["swaps"]:
+            key = (st["stage"], c["swap"], c["backward_prefetch"], c["bytes"], c["hides"])
+            groups.setdefault(key, []).append({**c, "stage": st["stage"]})
+    for g in groups.values():
+        c = g[0]
+        copy = _secs(c["d2h_seconds"]) if c["d2h_seconds"] == c["h2d_seconds"] else \
+            f"{_secs(c['d2h_seconds'])} / {_secs(c['h2d_seconds'])}"
+        window = min(x["window_seconds"] for x in g)
+        rows.append([ranges([x["layer"] for x in g], sep=","), str(c["stage"]), c["swap"], str(c["backward_prefetch"]),
+                     fmt_size(c["bytes"]), copy, (">= " if len(g) > 1 else "") + _secs(window),
+                     "hidden" if c["hides"] else _secs(max(x["exposed_seconds"] for x in g))])
+    out = [f"swaps, per micro-batch, at {link.line()}" if link is not None else "swaps, per micro-batch"]
+    out += _table(rows)
+    worst = max(js["stages"], key=lambda st: st["host_bytes_per_rank"])
+    node = js["host_bytes_per_node"]
+    host = (f"host memory: {fmt_size(worst['host_bytes_per_rank'])} per rank on stage {worst['stage']} (its "
+            f"micro-batches in flight) x {link.ranks_per_node if link else 1} ranks a node = {fmt_size(node)}")
+    if link is not None and link.host_memory:
+        host += (f", {'within' if js['host_fits'] else 'OVER'} the {fmt_size(link.host_memory)} a node has")
+    out.append(host)
+    waits = [st for st in js["stages"] if st["exposed_seconds_per_step"] > 0]
+    if waits:
+        out.append("waits per step (the step is that much longer): " + ", ".join(
+            f"stage {st['stage']} {_secs(st['exposed_seconds_per_step'])}" for st in waits))
+    else:
+        out.append("every swap hides behind compute (no kernel waits for a copy)")
+    return out
+
+
 def calibration_rows(est: Estimate) -> List[str]:
     cal = est.calibration
     if not cal.fitted:
@@ -96,6 +142,8 @@ def render_estimate(est: Estimate, fmt: str) -> str:
     if fmt == "json":
         return json.dumps(est.to_json(), indent=2) + "\n"
     out = [header(est), ""] + stage_rows(est) + [not_in_peak_line(est), ""] + layer_rows(est)
+    if est.swaps:
+        out += [""] + swap_rows(est)
     cal = calibration_rows(est)
     if cal:
         out += [""] + cal
@@ -163,11 +211,13 @@ def render_plan(res: PlanResult, fmt: str) -> str:
         return "\n".join(_table(rows) + [""] + _budget_lines(res) + [res.message()]) + "\n"
     est = res.planned
     flops = sum(s.flops for s in res.stages)
-    out = [header(est), ""] + pool_rows(res, est) + _budget_lines(res) + [""] + layer_rows(est)
+    out = [header(est), ""] + pool_rows(res, est) + _budget_lines(res) + [""] + layer_rows(est) \
+        + ([""] + swap_rows(est) if est.swaps else [])
     what = "forward FLOPs recomputed"
-    if any(lv.swap for s in res.stages for lv in s.levels.values()):
-        # a swap recomputes nothing: its cost is the transfer its prefetch window does not hide
-        what += f"; time cost {sum(s.seconds for s in res.stages):.4g} s per step with swap's exposed transfer"
+    if any(lv.swaps for s in res.stages for lv in s.levels.values()):
+        # a swap recomputes nothing: its time cost is the copies its prefetch window does not hide, and
+        # plan offers only swaps that hide (memory/swap_cost.py)
+        what += f"; time cost {sum(s.seconds for s in res.stages):.4g} s per step, the swaps' copies hidden"
     out += ["", f"{res.message()}; modelled cost {flops / 1e9:.4g} GFLOP per step ({what})"]
     return "\n".join(out) + "\n"
 

@@ -55,11 +55,12 @@ import functools
 import itertools
 import math
 from dataclasses import dataclass, field
-from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from .tensor_table import TensorTable, LayerCost
 from .model import Calibration, inflight, stage_memory
 from .spec import ModelSpec
+from .swap_cost import Link, make_link, price_choice, swap_choices
 
 
 #: What a level's time cost is priced with when nothing measured says otherwise (an Ascend
@@ -71,10 +72,12 @@ HOST_BYTES_PER_S = 2.4e10
 
 @dataclass(frozen=True)
 class Device:
-    """The throughputs a level's time cost is priced with (:func:`price`)."""
+    """The throughputs a level's time cost is priced with (:func:`price`); ``link``: the
+    ``swap_cost.Link`` the swap levels were priced with (their copies on MindSpore's schedule)."""
 
     flops_per_s: float = DEVICE_FLOPS
     host_bytes_per_s: float = HOST_BYTES_PER_S
+    link: Any = None
 
 
 DEFAULT_DEVICE = Device()
@@ -139,6 +142,15 @@ class Level:
     rank: int                        # position in its chain (0 = none): nesting order for emission
     seconds: Optional[float] = None
     window_bytes: Optional[int] = None
+    #: op swaps ``(op_name pattern, backward_prefetch)`` (memory.swap_cost prices them)
+    op_swap: Tuple[Tuple[str, int], ...] = ()
+    #: per micro-batch, the seconds of the host link out and back its copies take (``Price.link``)
+    link: Tuple[float, ...] = ()
+
+    @property
+    def swaps(self) -> bool:
+        """A layer swap or an op swap: swap mode (layer ids), placed after the count-table levels."""
+        return self.swap is not None or bool(self.op_swap)
 
     @property
     def window(self) -> int:
@@ -156,13 +168,14 @@ class Level:
         """:class:`Price` on the planning family (what ``cost`` says)."""
         c = self.cost
         return Price(kept=c.kept, transient=c.regen, window=self.window, host=c.host, seconds=self.time,
-                     flops=c.flops)
+                     flops=c.flops, link=self.link)
 
 
 def position_order(chain: Sequence[Level]) -> List[Level]:
     """The levels in the order MindFormers gives them over a chunk's layers: full first, the deeper
-    select sets, none; swap levels (layer ids, no count table) after them."""
-    return sorted(chain, key=lambda lv: (lv.swap is not None, -lv.rank, lv.swap or 0))
+    select sets, none; swap levels (layer ids, no count table) after them: a stage's swapped layers
+    are its last, after none, never before a fully recomputed layer (which would void them: SW202)."""
+    return sorted(chain, key=lambda lv: (lv.swaps, -lv.rank, lv.swap or 0))
 
 
 @dataclass
@@ -207,10 +220,11 @@ def level_cost(f: TensorTable, lv: "Level") -> LayerCost:
     none / swap: the preset marks)."""
     if lv.full:
         return f.cost(f.all_ops, f.layer_boundary)
+    swapped = f.outputs_of(f.ops_reached([p for p, _ in lv.op_swap], "swap")[0]) if lv.op_swap else frozenset()
     if lv.patterns:
         marked, boundary = f.ops_reached(lv.patterns)
-        return f.cost(marked | f.preset_ops | f.preset_select_ops, boundary)
-    return f.cost(f.preset_ops, frozenset(), frozenset(), lv.swap is not None)
+        return f.cost(marked | f.preset_ops | f.preset_select_ops, boundary, swapped, lv.swap is not None)
+    return f.cost(f.preset_ops, frozenset(), swapped, lv.swap is not None)
 
 
 def price(f: TensorTable, lv: Level, device: Device = DEFAULT_DEVICE, own: bool = False,
@@ -219,15 +233,24 @@ def price(f: TensorTable, lv: Level, device: Device = DEFAULT_DEVICE, own: bool 
     on, its ``cost`` is the answer (the levels of :func:`chains`); else the layer is priced as the
     written YAML counts it (:func:`level_cost`). A recompute level's seconds are its FLOPs at the
     device's throughput, a swap's the transfer its prefetch window does not hide (:func:`swap_seconds`)."""
-    if own and device == DEFAULT_DEVICE:
-        return lv.price()
+    if own and (device == DEFAULT_DEVICE or lv.swaps):
+        return lv.price()                 # a swap level was priced on this table with device.link
+    if lv.swaps:
+        # another kind's table: the same swap at the same prefetch, played on this table
+        # (swap_cost.price_choice); its waits, if any, are its time cost
+        got = price_choice(f, device.link if device.link is not None else make_link(host_memory=0),
+                           tuple(p for p, _ in lv.op_swap) or None, lv.patterns,
+                           lv.swap if lv.swap is not None else lv.op_swap[0][1], layers=16)
+        if got is None:                   # recompute voids it on this kind: priced as its select part
+            c = level_cost(f, lv)
+            return Price(kept=c.kept, transient=c.regen, window=0, host=c.host, seconds=c.flops / device.flops_per_s,
+                         flops=c.flops)
+        c = got.cost
+        return Price(kept=c.kept, transient=c.regen, window=got.window, host=c.host,
+                     seconds=c.flops / device.flops_per_s + got.exposed, flops=c.flops, link=got.link)
     c = lv.cost if own else (kinds.cost(f, lv) if kinds is not None else level_cost(f, lv))
-    if lv.swap is not None:
-        seconds = swap_seconds(f, c.host, lv.swap, device)
-        window = lv.swap * c.host
-    else:
-        seconds, window = c.flops / device.flops_per_s, 0
-    return Price(kept=c.kept, transient=c.regen, window=window, host=c.host, seconds=seconds, flops=c.flops)
+    return Price(kept=c.kept, transient=c.regen, window=0, host=c.host, seconds=c.flops / device.flops_per_s,
+                 flops=c.flops)
 
 
 def kinds_of(spec: ModelSpec, plan) -> Optional[Kinds]:
@@ -281,34 +304,35 @@ def fam_parts(spec: ModelSpec, fam: TensorTable, geo, stage: int, cal: Calibrati
     return stage_terms(spec, fam, geo, stage, cal)
 
 
-def swap_seconds(fam: TensorTable, host: float, prefetch: int, device: Device = DEFAULT_DEVICE) -> float:
-    """A layer swap with ``backward_prefetch``: what it keeps goes to host and back
-    (``2 * host`` bytes at the host bandwidth); the transfer overlaps the backward (about twice the
-    forward) of ``prefetch`` layers; the rest is exposed."""
-    transfer = 2 * host / device.host_bytes_per_s
-    hidden = prefetch * 2 * fam.forward_flops() / device.flops_per_s
-    return max(0.0, transfer - hidden)
+@dataclass(frozen=True)
+class SwapOffer:
+    """What the search may swap: the levels of ``swap_cost.swap_choices`` at ``link``."""
+
+    link: Any
 
 
-def swap_cost(fam: TensorTable, prefetch: int) -> LayerCost:
-    """A layer swap's bytes on ``fam``: everything it keeps goes to host (no FLOPs recomputed; its
-    time is :func:`swap_seconds`)."""
-    base = fam.cost(frozenset(), frozenset(), frozenset(), True)
-    return LayerCost(kept=base.kept, host=base.host, regen=0, flops=0.0, by_tensor=base.by_tensor)
+def swap_levels(fam: TensorTable, allow_swap: Any, layers: int = 16) -> List[Level]:
+    """The swap levels of ``fam``: each a ``swap_cost.SwapChoice`` (its copies hide on MindSpore's
+    schedule at the link, with the least prefetch that does), its time cost the recompute of its
+    select part. ``allow_swap``: a :class:`SwapOffer`, a ``swap_cost.Link``, or True (the 910B's
+    defaults, assumed); ``layers``: the chunk's, every one of which takes the level when it is priced."""
+    if not allow_swap:
+        return []
+    link = allow_swap.link if isinstance(allow_swap, SwapOffer) else \
+        allow_swap if isinstance(allow_swap, Link) else make_link(host_memory=0)
+    return [Level(c.label, c.patterns, False, c.layer_swap, c.cost, -1, seconds=c.cost.flops / link.flops,
+                  window_bytes=c.window, op_swap=c.op_swap, link=c.link) for c in swap_choices(fam, link, layers)]
 
 
-def chains(fam: TensorTable, allow_swap: bool = False, prefetches: Sequence[int] = (1, 2),
-           device: Device = DEFAULT_DEVICE) -> List[List[Level]]:
+def chains(fam: TensorTable, allow_swap: Any = False, device: Device = DEFAULT_DEVICE,
+           layers: int = 16) -> List[List[Level]]:
     """Every nesting order of the family's select groups as a list of levels none < ... < full
-    (plus the swap levels, which sit beside the chain: swap mode takes layer ids, no nesting)."""
+    (plus the swap levels, which sit beside the chain: swap mode takes layer ids, no nesting;
+    ``allow_swap``: :func:`swap_levels`)."""
     out = []
     none = Level("none", (), False, None, fam.cost(frozenset()), 0)
     full = Level("full", (), True, None, fam.cost(fam.all_ops, fam.layer_boundary), 10 ** 6)
-    swaps = []
-    if allow_swap:
-        for p in prefetches:
-            c = swap_cost(fam, p)
-            swaps.append(Level(f"swap:{p}", (), False, p, c, -p, seconds=swap_seconds(fam, c.host, p, device)))
+    swaps = swap_levels(fam, allow_swap, layers)
     seen = set()
     for order in itertools.permutations(fam.groups):
         chain = [none]
@@ -398,6 +422,10 @@ def mckp(slots: Sequence[Slot], room: float, caps: Sequence[float] = ()) -> Opti
     R = len(caps)
     slots = [(n, _efficient([(it[0], it[1], tuple(it[2]) + (0.0,) * (R - len(it[2])), it[3]) for it in items]))
              for n, items in slots if n > 0]
+    # a capacity no assignment can exceed (every layer at its level that uses most of it) binds nothing:
+    # no constraint (a node's host memory against a few swapped layers; the dual's ascent is then skipped)
+    caps = tuple(math.inf if sum(n * max(it[2][r] for it in items) for n, items in slots) <= c else c
+                 for r, c in enumerate(caps))
     if not slots:
         return Answer(0.0, 0.0, (0.0,) * R, [])
     scale = max((abs(it[1]) for _, items in slots for it in items), default=1.0) or 1.0
@@ -943,14 +971,16 @@ def solve_stage(spec: ModelSpec, fam: TensorTable, geo, stage: int, cal: Calibra
     if cal.peak(shape.static, shape.optimizer) > budget:
         return StagePlan(stage=stage, fits=False, static=shape.static)   # the optimizer step alone is over
     room = (budget - cal.static_scale * shape.static - cal.residual) / cal.scale - shape.fixed
-    return plan_shape(shape, cached_chains(fam, allow_swap, device), room, spec.micro_batch_num, device, kinds,
-                      fam, rooms)
+    longest = max((geo.layer_list[v][stage] for v in range(geo.pp_interleave_num)), default=1)
+    return plan_shape(shape, cached_chains(fam, allow_swap, device, longest), room, spec.micro_batch_num,
+                      device, kinds, fam, rooms)
 
 
 @functools.lru_cache(maxsize=32)
-def cached_chains(fam: TensorTable, allow_swap: bool, device: Device) -> List[List[Level]]:
-    """:func:`chains`, once per table (a plan's split search solves each stage many times)."""
-    return chains(fam, allow_swap, device=device)
+def cached_chains(fam: TensorTable, allow_swap: Any, device: Device, layers: int = 16) -> List[List[Level]]:
+    """:func:`chains`, once per table, swap offer and chunk length (a plan's split search solves each
+    stage many times; the swap levels are priced with every layer of the chunk taking them)."""
+    return chains(fam, allow_swap, device=device, layers=layers)
 
 
 def plan_shape(shape: StageShape, all_chains, room: float, micro: int, device: Device = DEFAULT_DEVICE,
@@ -997,7 +1027,8 @@ def lowest_peak(spec: ModelSpec, fam: TensorTable, geo, stage: int, cal: Calibra
     """The least predicted peak ``stage`` can reach with these choices (every transient cap tried,
     each layer at the level that keeps least among those the cap allows, as the search counts it)."""
     shape = stage_shape(spec, fam, geo, stage, cal, kinds)
-    dyn = lowest_dynamic(shape, chains(fam, allow_swap), kinds=kinds, fam=fam)
+    longest = max((geo.layer_list[v][stage] for v in range(geo.pp_interleave_num)), default=1)
+    dyn = lowest_dynamic(shape, chains(fam, allow_swap, layers=longest), kinds=kinds, fam=fam)
     return max(cal.peak(shape.static, dyn), cal.peak(shape.static, shape.optimizer))
 
 

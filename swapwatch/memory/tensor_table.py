@@ -154,6 +154,9 @@ class TensorTable:
             v = o.get("variant", ())
             return set([v] if isinstance(v, str) else v) <= active
 
+        #: the weights' compute-dtype copies (``dtype: weight_copy``): kept like activations, never swapped
+        self.weight_copies: FrozenSet[str] = frozenset(
+            name for name, t in data["tensors"].items() if t.get("dtype") == "weight_copy")
         self.bytes: Dict[str, int] = {
             name: product(t["shape"], sym) * dbytes[t.get("dtype", "compute")] if present(t) else 0
             for name, t in data["tensors"].items()}
@@ -302,14 +305,13 @@ class TensorTable:
              comm_freed: FrozenSet[str] = frozenset()) -> LayerCost:
         """Bytes kept / regenerated / swapped and FLOPs recomputed when the ops ``marked`` (indices
         into ``ops``; ``boundary``: outputs of marked cells) are marked for recompute, the tensors
-        ``swapped`` (or, with ``layer_swap``, everything kept) go to host and the gathered copies
-        ``comm_freed`` are re-gathered in backward instead of kept (:meth:`comm_freed`)."""
+        ``swapped`` (or, with ``layer_swap``, everything kept a swap can move: :meth:`movable`) go to
+        host and the gathered copies ``comm_freed`` are re-gathered in backward instead of kept
+        (:meth:`comm_freed`)."""
         recomputed = self.effective(marked, boundary)
-        needed: Set[str] = set()
-        for i, op in enumerate(self.ops):
-            needed.update(op.ins if i in recomputed else op.saves)
         produced = {t for i in recomputed for t in self.ops[i].outs}
-        kept = sorted(needed - produced - comm_freed)
+        kept = self.kept(recomputed, comm_freed)
+        needed = {t for i, op in enumerate(self.ops) for t in (op.ins if i in recomputed else op.saves)}
         saves_all = {t for o in self.ops for t in o.saves}
         regen = sum(self.bytes[t] for t in saves_all & produced)
         if self.spec.mcore and recomputed:
@@ -319,11 +321,38 @@ class TensorTable:
         # micro-batch's backward (docs/estimate.md "Fine-grain interleave")
         regen += sum(b for _, b, of in self.interleave if of in produced)
         early = sum(b for _, b, of in self.interleave if of not in produced)
-        on_host = (set(kept) if layer_swap else set(kept) & set(swapped)) - self.pinned
+        movable = set(self.movable(kept, recomputed))
+        on_host = movable if layer_swap else movable & set(swapped)
         device = [(t, self.bytes[t]) for t in kept if t not in on_host] + list(self.extra_by_tensor)
         return LayerCost(kept=sum(b for _, b in device), host=sum(self.bytes[t] for t in on_host),
                          regen=regen, flops=sum(self.op_flops[i] for i in recomputed),
                          by_tensor=tuple(device), early=early)
+
+    def kept(self, recomputed: FrozenSet[int], comm_freed: FrozenSet[str] = frozenset()) -> Tuple[str, ...]:
+        """The tensors kept from the forward to the backward (sorted) when the ops ``recomputed``
+        (:meth:`effective`) are recomputed: what the backward of the other ops needs and the inputs of
+        the recomputed ones, less what recompute makes again and the gathered copies ``comm_freed``."""
+        needed: Set[str] = set()
+        for i, op in enumerate(self.ops):
+            needed.update(op.ins if i in recomputed else op.saves)
+        produced = {t for i in recomputed for t in self.ops[i].outs}
+        return tuple(sorted(needed - produced - comm_freed))
+
+    def movable(self, tensors, recomputed: FrozenSet[int] = frozenset()) -> Tuple[str, ...]:
+        """Those of ``tensors`` a swap can move to host: made by an op of the layer, not read by an op
+        ``recomputed``, not left on device by the offload pass (:attr:`pinned`), and on the legacy path
+        not a weight's compute-dtype copy. MindSpore's offload pass copies out only outputs of the
+        marked cell's own primitives: the layer's input comes from the cell before it; on the legacy
+        Llama layer the cast of a weight is moved out of the layer's scope when the graph is compiled
+        (DryRun's compiled graph of a swapped Qwen2.5 layer copies out 18 tensors per micro-batch, none
+        of them a weight: docs/mindspore-facts.md §7), while the mcore layer's copies go to host with
+        the rest (DryRun L1 on the Qwen3-32B cuts: a layer swap leaves the stage at its optimizer
+        floor, 11643 MiB, only with the weight copies gone: docs/estimate.md "Swap under DryRun L1").
+        An output a recomputed op reads is not swapped (MindFormers' SWAP documentation, "Used
+        together with Recomputation", point 2; SW202)."""
+        read = {t for i in recomputed for t in self.ops[i].ins}
+        return tuple(t for t in tensors if t in self.producers and t not in read and t not in self.pinned
+                     and (self.spec.mcore or t not in self.weight_copies))
 
     def _net_regen(self, recomputed: FrozenSet[int], kept: FrozenSet[str]) -> int:
         """What a layer's recomputation adds at its backward, over what that backward has already
@@ -409,16 +438,7 @@ class TensorTable:
         copies of :meth:`comm_freed` (only where the table names them: ``comm_frees``). Swaps voided
         by recompute (``swap_overridden``) move nothing.
         """
-        if lp.full_recompute:
-            excluded, _ = self.ops_reached(lp.select_recompute_exclude, "exclude")
-            marked, boundary = self.all_ops - excluded, self.layer_boundary
-            label = "full"
-        elif lp.select_recompute:
-            marked, boundary = self.ops_reached(lp.select_recompute)
-            marked |= self.preset_ops | self.preset_select_ops
-            label = "select:" + ",".join(lp.select_recompute)
-        else:
-            marked, boundary, label = self.preset_ops, frozenset(), "none"
+        label, marked, boundary = self.marks(lp)
         layer_swap = lp.layer_swap is not None and not lp.layer_swap_voided
         swapped: FrozenSet[str] = frozenset()
         live_ops = [p for p in lp.op_swap if not lp.op_swap_voided(p)]
@@ -429,6 +449,19 @@ class TensorTable:
         elif live_ops:
             label += "+op_swap:" + ",".join(f"{p}={lp.op_swap[p]}" for p in live_ops)
         return label, self.cost(marked, boundary, swapped, layer_swap, self.comm_freed(lp))
+
+    def marks(self, lp: strategy.LayerPlan) -> Tuple[str, FrozenSet[int], FrozenSet[int]]:
+        """(label, marked, boundary) of the recompute MindFormers applies at one layer: full recompute
+        marks the layer cell but the excluded ops, select the ops its patterns reach (and the kind's
+        preset marks), none the preset marks alone."""
+        if lp.full_recompute:
+            excluded, _ = self.ops_reached(lp.select_recompute_exclude, "exclude")
+            return "full", self.all_ops - excluded, self.layer_boundary
+        if lp.select_recompute:
+            marked, boundary = self.ops_reached(lp.select_recompute)
+            return ("select:" + ",".join(lp.select_recompute), marked | self.preset_ops | self.preset_select_ops,
+                    boundary)
+        return "none", self.preset_ops, frozenset()
 
     def prefetch_of(self, lp: strategy.LayerPlan) -> Optional[int]:
         """The backward_prefetch of what this layer swaps (the largest, when several)."""
