@@ -359,7 +359,12 @@ def test_an_interrupt_at_any_moment_leaves_a_valid_run_json(tmp_path, sig, child
             assert sig == signal.SIGINT and stderr.rstrip().endswith(
                 ("KeyboardInterrupt", "swapwatch: interrupted")), stderr
         return
-    assert "Traceback" not in stderr, stderr
+    # the job's own stderr reaches ours too (docs/reliability.md: both copies): a Python job stopped by
+    # the SIGINT swapwatch passes it prints its own KeyboardInterrupt traceback, which is the job's,
+    # not ours (seen under load); whatever remains must hold no traceback
+    job_err = run / "console.stderr.log"
+    ours = stderr.replace(job_err.read_text(errors="replace"), "") if job_err.exists() else stderr
+    assert "Traceback" not in ours, stderr
     info = json.loads((run / "run.json").read_text())      # complete JSON, whatever the moment
     assert info["end"] and not list(run.glob("*.tmp"))
     if rc == -sig:    # a late signal, after the run was complete and recorded, while Python exits
