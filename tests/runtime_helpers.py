@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
+import time
 from pathlib import Path
 from typing import Any, Dict, Optional
 
@@ -25,6 +26,17 @@ def single_stage_plan(n: int, swap: bool = False, formative: Optional[Dict[str, 
     fields = per_layer.get("layers", {})
     lps = [LayerPlan(layer=i, stage=0, interleave=0, **fields.get(i, {})) for i in range(n)]
     return Plan(geometry=geo, swap=swap, formative=formative or {}, layers=lps)
+
+
+def wait_for_file(path: Path, timeout: float = 60.0) -> str:
+    """The stripped text of ``path`` once a job has written it (a pid or a ready mark); AssertionError
+    after ``timeout`` seconds."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if path.exists() and path.read_text().strip():
+            return path.read_text().strip()
+        time.sleep(0.05)
+    raise AssertionError(f"{path} never appeared")
 
 
 def free_port() -> int:

@@ -14,7 +14,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 from pathlib import Path
 
 import psutil
@@ -22,6 +21,7 @@ import pytest
 
 from swapwatch.runtime import runner
 from swapwatch.errors import InputError
+from runtime_helpers import wait_for_file
 
 PY = sys.executable
 ROOT = os.geteuid() == 0
@@ -44,14 +44,6 @@ def _gone(pid: int, timeout: float = 30.0) -> bool:
         return False
     return True
 
-
-def _wait_for(path: Path, timeout: float = 60.0) -> str:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if path.exists() and path.read_text().strip():
-            return path.read_text().strip()
-        time.sleep(0.05)
-    raise AssertionError(f"{path} never appeared")
 
 
 @contextlib.contextmanager
@@ -126,7 +118,7 @@ def test_sighup_is_handled_like_sigterm(tmp_path):
              f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
              "while True:\n    print('tick', flush=True); time.sleep(0.2)",
              preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL))     # a terminal's session
-    child = int(_wait_for(pid_file))
+    child = int(wait_for_file(pid_file))
     p.send_signal(signal.SIGHUP)
     _out, err = p.communicate(timeout=120)
     assert p.returncode == 128 + signal.SIGHUP, err
@@ -144,7 +136,7 @@ def test_a_signal_the_caller_ignores_leaves_the_job_running(tmp_path, sig):
     p = _cli("run", "--no-verify", "--run-dir", tmp_path / "r", "--", PY, "-c",
              f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(2); print('done')",
              preexec_fn=lambda: signal.signal(sig, signal.SIG_IGN))
-    _wait_for(pid_file)
+    wait_for_file(pid_file)
     p.send_signal(sig)
     out, err = p.communicate(timeout=120)
     assert p.returncode == 0, err
@@ -157,7 +149,7 @@ def test_a_sigkilled_swapwatch_does_not_leave_its_child_running(tmp_path):
     pid_file = tmp_path / "pid"
     p = _cli("run", "--no-verify", "--run-dir", tmp_path / "r", "--", PY, "-c",
              f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(300)")
-    child = int(_wait_for(pid_file))
+    child = int(wait_for_file(pid_file))
     p.kill()
     p.communicate(timeout=60)
     assert _gone(child), "the quiet child outlived a SIGKILLed swapwatch"
@@ -191,7 +183,7 @@ def test_sigterm_during_the_drain_is_honoured(tmp_path):
     p = subprocess.Popen([PY, "-m", "swapwatch.cli", "run", "--no-verify", "--run-dir", str(tmp_path / "r"),
                           "--", PY, str(script), str(tmp_path / "pid")], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE)
-    ticker = int(_wait_for(tmp_path / "pid"))
+    ticker = int(wait_for_file(tmp_path / "pid"))
     buf = b""
     while b"child done" not in buf:
         buf += p.stdout.read1(4096)
@@ -228,7 +220,7 @@ def test_a_worker_that_ignores_sigint_gets_sigterm_before_sigkill(tmp_path):
     """))
     # a launcher shell's background job: SIGINT ignored (POSIX), as older run_distribute*.sh start ranks
     cmd = ["sh", "-c", f"{PY} {worker} & wait"]
-    timer = threading.Thread(target=lambda: (_wait_for(tmp_path / "ready"), os.kill(os.getpid(), signal.SIGTERM)))
+    timer = threading.Thread(target=lambda: (wait_for_file(tmp_path / "ready"), os.kill(os.getpid(), signal.SIGTERM)))
     timer.start()
     res = runner.run(cmd, run_dir=str(tmp_path / "r"), out=io.BytesIO(), verify=False, grace=1.0)
     timer.join()
@@ -254,7 +246,7 @@ def test_a_bug_mid_run_still_stops_a_child_that_ignores_sigint(tmp_path, monkeyp
     pid_file = tmp_path / "pid"
 
     def broken(*_a, **_k):
-        _wait_for(pid_file)
+        wait_for_file(pid_file)
         raise ZeroDivisionError("a bug")
     monkeypatch.setattr(runner._Streams, "tee", broken)
     code = (f"import os, signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); "
@@ -296,7 +288,7 @@ def test_a_closed_terminal_completes_the_run_and_stops_the_job(tmp_path):
         os.execv(PY, [PY, "-m", "swapwatch.cli", "run", "--no-verify", "--run-dir", str(tmp_path / "r"),
                       "--", PY, "-c", child_code])
     try:
-        job = int(_wait_for(pid_file))
+        job = int(wait_for_file(pid_file))
         os.read(master, 1024)
     finally:
         os.close(master)                           # the terminal goes away

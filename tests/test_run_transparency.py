@@ -25,6 +25,7 @@ import pytest
 
 from swapwatch import job_signals
 from swapwatch.runtime import runner
+from runtime_helpers import wait_for_file
 
 pytestmark = pytest.mark.runtime
 
@@ -58,14 +59,6 @@ def _job_lines(out: bytes):
 def _run_json(tmp_path):
     return json.loads((tmp_path / "run" / "run.json").read_text())
 
-
-def _wait_file(path: Path, timeout=60.0) -> str:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if path.exists() and path.read_text().strip():
-            return path.read_text().strip()
-        time.sleep(0.05)
-    raise AssertionError(f"{path} never appeared")
 
 
 def _gone(pid: int, timeout=30.0) -> bool:
@@ -216,7 +209,7 @@ def test_a_signal_for_the_job_is_passed_to_it(tmp_path, sig):
     killed swapwatch and orphaned the job. They are passed to the job's process group."""
     ready, mark = tmp_path / "ready", tmp_path / "mark"
     p = _swapwatch(tmp_path, [PY, "-c", HANDLES.format(sig=int(sig), ready=str(ready), mark=str(mark))])
-    job = int(_wait_file(ready))
+    job = int(wait_for_file(ready))
     p.send_signal(sig)
     out, err = p.communicate(timeout=60)
     assert p.returncode == 0, err
@@ -232,7 +225,7 @@ def test_a_passed_signal_that_ends_the_job_ends_the_run_recorded(tmp_path):
     ready = tmp_path / "ready"
     p = _swapwatch(tmp_path, [PY, "-c", f"import os, time; open({str(ready)!r}, 'w').write(str(os.getpid())); "
                                         "time.sleep(120)"])
-    job = int(_wait_file(ready))
+    job = int(wait_for_file(ready))
     p.send_signal(signal.SIGQUIT)
     _, err = p.communicate(timeout=60)
     assert p.returncode == 131, err
@@ -252,7 +245,7 @@ def test_every_other_request_to_end_goes_through_the_stop_sequence(tmp_path, sig
     code = (f"import os, time; open({str(ready)!r}, 'w').write(str(os.getpid())); "
             "import subprocess, sys; subprocess.Popen(['sleep', '300'], start_new_session=True); time.sleep(300)")
     p = _swapwatch(tmp_path, [PY, "-c", code])
-    job = int(_wait_file(ready))
+    job = int(wait_for_file(ready))
     time.sleep(0.5)
     p.send_signal(sig)
     _, err = p.communicate(timeout=120)
@@ -269,7 +262,7 @@ def test_ctrl_z_suspends_the_tree_with_swapwatch_and_fg_resumes_both(tmp_path):
             "t = time.monotonic()\nfor _ in range(40):\n    time.sleep(0.1)\n"
             f"open({str(done)!r}, 'w').write('%.1f' % (time.monotonic() - t))\n")
     p = _swapwatch(tmp_path, [PY, "-c", code])
-    job = psutil.Process(int(_wait_file(ready)))
+    job = psutil.Process(int(wait_for_file(ready)))
     me = psutil.Process(p.pid)
     p.send_signal(signal.SIGTSTP)
     end = time.monotonic() + 30
@@ -308,7 +301,7 @@ def test_a_signal_the_caller_ignores_stays_ignored(tmp_path):
     code = (f"import os, signal, time; open({str(ready)!r}, 'w').write(str(signal.getsignal(signal.SIGQUIT) == signal.SIG_IGN)); "
             "time.sleep(2)")
     p = _swapwatch(tmp_path, [PY, "-c", code], preexec=lambda: signal.signal(signal.SIGQUIT, signal.SIG_IGN))
-    _wait_file(ready)
+    wait_for_file(ready)
     p.send_signal(signal.SIGQUIT)
     _, err = p.communicate(timeout=60)
     assert p.returncode == 0 and ready.read_text() == "True", err
@@ -393,7 +386,7 @@ def test_sigquit_under_msrun_reaches_msrun_and_nothing_is_left(tmp_path):
     """Ctrl-\\ under msrun: msrun gets SIGQUIT (as at its terminal) and dies of it; its workers, in
     sessions of their own, are leftovers: stopped, named, run.json complete, exit 131."""
     p = _swapwatch(tmp_path, _msrun_job(tmp_path, 300), env=_msrun_env())
-    pids = [int(_wait_file(tmp_path / f"pid_{r}", 180)) for r in (0, 1)]
+    pids = [int(wait_for_file(tmp_path / f"pid_{r}", 180)) for r in (0, 1)]
     p.send_signal(signal.SIGQUIT)
     _, err = p.communicate(timeout=180)
     assert p.returncode == 131, err[-3000:]
