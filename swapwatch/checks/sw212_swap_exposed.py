@@ -54,7 +54,6 @@ class SwapExposed(Rule):
         try:
             check_family(plan)
             spec = spec_from_config(cfg)
-            spec.pp = cfg.pipeline_stage
             est = estimate_plan(cfg.source or "<config>", cfg, plan, spec, link=ctx.link)
         except (InputError, ValueError, KeyError, ZeroDivisionError):
             return          # no sizes, or a family without a tensor table: nothing to time
