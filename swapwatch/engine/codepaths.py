@@ -109,8 +109,9 @@ class CodePath:
         """The memory estimate of ``doc`` (``model``: the ``--model`` family): fitted to the runs / DryRun
         records ``calibrate`` names, or with an already fitted ``calibration``; its swaps priced with ``link``
         (``memory.swap_cost.Link``). NotModelled (exit 2) for what the path or the family does not model,
-        said by ``command``."""
-        self.require(doc, command, "size", *(["calibrate"] if calibrate or calibration is not None else []))
+        said by ``command``. An already fitted ``calibration`` is not ``--calibrate``: on the PyNative path it
+        is tune's launch offset, a residual only (``tune/memory_api.py``)."""
+        self.require(doc, command, "size", *(["calibrate"] if calibrate else []))
         try:
             return self._size(doc, model, calibrate, calibration, link)
         except NotModelled as exc:
@@ -312,21 +313,11 @@ class ApplyAc(CodePath):
 
     def _size(self, doc: TrainingDocument, model: Optional[str], calibrate: Sequence[str],
               calibration: Optional["Calibration"], link: Any = None) -> "Estimate":
+        """``link`` prices nothing here (the PyNative swap's schedule is not graph mode's:
+        ``memory/swap_cost.py`` does not model it); ``calibration`` is tune's launch offset."""
         from ..pynative.sizing import estimate_pynative
 
         return estimate_pynative(doc.path, model, calibration)
-
-    def size(self, doc: TrainingDocument, command: str, model: Optional[str] = None, *,
-             calibrate: Sequence[str] = (), calibration: Optional["Calibration"] = None,
-             link: Any = None) -> "Estimate":
-        """As :meth:`CodePath.size`; ``calibration`` may be tune's launch offset (a residual only:
-        ``tune/memory_api.py``), which is not ``--calibrate``; ``link`` prices nothing here (the
-        PyNative swap's schedule is not graph mode's: ``memory/swap_cost.py`` does not model it)."""
-        self.require(doc, command, "size", *(["calibrate"] if calibrate else []))
-        try:
-            return self._size(doc, model, calibrate, calibration)
-        except NotModelled as exc:
-            raise exc.for_command(command) from None
 
     def fit(self, doc: TrainingDocument, command: str, budget: Optional[int], *, run_dirs: Sequence[str] = (),
             allow_swap: bool = False, model: Optional[str] = None, margin: Optional[float] = 0.0,
