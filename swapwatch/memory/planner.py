@@ -282,11 +282,10 @@ def make_plan(config: str, budget: Optional[int], run_dirs: Sequence[str] = (), 
     plain = run(allow_swap=False)
     swaps = swapped.fits and not swapped.unchanged and any(lv.swaps for s in swapped.stages for lv in s.levels.values())
     if swaps and (not plain.fits or swapped.step < plain.step * (1 - 1e-9)):
+        why = (f"still faster than the best plan without swap at O1 (modelled step {swapped.step:.4g} s against "
+               f"{plain.step:.4g} s)" if plain.fits else "no plan without swap fits")
         swapped.notes.append("swap: written with memory_optimize_level O0 (swap needs it), so the pool check "
-                             "counts O0's fragments; still faster than the best plan without swap at O1 "
-                             f"(modelled step {swapped.step:.4g} s against {plain.step:.4g} s)"
-                             if plain.fits else "swap: written with memory_optimize_level O0 (swap needs it), "
-                             "so the pool check counts O0's fragments; no plan without swap fits")
+                             f"counts O0's fragments; {why}")
         return swapped
     if plain.fits:
         why = (f"its best plan (modelled step {swapped.step:.4g} s) is not faster than the one without swap "
