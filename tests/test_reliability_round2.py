@@ -208,6 +208,18 @@ FLOW_VARIANTS = {
 }
 
 
+def _explained_and_planned(tmp_path, text: str) -> Path:
+    """``text`` as a YAML that explain reads (exit 0) and plan writes back at 60MiB (exit 0): the file
+    written."""
+    cfg = tmp_path / "styled.yaml"
+    cfg.write_text(text)
+    assert sw("explain", cfg).returncode == 0
+    out = tmp_path / "out.yaml"
+    r = sw("plan", cfg, "--budget", "60MiB", "-o", out)
+    assert r.returncode == 0, r.stderr
+    return out
+
+
 @pytest.mark.parametrize("variant", sorted(FLOW_VARIANTS))
 def test_plan_writes_back_a_flow_style_recompute_config(tmp_path, variant):
     """Y30: a flow mapping ``recompute_config: {recompute: False, ...}`` was read by explain and
@@ -219,12 +231,7 @@ def test_plan_writes_back_a_flow_style_recompute_config(tmp_path, variant):
     src = (CONFIGS / "plan_tiny.yaml").read_text()
     text = re.sub(r"recompute_config:\n(  .*\n)+", FLOW_VARIANTS[variant], src)
     assert text != src
-    cfg = tmp_path / "flow.yaml"
-    cfg.write_text(text)
-    assert sw("explain", cfg).returncode == 0
-    out = tmp_path / "out.yaml"
-    r = sw("plan", cfg, "--budget", "60MiB", "-o", out)
-    assert r.returncode == 0, r.stderr
+    out = _explained_and_planned(tmp_path, text)
     written = out.read_text()
     planned = yaml.safe_load(written)["recompute_config"]
     # the levels are the search's (since plan35's pool check at 60 MiB: select on some layers, full on
@@ -639,12 +646,7 @@ def test_plan_writes_back_every_style_explain_reads(tmp_path, variant):
             "recompute_config": lambda: _restyled({"recompute_config"}),
             "recompute_config+model": lambda: _restyled({"recompute_config", "model"}),
             "every section": lambda: _restyled(set(sections))}[variant]()
-    cfg = tmp_path / "styled.yaml"
-    cfg.write_text(text)
-    assert sw("explain", cfg).returncode == 0
-    out = tmp_path / "out.yaml"
-    r = sw("plan", cfg, "--budget", "60MiB", "-o", out)
-    assert r.returncode == 0, r.stderr
+    out = _explained_and_planned(tmp_path, text)
     planned, given = yaml.safe_load(out.read_text()), yaml.safe_load(text)
     assert planned["recompute_config"]["select_recompute"]
     assert {k: v for k, v in planned.items() if k != "recompute_config"} == \
