@@ -9,11 +9,26 @@ import importlib.util
 import os
 import shutil
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def nosuch(tmp_path):
+    """An mcore YAML of a model family swapwatch has no memory model for (``nosuch_moe``): the one-line
+    NotModelled refusal of every sizing command (tests/test_codepaths.py, tests/test_estimate_families.py)."""
+    path = tmp_path / "nosuch.yaml"
+    path.write_text(textwrap.dedent("""\
+        use_legacy: False
+        model:
+          model_config: {model_type: nosuch_moe, num_hidden_layers: 4, hidden_size: 64, num_attention_heads: 4,
+                         seq_length: 32, vocab_size: 256}
+        """))
+    return str(path)
 
 
 def _missing():

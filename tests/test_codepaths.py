@@ -12,9 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
-import textwrap
 
-import pytest
 
 from swapwatch.engine import codepaths
 from swapwatch.config import TrainingDocument
@@ -99,18 +97,6 @@ def test_a_path_not_modelled_is_the_same_line_for_every_command(tmp_path):
     code, out, err = _run("plan", SIZED, "--budget", "60GiB", "--allow-swap")
     assert code == 2 and not out and "plan --allow-swap does not model the PyNative (r2.x) path yet" in err
     assert not (tmp_path / "e.png").exists()
-
-
-@pytest.fixture
-def nosuch(tmp_path):
-    path = tmp_path / "nosuch.yaml"
-    path.write_text(textwrap.dedent("""\
-        use_legacy: False
-        model:
-          model_config: {model_type: nosuch_moe, num_hidden_layers: 4, hidden_size: 64, num_attention_heads: 4,
-                         seq_length: 32, vocab_size: 256}
-        """))
-    return str(path)
 
 
 def test_a_family_not_modelled_is_the_same_line_for_every_command(nosuch, tmp_path):

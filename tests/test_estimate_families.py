@@ -54,15 +54,8 @@ def test_estimate_uses_the_family_explain_detects(path):
 
 
 @pytest.mark.parametrize("command", [("estimate",), ("plan", "--budget", "60GiB"), ("plot", "estimate")])
-def test_an_unknown_family_is_one_line_and_exit_2(command, tmp_path):
-    path = tmp_path / "nosuch.yaml"
-    path.write_text(textwrap.dedent("""\
-        use_legacy: False
-        model:
-          model_config: {model_type: nosuch_moe, num_hidden_layers: 4, hidden_size: 64, num_attention_heads: 4,
-                         seq_length: 32, vocab_size: 256}
-        """))
-    args = [*command, str(path)] + (["-o", str(tmp_path / "e.png")] if command[0] == "plot" else [])
+def test_an_unknown_family_is_one_line_and_exit_2(command, tmp_path, nosuch):
+    args = [*command, nosuch] + (["-o", str(tmp_path / "e.png")] if command[0] == "plot" else [])
     r = cli(*args)
     assert r.returncode == 2 and r.stdout == "" and r.stderr.count("\n") == 1, (r.stdout, r.stderr)
     assert "Traceback" not in r.stderr and not (tmp_path / "e.png").exists()
