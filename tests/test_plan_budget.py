@@ -83,6 +83,32 @@ def test_no_budget_and_no_max_device_memory_is_bad_input(tmp_path):
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "context.max_device_memory" in r.stderr
 
 
+def test_fragments_bound_per_tensor_table_from_its_full_shape_stages():
+    """The fragments part under O0 is the worst a tensor table's full-shape DryRun stages showed
+    (model_error.json from the records marked ``"stage_shape": "full"``), never under the floor: GLM4-9B's
+    first plan held 8456 MiB of fragments on its last stage (30.7 % of the peak above static), which the
+    15 % floor left uncovered (docs/plan.md)."""
+    tables = bd.model_errors()["tables"]
+    glm = tables["glm4"]
+    assert glm["fragments_worst"] > bd.FRAGMENT_FRACTION and glm["fragments_case"].startswith("glm4_9b_plan1_s3")
+    frac, why = bd.fragments_for("O0", "glm4")
+    assert frac == glm["fragments_worst"] and glm["fragments_case"] in why and "in-sample" in why
+    # the record says it: actual - used over used - the model's static memory of that stage
+    rec = json.load(open(os.path.join(ROOT, "fixtures", "dryrun", "cases", "glm4_9b_plan1_s3.json")))
+    st = rec["stages"][0]
+    static = estimate(os.path.join(ROOT, "fixtures", "dryrun", "cases", rec["yaml"])).stages[3].static_total
+    assert frac == round((st["actual_peak_mib"] - st["used_peak_mib"]) / (st["used_peak_mib"] - static / (1 << 20)), 4)
+    # a table whose full-shape stages showed less takes the floor, and says what they showed
+    frac, why = bd.fragments_for("O0", "qwen3")
+    assert frac == bd.FRAGMENT_FRACTION and tables["qwen3"]["fragments_worst"] < frac and "show at most 2.4%" in why
+    assert bd.fragments_for("O0", "nosuch") == (bd.FRAGMENT_FRACTION, bd.fragments_for("O0", "nosuch")[1])
+    assert "no stage of the nosuch tensor table" in bd.fragments_for("O0", "nosuch")[1]
+    assert bd.fragments_for("O1", "glm4")[0] == 0.0
+    # plan uses it: a GLM4 plan's per-stage fragments are that fraction of the peak above static
+    res = make_plan(os.path.join(ROOT, "fixtures", "dryrun", "plans", "glm4_9b.yaml"), None, margin=None)
+    assert res.parts is not None and res.parts.fragments == glm["fragments_worst"]
+
+
 def test_fragments_are_not_counted_under_somas():
     # plan_qwen64.yaml runs memory_optimize_level O1: one static block, no fragment
     res = make_plan(QWEN, 15 * GiB, margin=None)

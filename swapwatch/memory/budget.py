@@ -24,8 +24,9 @@ against"); this module is their one use.
   :func:`swapwatch.memory.calibrate.corpus_errors`), or with ``--calibrate`` the calibration's own
   miss (each run predicted from the others); a table with no recorded case takes
   :data:`UNKNOWN_ERROR`, said as such;
-* fragments: a bound of :data:`FRAGMENT_FRACTION` of the part of the peak above static memory under
-  ``memory_optimize_level: O0`` (MindSpore's dynamic pool), 0 under ``O1`` (SOMAS plans one static
+* fragments: a fraction of the part of the peak above static memory under ``memory_optimize_level:
+  O0`` (MindSpore's dynamic pool): the worst the tensor table's full-shape DryRun stages showed, at
+  least :data:`FRAGMENT_FRACTION`; 0 under ``O1`` (SOMAS plans one static
   block: no fragment on any recorded O1 stage);
 * kernel workspaces: :data:`WORKSPACE_FLOOR` or :data:`WORKSPACE_FRACTION` of the peak, the larger
   (a measured card run against DryRun L1: docs/estimate.md).
@@ -53,8 +54,10 @@ CARD_HBM = {"Ascend 910B (64 GB)": 62432 * MIB}
 DEFAULT_CARD = "Ascend 910B (64 GB)"
 
 #: Fragments the pool may hold, as a fraction of the peak above static memory, under
-#: ``memory_optimize_level: O0``: DryRun L1's actual - used peak on the maintainer YAMLs at full size
-#: is 2.4-15.2 % of that part (docs/estimate.md "Fragmentation"); a bound, said as one.
+#: ``memory_optimize_level: O0``, for a tensor table whose own full-shape DryRun stages showed less
+#: (or none were recorded): DryRun L1's actual - used peak on the maintainer YAMLs' full-shape stages
+#: is 2.4-15.2 % of that part but on GLM4-9B's, whose table takes its own worst (30.7 %:
+#: :func:`fragments_for`; docs/estimate.md "Fragmentation"); a bound, said as one.
 FRAGMENT_FRACTION = 0.15
 
 #: The model's error allowance for a tensor table with no recorded DryRun case (the figure the
@@ -208,10 +211,20 @@ def table_error(table: str, family: str) -> "tuple[float, str]":
                    f"tensor table{of}, in-sample")
 
 
-def fragments_for(memory_optimize_level: str) -> "tuple[float, str]":
+def fragments_for(memory_optimize_level: str, table: str) -> "tuple[float, str]":
+    """(fraction of the peak above static, why) of the fragments MindSpore's pool may hold: none under
+    O1; under O0 the worst the tensor table's full-shape DryRun stages showed (``model_error.json``,
+    :func:`swapwatch.memory.calibrate.corpus_errors`), never less than :data:`FRAGMENT_FRACTION`."""
     if str(memory_optimize_level).upper() == "O1":
         return 0.0, "memory_optimize_level O1: SOMAS plans one block, no fragment on any recorded O1 stage"
-    return FRAGMENT_FRACTION, "a bound for MindSpore's dynamic pool (O0) from DryRun's actual peaks"
+    row = model_errors().get("tables", {}).get(table) or {}
+    worst, n = row.get("fragments_worst"), row.get("fragments_stages", 0)
+    if worst is not None and worst > FRAGMENT_FRACTION:
+        return worst, (f"MindSpore's dynamic pool (O0): the worst of the {n} full-shape DryRun L1 stage(s) of the "
+                       f"{table} tensor table ({row['fragments_case']}), in-sample")
+    seen = (f"the {table} tensor table's {n} full-shape DryRun L1 stage(s) show at most {worst:.1%}"
+            if worst is not None else f"no stage of the {table} tensor table recorded at full shape")
+    return FRAGMENT_FRACTION, f"MindSpore's dynamic pool (O0): a bound at least {FRAGMENT_FRACTION:.0%}; {seen}"
 
 
 @dataclass

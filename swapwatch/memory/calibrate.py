@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import InputError
-from .model import Calibration, Estimate, estimate
+from .model import Calibration, Estimate, estimate, plan_of
 
 #: measured peak metrics, most specific first (parsers' MemoryEvent.metric names)
 USED_METRICS = ("pool_peak", "used_peak", "max_memory_allocated")
@@ -350,7 +350,14 @@ def corpus_errors(cases_dir: str) -> Dict[str, Any]:
     margin takes: memory/budget.py), over all stages, and per kind of strategy on the stage (the
     first word of each layer's choice: none, select, full, swap ...). Uncalibrated, as ``plan``
     uses the model. Written to ``memory/model_error.json`` by tools/plan_margin_table.py;
-    tests/test_plan_margin.py checks the file is what the records say."""
+    tests/test_plan_budget.py checks the file is what the records say.
+
+    Per table too, the pool's fragments under ``memory_optimize_level: O0`` (DryRun L1's actual peak
+    minus its used peak) as a fraction of the used peak above the model's static memory, worst over
+    the stages recorded at their full shape (``"stage_shape": "full"`` in the record: a maintainer
+    YAML's stage with all its layers and micro-batches in flight, whole or as a stage cut). Cuts with
+    fewer layers are left out: their holes are as large as a full stage's while their dynamic part is
+    a fraction of it (docs/estimate.md "Fragmentation"). memory/budget.py:fragments_for takes it."""
     import glob
     import json
 
@@ -361,6 +368,7 @@ def corpus_errors(cases_dir: str) -> Dict[str, Any]:
         yaml_path = os.path.join(cases_dir, data["yaml"])
         est = estimate(yaml_path)
         name = os.path.basename(rec)[:-5]
+        level = str((plan_of(yaml_path)[0].context or {}).get("memory_optimize_level", "O0")).upper()
         for row in data.get("stages", []):
             stage, used = row["stage"], row["used_peak_mib"] << 20
             err = (est.stages[stage].peak() - used) / used
@@ -377,4 +385,10 @@ def corpus_errors(cases_dir: str) -> Dict[str, Any]:
             t["worst_error_all"] = round(min(t["worst_error_all"], err), 4)
             key = "+".join(kinds)
             t["by_kind"][key] = round(min(t["by_kind"].get(key, 0.0), err), 4)
+            if data.get("stage_shape") == "full" and level != "O1":
+                above = used - est.stages[stage].static_total
+                frac = (row["actual_peak_mib"] - row["used_peak_mib"]) / (above / (1 << 20))
+                t["fragments_stages"] = t.get("fragments_stages", 0) + 1
+                if frac > t.get("fragments_worst", -1.0):
+                    t["fragments_worst"], t["fragments_case"] = round(frac, 4), f"{name} stage {stage}"
     return {"source": "fixtures/dryrun/cases (DryRun L1 used peak, uncalibrated estimate)", "tables": tables}

@@ -256,7 +256,7 @@ def margin_parts(cfg: Any, table: str, family: str, cal: Calibration, model: Opt
         if not cwhy.startswith(("the model is uncalibrated", "one calibration run")):
             err, why = frac, cwhy
     context = cfg.context or {}
-    frag, fwhy = fragments_for(level or str(context.get("memory_optimize_level", "O0")))
+    frag, fwhy = fragments_for(level or str(context.get("memory_optimize_level", "O0")), table)
     ws, wfrac, wwhy = workspace_bound() if ascend else (0, 0.0, "no kernel workspaces off Ascend (aclnn's)")
     return Margin(error=err, error_why=why, fragments=frag, fragments_why=fwhy, workspace=ws, workspace_why=wwhy,
                   workspace_fraction=wfrac)
