@@ -482,7 +482,7 @@ def stage_memory(spec: ModelSpec, fam: TensorTable, geo: strategy.Geometry, stag
         start, n = geo.chunk_starts[v][stage], geo.layer_list[v][stage]
         chunk = list(range(start, start + n))
         layers += chunk
-        act += counts[v] * sum(costs[i].kept for i in chunk)
+        act += counts[v] * sum(costs[i].kept for i in chunk) + sum(costs[i].once for i in chunk)
         if any(prefetch):
             # the r2.x PyNative trainer's swap (pynative/sizing.py): default_prefetch LAYERS come back at
             # a time, the largest swapped layers of the stage

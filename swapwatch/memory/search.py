@@ -103,6 +103,12 @@ class Price:
     #: per micro-batch, what the layer uses of each additive per-stage resource beside memory (e.g.
     #: seconds of the host link out and back), capped per stage by :attr:`Rooms.link`
     link: Tuple[float, ...] = ()
+    #: bytes the stage holds once for the layer, whatever the micro-batches in flight (``LayerCost.once``)
+    once: float = 0.0
+
+    def held(self, weight: int) -> float:
+        """Bytes the stage holds for this layer with ``weight`` micro-batches in flight."""
+        return weight * self.kept + self.once
 
 
 @dataclass(frozen=True)
@@ -168,7 +174,7 @@ class Level:
         """:class:`Price` on the planning family (what ``cost`` says)."""
         c = self.cost
         return Price(kept=c.kept, transient=c.regen, window=self.window, host=c.host, seconds=self.time,
-                     flops=c.flops, link=self.link)
+                     flops=c.flops, link=self.link, once=c.once)
 
 
 def position_order(chain: Sequence[Level]) -> List[Level]:
@@ -244,13 +250,13 @@ def price(f: TensorTable, lv: Level, device: Device = DEFAULT_DEVICE, own: bool 
         if got is None:                   # recompute voids it on this kind: priced as its select part
             c = level_cost(f, lv)
             return Price(kept=c.kept, transient=c.regen, window=0, host=c.host, seconds=c.flops / device.flops_per_s,
-                         flops=c.flops)
+                         flops=c.flops, once=c.once)
         c = got.cost
         return Price(kept=c.kept, transient=c.regen, window=got.window, host=c.host,
-                     seconds=c.flops / device.flops_per_s + got.exposed, flops=c.flops, link=got.link)
+                     seconds=c.flops / device.flops_per_s + got.exposed, flops=c.flops, link=got.link, once=c.once)
     c = lv.cost if own else (kinds.cost(f, lv) if kinds is not None else level_cost(f, lv))
     return Price(kept=c.kept, transient=c.regen, window=0, host=c.host, seconds=c.flops / device.flops_per_s,
-                 flops=c.flops)
+                 flops=c.flops, once=c.once)
 
 
 def kinds_of(spec: ModelSpec, plan) -> Optional[Kinds]:
@@ -352,7 +358,7 @@ def chains(fam: TensorTable, allow_swap: Any = False, device: Device = DEFAULT_D
 
 
 def _same(a: LayerCost, b: LayerCost) -> bool:
-    return (a.kept, a.regen, a.host, a.flops) == (b.kept, b.regen, b.host, b.flops)
+    return (a.kept, a.once, a.regen, a.host, a.flops) == (b.kept, b.once, b.regen, b.host, b.flops)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -882,7 +888,7 @@ def _solve_caps(shape: StageShape, chains_of: List[List[Level]], chain_of: List[
         lp = prices[last][pin]
         if not ok(lp) or not all(ok(mp[pin]) for mp in mtp_prices):
             return None
-        fixed_k = shape.runs[last].weight * lp.kept + shape.mtp_weight * sum(mp[pin].kept for mp in mtp_prices)
+        fixed_k = lp.held(shape.runs[last].weight) + sum(mp[pin].held(shape.mtp_weight) for mp in mtp_prices)
         for p, wt in [(lp, shape.runs[last].weight)] + [(mp[pin], shape.mtp_weight) for mp in mtp_prices]:
             fixed_u = [a + b for a, b in zip(fixed_u, uses(p, wt))]
     slots: List[Slot] = []
@@ -895,7 +901,7 @@ def _solve_caps(shape: StageShape, chains_of: List[List[Level]], chain_of: List[
             hi, n = pin, n - 1
         # an item's level index is (chain, index) made one int: merged runs must share both
         base = chain_of[r] * 4096
-        items = [(run.weight * p.kept, p.kept if lowest else p.seconds, uses(p, run.weight), base + li)
+        items = [(p.held(run.weight), p.kept if lowest else p.seconds, uses(p, run.weight), base + li)
                  for li, p in enumerate(prices[r]) if lo <= li <= hi and ok(p)]
         if n and not items:
             return None
@@ -935,7 +941,7 @@ def _solve_caps(shape: StageShape, chains_of: List[List[Level]], chain_of: List[
     assign: Dict[int, Level] = {}
     trans_used = max((mp[pin].transient for mp in mtp_prices), default=0.0) if pin is not None else 0.0
     win_used = 0.0
-    kept = shape.mtp_weight * sum(mp[pin].kept for mp in mtp_prices) if pin is not None else 0.0
+    kept = sum(mp[pin].held(shape.mtp_weight) for mp in mtp_prices) if pin is not None else 0.0
     secs = sum(mp[pin].seconds for mp in mtp_prices) if pin is not None else 0.0
     flops = sum(mp[pin].flops for mp in mtp_prices) if pin is not None else 0.0
     for r, run in enumerate(shape.runs):
@@ -948,7 +954,7 @@ def _solve_caps(shape: StageShape, chains_of: List[List[Level]], chain_of: List[
                 pos += 1
             trans_used = max(trans_used, p.transient)
             win_used = max(win_used, p.window)
-            kept += run.weight * p.kept * m
+            kept += p.held(run.weight) * m
             secs += p.seconds * m
             flops += p.flops * m
         if pos != len(run.layers):
@@ -1038,7 +1044,7 @@ def brute_force(levels: Sequence[Level], layer_weights: Sequence[int], micro: in
     ``sum(weight * kept) + extra_of(levels, floor) <= room`` (tests check :func:`solve_stage` against it)."""
     best = None
     for combo in itertools.product(levels, repeat=len(layer_weights)):
-        dyn = sum(w * lv.cost.kept for w, lv in zip(layer_weights, combo)) + extra_of(combo, floor)
+        dyn = sum(w * lv.cost.kept + lv.cost.once for w, lv in zip(layer_weights, combo)) + extra_of(combo, floor)
         if dyn <= room + 1e-9:
             cost = micro * sum(lv.time for lv in combo)
             best = cost if best is None else min(best, cost)

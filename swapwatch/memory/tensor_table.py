@@ -72,6 +72,10 @@ class LayerCost:
     #: any layer runs it (the fine-grain interleave's concatenated inputs of tensors kept from the
     #: forward: ``interleave`` in the table); one micro-batch's, summed over the stage's layers
     early: int = 0
+    #: bytes the stage holds once for this layer, however many micro-batches are in flight, beside
+    #: ``kept`` (which excludes them): the legacy layer's compute-dtype weight copies
+    #: (:attr:`TensorTable.copies_once`)
+    once: int = 0
 
 
 def legacy_gathered(spec: ModelSpec) -> bool:
@@ -155,8 +159,24 @@ class TensorTable:
             return set([v] if isinstance(v, str) else v) <= active
 
         #: the weights' compute-dtype copies (``dtype: weight_copy``): kept like activations, never swapped
+        #: on the legacy path (:meth:`movable`)
         self.weight_copies: FrozenSet[str] = frozenset(
             name for name, t in data["tensors"].items() if t.get("dtype") == "weight_copy")
+        #: the legacy layer's weight copies are held once per stage, not once per micro-batch in
+        #: flight: the legacy layers cast each fp32 weight in ``construct`` (``models/llama/
+        #: llama_layer.py``, ``modules/layers.py:Linear.construct``), and in the graph MindSpore
+        #: unrolls for the pipeline every micro-batch's Cast of a weight has the same input, so the
+        #: compiled graph holds one (the cast is moved out of the layer's scope: a swapped Qwen2.5
+        #: layer copies none of them to host, ``movable``), alive until the layer's last backward
+        #: reads it; a layer recompute marks whole regenerates its copy in its backward and keeps
+        #: none. DryRun L1 of the two legacy YAMLs with fp32 weights, no optimizer shard and several
+        #: micro-batches in flight: Qwen2.5-14B 8k stage 0 (4 in flight) +10.5 % with a copy per
+        #: micro-batch, -0.6 % with one per stage; Llama-3.1-70B stage 0 (8 in flight) +62.8 % and
+        #: +27.3 % (docs/estimate.md "The maintainer YAMLs above their card"). The mcore layers'
+        #: copies are per micro-batch (DryRun L1 on the Qwen3-32B cuts agrees within 4 % with 4 in
+        #: flight, and a layer swap takes them to host). Under the optimizer shard the weight_copy
+        #: dtype is 0 bytes here: the all-gathered copy is counted once (``model.gathered_weights``).
+        self.copies_once = not spec.mcore
         self.bytes: Dict[str, int] = {
             name: product(t["shape"], sym) * dbytes[t.get("dtype", "compute")] if present(t) else 0
             for name, t in data["tensors"].items()}
@@ -324,9 +344,10 @@ class TensorTable:
         movable = set(self.movable(kept, recomputed))
         on_host = movable if layer_swap else movable & set(swapped)
         device = [(t, self.bytes[t]) for t in kept if t not in on_host] + list(self.extra_by_tensor)
-        return LayerCost(kept=sum(b for _, b in device), host=sum(self.bytes[t] for t in on_host),
+        once = sum(b for t, b in device if t in self.weight_copies) if self.copies_once else 0
+        return LayerCost(kept=sum(b for _, b in device) - once, host=sum(self.bytes[t] for t in on_host),
                          regen=regen, flops=sum(self.op_flops[i] for i in recomputed),
-                         by_tensor=tuple(device), early=early)
+                         by_tensor=tuple(device), early=early, once=once)
 
     def kept(self, recomputed: FrozenSet[int], comm_freed: FrozenSet[str] = frozenset()) -> Tuple[str, ...]:
         """The tensors kept from the forward to the backward (sorted) when the ops ``recomputed``
