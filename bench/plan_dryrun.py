@@ -230,6 +230,24 @@ def record(name: str, stages: Optional[Sequence[int]] = None, timeout: float = 7
         print(name, stage, p["used_peak_mib"], p["actual_peak_mib"], p["seconds"], flush=True)
 
 
+def own_over(name: str, res: PlanResult) -> List[int]:
+    """The stages on which DryRun of the maintainers' own strategy (``<name>.own.json``, when
+    recorded) holds more than the budget: actual peak (fragments in) plus the workspaces."""
+    js = os.path.join(PLANS, f"{name}.own.json")
+    if not os.path.exists(js) or res.parts is None:
+        return []
+    with open(js, encoding="utf-8") as fh:
+        data = json.load(fh)
+    if data.get("derived_sha256") != sha(derive_text(name)):
+        raise SystemExit(f"{js}: recorded for another derived YAML: re-record with --own")
+    out = []
+    for st in data["stages"]:
+        actual = st["actual_peak_mib"] * MIB
+        if actual + res.parts.parts(actual, actual)["workspace_bytes"] > res.budget:
+            out.append(st["stage"])
+    return out
+
+
 def recompute_summary(est) -> str:
     """'17 full + 1 select (mlp)' from an estimate's layer rows."""
     counts: Dict[str, int] = {}

@@ -24,21 +24,33 @@ MIB = 1 << 20
 RECORDS = sorted(p for p in glob.glob(os.path.join(plan_dryrun.PLANS, "*.json")) if ".own." not in p)
 
 
-#: cases of plan_dryrun.CASES whose plan has no DryRun record yet (docs/plan.md says so): a 64-layer
-#: Qwen3-32B or 80-layer Llama2-70B stage cut compiles for an hour or more on this 2-core machine
-PENDING = {"qwen3_32b", "llama2_70b", "qwen3_30b_a3b"}
+#: cases of plan_dryrun.CASES whose plan has no DryRun record yet, and why (docs/plan.md says it too)
+PENDING = {
+    "llama2_70b": "8 stages of 10 layers at hidden 8192 with 8 micro-batches in flight: each stage cut compiles "
+                  "17 layers x 8 micro-batches, about 35 minutes on this 2-core machine, so 8 stages take longer "
+                  "than a round's DryRun time",
+}
+#: recorded cases whose plan has stages not run yet (docs/plan.md names them)
+PARTIAL: dict = {"qwen3_30b_a3b": {1, 2}}
 #: (case, stage) whose planned YAML DryRun L1 found over the budget, kept failing on purpose until the
 #: margin is fixed and the case re-recorded (docs/plan.md says it): GLM4-9B's last stage held 8456 MiB
 #: of fragments (actual 59393 vs used 50937 MiB) where the pool check's bound gave 4314 (15 % of the
 #: peak above static)
-KNOWN_OVER = {("glm4_9b", 3)}
+KNOWN_OVER: set = set()
 
 
 def test_the_maintainer_yamls_are_recorded():
     names = {os.path.basename(p)[:-5] for p in RECORDS}
     assert names <= set(plan_dryrun.CASES)
     # every case is recorded or said pending, and a recorded case is no longer pending
-    assert names | PENDING == set(plan_dryrun.CASES) and not names & PENDING, (names, PENDING)
+    assert names | set(PENDING) == set(plan_dryrun.CASES) and not names & set(PENDING), (names, PENDING)
+    # a recorded case has every stage of its plan, but those said not run yet
+    for path in RECORDS:
+        with open(path, encoding="utf-8") as fh:
+            rec = json.load(fh)
+        planned = plan_dryrun.plan(rec["case"], rec.get("calibrate")).planned
+        want = set(range(len(planned.stages))) - PARTIAL.get(rec["case"], set())
+        assert {s["stage"] for s in rec["stages"]} == want, (rec["case"], want)
 
 
 @pytest.mark.parametrize("path", RECORDS, ids=lambda p: os.path.basename(p)[:-5])
@@ -69,8 +81,13 @@ def test_plan_fits_by_dryrun_and_recomputes_no_more(path):
         peak = res.planned.stages[st["stage"]].peak(res.calibration)
         err = res.parts.error if res.parts is not None else 0.0
         assert peak * (1 + err) >= used * (1 - 1e-9) or res.unchanged, (name, st, peak, used)
-    # no more recompute than the maintainers (less wherever anything faster fits: the step time)
+    # no more recompute than the maintainers (less wherever anything faster fits: the step time),
+    # unless DryRun of the maintainers' own strategy (``<name>.own.json``) shows it over the budget
     own = estimate(derived)
     own_flops = sum(r["recompute_flops"] for r in own.layers) * own.spec.micro_batch_num
-    assert res.to_json()["recompute_flops"] <= own_flops * (1 + 1e-9)
-    assert res.step <= res.own["step_time_seconds"] * (1 + 1e-9)
+    over = plan_dryrun.own_over(name, res)
+    if over:
+        assert not res.own["fits"], (name, over)
+    else:
+        assert res.to_json()["recompute_flops"] <= own_flops * (1 + 1e-9)
+        assert res.step <= res.own["step_time_seconds"] * (1 + 1e-9)

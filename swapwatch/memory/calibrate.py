@@ -387,7 +387,7 @@ def corpus_errors(cases_dir: str) -> Dict[str, Any]:
             t["by_kind"][key] = round(min(t["by_kind"].get(key, 0.0), err), 4)
             if data.get("stage_shape") == "full" and level != "O1":
                 above = used - est.stages[stage].static_total
-                frac = (row["actual_peak_mib"] - row["used_peak_mib"]) / (above / (1 << 20))
+                frac = ((row["actual_peak_mib"] << 20) - used) / above
                 t["fragments_stages"] = t.get("fragments_stages", 0) + 1
                 if frac > t.get("fragments_worst", -1.0):
                     t["fragments_worst"], t["fragments_case"] = round(frac, 4), f"{name} stage {stage}"
