@@ -193,12 +193,8 @@ def _scan_templated(scan: Scan, rank: Optional[int], prefixed: bool) -> Found:
         if len(_MEMO) >= MEMO_MAX:
             _MEMO.clear()
         scan.memo = _MEMO
+        scan.sink = (add_entry, add_line)       # a record line remembered by its bytes: added by the scan
     for line, text in scan:
-        if text.__class__ is Entry:                             # a record line remembered by its bytes
-            if text.events:                                     # type: ignore[attr-defined]
-                add_entry(text)                                 # type: ignore[arg-type]
-                add_line(line)
-            continue
         hit = proto(text, follow, prefixed)
         if hit.__class__ is Entry:
             protos = hit.events                                 # type: ignore[union-attr]
