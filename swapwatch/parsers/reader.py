@@ -192,14 +192,16 @@ def _scan_templated(scan: Scan, rank: Optional[int], prefixed: bool) -> Found:
     if prefixed:
         if len(_MEMO) >= MEMO_MAX:
             _MEMO.clear()
-        scan.memo = _MEMO
+        if len(_MEMO_CPP) >= MEMO_MAX:
+            _MEMO_CPP.clear()
+        scan.memo, scan.memo_cpp = _MEMO, _MEMO_CPP
         scan.sink = (add_entry, add_line)       # a record line remembered by its bytes: added by the scan
     for line, text in scan:
         hit = proto(text, follow, prefixed)
         if hit.__class__ is Entry:
             protos = hit.events                                 # type: ignore[union-attr]
             if scan.key is not None:
-                _MEMO[scan.key] = hit
+                scan.keyed[scan.key] = hit                      # type: ignore[index]
             if not protos:
                 continue
             if not scan.partial:
@@ -227,6 +229,9 @@ def _scan_templated(scan: Scan, rank: Optional[int], prefixed: bool) -> Found:
 #: line or slicing its text (the strategy block is the same on every rank: ~130 of a rank log's
 #: ~140 candidate lines). Bounded like classify's cache.
 _MEMO: Dict[bytes, Entry] = {}
+#: MindSpore C++ record lines the same way, by their bytes after the head (:attr:`Scan.memo_cpp`):
+#: the offload warnings every rank logs alike.
+_MEMO_CPP: Dict[bytes, Entry] = {}
 MEMO_MAX = 8192
 
 
