@@ -41,6 +41,7 @@ from .scanner import CHUNK, Needles, Scan, is_prefixed
 
 PIECE = 32 << 20           # bytes per parallel piece of one big file (small enough to balance 2+ workers)
 WINDOW = 2               # batches in flight per worker
+BATCH_SMALL = 128        # pieces per pool task at most when their results are small (_run); else 32
 PARALLEL_MIN = 48 << 20    # below this total, process pieces in-process (pool start-up costs more)
 PACK_MIN = 128            # above this many rank logs, each rank's events are kept packed (model.pack)
 SMALL_HEAD = 64 << 10     # most logs are decided by their first 64 KB (the full head is 1 MB)
@@ -444,7 +445,11 @@ def _run(pieces: List[Piece], total: int, jobs: Optional[int], progress: Progres
     # Batches of pieces per task (1,000 small files cost 1,000 round trips otherwise), and only
     # WINDOW batches' worth of pieces per worker in flight: results the caller has not taken yet
     # are memory, and ``Executor.map`` would run ahead through the whole input.
-    batch = max(1, min(32, len(pieces) // (workers * 8)))
+    # Whole files settled and packed (or encoded) by the worker come back small (a packed rank, a
+    # file's JSONL), so up to BATCH_SMALL of them go in one task: each task's round trip left a
+    # worker idle ~0.5 ms, 0.15 s of each worker's time over 10,000 files in batches of 32.
+    small = all(p.pack or p.encode is not None for p in pieces)
+    batch = max(1, min(BATCH_SMALL if small else 32, len(pieces) // (workers * 8)))
     window = WINDOW * workers * batch
     # The workers get the whole piece list once, when they start (inherited as it is when they are
     # forked), and each task is only a range of it: pickling 10,000 Piece dataclasses at submit
