@@ -252,8 +252,6 @@ def test_templated_scan_by_remembered_bytes_is_the_decoded_one(seed, chunk):
     bytes after the timestamp (Scan.memo): with the memo cold, warm (a second rank's log), or off,
     every file gives the same entries, line numbers and extras (generated logs: garbled stamps,
     CR/NUL junk before records, colour codes, cut lines; the real strategy block)."""
-    from swapwatch.parsers import reader
-
     rnd = random.Random(seed)
     rec = b" - mf[models/utils.py:205] - INFO - Set full recompute at layer 1\n"
     odd = b"2026-07-14 06:47:08,133" + rec + b"2026-07-14\xc2\xa06:47:08,133" + rec   # a non-ASCII stamp

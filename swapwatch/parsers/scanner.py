@@ -346,7 +346,8 @@ class Scan:
             rfind, find, count = buf.rfind, buf.find, buf.count
             memo, memo_cpp = self.memo, self.memo_cpp
             view: Any = memoryview(buf) if memo is not None else None
-            add_entry, add_line = self.sink or (None, None)
+            sink: Any = self.sink or (None, None)
+            add_entry, add_line = sink
             k, last = 0, lo                  # hits[:k]: the dense stretch at the region's start
             for p, _ in hits:
                 if p - last > _DENSE:
