@@ -252,25 +252,77 @@ def test_templated_scan_by_remembered_bytes_is_the_decoded_one(seed, chunk):
     bytes after the timestamp (Scan.memo): with the memo cold, warm (a second rank's log), or off,
     every file gives the same entries, line numbers and extras (generated logs: garbled stamps,
     CR/NUL junk before records, colour codes, cut lines; the real strategy block)."""
-    from swapwatch.parsers import reader
-
     rnd = random.Random(seed)
     rec = b" - mf[models/utils.py:205] - INFO - Set full recompute at layer 1\n"
     odd = b"2026-07-14 06:47:08,133" + rec + b"2026-07-14\xc2\xa06:47:08,133" + rec   # a non-ASCII stamp
     logs = [_generated(rnd, 20000) for _ in range(2)] + [FIXTURES["recompute_48l.log"], odd]
 
-    def found(data, memo):
-        saved, reader._MEMO = reader._MEMO, memo
-        try:
-            scan = scanner.Scan(io.BytesIO(data), scanner.Needles.for_file(True), chunk=chunk)
-            entries, lines, positions, extras = reader._scan_templated(scan, 5, True)
-        finally:
-            reader._MEMO = saved
-        return ([[e.to_json() for e in x.events] for x in entries], list(lines), positions,
-                [e.to_json() for e in extras])
     warm = _Memo()
     for data in logs:
-        off = found(data, _Memo(off=True))
-        assert found(data, _Memo()) == off
-        assert found(data, warm) == off and found(data, warm) == off
+        off = _templated(data, _Memo(off=True), _Memo(off=True), chunk)
+        assert _templated(data, _Memo(), _Memo(), chunk) == off
+        assert _templated(data, warm, _Memo(), chunk) == off and _templated(data, warm, _Memo(), chunk) == off
     assert warm.hits > 100                # the remembered path ran (the strategy block's lines)
+
+
+def _templated(data, memo, memo_cpp, chunk):
+    """reader._scan_templated of ``data`` (rank 5) with ``memo`` / ``memo_cpp`` standing in for
+    reader._MEMO / reader._MEMO_CPP: its entries' and extras' JSON, line numbers, positions."""
+    from swapwatch.parsers import reader
+
+    saved = reader._MEMO, reader._MEMO_CPP
+    reader._MEMO, reader._MEMO_CPP = memo, memo_cpp
+    try:
+        scan = scanner.Scan(io.BytesIO(data), scanner.Needles.for_file(True), chunk=chunk)
+        entries, lines, positions, extras = reader._scan_templated(scan, 5, True)
+    finally:
+        reader._MEMO, reader._MEMO_CPP = saved
+    return ([[e.to_json() for e in x.events] for x in entries], list(lines), positions,
+            [e.to_json() for e in extras])
+
+
+#: MindSpore C++ record heads (``[LEVEL] MOD(pid,tid,proc):timestamp``) the scanner must not key by
+#: their bytes, or keys as the text would be keyed: a non-ASCII, spaced, coloured, CR-holding or
+#: needle-holding ``proc``, a non-ASCII digit after the timestamp (which extends the text's), and
+#: plain ones with different pids and timestamps (the same key: remembered).
+_CPP_HEADS = [b"[WARNING] PARALLEL(11823,7f1a3c66de40,python):2026-11-23-23:03:18.898.823",
+              b"[WARNING] PARALLEL(4,7f1a3c66de40,python):2026-11-23-23:03:19.1.2",
+              b"[WARNING] PARALLEL(11823,7f1a3c66de40,pyth\xc3\xb6n):2026-11-23-23:03:18.898.823",
+              b"[WARNING] PARALLEL(11823,7f1a3c66de40,py thon):2026-11-23-23:03:18.898.823",
+              b"[WARNING] PARALLEL(11823,7f1a3c66de40,\x1b[31mpython):2026-11-23-23:03:18.898.823",
+              b"[WARNING] PARALLEL(11823,7f1a3c66de40,py\rthon):2026-11-23-23:03:18.898.823",
+              b"[WARNING] PARALLEL(11823,7f1a3c66de40,SWAPWATCH {\"x):2026-11-23-23:03:18.898.823",
+              b"[WARNING] PARALLEL(11823,7f1a3c66de40,Traceback (most recent call last):2026-11-23-23:03:18.8.8",
+              b"[WARNING] PARALLEL(11823,7f1a3c66de40,python):2026-11-23-23:03:18.898.823\xd9\xa3",
+              b"[ERROR] PRE_ACT(1,ab,python):2026-11-23-23:03:18.898.823"]
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2 ** 32 - 1), chunk=st.sampled_from([977, 1 << 20]))
+def test_templated_scan_by_remembered_cpp_bytes_is_the_decoded_one(seed, chunk):
+    """reader._scan_templated lets the scanner hand over a MindSpore C++ record line classify already
+    saw by its bytes after the record's head (Scan.memo_cpp, classify.CPP_HEAD_BYTES): the offload
+    warnings of the fixture logs and the CPU pool lines, under the heads of :data:`_CPP_HEADS`, with
+    the memo cold, warm or off, give the same entries, line numbers and extras."""
+    rnd = random.Random(seed)
+    bodies = [line[line.index(b" [", line.index(b"):") if b"):" in line else 0):] for line in LINES
+              if line.startswith(b"[") and (b"Offload does not" in line or b"peak used mem" in line)
+              and b"):" in line]
+    assert len(bodies) >= 2
+    logs = []
+    for _ in range(2):
+        lines = []
+        for _ in range(60):
+            body = rnd.choice(bodies)
+            if rnd.random() < 0.1:
+                body = body.replace(b"Offload", "Offl\u00f6ad".encode(), 1)
+            lines.append(rnd.choice(_CPP_HEADS) + body + b"\n")
+            if rnd.random() < 0.2:
+                lines.append(rnd.choice(LINES) + b"\n")
+        logs.append(b"".join(lines))
+    warm = _Memo()
+    for data in logs:
+        off = _templated(data, _Memo(off=True), _Memo(off=True), chunk)
+        assert _templated(data, _Memo(), _Memo(), chunk) == off
+        assert _templated(data, _Memo(), warm, chunk) == off and _templated(data, _Memo(), warm, chunk) == off
+    assert warm.hits > 20                 # the remembered path ran

@@ -156,6 +156,10 @@ def test_a_template_travels_once_then_by_id(tmp_path, monkeypatch):
 def test_step_and_memory_lines_do_not_fill_the_classify_cache(tmp_path, monkeypatch):
     job = _gen_job(tmp_path, 3, 600)
     monkeypatch.setattr(classify, "_CACHE", [{}, {}, {}])
+    # and the lines the scanner hands over by their bytes, cold too: remembered by an earlier test,
+    # no line of this job would reach classify's cache
+    monkeypatch.setattr(reader, "_MEMO", {})
+    monkeypatch.setattr(reader, "_MEMO_CPP", {})
     _read([job], monkeypatch, packed=True)
     kinds = {e.kind for entry in classify.cached_entries() for e in entry.events}
     assert kinds and not kinds & {"step", "memory"}

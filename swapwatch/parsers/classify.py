@@ -69,6 +69,26 @@ _RANK_SPECIFIC = ("step", "memory")
 _FRONT_SLACK = max(len(_SW), len(_TB), len(_ASC)) - 1
 
 
+def _cpp_head_bytes() -> "re.Pattern[bytes]":
+    """:data:`_CPP_HEAD` for the scanner, which hands over a C++ record line that
+    :func:`classify_proto` already saw by its bytes after this head (``Scan.memo_cpp``: the offload
+    warnings, 24 of a 100 KB rank log's ~135 candidate lines, each decoded and matched as text
+    before). Stricter than the text's head, so that where it matches, the text's head matches the
+    same characters and the key is the same: ``proc`` printable ASCII without spaces (then the head
+    is ASCII, holds no ESC or CR that ``clean`` would remove, and no needle that keeps a line out of
+    the cache can start in it: each has a space after letters) and no non-ASCII byte after the
+    timestamp (a non-ASCII digit would extend the text's). No ``^``: ``match(buf, pos)`` anchors."""
+    text = _CPP_HEAD.pattern
+    strict = text.replace("(?P<proc>[^)]*)", "(?P<proc>[!-(*-~]*)").lstrip("^") + r"(?![\x80-\xff])"
+    letters_then_space = all(" " in n and n.split(" ")[0].isalpha() for n in (_SW, _TB, _ASC))
+    if "(?P<proc>[!-(*-~]*)" not in strict or not letters_then_space:
+        raise AssertionError("classify: the mindspore_cpp head or the cache's needles changed")
+    return re.compile(strict.encode("ascii"))
+
+
+CPP_HEAD_BYTES = _cpp_head_bytes()
+
+
 def cached_entries() -> List[Entry]:
     """The entries the cache holds now (for tests and benchmarks)."""
     return [e for table in _CACHE for e in table.values()]
