@@ -375,13 +375,18 @@ def survey(mirror: str, refs: Sequence[str] = REFS, plan: bool = True,
 
 
 def fixture_blobs() -> Dict[str, str]:
-    """git blob id -> fixture file, for the maintainer fixtures: a mirror YAML that *is* one says so."""
+    """git blob id -> fixture file, for the maintainer fixtures: a mirror YAML that *is* one says so
+    (a fixture is the maintainers' file under one ``# From MindFormers ...`` provenance line)."""
     out = {}
     base = os.path.join(ROOT, "fixtures", "configs", "mindformers")
     for name in sorted(os.listdir(base)) if os.path.isdir(base) else []:
         with open(os.path.join(base, name), "rb") as fh:
             data = fh.read()
-        out[hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()] = name
+        bodies = [data]
+        if data.startswith(b"# From MindFormers"):
+            bodies.append(data.partition(b"\n")[2])
+        for body in bodies:
+            out[hashlib.sha1(b"blob %d\0" % len(body) + body).hexdigest()] = name
     return out
 
 
