@@ -142,6 +142,8 @@ def test_mirror_walk_keeps_one_yaml_per_content(tmp_path):
         (["master", "r1.8.0"], "configs/qwen3/pretrain_qwen3_32b_4k.yaml"),
         (["master"], "research/glm4/finetune_glm4_9b.yaml"),
         (["r1.8.0"], "research/glm4/finetune_glm4_9b.yaml")]
+    with pytest.raises(ms.MirrorMissing, match="no training YAML on the refs r1.5.0 .those it has: none"):
+        ms.training_yamls(str(repo / ".git"), ("r1.5.0",))
     out = tmp_path / "s.json"
     code = ms.main(["--mirror", str(repo / ".git"), "--refs", "master,r1.8.0", "--no-plan", "-q",
                     "-o", str(tmp_path / "s.md"), "--json", str(out)])

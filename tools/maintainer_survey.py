@@ -125,7 +125,11 @@ def training_yamls(mirror: str, refs: Sequence[str] = REFS) -> List[Tuple[List[s
             seen = by_blob.setdefault(parts[2], ([], path))
             if ref not in seen[0]:
                 seen[0].append(ref)
-    return sorted(((r, p, b) for b, (r, p) in by_blob.items()), key=lambda t: (t[1], REFS.index(t[0][0])))
+    if not by_blob:
+        raise MirrorMissing(f"{mirror}: no training YAML on the refs {', '.join(refs)} (those it has: "
+                            f"{', '.join(sorted(have & set(refs))) or 'none'})")
+    order = {r: i for i, r in enumerate(refs)}
+    return sorted(((r, p, b) for b, (r, p) in by_blob.items()), key=lambda t: (t[1], order[t[0][0]]))
 
 
 def read_blobs(mirror: str, blobs: Sequence[str]) -> Dict[str, Optional[bytes]]:
