@@ -15,7 +15,7 @@ from typing import Any, Callable, Optional
 
 import click
 
-from . import __version__
+from . import __version__, command_scope
 from .errors import InputError
 from .report import formats
 
@@ -58,6 +58,7 @@ def main(argv=None) -> None:
         load = sys.modules.get("swapwatch.config.load")
         if load is not None and hasattr(load, "forget_reads"):
             load.forget_reads(command=False)
+        command_scope.set_active(False)      # also when the config package never imported
         if previous is not None:             # a library caller's own SIGINT handling comes back
             import signal
 
@@ -65,11 +66,16 @@ def main(argv=None) -> None:
 
 
 def _main(argv) -> None:
-    from .config import forget_reads
     from .commands.outputs import forget_inputs
 
     forget_inputs()
-    forget_reads()
+    # the command's one reading of its files starts; the config package's reads are forgotten only
+    # if it is imported already (a library caller's earlier command): importing it here cost every
+    # command ~25 ms before its work, verify's pool workers waiting (command_scope says why)
+    command_scope.set_active(True)
+    load = sys.modules.get("swapwatch.config.load")
+    if load is not None and hasattr(load, "forget_reads"):
+        load.forget_reads()
     try:
         rv = cli.main(args=argv, prog_name="swapwatch", standalone_mode=False)
         _flush_stdout()

@@ -152,3 +152,29 @@ def test_a_file_the_command_rewrites_is_read_again(tmp_path):
         assert load_config(str(path)).num_layers == 16
     finally:
         forget_reads(command=False)
+
+
+def test_the_command_scope_opens_without_importing_the_config_package():
+    # The CLI opens a command's one reading without importing swapwatch.config (PyYAML and the whole
+    # package: ~25 ms before verify's pool workers fork); a config read later in the command still
+    # reads once, and the scope closes with the command. A fresh interpreter: here the package is
+    # imported already.
+    import subprocess
+
+    code = "\n".join([
+        "import sys",
+        "from swapwatch import command_scope",
+        "from swapwatch.cli import cli, main",
+        "@cli.command('probe-scope')",
+        "def probe():",
+        "    print('config imported at start:', 'swapwatch.config' in sys.modules)",
+        "    from swapwatch.config.load import command_scope as in_command",
+        "    print('in command:', in_command())",
+        "try:",
+        "    main(['probe-scope'])",
+        "except SystemExit:",
+        "    pass",
+        "print('after:', command_scope.active())",
+    ])
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.splitlines() == ["config imported at start: False", "in command: True", "after: False"]

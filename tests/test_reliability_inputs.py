@@ -317,6 +317,23 @@ def test_o_naming_an_input_is_refused_even_with_force(tmp_path):
     assert cfg.read_bytes() == (CONFIGS / "plan_tiny.yaml").read_bytes()
 
 
+def test_o_naming_a_log_found_in_a_dir_or_through_a_link_is_refused(tmp_path):
+    # the discovery remembers each log by the stat it already took (a file that is no link) or by
+    # what the link names: -o can name neither the log in the directory nor the link's target
+    job = tmp_path / "job"
+    job.mkdir()
+    shutil.copy(LOGS / "swap_case2.log", job / "worker_0.log")
+    target = tmp_path / "real.log"
+    shutil.copy(LOGS / "swap_case2.log", target)
+    os.symlink(target, tmp_path / "via_link.log")
+    cfg = CONFIGS / "swap_case2.yaml"
+    one_line_exit_2(sw("verify", job, "--config", cfg, "-o", job / "worker_0.log", "--force"),
+                    "one of this command's inputs")
+    one_line_exit_2(sw("verify", tmp_path / "via_link.log", "--config", cfg, "-o", target, "--force"),
+                    "one of this command's inputs")
+    assert (job / "worker_0.log").read_bytes() == target.read_bytes() == (LOGS / "swap_case2.log").read_bytes()
+
+
 # ---- (review note on Y7) a Python tag on a collection is refused as MindFormers' SafeLoader does -----
 
 @pytest.mark.parametrize("value", ["!!python/tuple [1, 2]", "!!python/object/apply:os.system ['touch {marker}']"])

@@ -168,3 +168,26 @@ def test_progress_names_files_and_bytes(files):
     q.add(10 ** 12)
     q.close()
     assert quiet.getvalue() == ""
+
+
+def test_ranks_whose_logged_config_differs_are_found_packed_as_unpacked(tmp_path, monkeypatch):
+    # SW401 compares the logged ``initial ... from dict`` values once per shared summary of packed ranks
+    # (RankLog.shared_values): two ranks logging another micro_batch_num (one config, two ranks that
+    # share it) are still each found, as when every rank is read unpacked
+    job = _job(tmp_path)
+    for r in (9, 33):
+        p = os.path.join(job, f"worker_{r}.log")
+        with open(p, encoding="utf-8") as f:
+            text = f.read()
+        assert "'micro_batch_num': 1," in text
+        with open(p, "w", encoding="utf-8") as f:
+            f.write(text.replace("'micro_batch_num': 1,", "'micro_batch_num': 4,"))
+    plain, _ = _findings(job, monkeypatch, 10 ** 9)
+    packed, packed_flags = _findings(job, monkeypatch, 0)
+    assert all(packed_flags)
+    assert [f.to_json() for f in packed.findings] == [f.to_json() for f in plain.findings]
+    config = [f for f in packed.findings if f.code == "SW401" and "initial config" in f.message]
+    assert [(f.rank, f.op) for f in config] == [(9, "parallel_config"), (33, "parallel_config")]
+    shared = [r.shared_values("initial_config") for r in packed.runlog.ranks.values()]
+    assert all(v is not None for v in shared) and len({id(v) for v in shared}) < RANKS // 2    # folded
+    assert all(r.shared_values("initial_config") is None for r in plain.runlog.ranks.values())

@@ -116,22 +116,31 @@ class RanksDisagree(Rule):
     def _config_lines(self, runlog: "RunLog", ranks: Set[int]) -> Iterable[Finding]:
         """The logged ``initial ... from dict`` and ``Formative`` values must agree too."""
         rank_logs = [(r, runlog.ranks[r]) for r in sorted(ranks)]
-        for label, getter in (("initial config", methodcaller("initial_config")),
-                              ("Formative values", methodcaller("formative"))):
+        for label, section in (("initial config", "initial_config"), ("Formative values", "formative")):
+            getter = methodcaller(section)
             # one canonical text per rank (shared between equal ranks), the values re-read only
             # for the ranks that differ
             canon: Dict[str, str] = {}
             by_ids: Dict[tuple, str] = {}       # ranks that share the parsed values share the text
+            # packed ranks that share their summary's values (a template's) share the text too, found
+            # without copying each rank's values (10,000 copies: ~40 ms of serial time)
+            by_shared: Dict[int, str] = {}
             texts: Dict[int, str] = {}
             for r, rank_log in rank_logs:
-                v = getter(rank_log)
-                if v:
+                shared = rank_log.shared_values(section)
+                text = by_shared.get(id(shared)) if shared is not None else None
+                if text is None:
+                    v = getter(rank_log)
+                    if not v:
+                        continue
                     ids = (*v, *map(id, v.values()))      # its keys, then which objects they hold
                     text = by_ids.get(ids)
                     if text is None:
                         text = canon_text(v)
                         text = by_ids[ids] = canon.setdefault(text, text)
-                    texts[r] = text
+                    if shared is not None:
+                        by_shared[id(shared)] = text
+                texts[r] = text
             if len(texts) < 2:
                 continue
             counts = Counter(texts.values())

@@ -11,7 +11,7 @@ import contextlib
 import os
 import stat
 import tempfile
-from typing import Any, BinaryIO, Callable, Set, Tuple
+from typing import Any, BinaryIO, Callable, Optional, Set, Tuple
 
 from ..errors import InputError
 
@@ -21,12 +21,15 @@ from ..errors import InputError
 _INPUTS: Set[Tuple[int, int]] = set()
 
 
-def note_input(path: str) -> None:
-    """Remember that ``path`` is an input of this command (a file; anything else is ignored)."""
-    try:
-        st = os.stat(path)
-    except (OSError, ValueError):
-        return
+def note_input(path: str, st: Optional[os.stat_result] = None) -> None:
+    """Remember that ``path`` is an input of this command (a file; anything else is ignored).
+    ``st``: its ``os.stat`` when the caller has it already (the log discovery's ``lstat`` of a file
+    that is no link: a second stat of each of 10,000 rank logs was ~25 ms before the scan starts)."""
+    if st is None:
+        try:
+            st = os.stat(path)
+        except (OSError, ValueError):
+            return
     if stat.S_ISREG(st.st_mode):
         _INPUTS.add((st.st_dev, st.st_ino))
 

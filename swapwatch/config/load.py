@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import yaml
 
+from .. import command_scope as _scope
 from ..errors import ConfigError, InputError
 
 
@@ -43,7 +44,7 @@ def read_config_bytes(path: str) -> bytes:
     """
     if path in _READ_ONCE:
         return _READ_ONCE[path]
-    if _COMMAND and path in _READ_FILES:
+    if _scope.active() and path in _READ_FILES:
         known, kept = _READ_FILES[path]
         try:
             if _identity(os.stat(path)) == known:
@@ -81,7 +82,7 @@ def read_config_bytes(path: str) -> bytes:
         from ..commands.outputs import note_input
 
         note_input(path)
-        if _COMMAND:
+        if _scope.active():
             _READ_FILES[path] = (_identity(st), data)
     return data
 
@@ -102,9 +103,8 @@ _READ_ONCE: Dict[str, bytes] = {}
 _READ_FILES: Dict[str, Tuple[Tuple[int, int, int, int], bytes]] = {}
 _PARSED: Dict[str, Tuple[Any, Dict[str, int]]] = {}
 _NODES: Dict[str, yaml.Node] = {}
-#: True between a command's start and end (:func:`forget_reads`); a library caller outside a
-#: command reads afresh each time (a file it rewrites between two calls is read again).
-_COMMAND = False
+#: Whether a command is running (:func:`forget_reads`, ``swapwatch.command_scope``); a library caller
+#: outside a command reads afresh each time (a file it rewrites between two calls is read again).
 
 
 _PER_COMMAND: List[Dict[Any, Any]] = [_READ_ONCE, _READ_FILES, _PARSED, _NODES]
@@ -118,17 +118,16 @@ def per_command(registry: Dict[Any, Any]) -> Dict[Any, Any]:
 
 
 def command_scope() -> bool:
-    """Is a CLI command running (its files read once, see :data:`_COMMAND`)?"""
-    return _COMMAND
+    """Is a CLI command running (its files read once, ``swapwatch.command_scope``)?"""
+    return _scope.active()
 
 
 def forget_reads(command: bool = True) -> None:
     """A new command starts (the CLI's main, ``command=True``) or ended (``command=False``):
     ``/dev/stdin`` of the last one is not this one's, nor are the files it read."""
-    global _COMMAND
     for registry in _PER_COMMAND:
         registry.clear()
-    _COMMAND = command
+    _scope.set_active(command)
 
 
 def read_config_text(path: str) -> str:
@@ -153,11 +152,11 @@ def parse_yaml(text: str, path: str = "<string>") -> Tuple[Any, Dict[str, int]]:
     loader, diff's document, the planner's writer (``memory/emit.py``, which also splices into the
     composed nodes, :func:`composed`). Each caller gets its own copy of the data (``copy.deepcopy``
     keeps an alias one shared object, as the parse made it)."""
-    if _COMMAND and text in _PARSED:
+    if _scope.active() and text in _PARSED:
         data, lines = _PARSED[text]
         return copy.deepcopy(data), dict(lines)
     data, lines, node = _parse_yaml(text, path)
-    if _COMMAND:
+    if _scope.active():
         _PARSED[text] = (copy.deepcopy(data), dict(lines))
         if node is not None:
             _NODES[text] = node
@@ -168,7 +167,7 @@ def composed(text: str) -> Optional[yaml.Node]:
     """The composed root node of ``text`` when this command parsed it already (None otherwise, or
     when its YAML merge keys (``<<``) were flattened into it: then it is not the text's own tree).
     Read only: the writer takes its key marks from it."""
-    return _NODES.get(text) if _COMMAND else None
+    return _NODES.get(text) if _scope.active() else None
 
 
 def _parse_yaml(text: str, path: str) -> Tuple[Any, Dict[str, int], Optional[yaml.Node]]:

@@ -310,7 +310,7 @@ def discover(paths: Sequence[str]) -> Inputs:
         if key in seen:
             continue
         seen.add(key)
-        note_input(f.path)
+        note_input(f.path, None if stat.S_ISLNK(st.st_mode) else st)     # a link: what it names
         f.size = size
         uniq.append(f)
     out.files = uniq

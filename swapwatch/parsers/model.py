@@ -11,7 +11,7 @@ import pickle
 import zlib
 from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
-from typing import Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union, cast
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union, cast
 
 
 @dataclass
@@ -282,6 +282,13 @@ class RankLog:
         if memo is not None:
             return memo["fatal_after_actions"]
         return fatal_after_actions_of(self.events)
+
+    def shared_values(self, section: str) -> Optional[Mapping[str, Any]]:
+        """A packed rank's ``initial_config`` or ``formative`` summary as it is, not copied: one object for
+        every rank that logged the same lines (its template's), so a check comparing ranks (SW401) reads
+        each distinct one once instead of copying 10,000 dicts. Read only. None when not packed."""
+        memo = self._summary()
+        return memo[section] if memo is not None else None
 
     def strategy_key(self) -> Optional[tuple]:
         """The content of this rank's action events in order (no ranks, no sources), one shared
