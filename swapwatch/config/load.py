@@ -103,8 +103,6 @@ _READ_ONCE: Dict[str, bytes] = {}
 _READ_FILES: Dict[str, Tuple[Tuple[int, int, int, int], bytes]] = {}
 _PARSED: Dict[str, Tuple[Any, Dict[str, int]]] = {}
 _NODES: Dict[str, yaml.Node] = {}
-#: Whether a command is running (:func:`forget_reads`, ``swapwatch.command_scope``); a library caller
-#: outside a command reads afresh each time (a file it rewrites between two calls is read again).
 
 
 _PER_COMMAND: List[Dict[Any, Any]] = [_READ_ONCE, _READ_FILES, _PARSED, _NODES]
@@ -118,7 +116,8 @@ def per_command(registry: Dict[Any, Any]) -> Dict[Any, Any]:
 
 
 def command_scope() -> bool:
-    """Is a CLI command running (its files read once, ``swapwatch.command_scope``)?"""
+    """Is a CLI command running (its files read once, ``swapwatch.command_scope``)? A library caller
+    outside a command reads afresh each time (a file it rewrites between two calls is read again)."""
     return _scope.active()
 
 

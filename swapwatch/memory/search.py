@@ -1041,7 +1041,7 @@ def lowest_peak(spec: ModelSpec, fam: TensorTable, geo, stage: int, cal: Calibra
 def brute_force(levels: Sequence[Level], layer_weights: Sequence[int], micro: int, room: float,
                 floor: float = 0.0) -> Optional[float]:
     """Least total seconds over every per-layer assignment of ``levels`` with
-    ``sum(weight * kept) + extra_of(levels, floor) <= room`` (tests check :func:`solve_stage` against it)."""
+    ``sum(weight * kept + once) + extra_of(levels, floor) <= room`` (tests check :func:`solve_stage` against it)."""
     best = None
     for combo in itertools.product(levels, repeat=len(layer_weights)):
         dyn = sum(w * lv.cost.kept + lv.cost.once for w, lv in zip(layer_weights, combo)) + extra_of(combo, floor)

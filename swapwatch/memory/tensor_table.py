@@ -172,7 +172,7 @@ class TensorTable:
         #: none. DryRun L1 of the two legacy YAMLs with fp32 weights, no optimizer shard and several
         #: micro-batches in flight: Qwen2.5-14B 8k stage 0 (4 in flight) +10.5 % with a copy per
         #: micro-batch, -0.6 % with one per stage; Llama-3.1-70B stage 0 (8 in flight) +62.8 % and
-        #: +27.3 % (docs/estimate.md "The maintainer YAMLs above their card"). The mcore layers'
+        #: +27.4 % (docs/estimate.md "The maintainer YAMLs above their card"). The mcore layers'
         #: copies are per micro-batch (DryRun L1 on the Qwen3-32B cuts agrees within 4 % with 4 in
         #: flight, and a layer swap takes them to host). Under the optimizer shard the weight_copy
         #: dtype is 0 bytes here: the all-gathered copy is counted once (``model.gathered_weights``).
