@@ -344,19 +344,19 @@ class TensorTable:
 
     def movable(self, tensors, recomputed: FrozenSet[int] = frozenset()) -> Tuple[str, ...]:
         """Those of ``tensors`` a swap can move to host: made by an op of the layer, not read by an op
-        ``recomputed``, not left on device by the offload pass (:attr:`pinned`), and on the legacy path
-        not a weight's compute-dtype copy. MindSpore's offload pass copies out only outputs of the
-        marked cell's own primitives: the layer's input comes from the cell before it; on the legacy
-        Llama layer the cast of a weight is moved out of the layer's scope when the graph is compiled
-        (DryRun's compiled graph of a swapped Qwen2.5 layer copies out 18 tensors per micro-batch, none
-        of them a weight: docs/mindspore-facts.md §7), while the mcore layer's copies go to host with
-        the rest (DryRun L1 on the Qwen3-32B cuts: a layer swap leaves the stage at its optimizer
-        floor, 11643 MiB, only with the weight copies gone: docs/estimate.md "Swap under DryRun L1").
-        An output a recomputed op reads is not swapped (MindFormers' SWAP documentation, "Used
-        together with Recomputation", point 2; SW202)."""
+        ``recomputed``, not left on device by the offload pass (:attr:`pinned`), and not a weight's
+        compute-dtype copy held once per stage (:attr:`copies_once`: the legacy path). MindSpore's
+        offload pass copies out only outputs of the marked cell's own primitives: the layer's input
+        comes from the cell before it; on the legacy Llama layer the cast of a weight is moved out of
+        the layer's scope when the graph is compiled (DryRun's compiled graph of a swapped Qwen2.5
+        layer copies out 18 tensors per micro-batch, none of them a weight: docs/mindspore-facts.md
+        §7), while the mcore layer's copies go to host with the rest (DryRun L1 on the Qwen3-32B cuts:
+        a layer swap leaves the stage at its optimizer floor, 11643 MiB, only with the weight copies
+        gone: docs/estimate.md "Swap under DryRun L1"). An output a recomputed op reads is not
+        swapped (MindFormers' SWAP documentation, "Used together with Recomputation", point 2; SW202)."""
         read = {t for i in recomputed for t in self.ops[i].ins}
         return tuple(t for t in tensors if t in self.producers and t not in read and t not in self.pinned
-                     and (self.spec.mcore or t not in self.weight_copies))
+                     and not (self.copies_once and t in self.weight_copies))
 
     def _net_regen(self, recomputed: FrozenSet[int], kept: FrozenSet[str]) -> int:
         """What a layer's recomputation adds at its backward, over what that backward has already
