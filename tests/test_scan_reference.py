@@ -234,6 +234,7 @@ class _Memo(dict):
     def __init__(self, off=False):
         super().__init__()
         self.off, self.hits = off, 0
+        self.stretches = []             # reader._STRETCHES stand-in: they hold this memo's entries
 
     def get(self, key, default=None):
         got = None if self.off else super().get(key, default)
@@ -270,13 +271,16 @@ def _templated(data, memo, memo_cpp, chunk):
     reader._MEMO / reader._MEMO_CPP: its entries' and extras' JSON, line numbers, positions."""
     from swapwatch.parsers import reader
 
-    saved = reader._MEMO, reader._MEMO_CPP
-    reader._MEMO, reader._MEMO_CPP = memo, memo_cpp
+    saved = reader._MEMO, reader._MEMO_CPP, reader._STRETCHES
+    reader._MEMO, reader._MEMO_CPP, reader._STRETCHES = memo, memo_cpp, memo.stretches
+    if memo_cpp.stretches is not memo.stretches:        # a stretch holds both tables' entries
+        del memo.stretches[:]
+        memo_cpp.stretches = memo.stretches
     try:
         scan = scanner.Scan(io.BytesIO(data), scanner.Needles.for_file(True), chunk=chunk)
         entries, lines, positions, extras = reader._scan_templated(scan, 5, True)
     finally:
-        reader._MEMO, reader._MEMO_CPP = saved
+        reader._MEMO, reader._MEMO_CPP, reader._STRETCHES = saved
     return ([[e.to_json() for e in x.events] for x in entries], list(lines), positions,
             [e.to_json() for e in extras])
 
