@@ -340,10 +340,10 @@ class Scan:
         if needles is None:
             raise ValueError("Scan: the needles are decided from head() before the scan starts")
         ansi = needles.prefixed and buf.find(b"\x1b", lo, hi) >= 0
-        stretches = self.stretches
+        stretches: List[Stretch] = self.stretches if self.stretches is not None else []
         stretch: Optional[Stretch] = None
         learn: Optional[List[Tuple[int, int, int, Any]]] = None     # remembered lines from the first hit on
-        if stretches is not None and self.sink is not None and not self.bytes and not ansi:
+        if self.stretches is not None and self.sink is not None and not self.bytes and not ansi:
             stretch, s0 = _stretch_at(stretches, needles, buf, lo, hi)
             if stretch is None and len(stretches) < STRETCHES_MAX:
                 learn = []
@@ -366,7 +366,8 @@ class Scan:
             memo, memo_cpp = self.memo, self.memo_cpp
             view: Any = memoryview(buf) if memo is not None else None
             sink: Any = self.sink
-            add_entry, add_line = (sink[0].append, sink[1].append) if sink is not None else (None, None)
+            add_entry: Any = sink[0].append if sink is not None else None
+            add_line: Any = sink[1].append if sink is not None else None
             k, last = 0, lo                  # hits[:k]: the dense stretch at the region's start
             for p, _ in hits:
                 if p - last > _DENSE or stretch is not None:
