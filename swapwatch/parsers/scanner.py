@@ -335,6 +335,9 @@ class Scan:
         (:func:`_dense`); after it, a hit's line start is found by ``rfind`` back from it, the line
         feeds before it are counted from the previous hit's line (:func:`_count_newlines`), and its
         end is searched only for a line that is yielded. Hits inside a yielded line are skipped.
+        With :attr:`stretches`, a file's first region is first looked at for a learned
+        :class:`Stretch` (its remembered lines are then added at once, and only the bytes before and
+        after it are searched); without one, the remembered lines its hits start with are learned.
         """
         needles = self.needles
         if needles is None:
