@@ -2,7 +2,8 @@
 under sequence parallel"): the gathered inputs its column-parallel linears keep, sized against DryRun
 L1's memory tracker on the recorded cut ``llama2_70b_l8_pp2_fgi1_none`` (Llama2-70B, TP4, sequence
 parallel, ``fine_grain_interleave: 1``), and gated off where MindFormers does not keep them (no
-sequence parallel, TP1, the fine-grain interleaved layer)."""
+sequence parallel, TP1). The fine-grain interleaved layer keeps them too, per part:
+tests/test_estimate_interleave_shard.py."""
 import json
 from pathlib import Path
 
@@ -32,9 +33,9 @@ def test_plain_layer_keeps_the_gathered_inputs_dryrun_names():
     kept = dict(cost.by_tensor)
     assert kept["xn1"] + kept["xn1g"] == 64 * MIB and kept["xn2"] + kept["xn2g"] == 64 * MIB
     assert kept["xn1g"] == 48 * MIB
-    # the layer's kept bytes: what the tracker shows per layer and micro-batch (438 vs 440 MiB: the
-    # tracker's FFN blocks are 56 MiB, the model's ffn 28672 / 4 gives 55.5)
-    assert cost.kept == 438 * MIB + 8 * 1024        # + the two norms' rstd
+    # the layer's kept bytes: what the tracker shows per layer and micro-batch, 440 MiB (the FFN
+    # blocks [s, 28672 / 4] fp16 are 56 MiB: spec.llama_ffn)
+    assert cost.kept == 440 * MIB + 8 * 1024        # + the two norms' rstd
     # full recompute regenerates them with the layer (mp_comm_recompute: True): not kept
     full = fam.cost(fam.all_ops, fam.layer_boundary)
     assert not {"xn1g", "xn2g"} & {t for t, _ in full.by_tensor}
@@ -46,7 +47,6 @@ def test_plain_layer_keeps_the_gathered_inputs_dryrun_names():
 
 
 @pytest.mark.parametrize("name,why", [
-    ("llama2_70b_l8_pp2_none", "fine_grain_interleave 2: counted as its local inputs plus the backward's concatenated copies"),
     ("llama2_70b_l8_pp2_full_nosp_noslice", "no sequence parallel: the linears' input is whole already"),
     ("qwen2_5_7b_l8_pp2_none", "model_parallel 1: nothing to gather"),
 ])

@@ -228,6 +228,29 @@ def test_mindformers_default_select_frees_nothing_and_explain_says_so(tmp_path):
     assert "SW211" in r.stdout
 
 
+def test_mindformers_default_select_frees_the_product_on_the_interleaved_layer(tmp_path):
+    """On the fine-grain interleaved layer (fine_grain_interleave 2 at model_parallel 2) w2 reads the
+    SiLU-Mul product itself, so the default set is recomputed and SW211 stays silent: DryRun L1 of the
+    Llama-3.1-70B cut frees the product there (8569 -> 8177 MiB) and nothing on the plain layer."""
+    from swapwatch.commands.explain import explain
+
+    def interleaved(path: str, fgi: int) -> str:
+        text = open(path).read().replace("num_layers: 2,", f"num_layers: 2, fine_grain_interleave: {fgi},")
+        text = text.replace("parallel_config: {pipeline_stage: 1}", "parallel_config: {pipeline_stage: 1, model_parallel: 2}")
+        out = tmp_path / f"fgi{fgi}_{os.path.basename(path)}"
+        out.write_text(text)
+        return str(out)
+
+    base = llama_select(tmp_path, DEFAULT)
+    none = llama_select(tmp_path, [r"nothing\.matches"])
+    two, one = interleaved(base, 2), interleaved(base, 1)
+    assert estimate(two).spec.fine_grain == 2 and estimate(one).spec.fine_grain == 1
+    assert estimate(two).layers[0]["activation_bytes"] < estimate(interleaved(none, 2)).layers[0]["activation_bytes"]
+    assert estimate(one).layers[0]["activation_bytes"] == estimate(interleaved(none, 1)).layers[0]["activation_bytes"]
+    assert "SW211" not in [f.code for f in explain(two).findings]
+    assert "SW211" in [f.code for f in explain(one).findings]
+
+
 @pytest.mark.parametrize("fix", [[r"feed_forward\.w2\.reshape"], [r"feed_forward\.w2"], ["feed_forward"]])
 def test_the_fix_sw110_and_sw210_suggest_is_credited(tmp_path, fix):
     # SW110's fix (the consumer's reshape: clones measured in the compiled IR) and SW211's (the
@@ -398,11 +421,15 @@ def test_select_comm_recompute_frees_the_gathered_copy_the_table_names(tmp_path)
     assert e3.fam.comm_freed(e3.plan.layers[0]) == frozenset()
     assert sizes_comm_recompute("qwen3") and sizes_comm_recompute("qwen3_moe")
     assert not sizes_comm_recompute("llama") and not sizes_comm_recompute("deepseek_v3")
-    # legacy Llama's table does not name a gathered copy: the key stays reported there
+    # legacy Llama's table names the gathered copies on the fine-grain interleaved layer only (DryRun L1:
+    # llama3_1_70b_l4_pp2_comm frees them, _fgi1_comm does not): modelled there, reported on the plain layer
+    assert sizes_comm_recompute("llama", interleaved=True)
     rep = classify(load_config("fixtures/dryrun/cases/llama2_70b_l8_pp2_none.yaml", check_rules=False).tree)
     assert "recompute_config.select_comm_recompute" not in rep.unmodelled
     llama = yaml.safe_load(open("fixtures/dryrun/cases/llama2_70b_l8_pp2_none.yaml"))
     llama["recompute_config"]["select_comm_recompute"] = True
+    assert "recompute_config.select_comm_recompute" in classify(llama).by_kind[MODELLED]
+    llama["model"]["model_config"]["fine_grain_interleave"] = 1
     assert "recompute_config.select_comm_recompute" in classify(llama).unmodelled
     assert "recompute_config.select_comm_recompute" in classify(
         load_config(case, check_rules=False).tree).by_kind[MODELLED]

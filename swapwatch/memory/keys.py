@@ -74,7 +74,7 @@ class Context:
 def context(tree: Dict[str, Any]) -> Context:
     """The :class:`Context` of a merged config tree."""
     from ..errors import InputError
-    from ..model.families import LEGACY_ARCH, detect
+    from ..model.families import LEGACY_ARCH, detect, interleaved_layer
 
     par, pc = mapping(tree.get("parallel")), mapping(tree.get("parallel_config"))
     rc = mapping(tree.get("recompute_config"))
@@ -90,7 +90,9 @@ def context(tree: Dict[str, Any]) -> Context:
                    tp=tp if isinstance(tp, int) and not isinstance(tp, bool) else 1,
                    cp=cp if isinstance(cp, int) and not isinstance(cp, bool) else 1,
                    full_bool=rc.get("recompute") is True,
-                   comm_sized=family is not None and sizes_comm_recompute(family),
+                   comm_sized=family is not None and sizes_comm_recompute(family, interleaved_layer(
+                       mapping(mapping(tree.get("model")).get("model_config")).get("fine_grain_interleave"),
+                       tp, mcore, arch) > 1),
                    pp=isinstance(pp, int) and not isinstance(pp, bool) and pp > 1,
                    llama_legacy=not mcore and arch == "LlamaForCausalLM")
 
@@ -301,9 +303,11 @@ RULES: Tuple[Rule, ...] = (
 
 
 @functools.lru_cache(maxsize=None)
-def sizes_comm_recompute(family: str) -> bool:
+def sizes_comm_recompute(family: str, interleaved: bool = False) -> bool:
     """Whether the tensor table serving layout ``family`` (its ``families`` header) names what select
-    comm recompute frees: an op with ``comm_frees`` (tensor_table.TensorTable.comm_freed)."""
+    comm recompute frees: an op with ``comm_frees`` (tensor_table.TensorTable.comm_freed) on the layer
+    built, the legacy Llama's fine-grain interleaved one or the plain one (``interleaved`` /
+    ``not_interleaved`` variant tags: llama.yaml sizes the key on the interleaved layer only)."""
     from .table_files import family_data, tables
 
     found = tables().get(family)
@@ -311,7 +315,13 @@ def sizes_comm_recompute(family: str) -> bool:
         return False
     data = family_data(found[0])
     kinds = list((data.get("kinds") or {}).values()) or [data]
-    return any(o.get("comm_frees") for k in kinds for o in k.get("ops", ()))
+    other = "not_interleaved" if interleaved else "interleaved"
+
+    def on_layer(o: dict) -> bool:
+        v = o.get("variant", ())
+        return other not in ({v} if isinstance(v, str) else set(v))
+
+    return any(o.get("comm_frees") and on_layer(o) for k in kinds for o in k.get("ops", ()))
 
 
 @dataclass

@@ -497,9 +497,6 @@ def stage_memory(spec: ModelSpec, fam: TensorTable, geo: strategy.Geometry, stag
     # after it have freed by its backward looked right on paper and broke budgets on real MindSpore
     # (bench/plan.py: a plan predicted 44.2 MiB measured 48 MiB): the pool does not give that back
     transient = max((costs[i].regen for i in layers), default=0)
-    # what every layer's backward allocates at the start of the micro-batch's backward (the
-    # fine-grain interleave's copies of kept tensors: TensorTable.interleave), one micro-batch's
-    early = sum(costs[i].early for i in layers)
     fams = [layer_fams[i] if layer_fams else fam for i in layers]
     layer_params: Optional[int] = None
     workspace = max((f.workspace for f in fams), default=0)
@@ -532,7 +529,7 @@ def stage_memory(spec: ModelSpec, fam: TensorTable, geo: strategy.Geometry, stag
         optimizer = optimizer_step(spec, fam, stage, len(layers), layer_params)
     return StageMemory(stage=stage, layers=layers, static=static,
                        activations=act, swap_window=window, transient=transient,
-                       workspace=workspace + early if layers else 0, head=head_bytes(spec, stage),
+                       workspace=workspace if layers else 0, head=head_bytes(spec, stage),
                        optimizer=optimizer, loss_apart=spec.loss_apart,
                        gathered=gathered_weights(spec, fam, len(layers), layer_params, stage))
 

@@ -289,19 +289,15 @@ def stage_terms(spec: ModelSpec, fam: TensorTable, geo, stage: int, cal: Calibra
     on its kind's table with ``kinds``; the per-row optimizer shard and the states on host of
     model.static_parts / swap_optimizer_step included), so the search and ``estimate`` agree; fixed
     and floor are :func:`step_terms` of the backward workspace, the head and the gathered weights,
-    calibrated. The fine-grain interleave's early copies (TensorTable.early_bound) count as if no
-    layer recomputed the tensors they copy: a bound, so a plan the search accepts fits the estimate."""
+    calibrated."""
     zero = LayerCost(kept=0, host=0, regen=0, flops=0.0)
     n = sum(sum(row) for row in geo.layer_list)
     if kinds is not None:
         st = stage_memory(spec, kinds.mem, geo, stage, [zero] * len(kinds.layers), (), kinds.layers,
                           [(mf, zero) for mf in kinds.mtp])
-        tables = [kinds.layers[i] for i in st.layers]
     else:
         st = stage_memory(spec, fam, geo, stage, [zero] * n)
-        tables = [fam] * len(st.layers)
-    workspace = st.workspace + sum(f.early_bound for f in tables) if st.layers else 0
-    fixed, floor = step_terms(workspace, st.head, st.gathered, st.loss_apart, cal)
+    fixed, floor = step_terms(st.workspace, st.head, st.gathered, st.loss_apart, cal)
     return st.static_total, fixed, st.optimizer, floor
 
 

@@ -19,6 +19,7 @@ from typing import Any, Dict, FrozenSet, List, Optional, Tuple
 
 from ..config import INT64_MAX, TrainingConfig, load_config, nearest
 from ..errors import ConfigError
+from ..model.families import interleaved_layer
 
 MC = "model.model_config"
 POC = "parallel.parallel_optimizer_config"
@@ -216,6 +217,7 @@ def spec_from_config(cfg: TrainingConfig) -> ModelSpec:
     return spec
 
 
+
 def spec_from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional[str],
                    hf_source: Optional[str] = None, hf_keys: FrozenSet[str] = frozenset()) -> ModelSpec:
     def err(key: str, message: str) -> ConfigError:
@@ -352,8 +354,7 @@ def spec_from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional
 
     fgi_raw = mc.get("fine_grain_interleave")
     fgi = pos(fgi_raw, f"{MC}.fine_grain_interleave", 0) if fgi_raw is not None else 1
-    fine_grain = fgi if fgi > 1 and tp > 1 and not mcore and \
-        (model.get("arch") or {}).get("type") == "LlamaForCausalLM" else 1
+    fine_grain = interleaved_layer(fgi, tp, mcore, (model.get("arch") or {}).get("type"))
     compute = dtype(("compute_dtype",), "float16", "bfloat16")
     param_bytes = dtype(("param_init_type", "params_dtype"), "float16", "float32")
     state_bytes = 4 if opt_type.lower().replace("_", "") in FP32_STATE_OPTIMIZERS else param_bytes
@@ -423,11 +424,14 @@ def _fits_int64(sizes: Dict[str, int], keys: Dict[str, str], err: Any) -> None:
 
 def llama_ffn(hidden: int, multiple_of: Any = 256, multiplier: Any = None) -> int:
     """The FFN width MindFormers' LlamaFeedForward derives when intermediate_size is not given
-    (``models/llama/llama_layer.py:LlamaFeedForward``): 2/3 of 4h, times ffn_dim_multiplier when
-    set, rounded up to a multiple of ``multiple_of``."""
-    ffn = int(2 * 4 * hidden / 3)
+    (``models/llama/llama_layer.py:LlamaFeedForward.__init__``, ``hidden_dim=4 * hidden_size``): 4h
+    times ``ffn_dim_multiplier + 0.01`` when set, then 2/3 of it, rounded up to a multiple of
+    ``multiple_of``, in that order: 28672 for the 70B Llamas (hidden 8192, 1.3, 256), as DryRun L1's
+    tracker sizes their w1 / w3 outputs (``[s, 28672 / tp]``), not 28416 (2/3 first, no 0.01)."""
+    ffn = 4 * hidden
     if multiplier is not None:
-        ffn = int(multiplier * ffn)
+        ffn = int((multiplier + 0.01) * ffn)
+    ffn = int(2 * ffn / 3)
     mult = multiple_of if isinstance(multiple_of, int) and multiple_of > 0 else 256
     return mult * math.ceil(ffn / mult)
 

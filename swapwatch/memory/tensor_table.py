@@ -20,10 +20,11 @@ from dataclasses import dataclass
 from typing import Dict, FrozenSet, Iterator, List, Optional, Sequence, Set, Tuple
 
 
+from ..config.load import mapping
 from ..engine import strategy
 from ..model.patterns import under
 from ..errors import InputError, NotModelled
-from ..model.families import DEFAULT_FAMILY
+from ..model.families import DEFAULT_FAMILY, interleaved_layer
 from ..layouts import load_layout
 from .spec import ModelSpec, product
 from .table_files import family_data, tables  # noqa: F401  (re-exported: the table files' reader)
@@ -68,10 +69,6 @@ class LayerCost:
     regen: int           # regenerated during this layer's backward
     flops: float         # forward FLOPs recomputed
     by_tensor: Tuple[Tuple[str, int], ...] = ()   # kept bytes per tensor, for the breakdown
-    #: bytes this layer's backward allocates at the start of the micro-batch's backward, before
-    #: any layer runs it (the fine-grain interleave's concatenated inputs of tensors kept from the
-    #: forward: ``interleave`` in the table); one micro-batch's, summed over the stage's layers
-    early: int = 0
     #: bytes the stage holds once for this layer, however many micro-batches are in flight, beside
     #: ``kept`` (which excludes them): the legacy layer's compute-dtype weight copies
     #: (:attr:`TensorTable.copies_once`)
@@ -238,15 +235,6 @@ class TensorTable:
         self.layer_boundary = frozenset(i for i, op in enumerate(self.ops) if op.outs[0] not in self.consumers)
         #: the backward's own working set: the gradient of the largest tensor and its input's
         self.workspace = 2 * max(self.bytes[t] for o in self.ops for t in o.outs)
-        #: the fine-grain interleave's backward copies (``interleave`` in the table: each a tensor
-        #: of the layer concatenated whole from its sequence parts for one weight gradient), with the
-        #: forward tensor each copies; none without the interleaved layer (spec.fine_grain)
-        self.interleave: Tuple[Tuple[str, int, str], ...] = tuple(
-            (name, product(t["shape"], sym) * dbytes[t.get("dtype", "compute")], t["of"])
-            for name, t in (data.get("interleave") or {}).items()) if spec.fine_grain > 1 else ()
-        #: a layer's ``early`` bytes at most (when recompute regenerates none of the tensors copied):
-        #: what plan's search adds per layer (memory.search), which does not price ``early`` per level
-        self.early_bound = sum(b for _, b, _ in self.interleave)
         #: bytes the layer holds beyond its ops' tensors for the stage (the MTP layer's own
         #: embedding output and head logits: ``extra`` in the table), per micro-batch
         self.extra_by_tensor: Tuple[Tuple[str, int], ...] = tuple(
@@ -336,18 +324,13 @@ class TensorTable:
         regen = sum(self.bytes[t] for t in saves_all & produced)
         if self.spec.mcore and recomputed:
             regen = self._net_regen(recomputed, frozenset(needed - produced))
-        # the interleave's copy of a tensor recompute regenerates comes with that layer's backward
-        # (one layer at a time, like the regenerated tensors); of a kept tensor, at the start of the
-        # micro-batch's backward (docs/estimate.md "Fine-grain interleave")
-        regen += sum(b for _, b, of in self.interleave if of in produced)
-        early = sum(b for _, b, of in self.interleave if of not in produced)
         movable = set(self.movable(kept, recomputed))
         on_host = movable if layer_swap else movable & set(swapped)
         device = [(t, self.bytes[t]) for t in kept if t not in on_host] + list(self.extra_by_tensor)
         once = sum(b for t, b in device if t in self.weight_copies) if self.copies_once else 0
         return LayerCost(kept=sum(b for _, b in device) - once, host=sum(self.bytes[t] for t in on_host),
                          regen=regen, flops=sum(self.op_flops[i] for i in recomputed),
-                         by_tensor=tuple(device), early=early, once=once)
+                         by_tensor=tuple(device), once=once)
 
     def kept(self, recomputed: FrozenSet[int], comm_freed: FrozenSet[str] = frozenset()) -> Tuple[str, ...]:
         """The tensors kept from the forward to the backward (sorted) when the ops ``recomputed``
@@ -495,13 +478,11 @@ class TensorTable:
 
 
 @functools.lru_cache(maxsize=64)
-def _structural(family: str, kind: Optional[str], flash: bool, gqa: bool) -> "TensorTable":
-    from .spec import ModelSpec
-
+def _structural(family: str, kind: Optional[str], flash: bool, gqa: bool, fine_grain: int = 1) -> "TensorTable":
     spec = ModelSpec(source=None, num_layers=2, hidden=64, heads=4, kv_heads=2 if gqa else 4, ffn=128, seq=32,
                      vocab=256, head_dim=16, flash=flash, num_experts=4, top_k=2, moe_ffn=32,
                      mla={"q_lora_rank": 32, "kv_lora_rank": 16, "qk_rope_head_dim": 16, "qk_nope_head_dim": 16,
-                          "v_head_dim": 16}, shared_experts=1)
+                          "v_head_dim": 16}, shared_experts=1, fine_grain=fine_grain)
     return TensorTable(spec, family, kind=kind)
 
 
@@ -510,21 +491,32 @@ def frees_nothing(cfg: object, layout_key: str, patterns: Sequence[str]) -> Opti
     none of them (every reached op's output feeds an op outside the set, so each mark is dropped:
     :meth:`TensorTable.effective`); None when the set recomputes something, reaches nothing, or the
     family has no tensor table. Structure only: the sizes are a tiny stand-in, the flash / GQA
-    variants those of the YAML (``cfg``: a TrainingConfig, its merged tree)."""
+    variants and the fine-grain interleaved layer those of the YAML (``cfg``: a TrainingConfig, its
+    merged tree): the interleaved Llama layer's w2 reads the SiLU-Mul product itself, so MindFormers'
+    default select set does free it there (docs/estimate.md "Fine-grain interleave")."""
     family, _, kind = layout_key.partition(":")
     if family not in tables():
         return None
     tree = getattr(cfg, "tree", None) or {}
-    mc = (tree.get("model") or {}).get("model_config") or {} if isinstance(tree.get("model"), dict) else {}
+    model, pc = mapping(tree.get("model")), mapping(tree.get("parallel_config"))
+    mc = mapping(model.get("model_config"))
     flash = mc.get("use_flash_attention", tree.get("use_legacy") is False) is not False
     heads = mc.get("num_heads", mc.get("num_attention_heads"))
     kv = mc.get("n_kv_heads", mc.get("num_key_value_heads", mc.get("multi_query_group_num")))
     gqa = isinstance(heads, int) and isinstance(kv, int) and kv < heads
+    fine_grain = interleaved_layer(mc.get("fine_grain_interleave"), pc.get("model_parallel", 1),
+                                   tree.get("use_legacy") is False, mapping(model.get("arch")).get("type"))
+    # a config read back from a log has no model_config: which legacy Llama layer MindFormers built is
+    # then unknown at model_parallel > 1, and the answer is given only where both layers agree
+    unknown = not mc and pc.get("model_parallel", 1) not in (None, 1) and tree.get("use_legacy") is not False
     try:
-        fam = _structural(family, kind or None, flash, gqa)
+        fams = [_structural(family, kind or None, flash, gqa, g) for g in ((1, 2) if unknown else (fine_grain,))]
     except InputError:
         return None
-    marked, boundary = fam.ops_reached(list(patterns))
-    if not marked or fam.effective(marked, boundary):
-        return None
-    return frozenset(fam.ops[i].path for i in marked)
+    reached: FrozenSet[str] = frozenset()
+    for fam in fams:
+        marked, boundary = fam.ops_reached(list(patterns))
+        if not marked or fam.effective(marked, boundary):
+            return None
+        reached |= frozenset(fam.ops[i].path for i in marked)
+    return reached

@@ -178,6 +178,15 @@ class ModelFamily:
 
 
 @functools.lru_cache(maxsize=1 << 16)
+def interleaved_layer(fgi: object, tp: object, mcore: bool, arch: object) -> int:
+    """The fine-grain interleave MindFormers builds: ``fine_grain_interleave`` when it makes the legacy
+    Llama model build ``models/llama/llama_interleave.py:LLamaDecodeLayerInterleave``
+    (``models/llama/llama.py:LlamaModel`` when ``models/utils.py:check_fine_grain_interleave_valid``
+    holds: more than 1 part and model_parallel > 1), else 1 (the plain layer, and every other path)."""
+    ok = isinstance(fgi, int) and isinstance(tp, int) and fgi > 1 and tp > 1
+    return fgi if ok and not mcore and arch == "LlamaForCausalLM" else 1  # type: ignore[return-value]
+
+
 def _walk(key: str, pattern: str, mode: str) -> patterns.WalkResult:
     """The memo behind :meth:`ModelFamily.walk`: a layout key's tree is immutable data, so one
     walk per (tree, pattern, mode) serves every plan, layer and rule. Large enough for a config of

@@ -59,6 +59,11 @@ S16K = {"model.model_config.seq_length": 16384, "model.model_config.max_position
 #: the Llama-3.1-70B finetune's first stage as shipped, the others cut to 2 layers (24 layers)
 L31_STAGE0 = {"model.model_config.num_layers": 24, "model.model_config.offset": [7, -1, -1, -1, -1, -1, -1, -1],
               "parallel_config.micro_batch_num": 8}
+#: the Llama-3.1-70B finetune's layer on a 4-layer, 2-stage cut with 2 micro-batches (stage 0: 2 layers)
+L31_CUT = {"model.model_config.num_layers": 4, "model.model_config.offset": [0, 0],
+           "parallel_config.pipeline_stage": 2, "parallel_config.micro_batch_num": 2}
+#: the plain legacy Llama layer in place of the fine-grain interleaved one
+FGI1 = {"model.model_config.fine_grain_interleave": 1}
 #: the Qwen2.5 finetunes' select recompute patterns
 Q25_SELECT = ("feed_forward\\.mul", "feed_forward\\.w1\\.activation\\.silu", "feed_forward\\.w1\\.reshape",
               "feed_forward\\.w2\\.reshape")
@@ -282,6 +287,23 @@ CASES: Dict[str, Dict[str, Any]] = {
     "llama3_1_70b_s0_noselect": {"source": L31, "family": "llama3_1", "stages": [0], "layers": None,
                                  "recompute": SHIPPED, "select": False,
                                  "set": {**L31_STAGE0, "recompute_config.select_comm_recompute": False}},
+    # the fine-grain interleaved layer under sequence parallel with and without MindFormers' select and
+    # select comm sets (docs/estimate.md "Fine-grain interleave"): the Llama-3.1-70B layer (TP8, 8k, fgi 2)
+    # on a 4-layer 2-stage cut, 2 micro-batches; the tracker runs of these four found the gathered parts,
+    # the copies replacing them and the SiLU-Mul product w2 reads; and the plain layer (fgi 1) beside them
+    **{f"llama3_1_70b_l4_pp2_{tag}": {"source": L31, "family": "llama3_1", "stages": [0], "layers": None,
+                                      "recompute": SHIPPED, "select": sel,
+                                      "set": {**L31_CUT, "recompute_config.select_comm_recompute": comm, **extra}}
+       for tag, sel, comm, extra in (("none", False, False, {}), ("select", True, False, {}),
+                                     ("comm", False, True, {}), ("select_comm", True, True, {}),
+                                     ("fgi1_none", False, False, FGI1), ("fgi1_comm", False, True, FGI1),
+                                     ("fgi1_select", True, False, FGI1))},
+    # the maintainers' Llama2-70B pretrain, stage 0 as shipped (10 layers, fine-grain interleave 2, TP4
+    # sequence parallel, no recompute, 8 micro-batches in flight), the other stages cut to 2 layers as for
+    # Llama-3.1-70B; MindFormers 2.1.0's AdamW for the YAML's FP32StateAdamWeightDecay (LLAMA_CUT)
+    "llama2_70b_s0": {"source": L70, "family": "llama2", "stages": [0], "layers": None,
+                      "recompute": SHIPPED, "select": SHIPPED,
+                      "set": {"optimizer": LLAMA_CUT["optimizer"], **L31_STAGE0}},
     # the maintainer YAMLs the model puts above their card (docs/estimate.md "The maintainer YAMLs above
     # their card"): every layer, width and strategy as shipped, the first stage (the highest predicted),
     # as many micro-batches as stages (the in-flight count that sets the peak is the pipeline's)
