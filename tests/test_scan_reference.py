@@ -13,6 +13,7 @@ import gzip
 import io
 import os
 import random
+import re
 
 from hypothesis import HealthCheck, given, settings, strategies as st
 
@@ -234,6 +235,7 @@ class _Memo(dict):
     def __init__(self, off=False):
         super().__init__()
         self.off, self.hits = off, 0
+        self.stretches = []             # reader._STRETCHES stand-in: they hold this memo's entries
 
     def get(self, key, default=None):
         got = None if self.off else super().get(key, default)
@@ -270,13 +272,16 @@ def _templated(data, memo, memo_cpp, chunk):
     reader._MEMO / reader._MEMO_CPP: its entries' and extras' JSON, line numbers, positions."""
     from swapwatch.parsers import reader
 
-    saved = reader._MEMO, reader._MEMO_CPP
-    reader._MEMO, reader._MEMO_CPP = memo, memo_cpp
+    saved = reader._MEMO, reader._MEMO_CPP, reader._STRETCHES
+    reader._MEMO, reader._MEMO_CPP, reader._STRETCHES = memo, memo_cpp, memo.stretches
+    if memo_cpp.stretches is not memo.stretches:        # a stretch holds both tables' entries
+        del memo.stretches[:]
+        memo_cpp.stretches = memo.stretches
     try:
         scan = scanner.Scan(io.BytesIO(data), scanner.Needles.for_file(True), chunk=chunk)
         entries, lines, positions, extras = reader._scan_templated(scan, 5, True)
     finally:
-        reader._MEMO, reader._MEMO_CPP = saved
+        reader._MEMO, reader._MEMO_CPP, reader._STRETCHES = saved
     return ([[e.to_json() for e in x.events] for x in entries], list(lines), positions,
             [e.to_json() for e in extras])
 
@@ -326,3 +331,111 @@ def test_templated_scan_by_remembered_cpp_bytes_is_the_decoded_one(seed, chunk):
         assert _templated(data, _Memo(), _Memo(), chunk) == off
         assert _templated(data, _Memo(), warm, chunk) == off and _templated(data, _Memo(), warm, chunk) == off
     assert warm.hits > 20                 # the remembered path ran
+
+
+_MF_STAMP = re.compile(rb"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}")
+_CPP_ID = re.compile(rb"^\[([A-Z]+)\] ([A-Z_]+)\(\d+,[0-9a-fA-F]+,")
+
+
+def _ids(rnd):
+    """A rank's pid and thread id (other widths now and then, upper-case hex now and then)."""
+    pid = b"%d" % (rnd.randrange(10 ** 4, 10 ** 5) if rnd.random() < 0.9 else rnd.randrange(10 ** 7))
+    tid = b"%012x" % rnd.randrange(1 << 48)
+    return pid, tid.upper() if rnd.random() < 0.1 else tid if rnd.random() < 0.9 else tid[1:]
+
+
+def _restamped(rnd, line: bytes, ids) -> bytes:
+    """``line`` as another rank would log it: a MindFormers record's timestamp, a C++ head's pid,
+    thread id (``ids``, now and then others) and timestamp digits redrawn; any other line's digits
+    redrawn now and then."""
+    def digits(m):
+        return re.sub(rb"\d", lambda _: str(rnd.randrange(10)).encode(), m.group(0))
+    if _MF_STAMP.match(line):
+        return _MF_STAMP.sub(digits, line, count=1)
+    m = _CPP_ID.match(line)
+    if m:
+        pid, tid = ids if rnd.random() < 0.97 else _ids(rnd)
+        rest = line[m.end():]
+        head, sep, tail = rest.partition(b" [")
+        return b"[%s] %s(%s,%s,%s%s%s" % (m.group(1), m.group(2), pid, tid, digits(re.match(b".*", head)),
+                                          sep, tail)
+    return digits(re.match(b".*", line)) if rnd.random() < 0.3 else line
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2 ** 32 - 1), chunk=st.sampled_from([1 << 14, 1 << 20]))
+def test_learned_stretch_is_the_line_by_line_scan(seed, chunk):
+    """reader._scan_templated lets the scanner learn a run of remembered lines at a file's start
+    (its strategy block: scanner.Stretch) and take it whole in the next files when their bytes
+    differ only in digits and thread ids: every file gives what it gives with the memo off, when
+    its block is the learned one under other timestamps, pids (other widths) and thread ids, after
+    a preamble or not, or when a line of it changed (a key's letter or digit, a CR, a colour code,
+    a line dropped or added), and the learned path ran."""
+    from swapwatch.parsers import reader
+
+    rnd = random.Random(seed)
+    mf = [line for line in FIXTURES["recompute_48l.log"].split(b"\n") if b"] - INFO - " in line]
+    cpp = [line for line in LINES if _CPP_ID.match(line) and b"Offload does not" in line]
+    assert len(mf) > 50 and cpp
+    block = mf[:rnd.randrange(10, 60)] + rnd.sample(cpp, min(len(cpp), 4))
+    block += rnd.sample(LINES, 3)                  # whatever the fixtures hold, the stretch ends where it must
+    rnd.shuffle(block)
+
+    def rank_log():
+        ids = _ids(rnd)
+        lines = [_restamped(rnd, line, ids) for line in block]
+        if rnd.random() < 0.3:                     # a changed line: the stretch must not be taken
+            i = rnd.randrange(len(lines))
+            line = lines[i]
+            j = rnd.randrange(len(line)) if line else 0
+            change = rnd.choice([b"x", b"7", b"\r", b"\x1b[0m", b"", None, 0, 0])
+            if change == 0:                        # a digit of the message (a layer's number) redrawn
+                msg = line.find(b"] - INFO - ") + 1 or line.find(b"] ", 60) + 1 or 40
+                at = [k for k in range(msg, len(line)) if line[k:k + 1].isdigit()]
+                j = rnd.choice(at) if at else j
+                change = b"%d" % ((int(line[j:j + 1]) + 1) % 10) if at else b"7"
+            lines[i] = line[:j] + line[j + 1:] if change == b"" else \
+                line + b" " + lines[0] if change is None else line[:j] + change + line[j + 1:]
+        pre = [_restamped(rnd, rnd.choice(LINES), ids) for _ in range(rnd.choice([0, 0, 1, 3]))]
+        post = [_restamped(rnd, rnd.choice(LINES), ids) for _ in range(rnd.randrange(0, 40))]
+        return b"\n".join(pre + lines + post) + rnd.choice([b"\n", b""])
+
+    logs = [rank_log() for _ in range(6)]
+    applied = [0]
+    apply = scanner.Stretch.apply
+
+    def counted(self, sink, before):
+        applied[0] += 1
+        return apply(self, sink, before)
+    warm, warm_cpp = _Memo(), _Memo()
+    warm_cpp.stretches = warm.stretches
+    scanner.Stretch.apply = counted
+    try:
+        for data in logs:
+            off = _templated(data, _Memo(off=True), _Memo(off=True), chunk)
+            assert _templated(data, warm, warm_cpp, chunk) == off
+    finally:
+        scanner.Stretch.apply = apply
+    assert reader._STRETCHES is not warm.stretches
+    _LEARNED[0] += applied[0]
+
+
+#: Files taken by a learned stretch over all examples of the test above (the path must run)
+_LEARNED = [0]
+
+
+def test_learned_stretch_ran():
+    """The learned-stretch test above took whole stretches (it runs first: pytest keeps file order)."""
+    if _LEARNED[0] == 0:
+        test_learned_stretch_is_the_line_by_line_scan()
+    assert _LEARNED[0] > 0
+
+
+def test_stretch_needles():
+    """No needle may lie on a byte a stretch lets vary: the needle sets of both log kinds qualify,
+    and a needle with a digit, a line feed or that could lie on a C++ thread id does not."""
+    for prefixed in (True, False):
+        assert scanner._needles_ok(scanner.Needles.for_file(prefixed))
+    for bad in (b"layer 1", b"a\nb", b",7f06,", b"beef", b",cafe"):
+        assert not scanner._needles_ok(scanner.Needles(True, (bad,)))
+    assert scanner._needles_ok(scanner.Needles(True, (b"Device MOC", b"] - INFO - Set ")))

@@ -160,6 +160,7 @@ def test_step_and_memory_lines_do_not_fill_the_classify_cache(tmp_path, monkeypa
     # no line of this job would reach classify's cache
     monkeypatch.setattr(reader, "_MEMO", {})
     monkeypatch.setattr(reader, "_MEMO_CPP", {})
+    monkeypatch.setattr(reader, "_STRETCHES", [])      # they hold the memo tables' entries
     _read([job], monkeypatch, packed=True)
     kinds = {e.kind for entry in classify.cached_entries() for e in entry.events}
     assert kinds and not kinds & {"step", "memory"}

@@ -191,12 +191,13 @@ def _scan_templated(scan: Scan, rank: Optional[int], prefixed: bool) -> Found:
     add_line = lines.append
     proto = classify_proto
     if prefixed:
-        if len(_MEMO) >= MEMO_MAX:
+        if len(_MEMO) >= MEMO_MAX or len(_MEMO_CPP) >= MEMO_MAX:
             _MEMO.clear()
-        if len(_MEMO_CPP) >= MEMO_MAX:
             _MEMO_CPP.clear()
+            del _STRETCHES[:]                   # they hold the memo's entries
         scan.memo, scan.memo_cpp = _MEMO, _MEMO_CPP
-        scan.sink = (add_entry, add_line)       # a record line remembered by its bytes: added by the scan
+        scan.sink = (entries, lines)            # a record line remembered by its bytes: added by the scan
+        scan.stretches = _STRETCHES
     for line, text in scan:
         hit = proto(text, follow, prefixed)
         if hit.__class__ is Entry:
@@ -234,6 +235,9 @@ _MEMO: Dict[bytes, Entry] = {}
 #: the offload warnings every rank logs alike.
 _MEMO_CPP: Dict[bytes, Entry] = {}
 MEMO_MAX = 8192
+#: The strategy blocks this process learned (:class:`swapwatch.parsers.scanner.Stretch`): runs of
+#: remembered lines, recognised in a whole by their bytes; emptied with the memo tables.
+_STRETCHES: List[Any] = []
 
 
 def _pack_found(piece: Piece, rank: Optional[int], result: PieceResult, found: Found) -> None:

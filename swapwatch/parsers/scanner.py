@@ -174,11 +174,15 @@ class Scan:
         #: made of them; ``keyed`` is the table :attr:`key` belongs in (this one or :attr:`memo`).
         self.memo_cpp: Optional[Dict[bytes, Any]] = None
         self.keyed: Optional[Dict[bytes, Any]] = None
-        #: With :attr:`memo`: ``(add_entry, add_line)``, which take a remembered line's value (when
-        #: its ``events`` are not empty) and its line number in the scanner instead of a yield: a
+        #: With :attr:`memo`: ``(entries, lines)`` (a list and an ``array("q")``), to which the scanner
+        #: appends a remembered line's value (when its ``events`` are not empty) and its line number
+        #: instead of a yield: a
         #: rank log's strategy block is ~105 of its ~135 candidate lines, and handing each over
         #: through the generator and the caller's loop was a third of their cost.
-        self.sink: Optional[Tuple[Callable[[Any], None], Callable[[int], None]]] = None
+        self.sink: Optional[Tuple[List[Any], Any]] = None
+        #: With :attr:`sink`: the :class:`Stretch` es this process learned (a list the caller owns
+        #: and empties whenever it empties :attr:`memo` / :attr:`memo_cpp`, whose entries they hold).
+        self.stretches: Optional[List["Stretch"]] = None
 
     # -- reading ----------------------------------------------------------------------------
     def _read(self) -> bytes:
@@ -331,12 +335,30 @@ class Scan:
         (:func:`_dense`); after it, a hit's line start is found by ``rfind`` back from it, the line
         feeds before it are counted from the previous hit's line (:func:`_count_newlines`), and its
         end is searched only for a line that is yielded. Hits inside a yielded line are skipped.
+        With :attr:`stretches`, a file's first region is first looked at for a learned
+        :class:`Stretch` (its remembered lines are then added at once, and only the bytes before and
+        after it are searched); without one, the remembered lines its hits start with are learned.
         """
         needles = self.needles
         if needles is None:
             raise ValueError("Scan: the needles are decided from head() before the scan starts")
-        hits = compiled(needles.searched, buf, lo, hi).find(buf, lo, hi)
-        if needles.prefixed and buf.find(b"\x1b", lo, hi) >= 0:
+        ansi = needles.prefixed and buf.find(b"\x1b", lo, hi) >= 0
+        stretches: List[Stretch] = self.stretches if self.stretches is not None else []
+        stretch: Optional[Stretch] = None
+        learn: Optional[List[Tuple[int, int, int, Any]]] = None     # remembered lines from the first hit on
+        if self.stretches is not None and self.sink is not None and not self.bytes and not ansi:
+            stretch, s0 = _stretch_at(stretches, needles, buf, lo, hi)
+            if stretch is None and len(stretches) < STRETCHES_MAX:
+                learn = []
+        if stretch is not None:              # its hits are known: search only around it
+            s1 = s0 + stretch.size
+            hits = compiled(needles.searched, buf, lo, s0).find(buf, lo, s0) if s0 > lo else []
+            hits.append((s0, _STRETCH))
+            if hi > s1:
+                hits.extend(compiled(needles.searched, buf, s1, hi).find(buf, s1, hi))
+        else:
+            hits = compiled(needles.searched, buf, lo, hi).find(buf, lo, hi)
+        if ansi:
             hits.extend((p, b"") for p in self._ansi_records(buf, lo, hi))
         base = nls = self.newlines           # line feeds before ``counted``, from the stream's start
         counted = lo
@@ -346,11 +368,12 @@ class Scan:
             rfind, find, count = buf.rfind, buf.find, buf.count
             memo, memo_cpp = self.memo, self.memo_cpp
             view: Any = memoryview(buf) if memo is not None else None
-            sink: Any = self.sink or (None, None)
-            add_entry, add_line = sink
+            sink: Any = self.sink
+            add_entry: Any = sink[0].append if sink is not None else None
+            add_line: Any = sink[1].append if sink is not None else None
             k, last = 0, lo                  # hits[:k]: the dense stretch at the region's start
             for p, _ in hits:
-                if p - last > _DENSE:
+                if p - last > _DENSE or stretch is not None:
                     break
                 k, last = k + 1, p
             if k >= _DENSE_MIN:
@@ -364,6 +387,13 @@ class Scan:
             end = lo                         # the end of the last yielded line: hits before it are in it
             for i, (p, lit) in enumerate(hits):
                 if p < end:
+                    continue
+                if lit is _STRETCH:          # a learned stretch: its remembered lines at once
+                    nls += count(b"\n", counted, p) if p - counted <= _NUMPY_COUNT \
+                        else _count_newlines(buf, counted, p)
+                    stretch.apply(sink, nls)                                    # type: ignore[union-attr]
+                    nls += stretch.newlines                                     # type: ignore[union-attr]
+                    counted = end = p + stretch.size                            # type: ignore[union-attr]
                     continue
                 ls = starts[i] if i < k else (rfind(b"\n", lo, p) + 1 or lo)
                 # A record hit: is it the separator of a MindFormers record worth parsing? A record is
@@ -379,6 +409,9 @@ class Scan:
                     # writer) glued in front of the record: the record starts after the last one
                     junk = max(rfind(b"\r", ls, p), rfind(b"\x00", ls, p))
                     if junk < ls or not _record_at(buf, junk + 1, p, hi):
+                        if learn is not None:
+                            _learn(stretches, needles, buf, learn)
+                            learn = None
                         continue
                 if i < k:
                     line, le = base + feeds[i] + 1, ends[i]
@@ -394,11 +427,12 @@ class Scan:
                 table: Any = None
                 if memo is not None and le < hi:
                     if lit in records and _STAMP(buf, ls):
-                        table, key = memo, view[ls + _STAMP_LEN:le].tobytes()
+                        ks = ls + _STAMP_LEN
+                        table, key = memo, view[ks:le].tobytes()
                     elif buf[ls] == 91 and memo_cpp is not None:
-                        he = _cpp_key_at(buf, ls, le)
-                        if he >= 0:
-                            table, key = memo_cpp, view[he:le].tobytes()
+                        ks = _cpp_key_at(buf, ls, le)
+                        if ks >= 0:
+                            table, key = memo_cpp, view[ks:le].tobytes()
                 if table is not None:
                     known = table.get(key)
                     if known is not None:
@@ -409,14 +443,21 @@ class Scan:
                         elif known.events:
                             add_entry(known)
                             add_line(line)
+                        if learn is not None:
+                            learn.append((ls, ks, le, known))
                         continue
                     self.key, self.keyed = key, table
                 else:
                     self.key = None
+                if learn is not None:
+                    _learn(stretches, needles, buf, learn)
+                    learn = None
                 self.partial = partial
                 self._cur = (buf, le + 1 if le < hi else hi, avail)     # follow() reads on from there
                 self._cur_line = line
                 yield line, buf[ls:le].decode("utf-8", "replace")
+        if learn:
+            _learn(stretches, needles, buf, learn)
         self.newlines = nls + _count_newlines(buf, counted, hi)
 
     def _ansi_records(self, buf: bytes, lo: int, hi: int) -> List[int]:
@@ -500,3 +541,129 @@ def _count_newlines(buf: bytes, lo: int, hi: int) -> int:
     if hi - lo > _NUMPY_COUNT:          # numpy compares faster than bytes.count's byte loop
         return int(np.count_nonzero(_feeds(buf, lo, hi)))
     return buf.count(b"\n", lo, hi)
+
+
+#: :class:`Stretch`: a process learns at most this many (a job's ranks log a handful of distinct
+#: strategy blocks: one per pipeline stage), each of at least ``STRETCH_MIN`` remembered lines,
+#: and looks for them in the first ``STRETCH_WINDOW`` bytes of a file.
+STRETCHES_MAX = 4
+STRETCH_MIN = 8
+STRETCH_WINDOW = 256 << 10
+_ANCHOR = 48
+#: The hit that stands for a whole learned stretch in ``Scan._region``'s hit list (no needle is
+#: this object, and none holds a line feed).
+_STRETCH = b"\n<stretch>"
+_HEX_RUN = re.compile(rb",?[0-9a-fA-F]+(?:,|$)").match
+
+
+class Stretch:
+    """A run of remembered lines at the start of a file's hits (its strategy block: ~130 lines of
+    a rank log, the same on every rank but for timestamps, pids and thread ids), learned from one
+    file and recognised in the next ones by one numpy comparison instead of the per-hit loop
+    (~1.3 us a line: the prefilter's callback, the record test, the key's slice and lookup).
+
+    Why the comparison is enough: the stretch's bytes must equal the learned ones except where a
+    digit stands (any digit may stand there instead) outside the remembered lines' keys, and in
+    the thread-id field of a MindSpore C++ head (any hex digit). No needle holds a digit or a line
+    feed, and none can lie on a thread id (:func:`_needles_ok`), so the same needles hit at the same
+    offsets; each line's record test reads only its bytes outside those digits (the timestamp's
+    separators, ``] - `` after it) or accepts any digit there; ``CPP_HEAD_BYTES`` accepts any digits
+    and hex digits in those fields and then ends where it did; the keys are the same bytes. So every
+    hit has the outcome it had when learned: the same remembered entries at the same line offsets.
+    The entries are those of the caller's memo tables, which the caller empties together with its
+    stretches. Lines with CR, NUL or ESC bytes are never learned (their record tests look further).
+    """
+
+    __slots__ = ("needles", "text", "var", "size", "newlines", "anchor", "anchor_at", "entries", "rels")
+
+    def __init__(self, needles: Needles, text: bytes, var: np.ndarray, newlines: int, anchor_at: int,
+                 entries: List[Any], rels: np.ndarray):
+        self.needles = needles
+        self.text = np.frombuffer(text, np.uint8)
+        self.var = var                     # per byte: 0 as learned, 1 any digit, 2 any hex digit
+        self.size = len(text)
+        self.newlines = newlines
+        self.anchor = text[anchor_at:anchor_at + _ANCHOR]
+        self.anchor_at = anchor_at
+        self.entries = entries             # the remembered lines with events, in order ...
+        self.rels = rels                   # ... and their lines, counted from the stretch's start (int64)
+
+    def matches(self, buf: Any, at: int) -> bool:
+        """Do ``buf[at:at + size]`` differ from the learned bytes only where :attr:`var` allows?"""
+        got = np.frombuffer(buf, np.uint8, count=self.size, offset=at)
+        d = np.flatnonzero(got != self.text)
+        if not d.size:
+            return True
+        cls = self.var[d]
+        if not cls.all():
+            return False
+        v = got[d]
+        ok = (v - 48) < 10                             # uint8: a byte below "0" wraps round
+        hexed = cls == 2
+        if hexed.any():
+            ok |= hexed & (((v | 32) - 97) < 6)
+        return bool(ok.all())
+
+    def apply(self, sink: Tuple[List[Any], Any], before: int) -> None:
+        """The stretch's remembered lines into ``sink`` (entries, ``array("q")`` line numbers), its
+        start being preceded by ``before`` line feeds."""
+        sink[0].extend(self.entries)
+        sink[1].frombytes((self.rels + before).tobytes())
+
+
+def _needles_ok(needles: Needles) -> bool:
+    """Can no needle lie on a byte a :class:`Stretch` lets vary? No digit (timestamps, pids), no
+    line feed (hits stay inside their lines), and none that could lie on a C++ head's thread id
+    (``(pid,tid,``: such a needle would be hex digits, maybe after a comma, then a comma or its end)."""
+    ok = _NEEDLES_OK.get(needles)
+    if ok is None:
+        ok = _NEEDLES_OK[needles] = not any(
+            any(48 <= c <= 57 for c in n) or b"\n" in n or _HEX_RUN(n) for n in needles.searched)
+    return ok
+
+
+_NEEDLES_OK: Dict[Needles, bool] = {}
+
+
+def _stretch_at(stretches: List[Stretch], needles: Needles, buf: Any, lo: int, hi: int
+                ) -> Tuple[Optional[Stretch], int]:
+    """A learned stretch that starts on a line of ``buf[lo:hi]`` near its start, and where."""
+    for st in stretches:
+        if st.needles is not needles:
+            continue
+        a = buf.find(st.anchor, lo + st.anchor_at, min(hi, lo + STRETCH_WINDOW))
+        if a < 0:
+            continue
+        at = a - st.anchor_at
+        if (at == lo or buf[at - 1] == 10) and at + st.size <= hi and st.matches(buf, at):
+            return st, at
+    return None, 0
+
+
+def _learn(stretches: List[Stretch], needles: Needles, buf: Any, lines: List[Tuple[int, int, int, Any]]) -> None:
+    """Learn a :class:`Stretch` from the remembered lines ``(start, key start, end, entry)`` that
+    began a file's hits (from the first line's start to the last one's line feed)."""
+    if len(lines) < STRETCH_MIN or len(stretches) >= STRETCHES_MAX or not _needles_ok(needles):
+        return
+    s0, s1 = lines[0][0], lines[-1][2] + 1
+    text = bytes(buf[s0:s1])
+    if b"\r" in text or b"\x00" in text or b"\x1b" in text:
+        return
+    t = np.frombuffer(text, np.uint8)
+    var = ((t - 48) < 10).astype(np.uint8)
+    nl = np.flatnonzero(t == 10)
+    starts = [0] + (nl[:-1] + 1).tolist()
+    for ls, le in zip(starts, nl.tolist()):
+        if t[ls] == 91:
+            m = _CPP_HEAD_BYTES(text, ls, le)
+            if m is not None:
+                var[m.start("tid"):m.end("tid")] = 2
+    for _, ks, le, _ in lines:
+        var[ks - s0:le - s0] = 0                       # a key: as learned
+    first_key = lines[0][1] - s0
+    if lines[0][2] - lines[0][1] < 16:                 # too short a key to find the stretch by
+        return
+    with_events = [(ls, entry) for ls, _, _, entry in lines if entry.events]
+    rels = np.searchsorted(nl, np.array([ls - s0 for ls, _ in with_events], np.int64)) + 1
+    stretches.append(Stretch(needles, text, var, len(nl), first_key, [e for _, e in with_events],
+                             rels.astype(np.int64)))
