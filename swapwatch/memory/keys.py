@@ -34,6 +34,8 @@ from ..config import mapping
 from ..errors import ConfigError
 
 MODELLED, IRRELEVANT, UNMODELLED, REFUSED = "modelled", "irrelevant", "unmodelled", "refused"
+#: SeqPipe's key on the legacy path (spec.ModelSpec.seq_split keeps it where it is modelled)
+SEQ_SPLIT_KEY = "parallel_config.seq_split_num"
 
 
 def _truthy(v: Any) -> bool:
@@ -69,6 +71,10 @@ class Context:
     pp: bool = False           # more than one pipeline stage
     #: legacy LlamaForCausalLM: models/llama/llama.py:LlamaModel builds LLamaDecodeLayerInterleave (spec.fine_grain)
     llama_legacy: bool = False
+    #: SeqPipe the model sizes: the legacy Llama layer (its key / value caches: models/llama/
+    #: llama_transformer.py:LLamaAttention) with stages, seq_split_num > 1 and MindSpore's seqpipe
+    #: scheduler (``parallel.pipeline_config``: pipeline_interleave and pipeline_scheduler seqpipe)
+    seqpipe: bool = False
 
 
 def context(tree: Dict[str, Any]) -> Context:
@@ -85,14 +91,19 @@ def context(tree: Dict[str, Any]) -> Context:
         family: Optional[str] = detect(tree).name
     except InputError:          # reported by the config reader / the estimate itself
         family = None
+    ppc = mapping(par.get("pipeline_config"))
+    split = pc.get("seq_split_num", 1)
+    llama_legacy = not mcore and arch == "LlamaForCausalLM"
+    staged = isinstance(pp, int) and not isinstance(pp, bool) and pp > 1
+    seqpipe = (llama_legacy and staged and _not_one(split) and ppc.get("pipeline_interleave") is True
+               and ppc.get("pipeline_scheduler") == "seqpipe")
     return Context(mcore=mcore, glm=not mcore and LEGACY_ARCH.get(str(arch)) == "glm4",
                    shard=par.get("enable_parallel_optimizer") is True or pc.get("optimizer_shard") is True,
                    tp=tp if isinstance(tp, int) and not isinstance(tp, bool) else 1,
                    cp=cp if isinstance(cp, int) and not isinstance(cp, bool) else 1,
                    full_bool=rc.get("recompute") is True,
                    comm_sized=family is not None and sizes_comm_recompute(family),
-                   pp=isinstance(pp, int) and not isinstance(pp, bool) and pp > 1,
-                   llama_legacy=not mcore and arch == "LlamaForCausalLM")
+                   pp=staged, llama_legacy=llama_legacy, seqpipe=seqpipe)
 
 
 MC = "model.model_config."
@@ -152,13 +163,22 @@ RULES: Tuple[Rule, ...] = (
          where=lambda c: c.tp > 1),
     Rule("recompute_config.select_comm_recompute_exclude", IRRELEVANT,
          "marks tensor-parallel communication only (model_parallel > 1)"),
+    Rule("parallel.pipeline_config.pipeline_scheduler", MODELLED,
+         "SeqPipe's schedule: MindSpore's SeqpipeScheduler runs each micro-batch's seq_split_num chunks as "
+         "the pipeline's units (model.inflight; docs/estimate.md \"SeqPipe\")",
+         when=lambda v: v == "seqpipe", where=lambda c: c.seqpipe),
     Rule("parallel.pipeline_config.pipeline_scheduler", UNMODELLED,
          "SeqPipe / zero-bubble schedules hold other micro-batch (chunk) counts than 1F1B",
          when=lambda v: v not in (None, "1f1b", "interleave", "")),
     Rule("model.model_config.seq_split_num", UNMODELLED, "SeqPipe's sequence chunks", when=_not_one),
     Rule("parallel.pipeline_config.seq_split_num", UNMODELLED, "SeqPipe's sequence chunks", when=_not_one),
-    Rule("parallel_config.seq_split_num", UNMODELLED, "SeqPipe's sequence chunks in flight and key / value caches "
-         "(legacy; DryRun L1: 899 MiB under the same Llama2-70B cut without it, docs/estimate.md)", when=_not_one),
+    Rule(SEQ_SPLIT_KEY, MODELLED, "SeqPipe: the layers' tensors of one sequence chunk, the chunks in flight of "
+         "MindSpore's seqpipe schedule (model.inflight), the attention's whole-sequence key / value and the "
+         "layers' key / value caches (legacy Llama layer; docs/estimate.md \"SeqPipe\")", when=_not_one,
+         where=lambda c: c.seqpipe),
+    Rule(SEQ_SPLIT_KEY, UNMODELLED, "SeqPipe's sequence chunks in flight and key / value caches, sized only for "
+         "the legacy Llama layer under the seqpipe scheduler (pipeline_interleave, pipeline_scheduler: seqpipe) "
+         "with stages (docs/estimate.md \"SeqPipe\")", when=_not_one),
     Rule(MC + "fine_grain_interleave", IRRELEVANT, "the mcore layers do not read it", when=_not_one,
          where=lambda c: c.mcore),
     Rule(MC + "fine_grain_interleave", MODELLED, "the interleaved layer's backward copies (memory/llama.yaml "

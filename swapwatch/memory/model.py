@@ -22,6 +22,7 @@ on the rest: ``peak = static + residual + scale * (activations + other)``.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -85,10 +86,13 @@ class Calibration:
 NO_CALIBRATION = Calibration()       # read-only default: never mutated
 
 
-def inflight(P: int, V: int, m: int, p: int) -> List[int]:
-    """Micro-batches of each chunk (interleave) that stage ``p`` holds at its first backward."""
+def inflight(P: int, V: int, m: int, p: int, n: int = 1) -> List[int]:
+    """Micro-batches of each chunk (interleave) that stage ``p`` holds at its first backward; with
+    SeqPipe (``n`` = seq_split_num > 1), sequence chunks of a micro-batch (:func:`seqpipe_inflight`)."""
     if P == 1:
         return [1] * V
+    if n > 1:
+        return list(seqpipe_inflight(P, V, m, p, n))
     if V == 1:
         return [max(1, min(m, P - p))]
     warm = min((P - p - 1) * 2 + (V - 1) * P + 1, m * V)
@@ -96,6 +100,37 @@ def inflight(P: int, V: int, m: int, p: int) -> List[int]:
     for k in range(warm):
         counts[(k // P) % V] += 1
     return [max(1, c) for c in counts]
+
+
+@functools.lru_cache(maxsize=None)
+def seqpipe_inflight(P: int, V: int, m: int, p: int, n: int) -> Tuple[int, ...]:
+    """Sequence chunks of each interleave chunk that stage ``p`` holds at its first backward under
+    MindSpore's seqpipe scheduler (``frontend/parallel/pipeline_transformer/seqpipe_scheduler.cc``).
+
+    ``SeqpipeScheduler::ExtractDataStruct``: the forwards before the first backward number
+    ``warm_up = (P - 1 - p) * bias + (V - 1) * cycle0 * n + n - 1`` (``bias`` 1 without interleave, 2
+    with; ``cycle0`` the first entry of ``ComputeCycleList``: the micro-batches of one round, P, the
+    remainder of m / P spread over the rounds, m when m < P), at most ``m * V * n - 1``.
+    ``MakeExecuteOrder`` then runs one more forward and the first backward, and from there one
+    backward per forward (the oldest micro-batch, its last sequence chunk first): the stage holds
+    ``warm_up + 1`` chunk activations at its first backward and never more. ``ExecuteOrder`` walks
+    the forwards round by round, interleave chunk by chunk, micro-batch by micro-batch, sequence
+    chunk by sequence chunk, which says which interleave chunk each one belongs to. With n = 1 and
+    m a multiple of P this is the interleaved 1F1B count of :func:`inflight`."""
+    cycles = [m] if m < P else [P] * (m // P)
+    for i in range(m - len(cycles) * P if m >= P else 0):
+        cycles[i % len(cycles)] += 1
+    warm = min((P - 1 - p) * (1 if V == 1 else 2) + (V - 1) * cycles[0] * n + n - 1, m * V * n - 1)
+    counts = [0] * V
+    k = 0
+    for cyc in cycles:
+        for v in range(V):
+            for _ in range(cyc * n):
+                if k > warm:
+                    return tuple(counts)
+                counts[v] += 1
+                k += 1
+    return tuple(counts)
 
 
 def static_parts(spec: ModelSpec, fam: TensorTable, stage: int, n_layers: int,
@@ -140,6 +175,14 @@ def static_parts(spec: ModelSpec, fam: TensorTable, stage: int, n_layers: int,
         # optimizer.swap: AdamW's states are host Parameters (core/optim/adamw.py:AdamW.clone_state,
         # device='CPU'); DryRun L1's tracker has them in the host pool, outside the device's peak
         out["optimizer_states"] = 0
+    if spec.seq_split > 1:
+        # SeqPipe's caches, compute-dtype Parameters of each layer's attention (models/llama/
+        # llama_transformer.py:LLamaAttention.__init__): key_cache and value_cache
+        # [batch x dp, kv heads, seq, head_dim] split (dp, mp, cp, 1), and key_cache_grad /
+        # value_cache_grad [batch, kv heads / mp, seq / cp, head_dim], where MindSpore's
+        # _VirtualAssignKvCache bprop accumulates the later chunks' key / value gradients: four
+        # [b, akv, skv, d] per layer on every rank
+        out["kv_caches"] = 4 * n_layers * sym["b"] * sym["hkv"] * sym["skv"] * spec.compute_bytes
     return out
 
 
@@ -474,7 +517,7 @@ def stage_memory(spec: ModelSpec, fam: TensorTable, geo: strategy.Geometry, stag
     ``layer_fams``: each layer's tensor table when the family's layers differ by kind; ``mtp``: the
     MTP layers (on the last stage, one micro-batch in flight there) with their costs."""
     P, V = geo.pipeline_stage, geo.pp_interleave_num
-    counts = inflight(P, V, spec.micro_batch_num, stage)
+    counts = inflight(P, V, spec.micro_batch_num, stage, spec.seq_split)
     layers: List[int] = []
     act = 0
     window = 0
@@ -586,7 +629,8 @@ class Estimate:
         """Bytes one rank of ``stage`` holds on host at its first backward: every micro-batch in
         flight keeps its swapped activations there (``inflight``)."""
         geo = self.plan.geometry
-        counts = inflight(geo.pipeline_stage, geo.pp_interleave_num, self.spec.micro_batch_num, stage)
+        counts = inflight(geo.pipeline_stage, geo.pp_interleave_num, self.spec.micro_batch_num, stage,
+                          self.spec.seq_split)
         host = {row["layer"]: row["host_bytes"] for row in self.layers if not row.get("mtp")}
         total = 0
         for v in range(geo.pp_interleave_num):

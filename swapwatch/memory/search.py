@@ -762,7 +762,7 @@ class StageShape:
 def stage_shape(spec: ModelSpec, fam: TensorTable, geo, stage: int, cal: Calibration,
                 kinds: Optional[Kinds] = None) -> StageShape:
     P, V = geo.pipeline_stage, geo.pp_interleave_num
-    counts = inflight(P, V, spec.micro_batch_num, stage)
+    counts = inflight(P, V, spec.micro_batch_num, stage, spec.seq_split)
     static, fixed, opt, floor = stage_terms(spec, fam, geo, stage, cal, kinds)
     runs: List[_Run] = []
     for v in range(V):
