@@ -248,10 +248,12 @@ class TensorTable:
         #: what plan's search adds per layer (memory.search), which does not price ``early`` per level
         self.early_bound = sum(b for _, b, _ in self.interleave)
         #: bytes the layer holds beyond its ops' tensors for the stage (the MTP layer's own
-        #: embedding output and head logits: ``extra`` in the table), per micro-batch
+        #: embedding output and head logits, SeqPipe's whole-sequence key / value: ``extra`` in the
+        #: table), per micro-batch (per sequence chunk under SeqPipe); an entry of 0 bytes
+        #: (``seqpipe_kv`` without SeqPipe) is left out of the breakdown
         self.extra_by_tensor: Tuple[Tuple[str, int], ...] = tuple(
-            (name, product(t["shape"], sym) * dbytes[t.get("dtype", "compute")])
-            for name, t in (data.get("extra") or {}).items())
+            (name, n) for name, t in (data.get("extra") or {}).items()
+            for n in [product(t["shape"], sym) * dbytes[t.get("dtype", "compute")]] if n)
 
     def _ops_at(self, paths) -> FrozenSet[int]:
         wanted = list(paths)

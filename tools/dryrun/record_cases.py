@@ -325,7 +325,7 @@ CASES: Dict[str, Dict[str, Any]] = {
     # finetune's per-layer shape (TP8 PP8 sequence parallel, its select recompute) with 2 layers a stage,
     # seq_split_num 4 instead of 8, 8 micro-batches, and select_comm_recompute off (on the legacy Llama
     # layer it is unmodelled: the record measures SeqPipe alone)
-    "qwen2_5_72b_32k_l16_split4": {"source": Q25_72, "family": "qwen2_5", "stages": [0], "layers": 16,
+    "qwen2_5_72b_32k_l16_split4": {"source": Q25_72, "family": "qwen2_5", "stages": [0, 7, 3], "layers": 16,
                                    "recompute": SHIPPED, "select": SHIPPED,
                                    "set": {"parallel_config.seq_split_num": 4, "parallel_config.micro_batch_num": 8,
                                            "recompute_config.select_comm_recompute": False}},
