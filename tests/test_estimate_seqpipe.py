@@ -89,3 +89,35 @@ def test_the_layers_hold_one_chunk_plus_the_whole_key_and_value():
     kept = sum(r["activation_bytes"] for r in two.layers if r["stage"] == 0)
     assert st2.activations == 3 * kept
     assert "parallel_config.seq_split_num" not in two.unmodelled
+
+
+def test_recompute_set_at_all_is_refused_and_plan_never_offers_full_under_seqpipe(tmp_path):
+    """``_wrap_network_with_tool_cells_legacy`` raises on ``if recompute_config.recompute`` with SeqPipe:
+    per-stage counts too, even zeros. So the planner's levels on a SeqPipe YAML stop at select."""
+    from swapwatch.memory.keys import REFUSED
+    from swapwatch.memory.search import chains
+
+    for value in (True, [1, 0], [0, 0]):
+        bad = variant(tmp_path, "llama2_70b_l8_pp2_seqpipe_none.yaml", {"recompute_config.recompute": value})
+        assert classify(yaml.safe_load(open(bad))).by_kind.get(REFUSED) == [SEQ_SPLIT_KEY], value
+    levels = [lv for chain in chains(estimate(str(CASES / "llama2_70b_l8_pp2_seqpipe_none.yaml")).fam) for lv in chain]
+    assert levels and not any(lv.full for lv in levels)
+    assert any(lv.full for chain in chains(estimate(str(CASES / "llama2_70b_l8_pp2_none.yaml")).fam) for lv in chain)
+
+
+def test_the_last_stage_holds_every_chunk_of_its_micro_batch_through_the_loss():
+    """On the last stage every chunk of the micro-batch runs forward before the first backward: the
+    chunks before the last keep the head matmul's input and _NLLLoss.bprop's two fp32 inputs, the last
+    is at the loss' peak (model.head_bytes; the held-out stage 7 of qwen2_5_72b_32k_l16_split4 was
+    25.6 % low with one chunk's head)."""
+    from swapwatch.memory.model import head_bytes
+
+    spec = load_spec(str(CASES / "qwen2_5_72b_32k_l16_split4.yaml"))
+    sym = spec.symbols()
+    assert (spec.seq_split, sym["s"], sym["skv"]) == (4, 8192, 32768)
+    last = spec.pp - 1
+    kept = sym["b"] * sym["s"] * (spec.hidden * spec.compute_bytes + sym["v"] * 8)
+    assert head_bytes(spec, last, 4) - head_bytes(spec, last) == 3 * kept
+    est = estimate(str(CASES / "qwen2_5_72b_32k_l16_split4.yaml"))
+    assert est.stages[last].head == head_bytes(spec, last, seqpipe_inflight(8, 1, 8, last, 4)[-1])
+    assert seqpipe_inflight(8, 1, 8, last, 4) == (4,)

@@ -67,6 +67,8 @@ class Context:
     tp: int = 1                # parallel_config.model_parallel
     cp: int = 1                # parallel_config.context_parallel
     full_bool: bool = False    # recompute_config.recompute is the bool True (every layer, with kwargs)
+    #: recompute_config.recompute is set at all (Python truth: True, a count, any list, even of zeros)
+    recompute_set: bool = False
     comm_sized: bool = False   # the family's tensor table names what select comm recompute frees
     pp: bool = False           # more than one pipeline stage
     #: legacy LlamaForCausalLM: models/llama/llama.py:LlamaModel builds LLamaDecodeLayerInterleave (spec.fine_grain)
@@ -101,7 +103,7 @@ def context(tree: Dict[str, Any]) -> Context:
                    shard=par.get("enable_parallel_optimizer") is True or pc.get("optimizer_shard") is True,
                    tp=tp if isinstance(tp, int) and not isinstance(tp, bool) else 1,
                    cp=cp if isinstance(cp, int) and not isinstance(cp, bool) else 1,
-                   full_bool=rc.get("recompute") is True,
+                   full_bool=rc.get("recompute") is True, recompute_set=bool(rc.get("recompute")),
                    comm_sized=family is not None and sizes_comm_recompute(family),
                    pp=staged, llama_legacy=llama_legacy, seqpipe=seqpipe)
 
@@ -388,9 +390,12 @@ def _rejected(key: str, value: Any, ctx: Context) -> Optional[str]:
     if key == "parallel_config.seq_split_num" and _not_one(value) and ctx.pp:
         if ctx.mcore:
             return f"MindFormers 2.1.0 rejects seq_split_num > 1 (SeqPipe) with use_legacy: False ({where})"
-        if ctx.full_bool:
-            return ("MindFormers 2.1.0 rejects SeqPipe (seq_split_num > 1) under full recompute "
-                    "(trainer/base_trainer.py:BaseTrainer._wrap_network_with_tool_cells_legacy)")
+        if ctx.recompute_set:
+            # `if self.config.recompute_config.recompute: raise ValueError`: any value Python takes as
+            # true, per-stage counts too (a list, even of zeros)
+            return ("MindFormers 2.1.0 rejects SeqPipe (seq_split_num > 1) with recompute_config.recompute set "
+                    "(trainer/base_trainer.py:BaseTrainer._wrap_network_with_tool_cells_legacy: any true value, "
+                    "per-stage counts too); use select_recompute")
     return None
 
 

@@ -353,7 +353,7 @@ def chains(fam: TensorTable, allow_swap: Any = False, device: Device = DEFAULT_D
         key = tuple(lv.patterns for lv in chain)
         if key not in seen:
             seen.add(key)
-            out.append(chain + [full] + swaps)
+            out.append(chain + ([full] if fam.full_allowed else []) + swaps)
     return out
 
 

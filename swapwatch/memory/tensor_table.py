@@ -177,6 +177,9 @@ class TensorTable:
         #: flight, and a layer swap takes them to host). Under the optimizer shard the weight_copy
         #: dtype is 0 bytes here: the all-gathered copy is counted once (``model.gathered_weights``).
         self.copies_once = not spec.mcore
+        #: full recompute is a level plan may choose: not under SeqPipe, which MindFormers 2.1.0 rejects
+        #: with recompute_config.recompute set (memory.keys, _rejected)
+        self.full_allowed = spec.seq_split == 1
         self.bytes: Dict[str, int] = {
             name: product(t["shape"], sym) * dbytes[t.get("dtype", "compute")] if present(t) else 0
             for name, t in data["tensors"].items()}
