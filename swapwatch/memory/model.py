@@ -307,7 +307,7 @@ def not_in_dryrun(spec: ModelSpec) -> Dict[str, Any]:
             "kernel_workspace_bytes": None}
 
 
-def head_bytes(spec: ModelSpec, stage: int) -> int:
+def head_bytes(spec: ModelSpec, stage: int, chunks: int = 1) -> int:
     """Last stage: the final norm's tensors, the head weight's compute-dtype copy and the loss' tensors
     at the loss' peak (the end of its forward: DryRun L1's tracker holds no layer's backward beside
     them, ``ModelSpec.loss_apart``).
@@ -332,6 +332,16 @@ def head_bytes(spec: ModelSpec, stage: int) -> int:
     tensors (unchanged when the compute dtype is fp32: no cast, the logits are the loss' input).
     On the Qwen2.5-7B cut's last stage (152k vocabulary, 8k tokens) the bf16 logits are 2.3 GiB of
     what the model had over DryRun L1 there (docs/estimate.md).
+
+    ``chunks``: SeqPipe's sequence chunks in flight on the last stage (``seqpipe_inflight``; 1 without
+    it; legacy only, MindFormers rejects SeqPipe on mcore). Each chunk runs the head and the loss on
+    its own tokens (``modules/seq_pipe.py:SequenceSplit`` calls the whole network per chunk and adds
+    the chunks' losses), and every chunk's forward runs before the first backward there: the chunks
+    before the last keep what their backward reads, the head matmul's compute-dtype input
+    ``[b, s, h]`` and ``_NLLLoss.bprop``'s two fp32 inputs (the log-softmax and the one-hot labels,
+    ``[b, s, v]`` each), while the last chunk is at the loss' peak above. Found on the held-out
+    ``qwen2_5_72b_32k_l16_split4`` stage 7, where one chunk's head was 25.6 % low (docs/estimate.md
+    "SeqPipe").
     """
     if stage != spec.pp - 1:
         return 0
@@ -349,7 +359,8 @@ def head_bytes(spec: ModelSpec, stage: int) -> int:
     # it for the head (DryRun L1's tracker on the Llama2-70B cuts' last stage: 128 + 64 MiB where the
     # local [b, s / tp, h] part is 16; docs/estimate.md "The plain Llama layer under sequence parallel")
     norm = b * s * h * (4 + c) if sym["sg"] and not spec.mcore else b * sq * h * c
-    return norm + b * s * sym["v"] * (logits + 12) + weight_copy
+    kept = b * s * h * c + b * s * sym["v"] * 8
+    return norm + b * s * sym["v"] * (logits + 12) + (chunks - 1) * kept + weight_copy
 
 
 def gathered_weights(spec: ModelSpec, fam: TensorTable, n_layers: int, layer_params: Optional[int] = None,
@@ -575,7 +586,7 @@ def stage_memory(spec: ModelSpec, fam: TensorTable, geo: strategy.Geometry, stag
         optimizer = optimizer_step(spec, fam, stage, len(layers), layer_params)
     return StageMemory(stage=stage, layers=layers, static=static,
                        activations=act, swap_window=window, transient=transient,
-                       workspace=workspace + early if layers else 0, head=head_bytes(spec, stage),
+                       workspace=workspace + early if layers else 0, head=head_bytes(spec, stage, counts[-1] if spec.seq_split > 1 else 1),
                        optimizer=optimizer, loss_apart=spec.loss_apart,
                        gathered=gathered_weights(spec, fam, len(layers), layer_params, stage))
 
