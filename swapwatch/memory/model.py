@@ -584,9 +584,11 @@ def stage_memory(spec: ModelSpec, fam: TensorTable, geo: strategy.Geometry, stag
         optimizer = swap_optimizer_step(spec, sizes, static["grads"])
     else:
         optimizer = optimizer_step(spec, fam, stage, len(layers), layer_params)
+    # SeqPipe: the last stage holds every sequence chunk of its micro-batch through the loss (head_bytes)
+    head = head_bytes(spec, stage, counts[-1] if spec.seq_split > 1 else 1)
     return StageMemory(stage=stage, layers=layers, static=static,
                        activations=act, swap_window=window, transient=transient,
-                       workspace=workspace + early if layers else 0, head=head_bytes(spec, stage, counts[-1] if spec.seq_split > 1 else 1),
+                       workspace=workspace + early if layers else 0, head=head,
                        optimizer=optimizer, loss_apart=spec.loss_apart,
                        gathered=gathered_weights(spec, fam, len(layers), layer_params, stage))
 
