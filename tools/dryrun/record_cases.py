@@ -150,7 +150,7 @@ CASES: Dict[str, Dict[str, Any]] = {
         "source": L70, "family": "llama2", "stages": [0], "layers": 8, "recompute": False, "select": False,
         "set": {**LLAMA_CUT, "micro_batch_interleave_num": 2}},
     "llama2_70b_l8_pp2_seqpipe_none": {
-        "source": L70, "family": "llama2", "stages": [0], "layers": 8, "recompute": False, "select": False,
+        "source": L70, "family": "llama2", "stages": [0, 1], "layers": 8, "recompute": False, "select": False,
         "set": {**LLAMA_CUT, "parallel_config.seq_split_num": 2,
                 "parallel.pipeline_config.pipeline_interleave": True,
                 "parallel.pipeline_config.pipeline_scheduler": "seqpipe"}},
