@@ -121,3 +121,21 @@ def test_the_last_stage_holds_every_chunk_of_its_micro_batch_through_the_loss():
     est = estimate(str(CASES / "qwen2_5_72b_32k_l16_split4.yaml"))
     assert est.stages[last].head == head_bytes(spec, last, seqpipe_inflight(8, 1, 8, last, 4)[-1])
     assert seqpipe_inflight(8, 1, 8, last, 4) == (4,)
+
+
+def test_seqpipe_stages_set_the_margin_of_seqpipe_plans_only():
+    """memory/model_error.json keeps the SeqPipe stages' worst apart (calibrate.corpus_errors): a plan of
+    a SeqPipe YAML takes it beside the table's, any other plan of the table does not."""
+    from swapwatch.memory import budget as bd
+    from swapwatch.memory.planner import make_plan
+
+    row = bd.model_errors()["tables"]["llama"]
+    assert row["seqpipe_stages"] >= 3 and row["seqpipe_worst_error"] < row["worst_error"] <= 0
+    plain, why = bd.table_error("llama", "llama2")
+    seq, swhy = bd.table_error("llama", "llama2", seqpipe=True)
+    assert plain == -row["worst_error"] and seq == -row["seqpipe_worst_error"] > plain
+    assert "SeqPipe stage(s) apart" in why and "SeqPipe stage(s) among them" in swhy
+    res = make_plan(str(CASES / "llama2_70b_l8_pp2_seqpipe_none.yaml"), 60 << 30, margin=None)
+    assert res.parts is not None and res.parts.error == seq
+    res = make_plan(str(CASES / "llama2_70b_l8_pp2_none.yaml"), 60 << 30, margin=None)
+    assert res.parts is not None and res.parts.error == plain
