@@ -164,7 +164,7 @@ def test_what_mindformers_rejects_on_mcore_is_refused_with_the_reason(tmp_path, 
     assert key in r.stderr and "MindFormers 2.1.0 rejects" in r.stderr and "Traceback" not in r.stderr
 
 
-def test_seqpipe_on_the_legacy_path_stays_unmodelled_and_full_recompute_is_refused(tmp_path):
+def test_seqpipe_without_the_seqpipe_scheduler_stays_unmodelled_and_full_recompute_is_refused(tmp_path):
     none = variant(tmp_path, "llama2_70b_l8_pp2_none.yaml", {"parallel_config.seq_split_num": 4}, "n.yaml")
     rep = classify(yaml.safe_load(open(none)))
     assert "parallel_config.seq_split_num" in rep.unmodelled

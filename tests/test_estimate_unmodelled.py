@@ -73,6 +73,11 @@ def test_value_aware_keys_matter_only_at_values_that_change_memory():
     assert rule_for("parallel.pipeline_config.pipeline_scheduler", "seqpipe").kind == UNMODELLED
     assert rule_for("parallel.pipeline_config.pipeline_scheduler", "1f1b").kind == MODELLED
     assert rule_for("parallel_config.seq_split_num", 8).kind == UNMODELLED
+    # SeqPipe the model sizes: the legacy Llama layer with stages under the seqpipe scheduler (keys.context)
+    sized = Context(llama_legacy=True, pp=True, seqpipe=True)
+    assert rule_for("parallel.pipeline_config.pipeline_scheduler", "seqpipe", sized).kind == MODELLED
+    assert rule_for("parallel_config.seq_split_num", 8, sized).kind == MODELLED
+    assert rule_for("parallel_config.seq_split_num", 1, sized).kind == rule_for("parallel_config.seq_split_num", 1).kind
     assert rule_for("a.key.nobody.knows", 3) is None          # classify reports it as unmodelled
     assert classify({"a": {"key": 3}}).unmodelled == ["a.key"]
 

@@ -92,8 +92,8 @@ class Row:
     plan: Optional[str] = None          # fits / fits, unchanged / no plan: ... (above or close only)
     seconds: float = 0.0
     #: memory-relevant keys the model leaves out (``Estimate.unmodelled``): the peak is then a bound,
-    #: not a prediction, and "above pool" may be the bound's (Qwen2.5-72B 32k's SeqPipe: 3.4 times
-    #: what DryRun L1 used, docs/estimate.md)
+    #: not a prediction, and "above pool" may be the bound's (Qwen2.5-72B 32k's select comm recompute:
+    #: 18.5 % above what DryRun L1 used, 3.4 times while SeqPipe was unmodelled, docs/estimate.md)
     unmodelled: List[str] = field(default_factory=list)
 
     @property
@@ -197,11 +197,13 @@ def shape_of(est: Any, stage: int) -> Dict[str, Any]:
     from swapwatch.memory.model import inflight
 
     spec, geo = est.spec, est.plan.geometry
-    flight = inflight(geo.pipeline_stage, geo.pp_interleave_num, spec.micro_batch_num, stage)
+    flight = inflight(geo.pipeline_stage, geo.pp_interleave_num, spec.micro_batch_num, stage, spec.seq_split)
+    # SeqPipe: the pipeline holds sequence chunks; "15/8": 15 chunks of an eighth of a micro-batch
+    shown = [f"{c}/{spec.seq_split}" if spec.seq_split > 1 else str(c) for c in flight]
     return {"layers": spec.num_layers, "hidden": spec.hidden, "seq": spec.seq, "batch": spec.batch,
             "dp": spec.dp, "tp": spec.tp, "pp": spec.pp, "ep": spec.ep, "cp": spec.cp,
             "vpp": geo.pp_interleave_num, "micro_batches": spec.micro_batch_num,
-            "in_flight": "+".join(map(str, flight)), "seq_parallel": bool(spec.seq_parallel),
+            "in_flight": "+".join(shown), "seq_parallel": bool(spec.seq_parallel),
             "recompute": recompute_summary(est.layers),
             "param_dtype": {4: "fp32", 2: "bf16"}.get(spec.param_bytes, f"{spec.param_bytes} B"),
             "path": "mcore" if spec.mcore else "legacy", "optimizer_shard": bool(spec.optimizer_shard)}

@@ -15,7 +15,7 @@ class MindFormersRejects(Rule):
     refuses them on another before the first step (``trainer/base_trainer.py:
     BaseTrainer._wrap_network_with_tool_cells`` raises ``ValueError``): on the mcore path
     (``use_legacy: False``) ``micro_batch_interleave_num`` > 1, and ``seq_split_num`` > 1 (SeqPipe) with
-    pipeline stages; on the legacy path SeqPipe under full recompute
+    pipeline stages; on the legacy path SeqPipe with ``recompute_config.recompute`` set at all (any true value)
     (``_wrap_network_with_tool_cells_legacy``). The list is the one ``swapwatch estimate`` refuses with
     (``swapwatch/memory/keys.py``, docs/estimate.md "Nothing ignored in silence").
 

@@ -200,13 +200,21 @@ class Margin:
                 f"{self.fragments:.0%} of the peak above static ({self.fragments_why}) + {self.workspace_why}")
 
 
-def table_error(table: str, family: str) -> "tuple[float, str]":
-    """(fraction, why): the worst under-prediction on the recorded DryRun stages of ``table``."""
+def table_error(table: str, family: str, seqpipe: bool = False) -> "tuple[float, str]":
+    """(fraction, why): the worst under-prediction on the recorded DryRun stages of ``table``; the
+    SeqPipe stages' (``seqpipe_worst_error``: memory/calibrate.py:corpus_errors) count for a SeqPipe
+    YAML only (``seqpipe``: memory.keys modelled it), beside the others."""
     row = model_errors().get("tables", {}).get(table)
     if not row:
         return UNKNOWN_ERROR, f"no DryRun case of the {table} tensor table recorded: {UNKNOWN_ERROR:.0%} assumed"
     worst = max(0.0, -row["worst_error"])
     of = "" if family == table or family in row.get("families", []) else f", none of {family} itself"
+    n_seq = row.get("seqpipe_stages", 0)
+    if seqpipe and n_seq:
+        worst = max(worst, -row.get("seqpipe_worst_error", 0.0))
+        of += f", its {n_seq} SeqPipe stage(s) among them"
+    elif n_seq:
+        of += f", its {n_seq} SeqPipe stage(s) apart"
     return worst, (f"worst under-prediction on the {row['stages']} recorded DryRun L1 stages of the {table} "
                    f"tensor table{of}, in-sample")
 

@@ -346,10 +346,11 @@ def calibrated_estimate(config: str, run_dirs: Sequence[str], model: Optional[st
 def corpus_errors(cases_dir: str) -> Dict[str, Any]:
     """The model's error against DryRun L1 on every recorded stage of the oracle tier (the ``.json``
     records beside the YAMLs DryRun ran, ``fixtures/dryrun/cases``), per tensor table: the worst
-    signed error ``(estimate - used) / used`` over the stages without swap (what a recompute plan's
-    margin takes: memory/budget.py), over all stages, and per kind of strategy on the stage (the
-    first word of each layer's choice: none, select, full, swap ...). Uncalibrated, as ``plan``
-    uses the model. Written to ``memory/model_error.json`` by tools/plan_margin_table.py;
+    signed error ``(estimate - used) / used`` over the stages without swap and without SeqPipe (what
+    a recompute plan's margin takes: memory/budget.py), over the SeqPipe stages (``seqpipe_*``: what
+    a SeqPipe plan's margin adds), over all stages, and per kind of strategy on the stage (the
+    first word of each layer's choice: none, select, full, swap ..., ``+seqpipe`` under SeqPipe).
+    Uncalibrated, as ``plan`` uses the model. Written to ``memory/model_error.json`` by tools/plan_margin_table.py;
     tests/test_plan_budget.py checks the file is what the records say.
 
     Per table too, the pool's fragments under ``memory_optimize_level: O0`` (DryRun L1's actual peak
@@ -383,7 +384,14 @@ def corpus_errors(cases_dir: str) -> Dict[str, Any]:
             if est.family not in t["families"]:
                 t["families"].append(est.family)
             swap = any(k not in ("none", "select", "full") for k in kinds)
-            if not swap and err < t["worst_error"]:
+            if est.spec.seq_split > 1:
+                # SeqPipe's stages apart: their own terms' error goes to SeqPipe plans only
+                # (memory/budget.py:table_error), not to every plan of the table
+                if err < t.get("seqpipe_worst_error", 0.0):
+                    t["seqpipe_worst_error"], t["seqpipe_worst_case"] = round(err, 4), f"{name} stage {stage}"
+                t["seqpipe_stages"] = t.get("seqpipe_stages", 0) + 1
+                kinds = kinds + ["seqpipe"]
+            elif not swap and err < t["worst_error"]:
                 t["worst_error"], t["worst_case"] = round(err, 4), f"{name} stage {stage}"
             t["worst_error_all"] = round(min(t["worst_error_all"], err), 4)
             key = "+".join(kinds)

@@ -34,6 +34,8 @@ from ..config import mapping
 from ..errors import ConfigError
 
 MODELLED, IRRELEVANT, UNMODELLED, REFUSED = "modelled", "irrelevant", "unmodelled", "refused"
+#: SeqPipe's key on the legacy path (spec.ModelSpec.seq_split keeps it where it is modelled)
+SEQ_SPLIT_KEY = "parallel_config.seq_split_num"
 
 
 def _truthy(v: Any) -> bool:
@@ -65,10 +67,16 @@ class Context:
     tp: int = 1                # parallel_config.model_parallel
     cp: int = 1                # parallel_config.context_parallel
     full_bool: bool = False    # recompute_config.recompute is the bool True (every layer, with kwargs)
+    #: recompute_config.recompute is set at all (Python truth: True, a count, any list, even of zeros)
+    recompute_set: bool = False
     comm_sized: bool = False   # the family's tensor table names what select comm recompute frees
     pp: bool = False           # more than one pipeline stage
     #: legacy LlamaForCausalLM: models/llama/llama.py:LlamaModel builds LLamaDecodeLayerInterleave (spec.fine_grain)
     llama_legacy: bool = False
+    #: SeqPipe the model sizes: the legacy Llama layer (its key / value caches: models/llama/
+    #: llama_transformer.py:LLamaAttention) with stages, seq_split_num > 1 and MindSpore's seqpipe
+    #: scheduler (``parallel.pipeline_config``: pipeline_interleave and pipeline_scheduler seqpipe)
+    seqpipe: bool = False
 
 
 def context(tree: Dict[str, Any]) -> Context:
@@ -85,16 +93,21 @@ def context(tree: Dict[str, Any]) -> Context:
         family: Optional[str] = detect(tree).name
     except InputError:          # reported by the config reader / the estimate itself
         family = None
+    ppc = mapping(par.get("pipeline_config"))
+    split = pc.get("seq_split_num", 1)
+    llama_legacy = not mcore and arch == "LlamaForCausalLM"
+    staged = isinstance(pp, int) and not isinstance(pp, bool) and pp > 1
+    seqpipe = (llama_legacy and staged and _not_one(split) and ppc.get("pipeline_interleave") is True
+               and ppc.get("pipeline_scheduler") == "seqpipe")
     return Context(mcore=mcore, glm=not mcore and LEGACY_ARCH.get(str(arch)) == "glm4",
                    shard=par.get("enable_parallel_optimizer") is True or pc.get("optimizer_shard") is True,
                    tp=tp if isinstance(tp, int) and not isinstance(tp, bool) else 1,
                    cp=cp if isinstance(cp, int) and not isinstance(cp, bool) else 1,
-                   full_bool=rc.get("recompute") is True,
+                   full_bool=rc.get("recompute") is True, recompute_set=bool(rc.get("recompute")),
                    comm_sized=family is not None and sizes_comm_recompute(family, interleaved_layer(
                        mapping(mapping(tree.get("model")).get("model_config")).get("fine_grain_interleave"),
                        tp, mcore, arch) > 1),
-                   pp=isinstance(pp, int) and not isinstance(pp, bool) and pp > 1,
-                   llama_legacy=not mcore and arch == "LlamaForCausalLM")
+                   pp=staged, llama_legacy=llama_legacy, seqpipe=seqpipe)
 
 
 MC = "model.model_config."
@@ -154,13 +167,22 @@ RULES: Tuple[Rule, ...] = (
          where=lambda c: c.tp > 1),
     Rule("recompute_config.select_comm_recompute_exclude", IRRELEVANT,
          "marks tensor-parallel communication only (model_parallel > 1)"),
+    Rule("parallel.pipeline_config.pipeline_scheduler", MODELLED,
+         "SeqPipe's schedule: MindSpore's SeqpipeScheduler runs each micro-batch's seq_split_num chunks as "
+         "the pipeline's units (model.inflight; docs/estimate.md \"SeqPipe\")",
+         when=lambda v: v == "seqpipe", where=lambda c: c.seqpipe),
     Rule("parallel.pipeline_config.pipeline_scheduler", UNMODELLED,
          "SeqPipe / zero-bubble schedules hold other micro-batch (chunk) counts than 1F1B",
          when=lambda v: v not in (None, "1f1b", "interleave", "")),
     Rule("model.model_config.seq_split_num", UNMODELLED, "SeqPipe's sequence chunks", when=_not_one),
     Rule("parallel.pipeline_config.seq_split_num", UNMODELLED, "SeqPipe's sequence chunks", when=_not_one),
-    Rule("parallel_config.seq_split_num", UNMODELLED, "SeqPipe's sequence chunks in flight and key / value caches "
-         "(legacy; DryRun L1: 899 MiB under the same Llama2-70B cut without it, docs/estimate.md)", when=_not_one),
+    Rule(SEQ_SPLIT_KEY, MODELLED, "SeqPipe: the layers' tensors of one sequence chunk, the chunks in flight of "
+         "MindSpore's seqpipe schedule (model.inflight), the attention's whole-sequence key / value and the "
+         "layers' key / value caches (legacy Llama layer; docs/estimate.md \"SeqPipe\")", when=_not_one,
+         where=lambda c: c.seqpipe),
+    Rule(SEQ_SPLIT_KEY, UNMODELLED, "SeqPipe's sequence chunks in flight and key / value caches, sized only for "
+         "the legacy Llama layer under the seqpipe scheduler (pipeline_interleave, pipeline_scheduler: seqpipe) "
+         "with stages (docs/estimate.md \"SeqPipe\")", when=_not_one),
     Rule(MC + "fine_grain_interleave", IRRELEVANT, "the mcore layers do not read it", when=_not_one,
          where=lambda c: c.mcore),
     Rule(MC + "fine_grain_interleave", MODELLED, "the interleaved layer's backward copies (memory/llama.yaml "
@@ -378,9 +400,12 @@ def _rejected(key: str, value: Any, ctx: Context) -> Optional[str]:
     if key == "parallel_config.seq_split_num" and _not_one(value) and ctx.pp:
         if ctx.mcore:
             return f"MindFormers 2.1.0 rejects seq_split_num > 1 (SeqPipe) with use_legacy: False ({where})"
-        if ctx.full_bool:
-            return ("MindFormers 2.1.0 rejects SeqPipe (seq_split_num > 1) under full recompute "
-                    "(trainer/base_trainer.py:BaseTrainer._wrap_network_with_tool_cells_legacy)")
+        if ctx.recompute_set:
+            # `if self.config.recompute_config.recompute: raise ValueError`: any value Python takes as
+            # true, per-stage counts too (a list, even of zeros)
+            return ("MindFormers 2.1.0 rejects SeqPipe (seq_split_num > 1) with recompute_config.recompute set "
+                    "(trainer/base_trainer.py:BaseTrainer._wrap_network_with_tool_cells_legacy: any true value, "
+                    "per-stage counts too); use select_recompute")
     return None
 
 

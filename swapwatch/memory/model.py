@@ -22,6 +22,7 @@ on the rest: ``peak = static + residual + scale * (activations + other)``.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -85,10 +86,13 @@ class Calibration:
 NO_CALIBRATION = Calibration()       # read-only default: never mutated
 
 
-def inflight(P: int, V: int, m: int, p: int) -> List[int]:
-    """Micro-batches of each chunk (interleave) that stage ``p`` holds at its first backward."""
+def inflight(P: int, V: int, m: int, p: int, n: int = 1) -> List[int]:
+    """Micro-batches of each chunk (interleave) that stage ``p`` holds at its first backward; with
+    SeqPipe (``n`` = seq_split_num > 1), sequence chunks of a micro-batch (:func:`seqpipe_inflight`)."""
     if P == 1:
         return [1] * V
+    if n > 1:
+        return list(seqpipe_inflight(P, V, m, p, n))
     if V == 1:
         return [max(1, min(m, P - p))]
     warm = min((P - p - 1) * 2 + (V - 1) * P + 1, m * V)
@@ -96,6 +100,37 @@ def inflight(P: int, V: int, m: int, p: int) -> List[int]:
     for k in range(warm):
         counts[(k // P) % V] += 1
     return [max(1, c) for c in counts]
+
+
+@functools.lru_cache(maxsize=None)
+def seqpipe_inflight(P: int, V: int, m: int, p: int, n: int) -> Tuple[int, ...]:
+    """Sequence chunks of each interleave chunk that stage ``p`` holds at its first backward under
+    MindSpore's seqpipe scheduler (``frontend/parallel/pipeline_transformer/seqpipe_scheduler.cc``).
+
+    ``SeqpipeScheduler::ExtractDataStruct``: the forwards before the first backward number
+    ``warm_up = (P - 1 - p) * bias + (V - 1) * cycle0 * n + n - 1`` (``bias`` 1 without interleave, 2
+    with; ``cycle0`` the first entry of ``ComputeCycleList``: the micro-batches of one round, P, the
+    remainder of m / P spread over the rounds, m when m < P), at most ``m * V * n - 1``.
+    ``MakeExecuteOrder`` then runs one more forward and the first backward, and from there one
+    backward per forward (the oldest micro-batch, its last sequence chunk first): the stage holds
+    ``warm_up + 1`` chunk activations at its first backward and never more. ``ExecuteOrder`` walks
+    the forwards round by round, interleave chunk by chunk, micro-batch by micro-batch, sequence
+    chunk by sequence chunk, which says which interleave chunk each one belongs to. With n = 1 and
+    m a multiple of P this is the interleaved 1F1B count of :func:`inflight`."""
+    cycles = [m] if m < P else [P] * (m // P)
+    for i in range(m - len(cycles) * P if m >= P else 0):
+        cycles[i % len(cycles)] += 1
+    warm = min((P - 1 - p) * (1 if V == 1 else 2) + (V - 1) * cycles[0] * n + n - 1, m * V * n - 1)
+    counts = [0] * V
+    k = 0
+    for cyc in cycles:
+        for v in range(V):
+            for _ in range(cyc * n):
+                if k > warm:
+                    return tuple(counts)
+                counts[v] += 1
+                k += 1
+    return tuple(counts)
 
 
 def static_parts(spec: ModelSpec, fam: TensorTable, stage: int, n_layers: int,
@@ -140,6 +175,14 @@ def static_parts(spec: ModelSpec, fam: TensorTable, stage: int, n_layers: int,
         # optimizer.swap: AdamW's states are host Parameters (core/optim/adamw.py:AdamW.clone_state,
         # device='CPU'); DryRun L1's tracker has them in the host pool, outside the device's peak
         out["optimizer_states"] = 0
+    if spec.seq_split > 1:
+        # SeqPipe's caches, compute-dtype Parameters of each layer's attention (models/llama/
+        # llama_transformer.py:LLamaAttention.__init__): key_cache and value_cache
+        # [batch x dp, kv heads, seq, head_dim] split (dp, mp, cp, 1), and key_cache_grad /
+        # value_cache_grad [batch, kv heads / mp, seq / cp, head_dim], where MindSpore's
+        # _VirtualAssignKvCache bprop accumulates the later chunks' key / value gradients: four
+        # [b, akv, skv, d] per layer on every rank
+        out["kv_caches"] = 4 * n_layers * sym["b"] * sym["hkv"] * sym["skv"] * spec.compute_bytes
     return out
 
 
@@ -264,7 +307,7 @@ def not_in_dryrun(spec: ModelSpec) -> Dict[str, Any]:
             "kernel_workspace_bytes": None}
 
 
-def head_bytes(spec: ModelSpec, stage: int) -> int:
+def head_bytes(spec: ModelSpec, stage: int, chunks: int = 1) -> int:
     """Last stage: the final norm's tensors, the head weight's compute-dtype copy and the loss' tensors
     at the loss' peak (the end of its forward: DryRun L1's tracker holds no layer's backward beside
     them, ``ModelSpec.loss_apart``).
@@ -289,6 +332,16 @@ def head_bytes(spec: ModelSpec, stage: int) -> int:
     tensors (unchanged when the compute dtype is fp32: no cast, the logits are the loss' input).
     On the Qwen2.5-7B cut's last stage (152k vocabulary, 8k tokens) the bf16 logits are 2.3 GiB of
     what the model had over DryRun L1 there (docs/estimate.md).
+
+    ``chunks``: SeqPipe's sequence chunks in flight on the last stage (``seqpipe_inflight``; 1 without
+    it; legacy only, MindFormers rejects SeqPipe on mcore). Each chunk runs the head and the loss on
+    its own tokens (``modules/seq_pipe.py:SequenceSplit`` calls the whole network per chunk and adds
+    the chunks' losses), and every chunk's forward runs before the first backward there: the chunks
+    before the last keep what their backward reads, the head matmul's compute-dtype input
+    ``[b, s, h]`` and ``_NLLLoss.bprop``'s two fp32 inputs (the log-softmax and the one-hot labels,
+    ``[b, s, v]`` each), while the last chunk is at the loss' peak above. Found on the held-out
+    ``qwen2_5_72b_32k_l16_split4`` stage 7, where one chunk's head was 25.6 % low (docs/estimate.md
+    "SeqPipe").
     """
     if stage != spec.pp - 1:
         return 0
@@ -306,7 +359,8 @@ def head_bytes(spec: ModelSpec, stage: int) -> int:
     # it for the head (DryRun L1's tracker on the Llama2-70B cuts' last stage: 128 + 64 MiB where the
     # local [b, s / tp, h] part is 16; docs/estimate.md "The plain Llama layer under sequence parallel")
     norm = b * s * h * (4 + c) if sym["sg"] and not spec.mcore else b * sq * h * c
-    return norm + b * s * sym["v"] * (logits + 12) + weight_copy
+    kept = b * s * h * c + b * s * sym["v"] * 8
+    return norm + b * s * sym["v"] * (logits + 12) + (chunks - 1) * kept + weight_copy
 
 
 def gathered_weights(spec: ModelSpec, fam: TensorTable, n_layers: int, layer_params: Optional[int] = None,
@@ -474,7 +528,7 @@ def stage_memory(spec: ModelSpec, fam: TensorTable, geo: strategy.Geometry, stag
     ``layer_fams``: each layer's tensor table when the family's layers differ by kind; ``mtp``: the
     MTP layers (on the last stage, one micro-batch in flight there) with their costs."""
     P, V = geo.pipeline_stage, geo.pp_interleave_num
-    counts = inflight(P, V, spec.micro_batch_num, stage)
+    counts = inflight(P, V, spec.micro_batch_num, stage, spec.seq_split)
     layers: List[int] = []
     act = 0
     window = 0
@@ -527,9 +581,11 @@ def stage_memory(spec: ModelSpec, fam: TensorTable, geo: strategy.Geometry, stag
         optimizer = swap_optimizer_step(spec, sizes, static["grads"])
     else:
         optimizer = optimizer_step(spec, fam, stage, len(layers), layer_params)
+    # SeqPipe: the last stage holds every sequence chunk of its micro-batch through the loss (head_bytes)
+    head = head_bytes(spec, stage, counts[-1] if spec.seq_split > 1 else 1)
     return StageMemory(stage=stage, layers=layers, static=static,
                        activations=act, swap_window=window, transient=transient,
-                       workspace=workspace if layers else 0, head=head_bytes(spec, stage),
+                       workspace=workspace if layers else 0, head=head,
                        optimizer=optimizer, loss_apart=spec.loss_apart,
                        gathered=gathered_weights(spec, fam, len(layers), layer_params, stage))
 
@@ -583,7 +639,8 @@ class Estimate:
         """Bytes one rank of ``stage`` holds on host at its first backward: every micro-batch in
         flight keeps its swapped activations there (``inflight``)."""
         geo = self.plan.geometry
-        counts = inflight(geo.pipeline_stage, geo.pp_interleave_num, self.spec.micro_batch_num, stage)
+        counts = inflight(geo.pipeline_stage, geo.pp_interleave_num, self.spec.micro_batch_num, stage,
+                          self.spec.seq_split)
         host = {row["layer"]: row["host_bytes"] for row in self.layers if not row.get("mtp")}
         total = 0
         for v in range(geo.pp_interleave_num):

@@ -349,7 +349,7 @@ def chains(fam: TensorTable, allow_swap: Any = False, device: Device = DEFAULT_D
         key = tuple(lv.patterns for lv in chain)
         if key not in seen:
             seen.add(key)
-            out.append(chain + [full] + swaps)
+            out.append(chain + ([full] if fam.full_allowed else []) + swaps)
     return out
 
 
@@ -758,7 +758,7 @@ class StageShape:
 def stage_shape(spec: ModelSpec, fam: TensorTable, geo, stage: int, cal: Calibration,
                 kinds: Optional[Kinds] = None) -> StageShape:
     P, V = geo.pipeline_stage, geo.pp_interleave_num
-    counts = inflight(P, V, spec.micro_batch_num, stage)
+    counts = inflight(P, V, spec.micro_batch_num, stage, spec.seq_split)
     static, fixed, opt, floor = stage_terms(spec, fam, geo, stage, cal, kinds)
     runs: List[_Run] = []
     for v in range(V):

@@ -126,6 +126,12 @@ class ModelSpec:
     #: models/llama/llama.py:LlamaModel when models/utils.py:check_fine_grain_interleave_valid holds:
     #: fine_grain_interleave > 1 and model_parallel > 1); 1: the plain layer (and on every other path)
     fine_grain: int = 1
+    #: SeqPipe (legacy ``parallel_config.seq_split_num`` with MindSpore's ``seqpipe`` scheduler, where
+    #: :mod:`swapwatch.memory.keys` classifies it modelled; else 1): each micro-batch runs as this many
+    #: sequence chunks (``modules/seq_pipe.py:SequenceSplit``), the pipeline's unit of work
+    #: (:func:`swapwatch.memory.model.inflight`); the layer tensors are one chunk's (``s`` in
+    #: :meth:`symbols`) and the attention reads the key / value of the whole sequence (``skv``)
+    seq_split: int = 1
     #: optimizer.swap: AdamW's states live on host (core/optim/adamw.py:AdamW.clone_state, device='CPU')
     optimizer_swap: bool = False
     #: the job's collectives go through HCCL (``context.device_target`` Ascend, MindFormers' default):
@@ -141,13 +147,17 @@ class ModelSpec:
     def symbols(self) -> Dict[str, int]:
         """Per-rank sizes of the family's tensor table (see ``swapwatch/memory/llama.yaml``)."""
         tp, cp = self.tp, self.cp
-        s = max(1, self.seq // cp)
+        # SeqPipe: the layers run on one chunk of seq_split at a time (models/llama/llama.py:
+        # LlamaModel.construct gets the chunk from SequenceSplit); skv, the whole sequence the
+        # chunk's attention reads from the key / value caches (llama_transformer.py:LLamaAttention)
+        skv = max(1, self.seq // cp)
+        s = max(1, skv // self.seq_split)
         moe = self.num_experts > 0
         ffn = self.moe_ffn if moe and self.moe_ffn else self.ffn
         local_experts = max(1, self.num_experts // self.ep) if moe else 1
         sq = max(1, s // tp) if self.seq_parallel else s
         # sg: what an all-gather over tp adds to a sequence-parallel tensor (0 without it)
-        return {"b": self.batch, "s": s, "sq": sq, "sg": s - sq,
+        return {"b": self.batch, "s": s, "sq": sq, "sg": s - sq, "skv": skv, "sc": skv - s,
                 "h": self.hidden, "hq": self.heads * self.head_dim // tp,
                 "hkv": max(1, self.kv_heads * self.head_dim // tp), "at": max(1, self.heads // tp),
                 "d": self.head_dim, "ft": max(1, ffn // tp), "k": self.top_k if moe else 1,
@@ -202,7 +212,7 @@ def spec_from_config(cfg: TrainingConfig) -> ModelSpec:
     that came from ``pretrained_model_dir/config.json`` is reported at that file. Every other key is
     classified (:func:`swapwatch.memory.keys.check`): an auto-parallel YAML is refused (exit 2), the
     memory-relevant keys the model leaves out are recorded in ``unmodelled``."""
-    from .keys import check
+    from .keys import MODELLED, SEQ_SPLIT_KEY, check
 
     report = check(cfg.tree, cfg.source, cfg.lines)
     spec = spec_from_tree(cfg.tree, cfg.lines, cfg.source, hf_source=cfg.hf_source, hf_keys=cfg.hf_keys)
@@ -210,6 +220,10 @@ def spec_from_config(cfg: TrainingConfig) -> ModelSpec:
     # YAML puts it, validated once), never a second reading of the tree
     spec.pp = cfg.pipeline_stage
     spec.unmodelled = report.unmodelled
+    if SEQ_SPLIT_KEY not in report.by_kind.get(MODELLED, []):
+        # SeqPipe only where the model sizes it (memory.keys: the legacy Llama layer under the seqpipe
+        # scheduler with stages); elsewhere the key is unmodelled and the figure the bound without it
+        spec.seq_split = 1
     pet = cfg.tree.get("model", {}).get("model_config", {}).get("pet_config") if isinstance(
         cfg.tree.get("model"), dict) else None
     pet = pet if isinstance(pet, dict) else cfg.tree.get("pet_config")
@@ -337,6 +351,8 @@ def spec_from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional
     ep = pos(pc.get("expert_parallel", 1), "parallel_config.expert_parallel")
     mbn = pos(pc.get("micro_batch_num", 1), "parallel_config.micro_batch_num")
     sp = flag(pc, "use_seq_parallel", "parallel_config.use_seq_parallel")
+    # kept only where memory.keys classifies the key modelled (spec_from_config)
+    seq_split = pos(pc.get("seq_split_num", 1), "parallel_config.seq_split_num")
     shard = flag(pc, "optimizer_shard", "parallel_config.optimizer_shard") or \
         flag(par, "enable_parallel_optimizer", "parallel.enable_parallel_optimizer")
     poc = section(par, "parallel_optimizer_config", "parallel.")
@@ -377,7 +393,7 @@ def spec_from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional
         num_experts=experts, top_k=top_k, moe_ffn=moe_ffn,
         tie_embeddings=flag(mc, "tie_word_embeddings", f"{MC}.tie_word_embeddings"),
         mla=mla, shared_experts=shared, dense_ffn=ffn, dp=dp, tp=tp, pp=pp, cp=cp, ep=ep, micro_batch_num=mbn,
-        seq_parallel=sp,
+        seq_parallel=sp, seq_split=seq_split,
         optimizer_shard=shard, optimizer_shard_size=shard_size, shard_threshold_kb=threshold,
         mcore=mcore, lines=lines, fine_grain=fine_grain,
         loss_apart=mcore or str(section(section(data, "context", ""), "jit_config", "context.")

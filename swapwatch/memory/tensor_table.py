@@ -174,6 +174,9 @@ class TensorTable:
         #: flight, and a layer swap takes them to host). Under the optimizer shard the weight_copy
         #: dtype is 0 bytes here: the all-gathered copy is counted once (``model.gathered_weights``).
         self.copies_once = not spec.mcore
+        #: full recompute is a level plan may choose: not under SeqPipe, which MindFormers 2.1.0 rejects
+        #: with recompute_config.recompute set (memory.keys, _rejected)
+        self.full_allowed = spec.seq_split == 1
         self.bytes: Dict[str, int] = {
             name: product(t["shape"], sym) * dbytes[t.get("dtype", "compute")] if present(t) else 0
             for name, t in data["tensors"].items()}
@@ -236,10 +239,12 @@ class TensorTable:
         #: the backward's own working set: the gradient of the largest tensor and its input's
         self.workspace = 2 * max(self.bytes[t] for o in self.ops for t in o.outs)
         #: bytes the layer holds beyond its ops' tensors for the stage (the MTP layer's own
-        #: embedding output and head logits: ``extra`` in the table), per micro-batch
+        #: embedding output and head logits, SeqPipe's whole-sequence key / value: ``extra`` in the
+        #: table), per micro-batch (per sequence chunk under SeqPipe); an entry of 0 bytes
+        #: (``seqpipe_kv`` without SeqPipe) is left out of the breakdown
         self.extra_by_tensor: Tuple[Tuple[str, int], ...] = tuple(
-            (name, product(t["shape"], sym) * dbytes[t.get("dtype", "compute")])
-            for name, t in (data.get("extra") or {}).items())
+            (name, n) for name, t in (data.get("extra") or {}).items()
+            for n in [product(t["shape"], sym) * dbytes[t.get("dtype", "compute")]] if n)
 
     def _ops_at(self, paths) -> FrozenSet[int]:
         wanted = list(paths)
