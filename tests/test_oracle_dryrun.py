@@ -36,8 +36,9 @@ KNOWN: dict = {
     # SeqPipe seq_split_num 8, select recompute, select comm recompute on 6 of the 10 layers, 8
     # micro-batches): DryRun L1 49280 MiB used, the model 58399 (+18.5 %). It was 169768 (+244.5 %) while
     # SeqPipe was unmodelled (8 whole micro-batches of 32k tokens where the seqpipe schedule holds 15
-    # chunks of 4k: model.seqpipe_inflight). What is left is select_comm_recompute, unmodelled on the
-    # legacy Llama table (estimate says so: a bound): docs/estimate.md "SeqPipe"
+    # chunks of 4k: model.seqpipe_inflight). What is left is not explained: not select_comm_recompute,
+    # which frees nothing on the plain Qwen2.5 layer (the pair qwen2_5_32b_l4_pp2_none / _comm;
+    # docs/estimate.md "SeqPipe")
     ("qwen2_5_72b_32k_s0", 0): 0.185,
     # otherwise every stage of the corpus is within the bound. The Llama-3.1-70B finetune's stage 0 as
     # shipped (+27.4 %) came in with the fine-grain interleaved layer's gathered inputs, the select comm

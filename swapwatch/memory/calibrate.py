@@ -33,6 +33,7 @@ records, logs) pin down (docs/estimate.md, "Calibration"):
 """
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -343,7 +344,7 @@ def calibrated_estimate(config: str, run_dirs: Sequence[str], model: Optional[st
     return est
 
 
-def corpus_errors(cases_dir: str) -> Dict[str, Any]:
+def corpus_errors(cases_dir: str, plans_dir: Optional[str] = None) -> Dict[str, Any]:
     """The model's error against DryRun L1 on every recorded stage of the oracle tier (the ``.json``
     records beside the YAMLs DryRun ran, ``fixtures/dryrun/cases``), per tensor table: the worst
     signed error ``(estimate - used) / used`` over the stages without swap and without SeqPipe (what
@@ -358,7 +359,9 @@ def corpus_errors(cases_dir: str) -> Dict[str, Any]:
     the stages recorded at their full shape (``"stage_shape": "full"`` in the record: a maintainer
     YAML's stage with all its layers and micro-batches in flight, whole or as a stage cut). Cuts with
     fewer layers are left out: their holes are as large as a full stage's while their dynamic part is
-    a fraction of it (docs/estimate.md "Fragmentation"). memory/budget.py:fragments_for takes it."""
+    a fraction of it (docs/estimate.md "Fragmentation"). memory/budget.py:fragments_for takes it.
+
+    With ``plans_dir`` (``fixtures/dryrun/plans``), ``held_out`` too: :func:`plan_errors`."""
     import glob
     import json
 
@@ -402,4 +405,38 @@ def corpus_errors(cases_dir: str) -> Dict[str, Any]:
                 t["fragments_stages"] = t.get("fragments_stages", 0) + 1
                 if frac > t.get("fragments_worst", -1.0):
                     t["fragments_worst"], t["fragments_case"] = round(frac, 4), f"{name} stage {stage}"
-    return {"source": "fixtures/dryrun/cases (DryRun L1 used peak, uncalibrated estimate)", "tables": tables}
+    out: Dict[str, Any] = {"source": "fixtures/dryrun/cases (DryRun L1 used peak, uncalibrated estimate)",
+                           "tables": tables}
+    if plans_dir is not None:
+        out["held_out"] = plan_errors(plans_dir)
+    return out
+
+
+def plan_errors(plans_dir: str) -> Dict[str, Any]:
+    """The model's worst under-prediction on the plan DryRun records (``fixtures/dryrun/plans``: each
+    stage of a YAML ``plan`` wrote, run through DryRun L1 after the plan was made, so every one is a
+    held-out check of the model that planned it): the estimate of the planned YAML against DryRun's
+    used peak, over every table. memory/budget.py:table_error takes it as the floor of every table's
+    error part: a table whose in-sample worst is smaller (a few cases, all seen while modelling it) is
+    not trusted below what a held-out stage has missed by."""
+    import glob
+    import json
+
+    worst, case, n = 0.0, "", 0
+    for rec in sorted(glob.glob(os.path.join(plans_dir, "*.json"))):
+        if rec.endswith(".own.json"):
+            continue
+        with open(rec, encoding="utf-8") as fh:
+            data = json.load(fh)
+        est = estimate(os.path.join(plans_dir, data["planned"]))
+        for row in data.get("stages", []):
+            used = row["used_peak_mib"] << 20
+            err = (est.stages[row["stage"]].peak() - used) / used
+            n += 1
+            if err < worst:
+                worst, case = err, f"{data['case']} stage {row['stage']}"
+    # ``covers``: the fraction of the estimate the margin adds (peak x (1 + covers)) to reach DryRun's used
+    # peak on that stage, rounded up: the floor covers the stage it was taken from
+    covers = math.ceil(-worst / (1 + worst) * 1e4) / 1e4 if worst < 0 else 0.0
+    return {"source": "fixtures/dryrun/plans (each plan's stages, DryRun L1 used peak)", "stages": n,
+            "worst_error": round(worst, 4), "worst_case": case, "covers": covers}

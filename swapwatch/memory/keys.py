@@ -158,7 +158,9 @@ RULES: Tuple[Rule, ...] = (
          "tensor_table.TensorTable.comm_freed; DryRun L1 pair qwen3_32b_l8_tp8_sp_none -> _comm)", when=_truthy,
          where=lambda c: c.tp > 1 and not c.full_bool and c.comm_sized),
     Rule("recompute_config.select_comm_recompute", UNMODELLED,
-         "the gathered copies select comm recompute frees (this family's table does not name them)", when=_truthy,
+         "what select comm recompute frees or adds (this family's table does not name it; on the plain legacy "
+         "Llama / Qwen2.5 layer DryRun L1 shows it freeing nothing and adding a cast: the estimate may be low, "
+         "docs/estimate.md \"Fine-grain interleave\")", when=_truthy,
          where=lambda c: c.tp > 1 and not c.full_bool),
     Rule("recompute_config.select_comm_recompute", IRRELEVANT,
          "marks tensor-parallel communication only (model_parallel > 1), and LayerSetting.set_recompute "

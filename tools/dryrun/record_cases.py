@@ -298,6 +298,14 @@ CASES: Dict[str, Dict[str, Any]] = {
                                      ("comm", False, True, {}), ("select_comm", True, True, {}),
                                      ("fgi1_none", False, False, FGI1), ("fgi1_comm", False, True, FGI1),
                                      ("fgi1_select", True, False, FGI1))},
+    # select comm recompute on the plain Qwen2.5 layer (w_qkv, w_gate_hidden: the concat variant of the legacy
+    # Llama table), TP8 sequence parallel, 8k: the Qwen2.5-32B finetune's layer on a 4-layer 2-stage cut, 2
+    # micro-batches, without and with MindFormers' default select comm set (docs/estimate.md "SeqPipe": the
+    # 72B finetune's last miss is this key)
+    **{f"qwen2_5_32b_l4_pp2_{tag}": {"source": Q25_32, "family": "qwen2_5", "stages": [0], "layers": None,
+                                     "recompute": False, "select": False,
+                                     "set": {**L31_CUT, "recompute_config.select_comm_recompute": comm}}
+       for tag, comm in (("none", False), ("comm", True))},
     # the maintainers' Llama2-70B pretrain, stage 0 as shipped (10 layers, fine-grain interleave 2, TP4
     # sequence parallel, no recompute, 8 micro-batches in flight), the other stages cut to 2 layers as for
     # Llama-3.1-70B; MindFormers 2.1.0's AdamW for the YAML's FP32StateAdamWeightDecay (LLAMA_CUT)
