@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import yaml
@@ -19,26 +18,11 @@ import yaml
 from swapwatch.config import load_config
 from swapwatch.memory.keys import IRRELEVANT, MODELLED, REFUSED, UNMODELLED, classify
 from swapwatch.memory.model import estimate
+from case_helpers import CASES, ROOT, variant
 
-ROOT = Path(__file__).resolve().parents[1]
-CASES = ROOT / "fixtures" / "dryrun" / "cases"
 MIB = 1 << 20
 FGI = "model.model_config.fine_grain_interleave"
 POC = "parallel.parallel_optimizer_config."
-
-
-def variant(tmp_path: Path, base: str, changes: dict, name: str = "v.yaml") -> str:
-    """``base`` (a corpus YAML) with dotted ``changes`` applied, written under ``tmp_path``."""
-    data = yaml.safe_load((CASES / base).read_text(encoding="utf-8"))
-    for key, value in changes.items():
-        node = data
-        *parents, last = key.split(".")
-        for k in parents:
-            node = node.setdefault(k, {})
-        node[last] = value
-    out = tmp_path / name
-    out.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
-    return str(out)
 
 
 # per layer, one micro-batch: the gathered rest [s - s / tp, h] of the q / k / v and the w1 / w3 inputs

@@ -7,7 +7,6 @@ are compared by tests/test_oracle_dryrun.py.
 """
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 import yaml
@@ -16,9 +15,8 @@ from swapwatch.config import load_config
 from swapwatch.memory.keys import MODELLED, SEQ_SPLIT_KEY, UNMODELLED, classify
 from swapwatch.memory.model import estimate, inflight, seqpipe_inflight
 from swapwatch.memory.spec import load_spec
+from case_helpers import CASES, variant
 
-ROOT = Path(__file__).resolve().parents[1]
-CASES = ROOT / "fixtures" / "dryrun" / "cases"
 SCHEDULER = "parallel.pipeline_config.pipeline_scheduler"
 
 
@@ -44,19 +42,6 @@ def test_interleave_chunks_and_uneven_rounds():
     # so 20 forwards: the first interleave chunk's 12, then 8 of the second's
     assert seqpipe_inflight(4, 2, 6, 0, 2) == (12, 8)
     assert sum(seqpipe_inflight(4, 2, 6, 3, 2)) == 0 * 2 + 6 * 2 + 2
-
-
-def variant(tmp_path: Path, base: str, changes: dict) -> str:
-    data = yaml.safe_load((CASES / base).read_text(encoding="utf-8"))
-    for key, value in changes.items():
-        node = data
-        *parents, last = key.split(".")
-        for k in parents:
-            node = node.setdefault(k, {})
-        node[last] = value
-    out = tmp_path / "v.yaml"
-    out.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
-    return str(out)
 
 
 def test_the_keys_are_modelled_only_under_the_seqpipe_scheduler(tmp_path):
