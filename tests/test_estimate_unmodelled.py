@@ -256,6 +256,19 @@ def test_mindformers_default_select_frees_the_product_on_the_interleaved_layer(t
     assert "SW211" in [f.code for f in explain(one).findings]
 
 
+def test_a_malformed_fine_grain_interleave_is_no_crash_in_sw211(tmp_path):
+    """SW211 reads fine_grain_interleave from the tree as written (families.interleaved_layer): a list
+    there is the plain layer to it, not an exception (exit 3); estimate refuses the value in one line."""
+    from swapwatch.commands.explain import explain
+
+    text = open(llama_select(tmp_path, DEFAULT)).read().replace("num_layers: 2,", "num_layers: 2, fine_grain_interleave: [2],")
+    bad = tmp_path / "bad_fgi.yaml"
+    bad.write_text(text.replace("parallel_config: {pipeline_stage: 1}", "parallel_config: {pipeline_stage: 1, model_parallel: 2}"))
+    assert "SW211" in [f.code for f in explain(str(bad)).findings]
+    r = cli("estimate", str(bad))
+    assert r.returncode == 2 and "fine_grain_interleave" in r.stderr and "Traceback" not in r.stderr
+
+
 @pytest.mark.parametrize("fix", [[r"feed_forward\.w2\.reshape"], [r"feed_forward\.w2"], ["feed_forward"]])
 def test_the_fix_sw110_and_sw210_suggest_is_credited(tmp_path, fix):
     # SW110's fix (the consumer's reshape: clones measured in the compiled IR) and SW211's (the

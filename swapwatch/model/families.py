@@ -177,7 +177,6 @@ class ModelFamily:
         return f"{self.name} ({self.path}; {self.origin})"
 
 
-@functools.lru_cache(maxsize=1 << 16)
 def interleaved_layer(fgi: object, tp: object, mcore: bool, arch: object) -> int:
     """The fine-grain interleave MindFormers builds: ``fine_grain_interleave`` when it makes the legacy
     Llama model build ``models/llama/llama_interleave.py:LLamaDecodeLayerInterleave``
@@ -187,6 +186,7 @@ def interleaved_layer(fgi: object, tp: object, mcore: bool, arch: object) -> int
     return fgi if ok and not mcore and arch == "LlamaForCausalLM" else 1  # type: ignore[return-value]
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _walk(key: str, pattern: str, mode: str) -> patterns.WalkResult:
     """The memo behind :meth:`ModelFamily.walk`: a layout key's tree is immutable data, so one
     walk per (tree, pattern, mode) serves every plan, layer and rule. Large enough for a config of
