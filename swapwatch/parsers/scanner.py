@@ -389,8 +389,7 @@ class Scan:
                 if p < end:
                     continue
                 if lit is _STRETCH:          # a learned stretch: its remembered lines at once
-                    nls += count(b"\n", counted, p) if p - counted <= _NUMPY_COUNT \
-                        else _count_newlines(buf, counted, p)
+                    nls += _count_newlines(buf, counted, p)                     # once a file
                     stretch.apply(sink, nls)                                    # type: ignore[union-attr]
                     nls += stretch.newlines                                     # type: ignore[union-attr]
                     counted = end = p + stretch.size                            # type: ignore[union-attr]
