@@ -82,7 +82,7 @@ class Context:
 def context(tree: Dict[str, Any]) -> Context:
     """The :class:`Context` of a merged config tree."""
     from ..errors import InputError
-    from ..model.families import LEGACY_ARCH, detect, interleaved_layer
+    from ..model.families import LEGACY_ARCH, detect, tree_fine_grain
 
     par, pc = mapping(tree.get("parallel")), mapping(tree.get("parallel_config"))
     rc = mapping(tree.get("recompute_config"))
@@ -104,9 +104,7 @@ def context(tree: Dict[str, Any]) -> Context:
                    tp=tp if isinstance(tp, int) and not isinstance(tp, bool) else 1,
                    cp=cp if isinstance(cp, int) and not isinstance(cp, bool) else 1,
                    full_bool=rc.get("recompute") is True, recompute_set=bool(rc.get("recompute")),
-                   comm_sized=family is not None and sizes_comm_recompute(family, interleaved_layer(
-                       mapping(mapping(tree.get("model")).get("model_config")).get("fine_grain_interleave"),
-                       tp, mcore, arch) > 1),
+                   comm_sized=family is not None and sizes_comm_recompute(family, tree_fine_grain(tree) > 1),
                    pp=staged, llama_legacy=llama_legacy, seqpipe=seqpipe)
 
 
@@ -187,8 +185,9 @@ RULES: Tuple[Rule, ...] = (
          "with stages (docs/estimate.md \"SeqPipe\")", when=_not_one),
     Rule(MC + "fine_grain_interleave", IRRELEVANT, "the mcore layers do not read it", when=_not_one,
          where=lambda c: c.mcore),
-    Rule(MC + "fine_grain_interleave", MODELLED, "the interleaved layer's backward copies (memory/llama.yaml "
-         "`interleave`; with model_parallel 1 MindFormers builds the plain layer)", when=_not_one,
+    Rule(MC + "fine_grain_interleave", MODELLED, "the interleaved layer: its w2 reading the SiLU-Mul product and "
+         "select comm recompute freeing its gathered inputs (memory/llama.yaml `variant: interleaved`; with "
+         "model_parallel 1 MindFormers builds the plain layer)", when=_not_one,
          where=lambda c: c.llama_legacy),
     Rule(MC + "fine_grain_interleave", UNMODELLED, "fine-grain interleave splits each micro-batch in two halves "
          "whose communication overlaps the other's compute (modelled on the legacy Llama layer only, irrelevant "
@@ -332,7 +331,7 @@ def sizes_comm_recompute(family: str, interleaved: bool = False) -> bool:
     comm recompute frees: an op with ``comm_frees`` (tensor_table.TensorTable.comm_freed) on the layer
     built, the legacy Llama's fine-grain interleaved one or the plain one (``interleaved`` /
     ``not_interleaved`` variant tags: llama.yaml sizes the key on the interleaved layer only)."""
-    from .table_files import family_data, tables
+    from .table_files import family_data, tables, variant_tags
 
     found = tables().get(family)
     if found is None:
@@ -340,12 +339,7 @@ def sizes_comm_recompute(family: str, interleaved: bool = False) -> bool:
     data = family_data(found[0])
     kinds = list((data.get("kinds") or {}).values()) or [data]
     other = "not_interleaved" if interleaved else "interleaved"
-
-    def on_layer(o: dict) -> bool:
-        v = o.get("variant", ())
-        return other not in ({v} if isinstance(v, str) else set(v))
-
-    return any(o.get("comm_frees") and on_layer(o) for k in kinds for o in k.get("ops", ()))
+    return any(o.get("comm_frees") and other not in variant_tags(o) for k in kinds for o in k.get("ops", ()))
 
 
 @dataclass

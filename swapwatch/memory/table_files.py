@@ -33,3 +33,10 @@ def tables() -> Dict[str, Tuple[str, FrozenSet[str]]]:
             for fam, tags in (family_data(stem).get("families") or {}).items():
                 out[fam] = (stem, frozenset(tags or ()))
     return out
+
+
+def variant_tags(entry: dict) -> FrozenSet[str]:
+    """The ``variant`` tags of a table entry (an op, tensor, row or group), a word or a list of words:
+    the entry is on the layer only when every tag holds (tensor_table.TensorTable, keys.sizes_comm_recompute)."""
+    v = entry.get("variant", ())
+    return frozenset([v] if isinstance(v, str) else v)

@@ -24,10 +24,10 @@ from ..config.load import mapping
 from ..engine import strategy
 from ..model.patterns import under
 from ..errors import InputError, NotModelled
-from ..model.families import DEFAULT_FAMILY, interleaved_layer
+from ..model.families import DEFAULT_FAMILY, tree_fine_grain
 from ..layouts import load_layout
 from .spec import ModelSpec, product
-from .table_files import family_data, tables  # noqa: F401  (re-exported: the table files' reader)
+from .table_files import family_data, tables, variant_tags  # noqa: F401  (re-exported: the table files' reader)
 
 
 @dataclass(frozen=True)
@@ -152,8 +152,7 @@ class TensorTable:
                   and not legacy_gathered(spec) else 0}
 
         def present(o: dict) -> bool:
-            v = o.get("variant", ())
-            return set([v] if isinstance(v, str) else v) <= active
+            return variant_tags(o) <= active
 
         #: the weights' compute-dtype copies (``dtype: weight_copy``): kept like activations, never swapped
         #: on the legacy path (:meth:`movable`)
@@ -509,8 +508,7 @@ def frees_nothing(cfg: object, layout_key: str, patterns: Sequence[str]) -> Opti
     heads = mc.get("num_heads", mc.get("num_attention_heads"))
     kv = mc.get("n_kv_heads", mc.get("num_key_value_heads", mc.get("multi_query_group_num")))
     gqa = isinstance(heads, int) and isinstance(kv, int) and kv < heads
-    fine_grain = interleaved_layer(mc.get("fine_grain_interleave"), pc.get("model_parallel", 1),
-                                   tree.get("use_legacy") is False, mapping(model.get("arch")).get("type"))
+    fine_grain = tree_fine_grain(tree)
     # a config read back from a log has no model_config: which legacy Llama layer MindFormers built is
     # then unknown at model_parallel > 1, and the answer is given only where both layers agree
     unknown = not mc and pc.get("model_parallel", 1) not in (None, 1) and tree.get("use_legacy") is not False

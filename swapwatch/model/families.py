@@ -186,6 +186,15 @@ def interleaved_layer(fgi: object, tp: object, mcore: bool, arch: object) -> int
     return fgi if ok and not mcore and arch == "LlamaForCausalLM" else 1  # type: ignore[return-value]
 
 
+def tree_fine_grain(tree: Mapping[str, Any]) -> int:
+    """:func:`interleaved_layer` of a merged config tree as written (no value checked: a config read
+    back from a log, or one whose keys ``spec`` would refuse, is the plain layer here)."""
+    model = mapping(tree.get("model"))
+    return interleaved_layer(mapping(model.get("model_config")).get("fine_grain_interleave"),
+                             mapping(tree.get("parallel_config")).get("model_parallel", 1),
+                             tree.get("use_legacy") is False, mapping(model.get("arch")).get("type"))
+
+
 @functools.lru_cache(maxsize=1 << 16)
 def _walk(key: str, pattern: str, mode: str) -> patterns.WalkResult:
     """The memo behind :meth:`ModelFamily.walk`: a layout key's tree is immutable data, so one
