@@ -193,6 +193,18 @@ def _write_own(name: str, done: Dict[int, Dict[str, Any]]) -> None:
         fh.write("\n")
 
 
+def _recorded(js: str, planned_sha: str) -> Dict[int, Dict[str, Any]]:
+    """The stages ``js`` holds for the plan of ``planned_sha`` as it is on disk now: another
+    ``record`` of the same plan may run beside this one (one process per stage on a machine with
+    cores to spare) and have written its stage since this one started; rewriting the record from
+    this process's stages alone would drop that stage."""
+    if not os.path.exists(js):
+        return {}
+    with open(js, encoding="utf-8") as fh:
+        old = json.load(fh)
+    return {s["stage"]: s for s in old["stages"]} if old.get("planned_sha256") == planned_sha else {}
+
+
 def record(name: str, stages: Optional[Sequence[int]] = None, timeout: float = 7200) -> None:
     derive(name)
     cal = CASES[name].get("calibrate")
@@ -202,12 +214,7 @@ def record(name: str, stages: Optional[Sequence[int]] = None, timeout: float = 7
     with open(path, "w", encoding="utf-8") as fh:
         fh.write(text)
     js = os.path.join(PLANS, f"{name}.json")
-    done: Dict[int, Dict[str, Any]] = {}
-    if os.path.exists(js):
-        with open(js, encoding="utf-8") as fh:
-            old = json.load(fh)
-        if old.get("planned_sha256") == sha(text):
-            done = {s["stage"]: s for s in old["stages"]}
+    done = _recorded(js, sha(text))
     wanted = list(stages) if stages else [p for p in range(len(res.planned.stages)) if p not in done]
     own = {}
     if res.unchanged and os.path.exists(os.path.join(PLANS, f"{name}.own.json")):
@@ -220,6 +227,7 @@ def record(name: str, stages: Optional[Sequence[int]] = None, timeout: float = 7
         else:
             done[stage] = _measure_cut(name, text, path, stage, "planned", timeout)
         p = done[stage]
+        done = {**_recorded(js, sha(text)), **done}
         data = {"case": name, "yaml": os.path.basename(path), "source": CASES[name]["source"],
                 "why": CASES[name]["why"], "planned": os.path.basename(path), "planned_sha256": sha(text),
                 "unchanged": res.unchanged, "calibrate": cal, "budget_bytes": res.budget,
