@@ -20,7 +20,10 @@ class SelectFreesNothing(Rule):
     unmarked op whose backward needs nothing of it (legacy: ``w2``'s reshape; DryRun L1 of the
     Llama-3.1-70B cut peaks at 8485 MiB with and without it). Not on the fine-grain interleaved layer
     (``fine_grain_interleave`` > 1), whose ``w2`` reads the product itself: there MindSpore recomputes
-    the set (docs/estimate.md "Fine-grain interleave"). The compiled graph confirms it as SW110 (``--ir``).
+    the set (docs/estimate.md "Fine-grain interleave"). A cell the layer never calls marks nothing
+    either: the fine-grain interleaved layer uses its ``attention`` cell through its methods
+    (``models/llama/llama_interleave.py:LLamaDecodeLayerInterleave``), so ``'attention'`` frees nothing
+    there (DryRun L1: the same peak with and without it). The compiled graph confirms it as SW110 (``--ir``).
 
     **Why it matters.** The log still prints ``Set select recompute ...`` and explain shows the
     patterns applied, but the peak is what it would be without them; ``swapwatch estimate`` values
@@ -46,7 +49,7 @@ class SelectFreesNothing(Rule):
         plan, cfg = ctx.static_plan, config_of(ctx)
         if plan is None:
             return
-        from ..memory.tensor_table import frees_nothing
+        from ..memory.tensor_table import frees_nothing, never_called
 
         groups: Dict[Tuple[str, Tuple[str, ...]], list] = {}
         for lp in plan.layers:
@@ -64,9 +67,14 @@ class SelectFreesNothing(Rule):
             # each pattern as the YAML has it, single-quoted (a ' doubled), so it can be copied back:
             # repr() doubled every backslash ('feed_forward\\.mul'), which is another regex in a YAML
             shown = ", ".join("'" + p.replace("'", "''") + "'" for p in pats)
+            uncalled = never_called(cfg, key, pats)
+            ops = reached - uncalled
+            why = [f"the layer never calls the {', '.join(sorted(uncalled))} cell (it calls the cell's methods), so "
+                   "its recompute marks nothing"] if uncalled else []
+            if ops:
+                why.append(f"each reached op ({', '.join(sorted(ops))}) feeds an op outside the set, so MindSpore "
+                           "drops every mark")
             yield self.finding(
-                f"select_recompute {shown} frees nothing on layer(s) "
-                f"{ranges(layers, sep=',')}: each reached op ({', '.join(sorted(reached))}) feeds an op "
-                "outside the set, so MindSpore drops every mark",
+                f"select_recompute {shown} frees nothing on layer(s) {ranges(layers, sep=',')}: " + "; ".join(why),
                 layer=layers[0], op=", ".join(pats), source=where(cfg, "recompute_config.select_recompute"),
                 expected="memory freed", actual="0 bytes (marks dropped)")

@@ -51,6 +51,20 @@ DEFAULT_SELECT_MCORE = [r"mlp\.shared_experts\.mul", r"mlp\.shared_experts\.acti
                         r"mlp\.mul", r"mlp\.activation_func\.silu"]
 #: Default select_comm_recompute pattern.
 DEFAULT_COMM = [r".*\.norm"]
+
+
+def named_patterns(value: Any, defaults: List[str]) -> Tuple[str, ...]:
+    """The patterns a select key's value names, whatever layers it gives them: a dict's keys, a list of
+    strings, ``defaults`` for any other true value (``LayerSetting._format_recompute_dict`` fills a bool
+    or per-stage count with them), none for a false one. For what is decided per YAML, not per layer
+    (memory.keys: whether the tensor table sizes the patterns' effect)."""
+    if isinstance(value, dict):
+        return tuple(str(k) for k in value)
+    if isinstance(value, (list, tuple)) and value and all(isinstance(x, str) for x in value):
+        return tuple(value)
+    return tuple(defaults) if value else ()
+
+
 #: Recompute keys in the order LayerSetting formats them, with their default patterns.
 _SELECT_DEFAULTS: Dict[str, List[str]] = {"select_recompute": DEFAULT_SELECT, "select_comm_recompute": DEFAULT_COMM}
 SELECT_KEYS = tuple((key, _SELECT_DEFAULTS.get(key, [])) for key in actions.SELECT_ACTIONS)

@@ -82,6 +82,7 @@ class Context:
 def context(tree: Dict[str, Any]) -> Context:
     """The :class:`Context` of a merged config tree."""
     from ..errors import InputError
+    from ..engine.strategy import DEFAULT_COMM, named_patterns
     from ..model.families import LEGACY_ARCH, detect, tree_fine_grain
 
     par, pc = mapping(tree.get("parallel")), mapping(tree.get("parallel_config"))
@@ -104,7 +105,8 @@ def context(tree: Dict[str, Any]) -> Context:
                    tp=tp if isinstance(tp, int) and not isinstance(tp, bool) else 1,
                    cp=cp if isinstance(cp, int) and not isinstance(cp, bool) else 1,
                    full_bool=rc.get("recompute") is True, recompute_set=bool(rc.get("recompute")),
-                   comm_sized=family is not None and sizes_comm_recompute(family, tree_fine_grain(tree) > 1),
+                   comm_sized=family is not None and sizes_comm_recompute(
+                       family, tree_fine_grain(tree) > 1, named_patterns(rc.get("select_comm_recompute"), DEFAULT_COMM)),
                    pp=staged, llama_legacy=llama_legacy, seqpipe=seqpipe)
 
 
@@ -326,20 +328,34 @@ RULES: Tuple[Rule, ...] = (
 
 
 @functools.lru_cache(maxsize=None)
-def sizes_comm_recompute(family: str, interleaved: bool = False) -> bool:
-    """Whether the tensor table serving layout ``family`` (its ``families`` header) names what select
-    comm recompute frees: an op with ``comm_frees`` (tensor_table.TensorTable.comm_freed) on the layer
-    built, the legacy Llama's fine-grain interleaved one or the plain one (``interleaved`` /
-    ``not_interleaved`` variant tags: llama.yaml sizes the key on the interleaved layer only)."""
+def sizes_comm_recompute(family: str, interleaved: bool, patterns: Tuple[str, ...]) -> bool:
+    """Whether the tensor table serving layout ``family`` (its ``families`` header) sizes what select
+    comm recompute with ``patterns`` does on the layer built (the legacy Llama's fine-grain interleaved
+    one or the plain one: ``interleaved`` / ``not_interleaved`` variant tags): the table names what it
+    frees somewhere on that layer (an op with ``comm_frees``: tensor_table.TensorTable.comm_freed), and
+    no op the patterns reach has an effect it does not size (``comm_unsized``: the plain Llama layer's
+    norms, whose comm recompute adds a cast, llama.yaml)."""
+    from ..engine import strategy
+    from ..layouts import load_layout
+    from ..model.patterns import under
     from .table_files import family_data, tables, variant_tags
 
     found = tables().get(family)
     if found is None:
         return False
     data = family_data(found[0])
-    kinds = list((data.get("kinds") or {}).values()) or [data]
+    kinds = data.get("kinds") or {}
     other = "not_interleaved" if interleaved else "interleaved"
-    return any(o.get("comm_frees") and other not in variant_tags(o) for k in kinds for o in k.get("ops", ()))
+    layers = [(f"{family}:{k}", v) for k, v in kinds.items()] if kinds else [(family, data)]
+    named = unsized = False
+    for key, kind in layers:
+        ops = [o for o in kind.get("ops", ()) if other not in variant_tags(o)]
+        named = named or any(o.get("comm_frees") for o in ops)
+        flagged = [o["path"] for o in ops if o.get("comm_unsized")]
+        if flagged:
+            reached = [t.path for p in patterns for t in strategy.walk(load_layout(key), p, "comm").targets]
+            unsized = unsized or any(under(path, t) for path in flagged for t in reached)
+    return named and not unsized
 
 
 @dataclass
@@ -377,6 +393,18 @@ def rule_for(path: str, value: Any, ctx: Optional[Context] = None) -> Optional[R
     if skipped is not None:
         return Rule(path, IRRELEVANT, f"at {value!r} nothing changes ({skipped.why})")
     return None
+
+
+#: the sections whose keys set a memory lever (recompute, swap)
+LEVER_SECTIONS = ("recompute_config.", "swap_config.", "parallel_config.recompute.", MC + "swap", MC + "op_swap",
+                  MC + "layer_swap")
+
+
+def lever_key(key: str) -> bool:
+    """Whether ``key`` sets one of the memory levers (recompute, swap): where the estimate leaves such a
+    key out, a DryRun stage's miss is that lever's effect (memory/calibrate.py:corpus_errors groups the
+    stages by the lever keys they leave out; memory/budget.py:table_error)."""
+    return key.startswith(LEVER_SECTIONS)
 
 
 #: sections whose sub-keys are user patterns (a select_recompute dict), classified as their section

@@ -200,8 +200,6 @@ class TensorTable:
             if not isinstance(r, dict) or present(r)]
         #: the rows size MLA's projections themselves (else spec.params_per_layer swaps them in)
         self.mla_rows = bool(family_data(self.table).get("mla_rows"))
-        self.groups: List[Tuple[str, List[str]]] = [(g["name"], list(g["patterns"]))
-                                                   for g in data.get("select_groups", []) if present(g)]
         self.all_ops: FrozenSet[int] = frozenset(range(len(self.ops)))
         #: tensor -> the ops consuming it in forward (a tensor with none leaves the layer)
         self.consumers: Dict[str, List[int]] = {}
@@ -213,6 +211,19 @@ class TensorTable:
             for t in op.outs:
                 self.producers.setdefault(t, []).append(i)
         self.layout = load_layout(f"{family}:{kind}" if kind else family)
+        #: the cells whose select recompute MindSpore cannot compile on this layer
+        #: (``uncompilable_select`` in the table: :meth:`uncompilable_reached`)
+        self.uncompilable: FrozenSet[str] = frozenset(
+            c["cell"] for c in data.get("uncompilable_select", ()) if present(c))
+        #: the cells the layer never calls (``uncalled_cells``): a select pattern reaching one of them
+        #: as a cell marks nothing (:meth:`ops_reached`)
+        self.uncalled: FrozenSet[str] = frozenset(
+            c["cell"] for c in data.get("uncalled_cells", ()) if present(c))
+        #: the select groups plan combines: those on this layer, none reaching a cell MindSpore cannot
+        #: compile select recompute of here
+        self.groups: List[Tuple[str, List[str]]] = [
+            (g["name"], list(g["patterns"])) for g in data.get("select_groups", [])
+            if present(g) and not self.uncompilable_reached(g["patterns"])]
         #: what the layer marks for recompute itself when built (``swapwatch/layouts`` ``preset``:
         #: Qwen3-MoE / DeepSeek-V3's ``mlp.experts.swiglu``), and what it marks more when
         #: select_recompute is set at all (legacy LLamaAttention without flash: its core ops)
@@ -425,6 +436,8 @@ class TensorTable:
         marked, boundary = set(), set()
         for pat in patterns:
             for t in strategy.walk(self.layout, pat, mode).targets:
+                if t.kind == "cell" and t.path in self.uncalled:
+                    continue              # never called: its recompute mark has no effect
                 inside = [i for i, op in enumerate(self.ops)
                           if under(op.path, t.path)]
                 marked.update(inside)
@@ -434,6 +447,19 @@ class TensorTable:
                         if any(j is None or j not in inside for j in users):
                             boundary.add(i)
         return frozenset(marked), frozenset(boundary)
+
+    def cells_reached(self, patterns: Sequence[str], cells: FrozenSet[str]) -> FrozenSet[str]:
+        """Those of ``cells`` that select recompute ``patterns`` reach as cells on this layer (MindFormers'
+        walk: the cell itself, not an op or sub-cell inside it)."""
+        if not cells:
+            return frozenset()
+        return frozenset(t.path for pat in patterns for t in strategy.walk(self.layout, pat, "recompute").targets
+                         if t.kind == "cell" and t.path in cells)
+
+    def uncompilable_reached(self, patterns: Sequence[str]) -> FrozenSet[str]:
+        """The cells of :attr:`uncompilable` ``patterns`` reach: MindSpore fails to compile the graph
+        with them marked."""
+        return self.cells_reached(patterns, self.uncompilable)
 
     def outputs_of(self, ops: FrozenSet[int]) -> FrozenSet[str]:
         return frozenset(t for i in ops for t in self.ops[i].outs)
@@ -490,14 +516,12 @@ def _structural(family: str, kind: Optional[str], flash: bool, gqa: bool, fine_g
     return TensorTable(spec, family, kind=kind)
 
 
-def frees_nothing(cfg: object, layout_key: str, patterns: Sequence[str]) -> Optional[FrozenSet[str]]:
-    """The op paths ``patterns`` reach on the layer of ``layout_key`` when MindSpore would recompute
-    none of them (every reached op's output feeds an op outside the set, so each mark is dropped:
-    :meth:`TensorTable.effective`); None when the set recomputes something, reaches nothing, or the
-    family has no tensor table. Structure only: the sizes are a tiny stand-in, the flash / GQA
-    variants and the fine-grain interleaved layer those of the YAML (``cfg``: a TrainingConfig, its
-    merged tree): the interleaved Llama layer's w2 reads the SiLU-Mul product itself, so MindFormers'
-    default select set does free it there (docs/estimate.md "Fine-grain interleave")."""
+def _layers_of(cfg: object, layout_key: str) -> Optional[List["TensorTable"]]:
+    """The structural tables (:func:`_structural`) of the layer ``layout_key`` names in the YAML ``cfg``
+    (a TrainingConfig, its merged tree): the flash / GQA variants and the fine-grain interleaved layer
+    its keys make. A config read back from a log has no model_config: which legacy Llama layer
+    MindFormers built is then unknown at model_parallel > 1, and both are returned (a rule answers
+    only where they agree). None when the family has no tensor table."""
     family, _, kind = layout_key.partition(":")
     if family not in tables():
         return None
@@ -508,18 +532,48 @@ def frees_nothing(cfg: object, layout_key: str, patterns: Sequence[str]) -> Opti
     heads = mc.get("num_heads", mc.get("num_attention_heads"))
     kv = mc.get("n_kv_heads", mc.get("num_key_value_heads", mc.get("multi_query_group_num")))
     gqa = isinstance(heads, int) and isinstance(kv, int) and kv < heads
-    fine_grain = tree_fine_grain(tree)
-    # a config read back from a log has no model_config: which legacy Llama layer MindFormers built is
-    # then unknown at model_parallel > 1, and the answer is given only where both layers agree
     unknown = not mc and pc.get("model_parallel", 1) not in (None, 1) and tree.get("use_legacy") is not False
     try:
-        fams = [_structural(family, kind or None, flash, gqa, g) for g in ((1, 2) if unknown else (fine_grain,))]
+        return [_structural(family, kind or None, flash, gqa, g)
+                for g in ((1, 2) if unknown else (tree_fine_grain(tree),))]
     except InputError:
+        return None
+
+
+def frees_nothing(cfg: object, layout_key: str, patterns: Sequence[str]) -> Optional[FrozenSet[str]]:
+    """The op paths ``patterns`` reach on the layer of ``layout_key`` when MindSpore would recompute
+    none of them (every reached op's output feeds an op outside the set, so each mark is dropped:
+    :meth:`TensorTable.effective`); None when the set recomputes something, reaches nothing, or the
+    family has no tensor table. A cell the layer never calls (``uncalled_cells``: the interleaved
+    Llama layer's attention) is among the paths: its mark has no effect. Structure only
+    (:func:`_layers_of`): the interleaved Llama layer's w2 reads the SiLU-Mul product itself, so
+    MindFormers' default select set does free it there (docs/estimate.md "Fine-grain interleave")."""
+    fams = _layers_of(cfg, layout_key)
+    if fams is None:
         return None
     reached: FrozenSet[str] = frozenset()
     for fam in fams:
         marked, boundary = fam.ops_reached(list(patterns))
-        if not marked or fam.effective(marked, boundary):
+        void = fam.cells_reached(list(patterns), fam.uncalled)
+        if (not marked and not void) or (marked and fam.effective(marked, boundary)):
             return None
-        reached |= frozenset(fam.ops[i].path for i in marked)
+        reached |= frozenset(fam.ops[i].path for i in marked) | void
     return reached
+
+
+def never_called(cfg: object, layout_key: str, patterns: Sequence[str]) -> FrozenSet[str]:
+    """The cells ``patterns`` reach on the layer of ``layout_key`` in the YAML ``cfg`` that the layer
+    never calls (``uncalled_cells``: their recompute marks nothing); empty where the layers it may be
+    disagree (:func:`_layers_of`)."""
+    found = [fam.cells_reached(list(patterns), fam.uncalled) for fam in _layers_of(cfg, layout_key) or []]
+    return frozenset.intersection(*found) if found else frozenset()
+
+
+def cannot_compile(cfg: object, layout_key: str, patterns: Sequence[str]) -> FrozenSet[str]:
+    """The cells select recompute ``patterns`` reach on the layer of ``layout_key`` in the YAML ``cfg``
+    whose select recompute MindSpore cannot compile there (``uncompilable_select`` in the family's
+    table: :meth:`TensorTable.uncompilable_reached`); empty when none, or when the layer is unknown
+    and the two it may be disagree (:func:`_layers_of`)."""
+    fams = _layers_of(cfg, layout_key) or []
+    found = [fam.uncompilable_reached(list(patterns)) for fam in fams]
+    return frozenset.intersection(*found) if found else frozenset()

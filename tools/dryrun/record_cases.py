@@ -64,6 +64,9 @@ L31_CUT = {"model.model_config.num_layers": 4, "model.model_config.offset": [0, 
            "parallel_config.pipeline_stage": 2, "parallel_config.micro_batch_num": 2}
 #: the plain legacy Llama layer in place of the fine-grain interleaved one
 FGI1 = {"model.model_config.fine_grain_interleave": 1}
+#: the Qwen2.5-72B 32k finetune's select comm recompute patterns (its norms and the reshapes at the input
+#: of w_qkv and w_gate_hidden), on every layer of a 2-stage cut of 2 layers a stage
+Q25_72_COMM = {".*\\.norm": [2, 2], ".*\\.w_qkv\\.reshape": [2, 2], ".*\\.w_gate_hidden\\.reshape": [2, 2]}
 #: the Qwen2.5 finetunes' select recompute patterns
 Q25_SELECT = ("feed_forward\\.mul", "feed_forward\\.w1\\.activation\\.silu", "feed_forward\\.w1\\.reshape",
               "feed_forward\\.w2\\.reshape")
@@ -159,6 +162,12 @@ CASES: Dict[str, Dict[str, Any]] = {
         "set": {**LLAMA_CUT, "parallel_config.seq_split_num": 2,
                 "parallel.pipeline_config.pipeline_interleave": True,
                 "parallel.pipeline_config.pipeline_scheduler": "seqpipe"}},
+    # select recompute of whole cells on the fine-grain interleaved layer (what plan wrote for the
+    # maintainers' Llama2-70B: attention on every layer of a stage, feed_forward on its first)
+    **{f"llama2_70b_l8_pp2_sel_{tag}": {"source": L70, "family": "llama2", "stages": [0], "layers": 8,
+                                       "recompute": False, "select": sel, "set": LLAMA_CUT}
+       for tag, sel in (("attn4_ff1", {"attention": [4, 0], "feed_forward": [1, 0]}),
+                        ("ff1", {"feed_forward": [1, 0]}), ("attn4", {"attention": [4, 0]}))},
     "qwen2_5_7b_l8_pp2_none": {"source": Q25, "family": "qwen2_5", "stages": [0, 1],
                                "layers": 8, "recompute": False, "select": False, "set": LEGACY_CUT},
     "qwen2_5_7b_l8_pp2_full": {"source": Q25, "family": "qwen2_5", "stages": [0, 1],
@@ -305,7 +314,8 @@ CASES: Dict[str, Dict[str, Any]] = {
     **{f"qwen2_5_32b_l4_pp2_{tag}": {"source": Q25_32, "family": "qwen2_5", "stages": [0], "layers": None,
                                      "recompute": False, "select": False,
                                      "set": {**L31_CUT, "recompute_config.select_comm_recompute": comm}}
-       for tag, comm in (("none", False), ("comm", True))},
+       for tag, comm in (("none", False), ("comm", True), ("comm72", Q25_72_COMM),
+                         ("commreshape", {k: v for k, v in Q25_72_COMM.items() if "reshape" in k}))},
     # the maintainers' Llama2-70B pretrain, stage 0 as shipped (10 layers, fine-grain interleave 2, TP4
     # sequence parallel, no recompute, 8 micro-batches in flight), the other stages cut to 2 layers as for
     # Llama-3.1-70B; MindFormers 2.1.0's AdamW for the YAML's FP32StateAdamWeightDecay (LLAMA_CUT)
