@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import InputError
+from .keys import lever_key
 from .model import Calibration, Estimate, estimate, plan_of
 
 #: measured peak metrics, most specific first (parsers' MemoryEvent.metric names)
@@ -348,7 +349,8 @@ def corpus_errors(cases_dir: str, plans_dir: Optional[str] = None) -> Dict[str, 
     """The model's error against DryRun L1 on every recorded stage of the oracle tier (the ``.json``
     records beside the YAMLs DryRun ran, ``fixtures/dryrun/cases``), per tensor table: the worst
     signed error ``(estimate - used) / used`` over the stages without swap and without SeqPipe (what
-    a recompute plan's margin takes: memory/budget.py), over the SeqPipe stages (``seqpipe_*``: what
+    a recompute plan's margin takes: memory/budget.py; ``by_unmodelled``: the same per set of lever
+    keys the estimate leaves out on the stage, ``keys.lever_key``), over the SeqPipe stages (``seqpipe_*``: what
     a SeqPipe plan's margin adds), over all stages, and per kind of strategy on the stage (the
     first word of each layer's choice: none, select, full, swap ..., ``+seqpipe`` under SeqPipe).
     Uncalibrated, as ``plan`` uses the model. Written to ``memory/model_error.json`` by tools/plan_margin_table.py;
@@ -394,8 +396,18 @@ def corpus_errors(cases_dir: str, plans_dir: Optional[str] = None) -> Dict[str, 
                     t["seqpipe_worst_error"], t["seqpipe_worst_case"] = round(err, 4), f"{name} stage {stage}"
                 t["seqpipe_stages"] = t.get("seqpipe_stages", 0) + 1
                 kinds = kinds + ["seqpipe"]
-            elif not swap and err < t["worst_error"]:
-                t["worst_error"], t["worst_case"] = round(err, 4), f"{name} stage {stage}"
+            elif not swap:
+                if err < t["worst_error"]:
+                    t["worst_error"], t["worst_case"] = round(err, 4), f"{name} stage {stage}"
+                # per set of lever keys (recompute, swap) the estimate leaves out on the stage: a YAML's
+                # error part takes the stages whose left-out lever keys it has too (memory/budget.py:
+                # table_error)
+                left = ",".join(sorted({k for k in est.unmodelled if lever_key(k)}))
+                g = t.setdefault("by_unmodelled", {}).setdefault(left, {"stages": 0, "worst_error": 0.0,
+                                                                       "worst_case": ""})
+                g["stages"] += 1
+                if err < g["worst_error"]:
+                    g["worst_error"], g["worst_case"] = round(err, 4), f"{name} stage {stage}"
             t["worst_error_all"] = round(min(t["worst_error_all"], err), 4)
             key = "+".join(kinds)
             t["by_kind"][key] = round(min(t["by_kind"].get(key, 0.0), err), 4)

@@ -18,7 +18,7 @@ from ..errors import InputError
 from ..model.families import DEFAULT_FAMILY
 from ..text import fmt_size
 from .calibrate import calibrate
-from .keys import context as key_context
+from .keys import classify as classify_keys, context as key_context
 from .model import NO_CALIBRATION, Calibration, Estimate, estimate, not_in_dryrun, plan_of, planning_family
 from .budget import Card, Margin, card_check, fragments_for, parse_size, table_error, workspace_bound  # noqa: F401
 from .offsets import Split, head_seconds, layer_seconds, search_split, stage_geometry, stage_tables, step_seconds
@@ -251,7 +251,8 @@ def margin_parts(cfg: Any, table: str, family: str, cal: Calibration, model: Opt
     table), the fragments MindSpore's pool may hold at the YAML's memory_optimize_level, and the
     kernel workspaces. ``level``: the ``memory_optimize_level`` the written YAML will have, when not
     the YAML's (a swap plan's O0)."""
-    err, why = table_error(table, family, seqpipe=key_context(cfg.tree).seqpipe)
+    err, why = table_error(table, family, seqpipe=key_context(cfg.tree).seqpipe,
+                           unmodelled=classify_keys(cfg.tree).unmodelled)
     if cal.fitted:
         frac, cwhy = plan_margin(cal, None, model)
         if not cwhy.startswith(("the model is uncalibrated", "one calibration run")):
