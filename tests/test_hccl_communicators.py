@@ -47,7 +47,7 @@ def test_the_count_is_each_layouts_busiest_recorded_rank():
     for r in records():
         p = r["parallel"]
         by_layout[(p["dp"], p["tp"], p["pp"], p["cp"], p["ep"], p["vocab_emb_dp"], r["use_legacy"])].append(r)
-    assert len(records()) == 21 and len(by_layout) >= 13
+    assert len(records()) == 22 and len(by_layout) >= 14
     for recs in by_layout.values():
         n = communicators(spec_of(recs[0]))
         assert n == max(with_buffers(r) for r in recs), [r["job"] for r in recs]

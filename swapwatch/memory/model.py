@@ -301,7 +301,8 @@ def communicators(spec: ModelSpec) -> int:
     * the world (a barrier and an all-reduce at start);
     * pipeline: its group (all-reduce) and its ``Send`` group (send / receive): two;
     * tensor parallel: one group; on mcore two over the same ranks (its ``tp-`` group and the
-      auto-parallel one: the first stage's gathers, MoE's all-to-all when expert = tensor parallel);
+      auto-parallel one: the first stage's gathers, MoE's all-to-all when expert = tensor parallel),
+      both apart from the world even where they span every rank (Qwen3-MoE on one stage);
     * data parallel: one (the gradients' reduce, the optimizer shard's gathers; legacy MoE's all-to-all
       too, expert parallel being taken out of data parallel);
     * legacy, data and tensor parallel: the stage's data x tensor ranks (Llama2-70B, Mixtral-8x7B,
@@ -309,8 +310,8 @@ def communicators(spec: ModelSpec) -> int:
     * the inputs' broadcast: over one data-parallel replica's tensor x pipeline ranks on the legacy
       path with ``vocab_emb_dp`` (on the tensor-parallel group or the world without it); on mcore
       over the first and last stages' tensor ranks (DeepSeek-V3, data parallel 4; the world at 1);
-    * expert parallel where its ranks are none of the above (DeepSeek-V3's 32 = data x tensor on
-      mcore; a legacy expert_parallel below data_parallel: one more, not recorded);
+    * expert parallel where it is neither of the above (DeepSeek-V3's 32 = data x tensor on mcore;
+      a legacy expert_parallel below data_parallel: one more, not recorded);
     * context parallel: one group, not recorded.
     """
     size = {"pp": spec.pp, "dp": spec.dp, "cp": spec.cp, "tp": spec.tp}
@@ -319,23 +320,20 @@ def communicators(spec: ModelSpec) -> int:
         """This rank's group along ``axes``: the axes of more than one rank say which ranks."""
         return frozenset(a for a in axes if size[a] > 1)
 
-    groups = {ranks("pp", "dp", "cp", "tp"), ranks("pp"), ranks("tp"), ranks("dp"), ranks("cp")}
-    own = 0                                   # groups over ranks no set of axes names
-    if not spec.mcore:
-        groups.add(ranks("dp", "tp"))
+    groups = {ranks("pp", "dp", "cp", "tp"), ranks("pp"), ranks("dp"), ranks("cp")}
+    if spec.mcore:
+        # its tp- group and the auto-parallel one (which carries MoE's all-to-all at expert = tensor
+        # parallel), both apart from the world even over every rank; an expert group of other ranks;
+        # the first and last stages' broadcast group
+        own = 2 * (spec.tp > 1) + (spec.ep > 1 and spec.ep != spec.tp) + \
+            (spec.dp > 1 and spec.tp > 1 and spec.pp > 1)
+    else:
+        groups |= {ranks("tp"), ranks("dp", "tp")}
         if spec.vocab_emb_dp:
             groups.add(ranks("tp", "cp", "pp"))
-    elif spec.dp > 1 and spec.tp > 1 and spec.pp > 1:
-        own += 1
-    if spec.ep > 1:
-        if spec.mcore and spec.ep in (spec.tp, spec.dp * spec.tp):
-            groups.add(ranks("tp") if spec.ep == spec.tp else ranks("dp", "tp"))
-        elif not spec.mcore and spec.ep == spec.dp:
-            groups.add(ranks("dp"))
-        else:
-            own += 1
+        own = int(spec.ep > 1 and spec.ep != spec.dp)       # expert parallel below data parallel
     groups.discard(frozenset())
-    return len(groups) + own + (spec.pp > 1) + (spec.mcore and spec.tp > 1)
+    return len(groups) + own + (spec.pp > 1)
 
 
 def not_in_dryrun(spec: ModelSpec) -> Dict[str, Any]:
