@@ -11,7 +11,8 @@ against"); this module is their one use.
   used peak), the model's error on it, the pool's fragments (DryRun's actual peak "with fragments"
   is what the allocator really holds), and the kernel workspaces DryRun L1 leaves out (allocated
   from the same pool in kernel-by-kernel mode). HCCL's buffers are not in the pool: HCCL allocates
-  them itself (CANN HCCL, ``HCCL_BUFFSIZE``), beside it.
+  them itself (CANN HCCL, ``HCCL_BUFFSIZE``), beside it, for each communicator at its first
+  collective (the communicators a rank runs one on: ``model.communicators``).
 * *The card.* The pool's cap, HCCL's buffers and the runtime's own memory (:data:`RUNTIME_RESERVE`)
   must fit the HBM the runtime reports (a 64 GB Ascend 910B reports 62432 MiB). This is a property of
   ``max_device_memory`` and the communicators, which no recompute changes: said beside the plan,

@@ -286,11 +286,54 @@ HCCL_BUFFSIZE_MB = 200
 
 
 def communicators(spec: ModelSpec) -> int:
-    """HCCL communicators one rank opens: the world group, two over the tensor-parallel ranks and two
-    for the pipeline (its group and its Send), one each for data, context and expert parallel. The
-    tensor and pipeline counts are those DryRun L1 creates for Qwen3-32B at TP4 PP4 (``Create
-    collective communication group`` lines); the others are one per dimension, not checked."""
-    return 1 + 2 * (spec.tp > 1) + 2 * (spec.pp > 1) + (spec.dp > 1) + (spec.cp > 1) + (spec.ep > 1)
+    """HCCL communicators one rank holds buffers for: the groups its compiled graph runs a collective
+    on that have more than one rank (docs/estimate.md "The communicators a rank opens", with the
+    records this was read from).
+
+    Not one per parallel dimension: HCCL allocates a communicator's 2 x HCCL_BUFFSIZE at its first
+    operator, not when MindSpore creates the group (CANN hcomm ``HcclCommunicator::ExecOp``), so a
+    group no operator uses (mcore's own ``dp-`` group) and the one-rank group the legacy path creates
+    cost nothing; and MindSpore's semi-auto parallel puts a collective on the group of its rank list,
+    so two roles over the same ranks share one communicator. Which groups carry operators is read off
+    DryRun L1's ``comm_execute_order.csv`` (a stage's first rank) on the jobs of
+    ``fixtures/dryrun/hccl_groups.json``, legacy and mcore:
+
+    * the world (a barrier and an all-reduce at start);
+    * pipeline: its group (all-reduce) and its ``Send`` group (send / receive): two;
+    * tensor parallel: one group; on mcore two over the same ranks (its ``tp-`` group and the
+      auto-parallel one: the first stage's gathers, MoE's all-to-all when expert = tensor parallel),
+      both apart from the world even where they span every rank (Qwen3-MoE on one stage);
+    * data parallel: one (the gradients' reduce, the optimizer shard's gathers; legacy MoE's all-to-all
+      too, expert parallel being taken out of data parallel);
+    * legacy, data and tensor parallel: the stage's data x tensor ranks (Llama2-70B, Mixtral-8x7B,
+      Qwen2-57B, all sequence parallel and optimizer-sharded);
+    * the inputs' broadcast: over one data-parallel replica's tensor x pipeline ranks on the legacy
+      path with ``vocab_emb_dp`` (on the tensor-parallel group or the world without it); on mcore
+      over the first and last stages' tensor ranks (DeepSeek-V3, data parallel 4; the world at 1);
+    * expert parallel where it is neither of the above (DeepSeek-V3's 32 = data x tensor on mcore;
+      a legacy expert_parallel below data_parallel: one more, not recorded);
+    * context parallel: one group, not recorded.
+    """
+    size = {"pp": spec.pp, "dp": spec.dp, "cp": spec.cp, "tp": spec.tp}
+
+    def ranks(*axes: str) -> frozenset:
+        """This rank's group along ``axes``: the axes of more than one rank say which ranks."""
+        return frozenset(a for a in axes if size[a] > 1)
+
+    groups = {ranks("pp", "dp", "cp", "tp"), ranks("pp"), ranks("dp"), ranks("cp")}
+    if spec.mcore:
+        # its tp- group and the auto-parallel one (which carries MoE's all-to-all at expert = tensor
+        # parallel), both apart from the world even over every rank; an expert group of other ranks;
+        # the first and last stages' broadcast group
+        own = 2 * (spec.tp > 1) + (spec.ep > 1 and spec.ep != spec.tp) + \
+            (spec.dp > 1 and spec.tp > 1 and spec.pp > 1)
+    else:
+        groups |= {ranks("tp"), ranks("dp", "tp")}
+        if spec.vocab_emb_dp:
+            groups.add(ranks("tp", "cp", "pp"))
+        own = int(spec.ep > 1 and spec.ep != spec.dp)       # expert parallel below data parallel
+    groups.discard(frozenset())
+    return len(groups) + own + (spec.pp > 1)
 
 
 def not_in_dryrun(spec: ModelSpec) -> Dict[str, Any]:

@@ -108,6 +108,9 @@ class ModelSpec:
     ep: int = 1
     micro_batch_num: int = 1
     seq_parallel: bool = False
+    #: parallel_config.vocab_emb_dp (TransformerOpParallelConfig's default True): on the legacy path a
+    #: data-parallel replica's ranks share a communicator of their own (model.communicators)
+    vocab_emb_dp: bool = True
     optimizer_shard: bool = False
     optimizer_shard_size: int = 0       # 0: all data-parallel ranks
     #: parallel_optimizer_config.parallel_optimizer_threshold (KB): a parameter whose slice on the rank
@@ -351,6 +354,7 @@ def spec_from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional
     ep = pos(pc.get("expert_parallel", 1), "parallel_config.expert_parallel")
     mbn = pos(pc.get("micro_batch_num", 1), "parallel_config.micro_batch_num")
     sp = flag(pc, "use_seq_parallel", "parallel_config.use_seq_parallel")
+    vocab_emb_dp = flag(pc, "vocab_emb_dp", "parallel_config.vocab_emb_dp", default=True)
     # kept only where memory.keys classifies the key modelled (spec_from_config)
     seq_split = pos(pc.get("seq_split_num", 1), "parallel_config.seq_split_num")
     shard = flag(pc, "optimizer_shard", "parallel_config.optimizer_shard") or \
@@ -393,7 +397,7 @@ def spec_from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional
         num_experts=experts, top_k=top_k, moe_ffn=moe_ffn,
         tie_embeddings=flag(mc, "tie_word_embeddings", f"{MC}.tie_word_embeddings"),
         mla=mla, shared_experts=shared, dense_ffn=ffn, dp=dp, tp=tp, pp=pp, cp=cp, ep=ep, micro_batch_num=mbn,
-        seq_parallel=sp, seq_split=seq_split,
+        seq_parallel=sp, seq_split=seq_split, vocab_emb_dp=vocab_emb_dp,
         optimizer_shard=shard, optimizer_shard_size=shard_size, shard_threshold_kb=threshold,
         mcore=mcore, lines=lines, fine_grain=fine_grain,
         loss_apart=mcore or str(section(section(data, "context", ""), "jit_config", "context.")
