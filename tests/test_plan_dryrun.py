@@ -24,13 +24,9 @@ MIB = 1 << 20
 RECORDS = sorted(p for p in glob.glob(os.path.join(plan_dryrun.PLANS, "*.json")) if ".own." not in p)
 
 
-#: cases of plan_dryrun.CASES whose plan has no DryRun record yet, and why (docs/plan.md says it too)
-PENDING = {
-    "llama2_70b": "8 stages of 10 layers at hidden 8192 with 8 micro-batches in flight: each stage cut compiles "
-                  "17 layers x 8 micro-batches, about 35 minutes on this 2-core machine, so 8 stages take longer "
-                  "than a round's DryRun time (the maintainers' own stage 0 is over its pool by DryRun: the "
-                  "oracle record llama2_70b_s0, 56288 MiB actual in 55296)",
-}
+#: cases of plan_dryrun.CASES whose plan has no DryRun record yet, and why (docs/plan.md says it too).
+#: None now: Llama2-70B's 8 stage cuts took 25-27 minutes each on the loaded machine, two at a time
+PENDING: dict = {}
 #: recorded cases whose plan has stages not run yet (docs/plan.md names them)
 PARTIAL: dict = {}
 #: (case, stage) whose planned YAML DryRun L1 found over the budget, kept failing on purpose until the

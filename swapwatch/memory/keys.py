@@ -106,7 +106,8 @@ def context(tree: Dict[str, Any]) -> Context:
                    cp=cp if isinstance(cp, int) and not isinstance(cp, bool) else 1,
                    full_bool=rc.get("recompute") is True, recompute_set=bool(rc.get("recompute")),
                    comm_sized=family is not None and sizes_comm_recompute(
-                       family, tree_fine_grain(tree) > 1, named_patterns(rc.get("select_comm_recompute"), DEFAULT_COMM)),
+                       family, tree_fine_grain(tree) > 1,
+                       named_patterns(rc.get("select_comm_recompute"), DEFAULT_COMM)),
                    pp=staged, llama_legacy=llama_legacy, seqpipe=seqpipe)
 
 
