@@ -29,6 +29,7 @@ ABOVE_BY_MODEL_ERROR = {
     "r1.5.0_finetune_llama2_7b.yaml": "llama2_7b_finetune_r150_shipped",
     "r1.5.0_pretrain_llama2_13b.yaml": "llama2_13b_pretrain_r150_shipped",
     "r1.5.0_finetune_llama2_13b.yaml": "llama2_13b_finetune_r150_shipped",
+    "r1.5.0_finetune_qwen1_5_7b.yaml": "qwen1_5_7b_finetune_r150_shipped",
 }
 
 
