@@ -405,7 +405,13 @@ CASES: Dict[str, Dict[str, Any]] = {
                                        "set": {**adamw([0.9, 0.999], 1.e-4),
                                                "train_dataset.data_loader": {"type": "MindDataset",
                                                                              "dataset_dir": "", "shuffle": True},
-                                               "train_dataset_task.type": "CausalLanguageModelDataset"}},
+                                               "train_dataset_task.type": "CausalLanguageModelDataset",
+                                               # as shipped (use_clip_grad False) DryRun stopped at the first
+                                               # step: "AnyTypeKernelActor failed to generate id", a Float64
+                                               # PyExecute output of MFTrainOneStepCell (wrapper/wrapper.py:
+                                               # construct returns global_norm None without the clip); every
+                                               # recorded case clips. Not yet run with this edit
+                                               "runner_wrapper.use_clip_grad": True}},
     # the single-stage r1.5.0 Qwen1.5 pretrains (TP8 SP 32k without recompute; DP4 TP4 SP 32k, micro-batch
     # interleave 2, full recompute): as shipped; the 7B's optimizer as above, the 14B's AdamW is 2.1.0's
     "qwen1_5_7b_pretrain_r150_shipped": {"source": Q15_7P_R15, "family": "qwen1_5", "stages": [0], "layers": None,
