@@ -21,6 +21,16 @@ from swapwatch.memory.keys import (IRRELEVANT, MODELLED, REFUSED, UNMODELLED, Co
 from swapwatch.memory.model import estimate
 
 MAINTAINER = sorted(glob.glob("fixtures/configs/mindformers/*.yaml"))
+#: maintainer fixtures the model puts above the 64 GB card with nothing unmodelled, by a model error
+#: that a DryRun record of that very YAML shows (tests/test_oracle_dryrun.py KNOWN pins it): fixture ->
+#: its case in fixtures/dryrun/cases/. An entry the model no longer puts above fails, so the list stays
+#: honest (docs/estimate.md "The maintainer YAMLs above their card")
+ABOVE_BY_MODEL_ERROR = {
+    "r1.5.0_finetune_llama2_7b.yaml": "llama2_7b_finetune_r150_shipped",
+    "r1.5.0_pretrain_llama2_13b.yaml": "llama2_13b_pretrain_r150_shipped",
+    "r1.5.0_finetune_llama2_13b.yaml": "llama2_13b_finetune_r150_shipped",
+    "r1.5.0_finetune_qwen1_5_7b.yaml": "qwen1_5_7b_finetune_r150_shipped",
+}
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
@@ -53,8 +63,16 @@ def test_what_is_not_modelled_is_in_the_header_and_the_json(path):
     rep = classify(load_config(path, check_rules=False).tree)
     assert js["unmodelled"] == rep.unmodelled
     # every maintainer YAML is sized, and none above the 64 GB card it was written for without a
-    # named reason
-    assert js["stages"] and (max(st["peak_bytes"] for st in js["stages"]) <= 64 * 10 ** 9 or js["unmodelled"])
+    # named reason: a key left out, or a model error its DryRun record shows (the YAML within the card)
+    peak = max(st["peak_bytes"] for st in js["stages"]) if js["stages"] else 0
+    case = ABOVE_BY_MODEL_ERROR.get(os.path.basename(path))
+    if case is None:
+        assert js["stages"] and (peak <= 64 * 10 ** 9 or js["unmodelled"])
+    else:
+        with open(f"fixtures/dryrun/cases/{case}.json", encoding="utf-8") as fh:
+            rec = json.load(fh)
+        assert rec["source"] == path and peak > 64 * 10 ** 9 and not js["unmodelled"]
+        assert max(st["used_peak_mib"] for st in rec["stages"]) << 20 <= 64 * 10 ** 9
     text = cli("estimate", path).stdout
     if rep.unmodelled:
         line = next(ln for ln in text.splitlines() if ln.startswith("unmodelled: "))

@@ -26,7 +26,8 @@ margin (the pool check's parts) with offsets searched, as ``swapwatch plan CONFI
 whose estimate or plan raises or takes more than :data:`TIME_LIMIT` seconds is reported, not fatal.
 
 The YAMLs above are grouped into shapes (:func:`shape_key`), and each shape is matched with the
-oracle tier's full-shape records of a maintainer YAML (``fixtures/dryrun/cases/*_s0``, ``*_mb4``,
+oracle tier's full-shape records of a maintainer YAML (``fixtures/dryrun/cases/*_s0`` / ``*_sN``
+(stage N as shipped, the others cut), ``*_mb4``,
 ``*shipped*``: :func:`dryrun_records`) by the shape of the fixture YAML they were cut from.
 
 ``--code`` runs another checkout's model (e.g. ``git worktree add /tmp/old 8b7bce4``), for a
@@ -61,7 +62,7 @@ TIME_LIMIT = 30
 #: "close" to the pool: the predicted peak within this fraction below it (the plan is run there too)
 CLOSE = 0.10
 #: the oracle tier's records that keep a maintainer YAML's peak stage whole (tools/dryrun/record_cases.py)
-FULL_SHAPE_CASE = re.compile(r"(_s0|_mb4|shipped)")
+FULL_SHAPE_CASE = re.compile(r"(_s\d+$|_mb4|shipped)")
 CASES = os.path.join(ROOT, "fixtures", "dryrun", "cases")
 GIB = 1 << 30
 MIB = 1 << 20

@@ -323,6 +323,10 @@ RULES: Tuple[Rule, ...] = (
         "routed_scaling_factor", "use_fused_ops_topkrouter", "mtp_loss_factor", "prefix_projection",
         "moe_token_dispatcher_type", "mla_qkv_concat", "use_pad_tokens", "quantization_bit", "pre_seq_len",
         "is_dynamic")),
+    # the paged-attention KV cache's sizes (r1.5.0's Qwen1.5 YAMLs set them): models/llama/
+    # llama_transformer.py:LLamaAttention.__init__ builds that cache (InferAttention) only under use_past
+    *(Rule(MC + k, IRRELEVANT, "the paged-attention KV cache of inference (use_past): none in training")
+      for k in ("block_size", "num_blocks")),
     # the Qwen2.5-32B finetune YAML sets it; no MindFormers 2.1.0 module reads it
     Rule(MC + "compute_in_2d", IRRELEVANT, "read nowhere in MindFormers 2.1.0"),
 )

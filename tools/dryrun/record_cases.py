@@ -42,6 +42,18 @@ Q25_14 = SRC + "finetune_qwen2_5_14b_8k.yaml"
 Q25_32 = SRC + "finetune_qwen2_5_32b_8k.yaml"
 Q25_128K = SRC + "finetune_qwen2_5_14b_128k.yaml"
 Q25_72 = SRC + "finetune_qwen2_5_72b_32k.yaml"
+#: the r1.5.0 maintainer YAMLs the model put above their pool (docs/estimate.md "The maintainer YAMLs above
+#: their card"), copied verbatim from that ref
+L7_R15 = SRC + "r1.5.0_finetune_llama2_7b.yaml"
+L13P_R15 = SRC + "r1.5.0_pretrain_llama2_13b.yaml"
+L13F_R15 = SRC + "r1.5.0_finetune_llama2_13b.yaml"
+Q15_7F_R15 = SRC + "r1.5.0_finetune_qwen1_5_7b.yaml"
+GLM3_R15 = SRC + "r1.5.0_run_glm3_6b_multiturn_finetune_800T_A2_64G.yaml"
+Q15_7P_R15 = SRC + "r1.5.0_pretrain_qwen1_5_7b.yaml"
+Q15_14P_R15 = SRC + "r1.5.0_pretrain_qwen1_5_14b.yaml"
+Q2_57P_R15 = SRC + "r1.5.0_pretrain_qwen2_57b.yaml"
+Q2_57F_R15 = SRC + "r1.5.0_finetune_qwen2_57b.yaml"
+MIX_R16 = SRC + "r1.6.0_finetune_mixtral-8x7b.yaml"
 #: the legacy cuts (use_legacy absent: models/llama/llama.py): 8 layers on 2 stages, 4 micro batches
 #: (MindSpore unrolls every micro batch into the compiled graph; 1F1B holds at most pp of them)
 LEGACY_CUT = {"parallel_config.pipeline_stage": 2, "parallel_config.micro_batch_num": 4}
@@ -49,6 +61,18 @@ LEGACY_CUT = {"parallel_config.pipeline_stage": 2, "parallel_config.micro_batch_
 #: both moments in fp32 as well (core/optim/__init__.py: AdamW)
 LLAMA_CUT = {**LEGACY_CUT, "optimizer": {"type": "AdamW", "betas": [0.9, 0.95], "eps": 1.e-8,
                                          "weight_decay": 0.0, "learning_rate": 1.e-5}}
+
+
+
+def adamw(betas: List[float], lr: float, weight_decay: float = 0.0) -> Dict[str, Any]:
+    """MindFormers 2.1.0's AdamW in place of an r1.5.0 YAML's FP32StateAdamWeightDecay or
+    FusedAdamWeightDecay (gone in 2.1.0): all three keep both moments in fp32 whatever the weights'
+    dtype (r1.5.0 core/optim/optim.py: FP32StateAdamWeightDecay, FusedAdamWeightDecay.clone_state's
+    forced_dtype; 2.1.0 core/optim/adamw.py: AdamW.clone_state), so the optimizer state is the same;
+    the YAML's betas, eps, learning rate and weight decay (0.0: the r1.5.0 default) kept."""
+    return {"optimizer": {"type": "AdamW", "betas": betas, "eps": 1.e-8, "weight_decay": weight_decay,
+                          "learning_rate": lr}}
+
 
 #: the 8k sequence of the Qwen3-32B cuts
 S8K = {"model.model_config.seq_length": 8192, "model.model_config.max_position_embeddings": 8192,
@@ -369,6 +393,61 @@ CASES: Dict[str, Dict[str, Any]] = {
                                    "recompute": SHIPPED, "select": SHIPPED,
                                    "set": {"parallel_config.seq_split_num": 4, "parallel_config.micro_batch_num": 8,
                                            "recompute_config.select_comm_recompute": False}},
+    # the r1.5.0 maintainer YAMLs above their pool, single-stage (DP only): every layer, width and strategy
+    # as shipped; the one edit each needs on 2.1.0 is the optimizer (adamw above); GLM3 also reads its
+    # multi-turn data through ToolAlpacaDataLoader and MultiTurnDataset (which needs the tokenizer's
+    # files), neither of which the harness can mock: MindDataset and CausalLanguageModelDataset instead
+    # (dryrun_child.py: legacy_mock_loader feeds input_ids and labels of seq_length, as both do)
+    "llama2_7b_finetune_r150_shipped": {"source": L7_R15, "family": "llama2", "stages": [0], "layers": None,
+                                        "recompute": SHIPPED, "select": SHIPPED,
+                                        "set": adamw([0.9, 0.999], 1.e-6)},
+    "llama2_13b_pretrain_r150_shipped": {"source": L13P_R15, "family": "llama2", "stages": [0], "layers": None,
+                                         "recompute": SHIPPED, "select": SHIPPED,
+                                         "set": adamw([0.9, 0.95], 1.e-4)},
+    "llama2_13b_finetune_r150_shipped": {"source": L13F_R15, "family": "llama2", "stages": [0], "layers": None,
+                                         "recompute": SHIPPED, "select": SHIPPED,
+                                         "set": adamw([0.9, 0.95], 1.e-5)},
+    "qwen1_5_7b_finetune_r150_shipped": {"source": Q15_7F_R15, "family": "qwen1_5", "stages": [0], "layers": None,
+                                         "recompute": SHIPPED, "select": SHIPPED,
+                                         "set": adamw([0.9, 0.95], 1.e-6, 0.01)},
+    "glm3_6b_multiturn_r150_shipped": {"source": GLM3_R15, "family": "glm3", "stages": [0], "layers": None,
+                                       "recompute": SHIPPED, "select": SHIPPED,
+                                       "set": {**adamw([0.9, 0.999], 1.e-4),
+                                               "train_dataset.data_loader": {"type": "MindDataset",
+                                                                             "dataset_dir": "", "shuffle": True},
+                                               "train_dataset_task.type": "CausalLanguageModelDataset",
+                                               # as shipped (use_clip_grad False) DryRun stopped at the first
+                                               # step: "AnyTypeKernelActor failed to generate id", a Float64
+                                               # PyExecute output of MFTrainOneStepCell (wrapper/wrapper.py:
+                                               # construct returns global_norm None without the clip); every
+                                               # recorded case clips. Not yet run with this edit
+                                               "runner_wrapper.use_clip_grad": True}},
+    # the single-stage r1.5.0 Qwen1.5 pretrains (TP8 SP 32k without recompute; DP4 TP4 SP 32k, micro-batch
+    # interleave 2, full recompute): as shipped; the 7B's optimizer as above, the 14B's AdamW is 2.1.0's
+    "qwen1_5_7b_pretrain_r150_shipped": {"source": Q15_7P_R15, "family": "qwen1_5", "stages": [0], "layers": None,
+                                         "recompute": SHIPPED, "select": SHIPPED,
+                                         "set": adamw([0.9, 0.95], 1.e-6, 0.01)},
+    "qwen1_5_14b_pretrain_r150_shipped": {"source": Q15_14P_R15, "family": "qwen1_5", "stages": [0],
+                                          "layers": None, "recompute": SHIPPED, "select": SHIPPED},
+    # the legacy MoE YAMLs (LlamaForCausalLM with moe_config: MoEV2 / TopkRouterV2, the same classes in
+    # r1.5.0 and 2.1.0): the stage the model predicts highest with its shipped layers, the other stages
+    # cut to 1-2 layers (LayerSetting: avg = num_layers // pp, plus the offset), as many micro-batches as
+    # stages (the peak stage's in-flight count is the pipeline's either way)
+    "qwen2_57b_pretrain_r150_s3": {"source": Q2_57P_R15, "family": "qwen2_moe", "stages": [3], "layers": None,
+                                   "recompute": SHIPPED, "select": SHIPPED,
+                                   "set": {"model.model_config.num_layers": 10,
+                                           "model.model_config.offset": [-1, -1, -1, 5],
+                                           "parallel_config.micro_batch_num": 4}},
+    "qwen2_57b_finetune_r150_s1": {"source": Q2_57F_R15, "family": "qwen2_moe", "stages": [1], "layers": None,
+                                   "recompute": SHIPPED, "select": SHIPPED,
+                                   "set": {"model.model_config.num_layers": 16,
+                                           "model.model_config.offset": [-6, 6],
+                                           "parallel_config.micro_batch_num": 2}},
+    "mixtral_8x7b_finetune_r160_s0": {"source": MIX_R16, "family": "mixtral", "stages": [0], "layers": None,
+                                      "recompute": SHIPPED, "select": SHIPPED,
+                                      "set": {"model.model_config.num_layers": 18,
+                                              "model.model_config.offset": [7, -7],
+                                              "parallel_config.micro_batch_num": 2}},
     "qwen3_32b_l8_tp4_sp_select_comm": {"source": Q32, "family": "qwen3", "stages": [0, 3],
                                         "layers": 8, "recompute": False, "select": True,
                                         "set": {"parallel_config.use_seq_parallel": True,
