@@ -290,7 +290,10 @@ def table(names: Sequence[str]) -> List[str]:
         res = plan(name, data.get("calibrate"))
         own = estimate(derived_path(name))
         share = (res.to_json()["recompute_flops"] / res.own["recompute_flops"]) if res.own.get("recompute_flops") else 0
-        mine = "unchanged" if res.unchanged else f"{recompute_summary(res.planned)} ({share:.0%} of their FLOPs)"
+        over = own_over(name, res)
+        mine = "unchanged" if res.unchanged else recompute_summary(res.planned) + (
+            f" (theirs is over the pool by DryRun on stage {', '.join(map(str, over))})" if over
+            else f" ({share:.0%} of their FLOPs)")
         by = {s["stage"]: s for s in data["stages"]}
         for st in res.to_json()["stages"]:
             d = by.get(st["stage"])
