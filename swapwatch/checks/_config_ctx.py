@@ -1,7 +1,7 @@
 """Helpers the config-time rules share: the config behind a plan and where its keys are."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from ..config import TrainingConfig
 
@@ -18,6 +18,20 @@ def config_of(ctx: "CheckContext") -> Optional[TrainingConfig]:
     None without one (a PyNative YAML's config is not the static path's: these rules read
     ``recompute_config`` / ``swap_config``, which that path does not have)."""
     return ctx.config if isinstance(ctx.config, TrainingConfig) else None
+
+
+def select_sets(plan: "Plan") -> Dict[Tuple[str, Tuple[str, ...]], List[int]]:
+    """The layers of ``plan`` with select recompute (not fully recomputed), grouped by (layout key, the
+    select patterns): what a rule sizing a select set on the family's tensor table judges once per
+    group (SW211, SW310)."""
+    groups: Dict[Tuple[str, Tuple[str, ...]], List[int]] = {}
+    for lp in plan.layers:
+        if lp.full_recompute or not lp.select_recompute:
+            continue
+        key = plan.layout_key(lp.layer)
+        if key:
+            groups.setdefault((key, tuple(lp.select_recompute)), []).append(lp.layer)
+    return groups
 
 
 def swap_mode(ctx: "CheckContext") -> Optional[Tuple["Plan", TrainingConfig]]:

@@ -1,10 +1,10 @@
 """SW211: a select recompute set that MindSpore will drop whole (it frees nothing), before launch."""
 from __future__ import annotations
 
-from typing import Dict, Iterable, Tuple
+from typing import Iterable
 
 from . import CheckContext, Finding, Rule, register
-from ._config_ctx import config_of, where
+from ._config_ctx import config_of, select_sets, where
 
 
 @register
@@ -51,14 +51,7 @@ class SelectFreesNothing(Rule):
             return
         from ..memory.tensor_table import frees_nothing, never_called
 
-        groups: Dict[Tuple[str, Tuple[str, ...]], list] = {}
-        for lp in plan.layers:
-            if lp.full_recompute or not lp.select_recompute:
-                continue
-            key = plan.layout_key(lp.layer)
-            if key:
-                groups.setdefault((key, tuple(lp.select_recompute)), []).append(lp.layer)
-        for (key, pats), layers in groups.items():
+        for (key, pats), layers in select_sets(plan).items():
             reached = frees_nothing(cfg, key, pats)
             if not reached:
                 continue

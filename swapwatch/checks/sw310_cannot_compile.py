@@ -1,10 +1,10 @@
 """SW310: select recompute MindSpore cannot compile on that layer (the job dies in graph compile)."""
 from __future__ import annotations
 
-from typing import Dict, Iterable, List, Tuple
+from typing import Iterable
 
 from . import CheckContext, Finding, Rule, register
-from ._config_ctx import config_of, where
+from ._config_ctx import config_of, select_sets, where
 
 
 @register
@@ -47,14 +47,7 @@ class CannotCompile(Rule):
         from ..memory.tensor_table import cannot_compile
         from ..text import ranges
 
-        groups: Dict[Tuple[str, Tuple[str, ...]], List[int]] = {}
-        for lp in plan.layers:
-            if lp.full_recompute or not lp.select_recompute:
-                continue
-            key = plan.layout_key(lp.layer)
-            if key:
-                groups.setdefault((key, tuple(lp.select_recompute)), []).append(lp.layer)
-        for (key, pats), layers in groups.items():
+        for (key, pats), layers in select_sets(plan).items():
             cells = cannot_compile(cfg, key, pats)
             if not cells:
                 continue
