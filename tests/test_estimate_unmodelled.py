@@ -55,9 +55,18 @@ def test_every_key_of_a_maintainer_yaml_is_classified_by_a_rule(path):
     assert rep.by_kind[MODELLED] and rep.by_kind[IRRELEVANT]
 
 
+#: maintainer YAMLs the estimate refuses in one line (a legacy Llama with a top-level moe_config: the dense
+#: table would size its experts as one MLP; DryRun L1 of Mixtral-8x7B's stage 0 is 37.9 % above that)
+MOE_REFUSED = {"r1.5.0_finetune_qwen2_57b.yaml", "r1.5.0_pretrain_qwen2_57b.yaml", "r1.6.0_finetune_mixtral-8x7b.yaml"}
+
+
 @pytest.mark.parametrize("path", MAINTAINER)
 def test_what_is_not_modelled_is_in_the_header_and_the_json(path):
     r = cli("estimate", path, "--format", "json")
+    if os.path.basename(path) in MOE_REFUSED:
+        assert r.returncode == 2 and "does not model mixture of experts" in r.stderr, r.stderr
+        assert "Traceback" not in r.stderr
+        return
     assert r.returncode == 0, r.stderr
     js = json.loads(r.stdout)
     rep = classify(load_config(path, check_rules=False).tree)

@@ -45,22 +45,18 @@ def test_verdict_is_estimate_against_pool_and_card(name):
     assert row.peak_stage is not None and row.shape["seq"] > 0 and row.plan is None
 
 
-def test_the_72b_32k_finetune_is_above_its_pool_on_a_bound_and_plan_is_asked():
-    """The 72B 32K finetune's stage 0 is just above its 56GB pool by the estimate (SeqPipe: 15 chunks
-    of 4k tokens in flight, docs/estimate.md "SeqPipe"; it was 165.8 GiB with 8 whole micro-batches
-    while SeqPipe was unmodelled), but the estimate names select_comm_recompute as unmodelled on this
-    table, and DryRun L1 used 49280 MiB there (fixtures/dryrun/cases/qwen2_5_72b_32k_s0.json): the
-    survey says the verdict stands on a bound, and plan's view is taken there."""
+def test_the_72b_32k_finetune_is_within_its_pool():
+    """The 72B 32K finetune was above its 56GB pool by the estimate (165.8 GiB with 8 whole micro-batches
+    while SeqPipe was unmodelled, 57 GiB after) until its select comm patterns on w_qkv's and
+    w_gate_hidden's reshapes were sized (docs/estimate.md "Fine-grain interleave"): within now, as DryRun
+    L1 has its stage 0 (49280 MiB used, fixtures/dryrun/cases/qwen2_5_72b_32k_s0.json). The norms' pattern
+    it also has adds a cast the table does not size, so select_comm_recompute is still named unmodelled."""
     row = ms.classify(str(FIXTURES / "finetune_qwen2_5_72b_32k.yaml"))
-    assert row.verdict == "above pool"
-    assert row.pool_bytes == 56 << 30 < row.peak_bytes < 1.1 * row.pool_bytes
-    assert row.shape["in_flight"] == "15/8" and row.shape["path"] == "legacy"
-    assert row.plan in ("fits", "fits, the YAML unchanged", "no plan fits")
+    assert row.verdict == "within"
+    assert row.peak_bytes < row.pool_bytes == 56 << 30
+    assert row.shape["path"] == "legacy"
     assert "recompute_config.select_comm_recompute" in row.unmodelled
     assert "parallel_config.seq_split_num" not in row.unmodelled
-    summ = ms.summary([row], {})
-    assert summ["above"] == summ["above_on_a_bound"] == 1
-    assert "a bound: " in summ["shapes_above"][0]["verdicts"][0]
 
 
 def test_a_pool_the_card_cannot_hold_is_above_card(tmp_path):
