@@ -85,7 +85,11 @@ def test_op_swap_entries_are_what_mindformers_logs(tmp_path):
     assert ex.exit_code == 0 and not ex.findings
     text = cli("explain", str(out), "--format", "formative", "--host-bandwidth", "30GB/s").stdout
     lines = re.findall(r"Set op_swap at layer (\d+): (.*)", text)
-    assert lines and all(items == ".attention, value=24" for _, items in lines)
+    # each layer's entries as MindFormers logs them: the attention's outputs at prefetch 24 on most, and
+    # (since MindFormers' default select set is a group) the SiLU-Mul product's two ops at 6 on a few
+    want = {".attention, value=24", " feed_forward.mul, value=6,  feed_forward.w1.activation.silu, value=6"}
+    assert lines and {items for _, items in lines} <= want, {items for _, items in lines}
+    assert any(items == ".attention, value=24" for _, items in lines)
     assert {int(i) for i, _ in lines} == {c["layer"] for c in _swaps(res)}
 
 
