@@ -228,7 +228,7 @@ class TensorTable:
                 self.producers.setdefault(t, []).append(i)
         self.layout = load_layout(f"{family}:{kind}" if kind else family)
         #: the cells whose select recompute MindSpore cannot compile on this layer
-        #: (``uncompilable_select`` in the table: :meth:`uncompilable_reached`)
+        #: (``uncompilable_select`` in the table: :meth:`cells_reached`)
         self.uncompilable: FrozenSet[str] = frozenset(
             c["cell"] for c in data.get("uncompilable_select", ()) if present(c))
         #: the cells the layer never calls (``uncalled_cells``): a select pattern reaching one of them
@@ -239,7 +239,7 @@ class TensorTable:
         #: compile select recompute of here
         self.groups: List[Tuple[str, List[str]]] = [
             (g["name"], list(g["patterns"])) for g in data.get("select_groups", [])
-            if present(g) and not self.uncompilable_reached(g["patterns"])]
+            if present(g) and not self.cells_reached(g["patterns"], self.uncompilable)]
         #: what the layer marks for recompute itself when built (``swapwatch/layouts`` ``preset``:
         #: Qwen3-MoE / DeepSeek-V3's ``mlp.experts.swiglu``), and what it marks more when
         #: select_recompute is set at all (legacy LLamaAttention without flash: its core ops)
@@ -472,11 +472,6 @@ class TensorTable:
         return frozenset(t.path for pat in patterns for t in strategy.walk(self.layout, pat, "recompute").targets
                          if t.kind == "cell" and t.path in cells)
 
-    def uncompilable_reached(self, patterns: Sequence[str]) -> FrozenSet[str]:
-        """The cells of :attr:`uncompilable` ``patterns`` reach: MindSpore fails to compile the graph
-        with them marked."""
-        return self.cells_reached(patterns, self.uncompilable)
-
     def outputs_of(self, ops: FrozenSet[int]) -> FrozenSet[str]:
         return frozenset(t for i in ops for t in self.ops[i].outs)
 
@@ -578,19 +573,20 @@ def frees_nothing(cfg: object, layout_key: str, patterns: Sequence[str]) -> Opti
     return reached
 
 
+def _cells_on_every_layer(cfg: object, layout_key: str, patterns: Sequence[str], which: str) -> FrozenSet[str]:
+    """The cells of each structural table's ``which`` attribute (``uncalled`` / ``uncompilable``) that
+    ``patterns`` reach, on every layer the YAML may build (:func:`_layers_of`): empty where they disagree."""
+    found = [fam.cells_reached(list(patterns), getattr(fam, which)) for fam in _layers_of(cfg, layout_key) or []]
+    return frozenset.intersection(*found) if found else frozenset()
+
+
 def never_called(cfg: object, layout_key: str, patterns: Sequence[str]) -> FrozenSet[str]:
     """The cells ``patterns`` reach on the layer of ``layout_key`` in the YAML ``cfg`` that the layer
-    never calls (``uncalled_cells``: their recompute marks nothing); empty where the layers it may be
-    disagree (:func:`_layers_of`)."""
-    found = [fam.cells_reached(list(patterns), fam.uncalled) for fam in _layers_of(cfg, layout_key) or []]
-    return frozenset.intersection(*found) if found else frozenset()
+    never calls (``uncalled_cells``: their recompute marks nothing)."""
+    return _cells_on_every_layer(cfg, layout_key, patterns, "uncalled")
 
 
 def cannot_compile(cfg: object, layout_key: str, patterns: Sequence[str]) -> FrozenSet[str]:
-    """The cells select recompute ``patterns`` reach on the layer of ``layout_key`` in the YAML ``cfg``
-    whose select recompute MindSpore cannot compile there (``uncompilable_select`` in the family's
-    table: :meth:`TensorTable.uncompilable_reached`); empty when none, or when the layer is unknown
-    and the two it may be disagree (:func:`_layers_of`)."""
-    fams = _layers_of(cfg, layout_key) or []
-    found = [fam.uncompilable_reached(list(patterns)) for fam in fams]
-    return frozenset.intersection(*found) if found else frozenset()
+    """The cells ``patterns`` reach on the layer of ``layout_key`` in the YAML ``cfg`` whose select
+    recompute MindSpore cannot compile there (``uncompilable_select`` in the family's table)."""
+    return _cells_on_every_layer(cfg, layout_key, patterns, "uncompilable")
