@@ -216,14 +216,17 @@ def record(name: str, stages: Optional[Sequence[int]] = None, timeout: float = 7
     js = os.path.join(PLANS, f"{name}.json")
     done = _recorded(js, sha(text))
     wanted = list(stages) if stages else [p for p in range(len(res.planned.stages)) if p not in done]
-    own = {}
-    if res.unchanged and os.path.exists(os.path.join(PLANS, f"{name}.own.json")):
-        with open(os.path.join(PLANS, f"{name}.own.json"), encoding="utf-8") as fh:
-            own = {s["stage"]: s for s in json.load(fh)["stages"]}
+    # stage cuts DryRun already ran, byte for byte: the previous plan's (a plan that changed on other
+    # stages leaves this stage's cut as it was) and, when the plan is the maintainers' YAML, theirs
+    ran: Dict[str, Dict[str, Any]] = {}
+    for other in (js, os.path.join(PLANS, f"{name}.own.json")):
+        if os.path.exists(other) and (other == js or res.unchanged):
+            with open(other, encoding="utf-8") as fh:
+                ran.update({s["ran_sha256"]: s for s in json.load(fh)["stages"] if s.get("ran_sha256")})
     for stage in wanted:
         cut_sha = sha(stage_cut_text(text, path, stage))
-        if stage in own and own[stage].get("ran_sha256") == cut_sha:
-            done[stage] = dict(own[stage])     # the plan is the maintainers' YAML: the same stage cut ran
+        if cut_sha in ran and ran[cut_sha]["stage"] == stage:
+            done[stage] = dict(ran[cut_sha])   # the same stage cut ran: its DryRun answer stands
         else:
             done[stage] = _measure_cut(name, text, path, stage, "planned", timeout)
         p = done[stage]

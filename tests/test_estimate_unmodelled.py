@@ -25,12 +25,9 @@ MAINTAINER = sorted(glob.glob("fixtures/configs/mindformers/*.yaml"))
 #: that a DryRun record of that very YAML shows (tests/test_oracle_dryrun.py KNOWN pins it): fixture ->
 #: its case in fixtures/dryrun/cases/. An entry the model no longer puts above fails, so the list stays
 #: honest (docs/estimate.md "The maintainer YAMLs above their card")
-ABOVE_BY_MODEL_ERROR = {
-    "r1.5.0_finetune_llama2_7b.yaml": "llama2_7b_finetune_r150_shipped",
-    "r1.5.0_pretrain_llama2_13b.yaml": "llama2_13b_pretrain_r150_shipped",
-    "r1.5.0_finetune_llama2_13b.yaml": "llama2_13b_finetune_r150_shipped",
-    "r1.5.0_finetune_qwen1_5_7b.yaml": "qwen1_5_7b_finetune_r150_shipped",
-}
+#: (empty since the single-stage gradient phase: r1.5.0's four DP8 YAMLs are within their card, each
+#: within 1 % of its record: docs/estimate.md "A single stage's gradients")
+ABOVE_BY_MODEL_ERROR: dict = {}
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
@@ -173,14 +170,18 @@ def test_auto_parallel_is_refused_with_the_reason(tmp_path):
 
 
 def test_lora_base_weights_carry_no_gradients_or_optimizer_states(tmp_path):
-    full = estimate(small_yaml(tmp_path)).stages[0].static
+    full_est = estimate(small_yaml(tmp_path))
+    full = full_est.stages[0].static
     (tmp_path / "l").mkdir()
     lora = estimate(small_yaml(tmp_path / "l", mc_extra="""\
         pet_config: {pet_type: lora, lora_rank: 8, lora_alpha: 16, target_modules: '.*wq|.*wv'}
         """))
     st = lora.stages[0].static
     assert st["weights"] == full["weights"] > 0
-    assert st["grads"] == st["optimizer_states"] == 0 < full["grads"]
+    # the gradients: in the static part with a gradient buffer, the backward's end without one (one
+    # legacy stage: memory/model.py:backward_end); LoRA's base has none in either
+    assert st["grads"] == st["optimizer_states"] == lora.stages[0].backward_end == 0
+    assert full["grads"] + full_est.stages[0].backward_end > 0
     assert lora.spec.frozen_base and "model.model_config.pet_config.pet_type" not in lora.unmodelled
 
 

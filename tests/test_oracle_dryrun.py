@@ -32,24 +32,6 @@ TOLERANCE = 0.10
 #: (case, stage) -> the relative error recorded when the model was last changed, for stages outside
 #: TOLERANCE; the test asserts the error is still this one (to 0.5 %), so any change is seen
 KNOWN: dict = {
-    # r1.5.0's single-stage DP8 YAMLs with the optimizer shard (held out: recorded after the model, which
-    # they did not inform; docs/estimate.md "The maintainer YAMLs above their card"): the model holds
-    # every parameter's whole gradient through the backward (static_parts' "grads": 25705 MiB of fp32 on
-    # Llama2-7B, 24826 of fp16 on the 13Bs, 29453 of fp32 on Qwen1.5-7B, 13512 on Qwen1.5-14B at TP4), as a
-    # pipeline's accumulation
-    # buffer is held; with one stage (MFTrainOneStepCell, no accumulation) a gradient can go as soon as
-    # it is reduce-scattered. Without that term the Llama2 three are -0.6 %, +1.5 %, +3.2 %, Qwen1.5-14B
-    # +0.2 %, but
-    # Qwen1.5-7B (vocab 151936, full recompute) is -25.8 %: DryRun holds about 13.5 GiB of it there, so
-    # what a single stage keeps needs the tracker. The model is not changed here (the lead's call)
-    ("llama2_7b_finetune_r150_shipped", 0): 0.551,
-    ("llama2_13b_pretrain_r150_shipped", 0): 0.523,
-    ("llama2_13b_finetune_r150_shipped", 0): 0.474,
-    ("qwen1_5_7b_finetune_r150_shipped", 0): 0.303,
-    ("qwen1_5_14b_pretrain_r150_shipped", 0): 0.248,
-    # and GLM3-6B's multi-turn finetune (DP8, fp16, no flash attention; clip on, see record_cases.py):
-    # +49.8 %, +21.9 % without the gradients (11909 MiB): the rest not explained
-    ("glm3_6b_multiturn_r150_shipped", 0): 0.498,
     # r1.6.0's Mixtral-8x7B finetune, stage 0 as shipped (legacy LlamaForCausalLM with a top-level
     # moe_config: 8 experts, EP2; held out): DryRun L1 56882 MiB used where the dense llama table gave
     # 35330 (-37.9 %): the estimate refuses legacy MoE now (tensor_table: a table without expert rows)

@@ -220,10 +220,10 @@ def calibrate(run_dirs: Sequence[str], model: Optional[str] = None,
 def _split(st: Any, workspace: bool = True) -> Tuple[int, int]:
     """(kept, per_step) of a stage's dynamic part (``model.StageMemory``): the saved activations
     and swap window vs the transient, workspace (unless ``workspace`` is False), head and gathered
-    weights; a stage whose peak is the optimizer step counts it as kept (it is scaled like the
-    activations: ``scaled_dynamic``)."""
-    if st.phase == "optimizer":
-        return st.optimizer, 0
+    weights; a stage whose peak is the optimizer step or the backward's end counts it as kept (it is
+    scaled like the activations: ``scaled_dynamic``)."""
+    if st.phase != "activations":
+        return st.late, 0
     # the loss apart: the larger side only, weighed as scaled_dynamic weighs it (no workspace: w 0)
     return st.activations + st.swap_window, int(sum(st.step_parts(w=1.0 if workspace else 0.0)))
 

@@ -133,12 +133,16 @@ def seqpipe_inflight(P: int, V: int, m: int, p: int, n: int) -> Tuple[int, ...]:
     return tuple(counts)
 
 
-def static_parts(spec: ModelSpec, fam: TensorTable, stage: int, n_layers: int,
-                 layer_params: Optional[int] = None, layer_local: Optional[int] = None) -> Dict[str, int]:
-    """Weights, gradients and optimizer states of one rank of ``stage`` (bytes). ``layer_params``:
-    the weight elements of the stage's layers when they differ by kind (dense / MoE / MTP: the
-    experts' share under expert parallel is in each kind's ``params`` rows), else ``n_layers`` of
-    ``fam``'s."""
+def stage_params(spec: ModelSpec, fam: TensorTable, stage: int, n_layers: int,
+                 layer_params: Optional[int] = None) -> Tuple[int, int]:
+    """(every weight element of one rank of ``stage``, those of them outside the optimizer shard).
+
+    Outside the shard: a legacy input embedding (``spec.embedding_shard``; DryRun L1's tracker on the
+    Qwen2.5-7B cut's first stage shows embedding_weight and its adam_m / adam_v at the full [vocab,
+    hidden], docs/estimate.md), and parameters below ``parallel_optimizer_threshold``
+    (``spec.unsharded_per_layer``; the final norm on the last stage). With kinds that differ
+    (``layer_params``) the family's rows stand for every layer's small ones (norms and biases:
+    kilobytes)."""
     sym = spec.symbols()
     params = n_layers * params_per_layer(spec, fam.params_rows, fam.mla_rows) if layer_params is None else layer_params
     if stage == 0:
@@ -147,23 +151,70 @@ def static_parts(spec: ModelSpec, fam: TensorTable, stage: int, n_layers: int,
         params += spec.hidden
         if not (spec.tie_embeddings and spec.pp == 1):
             params += sym["v"] * spec.hidden
+    whole = sym["v"] * spec.hidden if stage == 0 and not spec.embedding_shard and spec.shard > 1 else 0
+    whole += n_layers * unsharded_per_layer(spec, fam.params_rows)
+    if stage == spec.pp - 1 and spec.shard > 1 and spec.hidden * spec.param_bytes < spec.shard_threshold_kb * 1024:
+        whole += spec.hidden
+    return params, whole
+
+
+def backward_end(spec: ModelSpec, fam: TensorTable, stage: int, n_layers: int,
+                 layer_params: Optional[int] = None) -> int:
+    """Bytes above static at the end of the backward of a job without a gradient buffer
+    (``spec.grad_buffer`` False: one legacy stage, no accumulation); 0 otherwise (the buffer is in
+    the static part).
+
+    ``wrapper/wrapper.py:MFTrainOneStepCell`` hands each gradient to its reduction (a ReduceScatter
+    into the optimizer's shard, an AllReduce for a parameter outside it) as the backward makes it.
+    DryRun L1's memory tracker (docs/estimate.md "A single stage's gradients"):
+
+    * the reduction's input, the whole gradient, is freed only when a kernel on the compute stream
+      first reads the reduction's output. With 16-bit weights at ``jit_level: O0`` that is the
+      gradient's own cast to fp32 (``_grad_scale``), right after its reduction: the GLM3-6B YAML frees
+      each whole gradient tens of kernels after it is made. At O1 graph-kernel fusion moves that
+      cast into the clip's reduction after the backward, and fp32 gradients need no cast: the
+      Qwen1.5-7B YAML (O1, fp32 weights) holds every whole gradient of its layers and head to the
+      backward's end (24704 + 2374 MiB of ``Grad_Cast`` blocks), as do 4-layer cuts of it at O0 with
+      fp32 weights and at O1 with fp16 ones;
+    * the reductions' outputs stay to the optimizer: the shards in the weights' dtype, or in fp32
+      where O0 casts them at once (GLM3);
+    * the input embedding's gradient (``UnsortedSegmentSum``, whole) is the backward's last, and
+      outside the shard its AllReduce makes a second whole copy.
+
+    At the optimizer step they are gone (the O1 update fuses the clip in, ``legacy_optimizer_step``),
+    and before the backward none is made yet: this is a third phase beside the activations' and the
+    optimizer's. A single stage's activations shrink as its backward goes and the gradients grow, so
+    the two ends are the phase peaks: the first backward (activations) and this one (Qwen1.5-7B's
+    full recompute: 52490 MiB, DryRun L1 52549)."""
+    if spec.grad_buffer or spec.frozen_base:
+        return 0
+    params, whole = stage_params(spec, fam, stage, n_layers, layer_params)
+    pb = spec.param_bytes
+    emb = spec.symbols()["v"] * spec.hidden if stage == 0 else 0
+    held = (params - emb) * pb if spec.jit_level != "O0" or pb == 4 else 0
+    # the reductions' outputs: none without data parallel
+    shard_bytes = 4 if spec.jit_level == "O0" and pb < 4 else pb
+    reduced = (params - whole) * shard_bytes // spec.shard + whole * pb if spec.dp > 1 else 0
+    return held + emb * pb + reduced
+
+
+def static_parts(spec: ModelSpec, fam: TensorTable, stage: int, n_layers: int,
+                 layer_params: Optional[int] = None, layer_local: Optional[int] = None) -> Dict[str, int]:
+    """Weights, gradients and optimizer states of one rank of ``stage`` (bytes). ``layer_params``:
+    the weight elements of the stage's layers when they differ by kind (dense / MoE / MTP: the
+    experts' share under expert parallel is in each kind's ``params`` rows), else ``n_layers`` of
+    ``fam``'s."""
+    sym = spec.symbols()
+    params, whole = stage_params(spec, fam, stage, n_layers, layer_params)
     pb = spec.param_bytes
     # LoRA (pet_config): the frozen base weights carry no gradients and no optimizer states; the
     # adapters' own (rank r per target matrix) are negligible beside them and left out
     trained = 0 if spec.frozen_base else params
-    # a legacy input embedding outside the optimizer shard (spec.embedding_shard) keeps its weight
-    # and states whole: DryRun L1's tracker on the Qwen2.5-7B cut's first stage shows
-    # embedding_weight and its adam_m / adam_v at the full [vocab, hidden] (docs/estimate.md)
-    whole = sym["v"] * spec.hidden if stage == 0 and not spec.embedding_shard and spec.shard > 1 else 0
-    # parameters below parallel_optimizer_threshold stay whole too (spec.unsharded_per_layer; the
-    # final norm on the last stage); with kinds that differ (layer_params), the family's rows stand
-    # for every layer's small ones (norms and biases: kilobytes)
-    whole += n_layers * unsharded_per_layer(spec, fam.params_rows)
-    if stage == spec.pp - 1 and spec.shard > 1 and spec.hidden * pb < spec.shard_threshold_kb * 1024:
-        whole += spec.hidden
     whole_trained = 0 if spec.frozen_base else whole
     states = spec.state_bytes * spec.optimizer_states
-    out = {"weights": (params - whole) * pb // spec.shard + whole * pb, "grads": trained * pb,
+    # without a gradient buffer (spec.grad_buffer) the gradients are the backward's own: backward_end
+    grads = trained * pb if spec.grad_buffer else 0
+    out = {"weights": (params - whole) * pb // spec.shard + whole * pb, "grads": grads,
            "optimizer_states": (trained - whole_trained) * states // spec.shard + whole_trained * states}
     if layer_local is not None:
         # mcore, per-row optimizer shard (``layer_local``: the layers' weight elements on this rank,
@@ -398,12 +449,18 @@ def head_bytes(spec: ModelSpec, stage: int, chunks: int = 1) -> int:
     # backward with the compute-dtype logits and three fp32 tensors, checked on the example model's
     # CPU runs: docs/estimate.md "The PyNative path")
     logits = c if spec.mcore or c == 4 else 0
+    # the loss' fp32 tensors per logit: O1 fuses _NLLLoss' Sub, Exp and ReduceSum into one kernel
+    # (the logits' cast, OneHot, GraphKernel_Sub_Exp_ReduceSum_split: 3); at O0 they stay apart and
+    # the cast is freed by the first Sub (OneHot, _LogSoftmax's Sub, _NLLLoss' Exp and Sub: 4,
+    # DryRun L1's tracker on the GLM3-6B r1.5.0 YAML: 4 x 4064 MiB; docs/estimate.md "A single
+    # stage's gradients")
+    loss = 16 if spec.jit_level == "O0" and not spec.mcore else 12
     # the legacy layer under sequence parallel gathers the final norm's output whole in fp32 and casts
     # it for the head (DryRun L1's tracker on the Llama2-70B cuts' last stage: 128 + 64 MiB where the
     # local [b, s / tp, h] part is 16; docs/estimate.md "The plain Llama layer under sequence parallel")
     norm = b * s * h * (4 + c) if sym["sg"] and not spec.mcore else b * sq * h * c
     kept = b * s * h * c + b * s * sym["v"] * 8
-    return norm + b * s * sym["v"] * (logits + 12) + (chunks - 1) * kept + weight_copy
+    return norm + b * s * sym["v"] * (logits + loss) + (chunks - 1) * kept + weight_copy
 
 
 def gathered_weights(spec: ModelSpec, fam: TensorTable, n_layers: int, layer_params: Optional[int] = None,
@@ -466,6 +523,8 @@ class StageMemory:
     gathered: int = 0
     #: the head and loss apart in time from the layers' recompute and workspace (ModelSpec.loss_apart)
     loss_apart: bool = False
+    #: the gradients at the backward's end of a job without a gradient buffer (:func:`backward_end`)
+    backward_end: int = 0
 
     @property
     def static_total(self) -> int:
@@ -486,13 +545,21 @@ class StageMemory:
         return self.activations + self.swap_window + int(sum(self.step_parts()))
 
     @property
+    def late(self) -> int:
+        """The larger of the phases no strategy moves: the optimizer step and the backward's end."""
+        return max(self.optimizer, self.backward_end)
+
+    @property
     def phase(self) -> str:
-        """Which phase makes the peak: ``activations`` (the first backward) or ``optimizer``."""
-        return "optimizer" if self.optimizer > self.activation_phase else "activations"
+        """Which phase makes the peak: ``activations`` (the first backward), ``backward_end`` (the
+        gradients of a job without a gradient buffer: :func:`backward_end`) or ``optimizer``."""
+        if self.late <= self.activation_phase:
+            return "activations"
+        return "backward_end" if self.backward_end > self.optimizer else "optimizer"
 
     @property
     def dynamic(self) -> int:
-        return max(self.activation_phase, self.optimizer)
+        return max(self.activation_phase, self.late)
 
     def scaled_dynamic(self, cal: Calibration) -> float:
         """``dynamic`` in units of ``cal.scale`` (the saved activations' scale): with a
@@ -501,7 +568,7 @@ class StageMemory:
             return self.dynamic
         t = cal.scale if cal.transient_scale is None else cal.transient_scale
         w = t if cal.workspace_scale is None else cal.workspace_scale
-        return max(self.activations + self.swap_window + sum(self.step_parts(t, w)) / cal.scale, self.optimizer)
+        return max(self.activations + self.swap_window + sum(self.step_parts(t, w)) / cal.scale, self.late)
 
     def peak(self, cal: Calibration = NO_CALIBRATION) -> int:
         return cal.peak(self.static_total, self.scaled_dynamic(cal))
@@ -511,7 +578,7 @@ class StageMemory:
         acts = self.activations + self.swap_window
         # components and breakdown add up to the peak: the parts of the phase that makes it (the
         # other phase's total is beside them)
-        opt = self.phase == "optimizer"
+        opt = self.phase != "activations"
         act_part = (lambda v: 0) if opt else (lambda v: int(round(s * v)))
         t = s if cal.transient_scale is None else cal.transient_scale
         w = t if cal.workspace_scale is None else cal.workspace_scale
@@ -523,9 +590,10 @@ class StageMemory:
         return {"stage": self.stage, "layers": self.layers, "peak_bytes": self.peak(cal), "peak_phase": self.phase,
                 "activation_phase_bytes": int(round(s * acts + other)),
                 "optimizer_step_bytes": int(round(s * self.optimizer)),
+                "backward_end_bytes": int(round(s * self.backward_end)),
                 "components": {"static": int(round(self.static_total + res)),
                                "activations": act_part(acts),
-                               "other": int(round(s * self.optimizer)) if opt else int(round(other))},
+                               "other": int(round(s * self.late)) if opt else int(round(other))},
                 "breakdown": {**self.static, "calibration_residual": int(round(res)),
                               "saved_activations": act_part(self.activations),
                               "swap_prefetch_window": act_part(self.swap_window),
@@ -533,7 +601,9 @@ class StageMemory:
                               "backward_workspace": step_part(parts[1]),
                               "head_and_logits": step_part(parts[2]),
                               "gathered_weights": step_part(parts[3]),
-                              "optimizer_step": int(round(s * self.optimizer)) if opt else 0},
+                              "optimizer_step": int(round(s * self.optimizer)) if self.phase == "optimizer" else 0,
+                              "backward_end_gradients": int(round(s * self.backward_end))
+                              if self.phase == "backward_end" else 0},
                 "measured_peak_bytes": measured}
 
 
@@ -630,6 +700,7 @@ def stage_memory(spec: ModelSpec, fam: TensorTable, geo: strategy.Geometry, stag
                        activations=act, swap_window=window, transient=transient,
                        workspace=workspace if layers else 0, head=head,
                        optimizer=optimizer, loss_apart=spec.loss_apart,
+                       backward_end=backward_end(spec, fam, stage, len(layers), layer_params),
                        gathered=gathered_weights(spec, fam, len(layers), layer_params, stage))
 
 

@@ -141,7 +141,7 @@ def calibration_rows(est: Estimate) -> List[str]:
 def render_estimate(est: Estimate, fmt: str) -> str:
     if fmt == "json":
         return json.dumps(est.to_json(), indent=2) + "\n"
-    out = [header(est), ""] + stage_rows(est) + [not_in_peak_line(est), ""] + layer_rows(est)
+    out = [header(est), ""] + stage_rows(est) + phase_lines(est) + [not_in_peak_line(est), ""] + layer_rows(est)
     if est.swaps:
         out += [""] + swap_rows(est)
     cal = calibration_rows(est)
@@ -150,6 +150,20 @@ def render_estimate(est: Estimate, fmt: str) -> str:
     if est.dryrun:
         out += [""] + dryrun_rows(est)
     return "\n".join(out) + "\n"
+
+
+def phase_lines(est: Estimate) -> List[str]:
+    """Where a stage peaks outside its first backward, say so: the "other" column is then a phase no
+    recompute or swap moves (memory/model.py: StageMemory.phase)."""
+    out = []
+    for st in est.stages:
+        if st.phase == "optimizer":
+            out.append(f"stage {st.stage} peaks at the optimizer step ({fmt_size(st.optimizer)} above static): "
+                       "no recompute or swap lowers it")
+        elif st.phase == "backward_end":
+            out.append(f"stage {st.stage} peaks at the backward's end (the gradients of one stage without "
+                       f"accumulation, {fmt_size(st.backward_end)} above static): no recompute or swap lowers it")
+    return out
 
 
 def not_in_peak_line(est: Estimate) -> str:

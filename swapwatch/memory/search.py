@@ -284,7 +284,8 @@ def step_terms(workspace: float, head: float, gathered: float, apart: bool,
 
 def stage_terms(spec: ModelSpec, fam: TensorTable, geo, stage: int, cal: Calibration,
                 kinds: Optional[Kinds] = None) -> Tuple[int, float, int, float]:
-    """(static, fixed, optimizer step, transient floor) of ``stage``: static and the optimizer step
+    """(static, fixed, late phase, transient floor) of ``stage``: static and the late phase (the
+    optimizer step, or the backward's end without a gradient buffer: ``StageMemory.late``)
     are :func:`swapwatch.memory.model.stage_memory`'s own figures with no activation kept (each layer
     on its kind's table with ``kinds``; the per-row optimizer shard and the states on host of
     model.static_parts / swap_optimizer_step included), so the search and ``estimate`` agree; fixed
@@ -298,7 +299,7 @@ def stage_terms(spec: ModelSpec, fam: TensorTable, geo, stage: int, cal: Calibra
     else:
         st = stage_memory(spec, fam, geo, stage, [zero] * n)
     fixed, floor = step_terms(st.workspace, st.head, st.gathered, st.loss_apart, cal)
-    return st.static_total, fixed, st.optimizer, floor
+    return st.static_total, fixed, st.late, floor
 
 
 def fam_parts(spec: ModelSpec, fam: TensorTable, geo, stage: int, cal: Calibration) -> Tuple[int, float, int, float]:
@@ -751,7 +752,7 @@ class StageShape:
     mtp_weight: int
     static: int
     fixed: float
-    optimizer: int
+    late: int                         # StageMemory.late: the optimizer step or the backward's end
     floor: float
 
 
@@ -771,7 +772,7 @@ def stage_shape(spec: ModelSpec, fam: TensorTable, geo, stage: int, cal: Calibra
                 runs.append(_Run(chunk=v, layers=[i], table=t, weight=counts[v]))
     mtp = list(kinds.mtp) if kinds is not None and stage == P - 1 and runs else []
     return StageShape(stage=stage, runs=runs, mtp=mtp, mtp_weight=counts[-1], static=static, fixed=fixed,
-                      optimizer=opt, floor=floor)
+                      late=opt, floor=floor)
 
 
 @dataclass
@@ -970,7 +971,7 @@ def solve_stage(spec: ModelSpec, fam: TensorTable, geo, stage: int, cal: Calibra
     ``shape``: the stage's :func:`stage_shape`, when the caller has it already."""
     if shape is None:
         shape = stage_shape(spec, fam, geo, stage, cal, kinds)
-    if cal.peak(shape.static, shape.optimizer) > budget:
+    if cal.peak(shape.static, shape.late) > budget:
         return StagePlan(stage=stage, fits=False, static=shape.static)   # the optimizer step alone is over
     room = (budget - cal.static_scale * shape.static - cal.residual) / cal.scale - shape.fixed
     longest = max((geo.layer_list[v][stage] for v in range(geo.pp_interleave_num)), default=1)
@@ -1031,7 +1032,7 @@ def lowest_peak(spec: ModelSpec, fam: TensorTable, geo, stage: int, cal: Calibra
     shape = stage_shape(spec, fam, geo, stage, cal, kinds)
     longest = max((geo.layer_list[v][stage] for v in range(geo.pp_interleave_num)), default=1)
     dyn = lowest_dynamic(shape, chains(fam, allow_swap, layers=longest), kinds=kinds, fam=fam)
-    return max(cal.peak(shape.static, dyn), cal.peak(shape.static, shape.optimizer))
+    return max(cal.peak(shape.static, dyn), cal.peak(shape.static, shape.late))
 
 
 def brute_force(levels: Sequence[Level], layer_weights: Sequence[int], micro: int, room: float,

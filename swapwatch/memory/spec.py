@@ -121,9 +121,16 @@ class ModelSpec:
     #: the last stage's loss and the layers' recomputed backward are apart in time, so the activation
     #: phase holds the larger of the two, not their sum (model.StageMemory.step_parts). DryRun L1's
     #: tracker shows it on the legacy path at ``jit_level: O1`` (the Qwen2.5 cut's last stage:
-    #: docs/estimate.md "The legacy last stage") and on mcore (the Qwen3-32B and Qwen3-MoE cuts: "The
-    #: mcore last stage"); a legacy config at another level, which nobody measured, keeps the sum
+    #: docs/estimate.md "The legacy last stage"), at O0 (the GLM3-6B r1.5.0 YAML: "A single stage's
+    #: gradients") and on mcore (the Qwen3-32B and Qwen3-MoE cuts: "The mcore last stage"); a legacy
+    #: config at O2 (GE), which nobody measured, keeps the sum
     loss_apart: bool = False
+    #: ``context.jit_config.jit_level``; absent, MindSpore 2.x graph mode's O0 (kernel by kernel, no
+    #: graph-kernel fusion: the GLM3-6B r1.5.0 YAML sets none and its DryRun L1 blocks have no
+    #: ``GraphKernel_`` kernel). O1 fuses the loss' and the optimizer's element-wise kernels
+    jit_level: str = "O0"
+    #: ``runner_config.gradient_accumulation_steps`` (1: none)
+    grad_accumulation: int = 1
     #: the legacy Llama layer's fine-grain interleave: each layer runs its linears on this many
     #: sequence parts (models/llama/llama_interleave.py:LLamaDecodeLayerInterleave, built by
     #: models/llama/llama.py:LlamaModel when models/utils.py:check_fine_grain_interleave_valid holds:
@@ -146,6 +153,19 @@ class ModelSpec:
     frozen_base: bool = False
     #: memory-relevant key paths the model leaves out (:mod:`swapwatch.memory.keys`)
     unmodelled: List[str] = field(default_factory=list)
+
+    @property
+    def grad_buffer(self) -> bool:
+        """Whether the whole gradients live in a buffer through the step (the static part), or only
+        from the backward that makes them to the backward's end (:func:`swapwatch.memory.model.
+        backward_end`). A buffer: every pipeline stage (``accu_grads``, MindFormers'
+        ``MFPipelineWithLossScaleCell``), gradient accumulation, and the mcore path (measured only with
+        pipeline stages, or with the optimizer states on host: ``model.swap_optimizer_step``). None:
+        a single-stage legacy job without accumulation, whose ``MFTrainOneStepCell`` hands each
+        gradient to its reduction as the backward makes it (DryRun L1's tracker on the Qwen1.5-7B and
+        GLM3-6B r1.5.0 YAMLs: no gradient block before the backward, docs/estimate.md "A single
+        stage's gradients")."""
+        return self.mcore or self.pp > 1 or self.grad_accumulation > 1
 
     def symbols(self) -> Dict[str, int]:
         """Per-rank sizes of the family's tensor table (see ``swapwatch/memory/llama.yaml``)."""
@@ -378,6 +398,7 @@ def spec_from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional
     compute = dtype(("compute_dtype",), "float16", "bfloat16")
     param_bytes = dtype(("param_init_type", "params_dtype"), "float16", "float32")
     state_bytes = 4 if opt_type.lower().replace("_", "") in FP32_STATE_OPTIMIZERS else param_bytes
+    jit_level = str(section(section(data, "context", ""), "jit_config", "context.").get("jit_level") or "O0").upper()
     _fits_int64(dict(hidden_size=hidden, num_heads=heads, intermediate_size=max(ffn, moe_ffn), seq_length=seq,
                      vocab_size=vocab, num_layers=layers, num_experts=max(1, experts),
                      **{"runner_config.batch_size": batch}),
@@ -400,8 +421,9 @@ def spec_from_tree(data: Dict[str, Any], lines: Dict[str, int], source: Optional
         seq_parallel=sp, seq_split=seq_split, vocab_emb_dp=vocab_emb_dp,
         optimizer_shard=shard, optimizer_shard_size=shard_size, shard_threshold_kb=threshold,
         mcore=mcore, lines=lines, fine_grain=fine_grain,
-        loss_apart=mcore or str(section(section(data, "context", ""), "jit_config", "context.")
-                                .get("jit_level", "")).upper() == "O1",
+        loss_apart=mcore or jit_level in ("O0", "O1"), jit_level=jit_level,
+        grad_accumulation=pos(runner.get("gradient_accumulation_steps", 1),
+                              "runner_config.gradient_accumulation_steps"),
         optimizer_swap=flag(opt, "swap", "optimizer.swap"),
         hccl=str(section(data, "context", "").get("device_target", "Ascend")).lower() == "ascend")
 
