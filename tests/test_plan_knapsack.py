@@ -115,7 +115,7 @@ def test_stage_search_with_kinds_and_mtp_matches_every_assignment(seed):
     nd, nm, w = rng.randint(1, 3), rng.randint(1, 3), rng.randint(1, 3)
     layers = list(range(nd + nm))
     shape = StageShape(stage=0, runs=[_Run(0, layers[:nd], dense, w), _Run(0, layers[nd:], moe, w)], mtp=[mtp],
-                       mtp_weight=w, static=0, fixed=0.0, optimizer=0, floor=float(rng.randint(0, 20)))
+                       mtp_weight=w, static=0, fixed=0.0, late=0, floor=float(rng.randint(0, 20)))
     order = search.position_order(chain)
     # every monotone assignment over positions (levels in position order)
     want: dict = {}

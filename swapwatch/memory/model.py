@@ -453,8 +453,8 @@ def head_bytes(spec: ModelSpec, stage: int, chunks: int = 1) -> int:
     # (the logits' cast, OneHot, GraphKernel_Sub_Exp_ReduceSum_split: 3); at O0 they stay apart and
     # the cast is freed by the first Sub (OneHot, _LogSoftmax's Sub, _NLLLoss' Exp and Sub: 4,
     # DryRun L1's tracker on the GLM3-6B r1.5.0 YAML: 4 x 4064 MiB; docs/estimate.md "A single
-    # stage's gradients")
-    loss = 16 if spec.jit_level == "O0" and not spec.mcore else 12
+    # stage's gradients"); measured on Ascend only: the example model's CPU runs keep the O1 form
+    loss = 16 if spec.jit_level == "O0" and not spec.mcore and spec.hccl else 12
     # the legacy layer under sequence parallel gathers the final norm's output whole in fp32 and casts
     # it for the head (DryRun L1's tracker on the Llama2-70B cuts' last stage: 128 + 64 MiB where the
     # local [b, s / tp, h] part is 16; docs/estimate.md "The plain Llama layer under sequence parallel")
