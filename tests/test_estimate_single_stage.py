@@ -48,7 +48,7 @@ def test_qwen1_5_7b_peaks_at_the_backward_end_with_the_tracker_blocks():
     assert abs(st.peak() / MIB - used) / used < 0.01
 
 
-def test_whole_gradients_held_unless_o0_casts_each_shard_at_once():
+def test_whole_gradients_held_unless_o0_casts_each_shard_at_once(tmp_path):
     """The whole gradient lives until a compute kernel reads its reduction's output: at O0 with
     16-bit weights that is its own cast to fp32 right after (GLM3-6B: tens of task ticks); with fp32
     weights (no cast) or at O1 (the cast fused after the backward) it is the backward's end (the
@@ -74,6 +74,12 @@ def test_whole_gradients_held_unless_o0_casts_each_shard_at_once():
     emb = spec.symbols()["v"] * spec.hidden
     assert g.stages[0].backward_end == emb * 2 + (params - whole) * 4 // spec.shard + whole * 2
     assert g.stages[0].backward_end < (params - emb) * 2
+    # without data parallel nothing reduces a gradient early: all of them wait for the optimizer
+    data = yaml.safe_load((CASES / "glm3_6b_multiturn_r150_shipped.yaml").read_text())
+    data["parallel_config"]["data_parallel"] = 1
+    (tmp_path / "dp1.yaml").write_text(yaml.safe_dump(data))
+    one = estimate(str(tmp_path / "dp1.yaml"))
+    assert one.spec.dp == 1 and one.stages[0].backward_end == params * 2
 
 
 def test_the_o1_cut_peaks_at_the_backward_end_as_measured():

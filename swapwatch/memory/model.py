@@ -176,6 +176,8 @@ def backward_end(spec: ModelSpec, fam: TensorTable, stage: int, n_layers: int,
       Qwen1.5-7B YAML (O1, fp32 weights) holds every whole gradient of its layers and head to the
       backward's end (24704 + 2374 MiB of ``Grad_Cast`` blocks), as do 4-layer cuts of it at O0 with
       fp32 weights and at O1 with fp16 ones;
+    * without data parallel nothing reduces a gradient, so every whole one waits for the optimizer
+      (not recorded: the r1.5.0 YAMLs are all DP8);
     * the reductions' outputs stay to the optimizer: the shards in the weights' dtype, or in fp32
       where O0 casts them at once (GLM3);
     * the input embedding's gradient (``UnsortedSegmentSum``, whole) is the backward's last, and
@@ -191,7 +193,9 @@ def backward_end(spec: ModelSpec, fam: TensorTable, stage: int, n_layers: int,
     params, whole = stage_params(spec, fam, stage, n_layers, layer_params)
     pb = spec.param_bytes
     emb = spec.symbols()["v"] * spec.hidden if stage == 0 else 0
-    held = (params - emb) * pb if spec.jit_level != "O0" or pb == 4 else 0
+    # without data parallel nothing reduces them: every whole gradient waits for the optimizer (not
+    # recorded; the r1.5.0 YAMLs are all DP8)
+    held = (params - emb) * pb if spec.jit_level != "O0" or pb == 4 or spec.dp == 1 else 0
     # the reductions' outputs: none without data parallel
     shard_bytes = 4 if spec.jit_level == "O0" and pb < 4 else pb
     reduced = (params - whole) * shard_bytes // spec.shard + whole * pb if spec.dp > 1 else 0
