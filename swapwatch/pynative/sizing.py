@@ -415,6 +415,9 @@ class PynativeStage(StageMemory):
         dyn = opt - ph.grads if on_opt else act - grads
         out = {"stage": self.stage, "layers": self.layers, "peak_bytes": self.peak(), "peak_phase": self.phase,
                "activation_phase_bytes": act, "optimizer_step_bytes": opt,
+               # the graph path's third phase (a single legacy stage's gradients at its backward's end,
+               # memory/model.py:backward_end); PyNative's gradients are in the phases above
+               "backward_end_bytes": 0,
                "components": {"static": sum(static.values()),
                               "activations": 0 if on_opt else parts.get("saved_activations", 0)
                               + parts.get("swap_prefetch_window", 0),
@@ -425,7 +428,7 @@ class PynativeStage(StageMemory):
                              "swap_prefetch_window": parts.get("swap_prefetch_window", 0),
                              "recompute_transient": parts.get("recompute_transient", 0),
                              "backward_workspace": 0, "head_and_logits": parts.get("head_and_logits", 0),
-                             "gathered_weights": 0, "optimizer_step": dyn if on_opt else 0,
+                             "gathered_weights": 0, "optimizer_step": dyn if on_opt else 0, "backward_end_gradients": 0,
                              "first_step_peak": ph.peak(steady=False)}}
         out["measured_peak_bytes"] = measured
         return out
