@@ -582,22 +582,23 @@ class StageMemory:
         acts = self.activations + self.swap_window
         # components and breakdown add up to the peak: the parts of the phase that makes it (the
         # other phase's total is beside them)
-        opt = self.phase != "activations"
-        act_part = (lambda v: 0) if opt else (lambda v: int(round(s * v)))
+        phase = self.phase
+        late = phase != "activations"      # the optimizer step or the backward's end
+        act_part = (lambda v: 0) if late else (lambda v: int(round(s * v)))
         t = s if cal.transient_scale is None else cal.transient_scale
         w = t if cal.workspace_scale is None else cal.workspace_scale
         parts = self.step_parts(t, w)
         other = sum(parts)
-        step_part = (lambda v: 0) if opt else (lambda v: int(round(v)))
+        step_part = (lambda v: 0) if late else (lambda v: int(round(v)))
         # the CPU pool holds no static part (static_scale 0): the residual carries it off
         res = cal.residual - (1 - cal.static_scale) * self.static_total
-        return {"stage": self.stage, "layers": self.layers, "peak_bytes": self.peak(cal), "peak_phase": self.phase,
+        return {"stage": self.stage, "layers": self.layers, "peak_bytes": self.peak(cal), "peak_phase": phase,
                 "activation_phase_bytes": int(round(s * acts + other)),
                 "optimizer_step_bytes": int(round(s * self.optimizer)),
                 "backward_end_bytes": int(round(s * self.backward_end)),
                 "components": {"static": int(round(self.static_total + res)),
                                "activations": act_part(acts),
-                               "other": int(round(s * self.late)) if opt else int(round(other))},
+                               "other": int(round(s * self.late)) if late else int(round(other))},
                 "breakdown": {**self.static, "calibration_residual": int(round(res)),
                               "saved_activations": act_part(self.activations),
                               "swap_prefetch_window": act_part(self.swap_window),
@@ -605,9 +606,9 @@ class StageMemory:
                               "backward_workspace": step_part(parts[1]),
                               "head_and_logits": step_part(parts[2]),
                               "gathered_weights": step_part(parts[3]),
-                              "optimizer_step": int(round(s * self.optimizer)) if self.phase == "optimizer" else 0,
+                              "optimizer_step": int(round(s * self.optimizer)) if phase == "optimizer" else 0,
                               "backward_end_gradients": int(round(s * self.backward_end))
-                              if self.phase == "backward_end" else 0},
+                              if phase == "backward_end" else 0},
                 "measured_peak_bytes": measured}
 
 

@@ -760,7 +760,7 @@ def stage_shape(spec: ModelSpec, fam: TensorTable, geo, stage: int, cal: Calibra
                 kinds: Optional[Kinds] = None) -> StageShape:
     P, V = geo.pipeline_stage, geo.pp_interleave_num
     counts = inflight(P, V, spec.micro_batch_num, stage, spec.seq_split)
-    static, fixed, opt, floor = stage_terms(spec, fam, geo, stage, cal, kinds)
+    static, fixed, late, floor = stage_terms(spec, fam, geo, stage, cal, kinds)
     runs: List[_Run] = []
     for v in range(V):
         start, n = geo.chunk_starts[v][stage], geo.layer_list[v][stage]
@@ -772,7 +772,7 @@ def stage_shape(spec: ModelSpec, fam: TensorTable, geo, stage: int, cal: Calibra
                 runs.append(_Run(chunk=v, layers=[i], table=t, weight=counts[v]))
     mtp = list(kinds.mtp) if kinds is not None and stage == P - 1 and runs else []
     return StageShape(stage=stage, runs=runs, mtp=mtp, mtp_weight=counts[-1], static=static, fixed=fixed,
-                      late=opt, floor=floor)
+                      late=late, floor=floor)
 
 
 @dataclass
@@ -972,7 +972,7 @@ def solve_stage(spec: ModelSpec, fam: TensorTable, geo, stage: int, cal: Calibra
     if shape is None:
         shape = stage_shape(spec, fam, geo, stage, cal, kinds)
     if cal.peak(shape.static, shape.late) > budget:
-        return StagePlan(stage=stage, fits=False, static=shape.static)   # the optimizer step alone is over
+        return StagePlan(stage=stage, fits=False, static=shape.static)   # the late phase alone is over
     room = (budget - cal.static_scale * shape.static - cal.residual) / cal.scale - shape.fixed
     longest = max((geo.layer_list[v][stage] for v in range(geo.pp_interleave_num)), default=1)
     return plan_shape(shape, cached_chains(fam, allow_swap, device, longest), room, spec.micro_batch_num,
