@@ -113,6 +113,11 @@ def test_shapes_match_the_oracle_records_they_were_cut_from():
                        ("finetune_llama3_1_70b.yaml", "llama3_1_70b_s0 (stage 0)")):
         row = ms.classify(str(FIXTURES / name), plan=False)
         assert case in records[ms.shape_key(row.family, row.shape)]
+    # a recorded case is full-shape when its record says so (what the margin's fragments read), whatever
+    # its name: the 16-layer DeepSeek-V3 cut is not one, the Llama-3.1-70B stage cut without select is
+    listed = [c for cases in records.values() for c in cases]
+    assert not any(c.startswith("deepseek_v3_shipped_l16") for c in listed)
+    assert "llama3_1_70b_s0_noselect (stage 0)" in listed
     if not (REPO / "fixtures/dryrun/cases/qwen2_5_72b_32k_s0.json").exists():
         row = ms.classify(str(FIXTURES / "finetune_qwen2_5_72b_32k.yaml"), plan=False)
         assert "qwen2_5_72b_32k_s0 (queued: no record)" in records[ms.shape_key(row.family, row.shape)]

@@ -151,6 +151,29 @@ def test_the_yamls_own_strategy_is_handed_back_unchanged_when_nothing_cheaper_fi
     assert tight.fits and not tight.unchanged and tight.to_json()["recompute_flops"] < tight.own["recompute_flops"]
 
 
+def test_a_plan_the_search_writes_byte_for_byte_is_the_yamls_own():
+    """r1.5.0's Llama2-7B finetune recomputes nothing and fits: the search writes its text again (its
+    none level leaves the preset marks unpriced, so its step time is a hair under the YAML's own),
+    and that is the YAML's own strategy, said as such."""
+    src = os.path.join(ROOT, "fixtures", "dryrun", "cases", "llama2_7b_finetune_r150_shipped.yaml")
+    res = make_plan(src, None, margin=None)
+    assert res.fits and res.unchanged and res.text == open(src).read()
+
+
+def test_a_faster_own_strategy_the_margin_holds_out_is_named_with_the_way_to_check_it():
+    """Qwen2.5-32B 8k: the maintainers' strategy (1 full + 30 layers of the default select set) is
+    faster than the plan but over the pool check's bounds on both stages; DryRun of it holds 58350 MiB
+    actual on stage 0 in the 59392 MiB pool. plan says so and how to check it (--calibrate a DryRun),
+    and the JSON names the stages (own_strategy.over_stages)."""
+    res = make_plan(os.path.join(ROOT, "fixtures", "configs", "mindformers", "finetune_qwen2_5_32b_8k.yaml"),
+                    None, margin=None)
+    assert res.fits and not res.unchanged and res.own["over_stages"] == [0, 1]
+    assert res.own["step_time_seconds"] < res.step
+    note = next(n for n in res.notes if n.startswith("the YAML's own strategy is faster"))
+    assert "stage(s) 0, 1" in note and "--calibrate CONFIG=DRYRUN.log" in note
+    assert res.to_json()["own_strategy"]["over_stages"] == [0, 1]
+
+
 def test_a_yaml_with_a_warning_is_rewritten_not_handed_back(tmp_path):
     # dead swap configuration (SW208): the YAML's strategy fits, but handing it back keeps the trap
     src = "fixtures/configs/families/qwen3_swap_entries.yaml"

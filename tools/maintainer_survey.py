@@ -61,7 +61,9 @@ TRAINING = re.compile(r"^(configs|research)/(.*/)?[^/]*(pretrain|finetune)[^/]*\
 TIME_LIMIT = 30
 #: "close" to the pool: the predicted peak within this fraction below it (the plan is run there too)
 CLOSE = 0.10
-#: the oracle tier's records that keep a maintainer YAML's peak stage whole (tools/dryrun/record_cases.py)
+#: a recorded case keeps a maintainer YAML's peak stage whole when its record says ``"stage_shape":
+#: "full"`` (what memory/calibrate.py:corpus_errors reads too); a case YAML queued without its record
+#: yet by the name tools/dryrun/record_cases.py gives such a cut
 FULL_SHAPE_CASE = re.compile(r"(_s\d+$|_mb4|shipped)")
 CASES = os.path.join(ROOT, "fixtures", "dryrun", "cases")
 GIB = 1 << 30
@@ -316,7 +318,13 @@ def dryrun_records(cases: str = CASES) -> Dict[str, List[str]]:
     shapes: Dict[str, Optional[str]] = {}
     for name in sorted(os.listdir(cases)):
         stem, ext = os.path.splitext(name)
-        if ext != ".yaml" or not FULL_SHAPE_CASE.search(stem):
+        record = os.path.join(cases, stem + ".json")
+        data: Optional[Dict[str, Any]] = None
+        if ext == ".yaml" and os.path.exists(record):
+            with open(record, encoding="utf-8") as fh:
+                data = json.load(fh)
+        if ext != ".yaml" or not (data.get("stage_shape") == "full" if data is not None
+                                  else FULL_SHAPE_CASE.search(stem)):
             continue
         with open(os.path.join(cases, name), encoding="utf-8") as fh:
             head = fh.readline()
@@ -335,10 +343,8 @@ def dryrun_records(cases: str = CASES) -> Dict[str, List[str]]:
         key = shapes[source]
         if key is None:
             continue
-        record = os.path.join(cases, stem + ".json")
-        if os.path.exists(record):
-            with open(record, encoding="utf-8") as fh:
-                stages = [s["stage"] for s in json.load(fh).get("stages", [])]
+        if data is not None:
+            stages = [s["stage"] for s in data.get("stages", [])]
             what = f"{stem} (stage{'s' if len(stages) != 1 else ''} {', '.join(map(str, stages)) or 'none'})"
         else:
             what = f"{stem} (queued: no record)"

@@ -407,8 +407,22 @@ def search_plan(config: str, budget: Optional[int], run_dirs: Sequence[str] = ()
             return _hand_back(result, text, own, device)
         written = emit_result(text, config, used, stages, plan_of_text=lambda t: _plan_of_text(t, model, config),
                               split=used is not geo)
+        if own is not None and written.text == text:
+            # the search wrote the YAML byte for byte: it is the YAML's own strategy (the two step
+            # times can differ by the preset marks the search's none level leaves unpriced)
+            return _hand_back(result, text, own, device)
         result.text = written.text
         result.notes = written.notes + [n for n in result.notes if n.startswith("the layer split")]
+        unchecked = [p for p in result.own.get("over_stages", ()) if p not in result.measured_actual]
+        if unchecked and own is None and result.own["step_time_seconds"] < result.step:
+            # the margin's parts are bounds (memory/budget.py): a cheaper strategy they hold out may
+            # still fit, which only MindSpore's own figure can tell
+            result.notes.append(
+                f"the YAML's own strategy is faster (step {result.own['step_time_seconds']:.3g} s against "
+                f"{result.step:.3g} s) but over the pool check on stage(s) {', '.join(map(str, unchecked))} "
+                f"by the margin's bounds: DryRun it (`swapwatch estimate --dryrun`) and plan again with "
+                f"--calibrate CONFIG=DRYRUN.log (the log it names), which checks those stages by MindSpore's "
+                f"actual peak")
         loose = [s.stage for s in stages if not s.exact]
         if loose:
             result.notes.append(f"stage(s) {', '.join(map(str, loose))}: the search stopped at its work bound "
@@ -524,8 +538,10 @@ def _own_candidate(result: PlanResult, config: str, model: Optional[str], cal: C
     seconds = flops / device.flops_per_s
     # a stage DryRun measured for this very YAML: its actual peak (fragments in) and the workspaces;
     # else the same check as a plan's
-    fits = all(result.need(st.stage, st.peak(cal), own=True) <= result.budget
-               if st.stage in result.measured_actual else st.peak(cal) <= result.caps[st.stage] for st in own.stages)
+    over = [st.stage for st in own.stages
+            if not (result.need(st.stage, st.peak(cal), own=True) <= result.budget
+                    if st.stage in result.measured_actual else st.peak(cal) <= result.caps[st.stage])]
+    fits = not over
     if fits and model is not None:
         check_code_path(from_name(model), cfg.mcore)
     errors = sorted({f.code for f in run_rules(CheckContext(plan=plan, config=cfg, env={}), needs=("config",))
@@ -537,7 +553,7 @@ def _own_candidate(result: PlanResult, config: str, model: Optional[str], cal: C
                                     [StagePlan(stage=p, fits=True, seconds=sec) for p, sec in per_stage.items()],
                                     device), spec.micro_batch_num)
     result.own = {"fits": fits, "time_cost_seconds": seconds, "recompute_flops": flops, "errors": errors,
-                  "dryrun_stages": sorted(result.measured_actual), "step_time_seconds": step}
+                  "dryrun_stages": sorted(result.measured_actual), "step_time_seconds": step, "over_stages": over}
     return (own, step) if fits and not errors else None
 
 
