@@ -60,6 +60,8 @@ class NoMatch:
     layer: Optional[int] = None
     expected: Optional[str] = None
     actual: Optional[str] = None
+    #: the strategy key the pattern is under (``select_recompute`` ...): what a plan drops it from
+    action: str = ""
 
 
 def no_match(plan: TreePlan, cfg: Optional["TrainingConfig"]) -> List[NoMatch]:
@@ -114,7 +116,7 @@ def no_match(plan: TreePlan, cfg: Optional["TrainingConfig"]) -> List[NoMatch]:
             out.append(NoMatch(f"{action} pattern '{pat}'{on} matches nothing: {why}",
                                layer=layers[0] if one else None, op=pat,
                                source=cfg.pattern_where(action, pat) if cfg is not None else None,
-                               expected="a primitive or cell it reaches", actual="no match"))
+                               expected="a primitive or cell it reaches", actual="no match", action=action))
     return out
 
 

@@ -214,7 +214,7 @@ def table_error(table: str, family: str, seqpipe: bool = False,
     YAML only (``seqpipe``: memory.keys modelled it), beside the others; never less than the worst
     under-prediction of a planned YAML's DryRun stage (``held_out``: calibrate.plan_errors), which the
     model had not seen: Qwen3-30B-A3B's plan missed by -1.1 % on a stage where the qwen3_moe table's 8
-    in-sample stages gave 0.48 % (docs/plan.md)."""
+    in-sample stages gave 0.48 %, and Qwen2.5-14B 8k's plan by the margin alone by -3.7 % (docs/plan.md)."""
     row = model_errors().get("tables", {}).get(table)
     if not row:
         return UNKNOWN_ERROR, f"no DryRun case of the {table} tensor table recorded: {UNKNOWN_ERROR:.0%} assumed"

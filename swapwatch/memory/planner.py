@@ -53,7 +53,10 @@ class PlanResult:
     card: Optional[Card] = None
     #: where the budget came from: ``--budget`` or ``context.max_device_memory``
     budget_source: str = "--budget"
-    #: the YAML's own strategy was the answer: handed back unchanged (issue 35 point 3)
+    #: the YAML's own strategy is the answer (issue 35 point 3): ``unchanged`` when its text is handed
+    #: back byte for byte, else with its select patterns that reach nothing dropped (SW104: the same
+    #: memory, without the silent no-op)
+    own_answer: bool = False
     unchanged: bool = False
     #: the YAML's own strategy as a candidate: {fits, time_cost_seconds, recompute_flops, errors, dryrun_stages}
     own: Dict[str, Any] = field(default_factory=dict)
@@ -78,7 +81,7 @@ class PlanResult:
         """What MindSpore's pool must hold on ``stage`` for a predicted ``peak`` (memory/budget.py);
         for the YAML's own strategy (``own``, or handed back unchanged) on a stage DryRun ran, its
         actual peak and the workspaces."""
-        if (own or self.unchanged) and stage in self.measured_actual:
+        if (own or self.own_answer) and stage in self.measured_actual:
             a = self.measured_actual[stage]
             return a + (self.parts.parts(a, a)["workspace_bytes"] if self.parts is not None else 0)
         if self.parts is None:
@@ -112,7 +115,11 @@ class PlanResult:
             if self.parts is None and self.margin:
                 head = (f"fits: every stage's predicted peak is within {fmt_size(self.target)} "
                         f"({fmt_size(self.budget)} less the {self.margin:.0%} margin)")
-            return head + ("; the YAML's own strategy, unchanged: nothing cheaper fits" if self.unchanged else "")
+            if self.own_answer:
+                head += ("; the YAML's own strategy, " + ("unchanged" if self.unchanged else
+                                                          "its patterns that match nothing dropped")
+                         + ": nothing cheaper fits")
+            return head
         bad = {s.stage: self.lowest[s.stage] for s in self.stages if not s.fits}
         worst = max(bad, key=lambda k: self.need(k, bad[k]))
         need = max(self.need(k, v) for k, v in self.lowest.items())
@@ -149,7 +156,7 @@ class PlanResult:
             # additions (issue 35): the pool check per stage, its parts, the cap the search used
             if self.parts is not None and peak is not None:
                 st["margin_bytes"] = self.parts.parts(peak, self.statics.get(st["stage"], 0))
-                if self.unchanged and st["stage"] in self.measured_actual:
+                if self.own_answer and st["stage"] in self.measured_actual:
                     # checked with DryRun's actual peak of this very YAML: only the workspaces added
                     a = self.measured_actual[st["stage"]]
                     st["dryrun_actual_bytes"] = a
@@ -169,6 +176,7 @@ class PlanResult:
         out["card"] = self.card.to_json() if self.card is not None else None
         out["budget_source"] = self.budget_source
         out["unchanged"] = self.unchanged
+        out["own_answer"] = self.own_answer
         out["own_strategy"] = dict(self.own)
         out["step_time_seconds"] = self.step
         if self.geometry is not None:
@@ -282,7 +290,8 @@ def make_plan(config: str, budget: Optional[int], run_dirs: Sequence[str] = (), 
     if level != "O1":
         return swapped                        # O0 already: the one search is the answer
     plain = run(allow_swap=False)
-    swaps = swapped.fits and not swapped.unchanged and any(lv.swaps for s in swapped.stages for lv in s.levels.values())
+    swaps = swapped.fits and not swapped.own_answer and \
+        any(lv.swaps for s in swapped.stages for lv in s.levels.values())
     if swaps and (not plain.fits or swapped.step < plain.step * (1 - 1e-9)):
         why = (f"still faster than the best plan without swap at O1 (modelled step {swapped.step:.4g} s against "
                f"{plain.step:.4g} s)" if plain.fits else "no plan without swap fits")
@@ -375,7 +384,7 @@ def search_plan(config: str, budget: Optional[int], run_dirs: Sequence[str] = ()
     if parts is not None:
         result.margin = 1.0 - min(result.caps.values()) / budget
         result.margin_why = parts.line()
-    own = _own_candidate(result, config, model, cal, spec, fam, kinds, cfg, plan, device, link)
+    own = _own_candidate(result, config, text, model, cal, spec, fam, kinds, cfg, plan, device, link)
     # the layer split is searched with the levels (memory/offsets.py) on one chunk per stage
     split_on = offsets and P > 1 and geo.pp_interleave_num == 1 and cfg.layer_list is None
     if offsets and P > 1 and not split_on:
@@ -403,7 +412,7 @@ def search_plan(config: str, budget: Optional[int], run_dirs: Sequence[str] = ()
             result.statics[p] = stage_terms(spec, fam, used, p, NO_CALIBRATION, kinds)[0]
             result.caps[p] = cap_of(result.statics[p])
         result.step = step_seconds(stage_times(spec, fam, kinds, used, stages, device), spec.micro_batch_num)
-        if own is not None and own[1] <= result.step * (1 + 1e-9):
+        if own is not None and own.step <= result.step * (1 + 1e-9):
             return _hand_back(result, text, own, device)
         written = emit_result(text, config, used, stages, plan_of_text=lambda t: _plan_of_text(t, model, config),
                               split=used is not geo)
@@ -521,15 +530,16 @@ def _calibration(run_dirs: Sequence[str], model: Optional[str], config: str,
     return cal, actual
 
 
-def _own_candidate(result: PlanResult, config: str, model: Optional[str], cal: Calibration,
+def _own_candidate(result: PlanResult, config: str, text: str, model: Optional[str], cal: Calibration,
                    spec: Any, fam: Any, kinds: Any, cfg: Any, plan: Any, device: Device = DEFAULT_DEVICE,
-                   link: Optional[Any] = None) -> Optional[Tuple[Estimate, float]]:
+                   link: Optional[Any] = None) -> Optional["Own"]:
     """The YAML's own strategy, estimated, with its time cost (its recomputed FLOPs at the device's
     throughput, every micro-batch), when every stage passes the same check as a plan and ``explain``
     finds no error or warning in it (a trap or dead configuration handed back unchanged would stay;
     a written plan clears it); else None. The findings are explain's config-time rules run on the
     same config and plan (``checks.run_rules``, as ``codepaths.LayerSetting.explain`` runs them: the
-    command itself is above this module)."""
+    command itself is above this module). Its only finding SW104 (select patterns that reach
+    nothing), it is a candidate with those patterns dropped (:func:`_without_dead_patterns`)."""
     from ..checks import CheckContext, run_rules
     from ..model.families import check_code_path, from_name
 
@@ -554,18 +564,73 @@ def _own_candidate(result: PlanResult, config: str, model: Optional[str], cal: C
                                     device), spec.micro_batch_num)
     result.own = {"fits": fits, "time_cost_seconds": seconds, "recompute_flops": flops, "errors": errors,
                   "dryrun_stages": sorted(result.measured_actual), "step_time_seconds": step, "over_stages": over}
-    return (own, step) if fits and not errors else None
+    if not fits:
+        return None
+    if not errors:
+        return Own(own, step, text)
+    if errors == ["SW104"]:
+        return _without_dead_patterns(text, config, model, cfg, plan, own, step, link)
+    return None
 
 
-def _hand_back(result: PlanResult, text: str, own: Tuple[Estimate, float],
-               device: Device = DEFAULT_DEVICE) -> PlanResult:
-    """The YAML's own strategy as the answer: its text unchanged, its estimate."""
-    est, seconds = own
+@dataclass
+class Own:
+    """The YAML's own strategy as the answer: its estimate, its modelled step time and the text
+    handed back (the YAML's, or the YAML's without its select patterns that reach nothing)."""
+
+    estimate: Estimate
+    step: float
+    text: str
+    notes: List[str] = field(default_factory=list)
+
+
+def _without_dead_patterns(text: str, config: str, model: Optional[str], cfg: Any, plan: Any, est: Estimate,
+                           step: float, link: Optional[Any]) -> Optional[Own]:
+    """The YAML's own strategy whose only finding is SW104 (select patterns that reach nothing, e.g.
+    MindFormers' default ``feed_forward\\.w1`` set on a Qwen2.5 ``w_gate_hidden`` layer), with those
+    patterns dropped: the same memory and the same recompute (they mark nothing), without the silent
+    no-op; None when a pattern is not in a mapping plan can rewrite or the rewritten YAML still has a
+    finding."""
+    from ..checks import CheckContext, run_rules
+    from .emit import _load, recompute_base, splice
+
+    doc = _load(text, config)
+    base = recompute_base(doc, [])
+    section = doc
+    for k in base:
+        section = section.get(k) if isinstance(section, dict) else None
+    dead: Dict[str, List[str]] = {}
+    for m in plan.unmatched(cfg):
+        value = section.get(m.action) if isinstance(section, dict) else None
+        if m.action not in ("select_recompute", "select_comm_recompute") or not isinstance(value, dict) \
+                or m.op not in value:
+            return None
+        dead.setdefault(m.action, []).append(m.op)
+    if not dead:
+        return None
+    edits = [(base + (key,), {k: v for k, v in section[key].items() if k not in pats} or False)
+             for key, pats in dead.items()]
+    out = splice(text, config, edits)
+    new_plan = _plan_of_text(out, model, config)
+    new_cfg = plan_of(config, model, out)[0]
+    if any(f.severity in ("error", "warning")
+           for f in run_rules(CheckContext(plan=new_plan, config=new_cfg, env={}), needs=("config",))):
+        return None
+    notes = [f"{'.'.join(base + (key,))}: dropped '{p}': it matches nothing on the model's layer (SW104)"
+             for key, pats in dead.items() for p in pats]
+    return Own(estimate_text(out, config, model, est.calibration, link), step, out, notes)
+
+
+def _hand_back(result: PlanResult, text: str, own: Own, device: Device = DEFAULT_DEVICE) -> PlanResult:
+    """The YAML's own strategy as the answer (``text``: the YAML's): its text, unchanged or without
+    its patterns that match nothing, and its estimate."""
+    est, seconds = own.estimate, own.step
     result.fits = True
-    result.unchanged = True
-    result.text = text
-    result.notes = ["the YAML's own strategy passes the pool check and nothing cheaper does: "
-                    "handed back unchanged"]
+    result.own_answer = True
+    result.unchanged = own.text == text
+    result.text = own.text
+    result.notes = own.notes + ["the YAML's own strategy passes the pool check and nothing cheaper does: handed "
+                                "back " + ("unchanged" if result.unchanged else "with those patterns dropped")]
     result.estimate = est
     result.estimate.budget_bytes = result.budget
     result.lowest = {}
