@@ -210,7 +210,10 @@ def _measure_cut(name: str, text: str, source: str, stage: int, tag: str, timeou
     path = os.path.join(PLANS, f"{name}.{tag}.s{stage}.yaml")
     with open(path, "w", encoding="utf-8") as fh:
         fh.write(cut)
-    out = measure(path, [stage], timeout=timeout, work_dir=f"/tmp/swapwatch-plan-dryrun/{name}.{tag}.s{stage}")
+    # one directory per process: two processes recording the same case beside each other must not
+    # write one DryRun's logs over the other's
+    out = measure(path, [stage], timeout=timeout,
+                  work_dir=f"/tmp/swapwatch-plan-dryrun/{name}.{tag}.s{stage}.{os.getpid()}")
     p = out.stages[stage]
     return {"stage": stage, "rank_id": p.rank_id, "used_peak_mib": p.used_bytes // MIB,
             "actual_peak_mib": p.actual_bytes // MIB, "seconds": p.seconds, "ran": os.path.basename(path),
@@ -267,12 +270,17 @@ def record(name: str, stages: Optional[Sequence[int]] = None, timeout: float = 7
     wanted = list(stages) if stages else [p for p in range(len(res.planned.stages)) if p not in done]
     # stage cuts DryRun already ran, byte for byte: the previous plan's (a plan that changed on other
     # stages leaves this stage's cut as it was) and, when the plan is the maintainers' YAML, theirs
-    ran: Dict[str, Dict[str, Any]] = {}
-    for other in (js, os.path.join(PLANS, f"{name}.own.json")):
-        if os.path.exists(other) and (other == js or res.unchanged):
-            with open(other, encoding="utf-8") as fh:
-                ran.update({s["ran_sha256"]: s for s in json.load(fh)["stages"] if s.get("ran_sha256")})
+    def already_ran() -> Dict[str, Dict[str, Any]]:
+        # read again before every stage: another process recording this case may have run it since
+        ran: Dict[str, Dict[str, Any]] = {}
+        for other in (js, os.path.join(PLANS, f"{name}.own.json")):
+            if os.path.exists(other) and (other == js or res.unchanged):
+                with open(other, encoding="utf-8") as fh:
+                    ran.update({s["ran_sha256"]: s for s in json.load(fh)["stages"] if s.get("ran_sha256")})
+        return ran
+
     for stage in wanted:
+        ran = already_ran()
         cut_sha = sha(stage_cut_text(text, path, stage))
         if cut_sha in ran and ran[cut_sha]["stage"] == stage:
             done[stage] = dict(ran[cut_sha])   # the same stage cut ran: its DryRun answer stands
