@@ -423,9 +423,10 @@ def search_plan(config: str, budget: Optional[int], run_dirs: Sequence[str] = ()
         result.text = written.text
         result.notes = written.notes + [n for n in result.notes if n.startswith("the layer split")]
         unchecked = [p for p in result.own.get("over_stages", ()) if p not in result.measured_actual]
-        if unchecked and own is None and result.own["step_time_seconds"] < result.step:
+        if unchecked and own is None and result.parts is not None and result.own["step_time_seconds"] < result.step:
             # the margin's parts are bounds (memory/budget.py): a cheaper strategy they hold out may
-            # still fit, which only MindSpore's own figure can tell
+            # still fit, which only MindSpore's own figure can tell (a flat --margin is the user's own
+            # choice: nothing to say there)
             result.notes.append(
                 f"the YAML's own strategy is faster (step {result.own['step_time_seconds']:.3g} s against "
                 f"{result.step:.3g} s) but over the pool check on stage(s) {', '.join(map(str, unchecked))} "
