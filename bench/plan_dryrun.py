@@ -320,6 +320,13 @@ def own_over(name: str, res: PlanResult) -> List[int]:
     return [st["stage"] for st in data["stages"] if not fits_by_dryrun(res, st["actual_peak_mib"])]
 
 
+def answer_kind(res: PlanResult) -> Optional[str]:
+    """How a plan that is the maintainers' own strategy is said (None: a plan of its own)."""
+    if res.unchanged:
+        return "unchanged"
+    return "theirs, its select patterns that match nothing dropped (SW104)" if res.own_answer else None
+
+
 def recompute_summary(est) -> str:
     """'17 full + 1 select (mlp)' from an estimate's layer rows."""
     counts: Dict[str, int] = {}
@@ -352,9 +359,7 @@ def table(names: Sequence[str]) -> List[str]:
         own = estimate(derived_path(name))
         share = (res.to_json()["recompute_flops"] / res.own["recompute_flops"]) if res.own.get("recompute_flops") else 0
         over = own_over(name, res)
-        mine = "unchanged" if res.unchanged else \
-            "theirs, its select patterns that match nothing dropped (SW104)" if res.own_answer else \
-            recompute_summary(res.planned) + (
+        mine = answer_kind(res) or recompute_summary(res.planned) + (
             f" (theirs is over the pool by DryRun on stage {', '.join(map(str, over))})" if over
             else f" ({share:.0%} of their FLOPs)")
         by = {s["stage"]: s for s in data["stages"]}
@@ -397,8 +402,7 @@ def main(argv=None) -> int:
         if args.derive:
             derive(name)
             res = plan(name, CASES[name].get("calibrate"))
-            print(name, "unchanged" if res.unchanged else "theirs without dead patterns" if res.own_answer
-                  else recompute_summary(res.planned) if res.fits else res.message())
+            print(name, answer_kind(res) or (recompute_summary(res.planned) if res.fits else res.message()))
             continue
         record(name, args.stage)
     return 0

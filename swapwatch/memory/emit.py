@@ -28,7 +28,7 @@ from __future__ import annotations
 import copy
 import re
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import yaml
 
@@ -226,6 +226,20 @@ def _mcore_swap_section(doc: Dict[str, Any], create: bool):
     return ("model", "model_config"), mc, keys
 
 
+def drop_pattern_edits(doc: Dict[str, Any], base: Path, dead: Mapping[str, Iterable[str]]) -> List[Tuple[Path, Any]]:
+    """Edits removing the ``dead`` patterns of each strategy key (``select_recompute`` ...) under
+    ``base``: a mapping keeps its other patterns (False when none is left), any other value becomes
+    False (the one pattern list it names goes as a whole)."""
+    section = _get(doc, base) or {}
+    edits: List[Tuple[Path, Any]] = []
+    for key, pats in dead.items():
+        value = section.get(key) if isinstance(section, dict) else None
+        gone = set(pats)
+        keep = {k: v for k, v in value.items() if k not in gone} if isinstance(value, dict) else {}
+        edits.append((base + (key,), keep or False))
+    return edits
+
+
 def shadowed_drops(doc: Dict[str, Any], base: Path, plan) -> Tuple[List[Tuple[Path, Any]], List[str]]:
     """Edits dropping the select / comm patterns that ``plan`` (the planned YAML's) applies on no
     layer because full recompute shadows them everywhere (SW105), and a note per drop."""
@@ -240,14 +254,7 @@ def shadowed_drops(doc: Dict[str, Any], base: Path, plan) -> Tuple[List[Tuple[Pa
                     dead.setdefault(p, []).append(lp.layer)
         if not dead:
             continue
-        section = _get(doc, base) or {}
-        value = section.get(key) if isinstance(section, dict) else None
-        if isinstance(value, dict):
-            keep = {k: v for k, v in value.items() if k not in dead}
-            new: Any = keep if keep else False
-        else:
-            new = False
-        edits.append((base + (key,), new))
+        edits += drop_pattern_edits(doc, base, {key: dead})
         from ..text import ranges
 
         for p, layers in dead.items():

@@ -593,13 +593,11 @@ def _without_dead_patterns(text: str, config: str, model: Optional[str], cfg: An
     no-op; None when a pattern is not in a mapping plan can rewrite or the rewritten YAML still has a
     finding."""
     from ..checks import CheckContext, run_rules
-    from .emit import _load, recompute_base, splice
+    from .emit import _get, _load, drop_pattern_edits, recompute_base, splice
 
     doc = _load(text, config)
     base = recompute_base(doc, [])
-    section = doc
-    for k in base:
-        section = section.get(k) if isinstance(section, dict) else None
+    section = _get(doc, base)
     dead: Dict[str, List[str]] = {}
     for m in plan.unmatched(cfg):
         value = section.get(m.action) if isinstance(section, dict) else None
@@ -609,11 +607,8 @@ def _without_dead_patterns(text: str, config: str, model: Optional[str], cfg: An
         dead.setdefault(m.action, []).append(m.op)
     if not dead:
         return None
-    edits = [(base + (key,), {k: v for k, v in section[key].items() if k not in pats} or False)
-             for key, pats in dead.items()]
-    out = splice(text, config, edits)
-    new_plan = _plan_of_text(out, model, config)
-    new_cfg = plan_of(config, model, out)[0]
+    out = splice(text, config, drop_pattern_edits(doc, base, dead))
+    new_cfg, new_plan, _ = plan_of(config, model, out)
     if any(f.severity in ("error", "warning")
            for f in run_rules(CheckContext(plan=new_plan, config=new_cfg, env={}), needs=("config",))):
         return None
