@@ -27,6 +27,13 @@ For each maintainer YAML of ``fixtures/configs/mindformers/`` that DryRun can ru
 4. optionally the maintainers' own strategy the same way (``--own``: ``<name>.own.json``, whose
    ``yaml`` is the derived YAML the stage cuts stand for: a DryRun record ``--calibrate`` reads).
 
+With interleave the stage cut is per chunk (:func:`stage_cut_text`: a V x P offset, the dense layers
+a dense-then-MoE family keeps, the fewest micro-batches that keep the stage's in-flight count). A plan
+DryRun put over its budget is kept as ``<name>.failed.json`` beside its ``<name>.failed.planned.yaml``
+(renamed by hand from the record): calibrate.plan_errors counts its miss for its table, and ``plan``
+no longer writes it (tests/test_plan_dryrun.py). A case marked ``numpy1`` runs DryRun under the
+oracle lock with numpy 1.26 (:data:`NUMPY1_PYTHON`), said in each stage's ``python``.
+
 tests/test_plan_dryrun.py re-plans every recorded case and requires the same planned YAML, and checks
 each recorded stage: DryRun's actual peak (with fragments) within the budget, the estimate's error.
 
@@ -79,11 +86,26 @@ CASES: Dict[str, Dict[str, Any]] = {
                        "calibrate": ["fixtures/dryrun/plans/qwen2_5_32b_8k.own.json"],
                        "why": "2 of the 128 micro-batches (2 stages: every stage holds as many in flight); "
                               "planned with DryRun of the YAML itself"},
-    # by the margin alone: 118 % of the maintainers' FLOPs, fitting by DryRun (``.margin.json``); their own
-    # strategy fits stages 0 and 1 by DryRun (``.own.json``): to be planned with its four stages, as qwen2_5_32b_8k
+    # by the margin alone: 118 % of the maintainers' FLOPs, fitting by DryRun (``.margin.json``); planned
+    # with DryRun of their own YAML (``.own.json``), as qwen2_5_32b_8k
     "qwen2_5_14b_8k": {"source": "finetune_qwen2_5_14b_8k.yaml",
                        "edits": {("parallel_config", "micro_batch_num"): 4},
+                       "calibrate": ["fixtures/dryrun/plans/qwen2_5_14b_8k.own.json"],
                        "why": "4 of the 128 micro-batches (4 stages: every stage holds as many in flight)"},
+    # the first plan failed by DryRun on O1 SeqPipe fragments (``.failed.json``): planned with DryRun of
+    # their own YAML
+    "qwen2_5_72b_32k": {"source": "finetune_qwen2_5_72b_32k.yaml",
+                        "edits": {("parallel_config", "micro_batch_num"): 8},
+                        "calibrate": ["fixtures/dryrun/plans/qwen2_5_72b_32k.own.json"],
+                        "numpy1": "under numpy 2 the planned stage cuts fail in SeqPipe's "
+                                  "_VirtualAssignKvCache backward (grad_comm_ops.py), folding a bfloat16 zero",
+                        "why": "8 of the 32 micro-batches (8 stages: every stage holds as many in flight)"},
+    # interleaved (2 chunks a stage, seqpipe): stage cuts per chunk, 16 micro-batches for stages 0-3
+    # (bench/plan_dryrun.cut_micro_batches)
+    "deepseek_v3": {"source": "pretrain_deepseek3_671b.yaml",
+                    "edits": {("parallel_config", "micro_batch_num"): 16},
+                    "why": "16 of the 32 micro-batches (8 stages, 2 chunks each: every stage holds as many "
+                           "in flight)"},
     "llama3_1_70b": {"source": "finetune_llama3_1_70b.yaml", "edits": {("parallel_config", "micro_batch_num"): 8},
                      "why": "8 of the 256 micro-batches (8 stages: every stage holds as many in flight)"},
     # the single-stage r1.5.0 YAMLs, from the oracle tier's whole-YAML records (the edits 2.1.0 needs are
@@ -113,6 +135,13 @@ CASES: Dict[str, Dict[str, Any]] = {
                                  "why": "MindFormers 2.1.0's AdamW (the oracle case llama2_13b_finetune_r150_shipped); "
                                         "planned with DryRun of the YAML itself"},
 }
+
+#: the interpreter a ``numpy1`` case runs DryRun with: the oracle lock with numpy 1.26 (``make
+#: dryrun-pynative``), the same MindSpore and MindFormers. MindSpore 2.10 is built against numpy 1, and
+#: under the oracle venv's numpy 2 a bfloat16 constant its compile folds cannot become an array ("The
+#: Numpy bfloat16 data type is not supported now ... the major versions are same"); MindFormers 2.1.0
+#: itself pins numpy<2, so a user's install never meets it
+NUMPY1_PYTHON = os.path.join(ROOT, ".pynative-venv", "bin", "python")
 
 #: the oracle tier's DryRun cases (a ``from_case`` is one of them)
 ORACLE_CASES = os.path.join(ROOT, "fixtures", "dryrun", "cases")
@@ -165,41 +194,74 @@ COUNT_KEYS = ("recompute", "select_recompute", "select_comm_recompute")
 
 
 def stage_cut_text(text: str, source: str, stage: int) -> str:
-    """``text`` (a planned YAML, one chunk per stage) with every stage but ``stage`` cut to one layer,
-    the per-stage counts of those stages clipped to it, and ``micro_batch_num`` the micro-batches
-    ``stage`` holds in flight (module docstring, step 3), at least 2: MindSpore refuses a pipeline of
-    one micro-batch ("batch data must be split into micro batch"), and the last stage holds one
-    whatever the number. A single stage's cut is the planned YAML itself: nothing to cut, and its
-    ``micro_batch_num`` is no pipeline's."""
+    """``text`` (a planned YAML) with every stage but ``stage`` cut to one layer a chunk, the per-stage
+    counts of those stages clipped to it, and ``micro_batch_num`` the fewest that keep what ``stage``
+    holds in flight (module docstring, step 3; :func:`cut_micro_batches`). With interleave the cut is
+    per chunk (a V x P offset table, the count tables clipped row by row), and a dense-then-MoE
+    family's ``first_k_dense_replace`` counts the dense layers the cut keeps (the other stages' one
+    layer a chunk stands for the chunk's first), so every layer of ``stage`` keeps its kind. A single
+    stage's cut is the planned YAML itself: nothing to cut, and its ``micro_batch_num`` is no
+    pipeline's."""
     import yaml
 
     from swapwatch.memory.model import plan_of
 
     _, plan, spec = plan_of(source, None, text)
     geo = plan.geometry
-    if geo.pp_interleave_num != 1:
-        raise SystemExit(f"{source}: stage cuts take one chunk per stage")
-    P, counts = geo.pipeline_stage, list(geo.layer_list[0])
+    P, V = geo.pipeline_stage, geo.pp_interleave_num
     if P == 1:
         return text
-    new = [counts[q] if q == stage else 1 for q in range(P)]
-    total = sum(new)
+    counts = [list(row) for row in geo.layer_list]
+    new = [[row[q] if q == stage else 1 for q in range(P)] for row in counts]
+    total = sum(map(sum, new))
     doc = yaml.safe_load(text)
     mc = doc["model"]["model_config"]
     key = next(k for k in LAYER_KEYS if k[-1] in mc)
-    edits: List[Any] = [(key, total), (("model", "model_config", "offset"), [n - total // P for n in new]),
-                        (("parallel_config", "micro_batch_num"), max(2, min(spec.micro_batch_num, P - stage)))]
+    base_n = total // (P * V)
+    offset: Any = [n - base_n for n in new[0]] if V == 1 else [[n - base_n for n in row] for row in new]
+    edits: List[Any] = [(key, total), (("model", "model_config", "offset"), offset),
+                        (("parallel_config", "micro_batch_num"), cut_micro_batches(spec, geo, stage))]
+    dense = getattr(plan.fam, "first_k_dense_replace", None)     # the YAML's or its config class default
+    if isinstance(dense, int) and dense > 0:
+        # each layer the cut keeps, by the full layer it stands for (chunk by chunk, stage by stage)
+        kept = [geo.chunk_starts[v][q] + i for v in range(V) for q in range(P) for i in range(new[v][q])]
+        edits.append((("model", "model_config", "first_k_dense_replace"), sum(1 for i in kept if i < dense)))
     base = ("recompute_config",) if isinstance(doc.get("recompute_config"), dict) else ("parallel_config", "recompute")
     section = doc.get("recompute_config") or (doc.get("parallel_config") or {}).get("recompute") or {}
+
+    def clip(v: Any) -> Any:
+        if isinstance(v, list) and len(v) == P and all(isinstance(x, int) for x in v):
+            return [v[q] if q == stage else min(v[q], 1) for q in range(P)]
+        if isinstance(v, list) and len(v) == V and all(isinstance(r, list) and len(r) == P for r in v):
+            return [clip(r) for r in v]
+        return v
+
     for k in COUNT_KEYS:
         v = section.get(k) if isinstance(section, dict) else None
-        if isinstance(v, list) and len(v) == P and all(isinstance(x, int) for x in v):
-            edits.append((base + (k,), [v[q] if q == stage else min(v[q], 1) for q in range(P)]))
+        if isinstance(v, list) and clip(v) is not v:
+            edits.append((base + (k,), clip(v)))
         elif isinstance(v, dict):
-            edits.append((base + (k,), {pat: ([c[q] if q == stage else min(c[q], 1) for q in range(P)]
-                                              if isinstance(c, list) and len(c) == P else c)
-                                        for pat, c in v.items()}))
+            edits.append((base + (k,), {pat: clip(c) for pat, c in v.items()}))
     return splice(text, source, edits)
+
+
+def cut_micro_batches(spec: Any, geo: Any, stage: int) -> int:
+    """The fewest micro-batches with which ``stage`` holds in flight what it holds with the YAML's
+    (``memory.model.inflight``), at least 2 (MindSpore refuses a pipeline of one micro-batch: "batch
+    data must be split into micro batch"). One chunk a stage: ``P - p`` (1F1B). With interleave, a
+    multiple of P: MindSpore's seqpipe scheduler takes its first round from ``m / P``
+    (``seqpipe_inflight``), and at a multiple of P that is interleaved 1F1B's count, the one the
+    model uses; the compile costs layers x micro-batches, so the least that keeps the count."""
+    from swapwatch.memory.model import inflight
+
+    P, V, m = geo.pipeline_stage, geo.pp_interleave_num, spec.micro_batch_num
+    if V == 1:
+        return max(2, min(m, P - stage))
+    want = inflight(P, V, m, stage)
+    for k in range(P, m, P):
+        if inflight(P, V, k, stage) == want:
+            return k
+    return m
 
 
 def _measure_cut(name: str, text: str, source: str, stage: int, tag: str, timeout: float) -> Dict[str, Any]:
@@ -212,12 +274,24 @@ def _measure_cut(name: str, text: str, source: str, stage: int, tag: str, timeou
         fh.write(cut)
     # one directory per process: two processes recording the same case beside each other must not
     # write one DryRun's logs over the other's
-    out = measure(path, [stage], timeout=timeout,
-                  work_dir=f"/tmp/swapwatch-plan-dryrun/{name}.{tag}.s{stage}.{os.getpid()}")
+    numpy1 = CASES[name].get("numpy1")
+    before = os.environ.get("SWAPWATCH_DRYRUN_PYTHON")
+    if numpy1:
+        os.environ["SWAPWATCH_DRYRUN_PYTHON"] = NUMPY1_PYTHON
+    try:
+        out = measure(path, [stage], timeout=timeout,
+                      work_dir=f"/tmp/swapwatch-plan-dryrun/{name}.{tag}.s{stage}.{os.getpid()}")
+    finally:
+        if numpy1:
+            os.environ.pop("SWAPWATCH_DRYRUN_PYTHON") if before is None else \
+                os.environ.__setitem__("SWAPWATCH_DRYRUN_PYTHON", before)
     p = out.stages[stage]
-    return {"stage": stage, "rank_id": p.rank_id, "used_peak_mib": p.used_bytes // MIB,
-            "actual_peak_mib": p.actual_bytes // MIB, "seconds": p.seconds, "ran": os.path.basename(path),
-            "ran_sha256": sha(cut), "rank_size": out.rank_size}
+    got = {"stage": stage, "rank_id": p.rank_id, "used_peak_mib": p.used_bytes // MIB,
+           "actual_peak_mib": p.actual_bytes // MIB, "seconds": p.seconds, "ran": os.path.basename(path),
+           "ran_sha256": sha(cut), "rank_size": out.rank_size}
+    if numpy1:
+        got["python"] = "numpy 1.26 (.pynative-venv: " + numpy1 + ")"
+    return got
 
 
 def record_own(name: str, stages: Sequence[int], timeout: float = 7200) -> None:
@@ -233,6 +307,9 @@ def record_own(name: str, stages: Sequence[int], timeout: float = 7200) -> None:
             done = {s["stage"]: s for s in json.load(fh)["stages"]}
     for stage in stages:
         done[stage] = _measure_cut(name, text, path, stage, "own", timeout)
+        if os.path.exists(js):   # another process may have recorded its stage since: keep it
+            with open(js, encoding="utf-8") as fh:
+                done = {**{s["stage"]: s for s in json.load(fh)["stages"]}, **{stage: done[stage]}}
         _write_own(name, done)
         print(name, "own", stage, done[stage]["used_peak_mib"], done[stage]["actual_peak_mib"], flush=True)
 

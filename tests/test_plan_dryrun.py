@@ -22,17 +22,25 @@ from swapwatch.memory.model import estimate  # noqa: E402
 MIB = 1 << 20
 #: the plan records (``<name>.own.json`` are DryRuns of the maintainers' strategy, calibration sources)
 RECORDS = sorted(p for p in glob.glob(os.path.join(plan_dryrun.PLANS, "*.json"))
-                 if ".own." not in p and ".margin." not in p)
+                 if ".own." not in p and ".margin." not in p and ".failed." not in p)
 #: plans made by the margin alone where the case is now planned with DryRun of the YAML itself
 #: (``calibrate``), kept as held-out checks of the model (calibrate.plan_errors reads them)
 MARGIN_RECORDS = sorted(glob.glob(os.path.join(plan_dryrun.PLANS, "*.margin.json")))
+#: plans DryRun put over their budget, kept as evidence: their miss is their table's error part
+#: (calibrate.plan_errors ``by_table``), so ``plan`` no longer writes them
+FAILED_RECORDS = sorted(glob.glob(os.path.join(plan_dryrun.PLANS, "*.failed.json")))
 
 
 #: cases of plan_dryrun.CASES whose plan has no DryRun record yet, and why (docs/plan.md says it too)
 PENDING: dict = {
-    "qwen2_5_14b_8k": "its plan by the margin alone recomputes 118 % of the maintainers' FLOPs and fits by DryRun "
-                      "(qwen2_5_14b_8k.margin.json); DryRun of their own YAML has stages 0 and 1 (own.json), the "
-                      "other two and the plan calibrated with them are to run",
+    "qwen2_5_72b_32k": "its first plan failed by DryRun on stages 4 and 6 (qwen2_5_72b_32k.failed.json: 5567 and "
+                       "6544 MiB of fragments under O1 with SeqPipe, which the pool check had at 0); with that "
+                       "bound the margin holds the maintainers' strategy out, and DryRun of their own YAML "
+                       "(own.json) is what to plan it with",
+    "deepseek_v3": "its plan of no recompute failed by DryRun (deepseek_v3.failed.json: stages 1 and 4 held 115737 "
+                   "and 89025 MiB where the estimate said 49643 and 48149): an MoE layer without recompute keeps "
+                   "about 1110 MiB a micro-batch where the table has 315, and with that miss as the table's error "
+                   "part no strategy fits",
 }
 #: recorded cases whose plan has stages not run yet (docs/plan.md names them)
 PARTIAL: dict = {}
@@ -61,6 +69,31 @@ def test_the_maintainer_yamls_are_recorded():
         planned = plan_dryrun.plan(rec["case"], rec.get("calibrate")).planned
         want = set(range(len(planned.stages))) - PARTIAL.get(rec["case"], set())
         assert {s["stage"] for s in rec["stages"]} == want, (rec["case"], want)
+
+
+@pytest.mark.parametrize("path", RECORDS, ids=lambda p: os.path.basename(p)[:-5])
+def test_each_stage_cut_is_what_dryrun_ran_and_sizes_its_stage_as_the_plan(path, tmp_path):
+    """Each recorded stage ran the stage cut the harness writes today (byte for byte), and the model
+    sizes stage p of that cut as it sizes stage p of the planned YAML: the cut kept everything the
+    stage's peak depends on (its layers and their kinds, its micro-batches in flight, per chunk with
+    interleave), so DryRun of the cut stands for the stage."""
+    from swapwatch.memory.model import NO_CALIBRATION
+
+    with open(path, encoding="utf-8") as fh:
+        rec = json.load(fh)
+    planned = os.path.join(plan_dryrun.PLANS, rec["planned"])
+    with open(planned, encoding="utf-8") as fh:
+        text = fh.read()
+    whole = estimate(planned)
+    for st in rec["stages"]:
+        cut = plan_dryrun.stage_cut_text(text, planned, st["stage"])
+        assert plan_dryrun.sha(cut) == st["ran_sha256"], (rec["case"], st["stage"])
+        if cut == text:
+            continue
+        cut_path = tmp_path / f"s{st['stage']}.yaml"
+        cut_path.write_text(cut)
+        got = estimate(str(cut_path)).stages[st["stage"]].peak(NO_CALIBRATION)
+        assert got == whole.stages[st["stage"]].peak(NO_CALIBRATION), (rec["case"], st["stage"])
 
 
 @pytest.mark.parametrize("path", RECORDS, ids=lambda p: os.path.basename(p)[:-5])
@@ -124,3 +157,28 @@ def test_margin_only_plans_kept_as_evidence_are_what_dryrun_ran_and_fit(path):
         assert plan_dryrun.sha(plan_dryrun.stage_cut_text(text, planned, st["stage"])) == st["ran_sha256"]
         actual = st["actual_peak_mib"] * MIB
         assert actual + max(WORKSPACE_FLOOR, WORKSPACE_FRACTION * actual) <= rec["budget_bytes"], st
+
+
+@pytest.mark.parametrize("path", FAILED_RECORDS, ids=lambda p: os.path.basename(p)[:-5])
+def test_failed_plans_kept_as_evidence_are_what_dryrun_ran_and_are_not_planned_again(path):
+    """A plan DryRun put over its budget: the record names the YAML and each stage cut DryRun ran
+    (byte for byte), each recorded stage is over (actual peak plus the workspace bound), the miss is
+    its table's error part (model_error.json ``held_out.by_table``), and ``plan`` no longer writes it."""
+    from swapwatch.memory.budget import WORKSPACE_FLOOR, WORKSPACE_FRACTION, model_errors
+
+    with open(path, encoding="utf-8") as fh:
+        rec = json.load(fh)
+    planned = os.path.join(plan_dryrun.PLANS, rec["planned"])
+    with open(planned, encoding="utf-8") as fh:
+        text = fh.read()
+    assert plan_dryrun.sha(text) == rec["planned_sha256"]
+    over = [st for st in rec["stages"]
+            if st["actual_peak_mib"] * MIB + max(WORKSPACE_FLOOR, WORKSPACE_FRACTION * st["actual_peak_mib"] * MIB)
+            > rec["budget_bytes"]]
+    assert over, rec["stages"]
+    for st in rec["stages"]:
+        assert plan_dryrun.sha(plan_dryrun.stage_cut_text(text, planned, st["stage"])) == st["ran_sha256"]
+    table = estimate(planned).fam.table
+    assert model_errors()["held_out"]["by_table"][table]["stages"] >= len(over)
+    res = plan_dryrun.plan(rec["case"], rec.get("calibrate"))
+    assert not res.fits or plan_dryrun.sha(plan_dryrun.planned_text(res)) != rec["planned_sha256"]

@@ -214,7 +214,9 @@ def table_error(table: str, family: str, seqpipe: bool = False,
     YAML only (``seqpipe``: memory.keys modelled it), beside the others; never less than the worst
     under-prediction of a planned YAML's DryRun stage (``held_out``: calibrate.plan_errors), which the
     model had not seen: Qwen3-30B-A3B's plan missed by -1.1 % on a stage where the qwen3_moe table's 8
-    in-sample stages gave 0.48 %, and Qwen2.5-14B 8k's plan by the margin alone by -3.7 % (docs/plan.md)."""
+    in-sample stages gave 0.48 %, and Qwen2.5-14B 8k's plan by the margin alone by -3.7 % (docs/plan.md);
+    and never less than the miss of a plan of this table that DryRun put over its budget (``held_out``
+    ``by_table``: DeepSeek-V3's plan of no recompute, -57 % on stage 1)."""
     row = model_errors().get("tables", {}).get(table)
     if not row:
         return UNKNOWN_ERROR, f"no DryRun case of the {table} tensor table recorded: {UNKNOWN_ERROR:.0%} assumed"
@@ -237,6 +239,12 @@ def table_error(table: str, family: str, seqpipe: bool = False,
     why = (f"worst under-prediction on the {n} recorded DryRun L1 stages of the {table} "
            f"tensor table{of}, in-sample")
     held = model_errors().get("held_out") or {}
+    failed = (held.get("by_table") or {}).get(table)
+    if failed and failed["covers"] > max(worst, held.get("covers", 0.0)):
+        # a plan of this table DryRun put over its budget: its miss is this table's (calibrate.plan_errors)
+        return failed["covers"], (f"a plan of the {table} tensor table DryRun L1 put over its budget missed by "
+                                  f"{failed['worst_error']:.1%} ({failed['worst_case']}, held out; docs/plan.md): "
+                                  f"the table is not trusted closer than that")
     floor = held.get("covers", 0.0)
     if floor > worst:
         return floor, (f"worst under-prediction on the {held['stages']} DryRun L1 stages of planned YAMLs, held out "
@@ -245,13 +253,23 @@ def table_error(table: str, family: str, seqpipe: bool = False,
     return worst, why
 
 
-def fragments_for(memory_optimize_level: str, table: str) -> "tuple[float, str]":
-    """(fraction of the peak above static, why) of the fragments MindSpore's pool may hold: none under
-    O1; under O0 the worst the tensor table's full-shape DryRun stages showed (``model_error.json``,
-    :func:`swapwatch.memory.calibrate.corpus_errors`), never less than :data:`FRAGMENT_FRACTION`."""
-    if str(memory_optimize_level).upper() == "O1":
-        return 0.0, "memory_optimize_level O1: SOMAS plans one block, no fragment on any recorded O1 stage"
+def fragments_for(memory_optimize_level: str, table: str, seqpipe: bool = False) -> "tuple[float, str]":
+    """(fraction of the peak above static, why) of the fragments MindSpore's pool may hold: under O1 the
+    worst the tensor table's full-shape O1 DryRun stages showed, SeqPipe's apart (``seqpipe``: the
+    YAML splits its sequence), 0 where they show none; under O0 the worst the table's full-shape DryRun
+    stages showed (``model_error.json``, :func:`swapwatch.memory.calibrate.corpus_errors`), never less
+    than :data:`FRAGMENT_FRACTION`."""
     row = model_errors().get("tables", {}).get(table) or {}
+    if str(memory_optimize_level).upper() == "O1":
+        key = "fragments_o1_seqpipe" if seqpipe else "fragments_o1"
+        worst, n = row.get(f"{key}_worst") or 0.0, row.get(f"{key}_stages", 0)
+        what = "SeqPipe " if seqpipe else ""
+        if worst > 0:
+            return worst, (f"memory_optimize_level O1: SOMAS plans one block, but the worst of the {n} full-shape "
+                           f"{what}O1 DryRun L1 stage(s) of the {table} tensor table ({row[f'{key}_case']}) held "
+                           f"this beside it, in-sample")
+        return 0.0, (f"memory_optimize_level O1: SOMAS plans one block, no fragment on the {n} full-shape {what}O1 "
+                     f"DryRun L1 stage(s) of the {table} tensor table")
     worst, n = row.get("fragments_worst"), row.get("fragments_stages", 0)
     if worst is not None and worst > FRAGMENT_FRACTION:
         return worst, (f"MindSpore's dynamic pool (O0): the worst of the {n} full-shape DryRun L1 stage(s) of the "

@@ -328,16 +328,20 @@ def swap_levels(fam: TensorTable, allow_swap: Any, layers: int = 16) -> List[Lev
 
 
 def chains(fam: TensorTable, allow_swap: Any = False, device: Device = DEFAULT_DEVICE,
-           layers: int = 16) -> List[List[Level]]:
+           layers: int = 16, own: Sequence[Tuple[str, ...]] = ()) -> List[List[Level]]:
     """Every nesting order of the family's select groups as a list of levels none < ... < full
     (plus the swap levels, which sit beside the chain: swap mode takes layer ids, no nesting;
-    ``allow_swap``: :func:`swap_levels`)."""
+    ``allow_swap``: :func:`swap_levels`). ``own``: the YAML's own select sets (``own_select_sets``),
+    each the first level of chains of its own, the family's groups nested above it: the user's
+    strategy is a candidate layer by layer, not only whole (issue 35 point 3: the maintainers'
+    Qwen2.5-72B 32k selects four cheap feed-forward ops on every layer, which no family group is)."""
     out = []
     none = Level("none", (), False, None, fam.cost(frozenset()), 0)
     full = Level("full", (), True, None, fam.cost(fam.all_ops, fam.layer_boundary), 10 ** 6)
     swaps = swap_levels(fam, allow_swap, layers)
     seen = set()
-    for order in itertools.permutations(fam.groups):
+    firsts: List[Tuple[Tuple[str, Sequence[str]], ...]] = [()] + [(("own", pats),) for pats in own]
+    for order in (first + rest for first in firsts for rest in itertools.permutations(fam.groups)):
         chain = [none]
         pats: Tuple[str, ...] = ()
         for _, gpats in order:
@@ -964,26 +968,45 @@ def _solve_caps(shape: StageShape, chains_of: List[List[Level]], chain_of: List[
 
 def solve_stage(spec: ModelSpec, fam: TensorTable, geo, stage: int, cal: Calibration, budget: int,
                 allow_swap: bool = False, kinds: Optional[Kinds] = None, device: Device = DEFAULT_DEVICE,
-                rooms: Rooms = NO_ROOMS, shape: Optional["StageShape"] = None) -> StagePlan:
+                rooms: Rooms = NO_ROOMS, shape: Optional["StageShape"] = None,
+                own: Tuple[Tuple[str, ...], ...] = ()) -> StagePlan:
     """The cheapest per-layer levels of ``stage`` whose predicted peak is <= ``budget``.
     ``kinds``: each layer's own table (:func:`kinds_of`): every layer is priced on its kind and the
     MTP layer on its own. ``rooms``: the stage's capacities beside device memory (host bytes, link).
-    ``shape``: the stage's :func:`stage_shape`, when the caller has it already."""
+    ``shape``: the stage's :func:`stage_shape`, when the caller has it already. ``own``: the YAML's
+    own select sets (:func:`own_select_sets`), levels beside the family's."""
     if shape is None:
         shape = stage_shape(spec, fam, geo, stage, cal, kinds)
     if cal.peak(shape.static, shape.late) > budget:
         return StagePlan(stage=stage, fits=False, static=shape.static)   # the late phase alone is over
     room = (budget - cal.static_scale * shape.static - cal.residual) / cal.scale - shape.fixed
     longest = max((geo.layer_list[v][stage] for v in range(geo.pp_interleave_num)), default=1)
-    return plan_shape(shape, cached_chains(fam, allow_swap, device, longest), room, spec.micro_batch_num,
+    return plan_shape(shape, cached_chains(fam, allow_swap, device, longest, own), room, spec.micro_batch_num,
                       device, kinds, fam, rooms)
 
 
 @functools.lru_cache(maxsize=32)
-def cached_chains(fam: TensorTable, allow_swap: Any, device: Device, layers: int = 16) -> List[List[Level]]:
-    """:func:`chains`, once per table, swap offer and chunk length (a plan's split search solves each
-    stage many times; the swap levels are priced with every layer of the chunk taking them)."""
-    return chains(fam, allow_swap, device=device, layers=layers)
+def cached_chains(fam: TensorTable, allow_swap: Any, device: Device, layers: int = 16,
+                  own: Tuple[Tuple[str, ...], ...] = ()) -> List[List[Level]]:
+    """:func:`chains`, once per table, swap offer, chunk length and own select sets (a plan's split
+    search solves each stage many times; the swap levels are priced with every layer of the chunk
+    taking them)."""
+    return chains(fam, allow_swap, device=device, layers=layers, own=own)
+
+
+def own_select_sets(fam: TensorTable, layers: Sequence[Any]) -> Tuple[Tuple[str, ...], ...]:
+    """The YAML's own select sets as search levels: each distinct ``select_recompute`` pattern list
+    of a layer that is not fully recomputed (``model.plan.LayerPlan``), without the patterns that
+    reach nothing in the family's layer tree (SW104: writing them again would plan a silent no-op).
+    A layer with an exclude pattern is left out (the search writes no excludes)."""
+    out: List[Tuple[str, ...]] = []
+    for lp in layers:
+        if lp.full_recompute or not lp.select_recompute or lp.select_recompute_exclude:
+            continue
+        pats = tuple(p for p in lp.select_recompute if fam.matches(p))
+        if pats and pats not in out:
+            out.append(pats)
+    return tuple(out)
 
 
 def plan_shape(shape: StageShape, all_chains, room: float, micro: int, device: Device = DEFAULT_DEVICE,

@@ -446,6 +446,11 @@ class TensorTable:
         return sum(self.op_flops)
 
     # -- patterns -> ops ----------------------------------------------------------------------
+    def matches(self, pattern: str, mode: str = "recompute") -> bool:
+        """Whether ``pattern`` reaches anything in the family's layer tree (what SW104 asks of a
+        select pattern), whether or not the table sizes what it reaches."""
+        return bool(strategy.walk(self.layout, pattern, mode).targets)
+
     def ops_reached(self, patterns: Sequence[str], mode: str = "recompute") -> Tuple[FrozenSet[int], FrozenSet[int]]:
         """(marked, boundary): the ops the patterns reach on the family's tree with MindFormers'
         walk, and among them those producing a reached cell's output (a cell reaches its ops)."""
