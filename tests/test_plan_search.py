@@ -489,12 +489,14 @@ def test_mixed_kinds_are_searched_per_kind_with_the_mtp_layer(tmp_path):
 def test_mixed_kinds_planned_yaml_explains_clean_from_the_cli(tmp_path):
     src = dsv3_two_stages(tmp_path)
     out = tmp_path / "planned.yaml"
-    r = cli("plan", src, "--budget", "44GiB", "-o", str(out))
+    # a flat margin: the deepseek_v3 table's error part is its failed plan's -57 % (docs/plan.md), at
+    # which nothing fits; what this checks is the written YAML of a mixed-kind plan
+    r = cli("plan", src, "--budget", "44GiB", "--margin", "0.1", "-o", str(out))
     assert r.returncode == 0, r.stderr
     r = cli("explain", str(out))
     assert r.returncode == 0 and "Findings: none" in r.stdout, r.stdout
-    # every stage's pool need (the peak and the margin's parts) within the budget, the peak under it
-    plan_js = json.loads(cli("plan", src, "--budget", "44GiB", "--format", "json").stdout)
+    # every stage's pool need (the peak and the margin) within the budget, the peak under it
+    plan_js = json.loads(cli("plan", src, "--budget", "44GiB", "--margin", "0.1", "--format", "json").stdout)
     js = json.loads(cli("estimate", str(out), "--format", "json").stdout)
     assert [st["peak_bytes"] for st in js["stages"]] == [st["peak_bytes"] for st in plan_js["stages"]]
-    assert all(st["peak_bytes"] < st["total_bytes"] <= 44 << 30 for st in plan_js["stages"])
+    assert all(st["peak_bytes"] <= st["total_bytes"] <= 0.9 * (44 << 30) for st in plan_js["stages"])

@@ -27,8 +27,9 @@ against"); this module is their one use.
   :data:`UNKNOWN_ERROR`, said as such;
 * fragments: a fraction of the part of the peak above static memory under ``memory_optimize_level:
   O0`` (MindSpore's dynamic pool): the worst the tensor table's full-shape DryRun stages showed, at
-  least :data:`FRAGMENT_FRACTION`; 0 under ``O1`` (SOMAS plans one static
-  block: no fragment on any recorded O1 stage);
+  least :data:`FRAGMENT_FRACTION`; under ``O1`` (SOMAS plans one static block) the worst the
+  table's full-shape O1 stages showed, SeqPipe's apart: 0 without SeqPipe, 20 % with it (Qwen2.5-72B
+  32k); with ``--calibrate`` the error part is never below the table's recorded error;
 * kernel workspaces: :data:`WORKSPACE_FLOOR` or :data:`WORKSPACE_FRACTION` of the peak, the larger
   (a measured card run against DryRun L1: docs/estimate.md).
 ``--margin F`` replaces the three with a flat fraction of the budget (``--margin 0``: the model's
@@ -150,6 +151,12 @@ def workspace_bound() -> "tuple[int, float, str]":
     return WORKSPACE_FLOOR, WORKSPACE_FRACTION, (f"kernel workspaces max({fmt_size(WORKSPACE_FLOOR)}, "
                                                  f"{WORKSPACE_FRACTION:.1%} of the peak) (a card run against "
                                                  f"DryRun L1)")
+
+
+def measured_need(actual: int) -> int:
+    """What the pool must hold on a stage DryRun L1 ran: its actual peak (fragments in) and the kernel
+    workspaces it leaves out (:func:`workspace_bound`); "fits by DryRun" is this within the budget."""
+    return actual + int(max(WORKSPACE_FLOOR, WORKSPACE_FRACTION * actual))
 
 
 @dataclass

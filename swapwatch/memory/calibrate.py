@@ -476,7 +476,7 @@ def plan_errors(plans_dir: str) -> Dict[str, Any]:
     import glob
     import json
 
-    from .budget import WORKSPACE_FLOOR, WORKSPACE_FRACTION
+    from .budget import measured_need
 
     def covers(worst: float) -> float:
         # the fraction of the estimate the margin adds (peak x (1 + covers)) to reach DryRun's used
@@ -496,7 +496,7 @@ def plan_errors(plans_dir: str) -> Dict[str, Any]:
             err = (est.stages[row["stage"]].peak() - used) / used
             actual = row["actual_peak_mib"] << 20
             where = f"{data['case']} stage {row['stage']}"
-            if actual + max(WORKSPACE_FLOOR, WORKSPACE_FRACTION * actual) > data["budget_bytes"]:
+            if measured_need(actual) > data["budget_bytes"]:
                 got = failed.setdefault(est.fam.table, {"stages": 0, "worst_error": 0.0, "worst_case": ""})
                 got["stages"] += 1
                 if err < got["worst_error"]:
