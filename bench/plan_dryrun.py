@@ -238,8 +238,9 @@ def stage_cut_text(text: str, source: str, stage: int) -> str:
 
     for k in COUNT_KEYS:
         v = section.get(k) if isinstance(section, dict) else None
-        if isinstance(v, list) and clip(v) is not v:
-            edits.append((base + (k,), clip(v)))
+        clipped = clip(v)
+        if isinstance(v, list) and clipped is not v:
+            edits.append((base + (k,), clipped))
         elif isinstance(v, dict):
             edits.append((base + (k,), {pat: clip(c) for pat, c in v.items()}))
     return splice(text, source, edits)
@@ -275,16 +276,8 @@ def _measure_cut(name: str, text: str, source: str, stage: int, tag: str, timeou
     # one directory per process: two processes recording the same case beside each other must not
     # write one DryRun's logs over the other's
     numpy1 = CASES[name].get("numpy1")
-    before = os.environ.get("SWAPWATCH_DRYRUN_PYTHON")
-    if numpy1:
-        os.environ["SWAPWATCH_DRYRUN_PYTHON"] = NUMPY1_PYTHON
-    try:
-        out = measure(path, [stage], timeout=timeout,
-                      work_dir=f"/tmp/swapwatch-plan-dryrun/{name}.{tag}.s{stage}.{os.getpid()}")
-    finally:
-        if numpy1:
-            os.environ.pop("SWAPWATCH_DRYRUN_PYTHON") if before is None else \
-                os.environ.__setitem__("SWAPWATCH_DRYRUN_PYTHON", before)
+    out = measure(path, [stage], timeout=timeout, python=NUMPY1_PYTHON if numpy1 else None,
+                  work_dir=f"/tmp/swapwatch-plan-dryrun/{name}.{tag}.s{stage}.{os.getpid()}")
     p = out.stages[stage]
     got = {"stage": stage, "rank_id": p.rank_id, "used_peak_mib": p.used_bytes // MIB,
            "actual_peak_mib": p.actual_bytes // MIB, "seconds": p.seconds, "ran": os.path.basename(path),

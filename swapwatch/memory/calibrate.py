@@ -380,15 +380,14 @@ def corpus_errors(cases_dir: str, plans_dir: Optional[str] = None) -> Dict[str, 
         # the fragments of a full-shape record count under O0 only (the YAML read again for its context
         # only where they would count)
         full = data.get("stage_shape") == "full"
-        o1 = full and str((plan_of(yaml_path)[0].context or {}).get("memory_optimize_level", "O0")).upper() == "O1"
+        o1 = full and _is_o1(yaml_path)
         full_o0 = full and not o1
         for row in data.get("stages", []):
             stage, used = row["stage"], row["used_peak_mib"] << 20
             err = (est.stages[stage].peak() - used) / used
             kinds = sorted({r["choice"].removeprefix("mtp:").split(":")[0] for r in est.layers
                             if r["stage"] == stage})
-            t = tables.setdefault(est.fam.table, {"worst_error": 0.0, "worst_case": "", "worst_error_all": 0.0,
-                                                  "stages": 0, "families": [], "by_kind": {}})
+            t = _table_row(tables, est.fam.table)
             t["stages"] += 1
             if est.family not in t["families"]:
                 t["families"].append(est.family)
@@ -419,27 +418,54 @@ def corpus_errors(cases_dir: str, plans_dir: Optional[str] = None) -> Dict[str, 
                 _o1_fragments(tables, est, name, row)
             if full_o0:
                 above = used - est.stages[stage].static_total
-                frac = ((row["actual_peak_mib"] << 20) - used) / above
-                t["fragments_stages"] = t.get("fragments_stages", 0) + 1
-                if frac > t.get("fragments_worst", -1.0):
-                    t["fragments_worst"], t["fragments_case"] = round(frac, 4), f"{name} stage {stage}"
-    if plans_dir is not None:
-        # the plan records' stage cuts keep their stage's full shape: their O1 fragments count too
-        for rec in sorted(glob.glob(os.path.join(plans_dir, "*.json"))):
-            if rec.endswith(".own.json"):
-                continue
-            with open(rec, encoding="utf-8") as fh:
-                data = json.load(fh)
-            yaml_path = os.path.join(plans_dir, data["planned"])
-            if str((plan_of(yaml_path)[0].context or {}).get("memory_optimize_level", "O0")).upper() != "O1":
-                continue
-            est = estimate(yaml_path)
-            for row in data.get("stages", []):
-                _o1_fragments(tables, est, os.path.basename(rec)[:-5], row)
+                _note_fragments(t, "fragments", ((row["actual_peak_mib"] << 20) - used) / above,
+                                f"{name} stage {stage}")
     out: Dict[str, Any] = {"source": "fixtures/dryrun/cases (DryRun L1 used peak, uncalibrated estimate)",
                            "tables": tables}
     if plans_dir is not None:
-        out["held_out"] = plan_errors(plans_dir)
+        records = _plan_records(plans_dir)
+        # the plan records' stage cuts keep their stage's full shape: their O1 fragments count too
+        for name, data, est in records:
+            if _is_o1(os.path.join(plans_dir, data["planned"])):
+                for row in data.get("stages", []):
+                    _o1_fragments(tables, est, name, row)
+        out["held_out"] = plan_errors(plans_dir, records)
+    return out
+
+
+def _table_row(tables: Dict[str, Dict[str, Any]], table: str) -> Dict[str, Any]:
+    """``table``'s row of :func:`corpus_errors`, made on first use."""
+    return tables.setdefault(table, {"worst_error": 0.0, "worst_case": "", "worst_error_all": 0.0,
+                                     "stages": 0, "families": [], "by_kind": {}})
+
+
+def _note_fragments(t: Dict[str, Any], key: str, frac: float, where: str) -> None:
+    """Count a stage's fragments (a fraction of its peak above static) under ``key`` of row ``t``
+    (``<key>_stages``, and ``<key>_worst`` / ``<key>_case`` for the worst)."""
+    t[f"{key}_stages"] = t.get(f"{key}_stages", 0) + 1
+    if frac > t.get(f"{key}_worst", -1.0):
+        t[f"{key}_worst"], t[f"{key}_case"] = round(frac, 4), where
+
+
+def _is_o1(yaml_path: str) -> bool:
+    """Whether the YAML runs ``memory_optimize_level: O1`` (MindSpore's default O0 otherwise)."""
+    return str((plan_of(yaml_path)[0].context or {}).get("memory_optimize_level", "O0")).upper() == "O1"
+
+
+def _plan_records(plans_dir: str) -> List[Tuple[str, Dict[str, Any], Any]]:
+    """(name, record, estimate of its planned YAML) of each plan DryRun record in ``plans_dir`` (the
+    maintainers' own ``*.own.json`` left out: they are calibration sources, not plans), each
+    estimated once."""
+    import glob
+    import json
+
+    out = []
+    for rec in sorted(glob.glob(os.path.join(plans_dir, "*.json"))):
+        if rec.endswith(".own.json"):
+            continue
+        with open(rec, encoding="utf-8") as fh:
+            data = json.load(fh)
+        out.append((os.path.basename(rec)[:-5], data, estimate(os.path.join(plans_dir, data["planned"]))))
     return out
 
 
@@ -452,15 +478,11 @@ def _o1_fragments(tables: Dict[str, Dict[str, Any]], est: Any, name: str, row: D
     stage, used = row["stage"], row["used_peak_mib"] << 20
     above = used - est.stages[stage].static_total
     frac = max(0.0, ((row["actual_peak_mib"] << 20) - used) / above) if above > 0 else 0.0
-    t = tables.setdefault(est.fam.table, {"worst_error": 0.0, "worst_case": "", "worst_error_all": 0.0,
-                                          "stages": 0, "families": [], "by_kind": {}})
-    key = "fragments_o1_seqpipe" if est.spec.seq_split > 1 else "fragments_o1"
-    t[f"{key}_stages"] = t.get(f"{key}_stages", 0) + 1
-    if frac > t.get(f"{key}_worst", -1.0):
-        t[f"{key}_worst"], t[f"{key}_case"] = round(frac, 4), f"{name} stage {stage}"
+    _note_fragments(_table_row(tables, est.fam.table),
+                    "fragments_o1_seqpipe" if est.spec.seq_split > 1 else "fragments_o1", frac, f"{name} stage {stage}")
 
 
-def plan_errors(plans_dir: str) -> Dict[str, Any]:
+def plan_errors(plans_dir: str, records: Optional[List[Tuple[str, Dict[str, Any], Any]]] = None) -> Dict[str, Any]:
     """The model's worst under-prediction on the plan DryRun records (``fixtures/dryrun/plans``: each
     stage of a YAML ``plan`` wrote, run through DryRun L1 after the plan was made, so every one is a
     held-out check of the model that planned it): the estimate of the planned YAML against DryRun's
@@ -472,10 +494,8 @@ def plan_errors(plans_dir: str) -> Dict[str, Any]:
     plan: its miss counts for its own tensor table (``by_table``), not for the floor of every table.
     DeepSeek-V3's plan of no recompute held 115737 MiB on stage 1 where the estimate said 49643
     (-57 %): the MoE layers' activations without recompute, which no recorded case had put at the
-    peak, are that table's defect, and a 133 % error part on every other family would plan nothing."""
-    import glob
-    import json
-
+    peak, are that table's defect, and a 133 % error part on every other family would plan nothing.
+    ``records``: :func:`_plan_records` of ``plans_dir``, when the caller has them."""
     from .budget import measured_need
 
     def covers(worst: float) -> float:
@@ -485,12 +505,7 @@ def plan_errors(plans_dir: str) -> Dict[str, Any]:
 
     worst, case, n = 0.0, "", 0
     failed: Dict[str, Dict[str, Any]] = {}
-    for rec in sorted(glob.glob(os.path.join(plans_dir, "*.json"))):
-        if rec.endswith(".own.json"):
-            continue
-        with open(rec, encoding="utf-8") as fh:
-            data = json.load(fh)
-        est = estimate(os.path.join(plans_dir, data["planned"]))
+    for _, data, est in (records if records is not None else _plan_records(plans_dir)):
         for row in data.get("stages", []):
             used = row["used_peak_mib"] << 20
             err = (est.stages[row["stage"]].peak() - used) / used

@@ -173,14 +173,16 @@ def simulation_env(rank_size: int, rank_id: int, work: Path) -> Dict[str, str]:
 
 
 def measure(config_path: str, stages: Optional[Sequence[int]] = None, *, timeout: Optional[float] = None,
-            work_dir: Optional[str] = None) -> DryRunResult:
+            work_dir: Optional[str] = None, python: Optional[str] = None) -> DryRunResult:
     """Run ``config_path`` through DryRun once per stage in ``stages`` (default: every stage), one
     simulated rank each (the first rank of the stage), one after another; InputError (exit 2) for a
-    missing YAML or a stage out of range, DryRunError naming the log when DryRun fails."""
+    missing YAML or a stage out of range, DryRunError naming the log when DryRun fails. ``python``:
+    the interpreter to run it with, instead of :func:`_python`'s."""
     path = Path(config_path)
     if not path.is_file():
         raise InputError("no such training YAML", file=config_path)
-    reason = available()
+    py = python or _python()
+    reason = interpreter_missing(py, "SWAPWATCH_DRYRUN_PYTHON")
     if reason:
         raise DryRunError(f"DryRun is not available: {reason}")
     rank_size, pp = rank_layout(config_path)
@@ -200,7 +202,7 @@ def measure(config_path: str, stages: Optional[Sequence[int]] = None, *, timeout
         t0 = time.time()
         with open(log, "w", encoding="utf-8") as out:
             try:
-                proc = subprocess.run([_python(), str(CHILD), str(path.resolve())], cwd=sub,
+                proc = subprocess.run([py, str(CHILD), str(path.resolve())], cwd=sub,
                                       env=simulation_env(rank_size, rank, sub), stdout=out, stderr=subprocess.STDOUT,
                                       timeout=timeout, check=False)
             except subprocess.TimeoutExpired as exc:

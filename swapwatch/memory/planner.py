@@ -20,7 +20,8 @@ from ..text import fmt_size
 from .calibrate import calibrate
 from .keys import classify as classify_keys, context as key_context
 from .model import NO_CALIBRATION, Calibration, Estimate, estimate, not_in_dryrun, plan_of, planning_family
-from .budget import Card, Margin, card_check, fragments_for, parse_size, table_error, workspace_bound  # noqa: F401
+from .budget import (Card, Margin, card_check, fragments_for, model_errors, parse_size,  # noqa: F401
+                     table_error, workspace_bound)
 from .offsets import Split, head_seconds, layer_seconds, search_split, stage_geometry, stage_tables, step_seconds
 from .search import (DEFAULT_DEVICE, NO_ROOMS, Device, Rooms, StagePlan, SwapOffer, kinds_of, lowest_peak,
                      own_select_sets, solve_stage, stage_shape, stage_terms)
@@ -269,7 +270,7 @@ def margin_parts(cfg: Any, table: str, family: str, cal: Calibration, model: Opt
             # the maintainers' DryRun (0.5 % residual) planned select feed_forward on stage 0, which
             # DryRun held 2.7 % above the calibrated estimate (docs/plan.md). A table no DryRun case
             # covers has a guess there, not a measurement: the calibration replaces it.
-            if err > frac and not why.startswith("no DryRun case"):
+            if err > frac and table in model_errors().get("tables", {}):
                 why = (f"{cwhy}, but a changed strategy is held to the {table} tensor table's recorded "
                        f"{err:.1%} ({why})")
             else:
